@@ -1,0 +1,34 @@
+# openqna — the two commands a newcomer needs are `make serve` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: serve test model clean
+
+# Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
+# multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[export]'
+	$(BIN)/python -m openqna.models.onnx_export
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[export,dev]'
+	touch $@
+
+model: $(VENV)/.installed
+	$(BIN)/python -m openqna.models.onnx_export
+
+serve: $(VENV)/.installed
+	$(BIN)/openqna serve
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,24 @@
+"""One error builder per wire dialect (DESIGN decision 10)."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+UNAUTHORIZED_MESSAGE = (
+    "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an "
+    "active subscription and use a correct regional API endpoint for your resource."
+)
+MISSING_KEY_MESSAGE = (
+    "Access denied due to missing subscription key. Make sure to include subscription key when making requests to an API."
+)
+
+
+def azure_error(status: int, code: str, message: str, *, target: str | None = None,
+                inner: str | None = None, headers: dict | None = None) -> JSONResponse:
+    """Azure's envelope: {"error": {"code", "message", "target"?, "innererror"?}} plus x-ms-error-code."""
+    error: dict = {"code": code, "message": message}
+    if target:
+        error["target"] = target
+    if inner:
+        error["innererror"] = {"code": inner, "message": message}
+    return JSONResponse({"error": error}, status_code=status, headers={"x-ms-error-code": code, **(headers or {})})

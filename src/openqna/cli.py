@@ -1,0 +1,230 @@
+"""The ``openqna`` command: serve, import, export, ask, deploy, projects, keys."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from . import settings
+from .records import OpenQnAError
+from .retrieval.filters import MetaEq, all_of
+
+data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.get("OPENQNA_DATA"),
+                           show_default=True, help="Directory of the embedded store.")
+
+
+def _store(data_dir: str):
+    from .store import open_store
+
+    return open_store(data_dir)
+
+
+def _service(data_dir: str):
+    from .models.embedder import get_embedder
+    from .service import Service
+
+    return Service(_store(data_dir), get_embedder())
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group()
+@click.version_option(package_name="openqna")
+def main() -> None:
+    """openqna: knowledge-base question answering you host yourself."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@main.command("import")
+@click.argument("project")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@data_option
+def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
+    """Import QnA files (TSV, XLSX, Azure JSON) into PROJECT, creating it if needed.
+
+    Every file is parsed before anything is written, so a malformed file leaves
+    the project as it was.  Importing the same file twice changes nothing.
+    """
+    from .formats import read_file
+    from .records import KnowledgeBaseContent
+
+    content = KnowledgeBaseContent()
+    try:
+        for f in click.progressbar(files, label="parsing", file=sys.stderr, show_pos=True):
+            part = read_file(f)
+            content.qnas.extend(part.qnas)
+            content.synonyms.extend(part.synonyms)
+        service = _service(data_dir)
+        report = service.import_content(project, content, progress=True)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
+               f"({service.store.count_qnas(project)} QnAs)")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["tsv", "excel", "json"]), default=None,
+              help="File format; guessed from OUT's extension by default.")
+@click.option("--deployment", default="test", show_default=True)
+@data_option
+def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
+    """Export PROJECT to OUT in QnA Maker/Azure format."""
+    from .formats import export_bytes
+    from .records import KnowledgeBaseContent
+
+    fmt = fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv")
+    try:
+        store = _store(data_dir)
+        content = KnowledgeBaseContent(store.list_qnas(project, deployment), store.get_synonyms(project, deployment))
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    data, _, _ = export_bytes(content, fmt)
+    out.write_bytes(data)
+    click.echo(f"wrote {len(content.qnas)} QnAs to {out}")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("question")
+@click.option("--top", default=3, show_default=True, type=click.IntRange(1, settings.LIMITS.top))
+@click.option("--threshold", default=0.0, show_default=True, type=click.FloatRange(0, 1))
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
+@click.option("--deployment", default="test", show_default=True)
+@click.option("--question-only", is_flag=True, help="Rank on questions only (rankerType=QuestionOnly).")
+@data_option
+def ask(project: str, question: str, top: int, threshold: float, filters: tuple[str, ...], deployment: str,
+        question_only: bool, data_dir: str) -> None:
+    """Ask PROJECT a QUESTION and print the answers with their confidence."""
+    from .service import AskRequest
+
+    nodes = []
+    for f in filters:
+        key, sep, value = f.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--filter expects KEY=VALUE, got '{f}'")
+        nodes.append(MetaEq(key.strip(), value.strip()))
+    req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
+                     filter=all_of(*nodes))
+    if len(question) > settings.LIMITS.question_chars:
+        _fail(f"the question is {len(question)} characters long; the limit is {settings.LIMITS.question_chars}")
+    try:
+        answers = _service(data_dir).ask(project, deployment, req)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    for a in answers:
+        if a.qna is None:
+            click.echo(f"[{a.confidence:.4f}] (default answer) {a.default_text}")
+            continue
+        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {a.qna.questions[0] if a.qna.questions else ''}")
+        click.echo("    " + a.qna.answer.replace("\n", "\n    "))
+        for p in a.qna.dialog.prompts:
+            click.echo(f"    -> {p.display_text} (#{p.qna_id})")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("deployment", default="production")
+@data_option
+def deploy(project: str, deployment: str, data_dir: str) -> None:
+    """Copy PROJECT's live (test) state to DEPLOYMENT (default: production)."""
+    if deployment == "test":
+        _fail("'test' is the live state; deploy to another name such as 'production'")
+    try:
+        d = _store(data_dir).deploy(project, deployment)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"deployed {project} to {d.name} at {d.last_deployed}")
+
+
+@main.command()
+@data_option
+def projects(data_dir: str) -> None:
+    """List projects with their QnA counts and deployments."""
+    store = _store(data_dir)
+    for p in store.list_projects():
+        deployments = ", ".join(d.name for d in store.list_deployments(p.name)) or "-"
+        click.echo(f"{p.name}\t{store.count_qnas(p.name)} QnAs\tdeployments: {deployments}")
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys (stored hashed; a key is shown only when created)."""
+
+
+@keys.command("create")
+@click.option("--name", default="", help="A label to recognise the key by.")
+@click.option("--role", type=click.Choice(["admin", "author", "query"]), default="admin", show_default=True)
+@click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
+@data_option
+def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
+    from .api.auth import create_key
+
+    key, secret = create_key(_store(data_dir), name=name, role=role, projects=list(projects_) or None)
+    click.echo(secret)
+    click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
+
+
+@keys.command("list")
+@data_option
+def keys_list(data_dir: str) -> None:
+    for k in _store(data_dir).list_keys():
+        click.echo(f"{k.id}\t{k.role}\t{','.join(k.projects) if k.projects else '*'}\t{k.created}\t{k.name}")
+
+
+@keys.command("delete")
+@click.argument("key_id")
+@data_option
+def keys_delete(key_id: str, data_dir: str) -> None:
+    if not _store(data_dir).delete_key(key_id):
+        _fail(f"no key with id {key_id}")
+    click.echo(f"deleted key {key_id}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@main.command()
+@click.option("--host", envvar="OPENQNA_HOST", default=settings.get("OPENQNA_HOST"), show_default=True)
+@click.option("--port", envvar="OPENQNA_PORT", default=int(settings.get("OPENQNA_PORT")), show_default=True, type=int)
+@click.option("--sample/--no-sample", default=settings.get("OPENQNA_SAMPLE") != "0", show_default=True,
+              help="Load the sample knowledge base 'openqna-faq' into an empty store.")
+@data_option
+def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
+    """Serve the HTTP API on HOST:PORT."""
+    import uvicorn
+
+    from .server import create_app
+
+    service = _service(data_dir)
+    if not _is_loopback(host) and not service.store.list_keys():
+        _fail(f"refusing to serve on {host} without API keys; create one with `openqna keys create --data {data_dir}`")
+    if sample and not service.store.list_projects():
+        from .formats import read_file
+
+        sample_file = resources.files("openqna") / "samples" / "openqna-faq.tsv"
+        with resources.as_file(sample_file) as path:
+            service.import_content("openqna-faq", read_file(path))
+        service.deploy("openqna-faq", "production")
+        click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
+    service.embedder.embed(["warm up"])
+    uvicorn.run(create_app(service), host=host, port=port, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

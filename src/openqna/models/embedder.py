@@ -1,0 +1,263 @@
+"""Sentence embedders: the local ONNX MiniLM, any OpenAI-compatible service, a test double.
+
+Every embedder returns float32 rows of unit length, so cosine similarity is a
+dot product, and carries a ``name`` that knowledge bases record: vectors made
+by embedders of different names must never be compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+
+from openqna.models.onnx_export import (
+    ONNX_FILENAME,
+    OUTPUT_NAME,
+    default_model_dir,
+    export,
+    load_tokenizer,
+    pad_batch,
+)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What search needs from an embedding model."""
+
+    @property
+    def name(self) -> str:
+        """Stable identifier of the vector space, recorded per knowledge base."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Length of each vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array (len(texts), dim) of L2-normalised rows, in input order."""
+        ...
+
+
+def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Unit rows (as sentence-transformers' Normalize: eps keeps all-zero rows at zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 run by onnxruntime (fp32), matching sentence-transformers to cos 1.0.
+
+    The ``.onnx`` file is exported from the bundled model on first use if it is
+    missing (needs the ``openqna[export]`` extra).  Texts are tokenised once,
+    sorted by length and run in small batches: padding is then minimal and
+    memory stays low (batches of 128 paragraphs took 4 GB).  Single-text calls,
+    i.e. user queries, go through an LRU cache because queries repeat.
+    Safe to call from several threads: ORT sessions allow concurrent ``run``.
+    """
+
+    name = "minilm-l6-v2/onnx-fp32"
+    dim = 384
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        threads: int | None = None,
+        batch_size: int = 16,
+        max_tokens: int = 256,
+        cache_size: int = 4096,
+    ) -> None:
+        if not 2 <= max_tokens <= 512:  # 512 = the model's position embeddings
+            raise ValueError(f"max_tokens must be in [2, 512], got {max_tokens}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.onnx_path = Path(model_dir or default_model_dir()).expanduser() / ONNX_FILENAME
+        if not self.onnx_path.exists():
+            export(self.onnx_path)
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or int(os.environ.get("OPENQNA_THREADS", "2"))
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(self.onnx_path), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = load_tokenizer(max_tokens)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if len(texts) == 1:
+            return self._embed_cached(texts[0])[None, :].copy()
+        return self._run(texts)
+
+    def _embed_cached(self, text: str) -> np.ndarray:
+        with self._cache_lock:
+            vector = self._cache.get(text)
+            if vector is not None:
+                self._cache.move_to_end(text)
+                return vector
+        vector = self._run([text])[0]
+        vector.setflags(write=False)
+        with self._cache_lock:
+            self._cache[text] = vector
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vector
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            feed = pad_batch([encodings[i] for i in rows])
+            (hidden,) = self._session.run([OUTPUT_NAME], feed)
+            mask = feed["attention_mask"][..., None].astype(np.float32)
+            out[rows] = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        return _l2_normalise(out)
+
+
+class EmbeddingServiceError(RuntimeError):
+    """A remote embedding service failed or answered something unusable."""
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (OpenAI, vLLM, Ollama, ...).
+
+    ``dim`` may be given; otherwise it is learnt from the first response (reading
+    it before any call sends a one-word probe).  Vectors are re-normalised since
+    not every server returns unit vectors.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        dim: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+    ) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.batch_size = batch_size
+        self._dim = dim
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        )
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        step = self.batch_size
+        chunks = [self._post(texts[i : i + step]) for i in range(0, len(texts), step)]
+        return _l2_normalise(np.concatenate(chunks))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _post(self, texts: list[str]) -> np.ndarray:
+        try:
+            response = self._client.post(self.url, json={"model": self.model, "input": texts})
+        except httpx.HTTPError as exc:
+            raise EmbeddingServiceError(f"embedding request to {self.url} failed: {exc!r}") from exc
+        if response.is_error:
+            raise EmbeddingServiceError(
+                f"embedding service {self.url} answered HTTP {response.status_code}: "
+                f"{response.text[:500]}"
+            )
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = np.array([item["embedding"] for item in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingServiceError(
+                f"malformed embeddings response from {self.url}: {exc!r}"
+            ) from exc
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise EmbeddingServiceError(
+                f"{self.url} returned {vectors.shape[0]} embeddings for {len(texts)} inputs"
+            )
+        if self._dim is None:
+            self._dim = vectors.shape[1]
+        elif vectors.shape[1] != self._dim:
+            raise EmbeddingServiceError(
+                f"{self.url} returned {vectors.shape[1]}-d embeddings, expected {self._dim}"
+            )
+        return vectors
+
+
+class HashEmbedder:
+    """Test double: hashed character trigrams, deterministic across processes, no model.
+
+    Texts sharing trigrams get similar vectors, which is enough to exercise
+    search code in fast unit tests; it carries no meaning beyond spelling.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.name = f"hash-trigram/{dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            padded = f"  {text.lower()}  "  # never empty, so every row has a norm
+            for i in range(len(padded) - 2):
+                digest = hashlib.blake2b(padded[i : i + 3].encode(), digest_size=8).digest()
+                out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
+        return _l2_normalise(out)
+
+
+_INSTANCES: dict[str, Embedder] = {}
+_INSTANCES_LOCK = threading.Lock()
+
+
+def get_embedder(spec: str | None = None) -> Embedder:
+    """The process-wide embedder for ``spec`` ("local", "openai" or "hash").
+
+    ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
+    cached per spec so the model loads once per process; the environment is
+    read on the first call for a spec only.
+    """
+    key = (spec or os.environ.get("OPENQNA_EMBEDDER") or "local").strip().lower()
+    with _INSTANCES_LOCK:
+        if key not in _INSTANCES:
+            _INSTANCES[key] = _create(key)
+        return _INSTANCES[key]
+
+
+def _create(spec: str) -> Embedder:
+    if spec == "local":
+        return LocalMiniLM()
+    if spec == "openai":
+        return OpenAIEmbedder(
+            base_url=os.environ.get("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1"),
+            model=os.environ.get("OPENQNA_EMBEDDINGS_MODEL", "text-embedding-3-small"),
+            api_key=os.environ.get("OPENQNA_EMBEDDINGS_API_KEY"),
+        )
+    if spec == "hash":
+        return HashEmbedder()
+    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'openai' or 'hash'")

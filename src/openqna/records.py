@@ -1,0 +1,106 @@
+"""The one record model every surface shares (DESIGN decision 1).
+
+A knowledge base holds QnA records: questions (the first is the primary one,
+the rest are alternates), an answer, lower-cased metadata, a source and a dialog
+with follow-up prompts.  Passages from unstructured sources are QnAs of kind
+``passage`` whose single "question" is their title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DEFAULT_SOURCE = "Editorial"
+RecordKind = Literal["qna", "passage"]
+
+
+@dataclass
+class Prompt:
+    """A follow-up prompt: a button labelled ``display_text`` that leads to QnA ``qna_id``."""
+
+    display_order: int
+    qna_id: int
+    display_text: str
+
+
+@dataclass
+class Dialog:
+    is_context_only: bool = False
+    prompts: list[Prompt] = field(default_factory=list)
+
+
+@dataclass
+class QnA:
+    """One question-answer pair.  ``id`` is None until the store assigns one."""
+
+    questions: list[str]
+    answer: str
+    id: int | None = None
+    source: str = DEFAULT_SOURCE
+    metadata: dict[str, str] = field(default_factory=dict)
+    dialog: Dialog = field(default_factory=Dialog)
+    kind: RecordKind = "qna"
+    # Active-learning clusters, kept verbatim as QnA Maker exports them.
+    suggested_questions: list[dict] = field(default_factory=list)
+
+    def normalised(self) -> "QnA":
+        """Metadata is stored lower-cased, as Azure does; questions are trimmed."""
+        self.metadata = {k.strip().lower(): v.strip().lower() for k, v in self.metadata.items()}
+        self.questions = [q.strip() for q in self.questions if q and q.strip()]
+        self.answer = self.answer.strip()
+        self.source = (self.source or DEFAULT_SOURCE).strip() or DEFAULT_SOURCE
+        return self
+
+
+@dataclass
+class KnowledgeBaseContent:
+    """What an import file carries: QnAs and synonym groups (word alterations)."""
+
+    qnas: list[QnA] = field(default_factory=list)
+    synonyms: list[list[str]] = field(default_factory=list)
+
+
+class OpenQnAError(Exception):
+    """Base for errors a caller caused; surfaces map them to their own dialect."""
+
+    code = "InvalidArgument"
+    status = 400
+
+    def __init__(self, message: str, *, target: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.target = target
+
+
+class InvalidArgument(OpenQnAError):
+    pass
+
+
+class NotFound(OpenQnAError):
+    code = "NotFound"
+    status = 404
+
+
+class ProjectNotFound(NotFound):
+    code = "ProjectNotFound"
+
+
+class Conflict(OpenQnAError):
+    code = "Conflict"
+    status = 409
+
+
+class FormatError(InvalidArgument):
+    """A malformed import file; names the file, line and column of the problem."""
+
+    def __init__(self, message: str, *, file: str, line: int | None = None, column: int | None = None):
+        where = file
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column}"
+        super().__init__(f"{where}: {message}")
+        self.file = file
+        self.line = line
+        self.column = column

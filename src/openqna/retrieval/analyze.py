@@ -1,0 +1,108 @@
+"""One analyzer for every store (DESIGN decision 3).
+
+Text becomes terms the same way at index and query time, whichever store holds
+them, so BM25 gives the same scores on SQLite and PostgreSQL:
+
+* Unicode NFKC, case folding; punctuation (including Azure's list and full-width
+  forms) separates words, so "COVID-19" and "COVID 19" analyse alike.
+* Latin-script words: English stop words dropped, Snowball-stemmed, and word
+  bigrams (shingles, as the original Answers index had) added so phrase order
+  counts for something.
+* Chinese, Japanese and Korean runs: overlapping character bigrams plus the
+  single ideographs and katakana characters (hiragana is mostly particles), so a
+  query finds text without spaces and a one-character word still matches.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import Stemmer
+
+# Snowball's English stop list, minus words that carry meaning in FAQ questions
+# ("not", "no", "off", "on", "up", "down", "over", "again", "more", "most", "few").
+STOP_WORDS = frozenset(
+    """a about above after against all am an and any are as at be because been before being below
+    between both but by can could did do does doing during each for from further had has have having he
+    her here hers herself him himself his i if in into is it its itself just me my myself nor of once only
+    or other our ours ourselves own same she should so some such than that the their theirs them themselves
+    then there these they this those through to too under until very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves s t d ll m re ve""".split()
+)
+
+_CJK_RANGES = (
+    "\u3040-\u309f"  # hiragana
+    "\u30a0-\u30ff\u31f0-\u31ff"  # katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af\u1100-\u11ff"  # hangul
+)
+_TOKEN = re.compile(rf"([{_CJK_RANGES}]+)|([^\W_{_CJK_RANGES}]+)")
+_HIRAGANA = re.compile("[\u3040-\u309f]")
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer.stemWord(word)
+
+
+def _cjk_terms(run: str) -> list[str]:
+    terms = [c for c in run if not _HIRAGANA.match(c)] if len(run) > 1 else [run]
+    terms.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return terms
+
+
+def normalise(text: str) -> str:
+    """NFKC + case folding: full-width Latin becomes ASCII, 'Straße' matches 'strasse'."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def analyze(text: str, *, bigrams: bool = True) -> list[str]:
+    """Terms of ``text`` in order, with repeats (BM25 counts term frequency)."""
+    terms: list[str] = []
+    words: list[str] = []
+    for cjk, word in _TOKEN.findall(normalise(text)):
+        if cjk:
+            terms.extend(_cjk_terms(cjk))
+            words.append("")  # a CJK run breaks a Latin phrase
+        elif word not in STOP_WORDS:
+            stem = _stem(word)
+            terms.append(stem)
+            words.append(stem)
+    if bigrams:
+        terms.extend(f"{a} {b}" for a, b in zip(words, words[1:]) if a and b)
+    return terms
+
+
+def synonym_key(text: str) -> tuple[str, ...]:
+    """The analysed unigrams of a synonym (a word or a short phrase)."""
+    return tuple(analyze(text, bigrams=False))
+
+
+def expand_with_synonyms(text: str, groups: list[list[str]]) -> str:
+    """Append the other members of every synonym group whose member appears in ``text``.
+
+    Azure's word alterations are symmetric groups matched case-insensitively;
+    expanding the query (not the index) keeps deploys cheap and edits immediate.
+    """
+    if not groups:
+        return text
+    terms = analyze(text, bigrams=False)
+    joined = " " + " ".join(terms) + " "
+    extra: list[str] = []
+    for group in groups:
+        keys = [synonym_key(member) for member in group]
+        if any(k and (" " + " ".join(k) + " ") in joined for k in keys):
+            extra.extend(m for m, k in zip(group, keys) if k and (" " + " ".join(k) + " ") not in joined)
+    return text if not extra else text + " " + " ".join(extra)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def exact_key(text: str) -> str:
+    """Key under which a question matches exactly: case, width and punctuation ignored."""
+    return " ".join(_WORD.findall(normalise(text)))

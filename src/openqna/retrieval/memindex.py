@@ -1,0 +1,203 @@
+"""An in-process search index derived from the store (DESIGN decision 7).
+
+The store is the source of truth; this index is rebuilt from it and answers the
+two retrieval primitives with numpy: dense similarity and BM25, per record, for
+the question field ("q", one unit per question) and the answer field ("a", one
+unit per answer or passage).  Filters are evaluated to a boolean mask over
+records with inverted maps, then pushed into both primitives, so a selective
+filter still yields every matching record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
+
+K1 = 1.2
+B = 0.75
+
+
+def bm25_idf(n_docs: int, df: int) -> float:
+    """Lucene's non-negative idf; shared with every store so scores agree."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+@dataclass
+class IndexRecord:
+    """What the index needs of a record: identity, filterable fields, and its units."""
+
+    id: int
+    kind: str
+    source: str
+    metadata: dict[str, str]
+    context_only: bool
+    question_keys: list[str]  # exact-match keys of the questions
+    q_vectors: np.ndarray  # (n_questions, dim) float32
+    q_terms: list[list[str]]
+    a_vector: np.ndarray | None  # (dim,) float32
+    a_terms: list[str]
+
+
+class _Field:
+    """Units of one field, grouped contiguously by record row for reduceat."""
+
+    def __init__(self, rows: list[int], vectors: list[np.ndarray], terms: list[list[str]], n_records: int, dim: int):
+        self.n = len(rows)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.matrix = np.vstack(vectors).astype(np.float32, copy=False) if vectors else np.zeros((0, dim), np.float32)
+        self.lengths = np.asarray([len(t) for t in terms], dtype=np.float32)
+        self.avgdl = float(self.lengths.mean()) if self.n else 1.0
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for unit, unit_terms in enumerate(terms):
+            counts: dict[str, int] = {}
+            for term in unit_terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, tf in counts.items():
+                units, tfs = postings.setdefault(term, ([], []))
+                units.append(unit)
+                tfs.append(tf)
+        self.postings = {t: (np.asarray(u, np.int64), np.asarray(f, np.float32)) for t, (u, f) in postings.items()}
+        # Segment starts for records that have units in this field (rows are sorted).
+        if self.n:
+            change = np.flatnonzero(np.diff(self.rows)) + 1
+            self.starts = np.concatenate(([0], change))
+        else:
+            self.starts = np.zeros(0, np.int64)
+        self.seg_rows = self.rows[self.starts] if self.n else np.zeros(0, np.int64)
+        self.n_records = n_records
+
+    def idf(self, term: str) -> float:
+        hit = self.postings.get(term)
+        return bm25_idf(self.n, 0 if hit is None else len(hit[0]))
+
+    def per_record_max(self, unit_scores: np.ndarray, fill: float) -> np.ndarray:
+        out = np.full(self.n_records, fill, dtype=np.float32)
+        if self.n:
+            out[self.seg_rows] = np.maximum.reduceat(unit_scores, self.starts)
+        return out
+
+    def dense(self, query: np.ndarray) -> np.ndarray:
+        """Best cosine per record (−1 where the record has no unit in this field)."""
+        if not self.n:
+            return np.full(self.n_records, -1.0, np.float32)
+        return self.per_record_max(self.matrix @ query, -1.0)
+
+    def bm25_units(self, terms: Iterable[str]) -> np.ndarray:
+        scores = np.zeros(self.n, np.float32)
+        if not self.n:
+            return scores
+        norm = K1 * (1.0 - B + B * self.lengths / self.avgdl)
+        for term in terms:
+            hit = self.postings.get(term)
+            if hit is None:
+                continue
+            units, tf = hit
+            idf = bm25_idf(self.n, len(units))
+            scores[units] += idf * tf * (K1 + 1.0) / (tf + norm[units])
+        return scores
+
+    def coverage_units(self, weights: dict[str, float]) -> np.ndarray:
+        """Share of the query's idf mass each unit contains (0..1)."""
+        cov = np.zeros(self.n, np.float32)
+        total = sum(weights.values())
+        if not self.n or total <= 0:
+            return cov
+        for term, w in weights.items():
+            hit = self.postings.get(term)
+            if hit is not None:
+                cov[hit[0]] += w
+        return cov / total
+
+
+class MemIndex:
+    """The searchable state of one knowledge base deployment at one change sequence."""
+
+    def __init__(self, records: list[IndexRecord], dim: int, version: int):
+        records = sorted(records, key=lambda r: r.id)
+        self.version = version
+        self.dim = dim
+        self.ids = np.asarray([r.id for r in records], dtype=np.int64)
+        self.row_of = {r.id: i for i, r in enumerate(records)}
+        self.n = len(records)
+        self.context_only = np.asarray([r.context_only for r in records], dtype=bool)
+        self._meta: dict[tuple[str, str], list[int]] = {}
+        self._source: dict[str, list[int]] = {}
+        self._kind: dict[str, list[int]] = {}
+        self.exact: dict[str, list[int]] = {}
+        q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
+        for row, r in enumerate(records):
+            for k, v in r.metadata.items():
+                self._meta.setdefault((k.lower(), v.lower()), []).append(row)
+            self._source.setdefault(r.source.lower(), []).append(row)
+            self._kind.setdefault(r.kind, []).append(row)
+            for key in r.question_keys:
+                self.exact.setdefault(key, []).append(row)
+            for i in range(len(r.q_terms)):
+                q_rows.append(row)
+                q_vecs.append(r.q_vectors[i])
+                q_terms.append(r.q_terms[i])
+            if r.a_vector is not None:
+                a_rows.append(row)
+                a_vecs.append(r.a_vector)
+                a_terms.append(r.a_terms)
+        self.q = _Field(q_rows, q_vecs, q_terms, self.n, dim)
+        self.a = _Field(a_rows, a_vecs, a_terms, self.n, dim)
+
+    # -- filters ---------------------------------------------------------------
+    def _rows_mask(self, rows: Iterable[int]) -> np.ndarray:
+        mask = np.zeros(self.n, dtype=bool)
+        mask[list(rows)] = True
+        return mask
+
+    def mask(self, f: Filter | None) -> np.ndarray:
+        """Boolean mask over records that pass ``f``."""
+        if f is None:
+            return np.ones(self.n, dtype=bool)
+        if isinstance(f, MetaEq):
+            return self._rows_mask(self._meta.get((f.key.lower(), f.value.lower()), ()))
+        if isinstance(f, SourceIn):
+            return self._rows_mask(r for s in f.sources for r in self._source.get(s.lower(), ()))
+        if isinstance(f, KindIn):
+            return self._rows_mask(r for k in f.kinds for r in self._kind.get(k, ()))
+        if isinstance(f, IdIn):
+            return self._rows_mask(self.row_of[i] for i in f.ids if i in self.row_of)
+        if isinstance(f, And):
+            out = np.ones(self.n, dtype=bool)
+            for child in f.children:
+                out &= self.mask(child)
+            return out
+        if isinstance(f, Or):
+            out = np.zeros(self.n, dtype=bool)
+            for child in f.children:
+                out |= self.mask(child)
+            return out
+        if isinstance(f, Not):
+            return ~self.mask(f.child)
+        raise TypeError(f"unknown filter node {f!r}")
+
+    # -- primitives used by the store's search API -------------------------------
+    def bm25(self, terms: list[str], field: str, allowed: np.ndarray) -> np.ndarray:
+        """Best BM25 score per record in ``field`` (0 where nothing matches or not allowed)."""
+        fld = self.q if field == "q" else self.a
+        scores = fld.per_record_max(fld.bm25_units(terms), 0.0)
+        scores[~allowed] = 0.0
+        return scores
+
+    def dense(self, query: np.ndarray, field: str, allowed: np.ndarray) -> np.ndarray:
+        fld = self.q if field == "q" else self.a
+        sims = fld.dense(query)
+        sims[~allowed] = -1.0
+        return sims
+
+    def coverage(self, terms: list[str], field: str, allowed: np.ndarray) -> np.ndarray:
+        """Best idf-weighted share of the query's unigrams found in one unit of ``field``."""
+        fld = self.q if field == "q" else self.a
+        weights = {t: fld.idf(t) for t in set(terms) if " " not in t}
+        cov = fld.per_record_max(fld.coverage_units(weights), 0.0)
+        cov[~allowed] = 0.0
+        return cov

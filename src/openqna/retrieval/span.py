@@ -1,0 +1,69 @@
+"""Precise answers: the sentence of an answer that best answers the question.
+
+A first version: answers are split into sentences (Latin and CJK terminators,
+line breaks, markdown bullets) and the sentence closest to the question in
+embedding space, nudged by word overlap, becomes the span.  Offsets are in
+Unicode code points of the answer text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .analyze import analyze
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
+
+
+@dataclass
+class Span:
+    text: str
+    confidence: float
+    offset: int
+    length: int
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each non-empty sentence, stripped of surrounding space and markup."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    out = []
+    for s, e in spans:
+        while s < e and (text[s].isspace() or text[s] in "*-#>"):
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def best_spans(
+    question: str,
+    query_vector: np.ndarray,
+    texts: list[str],
+    embed: Callable[[list[str]], np.ndarray],
+) -> list[Span | None]:
+    """The best sentence of each text (None for an empty text), in one embedding batch."""
+    pieces: list[tuple[int, int, int]] = []
+    for i, text in enumerate(texts):
+        pieces.extend((i, s, e) for s, e in sentence_spans(text))
+    if not pieces:
+        return [None] * len(texts)
+    vectors = embed([texts[i][s:e] for i, s, e in pieces])
+    sims = vectors @ query_vector
+    q_terms = set(analyze(question, bigrams=False))
+    best: list[Span | None] = [None] * len(texts)
+    for (i, s, e), sim in zip(pieces, sims):
+        overlap = len(q_terms & set(analyze(texts[i][s:e], bigrams=False))) / max(len(q_terms), 1)
+        score = float(np.clip(0.8 * sim + 0.2 * overlap, 0.0, 1.0))
+        if best[i] is None or score > best[i].confidence:
+            best[i] = Span(texts[i][s:e], round(score, 4), s, e - s)
+    return best

@@ -1,0 +1,39 @@
+"""The HTTP server: one Starlette app that mounts every surface."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import __version__
+from .api.auth import Authorizer
+from .api.azure import AzureRuntime
+from .api.errors import azure_error
+from .service import Service
+
+log = logging.getLogger("openqna")
+
+
+def create_app(service: Service) -> Starlette:
+    authorizer = Authorizer(service.store)
+    azure = AzureRuntime(service, authorizer)
+
+    async def health(_: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    async def not_found(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 405:
+            return azure_error(405, "InvalidRequest", f"{request.method} is not allowed on {request.url.path}.")
+        return azure_error(exc.status_code, "NotFound", f"No route for {request.method} {request.url.path}.")
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return azure_error(500, "InternalServerError", "The server failed to handle the request; see its log.")
+
+    routes = [Route("/healthz", health), *azure.routes()]
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed})

@@ -1,0 +1,275 @@
+"""The core: projects, records, deployments and ask() — no wire dialect here.
+
+Surfaces (the Azure routes, the CLI) translate their requests into these calls.
+Records are analysed and embedded here, once, before the store sees them;
+unchanged records (same content hash and embedder) are never re-embedded, which
+makes importing the same file twice a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+import numpy as np
+from tqdm import tqdm
+
+from .models.embedder import Embedder
+from .records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from .retrieval import ranker
+from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
+from .retrieval.filters import Filter, IdIn, KindIn, all_of
+from .retrieval.span import Span, best_spans, sentence_spans
+from .settings import LIMITS
+from .store import Project, Store, StoredQnA, Unit
+from .store.base import LIVE
+
+EMBED_BATCH = 16
+
+
+@dataclass
+class SpanRequest:
+    threshold: float = 0.0
+    top_answers: int = 1
+
+
+@dataclass
+class AskRequest:
+    question: str | None = None
+    qna_id: int | None = None
+    top: int = 3
+    threshold: float = 0.0
+    previous_qna_id: int | None = None
+    previous_user_query: str | None = None
+    question_only: bool = False
+    filter: Filter | None = None
+    include_unstructured: bool = False
+    span: SpanRequest | None = None
+
+
+@dataclass
+class Answer:
+    qna: QnA | None  # None: the project's default answer
+    confidence: float
+    span: Span | None = None
+    default_text: str = ""
+
+
+@dataclass
+class TextAnswer:
+    record_id: str
+    text: str
+    confidence: float
+    offset: int
+    length: int
+    span: Span | None = None
+
+
+@dataclass
+class ImportReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    ids: list[int] = field(default_factory=list)
+
+
+def content_hash(q: QnA, embedder: str) -> str:
+    payload = asdict(q)
+    payload.pop("id")
+    payload["embedder"] = embedder
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class Service:
+    def __init__(self, store: Store, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+
+    # -- projects ----------------------------------------------------------------------
+    def create_project(self, name: str, *, description: str = "", language: str = "en",
+                       default_answer: str | None = None) -> Project:
+        settings = {"defaultAnswer": default_answer or "No good match found in KB."}
+        return self.store.create_project(Project(name, description, language, settings=settings,
+                                                 embedder=self.embedder.name))
+
+    def ensure_project(self, name: str) -> Project:
+        try:
+            return self.store.get_project(name)
+        except NotFound:
+            return self.create_project(name)
+
+    # -- writing ---------------------------------------------------------------------
+    def _embed(self, texts: list[str], progress: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.embedder.dim), np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        out = np.zeros((len(texts), self.embedder.dim), np.float32)
+        bar = tqdm(total=len(texts), desc="embedding", unit="text", disable=not progress, leave=False)
+        for start in range(0, len(order), EMBED_BATCH * 8):
+            chunk = order[start : start + EMBED_BATCH * 8]
+            out[chunk] = self.embedder.embed([texts[i] for i in chunk])
+            bar.update(len(chunk))
+        bar.close()
+        return out
+
+    def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False) -> list[StoredQnA]:
+        """Analyse and embed records: one unit per question and one for the answer."""
+        texts: list[str] = []
+        for q in qnas:
+            texts.extend(q.questions)
+            texts.append(q.answer)
+        vectors = self._embed(texts, progress)
+        items, i = [], 0
+        for q, h in zip(qnas, hashes):
+            units = []
+            for n, question in enumerate(q.questions):
+                units.append(Unit("q", n, analyze(question), vectors[i]))
+                i += 1
+            units.append(Unit("a", 0, analyze(q.answer), vectors[i]))
+            i += 1
+            items.append(StoredQnA(q, units, h))
+        return items
+
+    def _check_embedder(self, project: Project) -> None:
+        if project.embedder and project.embedder != self.embedder.name:
+            raise InvalidArgument(
+                f"Project '{project.name}' was built with embedder '{project.embedder}', this server runs "
+                f"'{self.embedder.name}'; re-embed the project before writing to it."
+            )
+
+    def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False) -> ImportReport:
+        """Add or update records, matching by id, else by (source, answer); unchanged ones are skipped."""
+        proj = self.store.get_project(project)
+        self._check_embedder(proj)
+        existing = self.store.content_hashes(project)
+        by_answer = {(q.source.lower(), q.answer): q.id for q in self.store.list_qnas(project)}
+        report = ImportReport()
+        todo, hashes = [], []
+        for q in qnas:
+            q.normalised()
+            if q.id is None:
+                q.id = by_answer.get((q.source.lower(), q.answer))
+            h = content_hash(q, self.embedder.name)
+            if q.id is not None and existing.get(q.id) == h:
+                report.unchanged += 1
+                report.ids.append(q.id)
+                continue
+            if q.id is not None and q.id in existing:
+                report.updated += 1
+            else:
+                report.added += 1
+            todo.append(q)
+            hashes.append(h)
+        if todo:
+            report.ids.extend(self.store.put_qnas(project, self.prepare(todo, hashes, progress)))
+        if proj.embedder is None:
+            proj.embedder = self.embedder.name
+            self.store.update_project(proj)
+        return report
+
+    def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
+        self.ensure_project(project)
+        report = self.upsert(project, content.qnas, progress=progress)
+        if content.synonyms:
+            merged = self.store.get_synonyms(project)
+            for group in content.synonyms:
+                if group not in merged:
+                    merged.append(group)
+            if merged != self.store.get_synonyms(project):
+                self.store.set_synonyms(project, merged)
+        return report
+
+    def deploy(self, project: str, deployment: str):
+        return self.store.deploy(project, deployment)
+
+    # -- asking -----------------------------------------------------------------------
+    def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
+        """Azure's query semantics: qnaId lookup, context, filters, threshold, one default answer."""
+        proj = self.store.get_project(project)
+        index = self.store.search_index(project, deployment)
+        if req.qna_id is not None:
+            found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
+            answers = [Answer(found, 1.0)] if found else []
+        else:
+            answers, vector = self._search(project, deployment, index, req)
+            if answers and req.span is not None:
+                self._add_spans(req, vector, answers)
+        if not answers:
+            return [Answer(None, 0.0, default_text=proj.default_answer)]
+        return answers
+
+    def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
+        question = req.question or ""
+        kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
+        eligible = index.mask(all_of(req.filter, KindIn(kinds)))
+        children: set[int] = set()
+        exact_prompt: set[int] = set()
+        if req.previous_qna_id is not None:
+            prev = self.store.get_qnas(project, [req.previous_qna_id], deployment).get(req.previous_qna_id)
+            if prev is not None:
+                key = exact_key(question)
+                for p in prev.dialog.prompts:
+                    children.add(p.qna_id)
+                    if exact_key(p.display_text) == key:
+                        exact_prompt.add(p.qna_id)
+        eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
+        synonyms = self.store.get_synonyms(project, deployment)
+        expanded = expand_with_synonyms(question, synonyms)
+        vector = self.embedder.embed([expanded])[0]
+        ranked = ranker.rank(index, expanded, vector, eligible, question_only=req.question_only,
+                             boosted_ids=children, exact_prompt_ids=exact_prompt, top=req.top,
+                             threshold=req.threshold)
+        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
+        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+
+    def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
+        assert req.span is not None
+        chosen = answers[: req.span.top_answers]
+        spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], self.embedder.embed)
+        for answer, span in zip(chosen, spans):
+            if span is not None and span.confidence >= req.span.threshold:
+                answer.span = span
+
+    def answer_from_text(self, question: str, records: list[tuple[str, str]], *,
+                         span: bool = True) -> list[TextAnswer]:
+        """Azure's :query-text: the best passages of ad-hoc records, ≤3 per record, best first."""
+        passages: list[tuple[str, int, int]] = []
+        for rid, text in records:
+            for s, e in _passages(text):
+                passages.append((rid, s, e))
+        if not passages:
+            return []
+        texts = [dict(records)[rid][s:e] for rid, s, e in passages]
+        vectors = self.embedder.embed([question] + texts)
+        qv, pv = vectors[0], vectors[1:]
+        q_terms = set(analyze(question, bigrams=False))
+        scores = []
+        for text, sim in zip(texts, pv @ qv):
+            overlap = len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1)
+            scores.append(float(ranker.sigmoid(np.float64(9.0 * sim + 2.0 * overlap - 6.0))))
+        order = sorted(range(len(passages)), key=lambda i: -scores[i])
+        out: list[TextAnswer] = []
+        per_record: dict[str, int] = {}
+        for i in order:
+            rid, s, e = passages[i]
+            if per_record.get(rid, 0) >= LIMITS.text_answers_per_record:
+                continue
+            per_record[rid] = per_record.get(rid, 0) + 1
+            out.append(TextAnswer(rid, texts[i], scores[i], s, e - s))
+        if span and out:
+            best = best_spans(question, qv, [out[0].text], self.embedder.embed)[0]
+            out[0].span = best
+        return out
+
+
+def _passages(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
+    """Group consecutive sentences into passages of up to ``max_chars``."""
+    out: list[tuple[int, int]] = []
+    for s, e in sentence_spans(text):
+        if out and e - out[-1][0] <= max_chars and s - out[-1][1] <= 2:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out

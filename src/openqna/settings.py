@@ -1,0 +1,56 @@
+"""Settings in one declarative table: environment variable, default, meaning.
+
+The CLI reads defaults from here and the README's settings table is generated
+from the same list, so a setting cannot exist without being documented.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    env: str
+    default: str
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("OPENQNA_DATA", "./data", "Directory of the embedded store (SQLite database and caches)."),
+    Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys."),
+    Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on."),
+    Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime) or `openai` (an OpenAI-compatible /v1/embeddings endpoint)."),
+    Setting("OPENQNA_EMBEDDINGS_BASE_URL", "", "Base URL of the OpenAI-compatible embeddings endpoint, e.g. `http://localhost:11434/v1`."),
+    Setting("OPENQNA_EMBEDDINGS_API_KEY", "", "Bearer key for that endpoint."),
+    Setting("OPENQNA_EMBEDDINGS_MODEL", "", "Model name sent to that endpoint."),
+    Setting("OPENQNA_MODEL_DIR", "~/.cache/openqna/models", "Where the bundled model's ONNX export is kept."),
+    Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
+    Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip)."),
+)
+
+
+def get(env: str) -> str:
+    for s in SETTINGS:
+        if s.env == env:
+            return os.environ.get(env, s.default)
+    raise KeyError(env)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; each one answers a 400 that names it (see the README)."""
+
+    question_chars: int = 1000
+    top: int = 50
+    body_bytes: int = 4 * 1024 * 1024
+    text_records: int = 5
+    text_record_chars: int = 5120
+    text_answers_per_record: int = 3
+    span_top: int = 10
+    filter_pairs: int = 50
+    prompts: int = 20
+
+
+LIMITS = Limits()

@@ -1,0 +1,15 @@
+"""Stores: the source of truth behind one protocol (see base.Store)."""
+
+from .base import Deployment, ApiKey, Project, Store, StoredQnA, Unit
+
+
+def open_store(location: str) -> Store:
+    """Open the store at ``location``: a directory for the embedded SQLite store."""
+    if location.startswith(("postgres://", "postgresql://")):
+        raise NotImplementedError("the PostgreSQL store is not available yet; use a data directory")
+    from .sqlite import SQLiteStore
+
+    return SQLiteStore(location)
+
+
+__all__ = ["ApiKey", "Deployment", "Project", "Store", "StoredQnA", "Unit", "open_store"]

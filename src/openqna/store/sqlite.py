@@ -1,0 +1,395 @@
+"""The embedded store: one SQLite database in WAL mode (DESIGN decision 7).
+
+Records, analysed terms and float32 vectors live in SQLite; the in-memory
+``MemIndex`` is derived from them and rebuilt when the knowledge base's version
+(a global, ever-growing change sequence) moves, so a second process writing the
+same file is seen on the next query.  Deployments are copies of the live rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
+from ..retrieval.analyze import exact_key
+from ..retrieval.memindex import IndexRecord, MemIndex
+from .base import LIVE, ApiKey, Deployment, Project, StoredQnA
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS projects(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, description TEXT NOT NULL,
+  language TEXT NOT NULL, multilingual INTEGER NOT NULL, settings TEXT NOT NULL, embedder TEXT,
+  created TEXT NOT NULL, modified TEXT NOT NULL, last_deployed TEXT, next_id INTEGER NOT NULL DEFAULT 1);
+CREATE TABLE IF NOT EXISTS versions(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL,
+  questions TEXT NOT NULL, answer TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,
+  dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
+  PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS units(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
+  ord INTEGER NOT NULL, terms TEXT NOT NULL, vector BLOB NOT NULL,
+  PRIMARY KEY(project_id, deployment, record_id, field, ord)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS synonyms(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, groups TEXT NOT NULL,
+  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deployments(
+  project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
+  PRIMARY KEY(project_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_keys(
+  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
+  projects TEXT, created TEXT NOT NULL);
+"""
+_TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dialog_to_json(d: Dialog) -> str:
+    return json.dumps({"isContextOnly": d.is_context_only,
+                       "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
+
+
+def _dialog_from_json(s: str) -> Dialog:
+    raw = json.loads(s)
+    return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
+
+
+class SQLiteStore:
+    """Store protocol on SQLite; safe to share across threads and processes."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "openqna.sqlite3"
+        self._local = threading.local()
+        self._index_lock = threading.Lock()
+        self._indexes: dict[tuple[int, str], MemIndex] = {}
+        self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+            db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
+
+    # -- plumbing ------------------------------------------------------------------
+    @property
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def _bump(self, db: sqlite3.Connection, project_id: int, deployment: str) -> None:
+        seq = int(db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()[0]) + 1
+        db.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
+        db.execute("INSERT OR REPLACE INTO versions VALUES(?,?,?)", (project_id, deployment, seq))
+
+    def _project_id(self, db: sqlite3.Connection, name: str) -> int:
+        row = db.execute("SELECT id FROM projects WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise ProjectNotFound(f"The specified project was not found: {name}.")
+        return row[0]
+
+    # -- projects ----------------------------------------------------------------------
+    @staticmethod
+    def _project_row(row: tuple) -> Project:
+        name, desc, lang, multi, settings, embedder, created, modified, deployed = row
+        return Project(name, desc, lang, bool(multi), json.loads(settings), embedder, created, modified, deployed)
+
+    _PROJECT_COLS = "name, description, language, multilingual, settings, embedder, created, modified, last_deployed"
+
+    def create_project(self, project: Project) -> Project:
+        stamp = now_iso()
+        project.created = project.created or stamp
+        project.modified = stamp
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO projects(name, description, language, multilingual, settings, embedder, created, modified)"
+                " VALUES(?,?,?,?,?,?,?,?)",
+                (project.name, project.description, project.language, int(project.multilingual),
+                 json.dumps(project.settings), project.embedder, project.created, project.modified),
+            )
+            pid = self._project_id(db, project.name)
+            self._bump(db, pid, LIVE)
+        return project
+
+    def get_project(self, name: str) -> Project:
+        row = self._db.execute(f"SELECT {self._PROJECT_COLS} FROM projects WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise ProjectNotFound(f"The specified project was not found: {name}.")
+        return self._project_row(row)
+
+    def list_projects(self) -> list[Project]:
+        rows = self._db.execute(f"SELECT {self._PROJECT_COLS} FROM projects ORDER BY name").fetchall()
+        return [self._project_row(r) for r in rows]
+
+    def update_project(self, project: Project) -> Project:
+        project.modified = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project.name)
+            db.execute(
+                "UPDATE projects SET description=?, language=?, multilingual=?, settings=?, embedder=?, modified=?"
+                " WHERE id=?",
+                (project.description, project.language, int(project.multilingual), json.dumps(project.settings),
+                 project.embedder, project.modified, pid),
+            )
+            self._bump(db, pid, LIVE)
+        return project
+
+    def delete_project(self, name: str) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, name)
+            for table in ("records", "units", "synonyms", "versions"):
+                db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
+            db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
+            db.execute("DELETE FROM projects WHERE id=?", (pid,))
+        with self._index_lock:
+            for key in [k for k in self._indexes if k[0] == pid]:
+                del self._indexes[key]
+
+    # -- records -------------------------------------------------------------------------
+    def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
+        """Insert or replace records; records without an id get the next free one."""
+        stamp = now_iso()
+        ids: list[int] = []
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            next_id = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
+            for item in items:
+                q = item.qna
+                if q.id is None:
+                    q.id = next_id
+                next_id = max(next_id, q.id + 1)
+                ids.append(q.id)
+                db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, q.id))
+                db.execute(
+                    "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
+                     json.dumps(q.metadata, ensure_ascii=False), _dialog_to_json(q.dialog),
+                     json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp),
+                )
+                db.executemany(
+                    "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
+                    [(pid, LIVE, q.id, u.field, u.ord, _TERM_SEP.join(u.terms),
+                      np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
+                )
+            db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
+            if items:
+                self._bump(db, pid, LIVE)
+        return ids
+
+    def delete_qnas(self, project: str, ids: list[int]) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            deleted = 0
+            for i in ids:
+                deleted += db.execute("DELETE FROM records WHERE project_id=? AND deployment=? AND id=?",
+                                      (pid, LIVE, i)).rowcount
+                db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, i))
+            if deleted:
+                self._bump(db, pid, LIVE)
+        return deleted
+
+    def content_hashes(self, project: str) -> dict[int, str]:
+        pid = self._project_id(self._db, project)
+        rows = self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?", (pid, LIVE))
+        return dict(rows.fetchall())
+
+    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions"
+
+    @staticmethod
+    def _qna_row(row: tuple) -> QnA:
+        rid, kind, questions, answer, source, metadata, dialog, suggestions = row
+        return QnA(json.loads(questions), answer, rid, source, json.loads(metadata), _dialog_from_json(dialog), kind,
+                   json.loads(suggestions))
+
+    def _deployment_pid(self, project: str, deployment: str) -> int:
+        pid = self._project_id(self._db, project)
+        if deployment != LIVE and not self.has_deployment(project, deployment):
+            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
+        return pid
+
+    def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:
+        pid = self._deployment_pid(project, deployment)
+        out: dict[int, QnA] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? AND id IN ({marks})",
+                (pid, deployment, *chunk),
+            )
+            out.update((r[0], self._qna_row(r)) for r in rows)
+        return out
+
+    def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None) -> list[QnA]:
+        pid = self._deployment_pid(project, deployment)
+        rows = self._db.execute(
+            f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? ORDER BY id LIMIT ? OFFSET ?",
+            (pid, deployment, -1 if limit is None else limit, offset),
+        )
+        return [self._qna_row(r) for r in rows]
+
+    def count_qnas(self, project: str, deployment: str = LIVE) -> int:
+        pid = self._deployment_pid(project, deployment)
+        return self._db.execute("SELECT count(*) FROM records WHERE project_id=? AND deployment=?",
+                                (pid, deployment)).fetchone()[0]
+
+    def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
+        pid = self._deployment_pid(project, deployment)
+        row = self._db.execute("SELECT groups FROM synonyms WHERE project_id=? AND deployment=?",
+                               (pid, deployment)).fetchone()
+        return json.loads(row[0]) if row else []
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.execute("INSERT OR REPLACE INTO synonyms VALUES(?,?,?)",
+                       (pid, LIVE, json.dumps(groups, ensure_ascii=False)))
+            self._bump(db, pid, LIVE)
+
+    # -- deployments -------------------------------------------------------------------------
+    def deploy(self, project: str, deployment: str) -> Deployment:
+        if deployment == LIVE:
+            raise ValueError("'test' is the live state and cannot be a deployment target")
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            for table in ("records", "units", "synonyms"):
+                db.execute(f"DELETE FROM {table} WHERE project_id=? AND deployment=?", (pid, deployment))
+            db.execute("INSERT INTO records SELECT project_id, ?, id, kind, questions, answer, source, metadata, dialog,"
+                       " suggestions, content_hash, modified FROM records WHERE project_id=? AND deployment=?",
+                       (deployment, pid, LIVE))
+            db.execute("INSERT INTO units SELECT project_id, ?, record_id, field, ord, terms, vector FROM units"
+                       " WHERE project_id=? AND deployment=?", (deployment, pid, LIVE))
+            db.execute("INSERT INTO synonyms SELECT project_id, ?, groups FROM synonyms"
+                       " WHERE project_id=? AND deployment=?", (deployment, pid, LIVE))
+            db.execute("INSERT OR REPLACE INTO deployments VALUES(?,?,?)", (pid, deployment, stamp))
+            db.execute("UPDATE projects SET last_deployed=? WHERE id=?", (stamp, pid))
+            self._bump(db, pid, deployment)
+        return Deployment(deployment, stamp)
+
+    def list_deployments(self, project: str) -> list[Deployment]:
+        pid = self._project_id(self._db, project)
+        rows = self._db.execute("SELECT name, last_deployed FROM deployments WHERE project_id=? ORDER BY name", (pid,))
+        return [Deployment(*r) for r in rows]
+
+    def has_deployment(self, project: str, deployment: str) -> bool:
+        pid = self._project_id(self._db, project)
+        if deployment == LIVE:
+            return True
+        return self._db.execute("SELECT 1 FROM deployments WHERE project_id=? AND name=?",
+                                (pid, deployment)).fetchone() is not None
+
+    # -- search ------------------------------------------------------------------------------
+    def version(self, project: str, deployment: str = LIVE) -> int:
+        pid = self._project_id(self._db, project)
+        row = self._db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?",
+                               (pid, deployment)).fetchone()
+        return row[0] if row else 0
+
+    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
+        """The index of ``project``/``deployment``, rebuilt if the store moved since it was built."""
+        pid = self._deployment_pid(project, deployment)
+        version = self.version(project, deployment)
+        key = (pid, deployment)
+        index = self._indexes.get(key)
+        if index is not None and index.version == version:
+            return index
+        with self._index_lock:
+            index = self._indexes.get(key)
+            if index is None or index.version != version:
+                index = self._build_index(pid, deployment, version)
+                self._indexes[key] = index
+        return index
+
+    def _build_index(self, pid: int, deployment: str, version: int) -> MemIndex:
+        db = self._db
+        records: dict[int, IndexRecord] = {}
+        dim = 0
+        for rid, kind, questions, source, metadata, dialog in db.execute(
+            "SELECT id, kind, questions, source, metadata, dialog FROM records WHERE project_id=? AND deployment=?",
+            (pid, deployment),
+        ):
+            records[rid] = IndexRecord(
+                rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
+                [exact_key(q) for q in json.loads(questions)], np.zeros((0, 0), np.float32), [], None, [],
+            )
+        q_vecs: dict[int, list[np.ndarray]] = {}
+        for rid, field, terms, blob in db.execute(
+            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?"
+            " ORDER BY record_id, field, ord",
+            (pid, deployment),
+        ):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            dim = vec.shape[0]
+            rec = records[rid]
+            split = terms.split(_TERM_SEP) if terms else []
+            if field == "q":
+                q_vecs.setdefault(rid, []).append(vec)
+                rec.q_terms.append(split)
+            else:
+                rec.a_vector = vec
+                rec.a_terms = split
+        for rid, vecs in q_vecs.items():
+            records[rid].q_vectors = np.vstack(vecs)
+        return MemIndex(list(records.values()), dim or 1, version)
+
+    # -- keys ----------------------------------------------------------------------------------
+    def add_key(self, key: ApiKey, key_hash: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO api_keys VALUES(?,?,?,?,?,?)",
+                       (key.id, key_hash, key.name, key.role,
+                        None if key.projects is None else json.dumps(key.projects), key.created))
+
+    @staticmethod
+    def _key_row(row: tuple) -> ApiKey:
+        kid, name, role, projects, created = row
+        return ApiKey(kid, name, role, None if projects is None else json.loads(projects), created)
+
+    def find_key(self, key_hash: str) -> ApiKey | None:
+        row = self._db.execute("SELECT id, name, role, projects, created FROM api_keys WHERE hash=?",
+                               (key_hash,)).fetchone()
+        return None if row is None else self._key_row(row)
+
+    def list_keys(self) -> list[ApiKey]:
+        rows = self._db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id")
+        return [self._key_row(r) for r in rows]
+
+    def delete_key(self, key_id: str) -> bool:
+        with self._tx() as db:
+            return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0

@@ -1,0 +1,77 @@
+"""Shared fixtures: the real embedding model (loaded once), real stores, a real HTTP server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+CHITCHAT = SHARED_DATA / "ms-qna-chitchat" / "qna_chitchat_the_professional.tsv"
+SAMPLE_DOCS = SHARED_DATA / "qna-sample-docs"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from openqna.models.embedder import get_embedder
+
+    return get_embedder("local")
+
+
+@pytest.fixture
+def service(tmp_path, embedder):
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "data")
+    yield Service(store, embedder)
+    store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """The real app under uvicorn on a loopback port, in a background thread."""
+
+    def __init__(self, service):
+        import uvicorn
+
+        from openqna.server import create_app
+
+        self.service = service
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(service), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            if time.time() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def live(service):
+    with LiveServer(service) as server:
+        yield server

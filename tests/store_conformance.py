@@ -1,0 +1,225 @@
+"""The store conformance suite (DESIGN decision 7): every store must pass it unchanged.
+
+A test module for a store defines a ``store`` fixture and does
+``from store_conformance import *``.  Vectors here are small and hand-made so
+similarities and BM25 scores can be computed by hand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
+from openqna.retrieval.analyze import analyze
+from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
+from openqna.store import ApiKey, Project, StoredQnA, Unit
+
+
+def vec(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def item(questions, answer, *, vectors, answer_vector, id=None, source="Editorial", metadata=None,
+         context_only=False, prompts=(), kind="qna"):
+    q = QnA(list(questions), answer, id, source, dict(metadata or {}), Dialog(context_only, list(prompts)), kind)
+    units = [Unit("q", i, analyze(t), v) for i, (t, v) in enumerate(zip(questions, vectors))]
+    units.append(Unit("a", 0, analyze(answer), answer_vector))
+    return StoredQnA(q, units, f"hash-{questions[0]}")
+
+
+@pytest.fixture
+def kb(store):
+    store.create_project(Project("kb1", "first"))
+    ids = store.put_qnas("kb1", [
+        item(["How do I charge the battery?", "charging time"], "Plug it in for two hours.",
+             vectors=[vec(1, 0, 0, 0), vec(0.9, 0.1, 0, 0)], answer_vector=vec(0.8, 0.2, 0, 0),
+             metadata={"category": "power", "product": "surface"}, source="manual.pdf",
+             prompts=[Prompt(0, 3, "Fast charging")]),
+        item(["Where is the pen?"], "The pen attaches magnetically.",
+             vectors=[vec(0, 1, 0, 0)], answer_vector=vec(0, 0.9, 0.1, 0),
+             metadata={"category": "accessories", "product": "surface"}, source="faq.tsv"),
+        item(["Fast charging"], "Use the 65 W charger for fast charging of the battery.",
+             vectors=[vec(0.7, 0, 0.7, 0)], answer_vector=vec(0.6, 0, 0.8, 0), context_only=True,
+             metadata={"category": "power"}, source="manual.pdf"),
+        item(["Battery report passage"], "A passage about battery health and charging cycles.",
+             vectors=[vec(0.5, 0, 0, 0.5)], answer_vector=vec(0.5, 0, 0, 0.5), kind="passage", source="paper.pdf"),
+    ])
+    assert ids == [1, 2, 3, 4]
+    return store
+
+
+def test_projects_crud(store):
+    store.create_project(Project("Alpha", "d", "en", settings={"defaultAnswer": "nope"}))
+    p = store.get_project("alpha")  # names are case-insensitive, as Azure's
+    assert (p.name, p.description, p.default_answer) == ("Alpha", "d", "nope")
+    p.description = "changed"
+    store.update_project(p)
+    assert store.get_project("Alpha").description == "changed"
+    assert [x.name for x in store.list_projects()] == ["Alpha"]
+    store.delete_project("Alpha")
+    with pytest.raises(ProjectNotFound):
+        store.get_project("Alpha")
+    with pytest.raises(ProjectNotFound):
+        store.put_qnas("Alpha", [])
+
+
+def test_records_roundtrip_and_ids(kb):
+    got = kb.get_qnas("kb1", [1, 3])
+    assert got[1].questions == ["How do I charge the battery?", "charging time"]
+    assert got[1].metadata == {"category": "power", "product": "surface"}
+    assert got[1].dialog.prompts == [Prompt(0, 3, "Fast charging")]
+    assert got[3].dialog.is_context_only is True
+    assert kb.count_qnas("kb1") == 4
+    assert [q.id for q in kb.list_qnas("kb1", offset=1, limit=2)] == [2, 3]
+    assert kb.content_hashes("kb1")[2] == "hash-Where is the pen?"
+
+
+def test_delete_never_reuses_ids(kb):
+    assert kb.delete_qnas("kb1", [4, 99]) == 1
+    assert kb.count_qnas("kb1") == 3
+    new = kb.put_qnas("kb1", [item(["new"], "n", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
+    assert new == [5]
+    assert kb.search_index("kb1").row_of.keys() == {1, 2, 3, 5}
+
+
+def test_replace_keeps_id_and_drops_old_units(kb):
+    kb.put_qnas("kb1", [item(["Where can I find the stylus?"], "In the box.", id=2,
+                             vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
+    assert kb.get_qnas("kb1", [2])[2].questions == ["Where can I find the stylus?"]
+    index = kb.search_index("kb1")
+    sims = index.dense(vec(0, 0, 0, 1), "q", index.mask(None))
+    assert sims[index.row_of[2]] == pytest.approx(1.0)
+    assert index.bm25(analyze("pen"), "q", index.mask(None)).max() == 0.0
+
+
+@pytest.mark.parametrize("flt,expected", [
+    (MetaEq("Category", "POWER"), {1, 3}),
+    (And((MetaEq("category", "power"), MetaEq("product", "surface"))), {1}),
+    (Or((MetaEq("category", "accessories"), MetaEq("product", "nothing"))), {2}),
+    (SourceIn(("MANUAL.pdf",)), {1, 3}),
+    (And((SourceIn(("manual.pdf", "faq.tsv")), MetaEq("product", "surface"))), {1, 2}),
+    (Or((SourceIn(("paper.pdf",)), MetaEq("category", "accessories"))), {2, 4}),
+    (KindIn(("passage",)), {4}),
+    (Not(KindIn(("passage",))), {1, 2, 3}),
+    (IdIn((2, 3, 42)), {2, 3}),
+    (MetaEq("missing", "x"), set()),
+])
+def test_filters(kb, flt, expected):
+    index = kb.search_index("kb1")
+    mask = index.mask(flt)
+    assert {int(i) for i in index.ids[mask]} == expected
+
+
+def test_vector_search_respects_filter(kb):
+    index = kb.search_index("kb1")
+    q = vec(1, 0, 0, 0)
+    sims = index.dense(q, "q", index.mask(None))
+    assert sims[index.row_of[1]] == pytest.approx(1.0)  # best of its two questions
+    assert sims[index.row_of[3]] == pytest.approx(float(vec(0.7, 0, 0.7, 0) @ q))
+    filtered = index.dense(q, "q", index.mask(MetaEq("category", "accessories")))
+    assert filtered[index.row_of[1]] == -1.0
+    assert filtered[index.row_of[2]] == pytest.approx(0.0, abs=1e-6)
+    answers = index.dense(q, "a", index.mask(None))
+    assert answers[index.row_of[1]] == pytest.approx(float(vec(0.8, 0.2, 0, 0) @ q))
+
+
+def _bm25_by_hand(query_terms, docs, target):
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    score = 0.0
+    for t in query_terms:
+        df = sum(1 for d in docs if t in d)
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        tf = docs[target].count(t)
+        score += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * len(docs[target]) / avgdl))
+    return score
+
+
+def test_bm25_scores_match_the_formula(kb):
+    index = kb.search_index("kb1")
+    terms = analyze("battery charging")
+    answers = [analyze(t) for t in ["Plug it in for two hours.", "The pen attaches magnetically.",
+                                     "Use the 65 W charger for fast charging of the battery.",
+                                     "A passage about battery health and charging cycles."]]
+    scores = index.bm25(terms, "a", index.mask(None))
+    for rid in (1, 2, 3, 4):
+        assert scores[index.row_of[rid]] == pytest.approx(_bm25_by_hand(terms, answers, rid - 1), rel=1e-4)
+    assert scores[index.row_of[4]] > scores[index.row_of[3]] > 0 == scores[index.row_of[1]]
+    filtered = index.bm25(terms, "a", index.mask(MetaEq("category", "power")))
+    assert filtered[index.row_of[4]] == 0.0 and filtered[index.row_of[3]] > 0
+
+
+def test_bm25_question_field_takes_best_question(kb):
+    index = kb.search_index("kb1")
+    scores = index.bm25(analyze("charging time"), "q", index.mask(None))
+    assert scores[index.row_of[1]] > 0
+    assert scores[index.row_of[1]] > scores[index.row_of[3]]
+
+
+def test_exact_keys_and_context_flags(kb):
+    index = kb.search_index("kb1")
+    assert index.exact["where is the pen"] == [index.row_of[2]]
+    assert {int(i) for i in index.ids[index.context_only]} == {3}
+
+
+def test_deployments_are_snapshots(kb):
+    with pytest.raises(NotFound):
+        kb.search_index("kb1", "production")
+    kb.deploy("kb1", "production")
+    kb.set_synonyms("kb1", [["pen", "stylus"]])
+    kb.delete_qnas("kb1", [1])
+    kb.put_qnas("kb1", [item(["Where is the pen?"], "Changed answer.", id=2,
+                             vectors=[vec(0, 1, 0, 0)], answer_vector=vec(0, 1, 0, 0))])
+    assert kb.count_qnas("kb1", "production") == 4
+    assert kb.get_qnas("kb1", [2], "production")[2].answer == "The pen attaches magnetically."
+    assert kb.get_qnas("kb1", [2])[2].answer == "Changed answer."
+    assert kb.get_synonyms("kb1", "production") == []
+    assert 1 in kb.search_index("kb1", "production").row_of
+    assert 1 not in kb.search_index("kb1").row_of
+    assert [d.name for d in kb.list_deployments("kb1")] == ["production"]
+    kb.deploy("kb1", "production")
+    assert kb.count_qnas("kb1", "production") == 3
+    assert kb.get_synonyms("kb1", "production") == [["pen", "stylus"]]
+
+
+def test_versions_move_on_every_write(kb):
+    v1 = kb.version("kb1")
+    kb.set_synonyms("kb1", [["a", "b"]])
+    v2 = kb.version("kb1")
+    kb.delete_qnas("kb1", [2])
+    v3 = kb.version("kb1")
+    assert v1 < v2 < v3
+    kb.delete_qnas("kb1", [2])  # deleting nothing is not a change
+    assert kb.version("kb1") == v3
+
+
+def test_index_follows_writes_without_restart(kb):
+    first = kb.search_index("kb1")
+    assert kb.search_index("kb1") is first  # unchanged store: cached
+    kb.delete_qnas("kb1", [2])
+    assert 2 not in kb.search_index("kb1").row_of
+
+
+def test_keys(store):
+    key = ApiKey("k1", "ci", "query", ["kb1"], "2026-01-01T00:00:00Z")
+    store.add_key(key, "hash1")
+    assert store.find_key("hash1") == key
+    assert store.find_key("other") is None
+    assert store.list_keys() == [key]
+    assert store.delete_key("k1") and not store.delete_key("k1")
+    assert store.list_keys() == []
+
+
+def test_delete_project_removes_everything(kb):
+    kb.deploy("kb1", "production")
+    kb.delete_project("kb1")
+    kb.create_project(Project("kb1"))
+    assert kb.count_qnas("kb1") == 0
+    assert kb.list_deployments("kb1") == []
+    assert kb.search_index("kb1").n == 0

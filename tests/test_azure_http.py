@@ -1,0 +1,223 @@
+"""The Azure runtime over real HTTP: the official SDK 1.1.0 unchanged, and raw requests for the wire details."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from azure.ai.language.questionanswering import QuestionAnsweringClient
+from azure.ai.language.questionanswering.models import (
+    KnowledgeBaseAnswerContext,
+    MetadataFilter,
+    QueryFilters,
+    ShortAnswerOptions,
+    TextDocument,
+)
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+
+from openqna.api.auth import create_key
+from test_service import surface_kb
+
+QKB = "/language/:query-knowledgebases"
+
+
+@pytest.fixture
+def server(live):
+    live.service.import_content("surface", surface_kb())
+    live.service.deploy("surface", "production")
+    return live
+
+
+@pytest.fixture
+def secured(server):
+    _, secret = create_key(server.service.store, name="tests", role="query")
+    return server, secret
+
+
+def client(server, key="any-key-on-an-open-server"):
+    return QuestionAnsweringClient(server.url, AzureKeyCredential(key))
+
+
+def post(server, path, body, *, key=None, params=None, **kw):
+    headers = {"Ocp-Apim-Subscription-Key": key} if key else {}
+    params = {"api-version": "2023-04-01", **(params or {})}
+    return httpx.post(server.url + path, params=params, json=body, headers=headers, timeout=30, **kw)
+
+
+def test_sdk_get_answers_with_every_option(secured):
+    server, secret = secured
+    with client(server, secret) as c:
+        result = c.get_answers(
+            question="how long does charging the battery take?", project_name="surface", deployment_name="production",
+            top=2, user_id="sd53lsY=", confidence_threshold=0.2, ranker_kind="Default",
+            filters=QueryFilters(metadata_filter=MetadataFilter(metadata=[("Category", "POWER")],
+                                                                logical_operation="AND"),
+                                 source_filter=["manual.pdf"], logical_operation="AND"),
+            short_answer_options=ShortAnswerOptions(confidence_threshold=0.0, top=1),
+            include_unstructured_sources=True,
+        )
+    top = result.answers[0]
+    assert top.qna_id == 1 and top.source == "manual.pdf"
+    assert top.metadata == {"category": "power", "product": "surface"}
+    assert [(p.display_order, p.qna_id, p.display_text) for p in top.dialog.prompts] == \
+        [(0, 3, "Fast charging"), (1, 4, "Battery care")]
+    assert top.dialog.is_context_only is False
+    assert top.short_answer is not None and "two to four hours" in top.short_answer.text
+    assert 0.2 <= top.confidence <= 1
+
+
+def test_sdk_follow_up_and_qna_id(server):
+    with client(server) as c:
+        follow = c.get_answers(question="Battery care", project_name="surface", deployment_name="test",
+                               answer_context=KnowledgeBaseAnswerContext(previous_qna_id=1,
+                                                                          previous_user_query="charging"))
+        by_id = c.get_answers(qna_id=3, project_name="surface", deployment_name="test")
+    assert follow.answers[0].qna_id == 4 and follow.answers[0].dialog.is_context_only
+    assert by_id.answers[0].qna_id == 3 and by_id.answers[0].confidence == 1.0
+
+
+def test_sdk_default_answer(server):
+    with client(server) as c:
+        result = c.get_answers(question="what is the capital of peru", project_name="surface",
+                               deployment_name="production", confidence_threshold=0.5)
+    assert len(result.answers) == 1
+    a = result.answers[0]
+    assert (a.qna_id, a.confidence, a.answer, a.questions) == (-1, 0.0, "No good match found in KB.", [])
+
+
+def test_sdk_get_answers_from_text(server):
+    with client(server) as c:
+        result = c.get_answers_from_text(
+            question="How long does it take to charge?",
+            text_documents=["Power and charging. It takes two to four hours to charge the battery.",
+                            "You can use the USB port to connect a mouse."],
+            language="en",
+        )
+        objects = c.get_answers_from_text(
+            question="Which port connects a mouse?",
+            text_documents=[TextDocument(id="power", text="It takes two to four hours to charge the battery."),
+                            TextDocument(id="usb", text="You can use the USB port to connect a mouse.")],
+        )
+    assert objects.answers[0].id == "usb"
+    assert result.answers[0].id == "0"
+    assert "two to four hours" in result.answers[0].answer
+    assert result.answers[0].short_answer is not None
+
+
+def test_sdk_errors(secured):
+    server, secret = secured
+    with client(server, "wrong-key") as c:
+        with pytest.raises(ClientAuthenticationError) as err:
+            c.get_answers(question="hi", project_name="surface", deployment_name="production")
+    assert err.value.error.code == "401"
+    with client(server, secret) as c:
+        with pytest.raises(ResourceNotFoundError) as err:
+            c.get_answers(question="hi", project_name="missing", deployment_name="production")
+        assert err.value.error.code == "ProjectNotFound"
+        with pytest.raises(HttpResponseError) as err:
+            c.get_answers(question="hi", project_name="surface", deployment_name="production", top=500)
+        assert err.value.status_code == 400 and err.value.error.code == "InvalidArgument"
+        assert "top" in err.value.error.message
+
+
+def test_missing_key_is_401(secured):
+    server, _ = secured
+    r = post(server, QKB, {"question": "hi"}, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "401"
+    assert "missing subscription key" in r.json()["error"]["message"]
+
+
+def test_query_key_cannot_reach_other_projects(server):
+    _, secret = create_key(server.service.store, role="query", projects=["other"])
+    r = post(server, QKB, {"question": "hi"}, key=secret, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
+
+
+def test_wire_is_lenient_on_input_and_exact_on_output(server):
+    body = {"Question": "How do I reset my password?", "TOP": "1", "confidenceScoreThreshold": "0.5",
+            "filters": {"metadataFilter": {"metadata": [{"Key": "Category", "Value": "ACCOUNT"}]}},
+            "queryPreferences": {"scorer": "Classic"}}
+    r = post(server, QKB, body, params={"projectName": "SURFACE", "deploymentName": "test"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    [answer] = r.json()["answers"]
+    assert set(answer) == {"questions", "answer", "confidenceScore", "id", "source", "metadata", "dialog"}
+    assert answer["id"] == 5 and answer["confidenceScore"] == 1.0
+    assert answer["dialog"] == {"isContextOnly": False, "prompts": []}
+
+
+def test_default_answer_exact_shape(server):
+    r = post(server, QKB, {"question": "zzzz qqqq", "confidenceScoreThreshold": 0.99},
+             params={"projectName": "surface", "deploymentName": "test"})
+    assert r.json() == {"answers": [{"questions": [], "answer": "No good match found in KB.",
+                                     "confidenceScore": 0.0, "id": -1, "metadata": {}}]}
+
+
+@pytest.mark.parametrize("body,target", [
+    ({}, "question"),
+    ({"question": "x" * 1001}, "question"),
+    ({"question": "hi", "top": 0}, "top"),
+    ({"question": "hi", "top": "many"}, "top"),
+    ({"question": "hi", "confidenceScoreThreshold": 1.5}, "confidenceScoreThreshold"),
+    ({"question": "hi", "rankerType": "Fancy"}, "rankerType"),
+    ({"question": "hi", "context": {"previousUserQuery": "x"}}, "context.previousQnaId"),
+    ({"question": "hi", "filters": {"metadataFilter": {"metadata": [{"key": "a"}]}}}, "filters.metadataFilter.metadata[0]"),
+    ({"question": "hi", "filters": {"metadataFilter": {"metadata": [], "logicalOperation": "XOR"}}},
+     "filters.metadataFilter.logicalOperation"),
+    ({"question": "hi", "filters": {"sourceFilter": "manual.pdf"}}, "filters.sourceFilter"),
+    ({"question": "hi", "answerSpanRequest": {"enable": True, "topAnswersWithSpan": 11}},
+     "answerSpanRequest.topAnswersWithSpan"),
+])
+def test_bad_requests_name_the_field(server, body, target):
+    r = post(server, QKB, body, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "InvalidArgument" and error["target"] == target
+    assert r.headers["x-ms-error-code"] == "InvalidArgument"
+
+
+def test_malformed_json_and_missing_parameters(server):
+    r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test",
+                                              "api-version": "2021-10-01"}, content=b"{not json", timeout=10)
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = post(server, QKB, {"question": "hi"}, params={"projectName": "surface"})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "deploymentName"
+    r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test"},
+                   json={"question": "hi"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["target"] == "api-version"
+    r = post(server, QKB, {"question": "hi"}, params={"projectName": "surface", "deploymentName": "staging"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"
+
+
+def test_body_size_is_capped(server):
+    r = post(server, QKB, {"question": "hi", "pad": "x" * (5 * 1024 * 1024)},
+             params={"projectName": "surface", "deploymentName": "test"})
+    assert r.status_code == 413 and "larger than" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("body,target", [
+    ({"records": [{"id": "1", "text": "t"}]}, "question"),
+    ({"question": "q"}, "records"),
+    ({"question": "q", "records": [{"id": str(i), "text": "t"} for i in range(6)]}, "records"),
+    ({"question": "q", "records": [{"id": "1", "text": "t" * 5121}]}, "records[0].text"),
+    ({"question": "q", "records": [{"id": "1"}]}, "records[0]"),
+    ({"question": "q", "records": [{"id": "1", "text": "a"}], "stringIndexType": "Bytes"}, "stringIndexType"),
+])
+def test_query_text_limits(server, body, target):
+    r = post(server, "/language/:query-text", body)
+    assert r.status_code == 400 and r.json()["error"]["target"] == target
+
+
+def test_query_text_utf16_offsets(server):
+    text = "😀 emoji first. The warranty lasts two years from purchase."
+    r = post(server, "/language/:query-text", {"question": "how long is the warranty", "stringIndexType": "Utf16CodeUnit",
+                                                "records": [{"id": "a", "text": text}]})
+    best = r.json()["answers"][0]
+    assert "two years" in best["answer"]
+    units = text.encode("utf-16-le")
+    assert units[2 * best["offset"] : 2 * (best["offset"] + best["length"])].decode("utf-16-le") == best["answer"]
+
+
+def test_unknown_route_is_an_azure_404(server):
+    r = httpx.get(server.url + "/language/nothing-here", timeout=10)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"

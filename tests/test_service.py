@@ -1,0 +1,168 @@
+"""ask() semantics with the real model and the real SQLite store."""
+
+from __future__ import annotations
+
+import pytest
+
+from openqna.records import Dialog, InvalidArgument, KnowledgeBaseContent, Prompt, QnA
+from openqna.retrieval.filters import And, MetaEq, Or, SourceIn
+from openqna.service import AskRequest, SpanRequest
+
+
+def surface_kb() -> KnowledgeBaseContent:
+    return KnowledgeBaseContent(qnas=[
+        QnA(["How long does it take to charge the battery?", "charging time"],
+            "It takes two to four hours to charge the battery fully. Use the power supply that came with your Surface.",
+            id=1, source="manual.pdf", metadata={"Category": "Power", "product": "Surface"},
+            dialog=Dialog(False, [Prompt(0, 3, "Fast charging"), Prompt(1, 4, "Battery care")])),
+        QnA(["How do I connect a second monitor?"], "Use the Mini DisplayPort to connect an external display.",
+            id=2, source="manual.pdf", metadata={"category": "display"}),
+        QnA(["Fast charging"], "The 65 W charger supports fast charging.", id=3, source="manual.pdf",
+            metadata={"category": "power"}, dialog=Dialog(True, [])),
+        QnA(["Battery care"], "Keep the battery between 20 and 80 percent to extend its life.", id=4,
+            source="manual.pdf", metadata={"category": "power"}, dialog=Dialog(True, [])),
+        QnA(["How do I reset my password?", "I forgot my password"], "Go to account settings and choose Reset password.",
+            id=5, source="faq.tsv", metadata={"category": "account"}),
+        QnA(["退货政策是什么？"], "购买后三十天内可以无理由退货。", id=6, source="faq-zh.tsv", metadata={"lang": "zh"}),
+        QnA(["配送にはどのくらい時間がかかりますか？"], "通常、注文から三営業日以内にお届けします。", id=7, source="faq-ja.tsv",
+            metadata={"lang": "ja"}),
+    ], synonyms=[["monitor", "display", "screen"]])
+
+
+@pytest.fixture
+def kb(service):
+    service.import_content("surface", surface_kb())
+    return service
+
+
+def ask(service, question=None, deployment="test", **kw):
+    return service.ask("surface", deployment, AskRequest(question=question, **kw))
+
+
+def test_paraphrase_finds_the_right_qna(kb):
+    answers = ask(kb, "how many hours until my battery is full?", top=3)
+    assert answers[0].qna.id == 1
+    assert answers[0].confidence > 2 * answers[1].confidence
+    assert answers[0].confidence >= answers[1].confidence >= answers[2].confidence
+    close = ask(kb, "how long does it take to charge my battery", top=1)[0]
+    assert close.qna.id == 1 and close.confidence > 0.5
+    off_topic = ask(kb, "what is the capital of peru", top=1)[0]
+    assert off_topic.confidence < answers[0].confidence
+
+
+def test_exact_question_scores_one(kb):
+    answers = ask(kb, "  HOW do I reset my password ", top=1)
+    assert (answers[0].qna.id, answers[0].confidence) == (5, 1.0)
+
+
+def test_off_topic_question_gets_one_default_answer_at_threshold(kb):
+    answers = ask(kb, "what is the capital of peru", threshold=0.5)
+    assert len(answers) == 1
+    assert answers[0].qna is None and answers[0].confidence == 0.0
+    assert answers[0].default_text == "No good match found in KB."
+
+
+def test_top_and_threshold(kb):
+    assert len(ask(kb, "battery", top=2)) == 2
+    strict = ask(kb, "how long to charge the battery", top=5, threshold=0.9)
+    assert all(a.confidence >= 0.9 for a in strict if a.qna)
+
+
+def test_metadata_filter_is_case_insensitive(kb):
+    answers = ask(kb, "battery", top=5, filter=MetaEq("CATEGORY", "POWER"))
+    assert {a.qna.id for a in answers} == {1}  # 3 and 4 are context-only
+    answers = ask(kb, "password", top=5, filter=Or((MetaEq("category", "account"), MetaEq("category", "display"))))
+    assert {a.qna.id for a in answers} <= {2, 5} and answers[0].qna.id == 5
+
+
+def test_source_and_combined_filters(kb):
+    answers = ask(kb, "how do I charge", top=10, filter=SourceIn(("FAQ.tsv",)))
+    assert {a.qna.id for a in answers} == {5}
+    both = And((SourceIn(("manual.pdf",)), MetaEq("category", "display")))
+    assert {a.qna.id for a in ask(kb, "charge", top=10, filter=both)} == {2}
+
+
+def test_context_only_needs_context(kb):
+    plain = ask(kb, "Fast charging", top=10)
+    assert 3 not in {a.qna.id for a in plain if a.qna}
+    followed = ask(kb, "Fast charging", top=3, previous_qna_id=1)
+    assert followed[0].qna.id == 3 and followed[0].confidence == 1.0
+    care = ask(kb, "how should I look after the battery", top=3, previous_qna_id=1)
+    assert care[0].qna.id == 4
+
+
+def test_qna_id_lookup(kb):
+    answers = ask(kb, qna_id=4)
+    assert answers[0].qna.id == 4 and answers[0].confidence == 1.0
+    assert ask(kb, qna_id=999)[0].qna is None
+
+
+def test_question_only_ignores_answer_text(kb):
+    # "DisplayPort" appears only in the answer of QnA 2.
+    default = ask(kb, "DisplayPort", top=1)
+    question_only = ask(kb, "DisplayPort", top=1, question_only=True)
+    assert default[0].qna.id == 2
+    assert question_only[0].qna is None or question_only[0].confidence < default[0].confidence
+
+
+def test_synonyms_expand_the_query(kb):
+    with_syn = ask(kb, "connect a second screen", top=1)[0]
+    kb.store.set_synonyms("surface", [])
+    without = ask(kb, "connect a second screen", top=1)[0]
+    assert with_syn.qna.id == 2
+    assert with_syn.confidence > without.confidence
+
+
+def test_chinese_and_japanese_questions_without_spaces(kb):
+    zh = ask(kb, "你们的退货政策", top=1)[0]
+    ja = ask(kb, "配送の時間", top=1)[0]
+    assert zh.qna.id == 6 and ja.qna.id == 7
+
+
+def test_answer_span_picks_the_sentence(kb):
+    answers = ask(kb, "how long does charging take", top=1, span=SpanRequest(0.0, 1))
+    span = answers[0].span
+    assert span is not None and span.text.startswith("It takes two to four hours")
+    assert answers[0].qna.answer[span.offset : span.offset + span.length] == span.text
+
+
+def test_production_is_a_snapshot(kb):
+    kb.deploy("surface", "production")
+    kb.upsert("surface", [QnA(["How do I reset my password?"], "Call support.", id=5, source="faq.tsv")])
+    assert ask(kb, "How do I reset my password?", top=1)[0].qna.answer == "Call support."
+    prod = ask(kb, "How do I reset my password?", deployment="production", top=1)[0]
+    assert prod.qna.answer == "Go to account settings and choose Reset password."
+
+
+def test_import_twice_changes_nothing(kb):
+    version = kb.store.version("surface")
+    report = kb.import_content("surface", surface_kb())
+    assert (report.added, report.updated, report.unchanged) == (0, 0, 7)
+    assert kb.store.version("surface") == version
+
+
+def test_upsert_matches_by_source_and_answer(kb):
+    report = kb.upsert("surface", [QnA(["forgot password?", "I forgot my password"],
+                                       "Go to account settings and choose Reset password.", source="faq.tsv")])
+    assert (report.added, report.updated) == (0, 1)
+    assert kb.store.get_qnas("surface", [5])[5].questions == ["forgot password?", "I forgot my password"]
+
+
+def test_mixing_embedders_is_refused(kb):
+    project = kb.store.get_project("surface")
+    project.embedder = "openai:some-other-model"
+    kb.store.update_project(project)
+    with pytest.raises(InvalidArgument, match="re-embed"):
+        kb.upsert("surface", [QnA(["x"], "y")])
+
+
+def test_query_text_ranks_passages(service):
+    records = [("doc1", "Power and charging. It takes two to four hours to charge the battery fully."),
+               ("doc2", "You can use the USB port to connect accessories such as a mouse.")]
+    answers = service.answer_from_text("How long does it take to charge?", records)
+    assert answers[0].record_id == "doc1"
+    assert "two to four hours" in answers[0].text
+    text = dict(records)["doc1"]
+    assert text[answers[0].offset : answers[0].offset + answers[0].length] == answers[0].text
+    assert answers[0].span is not None and "hours" in answers[0].span.text
+    assert answers == sorted(answers, key=lambda a: -a.confidence)

@@ -1,0 +1,37 @@
+"""The SQLite store against the conformance suite, plus what is SQLite-specific."""
+
+import pytest
+
+from openqna.store import Project
+from openqna.store.sqlite import SQLiteStore
+from store_conformance import *  # noqa: F401,F403  (the shared suite)
+from store_conformance import item, vec
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(tmp_path / "data")
+    yield s
+    s.close()
+
+
+def test_second_process_sees_writes(tmp_path):
+    """Two store objects on one file behave like two processes: the index catches up."""
+    a, b = SQLiteStore(tmp_path), SQLiteStore(tmp_path)
+    a.create_project(Project("shared"))
+    assert b.search_index("shared").n == 0
+    a.put_qnas("shared", [item(["hello"], "world", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    assert b.search_index("shared").n == 1
+    assert b.get_qnas("shared", [1])[1].answer == "world"
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    s = SQLiteStore(tmp_path)
+    s.create_project(Project("p"))
+    good = item(["q1"], "a1", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
+    bad = item(["q2"], "a2", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
+    bad.units.append(bad.units[0])  # duplicate unit key: the insert fails mid-batch
+    with pytest.raises(Exception):
+        s.put_qnas("p", [good, bad])
+    assert s.count_qnas("p") == 0
+    assert s.search_index("p").n == 0
