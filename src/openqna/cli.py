@@ -53,12 +53,14 @@ def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
     Every file is parsed before anything is written, so a malformed file leaves
     the project as it was.  Importing the same file twice changes nothing.
     """
+    from tqdm import tqdm
+
     from .formats import read_file
     from .records import KnowledgeBaseContent
 
     content = KnowledgeBaseContent()
     try:
-        for f in click.progressbar(files, label="parsing", file=sys.stderr, show_pos=True):
+        for f in tqdm(files, desc="parsing", unit="file", leave=False):
             part = read_file(f)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)

@@ -1,0 +1,132 @@
+"""Import and export of knowledge bases in the file formats QnA Maker and Azure use.
+
+``read_file`` picks the reader from the file name: ``.tsv``/``.txt`` (tab-separated QnA or
+synonym files), ``.xlsx``, ``.json`` (Azure export file or import body) and ``.zip`` (QnA
+Maker's KB replica: ``KnowledgeBaseReplica.xlsx``, or ``QnAs.tsv`` plus ``Synonyms.tsv``;
+its ``Settings`` and ``UnstructuredContent/`` are ignored because the record model has no
+place for them).  Every reader returns normalised records and raises ``FormatError`` with
+the file, line and column of the first problem.  The writers produce the same formats, so
+read -> write -> read gives equal content.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from io import BytesIO
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from openqna.formats import limits
+from openqna.formats.azure_json import read_json, write_json
+from openqna.formats.tsv import read_tsv, write_synonyms_tsv, write_tsv
+from openqna.formats.xlsx import read_xlsx, write_xlsx
+from openqna.records import FormatError, KnowledgeBaseContent
+
+__all__ = [
+    "ExportFormat",
+    "export_bytes",
+    "read_file",
+    "read_json",
+    "read_tsv",
+    "read_xlsx",
+    "write_json",
+    "write_synonyms_tsv",
+    "write_tsv",
+    "write_xlsx",
+]
+
+ExportFormat = Literal["json", "tsv", "excel"]
+AssetKind = Literal["qnas", "synonyms"]
+
+_MAX_BYTES = {
+    ".tsv": limits.MAX_TEXT_FILE_BYTES,
+    ".txt": limits.MAX_TEXT_FILE_BYTES,
+    ".xlsx": limits.MAX_XLSX_FILE_BYTES,
+}
+_MEDIA_TYPES = {
+    "json": "application/json",
+    "tsv": "text/tab-separated-values; charset=utf-8",
+    "excel": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+
+
+def read_file(path: Path | str, data: bytes | None = None) -> KnowledgeBaseContent:
+    """Read an import file; ``data`` are its bytes when it was uploaded rather than stored at ``path``."""
+    name = Path(path).name
+    if data is None:
+        data = Path(path).read_bytes()
+    return _read(name, data)
+
+
+def _read(name: str, data: bytes) -> KnowledgeBaseContent:
+    suffix = PurePosixPath(name).suffix.lower()
+    limit = _MAX_BYTES.get(suffix)
+    if limit is not None and len(data) > limit:
+        raise FormatError(f"the file is {len(data):,} bytes; the limit for {suffix} files is {limit:,}", file=name)
+    if suffix in (".tsv", ".txt"):
+        return read_tsv(data, name)
+    if suffix == ".xlsx":
+        return read_xlsx(data, name)
+    if suffix == ".json":
+        return read_json(data, name)
+    if suffix == ".zip":
+        return _read_replica(data, name)
+    raise FormatError(
+        f"unsupported file type {suffix or '(none)'!r}; expected .tsv, .txt, .xlsx, .json or .zip", file=name
+    )
+
+
+def _read_replica(data: bytes, name: str) -> KnowledgeBaseContent:
+    """QnA Maker's "KB replica" export: the workbook, or the QnAs and Synonyms TSVs."""
+    try:
+        archive = zipfile.ZipFile(BytesIO(data))
+    except zipfile.BadZipFile:
+        raise FormatError("not a readable .zip archive", file=name) from None
+    members = {info.filename.lower(): info for info in archive.infolist() if "/" not in info.filename}
+
+    def member(filename: str) -> KnowledgeBaseContent | None:
+        info = members.get(filename.lower())
+        if info is None:
+            return None
+        inner = f"{name}/{info.filename}"
+        limit = _MAX_BYTES[PurePosixPath(filename).suffix]
+        if info.file_size > limit:
+            raise FormatError(f"the file is {info.file_size:,} bytes; the limit is {limit:,}", file=inner)
+        return _read(inner, archive.read(info))
+
+    if (workbook := member("KnowledgeBaseReplica.xlsx")) is not None:
+        return workbook
+    if (content := member("QnAs.tsv")) is None:
+        raise FormatError("the archive holds neither KnowledgeBaseReplica.xlsx nor QnAs.tsv", file=name)
+    if (synonyms := member("Synonyms.tsv")) is not None:
+        content.synonyms = synonyms.synonyms
+    return content
+
+
+def export_bytes(
+    content: KnowledgeBaseContent,
+    fmt: ExportFormat,
+    asset_kind: AssetKind = "qnas",
+    project_metadata: dict | None = None,
+) -> tuple[bytes, str, str]:
+    """A download: (bytes, file name, media type), mirroring Azure's ``:export?format=&assetKind=``.
+
+    JSON and Excel hold both QnAs and synonyms in one file; a TSV file holds one kind, so
+    ``asset_kind`` picks the QnAs or the synonyms file there.  ``asset_kind="synonyms"``
+    leaves the QnAs out of every format.  TSV starts with a UTF-8 BOM, as QnA Maker's
+    exports do, so Excel opens it as UTF-8.
+    """
+    if asset_kind == "synonyms":
+        content = KnowledgeBaseContent(synonyms=content.synonyms)
+    if fmt == "json":
+        body = json.dumps(write_json(content, project_metadata), ensure_ascii=False, indent=2).encode("utf-8")
+        filename = "KnowledgeBase.json"
+    elif fmt == "excel":
+        body, filename = write_xlsx(content), "KnowledgeBase.xlsx"
+    elif fmt == "tsv":
+        text = write_synonyms_tsv(content) if asset_kind == "synonyms" else write_tsv(content)
+        body, filename = text.encode("utf-8-sig"), "Synonyms.tsv" if asset_kind == "synonyms" else "QnAs.tsv"
+    else:
+        raise ValueError(f"unknown export format {fmt!r}")
+    return body, filename, _MEDIA_TYPES[fmt]

@@ -1,0 +1,103 @@
+"""Azure question answering limits, kept in one place so import, the API and the store agree.
+
+Numbers come from the Azure docs' "Limits" table and the 2023-04-01 authoring spec
+(``QnaRecord``, ``QnaPrompt``, ``WordAlterations``); see azure-qa.md.  The checks return
+a message (or None) instead of raising, so each caller can attach its own location:
+a TSV line and column, a spreadsheet cell, or a JSON path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from openqna.records import QnA
+
+MAX_QUESTION_CHARS = 1_000
+MAX_ANSWER_CHARS = 25_000
+MAX_SOURCE_CHARS = 300
+MAX_METADATA_KEY_CHARS = 100
+MAX_METADATA_VALUE_CHARS = 500
+# Azure: keys ^[a-zA-Z0-9_]+$, values ^[^:|]+$ (":" and "|" are the TSV separators).
+METADATA_KEY_PATTERN = re.compile(r"[A-Za-z0-9_]+")
+METADATA_VALUE_PATTERN = re.compile(r"[^:|]+")
+MAX_PROMPTS = 20
+MAX_PROMPT_TEXT_CHARS = 200
+MAX_SYNONYM_GROUPS = 10_000
+MAX_SYNONYM_WORDS = 20
+# Upload sizes Azure accepts per file kind.
+MAX_TEXT_FILE_BYTES = 10 * 1024 * 1024  # .tsv, .txt
+MAX_XLSX_FILE_BYTES = 3 * 1024 * 1024
+
+
+def _too_long(text: str, limit: int) -> str | None:
+    if len(text) > limit:
+        return f"is {len(text):,} characters long; the limit is {limit:,}"
+    return None
+
+
+def question_problem(question: str) -> str | None:
+    return _too_long(question, MAX_QUESTION_CHARS)
+
+
+def answer_problem(answer: str) -> str | None:
+    if not answer.strip():
+        return "is empty; every QnA needs an answer"
+    return _too_long(answer, MAX_ANSWER_CHARS)
+
+
+def source_problem(source: str) -> str | None:
+    return _too_long(source, MAX_SOURCE_CHARS)
+
+
+def metadata_problem(key: str, value: str) -> str | None:
+    if not METADATA_KEY_PATTERN.fullmatch(key):
+        return f"key {key!r} must be 1+ letters, digits or '_'"
+    if len(key) > MAX_METADATA_KEY_CHARS:
+        return f"key {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_METADATA_KEY_CHARS}"
+    if not value:
+        return f"key {key!r} has an empty value"
+    if not METADATA_VALUE_PATTERN.fullmatch(value):
+        return f"value {value!r} of key {key!r} must not contain ':' or '|'"
+    if len(value) > MAX_METADATA_VALUE_CHARS:
+        return f"value of key {key!r} is {len(value)} characters long; the limit is {MAX_METADATA_VALUE_CHARS}"
+    return None
+
+
+def prompt_text_problem(text: str) -> str | None:
+    if not text.strip():
+        return "is empty"
+    return _too_long(text, MAX_PROMPT_TEXT_CHARS)
+
+
+def prompt_count_problem(count: int) -> str | None:
+    if count > MAX_PROMPTS:
+        return f"has {count} prompts; the limit is {MAX_PROMPTS}"
+    return None
+
+
+def synonym_group_problem(words: list[str]) -> str | None:
+    if any(not word.strip() for word in words):
+        return "has an empty word"
+    if len(words) > MAX_SYNONYM_WORDS:
+        return f"has {len(words)} words; the limit is {MAX_SYNONYM_WORDS}"
+    return None
+
+
+def qna_problems(qna: QnA) -> list[tuple[str, str]]:
+    """Every limit a QnA breaks, as (field path in the Azure export's PascalCase, message)."""
+    problems: list[tuple[str, str]] = []
+
+    def add(path: str, message: str | None) -> None:
+        if message:
+            problems.append((path, message))
+
+    for i, question in enumerate(qna.questions):
+        add(f"Questions[{i}]", question_problem(question))
+    add("Answer", answer_problem(qna.answer))
+    add("Source", source_problem(qna.source))
+    for key, value in qna.metadata.items():
+        add(f"Metadata.{key}", metadata_problem(key, value))
+    add("Dialog.Prompts", prompt_count_problem(len(qna.dialog.prompts)))
+    for i, prompt in enumerate(qna.dialog.prompts):
+        add(f"Dialog.Prompts[{i}].DisplayText", prompt_text_problem(prompt.display_text))
+    return problems

@@ -1,0 +1,412 @@
+"""The QnA Maker tabular layout shared by the TSV and XLSX formats.
+
+Both formats carry the same columns (``Question, Answer, Source, Metadata`` and the newer
+``SuggestedQuestions, IsContextOnly, Prompts, QnaId``), one row per question.  This module
+turns such rows into QnA records and back, so the two readers differ only in how they
+get cells out of a file and how they name a cell in an error.
+
+Decisions:
+
+* Newlines.  QnA Maker writes a newline inside a cell as the two characters ``\\n``
+  (backslash, n); both its TSV and its XLSX exports do.  Import turns them into real
+  newlines and export writes them back, so a round trip is lossless.  QnA Maker has no
+  escape for a backslash, so text that really contains backslash-n (``C:\\new``) comes
+  back as a newline; that is QnA Maker's format, not something a reader can undo.
+* Grouping.  Rows that share a QnaId are one QnA; they must agree on every QnA-level
+  column.  Rows without a QnaId are one QnA when they agree on every QnA-level column
+  (answer, source, metadata, suggestions, context flag, prompts): grouping on the answer
+  alone would merge the legacy chit-chat rows whose answer is the same but whose
+  ``Scenario:`` metadata is not, losing metadata.  Questions keep file order; the first
+  is the primary question.
+* An empty Question cell adds no question (QnA Maker exports a QnA without questions as
+  such a row); an empty Answer cell is an error.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from openqna.formats import limits
+from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA
+
+COLUMNS = ("Question", "Answer", "Source", "Metadata", "SuggestedQuestions", "IsContextOnly", "Prompts", "QnaId")
+SYNONYMS_COLUMN = "Synonyms"
+REQUIRED_COLUMNS = ("Question", "Answer")
+_BY_LOWER = {name.lower(): name for name in COLUMNS}
+
+# fail(message, line, zero-based column or None) builds the reader's FormatError.
+Fail = Callable[[str, int, int | None], FormatError]
+
+
+class CellError(ValueError):
+    """A value that does not parse; ``path`` names the field (a column or a JSON path)."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+# --- single values -----------------------------------------------------------------------
+
+
+def unescape(text: str) -> str:
+    """A cell as QnA Maker wrote it -> the text (``\\n`` and CRLF become newlines)."""
+    return text.replace("\r\n", "\n").replace("\\n", "\n")
+
+
+def escape(text: str) -> str:
+    """Text -> a cell as QnA Maker writes it (newlines become ``\\n``)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+
+
+def casefold_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Azure matches JSON property names case-insensitively; so do we."""
+    return {str(key).lower(): value for key, value in obj.items()}
+
+
+def as_int(value: Any) -> int | None:
+    """An integer from JSON or a cell (numeric strings too, as Azure accepts); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def parse_bool(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise CellError(path, f"{value!r} is not True or False")
+
+
+def parse_qna_id(value: Any, path: str) -> int | None:
+    """A QnA id; empty or 0 means "not assigned yet" (typed clients send 0 for unset ints)."""
+    if value is None or value == "":
+        return None
+    number = as_int(value)
+    if number is None or number < 0:
+        raise CellError(path, f"{value!r} is not a positive integer")
+    return number or None
+
+
+def parse_metadata(text: str) -> dict[str, str]:
+    """``key:value|key:value`` -> dict (keys compared case-insensitively for duplicates)."""
+    metadata: dict[str, str] = {}
+    for pair in text.split("|"):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition(":")
+        if not sep:
+            raise CellError("Metadata", f"{pair.strip()!r} is not a key:value pair")
+        key, value = key.strip(), value.strip()
+        if problem := limits.metadata_problem(key, value):
+            raise CellError("Metadata", problem)
+        if key.lower() in (k.lower() for k in metadata):
+            raise CellError("Metadata", f"key {key!r} appears twice")
+        metadata[key] = value
+    return metadata
+
+
+def format_metadata(metadata: Mapping[str, str]) -> str:
+    return "|".join(f"{key}:{value}" for key, value in metadata.items())
+
+
+def parse_prompts(items: Any, path: str) -> list[Prompt]:
+    """Prompt objects (``DisplayOrder``, ``QnaId``, ``DisplayText``, any case) -> Prompts.
+
+    A prompt may carry an inline ``Qna`` record instead of an id in Azure; that would need
+    the store to create the QnA and assign its id, so only ``"Qna": null`` is accepted.
+    """
+    if not isinstance(items, list):
+        raise CellError(path, "must be a JSON array of prompts")
+    if problem := limits.prompt_count_problem(len(items)):
+        raise CellError(path, problem)
+    prompts = []
+    for i, item in enumerate(items):
+        here = f"{path}[{i}]"
+        if not isinstance(item, Mapping):
+            raise CellError(here, "must be an object")
+        fields = casefold_keys(item)
+        if fields.get("qna") is not None:
+            raise CellError(f"{here}.Qna", "inline QnA records are not supported; refer to the QnA by QnaId")
+        order = as_int(fields.get("displayorder", i))
+        if order is None or order < 0:
+            raise CellError(f"{here}.DisplayOrder", f"{fields.get('displayorder')!r} is not a non-negative integer")
+        qna_id = as_int(fields.get("qnaid"))
+        if qna_id is None or qna_id <= 0:
+            raise CellError(f"{here}.QnaId", f"{fields.get('qnaid')!r} is not a positive integer")
+        text = fields.get("displaytext")
+        if not isinstance(text, str):
+            raise CellError(f"{here}.DisplayText", "must be a string")
+        if problem := limits.prompt_text_problem(text):
+            raise CellError(f"{here}.DisplayText", problem)
+        prompts.append(Prompt(display_order=order, qna_id=qna_id, display_text=text.strip()))
+    return prompts
+
+
+def prompts_to_json(prompts: Iterable[Prompt]) -> list[dict[str, Any]]:
+    """Prompts as QnA Maker's Prompts column writes them."""
+    return [
+        {"DisplayOrder": p.display_order, "QnaId": p.qna_id, "Qna": None, "DisplayText": p.display_text}
+        for p in prompts
+    ]
+
+
+def check_suggestions(clusters: Any, path: str) -> list[dict]:
+    """Validate QnA Maker's SuggestedQuestions clusters; they are kept verbatim, as records.py asks.
+
+    Checked so that the JSON export can convert them: a list of objects with a string
+    ``ClusterHead`` and an ``AlternateQuestionList`` of objects with a string ``Question``.
+    """
+    if not isinstance(clusters, list):
+        raise CellError(path, "must be a JSON array of suggestion clusters")
+    for i, cluster in enumerate(clusters):
+        here = f"{path}[{i}]"
+        if not isinstance(cluster, dict):
+            raise CellError(here, "must be an object")
+        fields = casefold_keys(cluster)
+        if not isinstance(fields.get("clusterhead"), str):
+            raise CellError(f"{here}.ClusterHead", "must be a string")
+        alternates = fields.get("alternatequestionlist")
+        if not isinstance(alternates, list):
+            raise CellError(f"{here}.AlternateQuestionList", "must be an array")
+        for j, alternate in enumerate(alternates):
+            if not (isinstance(alternate, dict) and isinstance(casefold_keys(alternate).get("question"), str)):
+                raise CellError(f"{here}.AlternateQuestionList[{j}]", "must be an object with a string Question")
+    return clusters
+
+
+def parse_json_cell(text: str, path: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CellError(path, f"invalid JSON: {err.msg} at character {err.pos + 1}") from None
+
+
+def parse_synonym_row(text: str) -> list[str]:
+    """``"sdk","software development kit"`` (quotes optional) -> ["sdk", "software development kit"]."""
+    try:
+        words = next(csv.reader([text], skipinitialspace=True))
+    except csv.Error as err:
+        raise CellError(SYNONYMS_COLUMN, f"not a comma-separated list: {err}") from None
+    words = [word.strip() for word in words]
+    if problem := limits.synonym_group_problem(words):
+        raise CellError(SYNONYMS_COLUMN, problem)
+    return words
+
+
+def format_synonym_row(words: Iterable[str]) -> str:
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="").writerow(words)
+    return out.getvalue()
+
+
+# --- rows -> QnAs ------------------------------------------------------------------------
+
+
+def header_kind(names: Sequence[str]) -> str | None:
+    """"qnas" for a Question/Answer header, "synonyms" for a lone Synonyms header, else None."""
+    lowered = [name.strip().lower() for name in names]
+    if {"question", "answer"} <= set(lowered):
+        return "qnas"
+    if [name for name in lowered if name] == [SYNONYMS_COLUMN.lower()]:
+        return "synonyms"
+    return None
+
+
+@dataclass
+class _Row:
+    line: int
+    qna: QnA  # the row's QnA-level fields, normalised; the group's questions are set at the end
+
+
+@dataclass
+class _Group:
+    first: _Row
+    questions: list[str] = field(default_factory=list)
+
+
+def _parse_header(names: Sequence[str], line: int, fail: Fail) -> dict[str, int]:
+    if not any(name.strip() for name in names):
+        raise fail("expected a header row naming the columns (Question, Answer, ...) or 'Synonyms'", line, None)
+    columns: dict[str, int] = {}
+    for index, raw in enumerate(names):
+        name = _BY_LOWER.get(raw.strip().lower())
+        if name is None:
+            raise fail(f"unknown column {raw.strip()!r}; expected some of {', '.join(COLUMNS)}", line, index)
+        if name in columns:
+            raise fail(f"column {name!r} appears twice", line, index)
+        columns[name] = index
+    for name in REQUIRED_COLUMNS:
+        if name not in columns:
+            raise fail(f"the header has no {name!r} column", line, None)
+    return columns
+
+
+def _parse_row(columns: dict[str, int], values: Sequence[str]) -> tuple[str, QnA]:
+    """One row -> (its question, a QnA holding its QnA-level fields).  Raises CellError."""
+
+    def cell(name: str) -> str:
+        return values[columns[name]] if name in columns else ""
+
+    question = unescape(cell("Question")).strip()
+    if problem := limits.question_problem(question):
+        raise CellError("Question", problem)
+    answer = unescape(cell("Answer")).strip()
+    if problem := limits.answer_problem(answer):
+        raise CellError("Answer", problem)
+    source = unescape(cell("Source")).strip()
+    if problem := limits.source_problem(source):
+        raise CellError("Source", problem)
+    metadata = parse_metadata(unescape(cell("Metadata")))
+    suggestions = cell("SuggestedQuestions").strip()
+    prompts = cell("Prompts").strip()
+    context_only = cell("IsContextOnly").strip()
+    qna = QnA(
+        questions=[],
+        answer=answer,
+        id=parse_qna_id(cell("QnaId").strip(), "QnaId"),
+        source=source,
+        metadata=metadata,
+        dialog=Dialog(
+            is_context_only=parse_bool(context_only, "IsContextOnly") if context_only else False,
+            prompts=parse_prompts(parse_json_cell(prompts, "Prompts"), "Prompts") if prompts else [],
+        ),
+        suggested_questions=(
+            check_suggestions(parse_json_cell(suggestions, "SuggestedQuestions"), "SuggestedQuestions")
+            if suggestions
+            else []
+        ),
+    )
+    return question, qna.normalised()
+
+
+# The QnA-level fields, with the column that carries each, for grouping and conflict reports.
+_QNA_FIELDS: tuple[tuple[str, Callable[[QnA], Any]], ...] = (
+    ("Answer", lambda q: q.answer),
+    ("Source", lambda q: q.source),
+    ("Metadata", lambda q: sorted(q.metadata.items())),
+    ("SuggestedQuestions", lambda q: json.dumps(q.suggested_questions, sort_keys=True)),
+    ("IsContextOnly", lambda q: q.dialog.is_context_only),
+    ("Prompts", lambda q: [(p.display_order, p.qna_id, p.display_text) for p in q.dialog.prompts]),
+)
+
+
+def _group_key(qna: QnA) -> tuple:
+    if qna.id is not None:
+        return ("id", qna.id)
+    return ("content", *(repr(get(qna)) for _, get in _QNA_FIELDS))
+
+
+def read_table(
+    header: Sequence[str],
+    rows: Iterable[tuple[int, Sequence[str]]],
+    fail: Fail,
+    header_line: int = 1,
+) -> list[QnA]:
+    """Header + (line, cells) rows -> QnAs, grouped as the module docstring explains.
+
+    ``rows`` must hold only non-blank rows; cells are strings ("" for empty).
+    """
+    columns = _parse_header(header, header_line, fail)
+    groups: dict[tuple, _Group] = {}
+    for line, values in rows:
+        if len(values) != len(columns):
+            raise fail(
+                f"expected {len(columns)} fields as in the header, found {len(values)}",
+                line,
+                min(len(values), len(columns)),
+            )
+        try:
+            question, qna = _parse_row(columns, values)
+        except CellError as err:
+            raise fail(str(err), line, columns[err.path.split("[", 1)[0]]) from None
+        row = _Row(line, qna)
+        group = groups.setdefault(_group_key(qna), _Group(first=row))
+        if group.first is not row:
+            _check_same_qna(group.first, row, columns, fail)
+        if question:
+            group.questions.append(question)
+    qnas = []
+    for group in groups.values():
+        group.first.qna.questions = group.questions
+        qnas.append(group.first.qna)
+    return qnas
+
+
+def _check_same_qna(first: _Row, row: _Row, columns: dict[str, int], fail: Fail) -> None:
+    for name, get in _QNA_FIELDS:
+        if get(first.qna) != get(row.qna):
+            raise fail(
+                f"{name}: differs from line {first.line}, which has the same QnaId {row.qna.id}",
+                row.line,
+                columns[name],
+            )
+
+
+# --- QnAs -> rows ------------------------------------------------------------------------
+
+
+def table_rows(content: KnowledgeBaseContent) -> list[list[str]]:
+    """One row per question (a QnA without questions gets one row with an empty Question).
+
+    Ids are written only when the QnA has one.
+    """
+    rows = []
+    for qna in content.qnas:
+        shared = [
+            escape(qna.answer),
+            escape(qna.source),
+            escape(format_metadata(qna.metadata)),
+            _compact_json(qna.suggested_questions),
+            str(qna.dialog.is_context_only),
+            _compact_json(prompts_to_json(qna.dialog.prompts)),
+            "" if qna.id is None else str(qna.id),
+        ]
+        for question in qna.questions or [""]:
+            rows.append([escape(question), *shared])
+    return rows
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- bytes -> text -----------------------------------------------------------------------
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """UTF-8 (BOM optional), or UTF-16 with a BOM (Excel's "Unicode Text");
+    undecodable bytes raise a FormatError naming their line and column."""
+    encoding = "utf-8"
+    for bom, bom_encoding in _BOMS:
+        if data.startswith(bom):
+            data, encoding = data[len(bom) :], bom_encoding
+            break
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        before = data[: err.start].decode(encoding, errors="replace")
+        line_start = before.rfind("\n") + 1
+        raise FormatError(
+            f"not valid {encoding.upper()} text (byte 0x{data[err.start]:02x}); save the file as UTF-8",
+            file=name,
+            line=before.count("\n") + 1,
+            column=len(before) - line_start + 1,
+        ) from None

@@ -1,0 +1,116 @@
+"""The openqna command as a user runs it: real processes, real files, real model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import CHITCHAT, free_port
+
+OPENQNA = str(Path(sys.executable).with_name("openqna"))
+
+
+def run(*args: str, data: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"openqna {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_import_ask_deploy_export(tmp_path):
+    data = tmp_path / "data"
+    first = run("import", "chitchat", str(CHITCHAT), data=data)
+    assert "96 added, 0 updated, 0 unchanged (96 QnAs)" in first.stdout
+    again = run("import", "chitchat", str(CHITCHAT), data=data)
+    assert "0 added, 0 updated, 96 unchanged (96 QnAs)" in again.stdout
+
+    answer = run("ask", "chitchat", "how old are you?", "--top", "2", "--filter", "Editorial=ChitChat", data=data)
+    lines = [l for l in answer.stdout.splitlines() if l.startswith("[")]
+    assert len(lines) == 2
+    assert "Age doesn't really apply to me." in answer.stdout
+    confidence = float(lines[0][1:7])
+    assert 0.5 < confidence <= 1.0
+    nothing = run("ask", "chitchat", "how old are you?", "--filter", "editorial=none", data=data)
+    assert "(default answer) No good match found in KB." in nothing.stdout
+
+    run("deploy", "chitchat", data=data)
+    assert "deployments: production" in run("projects", data=data).stdout
+
+    out = tmp_path / "export.tsv"
+    run("export", "chitchat", str(out), "--deployment", "production", data=data)
+    run("import", "copy", str(out), data=data)
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(data)
+    original = {(tuple(q.questions), q.answer, q.source, tuple(q.metadata.items())) for q in store.list_qnas("chitchat")}
+    copied = {(tuple(q.questions), q.answer, q.source, tuple(q.metadata.items())) for q in store.list_qnas("copy")}
+    assert original == copied and len(copied) == 96
+
+
+def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("Question\tAnswer\tSource\tMetadata\nhi\thello\tEditorial\tcategory:greeting\n"
+                   "bye\tsee you\tEditorial\tnot-a-pair\n", encoding="utf-8")
+    proc = run("import", "kb", str(bad), data=tmp_path / "data", check=False)
+    assert proc.returncode == 2
+    assert "line 3" in proc.stderr and "column 4" in proc.stderr
+    assert "kb" not in run("projects", data=tmp_path / "data").stdout
+
+
+def test_ask_rejects_bad_input(tmp_path):
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    proc = run("ask", "chitchat", "hi", "--filter", "novalue", data=tmp_path, check=False)
+    assert proc.returncode == 2 and "KEY=VALUE" in proc.stderr
+    proc = run("ask", "missing", "hi", data=tmp_path, check=False)
+    assert proc.returncode == 2 and "not found" in proc.stderr
+    proc = run("ask", "chitchat", "x" * 1001, data=tmp_path, check=False)
+    assert proc.returncode == 2 and "limit is 1000" in proc.stderr
+
+
+def test_keys_are_printed_once_and_stored_hashed(tmp_path):
+    created = run("keys", "create", "--name", "bot", "--role", "query", data=tmp_path)
+    secret = created.stdout.strip()
+    assert secret.startswith("oq_") and len(secret.splitlines()) == 1
+    listed = run("keys", "list", data=tmp_path).stdout
+    assert "query" in listed and "bot" in listed and secret not in listed
+    assert secret.encode() not in (tmp_path / "openqna.sqlite3").read_bytes()
+
+
+def test_serve_refuses_public_bind_without_keys(tmp_path):
+    proc = run("serve", "--host", "0.0.0.0", "--port", str(free_port()), data=tmp_path, check=False)
+    assert proc.returncode == 2 and "without API keys" in proc.stderr
+
+
+def test_serve_loads_the_sample_and_answers(tmp_path):
+    port = free_port()
+    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail(f"server did not start:\n{proc.stdout.read() if proc.stdout else ''}")
+            time.sleep(0.2)
+        r = httpx.post(f"http://127.0.0.1:{port}/language/:query-knowledgebases",
+                       params={"projectName": "openqna-faq", "deploymentName": "production", "api-version": "2023-04-01"},
+                       json={"question": "how do I import a tsv file?", "top": 1}, timeout=30)
+        assert r.status_code == 200
+        assert r.json()["answers"][0]["id"] == 3
+        assert r.json()["answers"][0]["dialog"]["prompts"][0]["qnaId"] == 4
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
