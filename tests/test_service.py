@@ -166,3 +166,38 @@ def test_query_text_ranks_passages(service):
     assert text[answers[0].offset : answers[0].offset + answers[0].length] == answers[0].text
     assert answers[0].span is not None and "hours" in answers[0].span.text
     assert answers == sorted(answers, key=lambda a: -a.confidence)
+
+
+# -- import/export round trips through the store, on the real files -------------------------
+from conftest import SAMPLE_DOCS, SHARED_DATA  # noqa: E402
+
+ROUND_TRIP_FILES = sorted(
+    [p for p in (SAMPLE_DOCS / "knowledge-bases").iterdir() if p.suffix in (".tsv", ".xlsx", ".zip")]
+    + [p for p in (SAMPLE_DOCS / "data-source-formats").iterdir() if p.suffix == ".xlsx"]
+    + list((SHARED_DATA / "ms-qna-chitchat").glob("qna_chitchat_*.tsv"))
+    + list((SHARED_DATA / "ms-qna-chitchat" / "legacy-2018-05").glob("*.tsv"))
+)
+
+
+def _snapshot(service, project):
+    return [(q.id, q.questions, q.answer, q.source, q.metadata, q.dialog, q.suggested_questions)
+            for q in service.store.list_qnas(project)], service.store.get_synonyms(project)
+
+
+@pytest.mark.parametrize("path", ROUND_TRIP_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "json"])
+def test_export_then_import_gives_back_the_same_kb(service, path, fmt):
+    from openqna.formats import export_bytes, read_file
+
+    service.import_content("original", read_file(path))
+    content = KnowledgeBaseContent(service.store.list_qnas("original"), service.store.get_synonyms("original"))
+    data, filename, _ = export_bytes(content, fmt)
+    copy = read_file(filename, data)
+    if fmt == "tsv" and content.synonyms:  # a TSV file holds QnAs or synonyms, never both
+        copy.synonyms = read_file("synonyms.tsv", export_bytes(content, "tsv", "synonyms")[0]).synonyms
+    service.import_content("copy", copy)
+    assert _snapshot(service, "copy") == _snapshot(service, "original")
+    version = service.store.version("original")
+    again = service.import_content("original", read_file(path))
+    assert again.added == again.updated == 0
+    assert service.store.version("original") == version

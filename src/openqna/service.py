@@ -140,18 +140,33 @@ class Service:
             )
 
     def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False) -> ImportReport:
-        """Add or update records, matching by id, else by (source, answer); unchanged ones are skipped."""
+        """Add or update records; unchanged ones are skipped, so repeating an import is a no-op.
+
+        A record with an id replaces that id.  One without is matched to an existing record
+        with the same content, else to the one existing record with its source and answer.
+        """
+        qnas = list(qnas)
         proj = self.store.get_project(project)
         self._check_embedder(proj)
         existing = self.store.content_hashes(project)
-        by_answer = {(q.source.lower(), q.answer): q.id for q in self.store.list_qnas(project)}
+        by_hash: dict[str, list[int]] = {}
+        for rid, h in existing.items():
+            by_hash.setdefault(h, []).append(rid)
+        by_answer: dict[tuple[str, str], list[int]] = {}
+        for q in self.store.list_qnas(project):
+            by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
+        claimed = {q.id for q in qnas if q.id is not None}
         report = ImportReport()
         todo, hashes = [], []
         for q in qnas:
             q.normalised()
-            if q.id is None:
-                q.id = by_answer.get((q.source.lower(), q.answer))
             h = content_hash(q, self.embedder.name)
+            if q.id is None:
+                same = [i for i in by_hash.get(h, ()) if i not in claimed]
+                similar = [i for i in by_answer.get((q.source.lower(), q.answer), ()) if i not in claimed]
+                q.id = same[0] if same else similar[0] if len(similar) == 1 else None
+                if q.id is not None:
+                    claimed.add(q.id)
             if q.id is not None and existing.get(q.id) == h:
                 report.unchanged += 1
                 report.ids.append(q.id)
