@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openqna.records import Dialog, InvalidArgument, KnowledgeBaseContent, Prompt, QnA
+from openqna.records import Conflict, Dialog, KnowledgeBaseContent, Prompt, QnA
 from openqna.retrieval.filters import And, MetaEq, Or, SourceIn
 from openqna.service import AskRequest, SpanRequest
 
@@ -148,12 +148,18 @@ def test_upsert_matches_by_source_and_answer(kb):
     assert kb.store.get_qnas("surface", [5])[5].questions == ["forgot password?", "I forgot my password"]
 
 
-def test_mixing_embedders_is_refused(kb):
+def test_mixing_embedders_is_refused_until_reembedded(kb):
     project = kb.store.get_project("surface")
     project.embedder = "openai:some-other-model"
     kb.store.update_project(project)
-    with pytest.raises(InvalidArgument, match="re-embed"):
+    with pytest.raises(Conflict, match="reembed"):
         kb.upsert("surface", [QnA(["x"], "y")])
+    with pytest.raises(Conflict, match="reembed"):
+        ask(kb, "how do I reset my password")
+    assert ask(kb, qna_id=5)[0].qna.id == 5  # a lookup by id compares no vectors
+    assert kb.reembed("surface") == 7
+    assert kb.store.get_project("surface").embedder == kb.embedder.name
+    assert ask(kb, "How do I reset my password?", top=1)[0].qna.id == 5
 
 
 def test_query_text_ranks_passages(service):

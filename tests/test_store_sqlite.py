@@ -1,5 +1,7 @@
 """The SQLite store against the conformance suite, plus what is SQLite-specific."""
 
+import sqlite3
+
 import pytest
 
 from openqna.store import Project
@@ -31,7 +33,7 @@ def test_failed_write_leaves_nothing(tmp_path):
     good = item(["q1"], "a1", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
     bad = item(["q2"], "a2", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
     bad.units.append(bad.units[0])  # duplicate unit key: the insert fails mid-batch
-    with pytest.raises(Exception):
+    with pytest.raises(sqlite3.IntegrityError):
         s.put_qnas("p", [good, bad])
     assert s.count_qnas("p") == 0
     assert s.search_index("p").n == 0

@@ -149,6 +149,18 @@ def deploy(project: str, deployment: str, data_dir: str) -> None:
 
 
 @main.command()
+@click.argument("project")
+@data_option
+def reembed(project: str, data_dir: str) -> None:
+    """Re-embed PROJECT's live state with the configured embedder (then deploy again)."""
+    try:
+        count = _service(data_dir).reembed(project, progress=True)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"re-embedded {count} QnAs of {project}; deploy to update other deployments")
+
+
+@main.command()
 @data_option
 def projects(data_dir: str) -> None:
     """List projects with their QnA counts and deployments."""

@@ -17,14 +17,13 @@ import numpy as np
 from tqdm import tqdm
 
 from .models.embedder import Embedder
-from .records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from .records import Conflict, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.span import Span, best_spans, sentence_spans
 from .settings import LIMITS
 from .store import Project, Store, StoredQnA, Unit
-from .store.base import LIVE
 
 EMBED_BATCH = 16
 
@@ -133,11 +132,22 @@ class Service:
         return items
 
     def _check_embedder(self, project: Project) -> None:
+        """Vectors from two embedders live in different spaces: never mix or compare them."""
         if project.embedder and project.embedder != self.embedder.name:
-            raise InvalidArgument(
+            raise Conflict(
                 f"Project '{project.name}' was built with embedder '{project.embedder}', this server runs "
-                f"'{self.embedder.name}'; re-embed the project before writing to it."
+                f"'{self.embedder.name}'; re-embed it with `openqna reembed {project.name}` first."
             )
+
+    def reembed(self, project: str, *, progress: bool = False) -> int:
+        """Re-embed every record of the live state with this server's embedder; returns the count."""
+        proj = self.store.get_project(project)
+        qnas = self.store.list_qnas(project)
+        hashes = [content_hash(q, self.embedder.name) for q in qnas]
+        self.store.put_qnas(project, self.prepare(qnas, hashes, progress))
+        proj.embedder = self.embedder.name
+        self.store.update_project(proj)
+        return len(qnas)
 
     def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False) -> ImportReport:
         """Add or update records; unchanged ones are skipped, so repeating an import is a no-op.
@@ -204,6 +214,8 @@ class Service:
         """Azure's query semantics: qnaId lookup, context, filters, threshold, one default answer."""
         proj = self.store.get_project(project)
         index = self.store.search_index(project, deployment)
+        if req.qna_id is None and index.n:
+            self._check_embedder(proj)
         if req.qna_id is not None:
             found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
             answers = [Answer(found, 1.0)] if found else []

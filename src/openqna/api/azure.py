@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..records import InvalidArgument, NotFound, OpenQnAError
+from ..records import InvalidArgument, OpenQnAError
 from ..retrieval.filters import And, Filter, MetaEq, Or, SourceIn
 from ..service import Answer, AskRequest, Service, SpanRequest
 from ..settings import LIMITS
@@ -335,7 +335,7 @@ def _too_large() -> Response:
 
 
 def _error(exc: OpenQnAError) -> Response:
-    if isinstance(exc, NotFound):
+    if not isinstance(exc, InvalidArgument):
         return azure_error(exc.status, exc.code, exc.message, target=exc.target)
     return azure_error(exc.status, exc.code, exc.message, target=exc.target,
                        inner="InvalidParameterValue" if exc.target else "InvalidRequestBodyFormat")

@@ -1,0 +1,80 @@
+"""Foundation figures: import throughput and Azure SDK query latency, with baselines from the same run.
+
+* Import: QnAs/s for the professional chit-chat KB through ``Service.import_content``,
+  against the embedder alone on the same texts (the physical floor).
+* Query: p50/p99 of 1,000 questions through the official Azure SDK over HTTP, against
+  ``Service.ask`` in-process on the same questions.
+
+Usage: python bench/foundation.py   (writes nothing; prints a small table)
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from azure.ai.language.questionanswering import QuestionAnsweringClient  # noqa: E402
+from azure.core.credentials import AzureKeyCredential  # noqa: E402
+
+from conftest import CHITCHAT, SHARED_DATA, LiveServer  # noqa: E402
+from openqna.formats import read_file  # noqa: E402
+from openqna.models.embedder import LocalMiniLM  # noqa: E402
+from openqna.service import AskRequest, Service  # noqa: E402
+from openqna.store.sqlite import SQLiteStore  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def main() -> None:
+    embedder = LocalMiniLM(cache_size=0)  # every query pays for its embedding, as a new question would
+    embedder.embed(["warm up"])
+    content = read_file(CHITCHAT)
+    texts = [t for q in content.qnas for t in (*q.questions, q.answer)]
+    with tempfile.TemporaryDirectory() as tmp:
+        service = Service(SQLiteStore(tmp), embedder)
+        t0 = time.perf_counter()
+        for start in range(0, len(texts), 128):
+            embedder.embed(texts[start : start + 128])
+        raw = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        service.import_content("chitchat", read_file(CHITCHAT))
+        imported = time.perf_counter() - t0
+        n = len(content.qnas)
+        print(f"import: {n} QnAs ({len(texts)} texts) in {imported:.2f}s = {n / imported:.1f} QnAs/s; "
+              f"embedder alone {raw:.2f}s; import/embedder time ratio {imported / raw:.2f}")
+
+        with open(SHARED_DATA / "banking77" / "test.csv") as f:
+            questions = [row["text"] for row in csv.DictReader(f)][:500]
+        questions += [q for qna in content.qnas for q in qna.questions][:500]
+        service.deploy("chitchat", "production")
+        inproc = []
+        for q in questions:
+            t = time.perf_counter()
+            service.ask("chitchat", "production", AskRequest(question=q, top=3))
+            inproc.append((time.perf_counter() - t) * 1000)
+        with LiveServer(service) as live, QuestionAnsweringClient(live.url, AzureKeyCredential("k")) as client:
+            for q in questions[:20]:
+                client.get_answers(question=q, project_name="chitchat", deployment_name="production")
+            sdk = []
+            for q in questions:
+                t = time.perf_counter()
+                client.get_answers(question=q, project_name="chitchat", deployment_name="production", top=3)
+                sdk.append((time.perf_counter() - t) * 1000)
+        print(f"query: {len(questions)} questions (500 banking77, 500 chit-chat), top 3, embedding included")
+        print(f"  in-process ask: p50 {statistics.median(inproc):.2f} ms, p99 {pct(inproc, 99):.2f} ms")
+        print(f"  Azure SDK/HTTP: p50 {statistics.median(sdk):.2f} ms, p99 {pct(sdk, 99):.2f} ms; "
+              f"p50 ratio SDK/in-process {statistics.median(sdk) / statistics.median(inproc):.2f}")
+
+
+if __name__ == "__main__":
+    main()
