@@ -53,7 +53,8 @@ class LiveServer:
         self.service = service
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(service), host="127.0.0.1", port=self.port, log_level="warning")
+        self.app = create_app(service)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -74,4 +75,36 @@ class LiveServer:
 @pytest.fixture
 def live(service):
     with LiveServer(service) as server:
+        yield server
+
+
+class FileServer:
+    """Serves a directory over loopback HTTP (URL sources and fileUri imports)."""
+
+    def __init__(self, directory: Path):
+        import functools
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        class Quiet(SimpleHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def files(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    with FileServer(root) as server:
+        server.root = root
         yield server

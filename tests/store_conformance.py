@@ -223,3 +223,42 @@ def test_delete_project_removes_everything(kb):
     assert kb.count_qnas("kb1") == 0
     assert kb.list_deployments("kb1") == []
     assert kb.search_index("kb1").n == 0
+
+
+def test_sources(kb):
+    from openqna.store import Source
+
+    kb.put_source("kb1", Source("faq.tsv", "FAQ", "http://x/faq.tsv", "url", content_hash="h1"))
+    kb.put_source("kb1", Source("faq.tsv", "FAQ v2", "http://x/faq.tsv", "url", content_hash="h2"))
+    [src] = kb.list_sources("kb1")
+    assert (src.display_name, src.content_hash) == ("FAQ v2", "h2") and src.last_updated
+    assert kb.delete_source("kb1", "faq.tsv") and not kb.delete_source("kb1", "faq.tsv")
+    assert kb.list_sources("kb1") == []
+
+
+def test_feedback_is_counted_per_question(kb):
+    kb.add_feedback("kb1", [(1, "battery dies fast", "u1"), (1, "battery dies fast", "u2"), (1, "charger?", "u1"),
+                            (2, "stylus", "u3")])
+    assert kb.list_feedback("kb1") == {1: [("battery dies fast", 2), ("charger?", 1)], 2: [("stylus", 1)]}
+    assert kb.delete_feedback("kb1", 1, "charger?") == 1
+    assert kb.delete_feedback("kb1", 2) == 1
+    assert kb.list_feedback("kb1") == {1: [("battery dies fast", 2)]}
+
+
+def test_jobs_persist(store):
+    from openqna.store import Job
+
+    job = Job("j1", "export", "kb1", params={"format": "tsv"}, owner="host:1", expires="2030-01-01T00:00:00Z")
+    store.put_job(job)
+    assert [j.id for j in store.unfinished_jobs()] == ["j1"]
+    job.status, job.result, job.result_name = "succeeded", b"\x00bytes", "kb1.tsv"
+    store.put_job(job)
+    got = store.get_job("j1")
+    assert (got.status, got.result, got.result_name, got.params) == ("succeeded", b"\x00bytes", "kb1.tsv",
+                                                                     {"format": "tsv"})
+    assert got.created and got.updated >= got.created
+    assert store.unfinished_jobs() == [] and store.get_job("nope") is None
+
+
+def test_records_carry_their_update_time(kb):
+    assert kb.get_qnas("kb1", [1])[1].last_updated.endswith("Z")

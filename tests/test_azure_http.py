@@ -130,7 +130,7 @@ def test_missing_key_is_401(secured):
 def test_query_key_cannot_reach_other_projects(server):
     _, secret = create_key(server.service.store, role="query", projects=["other"])
     r = post(server, QKB, {"question": "hi"}, key=secret, params={"projectName": "surface", "deploymentName": "test"})
-    assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
+    assert r.status_code == 404 and r.json()["error"]["code"] == "ProjectNotFound"
 
 
 def test_wire_is_lenient_on_input_and_exact_on_output(server):

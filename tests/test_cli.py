@@ -114,3 +114,25 @@ def test_serve_loads_the_sample_and_answers(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def test_suggestions_and_key_revocation(tmp_path):
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path)
+    qid = next(q.id for q in store.list_qnas("chitchat") if q.answer == "Age doesn't really apply to me.")
+    store.add_feedback("chitchat", [(qid, "how many birthdays have you had", "u1")] * 3)
+    listed = run("suggestions", "chitchat", data=tmp_path).stdout
+    assert f"#{qid}\t3\thow many birthdays have you had" in listed
+    run("suggestions", "chitchat", "--accept", str(qid), "how many birthdays have you had", data=tmp_path)
+    assert run("suggestions", "chitchat", data=tmp_path).stdout == ""
+    assert "how many birthdays have you had" in store.get_qnas("chitchat", [qid])[qid].questions
+    answer = run("ask", "chitchat", "how many birthdays have you had", "--top", "1", data=tmp_path).stdout
+    assert answer.startswith("[1.0000]")
+
+    run("keys", "create", data=tmp_path)
+    key_id = run("keys", "list", data=tmp_path).stdout.split("\t")[0]
+    assert f"revoked key {key_id}" in run("keys", "revoke", key_id, data=tmp_path).stdout
+    assert run("keys", "list", data=tmp_path).stdout == ""
+    assert run("keys", "revoke", key_id, data=tmp_path, check=False).returncode == 2

@@ -34,6 +34,8 @@ def test_cli_examples_run(tmp_path):
     assert len(commands) >= 8
     outputs = {}
     for command in commands:
+        if "KEY_ID" in command:  # the README's placeholder for the id `keys list` printed
+            command = command.replace("KEY_ID", outputs["openqna keys list"].split("\t")[0])
         proc = subprocess.run([OPENQNA, *shlex.split(command)[1:]], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"

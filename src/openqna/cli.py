@@ -195,13 +195,37 @@ def keys_list(data_dir: str) -> None:
         click.echo(f"{k.id}\t{k.role}\t{','.join(k.projects) if k.projects else '*'}\t{k.created}\t{k.name}")
 
 
-@keys.command("delete")
+@keys.command("revoke")
 @click.argument("key_id")
 @data_option
-def keys_delete(key_id: str, data_dir: str) -> None:
+def keys_revoke(key_id: str, data_dir: str) -> None:
+    """Revoke a key by its id (see `keys list`); it stops working on the next request."""
     if not _store(data_dir).delete_key(key_id):
         _fail(f"no key with id {key_id}")
-    click.echo(f"deleted key {key_id}")
+    click.echo(f"revoked key {key_id}")
+
+
+@main.command()
+@click.argument("project")
+@click.option("--accept", nargs=2, type=(int, str), metavar="QNA_ID QUESTION",
+              help="Add QUESTION to QnA QNA_ID as an alternate question.")
+@data_option
+def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> None:
+    """List active-learning suggestions (user questions sent as feedback), or accept one."""
+    from .authoring import Authoring
+
+    try:
+        if accept:
+            authoring = Authoring(_service(data_dir))
+            qna = authoring.accept_suggestion(project, accept[0], accept[1])
+            click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
+            return
+        authoring = Authoring(_service(data_dir))
+        for qid, items in authoring.suggestions(project).items():
+            for question, count in items:
+                click.echo(f"#{qid}\t{count}\t{question}")
+    except OpenQnAError as exc:
+        _fail(exc.message)
 
 
 def _is_loopback(host: str) -> bool:

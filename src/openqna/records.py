@@ -43,6 +43,8 @@ class QnA:
     kind: RecordKind = "qna"
     # Active-learning clusters, kept verbatim as QnA Maker exports them.
     suggested_questions: list[dict] = field(default_factory=list)
+    # When the store last wrote this record (ISO 8601); not part of its content.
+    last_updated: str | None = field(default=None, compare=False)
 
     def normalised(self) -> "QnA":
         """Metadata is stored lower-cased, as Azure does; questions are trimmed."""

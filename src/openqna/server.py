@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from starlette.applications import Starlette
@@ -13,6 +14,9 @@ from starlette.routing import Route
 from . import __version__
 from .api.auth import Authorizer
 from .api.azure import AzureRuntime
+from .api.azure_authoring import AzureAuthoring
+from .authoring import Authoring
+from .jobs import JobRunner
 from .api.errors import azure_error
 from .service import Service
 
@@ -22,6 +26,11 @@ log = logging.getLogger("openqna")
 def create_app(service: Service) -> Starlette:
     authorizer = Authorizer(service.store)
     azure = AzureRuntime(service, authorizer)
+    jobs = JobRunner(service.store, Authoring(service).handlers())
+    recovered = jobs.recover()
+    if recovered:
+        log.warning("%d job(s) were running when the server last stopped; they are marked failed", recovered)
+    authoring = AzureAuthoring(service, authorizer, jobs)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -35,5 +44,13 @@ def create_app(service: Service) -> Starlette:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return azure_error(500, "InternalServerError", "The server failed to handle the request; see its log.")
 
-    routes = [Route("/healthz", health), *azure.routes()]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed})
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette):
+        yield
+        jobs.shutdown()
+
+    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes()]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
+                    lifespan=lifespan)
+    app.state.jobs = jobs
+    return app

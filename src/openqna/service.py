@@ -77,6 +77,7 @@ class ImportReport:
 def content_hash(q: QnA, embedder: str) -> str:
     payload = asdict(q)
     payload.pop("id")
+    payload.pop("last_updated")
     payload["embedder"] = embedder
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -149,11 +150,13 @@ class Service:
         self.store.update_project(proj)
         return len(qnas)
 
-    def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False) -> ImportReport:
+    def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
+               match_content: bool = True) -> ImportReport:
         """Add or update records; unchanged ones are skipped, so repeating an import is a no-op.
 
-        A record with an id replaces that id.  One without is matched to an existing record
-        with the same content, else to the one existing record with its source and answer.
+        A record with an id replaces that id.  One without is, when ``match_content`` (imports),
+        matched to an existing record with the same content, else to the one existing record
+        with its source and answer; without it (explicit "add" edits) it becomes a new record.
         """
         qnas = list(qnas)
         proj = self.store.get_project(project)
@@ -171,7 +174,7 @@ class Service:
         for q in qnas:
             q.normalised()
             h = content_hash(q, self.embedder.name)
-            if q.id is None:
+            if q.id is None and match_content:
                 same = [i for i in by_hash.get(h, ()) if i not in claimed]
                 similar = [i for i in by_answer.get((q.source.lower(), q.answer), ()) if i not in claimed]
                 q.id = same[0] if same else similar[0] if len(similar) == 1 else None

@@ -61,6 +61,38 @@ class Deployment:
 
 
 @dataclass
+class Source:
+    """A file or URL whose QnAs (records with ``source`` = this name) were ingested together."""
+
+    source: str
+    display_name: str
+    source_uri: str
+    source_kind: str = "url"  # file | url
+    content_structure_kind: str = "semistructured"
+    content_hash: str = ""
+    last_updated: str = ""
+
+
+@dataclass
+class Job:
+    """A persisted long-running operation (Azure's job state, plus what is needed to run it)."""
+
+    id: str
+    kind: str  # deploy | export | import | qnas | sources | delete
+    project: str
+    status: str = "notStarted"  # notStarted | running | succeeded | failed
+    created: str = ""
+    updated: str = ""
+    expires: str = ""
+    errors: list[dict] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    owner: str = ""  # host:pid of the process running it
+    result: bytes | None = None
+    result_name: str | None = None
+    result_media: str | None = None
+
+
+@dataclass
 class ApiKey:
     id: str
     name: str
@@ -95,6 +127,19 @@ class Store(Protocol):
     # search
     def version(self, project: str, deployment: str = LIVE) -> int: ...
     def search_index(self, project: str, deployment: str = LIVE) -> MemIndex: ...
+
+    # sources and active-learning feedback
+    def list_sources(self, project: str) -> list[Source]: ...
+    def put_source(self, project: str, source: Source) -> None: ...
+    def delete_source(self, project: str, source: str) -> bool: ...
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None: ...
+    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
+    def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...
+
+    # jobs
+    def put_job(self, job: Job) -> None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def unfinished_jobs(self) -> list[Job]: ...
 
     # keys
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...

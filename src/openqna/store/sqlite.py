@@ -21,7 +21,7 @@ import numpy as np
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex
-from .base import LIVE, ApiKey, Deployment, Project, StoredQnA
+from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredQnA
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -48,6 +48,18 @@ CREATE TABLE IF NOT EXISTS synonyms(
 CREATE TABLE IF NOT EXISTS deployments(
   project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
   PRIMARY KEY(project_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sources(
+  project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
+  source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
+  last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS feedback(
+  project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
+  created TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
+  updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
+  result BLOB, result_name TEXT, result_media TEXT);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
   projects TEXT, created TEXT NOT NULL);
@@ -173,7 +185,7 @@ class SQLiteStore:
     def delete_project(self, name: str) -> None:
         with self._tx() as db:
             pid = self._project_id(db, name)
-            for table in ("records", "units", "synonyms", "versions"):
+            for table in ("records", "units", "synonyms", "versions", "sources", "feedback"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
@@ -229,13 +241,13 @@ class SQLiteStore:
         rows = self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?", (pid, LIVE))
         return dict(rows.fetchall())
 
-    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions"
+    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, modified"
 
     @staticmethod
     def _qna_row(row: tuple) -> QnA:
-        rid, kind, questions, answer, source, metadata, dialog, suggestions = row
+        rid, kind, questions, answer, source, metadata, dialog, suggestions, modified = row
         return QnA(json.loads(questions), answer, rid, source, json.loads(metadata), _dialog_from_json(dialog), kind,
-                   json.loads(suggestions))
+                   json.loads(suggestions), modified)
 
     def _deployment_pid(self, project: str, deployment: str) -> int:
         pid = self._project_id(self._db, project)
@@ -368,6 +380,79 @@ class SQLiteStore:
         for rid, vecs in q_vecs.items():
             records[rid].q_vectors = np.vstack(vecs)
         return MemIndex(list(records.values()), dim or 1, version)
+
+    # -- sources and feedback --------------------------------------------------------------------
+    def list_sources(self, project: str) -> list[Source]:
+        pid = self._project_id(self._db, project)
+        rows = self._db.execute(
+            "SELECT source, display_name, source_uri, source_kind, content_structure_kind, content_hash, last_updated"
+            " FROM sources WHERE project_id=? ORDER BY source", (pid,))
+        return [Source(*r) for r in rows]
+
+    def put_source(self, project: str, source: Source) -> None:
+        source.last_updated = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.execute("INSERT OR REPLACE INTO sources VALUES(?,?,?,?,?,?,?,?)",
+                       (pid, source.source, source.display_name, source.source_uri, source.source_kind,
+                        source.content_structure_kind, source.content_hash, source.last_updated))
+
+    def delete_source(self, project: str, source: str) -> bool:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            return db.execute("DELETE FROM sources WHERE project_id=? AND source=?", (pid, source)).rowcount > 0
+
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.executemany("INSERT INTO feedback VALUES(?,?,?,?,?)",
+                           [(pid, qna_id, question, user_id, stamp) for qna_id, question, user_id in records])
+
+    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]:
+        """Per QnA, each distinct user question and how often it was sent, most frequent first."""
+        pid = self._project_id(self._db, project)
+        out: dict[int, list[tuple[str, int]]] = {}
+        for qna_id, question, count in self._db.execute(
+            "SELECT qna_id, question, count(*) FROM feedback WHERE project_id=? GROUP BY qna_id, question"
+            " ORDER BY qna_id, count(*) DESC, question", (pid,)):
+            out.setdefault(qna_id, []).append((question, count))
+        return out
+
+    def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            if question is None:
+                return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=?", (pid, qna_id)).rowcount
+            return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=? AND question=?",
+                              (pid, qna_id, question)).rowcount
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def put_job(self, job: Job) -> None:
+        job.updated = now_iso()
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO jobs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
+                        job.expires, json.dumps(job.errors), json.dumps(job.params), job.owner, job.result,
+                        job.result_name, job.result_media))
+
+    _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
+                 " result_media")
+
+    @staticmethod
+    def _job_row(row: tuple) -> Job:
+        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media = row
+        return Job(jid, kind, project, status, created, updated, expires, json.loads(errors), json.loads(params),
+                   owner, result, name, media)
+
+    def get_job(self, job_id: str) -> Job | None:
+        row = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return None if row is None else self._job_row(row)
+
+    def unfinished_jobs(self) -> list[Job]:
+        rows = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
+                                " ORDER BY created")
+        return [self._job_row(r) for r in rows]
 
     # -- keys ----------------------------------------------------------------------------------
     def add_key(self, key: ApiKey, key_hash: str) -> None:

@@ -1,0 +1,180 @@
+"""Azure's wire conventions shared by the runtime and authoring routes.
+
+Property names are read case-insensitively and numbers may arrive as strings, as
+the service accepts; every refusal is Azure's error envelope with the field named
+in ``target``.  Keys are checked here: a query key cannot author (403), and a key
+scoped to other projects gets 404 so project names do not leak.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..records import InvalidArgument, OpenQnAError
+from ..settings import LIMITS
+from ..store import ApiKey
+from .auth import Authorizer, allows
+from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
+
+
+class Body:
+    """A JSON object read case-insensitively, with errors that name the field's path."""
+
+    def __init__(self, raw: dict, path: str = ""):
+        self.raw = {k.lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+        self.path = path
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str) -> Any:
+        return self.raw.get(key.lower())
+
+    def string(self, key: str, *, max_len: int | None = None) -> str | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise InvalidArgument(f"'{self._name(key)}' must be a string.", target=self._name(key))
+        if max_len is not None and len(value) > max_len:
+            raise InvalidArgument(f"'{self._name(key)}' is {len(value)} characters long; the limit is {max_len}.",
+                                  target=self._name(key))
+        return value
+
+    def integer(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                value = None
+        if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+            raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
+        value = int(value)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise InvalidArgument(f"'{self._name(key)}' must be between {lo} and {hi}; got {value}.",
+                                  target=self._name(key))
+        return value
+
+    def number(self, key: str, *, lo: float = 0.0, hi: float = 1.0) -> float | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                value = None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgument(f"'{self._name(key)}' must be a number.", target=self._name(key))
+        if not lo <= value <= hi:
+            raise InvalidArgument(f"'{self._name(key)}' must be between {lo} and {hi}; got {value}.",
+                                  target=self._name(key))
+        return float(value)
+
+    def boolean(self, key: str) -> bool | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"'{self._name(key)}' must be true or false.", target=self._name(key))
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str | None:
+        value = self.string(key)
+        if value is None:
+            return None
+        for option in options:
+            if option.lower() == value.lower():
+                return option
+        raise InvalidArgument(f"'{self._name(key)}' must be one of {', '.join(options)}; got '{value}'.",
+                              target=self._name(key))
+
+    def obj(self, key: str) -> "Body | None":
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"'{self._name(key)}' must be an object.", target=self._name(key))
+        return Body(value, self._name(key))
+
+    def array(self, key: str) -> list | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise InvalidArgument(f"'{self._name(key)}' must be an array.", target=self._name(key))
+        return value
+
+
+class Refused(Exception):
+    """Carries a ready error response out of a handler."""
+
+    def __init__(self, response: Response):
+        self.response = response
+
+
+def authorize(authorizer: Authorizer, request: Request, *, role: str, project: str | None = None,
+              api_version: bool = True) -> ApiKey | None:
+    key, refused = authorizer.check(request.headers)
+    if refused:
+        message = MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE
+        raise Refused(azure_error(401, "401", message,
+                                  headers={"WWW-Authenticate": 'AzureApiManagementKey realm="openqna"'}))
+    if key is not None and project is not None and not allows(key, role="query", project=project):
+        raise Refused(azure_error(404, "ProjectNotFound", f"The specified project was not found: {project}."))
+    if not allows(key, role=role):
+        raise Refused(azure_error(403, "Forbidden", f"This key has the role '{key.role}'; this operation needs "
+                                                    f"'{role}' or higher."))
+    if api_version and not request.query_params.get("api-version"):
+        raise Refused(azure_error(400, "InvalidArgument", "The 'api-version' query parameter is required, e.g. "
+                                  "api-version=2023-04-01.", target="api-version"))
+    return key
+
+
+async def read_json(request: Request) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > LIMITS.body_bytes:
+        raise Refused(too_large())
+    raw = await request.body()
+    if len(raw) > LIMITS.body_bytes:
+        raise Refused(too_large())
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
+
+
+def too_large() -> Response:
+    return azure_error(413, "InvalidRequest", f"The request body is larger than {LIMITS.body_bytes} bytes.")
+
+
+def error_response(exc: OpenQnAError) -> Response:
+    if not isinstance(exc, InvalidArgument):
+        return azure_error(exc.status, exc.code, exc.message, target=exc.target)
+    return azure_error(exc.status, exc.code, exc.message, target=exc.target,
+                       inner="InvalidParameterValue" if exc.target else "InvalidRequestBodyFormat")
+
+
+def handle_errors(endpoint):
+    """Turn refusals and caller errors raised in ``endpoint`` into Azure error responses."""
+    import functools
+
+    @functools.wraps(endpoint)
+    async def wrapper(*args, **kwargs) -> Response:
+        try:
+            return await endpoint(*args, **kwargs)
+        except Refused as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            return error_response(exc)
+
+    return wrapper

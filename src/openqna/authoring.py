@@ -1,0 +1,259 @@
+"""Authoring operations behind Azure's authoring API and the CLI: QnA edits, sources,
+import/export, feedback.  The long ones run as jobs (see ``jobs.py``); this module only
+knows records, not wire formats or HTTP routes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import httpx
+
+from .formats import export_bytes, read_file, read_json
+from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from .service import Service
+from .store import Job, Project, Source
+
+FETCH_TIMEOUT = 30.0
+FETCH_MAX_BYTES = 10 * 1024 * 1024
+
+
+@dataclass
+class QnaOp:
+    op: str  # add | replace | delete
+    qna: QnA
+
+
+@dataclass
+class SourceOp:
+    op: str  # add | replace | delete
+    source: Source
+    refresh: bool = False
+
+
+def fetch(uri: str) -> tuple[bytes, str]:
+    """Download ``uri`` (http/https only) with a timeout and a size cap; returns (bytes, file name)."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("http", "https"):
+        raise InvalidArgument(f"'{uri}' is not an http(s) URL; upload files through `openqna import` instead.",
+                              target="sourceUri")
+    try:
+        with httpx.stream("GET", uri, timeout=FETCH_TIMEOUT, follow_redirects=True) as r:
+            if r.status_code >= 400:
+                raise InvalidArgument(f"Fetching {uri} answered HTTP {r.status_code}.", target="sourceUri")
+            chunks, size = [], 0
+            for chunk in r.iter_bytes():
+                size += len(chunk)
+                if size > FETCH_MAX_BYTES:
+                    raise InvalidArgument(f"{uri} is larger than {FETCH_MAX_BYTES} bytes.", target="sourceUri")
+                chunks.append(chunk)
+    except httpx.HTTPError as exc:
+        raise InvalidArgument(f"Could not fetch {uri}: {exc}.", target="sourceUri") from None
+    name = parsed.path.rsplit("/", 1)[-1] or parsed.netloc
+    return b"".join(chunks), name
+
+
+class Authoring:
+    def __init__(self, service: Service):
+        self.service = service
+        self.store = service.store
+
+    # -- QnAs ------------------------------------------------------------------------------
+    def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
+        """Apply add/replace/delete operations as one change; any bad operation fails them all."""
+        existing = {q.id: q for q in self.store.list_qnas(project)}
+        writes: list[QnA] = []
+        deletes: list[int] = []
+        errors = []
+        for i, op in enumerate(ops):
+            qid = op.qna.id
+            if op.op == "add" and qid is not None and qid in existing:
+                errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
+            elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
+                errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
+            elif op.op == "delete":
+                deletes.append(qid)
+            else:
+                writes.append(op.qna)
+        if errors:
+            raise InvalidArgument(" ".join(errors))
+        for q in writes:
+            q.normalised()
+        self._check_prompts(project, writes, set(existing) - set(deletes))
+        self.service.upsert(project, writes, match_content=False)
+        if deletes:
+            self.store.delete_qnas(project, deletes)
+            for qid in deletes:
+                self.store.delete_feedback(project, qid)
+
+    def _check_prompts(self, project: str, writes: list[QnA], kept: set[int]) -> None:
+        known = kept | {q.id for q in writes if q.id is not None}
+        for q in writes:
+            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known]
+            if missing:
+                raise InvalidArgument(f"QnA '{q.questions[0] if q.questions else q.answer[:40]}' has follow-up "
+                                      f"prompts to QnA ids that do not exist: {missing}.")
+
+    # -- active learning -----------------------------------------------------------------------
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
+        ids = set(self.store.content_hashes(project))
+        for i, (qid, _, _) in enumerate(records):
+            if qid not in ids:
+                raise InvalidArgument(f"records[{i}].qnaId: there is no QnA with id {qid}.", target=f"records[{i}].qnaId")
+        self.store.add_feedback(project, records)
+
+    def suggestions(self, project: str) -> dict[int, list[tuple[str, int]]]:
+        """User questions sent as feedback, per QnA, that are not yet among its questions."""
+        feedback = self.store.list_feedback(project)
+        qnas = self.store.get_qnas(project, list(feedback))
+        out = {}
+        for qid, items in feedback.items():
+            have = {x.lower() for x in qnas[qid].questions} if qid in qnas else set()
+            keep = [(q, n) for q, n in items if q.lower() not in have]
+            if keep:
+                out[qid] = keep
+        return out
+
+    def accept_suggestion(self, project: str, qna_id: int, question: str) -> QnA:
+        qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
+        if qna is None:
+            raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        if question.lower() not in {q.lower() for q in qna.questions}:
+            qna.questions.append(question)
+            self.service.upsert(project, [qna], match_content=False)
+        self.store.delete_feedback(project, qna_id, question)
+        return qna
+
+    # -- sources -------------------------------------------------------------------------------
+    def list_sources(self, project: str) -> list[Source]:
+        """Registered sources, plus every record source that came from an import or an edit."""
+        registered = self.store.list_sources(project)
+        names = {s.source.lower() for s in registered}
+        extra = sorted({q.source for q in self.store.list_qnas(project) if q.source.lower() not in names})
+        return registered + [Source(s, s, "", "file", "semistructured") for s in extra]
+
+    def update_sources(self, project: str, ops: list[SourceOp]) -> None:
+        registered = {s.source: s for s in self.store.list_sources(project)}
+        for op in ops:
+            src = op.source
+            if op.op == "delete":
+                self._replace_source_records(project, src.source, [])
+                self.store.delete_source(project, src.source)
+                continue
+            old = registered.get(src.source)
+            if op.op == "replace" and old is None:
+                raise NotFound(f"There is no source '{src.source}' in project '{project}'.")
+            if op.op == "add" or op.refresh or old is None or old.source_uri != src.source_uri:
+                data, name = fetch(src.source_uri)
+                digest = hashlib.sha256(data).hexdigest()
+                if old is None or old.content_hash != digest:
+                    content = self._parse_source(name, data)
+                    for q in content.qnas:
+                        q.source = src.source
+                    self._replace_source_records(project, src.source, content.qnas)
+                src.content_hash = digest
+            else:
+                src.content_hash = old.content_hash
+            self.store.put_source(project, src)
+
+    @staticmethod
+    def _parse_source(name: str, data: bytes) -> KnowledgeBaseContent:
+        suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+        if suffix not in ("tsv", "txt", "xlsx", "json", "zip"):
+            raise InvalidArgument(f"'{name}' is not a QnA file (.tsv, .xlsx, .json); document sources (PDF, DOCX, "
+                                  "HTML) are not supported yet.", target="sourceUri")
+        return read_file(name, data)
+
+    def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
+        """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared."""
+        report = self.service.upsert(project, qnas)
+        stale = [q.id for q in self.store.list_qnas(project)
+                 if q.source.lower() == source.lower() and q.id not in set(report.ids)]
+        if stale:
+            self.store.delete_qnas(project, stale)
+
+    # -- import / export ------------------------------------------------------------------------
+    def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None) -> None:
+        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed."""
+        body = body or {}
+        lowered = {k.lower(): v for k, v in body.items()}
+        file_uri = lowered.get("fileuri")
+        try:
+            if file_uri:
+                data, name = fetch(file_uri)
+                suffix = {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
+                content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+            else:
+                content = read_json(body, "import body")
+        except FormatError as exc:
+            raise InvalidArgument(exc.message) from None
+        self._ensure_project(project, lowered.get("metadata"))
+        if asset_kind == "synonyms":
+            self.store.set_synonyms(project, content.synonyms)
+            return
+        report = self.service.upsert(project, content.qnas)
+        keep = set(report.ids)
+        stale = [i for i in self.store.content_hashes(project) if i not in keep]
+        if stale:
+            self.store.delete_qnas(project, stale)
+        if content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}:
+            self.store.set_synonyms(project, content.synonyms)
+
+    def _ensure_project(self, project: str, metadata) -> Project:
+        meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
+        settings = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
+        default_answer = {k.lower(): v for k, v in settings.items()}.get("defaultanswer")
+        try:
+            proj = self.store.get_project(project)
+        except NotFound:
+            return self.service.create_project(project, description=str(meta.get("description") or ""),
+                                               language=str(meta.get("language") or "en"),
+                                               default_answer=default_answer)
+        if meta:
+            proj.description = str(meta.get("description", proj.description) or "")
+            proj.language = str(meta.get("language", proj.language) or proj.language)
+            if default_answer:
+                proj.settings["defaultAnswer"] = default_answer
+            self.store.update_project(proj)
+        return proj
+
+    def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
+        proj = self.store.get_project(project)
+        content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
+        metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
+                    "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
+        return export_bytes(content, fmt, asset_kind, metadata)
+
+    # -- job handlers -------------------------------------------------------------------------
+    def handlers(self) -> dict:
+        def deploy(job: Job) -> None:
+            self.store.deploy(job.project, job.params["deployment"])
+
+        def delete(job: Job) -> None:
+            self.store.delete_project(job.project)
+
+        def export(job: Job) -> None:
+            job.result, job.result_name, job.result_media = self.export(job.project, job.params["format"],
+                                                                        job.params["assetKind"])
+
+        def import_(job: Job) -> None:
+            self.import_assets(job.project, job.params["format"], job.params["assetKind"], job.params.get("body"))
+
+        def qnas(job: Job) -> None:
+            ops = []
+            for o in job.params["ops"]:
+                if o["op"] == "delete":
+                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"])))
+                else:
+                    ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0]))
+            self.update_qnas(job.project, ops)
+
+        def sources(job: Job) -> None:
+            self.update_sources(job.project, [SourceOp(o["op"], Source(**o["source"]), o["refresh"])
+                                              for o in job.params["ops"]])
+
+        return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
+                "sources": sources}
+

@@ -1,0 +1,240 @@
+"""The Azure authoring API over real HTTP with the official SDK 1.1.0, plus the wire details."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+from azure.ai.language.questionanswering import QuestionAnsweringClient
+from azure.ai.language.questionanswering.authoring import AuthoringClient
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
+from openqna.api.auth import create_key
+from openqna.formats import read_file
+from openqna.store import Job
+
+P1 = "/language/query-knowledgebases/projects"
+P2 = "/language/authoring/query-knowledgebases/projects"
+
+
+@pytest.fixture
+def admin(live):
+    _, secret = create_key(live.service.store, name="admin", role="admin")
+    return secret
+
+
+def clients(live, key):
+    return AuthoringClient(live.url, AzureKeyCredential(key)), QuestionAnsweringClient(live.url, AzureKeyCredential(key))
+
+
+def ask(qa, question, deployment="production", project="lifecycle"):
+    return qa.get_answers(question=question, project_name=project, deployment_name=deployment, top=1).answers[0]
+
+
+def test_sdk_lifecycle(live, admin, files, tmp_path):
+    shutil.copy(SAMPLE_DOCS / "knowledge-bases" / "SampleV2QnAs.tsv", files.root / "kb.tsv")
+    authoring, qa = clients(live, admin)
+    created = authoring.create_project("lifecycle", {"description": "sdk test", "language": "en",
+                                                     "multilingualResource": False,
+                                                     "settings": {"defaultAnswer": "Sorry, no idea."}})
+    assert created["projectName"] == "lifecycle" and "lastDeployedDateTime" not in created
+    assert authoring.create_project("lifecycle", {"description": "v2", "language": "en"})["description"] == "v2"
+
+    authoring.begin_import_assets("lifecycle", {"fileUri": f"{files.url}/kb.tsv"}, file_format="tsv").result()
+    expected = read_file(SAMPLE_DOCS / "knowledge-bases" / "SampleV2QnAs.tsv")
+    qnas = list(authoring.list_qnas("lifecycle"))
+    assert len(qnas) == len(expected.qnas)
+    assert {q["answer"] for q in qnas} == {q.answer for q in expected.qnas}
+
+    updated = list(authoring.begin_update_qnas("lifecycle", [
+        {"op": "add", "value": {"questions": ["What is the capital of France?"], "answer": "Paris",
+                                "source": "editorial", "metadata": {"Topic": "Geo"},
+                                "dialog": {"isContextOnly": False, "prompts": []}}},
+        {"op": "replace", "value": {"id": 1, "questions": ["Why was the Bot Framework made?"],
+                                    "answer": "To make building bots easier.", "source": "structured.docx"}},
+        {"op": "delete", "value": {"id": 2}},
+    ]).result())
+    by_answer = {q["answer"]: q for q in updated}
+    assert by_answer["Paris"]["id"] == max(q["id"] for q in qnas) + 1
+    assert by_answer["Paris"]["metadata"] == {"topic": "geo"}
+    assert 2 not in {q["id"] for q in updated}
+
+    authoring.update_synonyms("lifecycle", {"value": [{"alterations": ["bot framework", "bf"]}]})
+    assert [s["alterations"] for s in authoring.list_synonyms("lifecycle")] == [["bot framework", "bf"]]
+
+    deployed = authoring.begin_deploy_project("lifecycle", "production").result()
+    assert deployed["deploymentName"] == "production" and deployed["lastDeployedDateTime"]
+    assert [d["deploymentName"] for d in authoring.list_deployments("lifecycle")] == ["production"]
+    assert ask(qa, "What is the capital of France?").answer == "Paris"
+
+    authoring.begin_update_qnas("lifecycle", [{"op": "replace", "value": {
+        "id": by_answer["Paris"]["id"], "questions": ["What is the capital of France?"], "answer": "Paris, France",
+        "source": "editorial"}}]).result()
+    assert ask(qa, "What is the capital of France?", "test").answer == "Paris, France"
+    assert ask(qa, "What is the capital of France?").answer == "Paris"  # production unchanged until redeploy
+    authoring.begin_deploy_project("lifecycle", "production").result()
+    assert ask(qa, "What is the capital of France?").answer == "Paris, France"
+
+    for fmt, check in (("json", lambda b: b.lstrip().startswith(b"{")), ("tsv", lambda b: b"\tAnswer\t" in b),
+                       ("excel", lambda b: b[:2] == b"PK")):
+        job = authoring.begin_export("lifecycle", file_format=fmt).result()
+        assert job["status"] == "succeeded"
+        data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).content
+        assert check(data), fmt
+        name = {"json": "x.json", "tsv": "x.tsv", "excel": "x.xlsx"}[fmt]
+        assert {q.answer for q in read_file(name, data).qnas} == {q["answer"] for q in authoring.list_qnas("lifecycle")}
+
+    authoring.begin_delete_project("lifecycle").result()
+    with pytest.raises(ResourceNotFoundError):
+        authoring.get_project_details("lifecycle")
+
+
+def test_sdk_paging_sources_and_feedback(live, admin, files):
+    authoring, _ = clients(live, admin)
+    for i in range(3):
+        authoring.create_project(f"p{i}", {"language": "en"})
+    assert [p["projectName"] for p in authoring.list_projects(top=2, skip=1)] == ["p1", "p2"]
+    r = httpx.get(live.url + P1, params={"api-version": "2021-10-01", "maxpagesize": 2},
+                  headers={"Ocp-Apim-Subscription-Key": admin})
+    assert len(r.json()["value"]) == 2 and "skip=2" in r.json()["nextLink"]
+    assert r.json()["nextLink"].startswith(live.url)
+
+    shutil.copy(CHITCHAT, files.root / "chitchat.tsv")
+    sources = list(authoring.begin_update_sources("p0", [{"op": "add", "value": {
+        "displayName": "chit-chat", "sourceUri": f"{files.url}/chitchat.tsv", "sourceKind": "url"}}]).result())
+    assert [s["displayName"] for s in sources] == ["chit-chat"]
+    assert len(list(authoring.list_qnas("p0", source=f"{files.url}/chitchat.tsv"))) == 96
+    version = live.service.store.version("p0")
+    authoring.begin_update_sources("p0", [{"op": "replace", "value": {
+        "displayName": "chit-chat", "sourceUri": f"{files.url}/chitchat.tsv", "sourceKind": "url",
+        "refresh": True}}]).result()
+    assert live.service.store.version("p0") == version  # unchanged content: nothing re-ingested
+    lines = (files.root / "chitchat.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (files.root / "chitchat.tsv").write_text("".join(l for l in lines if "Age doesn't" not in l), encoding="utf-8")
+    authoring.begin_update_sources("p0", [{"op": "replace", "value": {
+        "displayName": "chit-chat", "sourceUri": f"{files.url}/chitchat.tsv", "sourceKind": "url",
+        "refresh": True}}]).result()
+    answers = {q["answer"] for q in authoring.list_qnas("p0")}
+    assert len(answers) == 95 and "Age doesn't really apply to me." not in answers
+
+    qid = next(q["id"] for q in authoring.list_qnas("p0") if "Hello" in q["answer"] or "Hi" in q["answer"])
+    authoring.add_feedback("p0", {"records": [{"userId": "u1", "userQuestion": "yo there", "qnaId": qid},
+                                              {"userId": "u2", "userQuestion": "yo there", "qnaId": qid}]})
+    listed = next(q for q in authoring.list_qnas("p0") if q["id"] == qid)
+    [suggestion] = listed["activeLearningSuggestions"]
+    assert suggestion["clusterHead"] == "yo there"
+    assert suggestion["suggestedQuestions"][0]["userSuggestedCount"] == 2
+    accepted = dict(listed, questions=listed["questions"] + ["yo there"])
+    accepted.pop("activeLearningSuggestions")
+    authoring.begin_update_qnas("p0", [{"op": "replace", "value": accepted}]).result()
+    listed = next(q for q in authoring.list_qnas("p0") if q["id"] == qid)
+    assert listed["activeLearningSuggestions"] == [] and "yo there" in listed["questions"]
+
+    authoring.begin_update_sources("p0", [{"op": "delete", "value": {
+        "displayName": "chit-chat", "sourceUri": f"{files.url}/chitchat.tsv", "sourceKind": "url"}}]).result()
+    assert list(authoring.list_qnas("p0")) == []
+
+
+def _req(live, method, path, key=None, *, json=None, params=None, prefix=P2):
+    headers = {"Ocp-Apim-Subscription-Key": key} if key else {}
+    return httpx.request(method, live.url + prefix + path, params={"api-version": "2023-04-01", **(params or {})},
+                         json=json, headers=headers, timeout=30)
+
+
+def test_roles_and_scopes(live, admin):
+    _req(live, "PATCH", "/mine", admin, json={"language": "en"})
+    _req(live, "PATCH", "/theirs", admin, json={"language": "en"})
+    _, query = create_key(live.service.store, role="query")
+    key, scoped = create_key(live.service.store, role="author", projects=["mine"])
+    assert _req(live, "GET", "/mine").status_code == 401
+    r = _req(live, "PATCH", "/mine", query, json={"description": "x"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
+    assert _req(live, "GET", "/mine", scoped).status_code == 200
+    r = _req(live, "GET", "/theirs", scoped)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "ProjectNotFound"
+    assert [p["projectName"] for p in _req(live, "GET", "", scoped).json()["value"]] == ["mine"]
+    live.service.store.delete_key(key.id)  # revocation takes effect on the next request
+    assert _req(live, "GET", "/mine", scoped).status_code == 401
+
+
+@pytest.mark.parametrize("method,path,body,status,code", [
+    ("GET", "/missing", None, 404, "ProjectNotFound"),
+    ("GET", "/kb/deployments/staging", None, 404, "NotFound"),
+    ("GET", "/kb/qnas/jobs/00000000-0000-0000-0000-000000000000", None, 404, "OperationNotFound"),
+    ("PATCH", "/kb/qnas", {"op": "add"}, 400, "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "upsert", "value": {}}], 400, "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"]}}], 400, "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"], "answer": "x" * 25001}}], 400,
+     "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "delete", "value": {}}], 400, "InvalidArgument"),
+    ("PUT", "/kb/synonyms", {"value": [{"alterations": "notalist"}]}, 400, "InvalidArgument"),
+    ("PATCH", "/kb/sources", [{"op": "add", "value": {"sourceUri": "file:///etc/passwd"}}], 400, "InvalidArgument"),
+    ("POST", "/kb/feedback", {"records": [{"userQuestion": "q", "qnaId": 99}]}, 400, "InvalidArgument"),
+    ("PUT", "/kb/deployments/test", None, 400, "InvalidArgument"),
+    ("PATCH", "/bad name!", {"language": "en"}, 400, "InvalidArgument"),
+    ("POST", "/missing/:export", None, 404, "ProjectNotFound"),
+])
+def test_error_paths(live, admin, method, path, body, status, code):
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, method, path, admin, json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+
+
+def test_failed_job_reports_errors(live, admin):
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    authoring, _ = clients(live, admin)
+    with pytest.raises(HttpResponseError):
+        authoring.begin_update_qnas("kb", [{"op": "replace", "value": {"id": 42, "questions": ["q"],
+                                                                       "answer": "a"}}]).result()
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "delete", "value": {"id": 7}}])
+    assert r.status_code == 202
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and "no QnA with id 7" in job["errors"][0]["message"]
+
+
+def test_job_protocol_details(live, admin):
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, "PUT", "/kb/deployments/production", admin, prefix=P1)
+    assert r.status_code == 202 and r.content == b""
+    location = r.headers["Operation-Location"]
+    assert location.startswith(live.url + P1 + "/kb/deployments/production/jobs/") and "api-version=2023-04-01" in location
+    live.app.state.jobs.wait()
+    without_version = location.split("?")[0]
+    job = httpx.get(without_version, headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert set(job) == {"createdDateTime", "expirationDateTime", "jobId", "lastUpdatedDateTime", "status"}
+    assert job["status"] == "succeeded"
+    r = _req(live, "GET", "/kb/deployments/production", admin)
+    assert r.json()["deploymentName"] == "production"
+    other = httpx.get(without_version.replace("/deployments/production/", "/deployments/other/"),
+                      headers={"Ocp-Apim-Subscription-Key": admin})
+    assert other.status_code == 404
+
+
+def test_jobs_survive_a_restart_and_crashed_jobs_fail(service):
+    _, key = create_key(service.store, role="admin")
+    headers = {"Ocp-Apim-Subscription-Key": key}
+    with LiveServer(service) as first:
+        httpx.patch(first.url + P2 + "/kb", params={"api-version": "2023-04-01"}, json={"language": "en"},
+                    headers=headers)
+        r = httpx.post(first.url + P2 + "/kb/:export", params={"api-version": "2023-04-01", "format": "tsv"},
+                       headers=headers)
+        first.app.state.jobs.wait()
+        export_path = r.headers["Operation-Location"].split(first.url, 1)[1]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    service.store.put_job(Job("crashed-job", "deploy", "kb", "running", params={"deployment": "production"},
+                              owner=f"{socket.gethostname()}:{dead.stdout.strip()}"))
+    with LiveServer(service) as second:
+        job = httpx.get(second.url + export_path, headers=headers).json()
+        assert job["status"] == "succeeded"
+        assert httpx.get(job["resultUrl"].replace(job["resultUrl"].split(P2)[0], second.url),
+                         headers=headers).status_code == 200
+        crashed = httpx.get(second.url + P2 + "/kb/deployments/production/jobs/crashed-job", headers=headers).json()
+        assert crashed["status"] == "failed" and "stopped while this job was running" in crashed["errors"][0]["message"]
