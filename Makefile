@@ -21,14 +21,22 @@ $(VENV)/.dev: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,dev]'
 	touch $@
 
+# The pre-release Azure SDKs install into the same package path as SDK 1.1.0, so the
+# tests drive them from a venv of their own.
+.venv-preview/.installed:
+	$(PYTHON) -m venv .venv-preview
+	.venv-preview/bin/pip install -q --pre azure-ai-language-questionanswering==2.0.0b1 \
+		azure-ai-language-questionanswering-authoring==1.0.0b1
+	touch $@
+
 model: $(VENV)/.installed
 	$(BIN)/python -m openqna.models.onnx_export
 
 serve: $(VENV)/.installed
 	$(BIN)/openqna serve
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev .venv-preview/.installed
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-preview .pytest_cache

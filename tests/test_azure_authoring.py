@@ -238,3 +238,22 @@ def test_jobs_survive_a_restart_and_crashed_jobs_fail(service):
                          headers=headers).status_code == 200
         crashed = httpx.get(second.url + P2 + "/kb/deployments/production/jobs/crashed-job", headers=headers).json()
         assert crashed["status"] == "failed" and "stopped while this job was running" in crashed["errors"][0]["message"]
+
+
+def test_preview_sdk_lifecycle(live, admin, files):
+    """The pre-release authoring package cannot share a venv with SDK 1.1.0, so it runs in .venv-preview."""
+    from conftest import REPO
+
+    python = REPO / ".venv-preview" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-preview with the pre-release SDKs)"
+    shutil.copy(SAMPLE_DOCS / "knowledge-bases" / "SampleQnAs.tsv", files.root / "kb.tsv")
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "preview_azure.py"), live.url, admin,
+                           f"{files.url}/kb.tsv"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    seen = json.loads(proc.stdout)
+    expected = len(read_file(SAMPLE_DOCS / "knowledge-bases" / "SampleQnAs.tsv").qnas)
+    assert seen["created"] == "preview" and seen["imported"] == expected and seen["after_add"] == expected + 1
+    assert seen["synonyms"] == [["robot", "machine"]] and seen["deployments"] == ["production"]
+    assert seen["answer"] == ["A robot.", 1.0] and seen["deleted"] is True

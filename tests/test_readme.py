@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO
+from openqna.service import AskRequest
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
@@ -46,13 +47,26 @@ def test_cli_examples_run(tmp_path):
     assert (tmp_path / "demo.xlsx").exists()
 
 
+def test_authoring_example_runs(service):
+    from conftest import LiveServer
+
+    example = next(b for b in blocks("python") if "AuthoringClient" in b)
+    with LiveServer(service) as live:
+        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(live.url) and "/export/jobs/" in proc.stdout
+    [answer] = service.ask("faq", "production", AskRequest(question="when are you open?", top=1))
+    assert answer.qna.answer == "9 to 5, Monday to Friday."
+
+
 def test_python_example_runs(service):
     from conftest import LiveServer
     from openqna.formats import read_file
 
     service.import_content("openqna-faq", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
     service.deploy("openqna-faq", "production")
-    [example] = blocks("python")
+    example = next(b for b in blocks("python") if "QuestionAnsweringClient" in b)
     with LiveServer(service) as live:
         code = example.replace("http://127.0.0.1:8000", live.url)
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -33,7 +33,8 @@ PROJECT_NAME = re.compile(r"^(?=[a-zA-Z0-9])[a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 MAX_OPS = 1000
-RETRY_AFTER = "1"
+RETRY_AFTER = "1"  # on status polls while a job runs, as Azure sends it
+FIRST_POLL_MS = "200"  # on the 202: azure-core honours retry-after-ms, so small jobs finish in one poll
 JOB_KINDS = {"deletion-jobs": "delete", "export": "export", "import": "import", "deployments": "deploy",
              "sources": "sources", "qnas": "qnas"}
 
@@ -137,7 +138,7 @@ class AzureAuthoring:
     # -- helpers ---------------------------------------------------------------------------------
     def _accepted(self, request: Request, job: Job, path: str) -> Response:
         location = f"{_base(request)}{_prefix(request)}{path}/{job.id}?api-version={_api_version(request)}"
-        return Response(status_code=202, headers={"Operation-Location": location, "Retry-After": RETRY_AFTER})
+        return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": FIRST_POLL_MS})
 
     def _submit(self, request: Request, kind: str, project: str, path: str, **params) -> Response:
         params.update(base=_base(request), prefix=_prefix(request), apiVersion=_api_version(request))
