@@ -1,0 +1,125 @@
+"""``parse_document``: pick the parser from the file's content and name, enforce the limits.
+
+Content wins over the name for binary formats: a PDF is a PDF whatever it is called,
+and a ".pdf" that is not one is reported as such instead of failing deep in PDFium.
+Every failure, including an unexpected exception from a parsing library, reaches the
+caller as ``DocumentError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from io import BytesIO
+from pathlib import PurePath
+from typing import Literal
+
+from openqna.ingest.document import (
+    MAX_OTHER_BYTES,
+    MAX_PDF_BYTES,
+    DocumentError,
+    ParsedDocument,
+)
+from openqna.ingest.markdown import parse_markdown
+from openqna.ingest.pdf import parse_pdf
+from openqna.ingest.plaintext import parse_text
+from openqna.ingest.textcodec import bom_encoding
+from openqna.ingest.webpage import parse_html
+from openqna.ingest.word import parse_docx
+
+DocumentKind = Literal["pdf", "docx", "html", "markdown", "text"]
+
+# What a .docx may unpack to: python-docx reads whole parts into memory, so a small
+# "zip bomb" upload would otherwise take the server down.
+MAX_UNPACKED_BYTES = 200 * 1024 * 1024
+
+_BY_SUFFIX: dict[str, DocumentKind] = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+}
+_UNSUPPORTED = {
+    ".doc": "legacy Word .doc files are not supported; save it as .docx",
+    ".rtf": "RTF files are not supported; save it as .docx",
+    ".pptx": "PowerPoint files are not supported; save it as PDF",
+    ".xlsx": "spreadsheets are QnA files, not documents; import them as a knowledge base",
+    ".tsv": "TSV files are QnA files, not documents; import them as a knowledge base",
+}
+_LABELS: dict[DocumentKind, str] = {
+    "pdf": "a PDF",
+    "docx": "a Word document",
+    "html": "an HTML page",
+    "markdown": "a Markdown file",
+    "text": "a text file",
+}
+_PARSERS: dict[DocumentKind, Callable[[str, bytes], ParsedDocument]] = {
+    "pdf": parse_pdf,
+    "docx": parse_docx,
+    "html": parse_html,
+    "markdown": parse_markdown,
+    "text": parse_text,
+}
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # legacy Office, and encrypted .docx
+
+
+def parse_document(name: str, data: bytes, *, max_bytes: int | None = None) -> ParsedDocument:
+    """Parse an uploaded document.  ``max_bytes`` defaults to 25 MB for PDFs, 10 MB otherwise."""
+    kind = _detect_kind(name, data)
+    limit = max_bytes if max_bytes is not None else (MAX_PDF_BYTES if kind == "pdf" else MAX_OTHER_BYTES)
+    if len(data) > limit:
+        raise DocumentError(name, f"is {len(data):,} bytes; the limit for {_LABELS[kind]} is {limit:,} bytes")
+    try:
+        if kind == "docx":
+            _check_unpacked_size(name, data)
+        document = _PARSERS[kind](name, data)
+    except DocumentError:
+        raise
+    except Exception as err:  # a library's own exception must not reach API callers raw
+        raise DocumentError(name, f"could not be read as {_LABELS[kind]} ({type(err).__name__}: {err})") from err
+    if not any(block.text.strip() for block in document.blocks):
+        raise DocumentError(name, "contains no text")
+    return document
+
+
+def _detect_kind(name: str, data: bytes) -> DocumentKind:
+    suffix = PurePath(name).suffix.lower()
+    if b"%PDF-" in data[:1024]:  # the header may follow some junk bytes
+        return "pdf"
+    if data.startswith(b"PK\x03\x04") and (suffix == ".docx" or _is_docx_zip(data)):
+        return "docx"
+    if data.startswith(_OLE_MAGIC) and suffix in (".docx", ".doc"):
+        raise DocumentError(name, "is password-protected or in the legacy .doc format; save it as a .docx without a password")
+    if suffix in _UNSUPPORTED:
+        raise DocumentError(name, _UNSUPPORTED[suffix])
+    kind = _BY_SUFFIX.get(suffix)
+    if kind in ("pdf", "docx"):
+        raise DocumentError(name, f"is not {_LABELS[kind]}: its content does not look like one (damaged or renamed?)")
+    if kind is not None:
+        return kind
+    found = bom_encoding(data)
+    start = data[found[1] if found else 0 : 1024].lstrip().lower()
+    return "html" if start.startswith((b"<!doctype html", b"<html")) else "text"
+
+
+def _is_docx_zip(data: bytes) -> bool:
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as archive:
+            return "word/document.xml" in archive.namelist()
+    except zipfile.BadZipFile:
+        return False
+
+
+def _check_unpacked_size(name: str, data: bytes) -> None:
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        raise DocumentError(name, "is not a valid Word document (the ZIP container is damaged)") from None
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise DocumentError(name, f"unpacks to {unpacked:,} bytes; the limit is {MAX_UNPACKED_BYTES:,}")

@@ -1,0 +1,185 @@
+"""HTML pages: the main content only, with headings, lists and tables kept.
+
+Parsed with selectolax's Lexbor engine: a full HTML5 parser (so broken markup is repaired
+the way browsers repair it), MIT licensed, no dependencies, and 0.3 ms for a typical
+docs page against 0.7 ms for lxml, 15-20 ms for BeautifulSoup and 23 ms for
+trafilatura (measured on 40 rustc book pages).  We use explicit rules instead of
+trafilatura's statistical extraction because support articles and FAQ pages are short,
+and heuristics tuned for news articles drop short answers as "boilerplate".
+
+The rules: content is ``<main>`` (or ``role=main``, or the only ``<article>``), else
+``<body>``.  Inside it we drop navigation and chrome (nav, aside, footers, the site
+header but not an article's own header, ARIA landmarks for the same), non-content
+elements (script, style, form controls, embedded media, hidden elements) and cookie or
+consent banners, breadcrumbs and sidebars recognised by their id or class.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from openqna.ingest.document import Block, ParsedDocument
+from openqna.ingest.tables import markdown_table
+from openqna.ingest.textcodec import bom_encoding, decode_text
+
+_NON_CONTENT = (
+    "script, style, noscript, template, iframe, object, embed, svg, canvas, video, audio, "
+    "button, input, select, textarea, dialog, nav, aside, footer, [hidden], [aria-hidden=true], "
+    "[role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
+)
+# Matched against each id and class token.  Prefix-only for words that also name layout
+# wrappers ("has-sidebar" wraps the whole page; "sidebar-left" is the sidebar).
+_CHROME = re.compile(r"cookie|consent|gdpr|onetrust|^(breadcrumbs?|sidebar|skip-?link)\b", re.IGNORECASE)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_SPACE = re.compile(r"\s+")
+_BLOCK_TAGS = frozenset({
+    "address", "article", "blockquote", "body", "dd", "details", "div", "dl", "dt", "fieldset",
+    "figcaption", "figure", "form", "header", "hgroup", "li", "main", "ol", "p", "pre", "section",
+    "summary", "ul",
+})  # fmt: skip
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_MAX_COLSPAN = 50  # colspan="100000" must not blow up a table
+
+
+def parse_html(name: str, data: bytes) -> ParsedDocument:
+    declared = None
+    if not bom_encoding(data):
+        found = _META_CHARSET.search(data[:4096])
+        declared = found.group(1).decode("ascii") if found else None
+    tree = LexborHTMLParser(decode_text(data, name, declared))
+    title_node = tree.css_first("title")
+    root = _content_root(tree)
+    blocks: list[Block] = []
+    if root is not None:
+        _strip_chrome(root)
+        _Walker(blocks).walk(root)
+    title = _SPACE.sub(" ", title_node.text()).strip() if title_node is not None else ""
+    if not title:
+        title = next((b.text for b in blocks if b.kind == "heading"), "")
+    return ParsedDocument(source=name, title=title or None, blocks=blocks)
+
+
+def _content_root(tree: LexborHTMLParser) -> LexborNode | None:
+    for selector in ("main", "[role=main]"):
+        node = tree.css_first(selector)
+        if node is not None:
+            return node
+    articles = tree.css("article")
+    return articles[0] if len(articles) == 1 else tree.body
+
+
+def _strip_chrome(root: LexborNode) -> None:
+    doomed = root.css(_NON_CONTENT)
+    # An <article>'s own header holds its title; only the site header is chrome.
+    doomed += [node for node in root.css("header") if not any(a.tag in ("article", "main") for a in _ancestors(node))]
+    doomed += [node for node in root.css("[id], [class]") if _is_chrome(node)]
+    # Removing a node frees its subtree: remove each node once, and never one whose ancestor goes too.
+    # So pick the outermost nodes first, then remove them.
+    unique = {node.mem_id: node for node in doomed}
+    outermost = [node for node in unique.values() if not any(a.mem_id in unique for a in _ancestors(node))]
+    for node in outermost:
+        node.decompose()
+
+
+def _is_chrome(node: LexborNode) -> bool:
+    names = f"{node.attributes.get('id') or ''} {node.attributes.get('class') or ''}".split()
+    return any(_CHROME.search(name) for name in names)
+
+
+def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+class _Walker:
+    """Turns the element tree into blocks: inline text accumulates until a block element ends it."""
+
+    def __init__(self, blocks: list[Block]):
+        self.blocks = blocks
+        self.buffer: list[str] = []
+        self.item_prefix: str | None = None  # "  - " while inside a list item
+        self.lists: list[list] = []  # per open list: [ordered?, next number]
+
+    def walk(self, node: LexborNode) -> None:
+        child = node.child
+        while child is not None:
+            self.visit(child)
+            child = child.next
+
+    def visit(self, node: LexborNode) -> None:
+        tag = node.tag
+        if node.is_text_node:  # source line breaks are spaces; only <br> breaks a line
+            self.buffer.append(_SPACE.sub(" ", node.text_content or ""))
+        elif tag in _HEADINGS:
+            self.flush()
+            text = _SPACE.sub(" ", node.text()).strip()
+            if text:
+                self.blocks.append(Block("heading", text, level=_HEADINGS[tag]))
+        elif tag == "table":
+            self.flush()
+            self.table(node)
+        elif tag in ("ul", "ol"):
+            self.flush()
+            start = node.attributes.get("start") or "1"
+            self.lists.append([tag == "ol", int(start) if start.isdigit() else 1])
+            self.walk(node)
+            self.flush()
+            self.lists.pop()
+        elif tag == "li":
+            self.flush()
+            ordered, number = self.lists[-1] if self.lists else (False, 1)
+            if self.lists:
+                self.lists[-1][1] += 1
+            indent = "  " * max(len(self.lists) - 1, 0)
+            self.item_prefix = f"{indent}{number}. " if ordered else f"{indent}- "
+            self.walk(node)
+            self.flush()
+        elif tag == "pre":
+            self.flush()
+            code = (node.text(deep=True) or "").strip("\n")
+            if code.strip():
+                self.blocks.append(Block("paragraph", f"```\n{code}\n```"))
+        elif tag == "br":
+            self.buffer.append("\n")
+        elif tag in _BLOCK_TAGS:
+            self.flush()
+            self.walk(node)
+            self.flush()
+        elif node.is_element_node:
+            self.walk(node)  # inline element: its text joins the current paragraph
+
+    def flush(self) -> None:
+        lines = (_SPACE.sub(" ", line).strip() for line in "".join(self.buffer).split("\n"))
+        text = "\n".join(line for line in lines if line)
+        self.buffer = []
+        if not text:
+            return
+        if self.item_prefix is not None:
+            self.blocks.append(Block("list_item", self.item_prefix + text))
+            self.item_prefix = None  # a nested list's text after this is its own item
+        else:
+            self.blocks.append(Block("paragraph", text))
+
+    def table(self, table: LexborNode) -> None:
+        rows: list[list[str]] = []
+        header = False
+        for row in table.css("tr"):
+            if next(a for a in _ancestors(row) if a.tag == "table") != table:
+                continue  # a nested table's row; its text stays in the outer cell
+            cells = [cell for cell in row.css("th, td") if cell.parent == row]
+            if not rows:
+                header = bool(cells) and (row.parent.tag == "thead" or all(cell.tag == "th" for cell in cells))
+            texts: list[str] = []
+            for cell in cells:
+                texts.append(cell.text(separator=" "))
+                span = cell.attributes.get("colspan") or "1"
+                texts.extend([""] * (min(int(span), _MAX_COLSPAN) - 1 if span.isdigit() and int(span) > 1 else 0))
+            rows.append(texts)
+        rendered = markdown_table(rows, header=header)
+        if rendered:
+            self.blocks.append(Block("table", rendered))

@@ -1,0 +1,285 @@
+"""Word (.docx) files via python-docx: headings, numbered and bulleted lists, tables.
+
+Headings come from the paragraph's outline level (what Word's navigation pane shows,
+set by the built-in "Heading N" styles in every UI language).  Documents that use no
+heading style at all, such as QnA Maker's multi-turn sample whose topics are just
+larger blue text, get headings from font size and weight instead (``typography.py``).
+
+Paragraph text is read from the XML rather than ``Paragraph.text`` because python-docx
+skips nested hyperlinks ("Open your [benefits website]." came out as "Open your .").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import BytesIO
+
+import docx
+from docx.document import Document
+from docx.enum.style import WD_STYLE_TYPE
+from docx.oxml.ns import qn
+from docx.styles.style import BaseStyle
+from docx.text.paragraph import Paragraph
+from docx.text.run import Run
+from lxml.etree import _Element
+
+from openqna.ingest.document import Block, ParsedDocument
+from openqna.ingest.tables import markdown_table
+from openqna.ingest.typography import HeadingLevels, body_size, looks_like_heading
+
+_HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+_ORDERED_FORMATS = {"decimal", "decimalZero", "lowerLetter", "upperLetter", "lowerRoman", "upperRoman"}
+_WORD_DEFAULT_SIZE = 10.0  # points, when neither styles nor document defaults set one
+
+
+@dataclass
+class _Para:
+    """What we need to know about one paragraph before deciding its block kind."""
+
+    text: str
+    outline: int | None  # 0-based outline level from style or direct formatting
+    is_title: bool
+    numbering: tuple[str, int] | None  # (numId, level)
+    runs: list[tuple[float, bool, int]]  # (size, bold, characters) per run with text
+
+    @property
+    def styled_heading(self) -> bool:
+        return self.outline is not None and self.outline < 9  # level 9 is Word's "body text"
+
+    @property
+    def look(self) -> tuple[float, bool]:
+        """(smallest run size, every run bold): a heading must look like one from end to end."""
+        sizes = [size for size, _, _ in self.runs]
+        return (min(sizes) if sizes else 0.0), bool(self.runs) and all(bold for _, bold, _ in self.runs)
+
+
+def parse_docx(name: str, data: bytes) -> ParsedDocument:
+    document = docx.Document(BytesIO(data))
+    reader = _Reader(document)
+    items = list(reader.body_items())
+    title = (document.core_properties.title or "").strip() or None
+    paras = [item for item in items if isinstance(item, _Para)]
+    by_style = any(p.styled_heading for p in paras)
+    body = body_size((size, chars) for p in paras for size, _, chars in p.runs) or _WORD_DEFAULT_SIZE
+    visual = {  # ids of paragraphs that are headings by their looks alone
+        id(p) for p in paras
+        if not by_style and p.numbering is None and looks_like_heading(p.text, *p.look, body)
+    }
+    levels = HeadingLevels((p.look[0] for p in paras if id(p) in visual), body)
+    numbers = _ListNumbers(reader)
+    blocks: list[Block] = []
+    for item in items:
+        if isinstance(item, str):
+            blocks.append(Block("table", item))
+        elif item.is_title:
+            title = title or item.text
+        elif item.styled_heading:
+            blocks.append(Block("heading", " ".join(item.text.split()), level=item.outline + 1))
+        elif id(item) in visual:
+            blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(item.look[0])))
+        elif item.numbering is not None:
+            num_id, level = item.numbering
+            blocks.append(Block("list_item", "  " * level + numbers.marker(num_id, level) + " " + item.text))
+        else:
+            blocks.append(Block("paragraph", item.text))
+    return ParsedDocument(source=name, title=title, blocks=blocks)
+
+
+class _Reader:
+    """Reads paragraphs and tables in body order, resolving style inheritance.
+
+    Style chains are resolved through our own id -> style map: python-docx looks each
+    style up by a linear scan, which made a 12-page file take half a second.
+    """
+
+    def __init__(self, document: Document):
+        self.document = document
+        self.styles = {style.style_id: style for style in document.styles}
+        default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+        self.default_style_id = default.style_id if default is not None else None
+        sizes = document.styles.element.xpath("w:docDefaults/w:rPrDefault/w:rPr/w:sz/@w:val")
+        self.default_size = int(sizes[0]) / 2 if sizes else _WORD_DEFAULT_SIZE
+        self._chains: dict[str | None, list[BaseStyle]] = {}
+        self._inherited: dict[tuple[str | None, str | None], tuple[float, bool | None]] = {}
+
+    def body_items(self) -> Iterator[_Para | str]:
+        """``_Para`` for each non-empty paragraph, Markdown text for each table."""
+        yield from self._walk(self.document.element.body)
+
+    def _walk(self, parent: _Element) -> Iterator[_Para | str]:
+        for child in parent.iterchildren():
+            if child.tag == qn("w:p"):
+                para = self._paragraph(Paragraph(child, self.document._body))
+                if para is not None:
+                    yield para
+            elif child.tag == qn("w:tbl"):
+                rendered = markdown_table(_table_rows(child), header=_has_header_row(child))
+                if rendered:
+                    yield rendered
+            elif child.tag == qn("w:sdt"):  # content controls: cover pages, boxes (TOCs are skipped below)
+                content = child.find(qn("w:sdtContent"))
+                if content is not None:
+                    yield from self._walk(content)
+
+    def chain(self, style_id: str | None) -> list[BaseStyle]:
+        """A style and the styles it is based on, nearest first (cycles cut)."""
+        if style_id not in self._chains:
+            chain: list[BaseStyle] = []
+            style = self.styles.get(style_id)
+            while style is not None and style not in chain and len(chain) < 20:
+                chain.append(style)
+                style = self.styles.get(style.element.basedOn_val)
+            self._chains[style_id] = chain
+        return self._chains[style_id]
+
+    def _paragraph(self, paragraph: Paragraph) -> _Para | None:
+        text = _text(paragraph._p).strip()
+        styles = self.chain(paragraph._p.style or self.default_style_id)
+        style_name = (styles[0].name or "") if styles else ""
+        if not text or style_name.lower().startswith("toc"):
+            return None
+        runs = []
+        for r in _descendants(paragraph._p, qn("w:r")):
+            run_text = _text(r).strip()
+            if run_text:
+                run = Run(r, paragraph)
+                size, bold = self._inherited_look(r.style, styles[0].style_id if styles else None)
+                if run.font.size is not None:
+                    size = run.font.size.pt
+                if run.bold is not None:
+                    bold = run.bold
+                runs.append((size, bool(bold), len(run_text)))
+        return _Para(
+            text=text,
+            outline=_outline_level(paragraph, styles),
+            is_title=style_name.lower() == "title",
+            numbering=_numbering(paragraph, styles),
+            runs=runs,
+        )
+
+    def _inherited_look(self, run_style: str | None, paragraph_style: str | None) -> tuple[float, bool | None]:
+        """(size, bold) a run gets from its character style, then its paragraph style, then the defaults."""
+        key = (run_style, paragraph_style)
+        if key not in self._inherited:
+            chain = self.chain(run_style) + self.chain(paragraph_style)
+            size = next((s.font.size.pt for s in chain if s.font.size is not None), self.default_size)
+            bold = next((s.font.bold for s in chain if s.font.bold is not None), None)
+            self._inherited[key] = (size, bold)
+        return self._inherited[key]
+
+
+def _outline_level(paragraph: Paragraph, styles: list[BaseStyle]) -> int | None:
+    direct = paragraph._p.xpath("w:pPr/w:outlineLvl/@w:val")
+    if direct:
+        return int(direct[0])
+    for s in styles:
+        value = s.element.xpath("w:pPr/w:outlineLvl/@w:val")
+        if value:
+            return int(value[0])
+    found = _HEADING_STYLE.match(styles[0].name or "") if styles else None
+    return int(found.group(1)) - 1 if found else None
+
+
+def _numbering(paragraph: Paragraph, styles: list[BaseStyle]) -> tuple[str, int] | None:
+    """(numId, level) when the paragraph is a list item, directly or through its style."""
+    for element in (paragraph._p, *(s.element for s in styles)):
+        num_ids = element.xpath("w:pPr/w:numPr/w:numId/@w:val")
+        if num_ids:
+            if num_ids[0] == "0":  # numId 0 explicitly switches numbering off
+                return None
+            levels = paragraph._p.xpath("w:pPr/w:numPr/w:ilvl/@w:val") or element.xpath("w:pPr/w:numPr/w:ilvl/@w:val")
+            return num_ids[0], int(levels[0]) if levels else 0
+    return None
+
+
+class _ListNumbers:
+    """Renders list markers: "1." style counters for numbered lists, "-" for bullets."""
+
+    def __init__(self, reader: _Reader):
+        try:
+            self.numbering = reader.document.part.numbering_part.element
+        except (KeyError, NotImplementedError):
+            self.numbering = None
+        self.counters: dict[tuple[str, int], int] = {}
+
+    def marker(self, num_id: str, level: int) -> str:
+        fmt, start = self._format(num_id, level)
+        if fmt not in _ORDERED_FORMATS:
+            return "-"
+        for key in [k for k in self.counters if k[0] == num_id and k[1] > level]:
+            del self.counters[key]  # a new item restarts the deeper levels under it
+        number = self.counters.get((num_id, level), start - 1) + 1
+        self.counters[(num_id, level)] = number
+        return f"{number}."
+
+    def _format(self, num_id: str, level: int) -> tuple[str, int]:
+        if self.numbering is None:
+            return "bullet", 1
+        abstract = self.numbering.xpath(f'w:num[@w:numId="{num_id}"]/w:abstractNumId/@w:val')
+        if not abstract:
+            return "bullet", 1
+        lvl = self.numbering.xpath(f'w:abstractNum[@w:abstractNumId="{abstract[0]}"]/w:lvl[@w:ilvl="{level}"]')
+        if not lvl:
+            return "bullet", 1
+        fmt = lvl[0].find(qn("w:numFmt"))
+        start = lvl[0].find(qn("w:start"))
+        start_value = start.get(qn("w:val"), "1") if start is not None else "1"
+        return (
+            fmt.get(qn("w:val"), "bullet") if fmt is not None else "bullet",
+            int(start_value) if start_value.isdigit() else 1,
+        )
+
+
+def _descendants(element: _Element, tag: str) -> Iterator[_Element]:
+    """Elements named ``tag`` below ``element``, skipping the duplicate copies in mc:Fallback."""
+    for child in element.iterchildren():
+        if child.tag == _MC_FALLBACK:
+            continue
+        if child.tag == tag:
+            yield child
+        else:
+            yield from _descendants(child, tag)
+
+
+def _text(element: _Element) -> str:
+    parts: list[str] = []
+    _collect_text(element, parts)
+    return "".join(parts)
+
+
+def _collect_text(element: _Element, parts: list[str]) -> None:
+    for child in element.iterchildren():
+        tag = child.tag
+        if tag == qn("w:t"):
+            parts.append(child.text or "")
+        elif tag == qn("w:tab"):
+            parts.append("\t")
+        elif tag in (qn("w:br"), qn("w:cr")):
+            parts.append("\n")
+        elif tag == qn("w:noBreakHyphen"):
+            parts.append("-")
+        elif tag != _MC_FALLBACK:
+            _collect_text(child, parts)
+
+
+def _has_header_row(table: _Element) -> bool:
+    """Word's "Repeat as header row" marks a real header; without it the first row is data."""
+    first = table.find(qn("w:tr"))
+    return first is not None and first.find(f"{qn('w:trPr')}/{qn('w:tblHeader')}") is not None
+
+
+def _table_rows(table: _Element) -> list[list[str]]:
+    rows = []
+    for tr in table.iterchildren(qn("w:tr")):
+        cells: list[str] = []
+        for tc in tr.iterchildren(qn("w:tc")):
+            cells.append(" ".join(_text(p).strip() for p in tc.iter(qn("w:p"))).strip())
+            span = tc.find(f"{qn('w:tcPr')}/{qn('w:gridSpan')}")
+            width = span.get(qn("w:val"), "1") if span is not None else "1"
+            if width.isdigit():
+                cells.extend([""] * (min(int(width), 50) - 1))
+        rows.append(cells)
+    return rows

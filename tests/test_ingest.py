@@ -1,0 +1,410 @@
+"""Document ingestion on the real QnA Maker sample files: parsing, chunking, FAQ extraction, errors."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import docx
+import pytest
+from pypdf import PdfWriter
+
+from openqna.ingest import (
+    MAX_OTHER_BYTES,
+    Block,
+    DocumentError,
+    ParsedDocument,
+    chunk_document,
+    count_tokens,
+    extract_qnas,
+    link_prompts,
+    parse_document,
+)
+from openqna.records import InvalidArgument
+
+FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "qna-sample-docs" / "data-source-formats"
+GUIDE = "product-manual.pdf"
+SAMPLES = sorted(p.name for p in FORMATS.iterdir() if p.suffix in (".pdf", ".docx"))
+# Files whose headings nothing in the PDF distinguishes from body text: a TeX paper sets
+# "I. INTRODUCTION" in body-size small caps; a blog printed from a browser draws its bold
+# headings with the same font object, size and weight as the text.
+HEADINGLESS = {"sample-unstructured-paper.pdf", "Introducing-surface-laptop-4-and-new-access.pdf"}
+
+
+@cache
+def parsed(name: str) -> ParsedDocument:
+    return parse_document(name, (FORMATS / name).read_bytes())
+
+
+@cache
+def chunks(name: str, max_tokens: int = 256, overlap_tokens: int = 32):
+    return chunk_document(parsed(name), max_tokens=max_tokens, overlap_tokens=overlap_tokens)
+
+
+def words(text: str) -> int:
+    """A tokenizer-free counter, so overlap arithmetic in tests is exact."""
+    return len(text.split())
+
+
+# --- parsing the sample files ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_sample_pdf_and_docx_parses_to_real_text(name):
+    document = parsed(name)
+    assert document.source == name
+    assert len(document.blocks) >= 30
+    assert len(document.text) >= 5_000
+    assert sum(len(b.text.split()) for b in document.blocks if b.kind == "paragraph") >= 500
+    if name.endswith(".pdf"):
+        assert all(b.page is not None and b.page >= 1 for b in document.blocks)
+    else:
+        assert all(b.page is None for b in document.blocks)
+
+
+def test_sample_set_covers_both_formats():
+    assert {Path(n).suffix for n in SAMPLES} == {".pdf", ".docx"}
+    assert GUIDE in SAMPLES and "multi-turn.docx" in SAMPLES
+
+
+def test_guide_structure_title_headings_tables_and_no_page_furniture():
+    document = parsed(GUIDE)
+    assert document.title == "Surface Pro 4 User Guide"
+    headings = {b.text: b for b in document.blocks if b.kind == "heading"}
+    assert headings["The basics"].level < headings["Power and charging"].level
+    assert headings["Power and charging"].page == 11
+    assert headings["Charge your Surface Pro 4"].page == 10
+    # Running header/footer ("Surface Pro 4", "© 2016 Microsoft Page 6") and TOC leaders are gone.
+    assert not any("Page 6" in b.text or "....." in b.text for b in document.blocks)
+    assert sum(b.text == "Surface Pro 4" for b in document.blocks) == 0
+    # The ruled "Meet Surface Pro 4" feature table comes out as a Markdown table, in place.
+    table = next(b for b in document.blocks if b.kind == "table")
+    assert table.page == 7
+    assert "| Power button | Press the power button" in table.text
+    steps = [b.text for b in document.blocks if b.kind == "list_item" and b.page == 10]
+    assert steps[:3] == [
+        "1. Connect the two parts of the power cord.",
+        "2. Connect the power cord securely to the charging port.",
+        "3. Plug the power supply into an electrical outlet.",
+    ]
+
+
+def test_docx_headings_from_styles_and_from_looks():
+    styled = parsed("Multiturn-ContosoBenefits.docx")
+    levels = {b.text: b.level for b in styled.blocks if b.kind == "heading"}
+    assert levels["Specific Benefit Plan Details"] == 2
+    assert levels["Health"] == 3 and levels["Medical"] == 4 and levels["Medical Plan Overview"] == 5
+    # Nested hyperlinks keep their text ("Open your [benefits website].").
+    assert any(b.text == "1. Open your benefits website." for b in styled.blocks)
+    # multi-turn.docx has no heading styles: 16 pt bold topics over 14 pt sub-topics over 10 pt text.
+    visual = parsed("multi-turn.docx")
+    levels = {b.text: b.level for b in visual.blocks if b.kind == "heading"}
+    assert levels["Set up your Surface Pro 4"] == 1
+    assert levels["Charge your Surface Pro 4"] == 2
+
+
+# --- chunking ------------------------------------------------------------------------------
+
+
+def test_guide_has_a_charging_chunk_with_the_time_and_page():
+    found = [c for c in chunks(GUIDE) if "two to four hours to charge" in c.text]
+    assert len(found) == 1
+    chunk = found[0]
+    assert chunk.heading_path == ["The basics", "Power and charging"]
+    assert chunk.text.startswith("Power and charging\n\n")
+    assert (chunk.page_start, chunk.page_end) == (11, 11)
+    assert chunk.source == GUIDE
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_chunks_fit_the_window_and_follow_sections(name):
+    made = chunks(name)
+    assert [c.ordinal for c in made] == list(range(len(made)))
+    assert all(count_tokens(c.text) <= 256 for c in made)
+    if name not in HEADINGLESS:
+        assert sum(bool(c.heading_path) for c in made) >= 0.8 * len(made)
+    for c in made:
+        if c.heading_path:
+            assert c.text.startswith(c.heading_path[-1][:40])
+
+
+def test_small_windows_still_fit_and_lose_no_words():
+    made = chunks(GUIDE, max_tokens=64, overlap_tokens=8)
+    assert all(count_tokens(c.text) <= 64 for c in made)
+    everything = " ".join(c.text for c in made)
+    for block in parsed(GUIDE).blocks:
+        if block.kind == "paragraph":
+            assert block.text.split()[-1] in everything
+
+
+def test_long_section_overlaps_by_whole_sentences():
+    sentences = [f"Sentence number {i} says something useful." for i in range(40)]
+    document = ParsedDocument("long.txt", None, [Block("heading", "Long topic", 1), Block("paragraph", " ".join(sentences))])
+    made = chunk_document(document, max_tokens=40, overlap_tokens=12, count_tokens=words)
+    assert len(made) > 3
+    for previous, current in itertools.pairwise(made):
+        assert words(current.text) <= 40
+        body_before = previous.text.removeprefix("Long topic\n\n")
+        body_now = current.text.removeprefix("Long topic\n\n")
+        shared = next(k for k in range(len(body_now), 0, -1) if body_before.endswith(body_now[:k]))
+        overlap = body_now[:shared]
+        assert overlap.endswith(".") and 0 < words(overlap) <= 12
+    assert " ".join(sentences).endswith(made[-1].text.split("\n\n")[-1])
+
+
+def test_no_overlap_when_asked_and_word_overlap_for_long_sentences():
+    sentence = " ".join(f"w{i}" for i in range(100))  # one sentence longer than a chunk
+    document = ParsedDocument("run.txt", None, [Block("paragraph", sentence)])
+    plain = chunk_document(document, max_tokens=30, overlap_tokens=0, count_tokens=words)
+    assert " ".join(c.text for c in plain) == sentence
+    overlapped = chunk_document(document, max_tokens=30, overlap_tokens=5, count_tokens=words)
+    assert overlapped[1].text.split()[:5] == overlapped[0].text.split()[-5:]
+
+
+def test_real_tokenizer_overlap_on_a_long_manual_section():
+    section = ["The basics", "Power and charging"]
+    made = [c for c in chunks(GUIDE, max_tokens=64, overlap_tokens=16) if c.heading_path == section]
+    assert len(made) >= 2
+    for previous, current in itertools.pairwise(made):
+        before = previous.text.removeprefix("Power and charging\n\n")
+        now = current.text.removeprefix("Power and charging\n\n")
+        shared = max(k for k in range(len(now) + 1) if before.endswith(now[:k]))
+        assert shared >= 20 and count_tokens(now[:shared]) - count_tokens("") <= 16
+
+
+def test_chunking_settings_are_checked():
+    with pytest.raises(InvalidArgument):
+        chunk_document(parsed(GUIDE), max_tokens=100, overlap_tokens=60)
+
+
+def test_refreshed_docx_changes_only_the_edited_sections_hashes(tmp_path):
+    source = FORMATS / "multi-turn.docx"
+    edited = docx.Document(str(source))
+    paragraph = next(p for p in edited.paragraphs if p.text.startswith("It takes two to four hours"))
+    paragraph.runs[0].text = "It takes three to five hours to charge the battery."
+    for run in paragraph.runs[1:]:
+        run.text = ""
+    edited.save(tmp_path / "multi-turn.docx")
+
+    before = chunk_document(parse_document("multi-turn.docx", source.read_bytes()))
+    after = chunk_document(parse_document("multi-turn.docx", (tmp_path / "multi-turn.docx").read_bytes()))
+    changed = ["The basics", "Power and charging"]
+    assert len(before) == len(after)
+    for old, new in zip(before, after):
+        assert old.heading_path == new.heading_path
+        assert (old.content_hash != new.content_hash) == (old.heading_path == changed)
+    assert any(c.heading_path == changed for c in after)
+
+
+# --- FAQ extraction ----------------------------------------------------------------------
+
+
+def test_guide_topics_become_qnas_with_page_and_section():
+    extracted = extract_qnas(parsed(GUIDE))
+    assert len(extracted) >= 60
+    qnas = {e.qna.questions[0]: e.qna for e in extracted}
+    charging = qnas["Power and charging"]
+    assert charging.answer.startswith("**Power and charging**\n\nIt takes two to four hours to charge")
+    assert charging.metadata == {"page": "11", "section": "The basics"}
+    assert charging.source == GUIDE
+    assert "1. Connect the two parts of the power cord." in qnas["Charge your Surface Pro 4"].answer
+    assert "Contents" not in qnas  # a heading with no text of its own
+
+
+def test_question_headings_keep_the_answer_plain():
+    extracted = extract_qnas(parsed("structured.docx"))
+    qna = next(e.qna for e in extracted if e.qna.questions[0] == "Can I host my bot on my own servers?")
+    assert qna.answer.startswith("Yes. Your bot can be hosted anywhere")
+
+
+def test_docx_heading_hierarchy_becomes_follow_up_prompts():
+    extracted = extract_qnas(parsed("multi-turn.docx"))
+    ids = [1000 + i for i in range(len(extracted))]
+    linked = {q.questions[0]: q for q in link_prompts(extracted, ids)}
+    by_id = {q.id: q for q in linked.values()}
+    setup = linked["Set up your Surface Pro 4"]
+    assert [p.display_text for p in setup.dialog.prompts] == [
+        "Charge your Surface Pro 4",
+        "Connect the Cover",
+        "Setting up the Surface Pro 4",
+    ]
+    assert [p.display_order for p in setup.dialog.prompts] == [0, 1, 2]
+    assert by_id[setup.dialog.prompts[0].qna_id].answer.startswith("**Charge your Surface Pro 4**")
+    assert linked["Charge your Surface Pro 4"].dialog.prompts == []
+    assert extracted[0].qna.dialog.prompts == []  # linking copies; extraction results stay untouched
+
+
+def test_deep_docx_hierarchy_links_every_level():
+    extracted = extract_qnas(parsed("Multiturn-ContosoBenefits.docx"))
+    linked = {q.questions[0]: q for q in link_prompts(extracted, list(range(1, len(extracted) + 1)))}
+
+    def labels(question: str) -> list[str]:
+        return [p.display_text for p in linked[question].dialog.prompts]
+
+    assert labels("Specific Benefit Plan Details")[:2] == ["Health", "Financial Well-Being"]
+    assert labels("Health")[:2] == ["Medical", "Dental Coverage"]
+    assert "Medical Plan Overview" in labels("Medical")
+
+
+# --- HTML, Markdown, text -----------------------------------------------------------------
+
+PAGE = b"""<!doctype html>
+<html><head><title>Contoso Help - Charging</title>
+<style>.banner { color: red }</style><script>trackVisitor("secret-script");</script></head>
+<body>
+<header class="site-header"><a href="/">Contoso</a><nav><a href="/shop">Shop all products</a></nav></header>
+<div id="cookie-consent">We use cookies to improve your experience. <button>Accept all</button></div>
+<div class="layout has-sidebar">
+  <aside><h3>Related articles</h3><ul><li>Warranty terms</li></ul></aside>
+  <main>
+    <article>
+      <header><h1>Charging your Surface</h1></header>
+      <p>It takes <b>two to four hours</b> to charge
+         the battery fully.</p>
+      <h2>How do I check the battery level?</h2>
+      <p>Select the battery icon in the taskbar.</p>
+      <ol><li>Open <a href="/settings">Settings</a></li><li>Select Battery<ul><li>Battery saver</li></ul></li></ol>
+      <table><thead><tr><th>Model</th><th>Charge time</th></tr></thead>
+        <tr><td>Pro 4</td><td>2-4 h</td></tr></table>
+      <footer>Was this page helpful? Yes No</footer>
+    </article>
+  </main>
+</div>
+<footer><p>Privacy and cookies | Terms of use | (c) Contoso</p></footer>
+</body></html>"""
+
+
+def test_html_keeps_main_content_and_drops_boilerplate():
+    document = parse_document("charging.html", PAGE)
+    assert document.title == "Contoso Help - Charging"
+    assert [(b.kind, b.text) for b in document.blocks] == [
+        ("heading", "Charging your Surface"),
+        ("paragraph", "It takes two to four hours to charge the battery fully."),
+        ("heading", "How do I check the battery level?"),
+        ("paragraph", "Select the battery icon in the taskbar."),
+        ("list_item", "1. Open Settings"),
+        ("list_item", "2. Select Battery"),
+        ("list_item", "  - Battery saver"),
+        ("table", "| Model | Charge time |\n| --- | --- |\n| Pro 4 | 2-4 h |"),
+    ]
+    assert [b.level for b in document.blocks if b.kind == "heading"] == [1, 2]
+
+
+def test_html_without_main_drops_site_chrome_from_body():
+    page = b"""<html><body><header><h1>Contoso</h1></header><nav>Home | Shop</nav>
+    <div class="cookie-notice">Cookies!</div><h1>Returns</h1><p>Return within 30 days.</p>
+    <div class="sidebar"><p>Ads</p></div><footer>Imprint</footer></body></html>"""
+    document = parse_document("returns.htm", page)
+    assert [b.text for b in document.blocks] == ["Returns", "Return within 30 days."]
+    qnas = extract_qnas(document)
+    assert qnas[0].qna.answer == "**Returns**\n\nReturn within 30 days."
+
+
+def test_html_honours_declared_charset():
+    page = "<html><head><meta charset='windows-1252'></head><body><p>Café crème</p></body></html>"
+    assert parse_document("legacy.html", page.encode("cp1252")).blocks[0].text == "Café crème"
+
+
+def test_markdown_blocks_and_front_matter_title():
+    text = b"""---
+title: Returns FAQ
+---
+# Returns
+
+Our policy is *generous*.
+
+## Can I return opened items?
+
+Yes, within **30 days**:
+
+- keep the receipt
+- use the original box
+  1. sealed
+
+| Item | Days |
+|------|------|
+| Laptop | 30 |
+"""
+    document = parse_document("faq.md", text)
+    assert document.title == "Returns FAQ"
+    assert [(b.kind, b.level, b.text) for b in document.blocks] == [
+        ("heading", 1, "Returns"),
+        ("paragraph", 0, "Our policy is *generous*."),
+        ("heading", 2, "Can I return opened items?"),
+        ("paragraph", 0, "Yes, within **30 days**:"),
+        ("list_item", 0, "- keep the receipt"),
+        ("list_item", 0, "- use the original box"),
+        ("list_item", 0, "  1. sealed"),
+        ("table", 0, "| Item | Days |\n| --- | --- |\n| Laptop | 30 |"),
+    ]
+    qna = extract_qnas(document)[1].qna
+    assert qna.answer.startswith("Yes, within **30 days**:\n\n- keep the receipt\n- use the original box")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-32"])
+def test_plain_text_paragraphs_and_unicode_encodings(encoding):
+    text = "Wi-Fi setup\nsecond line\n\n\nCafé opening hours: 9–17"
+    document = parse_document("notes.txt", text.encode(encoding))
+    assert [b.text for b in document.blocks] == ["Wi-Fi setup\nsecond line", "Café opening hours: 9–17"]
+    assert document.title is None
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def test_password_protected_pdf_is_refused(tmp_path):
+    writer = PdfWriter(clone_from=FORMATS / "white-paper.pdf")
+    writer.encrypt(user_password="secret", owner_password="owner", algorithm="AES-256")
+    writer.write(tmp_path / "locked.pdf")
+    with pytest.raises(DocumentError, match=r"^locked\.pdf: is encrypted with a password"):
+        parse_document("locked.pdf", (tmp_path / "locked.pdf").read_bytes())
+
+
+def test_pdf_with_only_an_owner_password_still_parses(tmp_path):
+    writer = PdfWriter(clone_from=FORMATS / "white-paper.pdf")
+    writer.encrypt(user_password="", owner_password="owner", algorithm="AES-256")
+    writer.write(tmp_path / "restricted.pdf")
+    document = parse_document("restricted.pdf", (tmp_path / "restricted.pdf").read_bytes())
+    assert len(document.text) > 5_000
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("broken.pdf", b"%PDF-1.7\n" + bytes(range(256)) * 8, "is not a valid PDF or is damaged"),
+        ("renamed.pdf", b"just some text", "is not a PDF"),
+        ("broken.docx", b"PK\x03\x04" + b"\x00" * 200, "is not a valid Word document"),
+        ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 200, "password-protected or in the legacy .doc"),
+        ("latin1.txt", "Café".encode("latin-1"), "is not valid UTF-8 text (byte 0xe9 at line 1, column 4)"),
+        ("binary.md", b"\x00\x01\x02binary", "looks like a binary file"),
+        ("empty.txt", b"\n  \n", "contains no text"),
+        ("slides.pptx", b"PK\x03\x04", "PowerPoint files are not supported"),
+    ],
+)
+def test_bad_files_raise_document_error_naming_the_file(name, data, message):
+    with pytest.raises(DocumentError) as caught:
+        parse_document(name, data)
+    assert str(caught.value).startswith(f"{name}: ")
+    assert message in str(caught.value)
+    assert isinstance(caught.value, InvalidArgument) and caught.value.file == name
+
+
+def test_library_failures_are_wrapped():
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("word/document.xml", "<not-word/>")
+    with pytest.raises(DocumentError, match=r"^fake\.docx: could not be read as a Word document"):
+        parse_document("fake.docx", archive.getvalue())
+
+
+def test_size_limits():
+    data = (FORMATS / GUIDE).read_bytes()
+    with pytest.raises(DocumentError, match=r"the limit for a PDF is 1,000,000 bytes"):
+        parse_document(GUIDE, data, max_bytes=1_000_000)
+    too_big = b"a" * (MAX_OTHER_BYTES + 1)
+    with pytest.raises(DocumentError, match=r"^big\.txt: is 10,485,761 bytes; the limit for a text file is 10,485,760"):
+        parse_document("big.txt", too_big)
+    assert parse_document(GUIDE, data).title  # 1.2 MB is far below the 25 MB PDF default
