@@ -1,0 +1,545 @@
+"""Parse a ClickHouse-flavoured ``where_str`` into the typed filter IR of ``where``, refusing the rest.
+
+Why sqlglot as the front end: it implements ClickHouse's lexical rules (backslash and ``''`` escapes,
+backtick and double-quoted identifiers, ``[..]`` arrays, ``INTERVAL``), so we agree with the engine about
+where a string ends, the usual root cause of injection. The security lives in the allow-list walk below:
+it accepts a handful of node shapes, resolves names against the schema, folds every constant in Python,
+and builds our own IR, so no user text ever reaches SQL (the emitters bind every value).
+
+Why caps before parsing: sqlglot's parser is recursive (``RecursionError`` at ~45 nested parentheses) and
+long flat chains are slow, so length and a nesting estimate are checked on the tokens first.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+from typing import ClassVar, NoReturn
+
+from sqlglot import exp
+from sqlglot.dialects.clickhouse import ClickHouse
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.tokens import Token, TokenType
+
+from .filters import And, Not, Or
+from .where import (
+    INTERVAL_UNITS,
+    Between,
+    Column,
+    Compare,
+    CompareOp,
+    Empty,
+    Filter,
+    HasAll,
+    HasAny,
+    InList,
+    Interval,
+    IsNull,
+    Like,
+    Ref,
+    Schema,
+    Value,
+    WhereError,
+    add,
+    ascii_lower,
+    ascii_upper,
+    coerce,
+    describe_value,
+    is_number,
+    is_plain_date,
+    like_parts,
+    number,
+    parse_datetime_text,
+    utc_seconds,
+)
+
+MAX_LENGTH = 2000  # characters; a filter is a sentence, not a document
+MAX_DEPTH = 24  # nesting estimate on tokens; sqlglot needs ~25 Python frames per level
+MAX_NODES = 800  # sqlglot nodes; bounds the walk (150 OR-ed comparisons are ~750)
+MAX_LIST = 200  # values in one IN list or array literal
+_MAX_TREE_DEPTH = 100  # backstop for our own recursive walk
+
+
+class WhereClickHouse(ClickHouse):
+    """ClickHouse syntax with (almost) no function table.
+
+    Every call then stays ``exp.Anonymous`` under the name the caller wrote, with all its arguments;
+    sqlglot otherwise maps calls to typed nodes, renames them (``arrayJoin`` becomes ``EXPLODE``) and
+    silently drops extra arguments (``length(x, y)`` becomes ``LENGTH(x)``). Only the parsers with special
+    syntax stay: ``CAST(x AS T)``, and ``and()``/``or()``, which are plain AND/OR.
+    """
+
+    class Parser(ClickHouse.Parser):
+        FUNCTIONS: ClassVar[dict] = {}
+        FUNCTION_PARSERS: ClassVar[dict] = {
+            name: parser
+            for name, parser in ClickHouse.Parser.FUNCTION_PARSERS.items()
+            if name in ("CAST", "TRY_CAST", "AND", "OR")
+        }
+
+        def _warn_unsupported(self) -> None:
+            """sqlglot would log user text and fall back to an opaque ``Command``; refuse instead."""
+            self.raise_error("statement syntax is not allowed")
+
+
+_DIALECT = WhereClickHouse()
+_OPEN = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE}
+_CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
+_PREFIX = {TokenType.NOT, TokenType.DASH, TokenType.PLUS}
+_RESET = {TokenType.AND, TokenType.OR, TokenType.COMMA}
+_STATEMENT_WORDS = {
+    "SELECT", "UNION", "FROM", "WITH", "SETTINGS", "FORMAT", "INTO", "DROP", "INSERT", "ALTER",
+    "DELETE", "UPDATE", "CREATE", "LIMIT", "ORDER", "GROUP", "HAVING", "JOIN", "EXCEPT", "INTERSECT",
+}  # fmt: skip
+_COMPARISONS: dict[type, CompareOp] = {
+    exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+}  # fmt: skip
+_FLIPPED: dict[str, CompareOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NAMED_NODES: dict[type, str] = {
+    exp.Cast: "CAST / ::", exp.Lambda: "lambdas (->)", exp.Placeholder: "query parameters",
+    exp.Parameter: "query parameters", exp.Star: "*", exp.Bracket: "indexing x[i]", exp.NullSafeEQ: "<=>",
+    exp.Escape: "ESCAPE (backslash already escapes % and _)", exp.Concat: "string concatenation",
+}  # fmt: skip
+_CONSTANT_CONDITION = (
+    "constant conditions such as 1=1 or true are not allowed (a condition tests a column); "
+    "omit where_str to search without a filter"
+)
+_DATE_FUNCS = {"todate", "todatetime", "parsedatetimebesteffort", "parsedatetime32besteffort"}
+_TERM_FUNCS = {"lower", "upper", "length"} | _DATE_FUNCS
+
+
+def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Filter:
+    """Parse ``text`` into a typed filter over ``schema``'s columns, or raise ``WhereError``.
+
+    Column names match exactly, or case-insensitively when that is unambiguous (LLMs write ``Price``).
+    ``now`` pins ``now()``/``today()`` (UTC); it defaults to the current time.
+    """
+    tokens = _tokens(text, schema)
+    try:
+        tree = _DIALECT.parser().parse_into(exp.Condition, tokens, text)[0]
+    except RecursionError:
+        raise WhereError(f"expression nested too deeply (max {MAX_DEPTH} levels)", schema) from None
+    except ParseError as e:
+        raise WhereError(_syntax_reason(e), schema) from None
+    except Exception:  # noqa: BLE001 - sqlglot trips on some garbage (IndexError on 'ELSE'): refuse it
+        raise WhereError("not a boolean expression", schema) from None
+    if tree is None:  # sqlglot returns no expression for inputs such as a lone '+'
+        raise WhereError("not a boolean expression", schema)
+    _check_size(tree, schema)
+    moment = utc_seconds(now or datetime.now(UTC))
+    return _Lowering(schema, moment).condition(tree)
+
+
+def _tokens(text: str, schema: Schema) -> list[Token]:
+    """Tokenize after the cheap caps; refuse comments, ';' and deep nesting before the recursive parser."""
+    if not isinstance(text, str):
+        raise WhereError("where_str must be a string", schema)
+    if len(text) > MAX_LENGTH:
+        raise WhereError(f"filter is {len(text)} characters long (max {MAX_LENGTH})", schema)
+    if "\x00" in text:
+        raise WhereError("NUL characters are not allowed", schema)
+    if re.search(r"[\ud800-\udfff]", text):
+        raise WhereError("the filter is not valid Unicode (lone surrogate)", schema)
+    try:
+        tokens = _DIALECT.tokenize(text)
+    except SqlglotError:
+        reason = "unreadable filter: unterminated string or quoted name, or a stray character"
+        raise WhereError(reason, schema) from None
+    if not tokens:
+        raise WhereError("empty filter (omit where_str to search without a filter)", schema)
+    prefixes = [0]  # one slot per open bracket: NOT / unary signs pending at that level
+    for token in tokens:
+        if token.comments:
+            raise WhereError("comments (--, #, /* */) are not allowed", schema)
+        kind = token.token_type
+        if kind == TokenType.SEMICOLON:
+            raise WhereError("';' is not allowed: where_str is one boolean expression, not statements", schema)
+        if kind in _OPEN:
+            prefixes.append(0)
+        elif kind in _CLOSE and len(prefixes) > 1:
+            prefixes.pop()
+        elif kind in _PREFIX:
+            prefixes[-1] += 1
+        elif kind in _RESET:
+            prefixes[-1] = 0
+        if len(prefixes) - 1 + sum(prefixes) > MAX_DEPTH:
+            reason = f"expression nested too deeply (max {MAX_DEPTH} levels of parentheses, brackets and NOT)"
+            raise WhereError(reason, schema)
+    return tokens
+
+
+def _syntax_reason(e: ParseError) -> str:
+    detail = e.errors[0] if e.errors else {}
+    near = str(detail.get("highlight", ""))
+    if near.upper() in _STATEMENT_WORDS:
+        return f"{near.upper()} is not allowed: where_str is one boolean expression over the columns, not a query"
+    description = detail.get("description", "invalid syntax")
+    return f"syntax error near {_clip(near)!r} (column {detail.get('col', '?')}): {_clip(str(description))}"
+
+
+def _check_size(tree: exp.Expression, schema: Schema) -> None:
+    """Cap node count and depth (AND/OR chains count as one level: the walk flattens them without
+    recursion), and name the commonest attack, a subquery, wherever it hides."""
+    count = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise WhereError(f"filter too large (more than {MAX_NODES} syntax nodes)", schema)
+        if depth > _MAX_TREE_DEPTH:
+            raise WhereError(f"expression nested too deeply (max {MAX_DEPTH} levels)", schema)
+        if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+            raise WhereError("subqueries (SELECT, EXISTS, IN (SELECT ...)) are not allowed", schema)
+        for child in node.iter_expressions():
+            chained = isinstance(node, (exp.And, exp.Or)) and type(child) is type(node)
+            stack.append((child, depth if chained else depth + 1))
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _has_column(node: exp.Expression) -> bool:
+    return node.find(exp.Column) is not None
+
+
+class _Lowering:
+    """The allow-list walk: sqlglot nodes in, IR out; anything unrecognised is refused."""
+
+    def __init__(self, schema: Schema, now: datetime):
+        self.schema = schema
+        self.now = now
+
+    def refuse(self, reason: str) -> NoReturn:
+        raise WhereError(reason, self.schema)
+
+    def only(self, node: exp.Expression, *allowed: str) -> None:
+        """Refuse syntax this node carries beyond the arguments we understand (GLOBAL IN, SYMMETRIC, ...)."""
+        for key, value in node.args.items():
+            if key not in allowed and value not in (None, False, [], ""):
+                self.refuse(f"not allowed: {self.what(node)} with {key.upper().replace('_', ' ')}")
+
+    def what(self, node: exp.Expression) -> str:
+        if isinstance(node, exp.Anonymous):
+            return f"function {node.name}()"
+        for kind, name in _NAMED_NODES.items():
+            if isinstance(node, kind):
+                return name
+        if isinstance(node, exp.Func):
+            return f"function {node.sql_name()}()"
+        return f"{type(node).__name__} ({_clip(node.sql(dialect=_DIALECT), 40)!r})"
+
+    # ------------------------------------------------------------------ conditions
+
+    def condition(self, node: exp.Expression) -> Filter:
+        node = _unparen(node)
+        if isinstance(node, (exp.And, exp.Or)):
+            return self.chain(node)
+        if isinstance(node, exp.Not):
+            self.only(node, "this")
+            inner = _unparen(node.this)
+            if isinstance(inner, exp.In):
+                return self.in_list(inner, negated=True)
+            if isinstance(inner, exp.Between):
+                return self.between(inner, negated=True)
+            if isinstance(inner, exp.Is):
+                return self.is_null(inner, negated=True)
+            return Not(self.condition(inner))
+        if type(node) in _COMPARISONS:
+            return self.comparison(node, _COMPARISONS[type(node)])
+        if isinstance(node, exp.In):
+            return self.in_list(node, negated=False)
+        if isinstance(node, exp.Between):
+            return self.between(node, negated=False)
+        if isinstance(node, (exp.Like, exp.ILike)):
+            return self.like(node)
+        if isinstance(node, exp.Is):
+            return self.is_null(node, negated=False)
+        if isinstance(node, exp.Anonymous):
+            return self.predicate_call(node)
+        if isinstance(node, exp.Column):
+            column = self.column(node)
+            if column.type != "Bool":
+                self.refuse(f"{column.name} ({column.type}) is not a condition by itself: compare it with a value")
+            return Compare(Ref(column), "=", True)
+        if not _has_column(node):
+            self.constant(node)  # a disallowed function gets its own message
+            self.refuse(_CONSTANT_CONDITION)
+        self.refuse(f"not allowed: {self.what(node)}")
+
+    def chain(self, node: exp.And | exp.Or) -> Filter:
+        """Flatten a left-deep AND/OR chain without recursion (long chains are legitimate)."""
+        kind = type(node)
+        children: list[Filter] = []
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            if type(current) is kind:
+                self.only(current, "this", "expression")
+                pending += [current.expression, current.this]
+            else:
+                children.append(self.condition(current))
+        return (And if kind is exp.And else Or)(tuple(children))
+
+    def comparison(self, node: exp.Expression, op: CompareOp) -> Filter:
+        self.only(node, "this", "expression")
+        left, right = node.this, node.expression
+        if _has_column(right) and not _has_column(left):
+            left, right, op = right, left, _FLIPPED[op]
+        if not _has_column(left):
+            for side in (left, right):
+                self.constant(side)  # a disallowed function gets its own message
+            self.refuse(_CONSTANT_CONDITION)
+        ref = self.term(left)
+        if _has_column(right):
+            self.term(right)  # an unknown name gets its own message
+            self.refuse("compare a column with a constant, not with another column")
+        value = self.constant(right)
+        if value is None:
+            self.refuse(f"'{op} NULL' is never true: use {ref} IS NULL or IS NOT NULL")
+        if ref.type == "Array(String)":
+            self.refuse(self.array_hint(ref.column))
+        if ref.type == "Bool" and op not in ("=", "!="):
+            self.refuse(f"{ref} is Bool: compare it with = or != true/false, or use it alone as a condition")
+        return Compare(ref, op, self.coerce(value, ref))
+
+    def in_list(self, node: exp.In, *, negated: bool) -> Filter:
+        if node.args.get("field"):
+            self.refuse("IN needs a parenthesised list of constants, e.g. x IN ('a', 'b')")
+        self.only(node, "this", "expressions")
+        if not node.expressions:
+            self.refuse("empty IN list")
+        if len(node.expressions) > MAX_LIST:
+            self.refuse(f"IN list has {len(node.expressions)} values (max {MAX_LIST})")
+        ref = self.term(node.this)
+        if ref.type == "Array(String)":
+            self.refuse(self.array_hint(ref.column))
+        values = []
+        for item in node.expressions:
+            value = self.constant(item)
+            if value is None:
+                self.refuse(f"NULL in an IN list never matches: use {ref} IS NULL")
+            values.append(self.coerce(value, ref))
+        return InList(ref, tuple(values), negated)
+
+    def between(self, node: exp.Between, *, negated: bool) -> Filter:
+        self.only(node, "this", "low", "high")
+        ref = self.term(node.this)
+        if ref.type in ("Array(String)", "Bool"):
+            self.refuse(f"BETWEEN does not apply to {ref} ({ref.type})")
+        low, high = self.constant(node.args["low"]), self.constant(node.args["high"])
+        if low is None or high is None:
+            self.refuse("BETWEEN bounds cannot be NULL")
+        return Between(ref, self.coerce(low, ref), self.coerce(high, ref), negated)
+
+    def like(self, node: exp.Like | exp.ILike) -> Filter:
+        self.only(node, "this", "expression", "negate")
+        word = "ILIKE" if isinstance(node, exp.ILike) else "LIKE"
+        ref = self.term(node.this)
+        if ref.type != "String":
+            self.refuse(f"{word} applies to String columns; {ref} is {ref.type}")
+        pattern = self.constant(node.expression)
+        if not isinstance(pattern, str):
+            self.refuse(f"{word} needs a quoted pattern such as '%word%', not {describe_value(pattern)}")
+        try:
+            like_parts(pattern)
+        except ValueError as e:
+            self.refuse(str(e))
+        return Like(ref, self.coerce(pattern, ref), isinstance(node, exp.ILike), bool(node.args.get("negate")))
+
+    def is_null(self, node: exp.Is, *, negated: bool) -> Filter:
+        self.only(node, "this", "expression")
+        if not isinstance(node.expression, exp.Null):
+            self.refuse("IS only takes NULL: use IS NULL or IS NOT NULL (compare Bool columns with = true)")
+        ref = self.term(node.this)
+        if ref.fn:
+            self.refuse(f"IS [NOT] NULL applies to a column name, not {ref}")
+        column = ref.column
+        if column.type == "Array(String)":
+            self.refuse(f"{column.name} is Array(String) and never NULL: use empty() or notEmpty()")
+        return IsNull(column, negated)
+
+    def predicate_call(self, node: exp.Anonymous) -> Filter:
+        name = node.name.lower()
+        args = node.expressions
+        if name in ("has", "hasany", "hasall"):
+            if len(args) != 2:
+                second = "a value" if name == "has" else "an array"
+                self.refuse(f"{node.name}() takes 2 arguments: an Array(String) column and {second}")
+            if not _has_column(args[0]) and isinstance(_unparen(args[1]), exp.Column):
+                self.refuse(f"write {args[1].sql(dialect=_DIALECT)} IN ('a', 'b') to test a column against a list")
+            column = self.array_column(args[0], node.name)
+            if name == "has":
+                value = self.constant(args[1])
+                return HasAny(column, (self.element(value, node.name),))
+            values = self.constant(args[1])
+            if not isinstance(values, list):
+                self.refuse(f"{node.name}() takes an array literal such as ['a', 'b'] as its second argument")
+            if not values:
+                self.refuse(f"{node.name}() needs a non-empty array")
+            distinct = tuple(dict.fromkeys(self.element(v, node.name) for v in values))
+            return (HasAny if name == "hasany" else HasAll)(column, distinct)
+        if name in ("empty", "notempty"):
+            if len(args) != 1 or not isinstance(_unparen(args[0]), exp.Column):
+                self.refuse(f"{node.name}() takes one column")
+            column = self.column(_unparen(args[0]))
+            if column.type not in ("String", "Array(String)"):
+                self.refuse(f"{node.name}() applies to String and Array(String); {column.name} is {column.type}")
+            return Empty(column, negated=name == "notempty")
+        if name in _TERM_FUNCS or name in ("now", "today"):
+            self.refuse(f"{node.name}() is a value, not a condition: compare it, e.g. {node.name}(...) = ...")
+        self.refuse(f"function not allowed: {node.name}()")
+
+    def array_column(self, node: exp.Expression, function: str) -> Column:
+        node = _unparen(node)
+        if not isinstance(node, exp.Column):
+            self.refuse(f"{function}() takes an Array(String) column as its first argument")
+        column = self.column(node)
+        if column.type != "Array(String)":
+            self.refuse(f"{function}() needs an Array(String) column; {column.name} is {column.type}")
+        return column
+
+    def element(self, value: object, function: str) -> str:
+        if not isinstance(value, str):
+            self.refuse(f"{function}() compares array elements with quoted strings, not {describe_value(value)}")
+        try:
+            return coerce(value, "String", "an array element")
+        except ValueError as e:
+            self.refuse(str(e))
+
+    def array_hint(self, column: Column) -> str:
+        c = column.name
+        return f"{c} is Array(String): use has({c}, 'v'), hasAny/hasAll({c}, ['v', ...]), length({c}) or empty({c})"
+
+    # ------------------------------------------------------------------ terms
+
+    def column(self, node: exp.Column) -> Column:
+        if any(node.args.get(k) for k in ("table", "db", "catalog")):
+            self.refuse("qualified names such as t.column are not allowed: use the bare column name")
+        self.only(node, "this")
+        ident = node.this
+        if not isinstance(ident, exp.Identifier):
+            self.refuse(f"not a column name: {_clip(node.sql(dialect=_DIALECT), 40)!r}")
+        name = ident.name
+        found = self.schema.get(name)
+        if found is None:
+            folded = [c for c in self.schema.values() if c.name.lower() == name.lower()]
+            found = folded[0] if len(folded) == 1 else None
+        if found is None:
+            hint = " (double quotes and backticks name columns; write strings in single quotes)" if ident.quoted else ""
+            self.refuse(f"unknown column {_clip(name, 40)!r}{hint}")
+        return found
+
+    def term(self, node: exp.Expression) -> Ref:
+        """The column side of a predicate: ``column`` or ``f(column)`` for an allowed f."""
+        node = _unparen(node)
+        if isinstance(node, exp.Column):
+            return Ref(self.column(node))
+        if isinstance(node, exp.Anonymous) and node.name.lower() in _TERM_FUNCS:
+            name = node.name.lower()
+            if len(node.expressions) != 1 or not isinstance(_unparen(node.expressions[0]), exp.Column):
+                self.refuse(f"{node.name}() takes exactly one column here (functions apply to a column directly)")
+            column = self.column(_unparen(node.expressions[0]))
+            if name in ("lower", "upper") and column.type == "String":
+                return Ref(column, name)
+            if name == "length" and column.type in ("String", "Array(String)"):
+                return Ref(column, "length")
+            if name == "todate" and column.type == "DateTime":
+                return Ref(column, "toDate")
+            if name in _DATE_FUNCS and column.type == "DateTime":
+                return Ref(column)  # toDateTime / parseDateTime*BestEffort of a DateTime is itself
+            self.refuse(f"{node.name}() does not apply to {column.name} ({column.type})")
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)):
+            self.refuse("arithmetic on columns is not allowed: compare the column itself with a constant")
+        if isinstance(node, exp.Anonymous):
+            self.refuse(f"function not allowed: {node.name}()")
+        self.refuse(f"not allowed: {self.what(node)}")
+
+    # ------------------------------------------------------------------ constants
+
+    def constant(self, node: exp.Expression) -> object:
+        """Fold a column-free expression to a Python value (None for NULL, list for [..], Interval)."""
+        node = _unparen(node)
+        try:
+            if isinstance(node, exp.Literal):
+                self.only(node, "this", "is_string")
+                return node.this if node.is_string else number(node.this)
+            if isinstance(node, exp.Boolean):
+                return bool(node.this)
+            if isinstance(node, exp.Null):
+                return None
+            if isinstance(node, exp.Neg):
+                value = self.constant(node.this)
+                if not is_number(value):
+                    self.refuse(f"unary minus needs a number, not {describe_value(value)}")
+                return -value
+            if isinstance(node, exp.Array):
+                self.only(node, "expressions", "bracket_notation")
+                if len(node.expressions) > MAX_LIST:
+                    self.refuse(f"array has {len(node.expressions)} values (max {MAX_LIST})")
+                return [self.constant(item) for item in node.expressions]
+            if isinstance(node, exp.Interval):
+                return self.interval(node)
+            if isinstance(node, (exp.Add, exp.Sub)):
+                self.only(node, "this", "expression")
+                sign = 1 if isinstance(node, exp.Add) else -1
+                return add(self.constant(node.this), self.constant(node.expression), sign)
+            if isinstance(node, exp.Anonymous):
+                return self.call(node)
+        except ValueError as e:
+            self.refuse(str(e))
+        if isinstance(node, exp.Column):
+            self.column(node)  # an unknown name gets its own message
+            self.refuse(f"only constants are allowed here, not the column {node.name}")
+        if isinstance(node, exp.Tuple):
+            self.refuse("tuples are not allowed: write arrays as ['a', 'b'] and IN lists as x IN ('a', 'b')")
+        self.refuse(f"not allowed: {self.what(node)}")
+
+    def interval(self, node: exp.Interval) -> Interval:
+        self.only(node, "this", "unit")
+        unit = node.args.get("unit")
+        name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
+        amount = self.constant(node.this) if node.this is not None else None
+        if isinstance(amount, str) and re.fullmatch(r"\s*[-+]?\d{1,9}\s*", amount):
+            amount = int(amount)
+        if name not in INTERVAL_UNITS or not is_number(amount) or not isinstance(amount, int) or abs(amount) > 10**9:
+            units = ", ".join(INTERVAL_UNITS)
+            self.refuse(f"INTERVAL needs a whole number and a unit ({units}), e.g. INTERVAL 7 DAY")
+        return Interval(amount, name)
+
+    def call(self, node: exp.Anonymous) -> object:
+        """A function of constants: now(), today(), toDate('...'), lower('ABC'), ..."""
+        name = node.name.lower()
+        if name in ("now", "today"):
+            if node.expressions:
+                self.refuse(f"{node.name}() takes no arguments (the time zone is UTC)")
+            return self.now if name == "now" else self.now.date()
+        if name not in _TERM_FUNCS:
+            self.refuse(f"function not allowed: {node.name}()")
+        if len(node.expressions) != 1:
+            self.refuse(f"{node.name}() takes one argument")
+        arg = self.constant(node.expressions[0])
+        if name in ("lower", "upper") and isinstance(arg, str):
+            return ascii_lower(arg) if name == "lower" else ascii_upper(arg)
+        if name == "length" and isinstance(arg, (str, list)):
+            return len(arg)
+        if name == "todate" and isinstance(arg, (str, date)):
+            return arg if is_plain_date(arg) else coerce(arg, "DateTime", "toDate()").date()
+        if name == "todatetime" and (isinstance(arg, date) or is_number(arg)):
+            return coerce(arg, "DateTime", "toDateTime()")
+        if name in _DATE_FUNCS and isinstance(arg, str):
+            return parse_datetime_text(arg)
+        self.refuse(f"{node.name}() does not take {describe_value(arg)}")
+
+    def coerce(self, value: object, ref: Ref) -> Value:
+        try:
+            return coerce(value, ref.type, str(ref))
+        except ValueError as e:
+            self.refuse(str(e))
