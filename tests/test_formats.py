@@ -461,10 +461,16 @@ def test_error_unknown_and_missing_columns(tmp_path: Path) -> None:
     assert (err.line, err.column) == (1, 3)
 
 
-def test_error_scenario_response_layout_is_not_a_qna_file() -> None:
-    with pytest.raises(FormatError) as caught:
-        read_file(SOURCES / "Scenario_Responses_Friendly.tsv")
-    assert (caught.value.line, caught.value.column) == (1, 1)
+def test_scenario_response_files_become_chitchat_qnas(tmp_path: Path) -> None:
+    content = read_file(SOURCES / "Scenario_Responses_Friendly.tsv")
+    lines = (SOURCES / "Scenario_Responses_Friendly.tsv").read_text(encoding="utf-8-sig").strip().splitlines()
+    assert len(content.qnas) == len(lines) - 1
+    first = content.qnas[0]
+    scenario, response = lines[1].split("\t")
+    assert first.questions == [scenario.replace("_", " ")] and first.answer == response.strip()
+    assert first.metadata == {"editorial": "chitchat", "scenario": scenario.lower()}
+    err = _tsv_error(tmp_path, "Scenario\tResponse\nBot_Age\tAgeless\nBot_Name\n")
+    assert err.line == 3 and "scenario and a response" in err.message
 
 
 def test_error_bad_synonym_row(tmp_path: Path) -> None:

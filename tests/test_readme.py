@@ -29,6 +29,8 @@ def test_settings_table_matches_the_code():
 
 def test_cli_examples_run(tmp_path):
     (tmp_path / "src").symlink_to(REPO / "src")
+    (tmp_path / "product-guide.md").write_text(
+        "# Widget\n\n## First use\n\nCharge it for two hours before you use it the first time.\n", encoding="utf-8")
     env = {**os.environ, "OPENQNA_DATA": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
     commands = [line.split("  #")[0].strip() for block in blocks("sh") for line in block.splitlines()]
     commands = [c for c in commands if c.startswith("openqna ")]
@@ -45,6 +47,8 @@ def test_cli_examples_run(tmp_path):
     assert "demo: 12 added, 0 updated, 0 unchanged (12 QnAs)" in outputs["openqna import demo src/openqna/samples/openqna-faq.tsv"]
     assert "Excel" in outputs['openqna ask demo "can I load an excel file?"']
     assert (tmp_path / "demo.xlsx").exists()
+    assert "two hours" in outputs['openqna ask manuals "how long should I charge it first?"']
+    assert "product-guide.md\tfile\t1 QnAs\t1 passages" in outputs["openqna sources manuals"]
 
 
 def test_authoring_example_runs(service):

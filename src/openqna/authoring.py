@@ -11,7 +11,9 @@ from urllib.parse import urlparse
 
 import httpx
 
+from .documents import ingest_document, is_document
 from .formats import export_bytes, read_file, read_json
+from .ingest import parse_document
 from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .service import Service
 from .store import Job, Project, Source
@@ -149,22 +151,24 @@ class Authoring:
                 data, name = fetch(src.source_uri)
                 digest = hashlib.sha256(data).hexdigest()
                 if old is None or old.content_hash != digest:
-                    content = self._parse_source(name, data)
-                    for q in content.qnas:
-                        q.source = src.source
-                    self._replace_source_records(project, src.source, content.qnas)
+                    self._ingest(project, src, name, data)
                 src.content_hash = digest
             else:
                 src.content_hash = old.content_hash
             self.store.put_source(project, src)
 
-    @staticmethod
-    def _parse_source(name: str, data: bytes) -> KnowledgeBaseContent:
-        suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-        if suffix not in ("tsv", "txt", "xlsx", "json", "zip"):
-            raise InvalidArgument(f"'{name}' is not a QnA file (.tsv, .xlsx, .json); document sources (PDF, DOCX, "
-                                  "HTML) are not supported yet.", target="sourceUri")
-        return read_file(name, data)
+    def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
+        """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""
+        looks_html = data.lstrip()[:1] == b"<"
+        if looks_html and not name.lower().endswith((".htm", ".html")):
+            name += ".html"  # a web page's URL rarely ends in .html
+        if is_document(name, data):
+            ingest_document(self.service, project, parse_document(name, data), source=src.source)
+            return
+        content = read_file(name, data)
+        for q in content.qnas:
+            q.source = src.source
+        self._replace_source_records(project, src.source, content.qnas)
 
     def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
         """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared."""

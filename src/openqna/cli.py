@@ -48,28 +48,60 @@ def main() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @data_option
 def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
-    """Import QnA files (TSV, XLSX, Azure JSON) into PROJECT, creating it if needed.
+    """Import QnA files (TSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
 
-    Every file is parsed before anything is written, so a malformed file leaves
-    the project as it was.  Importing the same file twice changes nothing.
+    Every file is parsed before anything is written, so a malformed file leaves the
+    project as it was.  Importing the same file twice changes nothing.  A document
+    becomes QnAs (from its headings) and passages that cite its pages and sections.
     """
     from tqdm import tqdm
 
+    from .documents import ingest_document, is_document
     from .formats import read_file
+    from .ingest import parse_document
     from .records import KnowledgeBaseContent
 
     content = KnowledgeBaseContent()
+    documents = []
     try:
         for f in tqdm(files, desc="parsing", unit="file", leave=False):
-            part = read_file(f)
+            data = f.read_bytes()
+            if is_document(f.name, data):
+                documents.append(parse_document(f.name, data))
+                continue
+            part = read_file(f, data)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
         service = _service(data_dir)
-        report = service.import_content(project, content, progress=True)
+        if content.qnas or content.synonyms or not documents:
+            report = service.import_content(project, content, progress=True)
+            click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
+                       f"({service.store.count_qnas(project)} QnAs)")
+        for doc in documents:
+            r = ingest_document(service, project, doc, progress=True)
+            click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
+                       f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
     except OpenQnAError as exc:
         _fail(exc.message)
-    click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
-               f"({service.store.count_qnas(project)} QnAs)")
+
+
+@main.command()
+@click.argument("project")
+@data_option
+def sources(project: str, data_dir: str) -> None:
+    """List PROJECT's sources with their record counts."""
+    from collections import Counter
+
+    from .authoring import Authoring
+
+    try:
+        service = _service(data_dir)
+        counts = Counter((q.source.lower(), q.kind) for q in service.store.list_qnas(project))
+        for s in Authoring(service).list_sources(project):
+            qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
+            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{s.last_updated or '-'}")
+    except OpenQnAError as exc:
+        _fail(exc.message)
 
 
 @main.command()

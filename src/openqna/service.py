@@ -71,6 +71,7 @@ class ImportReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    embedded: int = 0  # texts sent to the embedder
     ids: list[int] = field(default_factory=list)
 
 
@@ -114,23 +115,55 @@ class Service:
         bar.close()
         return out
 
-    def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False) -> list[StoredQnA]:
-        """Analyse and embed records: one unit per question and one for the answer."""
+    def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
+                reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None) -> tuple[list[StoredQnA], int]:
+        """Analyse and embed records: one unit per question and one for the answer.
+
+        ``reuse`` holds vectors already stored for these records' ids; a record whose
+        question and answer texts are unchanged keeps them.  Returns the records and how
+        many texts were embedded.
+        """
+        reuse = reuse or {}
         texts: list[str] = []
-        for q in qnas:
-            texts.extend(q.questions)
-            texts.append(q.answer)
+        slots: list[tuple[int, str, int]] = []
+        for i, q in enumerate(qnas):
+            stored = reuse.get(q.id, {}) if q.id is not None else {}
+            for fld, ord_, text in [("q", n, t) for n, t in enumerate(q.questions)] + [("a", 0, q.answer)]:
+                if (fld, ord_) not in stored:
+                    texts.append(text)
+                    slots.append((i, fld, ord_))
         vectors = self._embed(texts, progress)
-        items, i = [], 0
-        for q, h in zip(qnas, hashes):
-            units = []
-            for n, question in enumerate(q.questions):
-                units.append(Unit("q", n, analyze(question), vectors[i]))
-                i += 1
-            units.append(Unit("a", 0, analyze(q.answer), vectors[i]))
-            i += 1
+        fresh = {slot: vectors[j] for j, slot in enumerate(slots)}
+        items = []
+        for i, (q, h) in enumerate(zip(qnas, hashes)):
+            stored = reuse.get(q.id, {}) if q.id is not None else {}
+
+            def vector(field: str, ord_: int):
+                return fresh[(i, field, ord_)] if (i, field, ord_) in fresh else stored[(field, ord_)]
+
+            units = [Unit("q", n, analyze(question), vector("q", n)) for n, question in enumerate(q.questions)]
+            units.append(Unit("a", 0, analyze(q.answer), vector("a", 0)))
             items.append(StoredQnA(q, units, h))
-        return items
+        return items, len(texts)
+
+    def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
+        """Stored vectors of ``qnas``' units whose text did not change (same question or answer)."""
+        ids = [q.id for q in qnas if q.id is not None]
+        old = self.store.get_qnas(project, ids) if ids else {}
+        if not old:
+            return {}
+        stored = self.store.get_vectors(project, list(old))
+        out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
+        for q in qnas:
+            prev, vectors = old.get(q.id), stored.get(q.id, {})
+            if prev is None:
+                continue
+            texts = {("a", 0): q.answer, **{("q", n): t for n, t in enumerate(q.questions)}}
+            before = {("a", 0): prev.answer, **{("q", n): t for n, t in enumerate(prev.questions)}}
+            keep = {unit: vectors[unit] for unit, text in texts.items() if before.get(unit) == text and unit in vectors}
+            if keep:
+                out[q.id] = keep
+        return out
 
     def _check_embedder(self, project: Project) -> None:
         """Vectors from two embedders live in different spaces: never mix or compare them."""
@@ -145,7 +178,7 @@ class Service:
         proj = self.store.get_project(project)
         qnas = self.store.list_qnas(project)
         hashes = [content_hash(q, self.embedder.name) for q in qnas]
-        self.store.put_qnas(project, self.prepare(qnas, hashes, progress))
+        self.store.put_qnas(project, self.prepare(qnas, hashes, progress)[0])
         proj.embedder = self.embedder.name
         self.store.update_project(proj)
         return len(qnas)
@@ -191,7 +224,8 @@ class Service:
             todo.append(q)
             hashes.append(h)
         if todo:
-            report.ids.extend(self.store.put_qnas(project, self.prepare(todo, hashes, progress)))
+            items, report.embedded = self.prepare(todo, hashes, progress, self._reusable(project, todo))
+            report.ids.extend(self.store.put_qnas(project, items))
         if proj.embedder is None:
             proj.embedder = self.embedder.name
             self.store.update_project(proj)

@@ -11,9 +11,9 @@ the one place where a TSV export loses anything).  Blank lines are skipped; erro
 
 from __future__ import annotations
 
-from openqna.formats import table
+from openqna.formats import limits, table
 from openqna.formats.table import CellError
-from openqna.records import FormatError, KnowledgeBaseContent
+from openqna.records import FormatError, KnowledgeBaseContent, QnA
 
 
 def read_tsv(data: bytes | str, name: str = "upload.tsv") -> KnowledgeBaseContent:
@@ -33,8 +33,30 @@ def read_tsv(data: bytes | str, name: str = "upload.tsv") -> KnowledgeBaseConten
             except CellError as err:
                 raise fail(str(err), number, 0) from None
         return KnowledgeBaseContent(synonyms=synonyms)
+    if [h.strip().lower() for h in header] == ["scenario", "response"]:
+        return _scenario_responses(body, fail)
     rows = [(number, line.split("\t")) for number, line in body]
     return KnowledgeBaseContent(qnas=table.read_table(header, rows, fail))
+
+
+def _scenario_responses(body: list[tuple[int, str]], fail) -> KnowledgeBaseContent:
+    """QnA Maker's chit-chat ``Scenario<TAB>Response`` files: each response answers its scenario.
+
+    The scenario name ("Bot_Age") becomes the question ("Bot Age"), tagged as chit-chat the
+    way QnA Maker tagged its chit-chat QnAs; several responses to one scenario stay separate
+    QnAs, since they are alternatives, not alternate questions.
+    """
+    qnas = []
+    for number, line in body:
+        cells = line.split("\t")
+        if len(cells) != 2 or not cells[0].strip() or not cells[1].strip():
+            raise fail("expected a scenario and a response separated by one tab", number, None)
+        scenario, response = cells[0].strip(), table.unescape(cells[1]).strip()
+        if problem := limits.answer_problem(response):
+            raise fail(f"Response: {problem}", number, 1)
+        qnas.append(QnA([scenario.replace("_", " ")], response,
+                        metadata={"editorial": "chitchat", "scenario": scenario}).normalised())
+    return KnowledgeBaseContent(qnas=qnas)
 
 
 def write_tsv(content: KnowledgeBaseContent) -> str:

@@ -224,6 +224,27 @@ class SQLiteStore:
                 self._bump(db, pid, LIVE)
         return ids
 
+    def reserve_ids(self, project: str, count: int) -> list[int]:
+        """Ids no record has or will get; for records that must point at each other before they exist."""
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            first = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
+            db.execute("UPDATE projects SET next_id=? WHERE id=?", (first + count, pid))
+        return list(range(first, first + count))
+
+    def get_vectors(self, project: str, ids: list[int]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
+        """The stored vectors of live records, by (field, ord), so unchanged text is never re-embedded."""
+        pid = self._project_id(self._db, project)
+        out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
+                f" AND record_id IN ({','.join('?' * len(chunk))})", (pid, LIVE, *chunk))
+            for rid, field, ord_, blob in rows:
+                out.setdefault(rid, {})[(field, ord_)] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def delete_qnas(self, project: str, ids: list[int]) -> int:
         with self._tx() as db:
             pid = self._project_id(db, project)

@@ -1,0 +1,134 @@
+"""Documents as sources: every sample file ingests, answers cite their page, refresh re-embeds only changes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from azure.ai.language.questionanswering.authoring import AuthoringClient
+from azure.core.credentials import AzureKeyCredential
+
+from conftest import SAMPLE_DOCS
+from openqna.documents import ingest_document
+from openqna.ingest import parse_document
+from openqna.service import AskRequest
+from test_cli import run
+
+MANUAL = SAMPLE_DOCS / "data-source-formats" / "product-manual.pdf"
+GUIDE = """# Widget guide
+
+## Charging
+
+Charge the widget for two hours before first use. The light turns green when it is full.
+
+## Cleaning
+
+Wipe the widget with a dry cloth. Never put it in water.
+
+## Warranty
+
+The widget has a two-year warranty from the date of purchase.
+"""
+
+
+@pytest.fixture(scope="module")
+def surface(tmp_path_factory, embedder):
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    service = Service(SQLiteStore(tmp_path_factory.mktemp("surface")), embedder)
+    report = ingest_document(service, "surface", parse_document(MANUAL.name, MANUAL.read_bytes()))
+    assert report.pages == 33 and report.qnas > 50 and report.passages > 50
+    return service
+
+
+@pytest.mark.parametrize("include_passages", [False, True])
+def test_charging_question_cites_the_manual_page(surface, include_passages):
+    answers = surface.ask("surface", "test", AskRequest(question="How long does it take to charge the battery?",
+                                                        top=3, include_unstructured=include_passages))
+    top = answers[0].qna
+    assert "two to four hours" in top.answer
+    assert top.source == "product-manual.pdf" and top.metadata["page"] == "11"
+    kinds = {a.qna.kind for a in answers}
+    assert kinds == {"qna"} if not include_passages else "passage" in kinds
+
+
+def test_manual_headings_become_multi_turn_prompts(surface):
+    [power] = [q for q in surface.store.list_qnas("surface") if q.questions == ["Power and charging"]
+               and q.kind == "qna"]
+    prompts = {p.display_text: p.qna_id for p in power.dialog.prompts}
+    assert "Make your battery last" in prompts
+    target = surface.store.get_qnas("surface", [prompts["Make your battery last"]])[prompts["Make your battery last"]]
+    assert target.questions == ["Make your battery last"]
+    follow = surface.ask("surface", "test", AskRequest(question="Make your battery last", previous_qna_id=power.id))
+    assert follow[0].qna.id == target.id and follow[0].confidence == 1.0
+
+
+def test_reingesting_the_same_document_changes_nothing(surface):
+    version = surface.store.version("surface")
+    report = ingest_document(surface, "surface", parse_document(MANUAL.name, MANUAL.read_bytes()))
+    assert (report.added, report.updated, report.deleted, report.embedded) == (0, 0, 0, 0)
+    assert surface.store.version("surface") == version
+
+
+def test_changed_section_re_embeds_only_that_section(service):
+    first = ingest_document(service, "w", parse_document("guide.md", GUIDE.encode()))
+    assert (first.qnas, first.passages, first.embedded) == (3, 3, 12)
+    ids_before = {(q.kind, q.questions[0]): q.id for q in service.store.list_qnas("w")}
+    changed = GUIDE.replace("Never put it in water.", "Never put it in water or the dishwasher.")
+    report = ingest_document(service, "w", parse_document("guide.md", changed.encode()))
+    # the Cleaning QnA's answer (1 text) and the Cleaning passage (title and text): nothing else
+    assert report.embedded == 3 and report.unchanged == 4
+    after = {(q.kind, q.questions[0]): q for q in service.store.list_qnas("w")}
+    assert after[("qna", "Cleaning")].id == ids_before[("qna", "Cleaning")]
+    assert "dishwasher" in after[("qna", "Cleaning")].answer and "dishwasher" in after[("passage", "Cleaning")].answer
+    removed = changed.replace("## Warranty\n\nThe widget has a two-year warranty from the date of purchase.\n", "")
+    report = ingest_document(service, "w", parse_document("guide.md", removed.encode()))
+    assert report.deleted == 2 and report.embedded == 0
+    assert {k for k in ((q.kind, q.questions[0]) for q in service.store.list_qnas("w"))} == \
+        {("qna", "Charging"), ("qna", "Cleaning"), ("passage", "Charging"), ("passage", "Cleaning")}
+
+
+def test_every_sample_file_imports_through_the_cli(tmp_path):
+    files = sorted(p for folder in ("data-source-formats", "knowledge-bases") for p in (SAMPLE_DOCS / folder).iterdir()
+                   if p.suffix.lower() in (".pdf", ".docx", ".xlsx", ".tsv"))
+    assert len(files) >= 20
+    out = run("import", "samples", *map(str, files), data=tmp_path).stdout
+    for f in files:
+        if f.suffix in (".pdf", ".docx"):
+            assert f"{f.name}: " in out
+    listed = run("sources", "samples", data=tmp_path).stdout
+    for f in files:
+        if f.suffix in (".pdf", ".docx"):
+            line = next(l for l in listed.splitlines() if l.startswith(f.name + "\t"))
+            assert "passages" in line and "\t0 passages" not in line, line
+
+
+def test_document_url_source_through_the_api(live, files):
+    (files.root / "guide.md").write_text(GUIDE, encoding="utf-8")
+    (files.root / "page").mkdir()
+    (files.root / "page" / "index.html").write_text(
+        "<html><body><nav>Home | Shop | Cart</nav><main><h1>Returns</h1><p>You can return any widget within 30 days"
+        " for a full refund.</p></main><footer>Copyright Widget Co</footer></body></html>", encoding="utf-8")
+    authoring = AuthoringClient(live.url, AzureKeyCredential("k"))
+    assert _create(live)
+    sources = list(authoring.begin_update_sources("docs", [
+        {"op": "add", "value": {"displayName": "Guide", "sourceUri": f"{files.url}/guide.md", "sourceKind": "url"}},
+        {"op": "add", "value": {"displayName": "Returns", "sourceUri": f"{files.url}/page/", "sourceKind": "url"}},
+    ]).result())
+    assert {s["displayName"] for s in sources} == {"Guide", "Returns"}
+    qa = lambda question, passages: httpx.post(  # noqa: E731
+        live.url + "/language/:query-knowledgebases",
+        params={"projectName": "docs", "deploymentName": "test", "api-version": "2023-04-01"},
+        json={"question": question, "top": 1, "includeUnstructuredSources": passages}).json()["answers"][0]
+    returns = qa("how many days do I have to return a widget?", True)
+    assert "30 days" in returns["answer"] and returns["source"] == f"{files.url}/page/"
+    assert "Shop" not in returns["answer"] and "Copyright" not in returns["answer"]
+    (files.root / "guide.md").write_text(GUIDE.replace("two hours", "three hours"), encoding="utf-8")
+    authoring.begin_update_sources("docs", [{"op": "replace", "value": {
+        "displayName": "Guide", "sourceUri": f"{files.url}/guide.md", "sourceKind": "url", "refresh": True}}]).result()
+    assert "three hours" in qa("how long should I charge the widget first?", False)["answer"]
+
+
+def _create(live) -> bool:
+    return httpx.patch(live.url + "/language/query-knowledgebases/projects/docs", params={"api-version": "2021-10-01"},
+                       json={"language": "en"}).status_code == 201
