@@ -203,6 +203,46 @@ def projects(data_dir: str) -> None:
 
 
 @main.group()
+def table() -> None:
+    """Typed knowledge bases: tables with typed columns that where_str filters read."""
+
+
+@table.command("create")
+@click.argument("name")
+@click.option("--column", "columns", multiple=True, required=True, metavar="NAME:TYPE",
+              help="A column: String, Int64, Float64, Bool, DateTime or Array(String). Repeat.")
+@click.option("--text", "text", multiple=True, required=True, help="A String column to embed and search. Repeat.")
+@click.option("--title", default=None, help="A String column shown as each row's title.")
+@click.option("--description", default="", help="What the table holds (shown to LLMs in the tool description).")
+@data_option
+def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], title: str | None, description: str,
+                 data_dir: str) -> None:
+    from .tables import TableSchema, create_table, parse_column
+
+    try:
+        schema = TableSchema([parse_column(c) for c in columns], list(text), title)
+        create_table(_service(data_dir), name, schema, description=description)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"created table {name} with {len(columns)} columns")
+
+
+@table.command("load")
+@click.argument("name")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@data_option
+def table_load(name: str, file: Path, data_dir: str) -> None:
+    """Load rows from a .jsonl, .csv or .parquet FILE; every row is checked before any is written."""
+    from .tables import load_rows
+
+    try:
+        rows, embedded, deleted = load_rows(_service(data_dir), name, file.name, file.read_bytes(), progress=True)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"{name}: {rows} rows from {file.name} ({embedded} texts embedded, {deleted} stale rows deleted)")
+
+
+@main.group()
 def keys() -> None:
     """Manage API keys (stored hashed; a key is shown only when created)."""
 

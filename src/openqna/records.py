@@ -9,10 +9,10 @@ with follow-up prompts.  Passages from unstructured sources are QnAs of kind
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 DEFAULT_SOURCE = "Editorial"
-RecordKind = Literal["qna", "passage"]
+RecordKind = Literal["qna", "passage", "row"]
 
 
 @dataclass
@@ -43,6 +43,8 @@ class QnA:
     kind: RecordKind = "qna"
     # Active-learning clusters, kept verbatim as QnA Maker exports them.
     suggested_questions: list[dict] = field(default_factory=list)
+    # Typed column values of a knowledge base with a schema (DateTime as ISO 8601 text).
+    fields: dict[str, Any] = field(default_factory=dict)
     # When the store last wrote this record (ISO 8601); not part of its content.
     last_updated: str | None = field(default=None, compare=False)
 

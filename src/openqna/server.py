@@ -15,6 +15,7 @@ from . import __version__
 from .api.auth import Authorizer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.tools import Tools
 from .authoring import Authoring
 from .jobs import JobRunner
 from .api.errors import azure_error
@@ -31,6 +32,7 @@ def create_app(service: Service) -> Starlette:
     if recovered:
         log.warning("%d job(s) were running when the server last stopped; they are marked failed", recovered)
     authoring = AzureAuthoring(service, authorizer, jobs)
+    tools = Tools(service, authorizer)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -49,7 +51,7 @@ def create_app(service: Service) -> Starlette:
         yield
         jobs.shutdown()
 
-    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes()]
+    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes(), *tools.routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)
     app.state.jobs = jobs

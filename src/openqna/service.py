@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
@@ -17,15 +18,19 @@ import numpy as np
 from tqdm import tqdm
 
 from .models.embedder import Embedder
-from .records import Conflict, KnowledgeBaseContent, NotFound, QnA
+from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
+from .retrieval.where import Column
+from .retrieval.where_parse import parse_where
 from .retrieval.span import Span, best_spans, sentence_spans
 from .settings import LIMITS
 from .store import Project, Store, StoredQnA, Unit
+from .store.base import LIVE
 
 EMBED_BATCH = 16
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass
@@ -64,6 +69,21 @@ class TextAnswer:
     offset: int
     length: int
     span: Span | None = None
+
+
+@dataclass
+class Hit:
+    record: QnA
+    score: float
+
+
+@dataclass
+class KnowledgeBaseInfo:
+    name: str
+    description: str
+    kind: str  # "table" (typed schema) or "project" (QnAs and passages, metadata as strings)
+    count: int
+    columns: list[Column]
 
 
 @dataclass
@@ -245,6 +265,46 @@ class Service:
 
     def deploy(self, project: str, deployment: str):
         return self.store.deploy(project, deployment)
+
+    # -- knowledge bases as tools -------------------------------------------------------------
+    def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
+        """The columns ``where_str`` may name: a table's schema, else metadata keys as Strings plus ``source``."""
+        raw = self.store.get_project(kb).settings.get("schema")
+        if raw:
+            columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
+            return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
+        index = self.store.search_index(kb, deployment)
+        keys = sorted({k for row in index.rows for k in row["metadata"]})
+        names = [k for k in keys if _IDENT.match(k) and k != "source"]
+        return [Column(k, "String") for k in names] + [Column("source", "String")]
+
+    def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
+        from .api.auth import allows
+
+        out = []
+        for p in self.store.list_projects():
+            if not allows(key, role="query", project=p.name):
+                continue
+            kind = "table" if p.settings.get("schema") else "project"
+            out.append(KnowledgeBaseInfo(p.name, p.description, kind, self.store.count_qnas(p.name),
+                                         self.columns(p.name)))
+        return out
+
+    def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
+               deployment: str = LIVE) -> list[Hit]:
+        """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
+        self.store.get_project(kb)
+        columns = {c.name: c for c in self.columns(kb, deployment)}
+        flt = parse_where(where, columns) if where and where.strip() else None
+        index = self.store.search_index(kb, deployment)
+        if index.n and flt is None and not subject.strip():
+            raise InvalidArgument("'subject' must not be empty.", target="subject")
+        self._check_embedder(self.store.get_project(kb))
+        eligible = index.mask(flt)
+        vector = self.embedder.embed([subject])[0]
+        ranked = ranker.rank(index, subject, vector, eligible, top=limit)
+        records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
+        return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
     # -- asking -----------------------------------------------------------------------
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:

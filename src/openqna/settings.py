@@ -27,6 +27,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_EMBEDDINGS_MODEL", "", "Model name sent to that endpoint."),
     Setting("OPENQNA_MODEL_DIR", "~/.cache/openqna/models", "Where the bundled model's ONNX export is kept."),
     Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
+    Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
+    Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
     Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip)."),
 )
 

@@ -11,7 +11,7 @@ filter still yields every matching record.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
@@ -41,6 +41,7 @@ class IndexRecord:
     q_terms: list[list[str]]
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
+    fields: dict = field(default_factory=dict)  # typed column values (where_str)
 
 
 class _Field:
@@ -114,6 +115,17 @@ class _Field:
         return cov / total
 
 
+_BASIC = (MetaEq, SourceIn, KindIn, IdIn)
+
+
+def _has_where_nodes(f: Filter) -> bool:
+    if isinstance(f, (And, Or)):
+        return any(_has_where_nodes(c) for c in f.children)
+    if isinstance(f, Not):
+        return _has_where_nodes(f.child)
+    return not isinstance(f, _BASIC)
+
+
 class MemIndex:
     """The searchable state of one knowledge base deployment at one change sequence."""
 
@@ -129,6 +141,10 @@ class MemIndex:
         self._source: dict[str, list[int]] = {}
         self._kind: dict[str, list[int]] = {}
         self.exact: dict[str, list[int]] = {}
+        # What where_str filters read: the record's own fields, overridden by metadata (strings) and a
+        # table's typed columns, which is what the schema names (a table column "id" is the row's id).
+        self.rows = [{"metadata": r.metadata, "source": r.source, "kind": r.kind, "id": r.id, **r.metadata,
+                      **r.fields} for r in records]
         q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
         for row, r in enumerate(records):
             for k, v in r.metadata.items():
@@ -158,6 +174,10 @@ class MemIndex:
         """Boolean mask over records that pass ``f``."""
         if f is None:
             return np.ones(self.n, dtype=bool)
+        if _has_where_nodes(f):  # typed where_str predicates: the reference evaluator, row by row
+            from .where import evaluate
+
+            return np.fromiter((evaluate(f, row) for row in self.rows), dtype=bool, count=self.n)
         if isinstance(f, MetaEq):
             return self._rows_mask(self._meta.get((f.key.lower(), f.value.lower()), ()))
         if isinstance(f, SourceIn):

@@ -23,7 +23,7 @@ from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredQnA
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS records(
   project_id INTEGER NOT NULL, deployment TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL,
   questions TEXT NOT NULL, answer TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,
   dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
+  fields TEXT NOT NULL DEFAULT '{}',
   PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS units(
   project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
@@ -93,8 +94,12 @@ class SQLiteStore:
         self._indexes: dict[tuple[int, str], MemIndex] = {}
         self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
         with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
             db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else SCHEMA_VERSION
+            if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
+                db.execute("ALTER TABLE records ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'")
+            db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     # -- plumbing ------------------------------------------------------------------
     @property
@@ -209,10 +214,11 @@ class SQLiteStore:
                 ids.append(q.id)
                 db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, q.id))
                 db.execute(
-                    "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
                      json.dumps(q.metadata, ensure_ascii=False), _dialog_to_json(q.dialog),
-                     json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp),
+                     json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp,
+                     json.dumps(q.fields, ensure_ascii=False)),
                 )
                 db.executemany(
                     "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
@@ -262,13 +268,13 @@ class SQLiteStore:
         rows = self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?", (pid, LIVE))
         return dict(rows.fetchall())
 
-    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, modified"
+    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
     @staticmethod
     def _qna_row(row: tuple) -> QnA:
-        rid, kind, questions, answer, source, metadata, dialog, suggestions, modified = row
+        rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
         return QnA(json.loads(questions), answer, rid, source, json.loads(metadata), _dialog_from_json(dialog), kind,
-                   json.loads(suggestions), modified)
+                   json.loads(suggestions), json.loads(fields), modified)
 
     def _deployment_pid(self, project: str, deployment: str) -> int:
         pid = self._project_id(self._db, project)
@@ -325,7 +331,7 @@ class SQLiteStore:
             for table in ("records", "units", "synonyms"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=? AND deployment=?", (pid, deployment))
             db.execute("INSERT INTO records SELECT project_id, ?, id, kind, questions, answer, source, metadata, dialog,"
-                       " suggestions, content_hash, modified FROM records WHERE project_id=? AND deployment=?",
+                       " suggestions, content_hash, modified, fields FROM records WHERE project_id=? AND deployment=?",
                        (deployment, pid, LIVE))
             db.execute("INSERT INTO units SELECT project_id, ?, record_id, field, ord, terms, vector FROM units"
                        " WHERE project_id=? AND deployment=?", (deployment, pid, LIVE))
@@ -374,13 +380,15 @@ class SQLiteStore:
         db = self._db
         records: dict[int, IndexRecord] = {}
         dim = 0
-        for rid, kind, questions, source, metadata, dialog in db.execute(
-            "SELECT id, kind, questions, source, metadata, dialog FROM records WHERE project_id=? AND deployment=?",
+        for rid, kind, questions, source, metadata, dialog, fields in db.execute(
+            "SELECT id, kind, questions, source, metadata, dialog, fields FROM records"
+            " WHERE project_id=? AND deployment=?",
             (pid, deployment),
         ):
             records[rid] = IndexRecord(
                 rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
                 [exact_key(q) for q in json.loads(questions)], np.zeros((0, 0), np.float32), [], None, [],
+                json.loads(fields),
             )
         q_vecs: dict[int, list[np.ndarray]] = {}
         for rid, field, terms, blob in db.execute(

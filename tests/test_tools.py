@@ -1,0 +1,201 @@
+"""Knowledge bases as LLM tools: typed tables, get_related_{kb}, structured search, OpenAPI for GPT Actions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+from openapi_spec_validator import validate
+
+from conftest import SHARED_DATA, LiveServer
+from openqna.api.auth import create_key
+from openqna.records import InvalidArgument
+from openqna.tables import TableSchema, create_table, load_rows, parse_column
+from test_cli import run
+
+CATEGORIES = ["cs.CL", "cs.LG", "q-bio.NC", "q-bio.GN", "stat.ML"]
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+ARXIV_COLUMNS = ["id:String", "title:String", "abstract:String", "pubdate:DateTime", "categories:Array(String)",
+                 "authors:Array(String)"]
+
+
+def arxiv_rows(n: int = 120) -> list[dict]:
+    """An ArXiv-like table from SciFact abstracts, with seeded dates, categories and authors."""
+    rng = random.Random(11)
+    rows = []
+    with gzip.open(SHARED_DATA / "beir-scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            doc = json.loads(line)
+            if not doc["title"] or not doc["text"]:
+                continue
+            day = datetime(2019, 1, 1, tzinfo=timezone.utc).timestamp() + rng.randrange(6 * 365) * 86400
+            rows.append({"id": doc["_id"], "title": doc["title"], "abstract": doc["text"][:1500],
+                         "pubdate": datetime.fromtimestamp(day, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+                         "categories": rng.sample(CATEGORIES, rng.randint(1, 2)),
+                         "authors": [rng.choice(["A. Smith", "B. Chen", "C. Okafor", "D. Müller"])]})
+            if len(rows) == n:
+                break
+    return rows
+
+
+@pytest.fixture(scope="module")
+def arxiv(tmp_path_factory, embedder):
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    service = Service(SQLiteStore(tmp_path_factory.mktemp("arxiv")), embedder)
+    schema = TableSchema([parse_column(c) for c in ARXIV_COLUMNS], ["title", "abstract"], "title")
+    create_table(service, "arxiv", schema, description="scientific abstracts with categories and dates")
+    rows = arxiv_rows()
+    data = "\n".join(json.dumps(r) for r in rows).encode()
+    assert load_rows(service, "arxiv", "arxiv.jsonl", data)[:2] == (120, 240)
+    service.rows = rows
+    return service
+
+
+def matches(row, when=datetime(2023, 1, 1, tzinfo=timezone.utc)):
+    return "cs.CL" in row["categories"] and datetime.fromisoformat(row["pubdate"]).replace(tzinfo=timezone.utc) > when
+
+
+def test_filter_is_applied_inside_retrieval(arxiv):
+    where = "has(categories, 'cs.CL') AND pubdate > parseDateTime32BestEffort('2023-01-01')"
+    expected = {r["id"] for r in arxiv.rows if matches(r)}
+    assert len(expected) >= 8
+    hits = arxiv.search("arxiv", "brain development imaging", where=where, limit=8)
+    assert len(hits) == 8  # selective filter, still `limit` rows
+    assert {h.record.fields["id"] for h in hits} <= expected
+    everything = arxiv.search("arxiv", "brain development imaging", where=where, limit=50)
+    assert {h.record.fields["id"] for h in everything} == expected
+    assert [h.score for h in everything] == sorted((h.score for h in everything), reverse=True)
+
+
+def test_reload_is_idempotent_and_bad_rows_load_nothing(arxiv):
+    data = "\n".join(json.dumps(r) for r in arxiv.rows).encode()
+    version = arxiv.store.version("arxiv")
+    assert load_rows(arxiv, "arxiv", "arxiv.jsonl", data) == (120, 0, 0)
+    assert arxiv.store.version("arxiv") == version
+    bad = [dict(arxiv.rows[0], id="new"), dict(arxiv.rows[1], pubdate="not a date"),
+           dict(arxiv.rows[2], categories="cs.CL"), dict(arxiv.rows[3], extra=1)]
+    with pytest.raises(InvalidArgument) as err:
+        load_rows(arxiv, "arxiv", "more.jsonl", "\n".join(json.dumps(r) for r in bad).encode())
+    message = err.value.message
+    assert "3 bad row(s)" in message and "row 2: column 'pubdate'" in message and "row 3: column 'categories'" in message
+    assert "row 4: unknown column(s) extra" in message
+    assert arxiv.store.version("arxiv") == version
+
+
+def test_csv_and_parquet_load(tmp_path, arxiv):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = arxiv.rows[:5]
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table, tmp_path / "a.parquet")
+    assert load_rows(arxiv, "arxiv", "a.parquet", (tmp_path / "a.parquet").read_bytes())[0] == 5
+    csv_text = "id,title,abstract,pubdate,categories,authors\n" + "\n".join(
+        f'{r["id"]},"{r["title"]}","x",{r["pubdate"]},{"|".join(r["categories"])},"[""A. B""]"' for r in rows[:2])
+    assert load_rows(arxiv, "arxiv", "b.csv", csv_text.encode())[0] == 2
+    [hit] = arxiv.search("arxiv", "anything", where="source = 'b.csv' AND id = '%s'" % rows[0]["id"], limit=5)
+    assert hit.record.fields["authors"] == ["A. B"] and hit.record.fields["categories"] == rows[0]["categories"]
+
+
+@pytest.fixture
+def live_arxiv(arxiv, monkeypatch):
+    monkeypatch.setenv("OPENQNA_PUBLIC_URL", "https://kb.example.org")
+    with LiveServer(arxiv) as live:
+        yield live
+
+
+def get(live, path, **params):
+    return httpx.get(live.url + path, params=params, timeout=30)
+
+
+def test_get_related_speaks_myscale(live_arxiv):
+    where = "has(categories, 'cs.CL') AND pubdate > parseDateTime32BestEffort('2023-01-01')"
+    r = get(live_arxiv, "/get_related_arxiv", subject="white matter in newborns", where_str=where)
+    body = r.json()
+    assert r.status_code == 200 and set(body) == {"documents", "num_retrieved"}
+    assert body["num_retrieved"] == 4  # MyScale's default limit
+    lines = [json.loads(line) for line in body["documents"].split("\n")]
+    assert len(lines) == 4 and all("cs.CL" in line["categories"] for line in lines)
+    structured = get(live_arxiv, "/tools/arxiv/search", subject="white matter in newborns", where_str=where,
+                     limit=3).json()
+    assert [h["title"] for h in structured["hits"]] == [line["title"] for line in lines[:3]]
+    assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
+
+
+@pytest.mark.parametrize("params,code,fragment", [
+    ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),
+    ({"subject": "x", "where_str": "id IN (SELECT id FROM api_keys)"}, "invalid_where", "subquer"),
+    ({"subject": "x", "where_str": "sleep(3) = 0"}, "invalid_where", "sleep"),
+    ({"subject": "x", "where_str": "price > 3"}, "invalid_where", "price"),
+    ({"subject": "x", "where_str": "pubdate > 'yesterday'"}, "invalid_where", "pubdate"),
+    ({"subject": "x", "limit": "0"}, "invalid_request", "limit"),
+    ({"subject": "x", "limit": "21"}, "invalid_request", "limit"),
+    ({"where_str": "id = '1'"}, "invalid_request", "subject"),
+])
+def test_refusals_are_400s_that_explain(live_arxiv, params, code, fragment):
+    r = get(live_arxiv, "/get_related_arxiv", **params)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == code and fragment.lower() in r.json()["error"]["message"].lower()
+
+
+def test_unknown_kb_and_keys(live_arxiv):
+    assert get(live_arxiv, "/get_related_nope", subject="x").status_code == 404
+    _, secret = create_key(live_arxiv.service.store, role="query", projects=["other"])
+    try:
+        assert get(live_arxiv, "/get_related_arxiv", subject="x").status_code == 401
+        r = httpx.get(live_arxiv.url + "/get_related_arxiv", params={"subject": "x"}, headers={"api-key": secret})
+        assert r.status_code == 404
+        r = httpx.get(live_arxiv.url + "/tools/openapi.json", headers={"Authorization": f"Bearer {secret}"})
+        assert r.json()["paths"] == {}
+    finally:
+        for k in live_arxiv.service.store.list_keys():
+            live_arxiv.service.store.delete_key(k.id)
+
+
+def test_azure_projects_are_tools_too(service):
+    from test_service import surface_kb
+
+    service.import_content("surface", surface_kb())
+    hits = service.search("surface", "charging", where="category = 'power' AND source = 'manual.pdf'", limit=5)
+    assert {h.record.id for h in hits} == {1, 3, 4}  # context-only QnAs are searchable as tool rows
+    with pytest.raises(InvalidArgument, match="category"):
+        service.search("surface", "x", where="has(category, 'power')")
+
+
+@pytest.mark.parametrize("version", ["3.1", "3.0"])
+def test_openapi_documents_validate_and_match_snapshots(live_arxiv, version):
+    for path, name in (("/tools/openapi.json", "all"), ("/tools/arxiv/openapi.json", "arxiv")):
+        doc = get(live_arxiv, path, version=version).json()
+        validate(doc)
+        assert doc["openapi"].startswith(version) and doc["servers"] == [{"url": "https://kb.example.org"}]
+        op = doc["paths"]["/get_related_arxiv"]["get"]
+        assert len(op["description"]) <= 300
+        assert all(len(p["description"]) <= 700 for p in op["parameters"])
+        where = next(p for p in op["parameters"] if p["name"] == "where_str")["description"]
+        assert "pubdate DateTime" in where and "categories Array(String)" in where
+        snapshot = SNAPSHOTS / f"tools_openapi_{name}_{version}.json"
+        if not snapshot.exists():
+            snapshot.parent.mkdir(exist_ok=True)
+            snapshot.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            pytest.fail(f"wrote a new snapshot {snapshot.name}; check it in and run again")
+        assert doc == json.loads(snapshot.read_text(encoding="utf-8")), f"{snapshot.name} changed"
+
+
+def test_table_cli(tmp_path):
+    rows = arxiv_rows(12)
+    (tmp_path / "papers.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    args = ["table", "create", "papers", "--text", "title", "--text", "abstract", "--title", "title"]
+    for c in ARXIV_COLUMNS:
+        args += ["--column", c]
+    run(*args, data=tmp_path / "d")
+    out = run("table", "load", "papers", str(tmp_path / "papers.jsonl"), data=tmp_path / "d").stdout
+    assert "papers: 12 rows from papers.jsonl (24 texts embedded, 0 stale rows deleted)" in out
+    bad = run("table", "create", "t2", "--column", "x:Text", "--text", "x", data=tmp_path / "d", check=False)
+    assert bad.returncode == 2 and "Array(String)" in bad.stderr
