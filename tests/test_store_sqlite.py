@@ -37,3 +37,20 @@ def test_failed_write_leaves_nothing(tmp_path):
         s.put_qnas("p", [good, bad])
     assert s.count_qnas("p") == 0
     assert s.search_index("p").n == 0
+
+
+def test_schema_1_databases_are_migrated(tmp_path):
+    """A database written before typed fields existed opens, gains the column, and keeps its records."""
+    old = SQLiteStore(tmp_path)
+    old.create_project(Project("p"))
+    old.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    db = old._db
+    db.execute("CREATE TABLE r AS SELECT project_id, deployment, id, kind, questions, answer, source, metadata,"
+               " dialog, suggestions, content_hash, modified FROM records")
+    db.execute("DROP TABLE records")
+    db.execute("ALTER TABLE r RENAME TO records")
+    db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert new.get_qnas("p", [1])[1].fields == {}
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
