@@ -72,6 +72,13 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _typed(fields: dict, dates: list[str]) -> dict:
+    for name in dates:
+        if isinstance(fields.get(name), str):
+            fields[name] = datetime.fromisoformat(fields[name])
+    return fields
+
+
 def _dialog_to_json(d: Dialog) -> str:
     return json.dumps({"isContextOnly": d.is_context_only,
                        "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
@@ -378,6 +385,9 @@ class SQLiteStore:
 
     def _build_index(self, pid: int, deployment: str, version: int) -> MemIndex:
         db = self._db
+        settings = json.loads(db.execute("SELECT settings FROM projects WHERE id=?", (pid,)).fetchone()[0])
+        # DateTime columns are parsed once here, not on every filter evaluation
+        dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
         records: dict[int, IndexRecord] = {}
         dim = 0
         for rid, kind, questions, source, metadata, dialog, fields in db.execute(
@@ -388,7 +398,7 @@ class SQLiteStore:
             records[rid] = IndexRecord(
                 rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
                 [exact_key(q) for q in json.loads(questions)], np.zeros((0, 0), np.float32), [], None, [],
-                json.loads(fields),
+                _typed(json.loads(fields), dates),
             )
         q_vecs: dict[int, list[np.ndarray]] = {}
         for rid, field, terms, blob in db.execute(
