@@ -300,6 +300,16 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
         _fail(exc.message)
 
 
+@main.command("mcp")
+@click.option("--deployment", default="test", show_default=True, help="Deployment the tools query.")
+@data_option
+def mcp_(deployment: str, data_dir: str) -> None:
+    """Serve the knowledge bases as MCP tools over stdio (for desktop assistants, IDEs and agents)."""
+    from .api.mcp import run_stdio
+
+    run_stdio(_service(data_dir), deployment=deployment)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

@@ -15,7 +15,10 @@ from . import __version__
 from .api.auth import Authorizer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.mcp import mcp_app
+from .api.openai import OpenAIRoutes
 from .api.tools import Tools
+from .models.completer import get_completer
 from .authoring import Authoring
 from .jobs import JobRunner
 from .api.errors import azure_error
@@ -33,6 +36,8 @@ def create_app(service: Service) -> Starlette:
         log.warning("%d job(s) were running when the server last stopped; they are marked failed", recovered)
     authoring = AzureAuthoring(service, authorizer, jobs)
     tools = Tools(service, authorizer)
+    openai = OpenAIRoutes(service, authorizer, get_completer(service.embedder.embed))
+    mcp = mcp_app(service, authorizer)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -48,10 +53,12 @@ def create_app(service: Service) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):
-        yield
+        async with mcp.lifespan():  # the MCP session manager must run while requests arrive
+            yield
         jobs.shutdown()
 
-    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes(), *tools.routes()]
+    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes(), *tools.routes(),
+              *openai.routes(), *mcp.routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)
     app.state.jobs = jobs

@@ -1,0 +1,119 @@
+"""MCP transports for the knowledge-base tools (``mcp_tools``): stdio and streamable HTTP.
+
+* ``run_stdio(service)`` serves one local client over stdin/stdout (``openqna mcp``, or
+  ``python -m openqna.api.mcp --data DIR``); the process can read the data directory, so it sees
+  every knowledge base.
+* ``mcp_app(service, authorizer)`` is an ASGI app for streamable HTTP that ``server.py`` routes at
+  ``/mcp``. It runs *stateless* with JSON responses: every POST carries one JSON-RPC message and gets
+  one JSON answer, no session lives between requests, so any replica can answer any request. Every
+  request needs a valid key (``Authorization: Bearer <key>`` or ``api-key: <key>``) once keys exist,
+  else it gets a 401 before the SDK sees it.
+
+The SDK's session manager owns a task group that must be running while requests arrive: enter
+``app.lifespan()`` in the enclosing Starlette app's lifespan (a mounted app's own lifespan never
+runs). Wiring in ``server.py``::
+
+    mcp = mcp_app(service, authorizer)
+    routes = [..., *mcp.routes()]            # Route("/mcp", endpoint=mcp): every method
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        async with mcp.lifespan():
+            yield
+        ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ..service import Service
+from ..store.base import LIVE
+from .auth import Authorizer
+from .mcp_tools import build_server
+
+PATH = "/mcp"
+_REFUSALS = {
+    "missing": "An API key is required: send 'Authorization: Bearer <key>' or 'api-key: <key>'.",
+    "invalid": "The API key is not valid.",
+}
+
+
+def run_stdio(service: Service, *, deployment: str = LIVE) -> None:
+    """Serve the tools over stdin/stdout until the client closes stdin."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the wire: nothing else may print there
+        service.embedder.embed(["warm up"])
+    build_server(service, deployment=deployment).run("stdio")
+
+
+class McpHttp:
+    """The streamable-HTTP endpoint as an ASGI app, behind the API-key check of the other surfaces."""
+
+    def __init__(self, service: Service, authorizer: Authorizer, *, deployment: str = LIVE,
+                 transport_security: TransportSecuritySettings | None = None):
+        self.authorizer = authorizer
+        server = build_server(service, authorizer=authorizer, deployment=deployment)
+        # Builds the session manager; the Starlette app it returns is not used, the parent app routes here.
+        # The SDK guards loopback hosts against DNS rebinding by default, which would refuse every request
+        # that reaches the server under its real host name; API keys protect this endpoint instead.
+        server.streamable_http_app(
+            stateless_http=True, json_response=True,
+            transport_security=transport_security or TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.session_manager = server.session_manager
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """Runs the SDK's task group; enter it once, in the enclosing app's lifespan."""
+        return self.session_manager.run()
+
+    def routes(self, path: str = PATH) -> list[Route]:
+        return [Route(path, endpoint=self)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            _, refused = self.authorizer.check(Headers(scope=scope))
+            if refused:
+                await _unauthorized(refused)(scope, receive, send)
+                return
+        await self.session_manager.handle_request(scope, receive, send)
+
+
+def mcp_app(service: Service, authorizer: Authorizer, *, deployment: str = LIVE,
+            transport_security: TransportSecuritySettings | None = None) -> McpHttp:
+    """The ASGI app for ``/mcp``; see the module docstring for mounting it and its lifespan."""
+    return McpHttp(service, authorizer, deployment=deployment, transport_security=transport_security)
+
+
+def _unauthorized(reason: str) -> JSONResponse:
+    """401 with a JSON-RPC error body (MCP's own dialect) and the challenge RFC 9110 asks for."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": _REFUSALS[reason]}}
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="openqna"'})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m openqna.api.mcp --data DIR``: the stdio server without the CLI."""
+    from .. import settings
+    from ..models.embedder import get_embedder
+    from ..store import open_store
+
+    parser = argparse.ArgumentParser(prog="python -m openqna.api.mcp", description=main.__doc__)
+    parser.add_argument("--data", default=settings.get("OPENQNA_DATA"), help="directory of the embedded store")
+    parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    run_stdio(Service(open_store(args.data), get_embedder()), deployment=args.deployment)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""The MCP surface through the official ``mcp`` client: over stdio (a child process) and over streamable HTTP
+(a real uvicorn server), the same scenario on both, then keys over HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from typing import Self
+
+import anyio
+import httpx
+import httpx2  # the HTTP client the mcp SDK is built on
+import pytest
+import uvicorn
+from conftest import free_port
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+
+from openqna.api.auth import Authorizer, create_key
+from openqna.api.mcp import mcp_app
+from openqna.records import QnA
+from openqna.retrieval.where import Column
+from openqna.tables import TableSchema, create_table, load_rows
+
+PRODUCTS = [
+    {"name": "Trail tent", "description": "A two-person tent for camping and hiking trips.", "price": 149.0,
+     "tags": ["outdoor", "camping"]},
+    {"name": "Camping mug", "description": "An enamel mug for coffee at the campsite.", "price": 12.5,
+     "tags": ["outdoor", "kitchen"]},
+    {"name": "Desk lamp", "description": "An LED lamp for reading at your desk.", "price": 18.0, "tags": ["home"]},
+]
+
+
+@pytest.fixture
+def kbs(service):
+    """'faq' (QnAs with metadata), 'products' (a typed table) and 'hr' (for scoped keys)."""
+    service.create_project("faq", description="Billing and account questions")
+    service.upsert("faq", [
+        QnA(["How can I pay my invoice?", "payment methods"],
+            "Pay invoices by card or bank transfer on the Billing page.",
+            source="billing.md", metadata={"category": "billing"}),
+        QnA(["How do I reset my password?"], "Use the 'Forgot password' link on the sign-in page.",
+            source="account.md", metadata={"category": "account"}),
+        QnA(["How do I close my account?"], "Write to support; we close accounts within two days.",
+            source="account.md", metadata={"category": "account"}),
+    ])
+    schema = TableSchema([Column("name", "String"), Column("description", "String"), Column("price", "Float64"),
+                          Column("tags", "Array(String)")], text=["description"], title="name")
+    create_table(service, "products", schema, description="Product catalogue")
+    load_rows(service, "products", "products.jsonl", "\n".join(json.dumps(p) for p in PRODUCTS).encode())
+    service.create_project("hr", description="Holidays and expenses")
+    service.upsert("hr", [QnA(["How many days of holiday do I get?"], "Everyone gets 25 days of paid holiday.")])
+    return service
+
+
+# ------------------------------------------------------------------------------------------ scenario
+def pick(d: dict, expected: dict) -> dict:
+    """``d`` restricted to ``expected``'s keys, to compare with it."""
+    return {k: d.get(k) for k in expected}
+
+
+def tool_text(result) -> str:
+    return " ".join(c.text for c in result.content if c.type == "text")
+
+
+async def check_tools(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"list_knowledge_bases", "search", "ask"}
+    for tool in tools.values():
+        assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
+        assert len(tool.description) > 80 and tool.output_schema["type"] == "object"
+    search = tools["search"].input_schema
+    assert search["required"] == ["kb", "subject"]
+    limit = {"minimum": 1, "maximum": 50, "default": 4}
+    assert pick(search["properties"]["limit"], limit) == limit
+    where = search["properties"]["where"]["description"]
+    assert "ClickHouse" in where and "hasAny(" in where and "INTERVAL" in where and "list_knowledge_bases" in where
+    ask = tools["ask"].input_schema
+    assert ask["required"] == ["project", "question"] and ask["properties"]["top"]["default"] == 3
+
+
+async def check_listing(client: Client) -> None:
+    result = await client.call_tool("list_knowledge_bases", {})
+    assert not result.is_error
+    kbs = {kb["name"]: kb for kb in result.structured_content["knowledge_bases"]}
+    assert set(kbs) == {"faq", "products", "hr"}
+    faq = {"description": "Billing and account questions", "kind": "project", "count": 3}
+    assert pick(kbs["faq"], faq) == faq
+    assert {"name": "category", "type": "String"} in kbs["faq"]["columns"]
+    assert kbs["products"]["kind"] == "table" and kbs["products"]["count"] == 3
+    typed = {"name": "String", "description": "String", "price": "Float64", "tags": "Array(String)"}
+    assert pick({c["name"]: c["type"] for c in kbs["products"]["columns"]}, typed) == typed
+    assert json.loads(tool_text(result)) == result.structured_content  # the same JSON for text-only clients
+
+
+async def check_search(client: Client) -> None:
+    result = await client.call_tool("search", {"kb": "faq", "subject": "which payment options do I have for a bill"})
+    assert not result.is_error
+    hits = result.structured_content["hits"]
+    assert result.structured_content["num_retrieved"] == len(hits) == 3  # default limit 4, three records
+    top = hits[0]
+    expected = {"title": "How can I pay my invoice?", "source": "billing.md", "kind": "qna",
+                "metadata": {"category": "billing"}}
+    assert pick(top, expected) == expected
+    assert top["text"].startswith("Pay invoices") and top["score"] > hits[1]["score"] and 0 <= top["score"] <= 1
+
+    filtered = await client.call_tool("search", {"kb": "faq", "subject": "which payment options do I have",
+                                                 "where": "category = 'account'", "limit": 1})
+    assert [h["metadata"]["category"] for h in filtered.structured_content["hits"]] == ["account"]
+
+    rows = await client.call_tool("search", {"kb": "products", "subject": "camping gear",
+                                             "where": "price < 20 AND has(tags, 'outdoor')"})
+    (mug,) = rows.structured_content["hits"]
+    assert mug["title"] == "Camping mug"
+    assert mug["fields"] == {"name": "Camping mug", "description": "An enamel mug for coffee at the campsite.",
+                             "price": 12.5, "tags": ["outdoor", "kitchen"]}
+
+
+async def check_errors(client: Client) -> None:
+    refused = await client.call_tool("search", {"kb": "products", "subject": "tent", "where": "weight > 3"})
+    assert refused.is_error and refused.structured_content is None
+    assert "unknown column 'weight'" in tool_text(refused) and "price Float64" in tool_text(refused)
+
+    injected = await client.call_tool("search", {"kb": "faq", "subject": "x", "where": "1=1; DROP TABLE qnas"})
+    assert injected.is_error and "refused" in tool_text(injected)
+
+    too_many = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": 51})
+    assert too_many.is_error and "limit" in tool_text(too_many) and "50" in tool_text(too_many)
+
+    unknown = await client.call_tool("search", {"kb": "nope", "subject": "invoice"})
+    assert unknown.is_error and "Unknown knowledge base 'nope'" in tool_text(unknown)
+    unknown = await client.call_tool("ask", {"project": "nope", "question": "invoice?"})
+    assert unknown.is_error and "Unknown knowledge base 'nope'" in tool_text(unknown)
+
+
+async def check_ask(client: Client) -> None:
+    result = await client.call_tool("ask", {"project": "faq", "question": "how do I pay an invoice?"})
+    assert not result.is_error
+    out = result.structured_content
+    assert out["matched"] is True and out["note"] is None
+    best = out["answers"][0]
+    expected = {"question": "How can I pay my invoice?", "is_default_answer": False, "source": "billing.md"}
+    assert pick(best, expected) == expected
+    assert best["confidence"] >= 0.5 and best["answer"].startswith("Pay invoices")
+
+    result = await client.call_tool("ask", {"project": "faq", "question": "What is the capital of Peru?"})
+    out = result.structured_content
+    assert out["matched"] is False and "default answer" in out["note"]
+    assert out["answers"] == [{"id": None, "confidence": 0.0, "is_default_answer": True, "question": None,
+                               "answer": "No good match found in KB.", "source": None, "metadata": {}}]
+    assert "No good match" in tool_text(result)
+
+
+async def scenario(client: Client) -> None:
+    for check in (check_tools, check_listing, check_search, check_errors, check_ask):
+        await check(client)
+
+
+# ------------------------------------------------------------------------------------------- stdio
+def test_stdio(kbs, tmp_path):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "openqna.api.mcp", "--data", str(kbs.store.directory)],
+                                   env=dict(os.environ), cwd=str(tmp_path))
+
+    async def main(errlog):
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            assert client.server_info.name == "openqna"
+            await scenario(client)
+
+    with (tmp_path / "stderr.log").open("w+") as errlog:
+        try:
+            anyio.run(main, errlog)
+        except BaseException:
+            errlog.seek(0)
+            print("server stderr:", errlog.read(), file=sys.stderr)
+            raise
+
+
+# -------------------------------------------------------------------------------------------- HTTP
+def mcp_only_app(service) -> Starlette:
+    """The wiring server.py uses: the route, and the session manager running inside the app's lifespan."""
+    mcp = mcp_app(service, Authorizer(service.store))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        async with mcp.lifespan():
+            yield
+
+    return Starlette(routes=mcp.routes(), lifespan=lifespan)
+
+
+class Served:
+    """An ASGI app under uvicorn on a loopback port: the real server once it routes /mcp, else mcp_only_app."""
+
+    def __init__(self, service):
+        from openqna.server import create_app
+
+        app = create_app(service)
+        if not any(getattr(route, "path", None) == "/mcp" for route in app.routes):
+            app = mcp_only_app(service)
+        self.url = f"http://127.0.0.1:{free_port()}"
+        host, port = self.url.removeprefix("http://").split(":")
+        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=int(port), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            assert time.time() < deadline, "server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def http(kbs):
+    with Served(kbs) as served:
+        served.service = kbs
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def connect(http, headers: dict[str, str] | None = None, mode: str = "auto"):
+    async with (httpx2.AsyncClient(headers=headers, timeout=60) as http_client,
+                Client(streamable_http_client(http.url + "/mcp", http_client=http_client), mode=mode) as client):
+        yield client
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026 discovery, and the initialize handshake of older clients
+def test_http(http, mode):
+    async def main():
+        async with connect(http, mode=mode) as client:
+            assert client.server_info is None or client.server_info.name == "openqna"
+            await scenario(client)
+
+    anyio.run(main)
+
+
+def test_http_refuses_requests_without_a_valid_key_once_keys_exist(http):
+    create_key(http.service.store, name="bot", role="query")
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for headers, message in [({}, "An API key is required"), ({"Authorization": "Bearer oq_nope"}, "not valid"),
+                             ({"api-key": "oq_nope"}, "not valid")]:
+        response = httpx.post(http.url + "/mcp", json=initialize, headers=accept | headers, timeout=10)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        body = response.json()
+        assert body["jsonrpc"] == "2.0" and message in body["error"]["message"]
+    assert httpx.get(http.url + "/mcp", headers=accept, timeout=10).status_code == 401
+
+    async def main():
+        async with connect(http, mode="legacy"):
+            pass
+
+    with pytest.raises(BaseExceptionGroup) as refused:  # the client's task groups wrap the handshake's error
+        anyio.run(main)
+    assert refused.group_contains(MCPError, match="An API key is required", depth=None)
+
+
+def test_http_key_scoped_to_another_project_cannot_see_or_search_this_one(http):
+    _, scoped = create_key(http.service.store, name="hr-bot", role="query", projects=["hr"])
+    _, full = create_key(http.service.store, name="bot", role="query")
+
+    async def main():
+        async with connect(http, {"Authorization": f"Bearer {scoped}"}) as client:
+            listed = await client.call_tool("list_knowledge_bases", {})
+            assert [kb["name"] for kb in listed.structured_content["knowledge_bases"]] == ["hr"]
+            for name, args in [("search", {"kb": "faq", "subject": "invoice"}),
+                               ("ask", {"project": "faq", "question": "how do I pay an invoice?"})]:
+                denied = await client.call_tool(name, args)
+                assert denied.is_error and "Unknown knowledge base 'faq'" in tool_text(denied)
+            own = await client.call_tool("search", {"kb": "hr", "subject": "vacation days"})
+            assert own.structured_content["hits"][0]["text"].startswith("Everyone gets 25 days")
+        async with connect(http, {"api-key": full}) as client:
+            found = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": 1})
+            assert found.structured_content["hits"][0]["source"] == "billing.md"
+
+    anyio.run(main)
