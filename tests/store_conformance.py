@@ -262,3 +262,14 @@ def test_jobs_persist(store):
 
 def test_records_carry_their_update_time(kb):
     assert kb.get_qnas("kb1", [1])[1].last_updated.endswith("Z")
+
+
+def test_files(store):
+    from openqna.store import StoredFile
+
+    store.put_file(StoredFile("file-a", "a.jsonl", "answers", 3, 100, data=b"abc", project="file-a"))
+    store.put_file(StoredFile("file-b", "b.jsonl", "search", 4, 200, data=b"abcd"))
+    assert store.get_file("file-a").data == b"" and store.get_file("file-a", with_data=True).data == b"abc"
+    assert [f.id for f in store.list_files()] == ["file-b", "file-a"]
+    assert [f.id for f in store.list_files("answers")] == ["file-a"]
+    assert store.delete_file("file-a") and not store.delete_file("file-a") and store.get_file("file-a") is None

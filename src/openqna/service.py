@@ -123,17 +123,20 @@ class Service:
 
     # -- writing ---------------------------------------------------------------------
     def _embed(self, texts: list[str], progress: bool) -> np.ndarray:
+        """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little."""
         if not texts:
             return np.zeros((0, self.embedder.dim), np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
-        out = np.zeros((len(texts), self.embedder.dim), np.float32)
-        bar = tqdm(total=len(texts), desc="embedding", unit="text", disable=not progress, leave=False)
+        unique = list(dict.fromkeys(texts))
+        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+        vectors = np.zeros((len(unique), self.embedder.dim), np.float32)
+        bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
         for start in range(0, len(order), EMBED_BATCH * 8):
             chunk = order[start : start + EMBED_BATCH * 8]
-            out[chunk] = self.embedder.embed([texts[i] for i in chunk])
+            vectors[chunk] = self.embedder.embed([unique[i] for i in chunk])
             bar.update(len(chunk))
         bar.close()
-        return out
+        position = {t: i for i, t in enumerate(unique)}
+        return vectors[[position[t] for t in texts]]
 
     def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
                 reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None) -> tuple[list[StoredQnA], int]:
@@ -283,7 +286,7 @@ class Service:
 
         out = []
         for p in self.store.list_projects():
-            if not allows(key, role="query", project=p.name):
+            if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):
                 continue
             kind = "table" if p.settings.get("schema") else "project"
             out.append(KnowledgeBaseInfo(p.name, p.description, kind, self.store.count_qnas(p.name),

@@ -1,6 +1,6 @@
 """Stores: the source of truth behind one protocol (see base.Store)."""
 
-from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredQnA, Unit
+from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredFile, StoredQnA, Unit
 
 
 def open_store(location: str) -> Store:
@@ -12,4 +12,4 @@ def open_store(location: str) -> Store:
     return SQLiteStore(location)
 
 
-__all__ = ["ApiKey", "Deployment", "Job", "Project", "Source", "Store", "StoredQnA", "Unit", "open_store"]
+__all__ = ["ApiKey", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "StoredQnA", "Unit", "open_store"]

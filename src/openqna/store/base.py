@@ -93,6 +93,20 @@ class Job:
 
 
 @dataclass
+class StoredFile:
+    """An uploaded file (OpenAI's Files API); ``project`` is the knowledge base built from it, if any."""
+
+    id: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: int
+    status: str = "processed"
+    data: bytes = b""
+    project: str | None = None
+
+
+@dataclass
 class ApiKey:
     id: str
     name: str
@@ -142,6 +156,12 @@ class Store(Protocol):
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
+
+    # files
+    def put_file(self, f: StoredFile) -> None: ...
+    def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None: ...
+    def list_files(self, purpose: str | None = None) -> list[StoredFile]: ...
+    def delete_file(self, file_id: str) -> bool: ...
 
     # keys
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...

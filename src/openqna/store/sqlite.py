@@ -21,7 +21,7 @@ import numpy as np
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex
-from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredQnA
+from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 2
 _SCHEMA = """
@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
   updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
   result BLOB, result_name TEXT, result_media TEXT);
+CREATE TABLE IF NOT EXISTS files(
+  id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
   projects TEXT, created TEXT NOT NULL);
@@ -492,6 +495,28 @@ class SQLiteStore:
         rows = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
                                 " ORDER BY created")
         return [self._job_row(r) for r in rows]
+
+    # -- files --------------------------------------------------------------------------------------
+    def put_file(self, f: StoredFile) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?)",
+                       (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, f.data, f.project))
+
+    def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
+        data = "data" if with_data else "x''"
+        row = self._db.execute(f"SELECT id, filename, purpose, bytes, created_at, status, {data}, project FROM files"
+                               " WHERE id=?", (file_id,)).fetchone()
+        return None if row is None else StoredFile(*row)
+
+    def list_files(self, purpose: str | None = None) -> list[StoredFile]:
+        rows = self._db.execute(
+            "SELECT id, filename, purpose, bytes, created_at, status, x'', project FROM files"
+            " WHERE ? IS NULL OR purpose=? ORDER BY created_at DESC, id DESC", (purpose, purpose))
+        return [StoredFile(*r) for r in rows]
+
+    def delete_file(self, file_id: str) -> bool:
+        with self._tx() as db:
+            return db.execute("DELETE FROM files WHERE id=?", (file_id,)).rowcount > 0
 
     # -- keys ----------------------------------------------------------------------------------
     def add_key(self, key: ApiKey, key_hash: str) -> None:

@@ -1,0 +1,134 @@
+"""Completers: where generated answers come from (DESIGN decision 6).
+
+``OpenAICompatibleCompleter`` calls any OpenAI-compatible endpoint (OpenAI, Azure OpenAI,
+vLLM, llama.cpp, Ollama) through ``/chat/completions`` or ``/completions``, passing n,
+stop, temperature, max_tokens and logit_bias through.  With no endpoint configured,
+``ExtractiveCompleter`` answers from the selected documents (the sentence closest to the
+question), so ``/v1/answers`` works offline; the ``model`` it reports says which answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import httpx
+import numpy as np
+
+from ..records import OpenQnAError
+from ..retrieval.span import best_spans
+
+EXTRACTIVE_MODEL = "openqna-extractive"
+
+
+@dataclass
+class CompletionRequest:
+    prompt: str
+    model: str
+    question: str
+    documents: list[str]  # the selected documents, as placed in the prompt
+    n: int = 1
+    max_tokens: int = 16
+    temperature: float = 0.0
+    stop: list[str] | None = None
+    logit_bias: dict[str, float] | None = None
+    logprobs: int | None = None
+    user: str | None = None
+
+
+@dataclass
+class Completion:
+    id: str
+    model: str
+    texts: list[str]
+    raw: dict = field(default_factory=dict)
+
+
+class CompleterError(OpenQnAError):
+    code = "completer_error"
+    status = 502
+
+
+class Completer(Protocol):
+    def complete(self, request: CompletionRequest) -> Completion: ...
+
+
+class ExtractiveCompleter:
+    """No LLM: the best sentence of the selected documents, found with the embedder."""
+
+    def __init__(self, embed: Callable[[list[str]], np.ndarray]):
+        self.embed = embed
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        context = "\n".join(d.strip() for d in request.documents if d.strip())
+        text = ""
+        if context and request.question.strip():
+            vector = self.embed([request.question])[0]
+            span = best_spans(request.question, vector, [context], self.embed)[0]
+            text = span.text if span is not None else ""
+        for stop in request.stop or []:
+            if stop and stop in text:
+                text = text.split(stop, 1)[0]
+        return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", EXTRACTIVE_MODEL, [text] * request.n)
+
+
+class OpenAICompatibleCompleter:
+    """Completions from an OpenAI-compatible server; engine names map to its models."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, model_map: dict[str, str] | None = None,
+                 default_model: str | None = None, api: str = "chat", timeout: float = 60.0):
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.model_map = model_map or {}
+        self.default_model = default_model
+        self.api = api
+        self.timeout = timeout
+
+    def _model(self, requested: str) -> str:
+        return self.model_map.get(requested) or self.default_model or requested
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        model = self._model(request.model)
+        params = {"model": model, "n": request.n, "max_tokens": request.max_tokens,
+                  "temperature": request.temperature}
+        if request.stop:
+            params["stop"] = request.stop
+        if request.logit_bias:
+            params["logit_bias"] = request.logit_bias
+        if request.user:
+            params["user"] = request.user
+        if self.api == "chat":
+            path, body = "/chat/completions", {**params, "messages": [{"role": "user", "content": request.prompt}]}
+        else:
+            path, body = "/completions", {**params, "prompt": request.prompt}
+            if request.logprobs is not None:
+                body["logprobs"] = request.logprobs
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            r = httpx.post(self.base_url + path, json=body, headers=headers, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise CompleterError(f"The completion endpoint {self.base_url} could not be reached: {exc}") from None
+        if r.status_code >= 400:
+            raise CompleterError(f"The completion endpoint answered HTTP {r.status_code}: {r.text[:300]}")
+        try:
+            raw = r.json()
+            choices = sorted(raw["choices"], key=lambda c: c.get("index", 0))
+            texts = [c["message"]["content"] if self.api == "chat" else c["text"] for c in choices]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
+        return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw)
+
+
+def get_completer(embed: Callable[[list[str]], np.ndarray]) -> Completer:
+    """From settings: an OpenAI-compatible endpoint when OPENQNA_LLM_BASE_URL is set, else extractive."""
+    base = os.environ.get("OPENQNA_LLM_BASE_URL")
+    if not base:
+        return ExtractiveCompleter(embed)
+    return OpenAICompatibleCompleter(
+        base, os.environ.get("OPENQNA_LLM_API_KEY") or None,
+        model_map=json.loads(os.environ.get("OPENQNA_LLM_MODEL_MAP") or "{}"),
+        default_model=os.environ.get("OPENQNA_LLM_MODEL") or None,
+        api=os.environ.get("OPENQNA_LLM_API", "chat"))

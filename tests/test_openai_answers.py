@@ -1,0 +1,147 @@
+"""OpenAI's Files, Answers and Search over real HTTP with the modern `openai` client (and raw requests)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import httpx
+import openai
+import pytest
+
+from openqna.answers import build_instruction, select_by_length
+from openqna.models.gpt2 import count_tokens, encode
+
+EXAMPLES = [["What is the capital of Washington", "Olympia"], ["What is the capital of Oregon", "Salem"]]
+
+
+def client(live) -> openai.OpenAI:
+    return openai.OpenAI(base_url=live.url + "/v1", api_key="anything", max_retries=0)
+
+
+def post(live, path, body, key=None):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(live.url + "/v1" + path, json=body, headers=headers, timeout=60)
+
+
+def test_gpt2_tokenizer_matches_known_ids():
+    assert encode("Hello world") == [15496, 995]
+    assert encode(" Puppy A is happy. ") == [20926, 88, 317, 318, 3772, 13, 220]
+    assert encode("<|endoftext|>hi") == [50256, 5303]
+    assert count_tokens("===\nContext: \n===\n") == 8
+
+
+def test_prompt_is_byte_exact_with_the_cookbook(live):
+    body = {"model": "curie", "question": "What is the capital of China?", "examples": EXAMPLES,
+            "examples_context": "I am a bot that names country capitals", "return_prompt": True,
+            "documents": ["Tokyo is the capital of Japan.", "Beijing is the capital of China."], "max_tokens": 16}
+    r = post(live, "/answers", body).json()
+    assert r["prompt"] == (
+        "Please answer the question according to the above context.\n===\nContext: I am a bot that names country "
+        "capitals\n===\nQ: What is the capital of Washington\nA: Olympia\n---\nQ: What is the capital of Oregon\n"
+        "A: Salem\n\n===\nContext: Tokyo is the capital of Japan. Beijing is the capital of China.\n===\n"
+        "Q: What is the capital of China?\nA:")
+    assert r["object"] == "answer" and r["model"] == "openqna-extractive" and r["search_model"] == "ada"
+    assert r["selected_documents"] == [{"document": 0, "text": "Tokyo is the capital of Japan. "},
+                                       {"document": 1, "text": "Beijing is the capital of China. "}]
+    assert r["answers"] == ["Beijing is the capital of China."]
+    assert r["completion"].startswith("cmpl-")
+
+
+def test_budget_packs_best_documents_that_fit(live):
+    long_doc = "Paris is lovely in spring. " * 60  # ~360 tokens
+    docs = [long_doc, "Beijing is the capital of China.", long_doc.replace("Paris", "Rome")]
+    body = {"model": "davinci", "question": "What is the capital of China?", "examples": EXAMPLES,
+            "examples_context": "", "documents": docs, "max_tokens": 1700, "return_prompt": True}
+    r = post(live, "/answers", body).json()
+    assert [d["document"] for d in r["selected_documents"]] == [1]  # only the short one fits the 2049 budget
+    assert count_tokens(r["prompt"]) + 1700 <= 2049
+
+
+def test_select_by_length_keeps_scanning_after_a_miss():
+    infos = [{"text": "a " * 50}, {"text": "b " * 200}, {"text": "c " * 10}]
+    assert [i["text"][0] for i in select_by_length(infos, 80)] == ["a", "c"]
+    assert build_instruction([("q", "a")], "").startswith("Please answer the question according to the above context."
+                                                         "\nQ: q\nA: a")
+
+
+def test_files_answers_and_search_in_file_mode(live):
+    c = client(live)
+    lines = [{"text": "Puppy A is happy.\nPuppy C is sleepy.", "metadata": "m1"},
+             {"text": "Puppy B is sad.", "metadata": {"source": "kennel.pdf"}}]
+    data = "\n".join(json.dumps(x) for x in lines).encode()
+    f = c.files.create(file=("puppy.jsonl", io.BytesIO(data)), purpose="answers")
+    assert f.id.startswith("file-") and f.purpose == "answers" and f.bytes == len(data) and f.filename == "puppy.jsonl"
+    assert [x.id for x in c.files.list()] == [f.id]
+    assert c.files.retrieve(f.id).filename == "puppy.jsonl"
+    assert c.files.content(f.id).read() == data
+    r = post(live, "/answers", {"model": "curie", "question": "which puppy is sad?", "examples": EXAMPLES,
+                                "examples_context": "x", "file": f.id, "return_metadata": True,
+                                "expand": ["file"]}).json()
+    assert r["file"]["id"] == f.id
+    assert r["selected_documents"][-1] == {"document": 2, "text": "Puppy B is sad. ", "metadata": {"source": "kennel.pdf"}}
+    assert r["answers"] == ["Puppy B is sad."]
+    s = post(live, "/engines/ada/search", {"query": "sleepy puppy", "file": f.id, "return_metadata": True}).json()
+    assert [d["document"] for d in s["data"]] == [0, 1, 2]  # answers files are split on newlines
+    best = max(s["data"], key=lambda d: d["score"])
+    assert best["text"] == "Puppy C is sleepy." and best["metadata"] == "m1" and 0 < best["score"] <= 300
+    deleted = c.files.delete(f.id)
+    assert deleted.deleted and c.files.list().data == []
+
+
+def test_search_with_documents_scores_on_openai_scale(live):
+    r = post(live, "/search", {"model": "ada", "documents": ["White House", "hospital", "school"],
+                               "query": "the president"}).json()
+    assert r["object"] == "list" and [d["document"] for d in r["data"]] == [0, 1, 2]
+    scores = [d["score"] for d in r["data"]]
+    assert all(0 <= s <= 300 for s in scores) and scores[0] == max(scores)
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/answers", {"question": "q", "examples": EXAMPLES, "examples_context": "", "documents": []}, "model"),
+    ("/answers", {"model": "ada", "question": "q", "examples": [], "examples_context": "", "documents": []},
+     "examples"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": ""}, "documents"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": "", "documents": [],
+                  "file": "file-x"}, "documents"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": "", "documents": [],
+                  "n": 11}, "n"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": "", "documents": [],
+                  "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": "", "documents": [],
+                  "bogus": 1}, "bogus"),
+    ("/answers", {"model": "ada", "question": "q", "examples": EXAMPLES, "examples_context": "",
+                  "documents": ["d"] * 201}, "documents"),
+    ("/search", {"documents": ["a"]}, "query"),
+    ("/search", {"query": "q", "documents": []}, "documents"),
+])
+def test_bad_requests_in_openai_dialect(live, path, body, param):
+    r = post(live, path, body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+
+
+def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
+    c = client(live)
+    data = b'{"text": "fine"}\n{"text": ""}\n'
+    with pytest.raises(openai.BadRequestError) as err:
+        c.files.create(file=("bad.jsonl", io.BytesIO(data)), purpose="search")
+    assert "line 2" in err.value.message
+    assert c.files.list().data == []
+    assert live.service.store.list_projects() == []
+    with pytest.raises(openai.NotFoundError):
+        c.files.retrieve("file-missing")
+
+
+def test_keys_apply_to_openai_routes(live):
+    from openqna.api.auth import create_key
+
+    _, secret = create_key(live.service.store, role="query")
+    c = client(live)
+    with pytest.raises(openai.AuthenticationError):
+        c.files.list()
+    authed = openai.OpenAI(base_url=live.url + "/v1", api_key=secret, max_retries=0)
+    assert authed.files.list().data == []
+    with pytest.raises(openai.PermissionDeniedError):
+        authed.files.create(file=("a.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
