@@ -35,8 +35,14 @@ model: $(VENV)/.installed
 serve: $(VENV)/.installed
 	$(BIN)/openqna serve
 
-test: $(VENV)/.dev .venv-preview/.installed
+# openai 0.25.0, the last client with Answer/Search, predates today's client: a venv of its own too.
+.venv-legacy/.installed:
+	$(PYTHON) -m venv .venv-legacy
+	.venv-legacy/bin/pip install -q openai==0.25.0
+	touch $@
+
+test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) .venv-preview .pytest_cache
+	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache

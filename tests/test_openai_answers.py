@@ -145,3 +145,27 @@ def test_keys_apply_to_openai_routes(live):
     assert authed.files.list().data == []
     with pytest.raises(openai.PermissionDeniedError):
         authed.files.create(file=("a.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
+
+
+def test_legacy_openai_client(live, tmp_path):
+    """openai 0.25.0's Answer, Search, Engine.search and File, unchanged but for api_base."""
+    import subprocess
+
+    from conftest import REPO
+
+    python = REPO / ".venv-legacy" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-legacy with openai==0.25.0)"
+    jsonl = tmp_path / "puppy.jsonl"
+    jsonl.write_text('{"text": "Puppy A is happy.", "metadata": "m1"}\n{"text": "Puppy B is sad.", "metadata": "m2"}\n')
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "legacy_openai.py"), live.url, "k", str(jsonl)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["file"] == ["file", "answers", "puppy.jsonl"] and seen["listed"]
+    kind, answers, best_text, best_metadata, file_id = seen["answer"]
+    assert kind == "answer" and answers == ["Puppy A is happy."] and best_text == "Puppy A is happy. "
+    assert best_metadata == "m1" and file_id.startswith("file-")
+    assert seen["documents_mode"] == [["Puppy A is happy."], [0, 1]]
+    assert seen["search"] == [[0, 1, 2], 0, True]
+    assert seen["error"][0] == 400 and "documents" in seen["error"][1]
+    assert seen["deleted"] is True

@@ -1,0 +1,44 @@
+"""Runs in its own venv (.venv-legacy) with openai==0.25.0, the last release with Answer/Search:
+the retired endpoints as code written in 2021 calls them.  Prints one JSON object of observations.
+
+Usage: python legacy_openai.py BASE_URL KEY JSONL_PATH
+"""
+
+import json
+import sys
+
+import openai
+
+url, key, path = sys.argv[1:4]
+openai.api_base = url + "/v1"
+openai.api_key = key
+seen = {}
+
+f = openai.File.create(file=open(path, "rb"), purpose="answers", user_provided_filename="puppy.jsonl")
+seen["file"] = [f["object"], f["purpose"], f["filename"]]
+seen["listed"] = [x["id"] for x in openai.File.list()["data"]] == [f["id"]]
+answer = openai.Answer.create(
+    search_model="ada", model="curie", question="which puppy is happy?", file=f["id"],
+    examples_context="In 2017, U.S. life expectancy was 78.6 years.",
+    examples=[["What is human life expectancy in the United States?", "78 years."]],
+    max_rerank=10, max_tokens=5, stop=["\n", "<|endoftext|>"], return_metadata=True)
+seen["answer"] = [answer["object"], answer["answers"], answer["selected_documents"][-1]["text"],
+                  answer["selected_documents"][-1].get("metadata"), answer["file"]]
+docs = openai.Answer.create(
+    search_model="ada", model="curie", question="which puppy is happy?",
+    documents=["Puppy A is happy.", "Puppy B is sad."],
+    examples_context="In 2017, U.S. life expectancy was 78.6 years.",
+    examples=[["What is human life expectancy in the United States?", "78 years."]], max_tokens=5,
+    stop=["\n", "<|endoftext|>"])
+seen["documents_mode"] = [docs["answers"], [d["document"] for d in docs["selected_documents"]]]
+search = openai.Search.create(model="ada", documents=["White House", "hospital", "school"], query="the president")
+engine = openai.Engine("davinci").search(documents=["White House", "hospital", "school"], query="the president")
+seen["search"] = [[d["document"] for d in search["data"]], max(search["data"], key=lambda d: d["score"])["document"],
+                  [d["score"] for d in engine["data"]] == [d["score"] for d in search["data"]]]
+try:
+    openai.Answer.create(model="curie", question="q", examples=[["a", "b"]], examples_context="")
+    seen["error"] = None
+except openai.error.InvalidRequestError as exc:
+    seen["error"] = [exc.http_status, str(exc)]
+seen["deleted"] = openai.File.delete(f["id"])["deleted"]
+print(json.dumps(seen))
