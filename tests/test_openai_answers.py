@@ -169,3 +169,67 @@ def test_legacy_openai_client(live, tmp_path):
     assert seen["search"] == [[0, 1, 2], 0, True]
     assert seen["error"][0] == 400 and "documents" in seen["error"][1]
     assert seen["deleted"] is True
+
+
+class FakeLLM:
+    """A fake OpenAI-compatible completion server (the LLM is the one thing we fake): records requests."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.requests = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                seen.append((self.path, dict(self.headers), body))
+                if "fail" in json.dumps(body):
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                texts = [f" Beijing.\nQ: next question {i}" for i in range(body.get("n", 1))]
+                if self.path.endswith("/chat/completions"):
+                    choices = [{"index": i, "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)]
+                else:
+                    choices = [{"index": i, "text": t} for i, t in enumerate(texts)]
+                payload = json.dumps({"id": "cmpl-fake", "model": "fake-llm-7b", "choices": choices}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
+    from conftest import LiveServer
+
+    llm = FakeLLM()
+    monkeypatch.setenv("OPENQNA_LLM_BASE_URL", llm.url)
+    monkeypatch.setenv("OPENQNA_LLM_API_KEY", "sk-llm")
+    monkeypatch.setenv("OPENQNA_LLM_API", api)
+    monkeypatch.setenv("OPENQNA_LLM_MODEL_MAP", json.dumps({"curie": "fake-llm-7b"}))
+    with LiveServer(service) as live:
+        body = {"model": "curie", "question": "What is the capital of China?", "examples": EXAMPLES,
+                "examples_context": "", "documents": ["Beijing is the capital of China."], "n": 2,
+                "max_tokens": 7, "temperature": 0.5, "stop": ["\n\n"], "logit_bias": {"50256": -100}}
+        r = post(live, "/answers", body).json()
+        failed = post(live, "/answers", dict(body, question="please fail"))
+    path, headers, sent = llm.requests[0]
+    assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
+    assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
+    assert (sent["n"], sent["max_tokens"], sent["temperature"], sent["stop"], sent["logit_bias"]) == \
+        (2, 7, 0.5, ["\n\n"], {"50256": -100})
+    prompt = sent["messages"][0]["content"] if api == "chat" else sent["prompt"]
+    assert prompt.endswith("===\nContext: Beijing is the capital of China.\n===\nQ: What is the capital of China?\nA:")
+    assert r["model"] == "fake-llm-7b" and r["completion"] == "cmpl-fake"
+    assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
+    assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"

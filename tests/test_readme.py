@@ -99,3 +99,14 @@ def test_curl_examples_run(service, tmp_path):
             outputs.append(json.loads(proc.stdout))
     assert outputs[0]["answers"][0]["id"] == 3
     assert outputs[1]["num_retrieved"] == 1 and "Attention in translation" in outputs[1]["documents"]
+
+
+def test_openai_example_runs(service):
+    from conftest import LiveServer
+
+    example = next(b for b in blocks("python") if "from openai import OpenAI" in b)
+    with LiveServer(service) as live:
+        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['Puppy A is happy.']"

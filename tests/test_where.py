@@ -210,7 +210,8 @@ def test_schema_names_are_identifiers_so_stores_can_splice_them():
 
 
 def test_evaluate_delegates_azure_nodes_to_record_fields():
-    row = {"metadata": {"lang": "en"}, "source": "faq.tsv", "kind": "qna", "id": 7, "stock": 3}
+    row = {"@metadata": {"lang": "en"}, "@source": "faq.tsv", "@kind": "qna", "@id": 7, "stock": 3,
+           "metadata": "a column may be called metadata", "id": "and id"}
     stock = Compare(Ref(SCHEMA["stock"]), ">", 1)
     f = And((MetaEq("Lang", "EN"), SourceIn(("FAQ.tsv",)), KindIn(("qna",)), IdIn((7,)), stock))
     assert evaluate(f, row)

@@ -277,7 +277,7 @@ class Service:
             columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
             return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
         index = self.store.search_index(kb, deployment)
-        keys = sorted({k for row in index.rows for k in row["metadata"]})
+        keys = sorted({k for metadata in index.metadata for k in metadata})
         names = [k for k in keys if _IDENT.match(k) and k != "source"]
         return [Column(k, "String") for k in names] + [Column("source", "String")]
 

@@ -141,10 +141,12 @@ class MemIndex:
         self._source: dict[str, list[int]] = {}
         self._kind: dict[str, list[int]] = {}
         self.exact: dict[str, list[int]] = {}
-        # What where_str filters read: the record's own fields, overridden by metadata (strings) and a
-        # table's typed columns, which is what the schema names (a table column "id" is the row's id).
-        self.rows = [{"metadata": r.metadata, "source": r.source, "kind": r.kind, "id": r.id, **r.metadata,
-                      **r.fields} for r in records]
+        # What where_str filters read: metadata (strings) and a table's typed columns by name, the
+        # source as column "source" unless a column has that name, and the record's own fields under
+        # "@" keys, which no column name can take.
+        self.metadata = [r.metadata for r in records]
+        self.rows = [{"@metadata": r.metadata, "@source": r.source, "@kind": r.kind, "@id": r.id,
+                      "source": r.source, **r.metadata, **r.fields} for r in records]
         q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
         for row, r in enumerate(records):
             for k, v in r.metadata.items():

@@ -476,10 +476,10 @@ def _truth(f: Filter, row: Mapping[str, object]) -> bool | None:
     if isinstance(f, (MetaEq, SourceIn, KindIn, IdIn)):
         return matches(
             f,
-            metadata=row.get("metadata") or {},
-            source=row.get("source") or "",
-            kind=row.get("kind") or "",
-            record_id=row.get("id"),
+            metadata=row.get("@metadata") or {},
+            source=row.get("@source") or "",
+            kind=row.get("@kind") or "",
+            record_id=row.get("@id"),
         )
     if isinstance(f, IsNull):
         return (row.get(f.column.name) is not None) is f.negated
@@ -510,6 +510,6 @@ def evaluate(f: Filter, row: Mapping[str, object]) -> bool:
 
     ``row`` maps column names to values (str, int, float, bool, datetime or ISO-8601 text for DateTime,
     list of str or None for arrays). The Azure-side nodes (MetaEq, SourceIn, KindIn, IdIn) read the record
-    fields ``metadata``, ``source``, ``kind`` and ``id`` from the same dict.
+    fields from the keys ``@metadata``, ``@source``, ``@kind`` and ``@id`` (never column names).
     """
     return _truth(f, row) is True
