@@ -453,3 +453,27 @@ _filters = st.recursive(
 def test_fuzz_generated_filters_parse_and_agree(json_db, text):
     f = parse_where(text, SCHEMA, now=NOW)
     assert sqlite_ids(json_db, f) == python_ids(f), text
+
+
+# ------------------------------------------------------------------------------------ numpy evaluation
+from openqna.retrieval.where_numpy import WhereColumns, where_mask  # noqa: E402
+
+_ROW_IDS = list(ROWS)
+_COLUMNS = WhereColumns([ROWS[i] for i in _ROW_IDS])
+
+
+def numpy_ids(f) -> set[int]:
+    return {rid for rid, hit in zip(_ROW_IDS, where_mask(f, _COLUMNS)) if hit}
+
+
+@pytest.mark.parametrize(("text", "expected"), LEGIT)
+def test_numpy_masks_select_the_reference_rows(text, expected):
+    f = parse_where(text, SCHEMA, now=NOW)
+    assert numpy_ids(f) == python_ids(f) == expected
+
+
+@FUZZ
+@given(text=_filters)
+def test_fuzz_numpy_masks_agree_with_the_reference(text):
+    f = parse_where(text, SCHEMA, now=NOW)
+    assert numpy_ids(f) == python_ids(f), text

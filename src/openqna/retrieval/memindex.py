@@ -145,6 +145,7 @@ class MemIndex:
         # source as column "source" unless a column has that name, and the record's own fields under
         # "@" keys, which no column name can take.
         self.metadata = [r.metadata for r in records]
+        self._where_columns = None
         self.rows = [{"@metadata": r.metadata, "@source": r.source, "@kind": r.kind, "@id": r.id,
                       "source": r.source, **r.metadata, **r.fields} for r in records]
         q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
@@ -176,10 +177,12 @@ class MemIndex:
         """Boolean mask over records that pass ``f``."""
         if f is None:
             return np.ones(self.n, dtype=bool)
-        if _has_where_nodes(f):  # typed where_str predicates: the reference evaluator, row by row
-            from .where import evaluate
+        if _has_where_nodes(f):  # typed where_str predicates: column arrays built once per index
+            from .where_numpy import WhereColumns, where_mask
 
-            return np.fromiter((evaluate(f, row) for row in self.rows), dtype=bool, count=self.n)
+            if self._where_columns is None:
+                self._where_columns = WhereColumns(self.rows)
+            return where_mask(f, self._where_columns)
         if isinstance(f, MetaEq):
             return self._rows_mask(self._meta.get((f.key.lower(), f.value.lower()), ()))
         if isinstance(f, SourceIn):
