@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test model clean
+.PHONY: serve test model eval clean
 
 # Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
 # multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
@@ -43,6 +43,10 @@ serve: $(VENV)/.installed
 
 test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
 	$(BIN)/python -m pytest -q
+
+# Answer quality on ../shared/data: writes eval/report.md and plots (not part of `make test`).
+eval: $(VENV)/.dev
+	$(BIN)/openqna eval --datasets ../shared/data --out eval
 
 clean:
 	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache

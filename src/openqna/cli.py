@@ -300,6 +300,23 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
         _fail(exc.message)
 
 
+@main.command("eval")
+@click.option("--datasets", "datasets_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("../shared/data"), show_default=True, help="Folder of the shared public data sets.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval"),
+              show_default=True, help="Where report.md, the plots and the embedding cache (.cache/) go.")
+@click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="Confidence threshold of the off-topic figures.")
+@click.option("--quick", is_flag=True, help="Small seeded subsets, under a minute: a smoke test, not a measurement.")
+def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool) -> None:
+    """Measure answer quality on the public data sets; writes OUT/report.md and plots."""
+    from .evaluation import run_eval
+
+    metrics = run_eval(datasets_dir, out_dir, quick=quick, threshold=threshold, progress=True)
+    click.echo(f"wrote {out_dir / 'report.md'} and {len(metrics['plots'])} plots"
+               f" in {metrics['timing']['total_seconds']:.0f} s")
+
+
 @main.command("mcp")
 @click.option("--deployment", default="test", show_default=True, help="Deployment the tools query.")
 @data_option

@@ -1,0 +1,126 @@
+"""Answer-quality evaluation on the shared public data sets (``openqna eval``).
+
+Everything is measured through the code the server runs: a ``Service`` over a fresh
+``SQLiteStore`` (in a temporary directory) with the real local embedder, wrapped only by an
+on-disk vector cache so reruns skip re-embedding unchanged texts.  One module per task
+family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence threshold),
+``passages`` (SciFact nDCG@10), ``spans`` (EM/F1 of answer spans); ``baselines`` ranks the
+same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plots.
+
+Nothing here is fitted or tuned: the knowledge bases come from training splits, the
+questions asked from test splits, and every sample is drawn with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..models.embedder import get_embedder
+from ..service import Service
+from ..store.sqlite import SQLiteStore
+from . import datasets, faq, offtopic, passages, report, spans
+from .embedcache import CachedEmbedder
+
+SEED = 20240601
+DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of each data set to use; ``None`` means all of it."""
+
+    intents: int | None = None
+    per_intent_queries: int | None = None
+    chitchat_answers: int | None = None
+    scifact_queries: int | None = None
+    scifact_extra_docs: int | None = None
+    span_questions: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(datasets.SPAN_SETS))
+
+
+FULL = Plan(span_questions={"xquad-en": None, "xquad-zh": None, "jsquad": 1500})
+QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_queries=6, scifact_extra_docs=30,
+             span_questions=dict.fromkeys(datasets.SPAN_SETS, 12))
+
+
+def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: float = DEFAULT_THRESHOLD,
+             seed: int = SEED, progress: bool = False) -> dict:
+    """Run every task, write ``out_dir/report.md`` and its plots, and return all metrics.
+
+    ``quick`` runs small seeded subsets (well under a minute, for tests); ``threshold`` is the
+    confidence below which a question gets the default answer.  Vectors are cached in
+    ``out_dir/.cache``; ``out_dir/metrics.json`` holds the returned dict.
+    """
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    plan = QUICK if quick else FULL
+    started = time.perf_counter()
+    timing: dict[str, float] = {}
+
+    def step(name: str, since: float) -> None:
+        timing[name] = round(time.perf_counter() - since, 1)
+        if progress:
+            print(f"eval: {name} done in {timing[name]:.1f} s", file=sys.stderr)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    embedder = CachedEmbedder(get_embedder("local"), out_dir / ".cache" / "embeddings.sqlite3")
+    metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed, "embedder": embedder.name,
+                                "data_dir": str(data_dir), "per_intent_questions": faq.PER_INTENT}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
+            store = SQLiteStore(tmp)
+            service = Service(store, embedder)
+            try:
+                t = time.perf_counter()
+                kbs = [faq.intent_kb(service, data, seed=seed, intents=plan.intents,
+                                     per_intent_queries=plan.per_intent_queries)
+                       for data in (datasets.banking77(data_dir), datasets.hwu64(data_dir))]
+                kbs += [faq.chitchat_kb(service, data_dir, p, seed=seed, answers=plan.chitchat_answers)
+                        for p in datasets.CHITCHAT_PERSONALITIES]
+                step("faq_build", t)
+                t = time.perf_counter()
+                faq_results = {kb.project: faq.evaluate(service, kb) for kb in kbs}
+                step("faq", t)
+                t = time.perf_counter()
+                banking, hwu = kbs[0], kbs[1]
+                off = {kb.project: offtopic.evaluate(service, kb, faq_results[kb.project], other, threshold)
+                       for kb, other in ((banking, hwu), (hwu, banking))}
+                step("offtopic", t)
+                t = time.perf_counter()
+                scifact = passages.evaluate(service, data_dir, seed=seed, queries=plan.scifact_queries,
+                                            extra_docs=plan.scifact_extra_docs)
+                step("passages", t)
+                t = time.perf_counter()
+                span_results = {name: spans.evaluate(service, data_dir, name, seed=seed, limit=limit)
+                                for name, limit in plan.span_questions.items()}
+                step("spans", t)
+            finally:
+                store.close()
+    finally:
+        embedder.close()
+
+    metrics["faq"] = {name: {"records": r.kb.records, "indexed_questions": r.kb.indexed_questions,
+                             "queries": len(r.kb.queries), "top1": r.top1, "mrr5": r.mrr5}
+                      for name, r in faq_results.items()}
+    metrics["offtopic"] = {name: {**{k: v for k, v in asdict(r).items() if k != "curves"}, "top1_lost": r.top1_lost}
+                           for name, r in off.items()}
+    metrics["passages"] = {"scifact": asdict(scifact)}
+    metrics["spans"] = {name: asdict(r) for name, r in span_results.items()}
+    metrics["curves"] = {"thresholds": offtopic.THRESHOLDS.tolist(),
+                         **{name: asdict(off[name].curves) if name in off else
+                            asdict(offtopic.curves(r)) for name, r in faq_results.items()}}
+    metrics["timing"] = {**timing, "embedding_model_seconds": round(embedder.model_seconds, 1),
+                         "texts_embedded": embedder.misses, "texts_from_cache": embedder.hits}
+    t = time.perf_counter()
+    metrics["plots"] = report.write_plots(out_dir, metrics)
+    step("plots", t)
+    metrics["timing"]["total_seconds"] = round(time.perf_counter() - started, 1)
+    report.write_report(out_dir, metrics)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return metrics
+
+
+__all__ = ["DEFAULT_THRESHOLD", "FULL", "QUICK", "SEED", "Plan", "run_eval"]

@@ -1,0 +1,98 @@
+"""Precise answers: exact match and F1 of ``answerSpan`` on XQuAD (en, zh) and JSQuAD.
+
+Each question is sent with its own paragraph through ``Service.answer_from_text``, the code
+behind Azure's ``:query-text``: the paragraph is cut into passages of up to 400 characters,
+the best passage is chosen and ``retrieval.span.best_spans`` picks its span, the same span
+function ``:query-knowledgebases`` applies to an answer when ``answerSpanRequest`` is on.
+That function returns a whole sentence (the one closest to the question), so it is reported
+as the best-sentence method, with two references from the same sentence splitter:
+
+* ``first sentence``: the paragraph's first sentence, the trivial baseline;
+* ``gold sentence``: the sentence that holds the gold answer, the ceiling of any method that
+  answers with a whole sentence (it is not a method: it reads the gold offset).
+
+``holds answer`` is the share of predictions containing a gold answer verbatim.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..retrieval.span import sentence_spans
+from ..service import Service
+from . import datasets
+from .metrics import exact_match, f1, mean
+
+SPAN_METHODS = ("best sentence", "first sentence", "gold sentence")
+
+
+@dataclass
+class SpanResult:
+    name: str
+    lang: str
+    questions: int
+    total_questions: int
+    em: dict[str, float]
+    f1: dict[str, float]
+    holds_answer: dict[str, float]
+
+
+def _sentence_at(context: str, offset: int) -> str:
+    spans = sentence_spans(context)
+    for s, e in spans:
+        if offset < e:
+            return context[s:e]
+    return context[spans[-1][0]:spans[-1][1]] if spans else ""
+
+
+def predictions(service: Service, q: datasets.SpanQuestion) -> dict[str, str]:
+    answers = service.answer_from_text(q.question, [("1", q.context)])
+    spans = sentence_spans(q.context)
+    best = answers[0].span.text if answers and answers[0].span is not None else ""
+    return {
+        "best sentence": best,
+        "first sentence": q.context[spans[0][0]:spans[0][1]] if spans else "",
+        "gold sentence": _sentence_at(q.context, q.answer_start),
+    }
+
+
+def sample_by_paragraph(questions: list[datasets.SpanQuestion], limit: int | None,
+                        rng: random.Random) -> list[datasets.SpanQuestion]:
+    """All questions of seeded-random paragraphs until ``limit`` questions, in file order.
+
+    Whole paragraphs, because a paragraph's passages and sentences are embedded once for
+    all of its questions: a sample of questions would cost nearly as much as the full set.
+    """
+    if limit is None or limit >= len(questions):
+        return questions
+    contexts = list(dict.fromkeys(q.context for q in questions))
+    rng.shuffle(contexts)
+    count: dict[str, int] = {}
+    for q in questions:
+        count[q.context] = count.get(q.context, 0) + 1
+    keep: set[str] = set()
+    total = 0
+    for context in contexts:
+        if total >= limit:
+            break
+        keep.add(context)
+        total += count[context]
+    return [q for q in questions if q.context in keep]
+
+
+def evaluate(service: Service, data_dir: Path, name: str, *, seed: int, limit: int | None = None) -> SpanResult:
+    relative, lang = datasets.SPAN_SETS[name]
+    questions = datasets.squad(data_dir, relative)
+    chosen = sample_by_paragraph(questions, limit, random.Random(f"{seed}:{name}"))
+    em: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
+    f: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
+    holds: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
+    for q in chosen:
+        for method, text in predictions(service, q).items():
+            em[method].append(exact_match(text, q.answers, lang))
+            f[method].append(f1(text, q.answers, lang))
+            holds[method].append(float(any(a in text for a in q.answers)))
+    return SpanResult(name, lang, len(chosen), len(questions), {m: mean(v) for m, v in em.items()},
+                      {m: mean(v) for m, v in f.items()}, {m: mean(v) for m, v in holds.items()})
