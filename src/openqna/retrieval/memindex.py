@@ -137,6 +137,7 @@ class MemIndex:
         self.row_of = {r.id: i for i, r in enumerate(records)}
         self.n = len(records)
         self.context_only = np.asarray([r.context_only for r in records], dtype=bool)
+        self.passage = np.asarray([r.kind != "qna" for r in records], dtype=bool)
         self._meta: dict[tuple[str, str], list[int]] = {}
         self._source: dict[str, list[int]] = {}
         self._kind: dict[str, list[int]] = {}
