@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[export,dev]'
+	$(BIN)/pip install -q -e '.[export,dev,postgres]'
 	touch $@
 
 # The pre-release Azure SDKs install into the same package path as SDK 1.1.0, so the

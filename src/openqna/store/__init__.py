@@ -4,9 +4,12 @@ from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredFile, S
 
 
 def open_store(location: str) -> Store:
-    """Open the store at ``location``: a directory for the embedded SQLite store."""
+    """Open the store at ``location``: a directory (embedded SQLite) or a postgresql:// URL."""
     if location.startswith(("postgres://", "postgresql://")):
-        raise NotImplementedError("the PostgreSQL store is not available yet; use a data directory")
+        from .. import settings
+        from .postgres import PostgresStore
+
+        return PostgresStore(location, pool_size=int(settings.get("OPENQNA_PG_POOL_SIZE")))
     from .sqlite import SQLiteStore
 
     return SQLiteStore(location)

