@@ -16,13 +16,15 @@ from .api.auth import Authorizer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
 from .api.mcp import mcp_app
-from .api.openai import OpenAIRoutes
+from .api.openai import OpenAIRoutes, openai_error
+from .api.openai_vector_stores import VectorStoreRoutes
 from .api.tools import Tools
 from .models.completer import get_completer
 from .authoring import Authoring
 from .jobs import JobRunner
 from .api.errors import azure_error
 from .service import Service
+from .vector_stores import VectorStores
 
 log = logging.getLogger("openqna")
 
@@ -37,12 +39,15 @@ def create_app(service: Service) -> Starlette:
     authoring = AzureAuthoring(service, authorizer, jobs)
     tools = Tools(service, authorizer)
     openai = OpenAIRoutes(service, authorizer, get_completer(service.embedder.embed))
+    vector_stores = VectorStoreRoutes(VectorStores(service, jobs), authorizer)
     mcp = mcp_app(service, authorizer)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
+        if request.url.path.startswith("/v1/"):  # the OpenAI surface answers in its own dialect
+            return openai_error(exc.status_code, f"Invalid URL ({request.method} {request.url.path})")
         if exc.status_code == 405:
             return azure_error(405, "InvalidRequest", f"{request.method} is not allowed on {request.url.path}.")
         return azure_error(exc.status_code, "NotFound", f"No route for {request.method} {request.url.path}.")
@@ -58,7 +63,7 @@ def create_app(service: Service) -> Starlette:
         jobs.shutdown()
 
     routes = [Route("/healthz", health), *azure.routes(), *authoring.routes(), *tools.routes(),
-              *openai.routes(), *mcp.routes()]
+              *openai.routes(), *vector_stores.routes(), *mcp.routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)
     app.state.jobs = jobs

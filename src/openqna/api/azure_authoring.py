@@ -151,7 +151,8 @@ class AzureAuthoring:
     @handle_errors
     async def list_projects(self, request: Request) -> Response:
         key = authorize(self.authorizer, request, role="author")
-        projects = [p for p in self.store.list_projects() if not p.settings.get("openai_file") and (
+        projects = [p for p in self.store.list_projects() if not p.settings.get("openai_file")
+                    and not p.settings.get("openai_vector_store") and (
                     key is None or key.projects is None or p.name.lower() in {x.lower() for x in key.projects})]
         return JSONResponse(_paged(request, [project_json(p) for p in projects]))
 

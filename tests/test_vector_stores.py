@@ -1,0 +1,343 @@
+"""OpenAI vector stores over real HTTP with the real `openai` client, the real model and SQLite."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from conftest import LiveServer
+
+from openqna.api.auth import Authorizer, create_key
+from openqna.api.openai_vector_stores import VectorStoreRoutes
+from openqna.ingest.tokens import count_tokens as minilm_tokens
+from openqna.vector_stores import VectorStores
+
+DOCS = {
+    "returns.txt": (
+        ("Return policy\n\nReturns are accepted within 30 days of purchase with the original receipt. "
+         "Refunds go back to the original payment method within 5 business days."),
+        {"author": "Jane", "year": 2023, "public": True, "region": "us"}),
+    "shipping.md": (
+        ("# Shipping\n\nStandard shipping takes 3 to 5 business days. Express shipping arrives the next "
+         "day for orders placed before noon."),
+        {"author": "Bob", "year": 2021, "public": False, "region": "eu"}),
+    "warranty.txt": (
+        ("Warranty\n\nThe laptop comes with a two-year limited warranty covering manufacturing defects. "
+         "Accidental damage such as a cracked screen is not covered."),
+        {"author": "Jane", "year": 2019, "public": True, "region": "apac"}),
+}
+
+
+@pytest.fixture
+def live(service):
+    server = LiveServer(service)
+    if not any(getattr(r, "path", None) == "/v1/vector_stores" for r in server.app.routes):
+        # server.py does not mount the routes yet: mount them on the real app, with its job runner
+        core = VectorStores(service, server.app.state.jobs)
+        server.app.router.routes.extend(VectorStoreRoutes(core, Authorizer(service.store)).routes())
+    with server:
+        yield server
+
+
+def client(live, key: str = "anything") -> openai.OpenAI:
+    return openai.OpenAI(base_url=live.url + "/v1", api_key=key, max_retries=0)
+
+
+def raw(live, method: str, path: str, **kw) -> httpx.Response:
+    return httpx.request(method, live.url + "/v1" + path, timeout=60, **kw)
+
+
+def upload(c: openai.OpenAI, name: str, data: bytes | None = None) -> str:
+    return c.files.create(file=(name, data if data is not None else DOCS[name][0].encode()), purpose="assistants").id
+
+
+def files_of(page) -> set[str]:
+    return {r.filename for r in page.data}
+
+
+@pytest.fixture
+def filled(live):
+    """A store with the three documents: one attached alone, two in a batch (one with its own chunking)."""
+    c = client(live)
+    ids = {name: upload(c, name) for name in DOCS}
+    vs = c.vector_stores.create(name="support", metadata={"team": "support"},
+                                expires_after={"anchor": "last_active_at", "days": 7})
+    assert (vs.status, vs.file_counts.total, vs.metadata, vs.expires_after.days) == ("completed", 0, {"team": "support"}, 7)
+    f = c.vector_stores.files.create_and_poll(file_id=ids["returns.txt"], vector_store_id=vs.id,
+                                              attributes=DOCS["returns.txt"][1], chunking_strategy={"type": "auto"})
+    assert (f.status, f.last_error, f.vector_store_id) == ("completed", None, vs.id)
+    assert f.chunking_strategy.static.max_chunk_size_tokens == 800 and f.chunking_strategy.static.chunk_overlap_tokens == 400
+    assert f.attributes == {"author": "Jane", "year": 2023, "public": True, "region": "us"} and f.usage_bytes > 0
+    batch = c.vector_stores.file_batches.create_and_poll(vector_store_id=vs.id, files=[
+        {"file_id": ids["shipping.md"], "attributes": DOCS["shipping.md"][1]},
+        {"file_id": ids["warranty.txt"], "attributes": DOCS["warranty.txt"][1],
+         "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 100}}}])
+    assert batch.id.startswith("vsfb_") and batch.object == "vector_store.files_batch"
+    assert (batch.status, batch.file_counts.completed, batch.file_counts.total) == ("completed", 2, 2)
+    in_batch = c.vector_stores.file_batches.list_files(batch.id, vector_store_id=vs.id)
+    assert {x.id for x in in_batch} == {ids["shipping.md"], ids["warranty.txt"]}
+    assert c.vector_stores.files.retrieve(ids["warranty.txt"], vector_store_id=vs.id).chunking_strategy.static \
+        .max_chunk_size_tokens == 200
+    return c, vs.id, ids
+
+
+def test_store_files_and_search(filled, live):
+    c, vs_id, ids = filled
+    vs = c.vector_stores.retrieve(vs_id)
+    assert (vs.status, vs.file_counts.completed, vs.file_counts.total, vs.name) == ("completed", 3, 3, "support")
+    assert vs.usage_bytes > 0 and vs.expires_at == vs.last_active_at + 7 * 86400
+
+    page = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")
+    assert page.data[0].filename == "returns.txt" and page.data[0].file_id == ids["returns.txt"]
+    assert "30 days" in page.data[0].content[0].text and page.data[0].content[0].type == "text"
+    assert page.data[0].attributes == {"author": "Jane", "year": 2023, "public": True, "region": "us"}
+    scores = [r.score for r in page.data]
+    assert all(0 <= s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
+
+    def search(flt, query="store policies") -> set[str]:
+        return files_of(c.vector_stores.search(vs_id, query=query, filters=flt))
+
+    assert search({"type": "eq", "key": "author", "value": "Jane"}) == {"returns.txt", "warranty.txt"}
+    assert search({"type": "in", "key": "region", "value": ["us", "eu"]}) == {"returns.txt", "shipping.md"}
+    assert search({"type": "nin", "key": "region", "value": ["us"]}) == {"shipping.md", "warranty.txt"}
+    assert search({"type": "gt", "key": "year", "value": 2020}) == {"returns.txt", "shipping.md"}
+    assert search({"type": "lte", "key": "year", "value": 2021.0}) == {"shipping.md", "warranty.txt"}
+    assert search({"type": "eq", "key": "year", "value": "2023"}) == set()  # a string never equals a number
+    assert search({"type": "eq", "key": "missing", "value": "x"}) == set()
+    assert search({"type": "and", "filters": [{"type": "eq", "key": "author", "value": "Jane"},
+                                              {"type": "gte", "key": "year", "value": 2020}]}) == {"returns.txt"}
+    assert search({"type": "or", "filters": [{"type": "eq", "key": "region", "value": "apac"},
+                                             {"type": "ne", "key": "public", "value": True}]}) == \
+        {"warranty.txt", "shipping.md"}
+
+    # score_threshold keeps only chunks at or above it; max_num_results cuts with an honest has_more
+    strict = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?",
+                                    ranking_options={"ranker": "auto", "score_threshold": scores[0]})
+    assert [r.filename for r in strict.data] == ["returns.txt"]
+    assert c.vector_stores.search(vs_id, query="zebra migration patterns in the serengeti",
+                                  ranking_options={"score_threshold": 0.9}).data == []
+    one = c.vector_stores.search(vs_id, query="shipping", max_num_results=1)
+    assert len(one.data) == 1 and one.has_more is True
+
+    both = raw(live, "POST", f"/vector_stores/{vs_id}/search",
+               json={"query": ["return an item for a refund", "express next-day delivery"], "rewrite_query": True}).json()
+    assert set(both) == {"object", "search_query", "data", "has_more", "next_page"}
+    assert both["object"] == "vector_store.search_results.page" and both["next_page"] is None
+    assert both["search_query"] == ["return an item for a refund", "express next-day delivery"]
+    assert {d["filename"] for d in both["data"][:2]} == {"returns.txt", "shipping.md"}
+    assert set(both["data"][0]) == {"file_id", "filename", "score", "attributes", "content"}
+
+    # attributes can change; the filters follow, the vectors are reused
+    updated = c.vector_stores.files.update(ids["returns.txt"], vector_store_id=vs_id, attributes={"author": "Bob"})
+    assert updated.attributes == {"author": "Bob"}
+    assert search({"type": "eq", "key": "author", "value": "Bob"}) == {"returns.txt", "shipping.md"}
+    assert search({"type": "gt", "key": "year", "value": 2020}) == {"shipping.md"}
+
+    content = c.vector_stores.files.content(ids["shipping.md"], vector_store_id=vs_id)
+    assert "Express shipping" in content.data[0].text
+
+    listed = c.vector_stores.files.list(vector_store_id=vs_id, filter="completed", limit=2)
+    assert len(listed.data) == 2 and listed.has_more is True
+    assert {f.id for f in c.vector_stores.files.list(vector_store_id=vs_id, limit=2)} == set(ids.values())  # all pages
+
+    renamed = c.vector_stores.update(vs_id, name="support-2", metadata={"team": "docs"}, expires_after=None)
+    assert (renamed.name, renamed.metadata, renamed.expires_after, renamed.expires_at) == ("support-2", {"team": "docs"},
+                                                                                           None, None)
+
+    gone = c.vector_stores.files.delete(ids["returns.txt"], vector_store_id=vs_id)
+    assert gone.deleted and gone.object == "vector_store.file.deleted"
+    assert "returns.txt" not in files_of(c.vector_stores.search(vs_id, query="return policy receipt refund"))
+    assert c.files.retrieve(ids["returns.txt"]).filename == "returns.txt"  # the file itself is kept
+    assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
+
+    deleted = c.vector_stores.delete(vs_id)
+    assert deleted.deleted and deleted.object == "vector_store.deleted"
+    with pytest.raises(openai.NotFoundError):
+        c.vector_stores.retrieve(vs_id)
+
+
+def test_list_pagination(live):
+    c = client(live)
+    made = [c.vector_stores.create(name=f"s{i}").id for i in range(5)]
+    first = c.vector_stores.list(limit=2)
+    assert [s.id for s in first.data] == made[::-1][:2] and first.has_more is True
+    assert [s.id for s in c.vector_stores.list(limit=2)] == made[::-1]  # the SDK follows has_more to the end
+    assert [s.id for s in c.vector_stores.list(limit=2, order="asc")] == made
+    body = raw(live, "GET", "/vector_stores", params={"limit": 2, "order": "asc", "after": made[2]}).json()
+    assert [s["id"] for s in body["data"]] == made[3:] and body["has_more"] is False
+    assert (body["first_id"], body["last_id"], body["object"]) == (made[3], made[4], "list")
+    body = raw(live, "GET", "/vector_stores", params={"limit": 2, "order": "asc", "before": made[3]}).json()
+    assert [s["id"] for s in body["data"]] == made[1:3] and body["has_more"] is True
+    empty = raw(live, "GET", "/vector_stores", params={"after": made[0]}).json()
+    assert (empty["data"], empty["has_more"], empty["first_id"]) == ([], False, None)
+
+
+def test_errors_in_openai_envelope(live):
+    c = client(live)
+    vs = c.vector_stores.create(name="e").id
+    file_id = upload(c, "returns.txt")
+
+    def static(size: int, overlap: int) -> dict:
+        return {"type": "static", "static": {"max_chunk_size_tokens": size, "chunk_overlap_tokens": overlap}}
+
+    cases = [
+        ("GET", "/vector_stores/vs_missing", None, 404, None),
+        ("POST", "/vector_stores/vs_missing/search", {"query": "x"}, 404, None),
+        ("GET", f"/vector_stores/{vs}/files/file-missing", None, 404, None),
+        ("GET", f"/vector_stores/{vs}/file_batches/vsfb_missing", None, 404, None),
+        ("POST", f"/vector_stores/{vs}/files", {"file_id": "file-missing"}, 404, None),
+        ("POST", "/vector_stores", {"file_ids": [file_id], "chunking_strategy": static(50, 0)}, 400,
+         "chunking_strategy.static.max_chunk_size_tokens"),
+        ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "chunking_strategy": static(800, 401)}, 400,
+         "chunking_strategy.static.chunk_overlap_tokens"),
+        ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "chunking_strategy": {"type": "fixed"}}, 400,
+         "chunking_strategy.type"),
+        ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "attributes": {f"k{i}": i for i in range(17)}},
+         400, "attributes"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "regex", "key": "a", "value": "b"}},
+         400, "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "eq", "key": "a", "value": [1]}},
+         400, "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "and", "filters": []}}, 400,
+         "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "max_num_results": 51}, 400, "max_num_results"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "ranking_options": {"score_threshold": 2}}, 400,
+         "ranking_options.score_threshold"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": []}, 400, "query"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "bogus": 1}, 400, "bogus"),
+        ("POST", f"/vector_stores/{vs}/file_batches", {"file_ids": [file_id], "files": [{"file_id": file_id}]}, 400,
+         "file_ids"),
+        ("POST", f"/vector_stores/{vs}", {"expires_after": {"anchor": "created_at", "days": 3}}, 400,
+         "expires_after.anchor"),
+        ("GET", "/vector_stores?limit=0", None, 400, "limit"),
+        ("GET", "/vector_stores?after=vs_nope", None, 400, "after"),
+    ]
+    for method, path, body, status, param in cases:
+        r = raw(live, method, path, json=body)
+        assert r.status_code == status, (path, body, r.text)
+        error = r.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and error["message"], r.text
+        assert error["type"] == "invalid_request_error" and (param is None or error["param"] == param), r.text
+    assert "No vector store found with id 'vs_missing'" in raw(live, "GET", "/vector_stores/vs_missing").text
+    with pytest.raises(openai.BadRequestError):
+        c.vector_stores.search(vs, query="x", filters={"type": "gt", "key": "year"})
+    assert c.vector_stores.list().data[0].id == vs  # nothing was created by the refused requests
+
+    # an expired store says so and refuses searches until its expiry is changed
+    short = c.vector_stores.create(name="short", expires_after={"anchor": "last_active_at", "days": 1}).id
+    project = live.service.store.get_project(short)
+    project.settings["openai_vector_store"]["last_active_at"] -= 2 * 86400
+    live.service.store.update_project(project)
+    assert c.vector_stores.retrieve(short).status == "expired"
+    with pytest.raises(openai.BadRequestError):
+        c.vector_stores.search(short, query="x")
+    assert c.vector_stores.update(short, expires_after=None).status == "completed"
+    assert c.vector_stores.search(short, query="x", ranking_options={"ranker": "none"}).data == []
+
+
+HANDBOOK = [
+    ("Desks on the second and third floors are booked through the workplace app. A booking is held until 10 am; "
+     "after that the desk is released to anyone in the office. Standing desks near the windows are reserved for "
+     "colleagues with a medical note, and quiet zones ask you to take calls in the phone booths instead."),
+    ("Visitors sign in at the reception desk and receive a paper badge that must be worn at all times. A host "
+     "collects them in the lobby and accompanies them between floors. Contractors working for more than a week "
+     "can request a temporary access card from the security office with their manager's approval."),
+    ("The kitchen on every floor has filtered water, coffee machines and a dishwasher that runs each evening. "
+     "Please label food you keep in the fridge with your name and date; unlabelled items are thrown away on "
+     "Fridays. Microwave use is limited to three minutes at lunchtime so that everyone gets a turn."),
+    ("Laptops, monitors and headsets are issued by the IT service desk on the ground floor. Broken equipment is "
+     "swapped the same day if a spare is in stock. Passwords expire every ninety days, and two-factor "
+     "authentication is required for email and the expense system when you work from home."),
+    ("Bicycle racks are in the courtyard behind the building, and showers with lockers are next to the gym. "
+     "The car park has twenty spaces with electric chargers that are shared on a first come, first served basis; "
+     "move your car once it is charged so that a colleague can plug in."),
+    ("Printers on each floor release jobs only when you tap your badge, so confidential pages never sit in the "
+     "tray. Toner and paper are restocked on Tuesdays; report jams through the service desk rather than opening "
+     "the machine yourself. Large-format posters are printed by the design studio on request."),
+    ("Fire drills take place twice a year without notice. When the alarm sounds, leave by the nearest stairway, "
+     "never the lifts, and gather at the assembly point on the far side of the square. Fire wardens wear orange "
+     "vests and count everyone from their floor before the building is declared clear."),
+    ("Parcels addressed to staff are held in the post room for two weeks. Outgoing mail leaves at 3 pm; courier "
+     "collections must be booked a day ahead. Personal deliveries are allowed but should be small enough to carry "
+     "home on public transport."),
+    ("The emergency generator in the basement is tested every first Monday of the month at 7 am by the "
+     "facilities team, and lights may flicker for a few seconds while power switches over."),
+]
+
+
+def test_long_chunks_are_searchable_past_the_embedders_window(live, embedder):
+    c = client(live)
+    text = "# Office handbook\n\n" + "\n\n".join(HANDBOOK)
+    file_id = upload(c, "handbook.md", text.encode())
+    vs = c.vector_stores.create(name="long").id
+    f = c.vector_stores.files.create_and_poll(
+        file_id=file_id, vector_store_id=vs,
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 1500, "chunk_overlap_tokens": 0}})
+    assert f.status == "completed"
+    (record,) = live.service.store.list_qnas(vs)  # one chunk, far longer than the model's 256 word pieces
+    fact = HANDBOOK[-1]
+    assert record.answer.endswith(fact) and minilm_tokens(record.answer) > 256 + 200
+    assert len(record.questions) >= 3 and all(minilm_tokens(q) <= 256 for q in record.questions)
+    assert all(q.startswith("Office handbook\n\n") for q in record.questions)  # each window under its heading
+    assert [fact in q for q in record.questions] == [False] * (len(record.questions) - 1) + [True]
+    query = "How often is the emergency generator tested?"
+    q, whole, window = embedder.embed([query, record.answer, record.questions[-1]])
+    assert float(np.dot(q, window)) > float(np.dot(q, whole)) + 0.2  # the whole-chunk vector never saw the fact
+    c.vector_stores.files.create_and_poll(file_id=upload(c, "warranty.txt"), vector_store_id=vs)
+    hit, other = c.vector_stores.search(vs, query=query).data
+    assert hit.filename == "handbook.md" and hit.content[0].text == record.answer
+    assert hit.score > 10 * other.score  # found through its last window, not by chance
+
+
+def test_cancel_failure_and_truthful_status(live):
+    c = client(live)
+    jobs = live.app.state.jobs
+    gate = threading.Event()
+    jobs.handlers["test-block"] = lambda job: gate.wait(30)
+    vs = c.vector_stores.create(name="c").id
+    ids = [upload(c, name) for name in DOCS]
+    try:
+        jobs.submit("test-block", "-")  # the one worker is busy: attached files wait in progress
+        batch = c.vector_stores.file_batches.create(vector_store_id=vs, file_ids=ids[:2], attributes={"k": "v"})
+        assert (batch.status, batch.file_counts.in_progress) == ("in_progress", 2)
+        assert c.vector_stores.retrieve(vs).status == "in_progress"
+        cancelled = c.vector_stores.file_batches.cancel(batch.id, vector_store_id=vs)
+        assert (cancelled.status, cancelled.file_counts.cancelled, cancelled.file_counts.in_progress) == ("cancelled", 2, 0)
+        # a file whose job ended without it (a crash) reads as failed, not in progress forever
+        c.vector_stores.files.create(file_id=ids[2], vector_store_id=vs)
+        job = jobs.store.get_job(live.service.store.get_project(vs).settings["openai_vector_store"]["files"][ids[2]]["job"])
+        job.status = "failed"
+        jobs.store.put_job(job)
+        stuck = c.vector_stores.files.retrieve(ids[2], vector_store_id=vs)
+        assert (stuck.status, stuck.last_error.code) == ("failed", "server_error")
+        c.vector_stores.files.delete(ids[2], vector_store_id=vs)
+    finally:
+        gate.set()
+    jobs.wait()
+    assert c.vector_stores.file_batches.retrieve(batch.id, vector_store_id=vs).status == "cancelled"
+    assert {f.status for f in c.vector_stores.files.list(vector_store_id=vs)} == {"cancelled"}
+    assert live.service.store.count_qnas(vs) == 0 and c.vector_stores.search(vs, query="returns").data == []
+    bad = upload(c, "slides.pptx", b"PK\x03\x04 not really a deck")
+    failed = c.vector_stores.files.create_and_poll(file_id=bad, vector_store_id=vs)
+    assert (failed.status, failed.last_error.code) == ("failed", "unsupported_file")
+    assert "slides.pptx" in failed.last_error.message
+    assert c.vector_stores.retrieve(vs).file_counts.failed == 1
+
+
+def test_keys_and_roles(live):
+    c = client(live)
+    mine = c.vector_stores.create(name="mine").id
+    other = c.vector_stores.create(name="other").id
+    _, reader = create_key(live.service.store, role="query", projects=[mine])
+    r = client(live, reader)
+    assert [s.id for s in r.vector_stores.list()] == [mine]
+    assert r.vector_stores.search(mine, query="anything").data == []
+    with pytest.raises(openai.PermissionDeniedError):
+        r.vector_stores.retrieve(other)
+    with pytest.raises(openai.PermissionDeniedError):
+        r.vector_stores.create(name="nope")
+    with pytest.raises(openai.AuthenticationError):
+        c.vector_stores.list()
