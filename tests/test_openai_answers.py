@@ -229,7 +229,9 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     assert (sent["n"], sent["max_tokens"], sent["temperature"], sent["stop"], sent["logit_bias"]) == \
         (2, 7, 0.5, ["\n\n"], {"50256": -100})
     prompt = sent["messages"][0]["content"] if api == "chat" else sent["prompt"]
-    assert prompt.endswith("===\nContext: Beijing is the capital of China.\n===\nQ: What is the capital of China?\nA:")
+    assert prompt == ("Please answer the question according to the above context.\nQ: What is the capital of Washington"
+                      "\nA: Olympia\n---\nQ: What is the capital of Oregon\nA: Salem\n\n===\nContext: Beijing is the "
+                      "capital of China.\n===\nQ: What is the capital of China?\nA:")
     assert r["model"] == "fake-llm-7b" and r["completion"] == "cmpl-fake"
     assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"

@@ -11,6 +11,7 @@ document that does not fit), placed best-ranked last, and one completion is requ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import OrderedDict
@@ -67,13 +68,36 @@ class TextVectors:
         return out
 
 
+_INDEXES: OrderedDict[str, MemIndex] = OrderedDict()
+_INDEXES_LOCK = Lock()
+
+
+def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
+    """An index of ad-hoc documents, kept for the next call: clients send the same documents again."""
+    key = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(key)
+        if index is not None:
+            _INDEXES.move_to_end(key)
+            return index
+    records = []
+    for i, t in enumerate(texts):
+        terms = analyze(t)
+        records.append(IndexRecord(i, "passage", "", {}, False, [exact_key(t)], vectors[i][None, :], [terms],
+                                   vectors[i], terms))
+    index = MemIndex(records, vectors.shape[1], 0)
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > 64:
+            _INDEXES.popitem(last=False)
+    return index
+
+
 def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray) -> list[float]:
     """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
     if not texts:
         return []
-    records = [IndexRecord(i, "passage", "", {}, False, [exact_key(t)], vectors[i][None, :], [analyze(t)],
-                           vectors[i], analyze(t)) for i, t in enumerate(texts)]
-    index = MemIndex(records, vectors.shape[1], 0)
+    index = _document_index(texts, vectors)
     ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts))
     scores = [0.0] * len(texts)
     for r in ranked:

@@ -30,5 +30,7 @@ def encode(text: str) -> list[int]:
     return tokenizer().encode(text).ids
 
 
+@lru_cache(maxsize=50_000)
 def count_tokens(text: str) -> int:
+    """Tokens in ``text``; cached, since Answers counts the same documents on every call."""
     return len(encode(text))
