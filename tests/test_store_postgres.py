@@ -452,3 +452,54 @@ def test_vector_search_sql_over_2000_dimensions_uses_halfvec(hnsw_store):
     assert "halfvec(2100)" in definition
     with pytest.raises(ValueError):
         s.vector_search_sql("big", "test", np.ones(4001, np.float32), 5)
+
+
+def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
+    """`openqna migrate`: every record, vector, deployment, synonym, feedback, file and key, both ways."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from openqna.api.auth import create_key, hash_key
+    from openqna.records import QnA
+    from openqna.service import AskRequest, Service
+    from openqna.store import StoredFile
+    from test_service import surface_kb
+
+    source = Service(SQLiteStore(tmp_path / "a"), embedder)
+    source.import_content("surface", surface_kb())
+    source.deploy("surface", "production")
+    source.upsert("surface", [QnA(["How do I reset my password?"], "Call support.", id=5, source="faq.tsv")])
+    source.store.add_feedback("surface", [(1, "battery dies", "u1")] * 2)
+    source.store.put_file(StoredFile("file-x", "x.jsonl", "assistants", 3, 1, data=b"abc"))
+    _, secret = create_key(source.store, role="query")
+    openqna = str(Path(sys.executable).with_name("openqna"))
+    out = subprocess.run([openqna, "migrate", "--from", str(tmp_path / "a"), "--to", pg_dsn],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "1 projects, 7 qnas, 1 deployments, 1 files, 1 keys" in out.stdout
+    again = subprocess.run([openqna, "migrate", "--from", str(tmp_path / "a"), "--to", pg_dsn],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "already has project(s) surface" in again.stderr
+    back = subprocess.run([openqna, "migrate", "--from", pg_dsn, "--to", str(tmp_path / "b")],
+                          capture_output=True, text=True, timeout=300)
+    assert back.returncode == 0, back.stderr
+
+    pg = PostgresStore(pg_dsn, pool_size=2)
+    try:
+        for store in (pg, SQLiteStore(tmp_path / "b")):
+            target = Service(store, embedder)
+            for deployment in ("test", "production"):
+                assert [(q.id, q.questions, q.answer, q.metadata, q.dialog) for q in store.list_qnas("surface", deployment)] \
+                    == [(q.id, q.questions, q.answer, q.metadata, q.dialog)
+                        for q in source.store.list_qnas("surface", deployment)]
+                for question in ("how do I reset my password", "battery charging time", "退货政策"):
+                    want = source.ask("surface", deployment, AskRequest(question=question, top=3))
+                    got = target.ask("surface", deployment, AskRequest(question=question, top=3))
+                    assert [(a.qna.id, a.confidence) for a in got] == [(a.qna.id, a.confidence) for a in want]
+            assert store.get_synonyms("surface") == source.store.get_synonyms("surface")
+            assert store.list_feedback("surface") == {1: [("battery dies", 2)]}
+            assert store.get_file("file-x", with_data=True).data == b"abc"
+            assert store.find_key(hash_key(secret)).role == "query"
+    finally:
+        pg.close()

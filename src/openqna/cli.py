@@ -301,6 +301,21 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
         _fail(exc.message)
 
 
+@main.command()
+@click.option("--from", "source", required=True, help="Source store: a data directory or a postgresql:// URL.")
+@click.option("--to", "target", required=True, help="Target store: a data directory or a postgresql:// URL.")
+def migrate(source: str, target: str) -> None:
+    """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
+    from .migrate import migrate as run
+    from .store import open_store
+
+    try:
+        counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
 @main.command("eval")
 @click.option("--datasets", "datasets_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=Path("../shared/data"), show_default=True, help="Folder of the shared public data sets.")

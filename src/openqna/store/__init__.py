@@ -4,8 +4,9 @@ from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredFile, S
 
 
 def open_store(location: str) -> Store:
-    """Open the store at ``location``: a directory (embedded SQLite) or a postgresql:// URL."""
-    if location.startswith(("postgres://", "postgresql://")):
+    """Open the store at ``location``: a directory (embedded SQLite), or PostgreSQL given as a
+    ``postgresql://`` URL or a libpq ``key=value`` string naming a ``dbname``."""
+    if location.startswith(("postgres://", "postgresql://")) or "dbname=" in location:
         from .. import settings
         from .postgres import PostgresStore
 

@@ -340,14 +340,15 @@ class PostgresStore(VectorSearch):
                                (count, pid, count)).fetchone()[0]
         return list(range(first, first + count))
 
-    def get_vectors(self, project: str, ids: list[int]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
-        """The stored vectors of live records, by (field, ord), so unchanged text is never re-embedded."""
+    def get_vectors(self, project: str, ids: list[int],
+                    deployment: str = LIVE) -> dict[int, dict[tuple[str, int], np.ndarray]]:
+        """The stored vectors of records, by (field, ord), so unchanged text is never re-embedded."""
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         with self._conn() as db:
             pid = self._project_id(db, project)
             with db.cursor(binary=True) as cur:
                 cur.execute("SELECT record_id, field, ord, embedding FROM units WHERE project_id=%s AND deployment=%s"
-                            " AND record_id=ANY(%s)", (pid, LIVE, [int(i) for i in ids]))
+                            " AND record_id=ANY(%s)", (pid, deployment, [int(i) for i in ids]))
                 for rid, field, ord_, vector in cur:
                     out.setdefault(rid, {})[(field, ord_)] = vector
         return out
@@ -662,6 +663,11 @@ class PostgresStore(VectorSearch):
             row = db.execute("SELECT id, name, role, projects, created FROM api_keys WHERE hash=%s",
                              (key_hash,)).fetchone()
         return None if row is None else ApiKey(*row)
+
+    def key_hash(self, key_id: str) -> str | None:
+        with self._conn() as db:
+            row = db.execute("SELECT hash FROM api_keys WHERE id=%s", (key_id,)).fetchone()
+        return None if row is None else row[0]
 
     def list_keys(self) -> list[ApiKey]:
         with self._conn() as db:

@@ -248,15 +248,16 @@ class SQLiteStore:
             db.execute("UPDATE projects SET next_id=? WHERE id=?", (first + count, pid))
         return list(range(first, first + count))
 
-    def get_vectors(self, project: str, ids: list[int]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
-        """The stored vectors of live records, by (field, ord), so unchanged text is never re-embedded."""
+    def get_vectors(self, project: str, ids: list[int],
+                    deployment: str = LIVE) -> dict[int, dict[tuple[str, int], np.ndarray]]:
+        """The stored vectors of records, by (field, ord), so unchanged text is never re-embedded."""
         pid = self._project_id(self._db, project)
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             rows = self._db.execute(
                 f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
-                f" AND record_id IN ({','.join('?' * len(chunk))})", (pid, LIVE, *chunk))
+                f" AND record_id IN ({','.join('?' * len(chunk))})", (pid, deployment, *chunk))
             for rid, field, ord_, blob in rows:
                 out.setdefault(rid, {})[(field, ord_)] = np.frombuffer(blob, dtype=np.float32)
         return out
@@ -534,6 +535,10 @@ class SQLiteStore:
         row = self._db.execute("SELECT id, name, role, projects, created FROM api_keys WHERE hash=?",
                                (key_hash,)).fetchone()
         return None if row is None else self._key_row(row)
+
+    def key_hash(self, key_id: str) -> str | None:
+        row = self._db.execute("SELECT hash FROM api_keys WHERE id=?", (key_id,)).fetchone()
+        return None if row is None else row[0]
 
     def list_keys(self) -> list[ApiKey]:
         rows = self._db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id")
