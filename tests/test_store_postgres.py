@@ -503,3 +503,68 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
             assert store.find_key(hash_key(secret)).role == "query"
     finally:
         pg.close()
+
+
+def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
+    """Two `openqna serve` processes on one PostgreSQL database behave as one service over HTTP."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from conftest import free_port
+
+    openqna = str(Path(sys.executable).with_name("openqna"))
+    procs, urls = [], []
+    for _ in range(2):
+        port = free_port()
+        env = {**os.environ, "OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+        procs.append(subprocess.Popen([openqna, "serve", "--port", str(port), "--no-sample"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        urls.append(f"http://127.0.0.1:{port}")
+    try:
+        for url, proc in zip(urls, procs):
+            deadline = time.time() + 120
+            while True:
+                try:
+                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.stdout else ""
+                time.sleep(0.2)
+        a, b = urls
+        authoring = "/language/authoring/query-knowledgebases/projects/shared"
+        params = {"api-version": "2023-04-01"}
+        assert httpx.patch(a + authoring, params=params, json={"language": "en"}).status_code == 201
+        r = httpx.patch(a + authoring + "/qnas", params=params, json=[{"op": "add", "value": {
+            "questions": ["Where is the office?"], "answer": "On the third floor.", "source": "editorial"}}])
+        job = r.headers["Operation-Location"].replace(a, b)  # polled through the other process
+        deadline = time.time() + 60
+        while (status := httpx.get(job).json()["status"]) not in ("succeeded", "failed"):
+            assert time.time() < deadline
+            time.sleep(0.2)
+        assert status == "succeeded"
+
+        def ask(url, deployment):
+            return httpx.post(url + "/language/:query-knowledgebases", params={
+                "projectName": "shared", "deploymentName": deployment, **params},
+                json={"question": "Where is the office?", "top": 1}).json()["answers"][0]
+
+        assert ask(b, "test")["answer"] == "On the third floor."  # written through A, answered by B
+        deploy = httpx.put(b + authoring + "/deployments/production", params=params)
+        assert deploy.status_code == 202
+        deadline = time.time() + 60
+        while httpx.get(deploy.headers["Operation-Location"]).json()["status"] != "succeeded":
+            assert time.time() < deadline
+            time.sleep(0.2)
+        assert ask(a, "production")["answer"] == "On the third floor."  # deployed by B, seen by A
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.wait(30)
