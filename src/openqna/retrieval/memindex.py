@@ -116,6 +116,7 @@ class _Field:
 
 
 _BASIC = (MetaEq, SourceIn, KindIn, IdIn)
+_NO_ROWS = np.zeros(0, np.int64)
 
 
 def _has_where_nodes(f: Filter) -> bool:
@@ -167,12 +168,31 @@ class MemIndex:
                 a_terms.append(r.a_terms)
         self.q = _Field(q_rows, q_vecs, q_terms, self.n, dim)
         self.a = _Field(a_rows, a_vecs, a_terms, self.n, dim)
+        # filters read these maps on every query: row arrays (memory stays proportional to the
+        # records whatever the cardinality), and whole masks for the few record kinds
+        self._meta_rows = {k: np.asarray(v, np.int64) for k, v in self._meta.items()}
+        self._source_rows = {k: np.asarray(v, np.int64) for k, v in self._source.items()}
+        self._kind_masks = {k: self._rows_mask(v) for k, v in self._kind.items()}
+        self._none = np.zeros(self.n, dtype=bool)
+        self._none.flags.writeable = False
 
     # -- filters ---------------------------------------------------------------
     def _rows_mask(self, rows: Iterable[int]) -> np.ndarray:
         mask = np.zeros(self.n, dtype=bool)
         mask[list(rows)] = True
         return mask
+
+    def _any(self, masks: Iterable[np.ndarray]) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        for m in masks:
+            out |= m
+        return out
+
+    def _rows(self, arrays: Iterable[np.ndarray]) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        for rows in arrays:
+            out[rows] = True
+        return out
 
     def mask(self, f: Filter | None) -> np.ndarray:
         """Boolean mask over records that pass ``f``."""
@@ -185,11 +205,11 @@ class MemIndex:
                 self._where_columns = WhereColumns(self.rows)
             return where_mask(f, self._where_columns)
         if isinstance(f, MetaEq):
-            return self._rows_mask(self._meta.get((f.key.lower(), f.value.lower()), ()))
+            return self._rows([self._meta_rows.get((f.key.lower(), f.value.lower()), _NO_ROWS)])
         if isinstance(f, SourceIn):
-            return self._rows_mask(r for s in f.sources for r in self._source.get(s.lower(), ()))
+            return self._rows(self._source_rows.get(s.lower(), _NO_ROWS) for s in f.sources)
         if isinstance(f, KindIn):
-            return self._rows_mask(r for k in f.kinds for r in self._kind.get(k, ()))
+            return self._any(self._kind_masks.get(k, self._none) for k in f.kinds)
         if isinstance(f, IdIn):
             return self._rows_mask(self.row_of[i] for i in f.ids if i in self.row_of)
         if isinstance(f, And):
