@@ -341,3 +341,13 @@ def test_keys_and_roles(live):
         r.vector_stores.create(name="nope")
     with pytest.raises(openai.AuthenticationError):
         c.vector_stores.list()
+
+
+def test_deleting_a_file_removes_it_from_its_vector_stores(filled):
+    c, vs_id, ids = filled
+    query = "How many days do I have to send an item back?"
+    assert ids["returns.txt"] in {d.file_id for d in c.vector_stores.search(vs_id, query=query).data}
+    assert c.files.delete(ids["returns.txt"]).deleted
+    assert ids["returns.txt"] not in {f.id for f in c.vector_stores.files.list(vector_store_id=vs_id)}
+    assert ids["returns.txt"] not in {d.file_id for d in c.vector_stores.search(vs_id, query=query).data}
+    assert c.vector_stores.retrieve(vs_id).file_counts.total == 2

@@ -38,8 +38,10 @@ def create_app(service: Service) -> Starlette:
         log.warning("%d job(s) were running when the server last stopped; they are marked failed", recovered)
     authoring = AzureAuthoring(service, authorizer, jobs)
     tools = Tools(service, authorizer)
-    openai = OpenAIRoutes(service, authorizer, get_completer(service.embedder.embed))
-    vector_stores = VectorStoreRoutes(VectorStores(service, jobs), authorizer)
+    stores_core = VectorStores(service, jobs)
+    openai = OpenAIRoutes(service, authorizer, get_completer(service.embedder.embed),
+                          on_file_deleted=stores_core.detach_everywhere)
+    vector_stores = VectorStoreRoutes(stores_core, authorizer)
     mcp = mcp_app(service, authorizer)
 
     async def health(_: Request) -> Response:

@@ -332,6 +332,12 @@ class VectorStores:
             self._save(project)
             self._delete_records(store_id, file_id)
 
+    def detach_everywhere(self, file_id: str) -> None:
+        """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
+        for vs in self.list_stores():
+            if any(f.id == file_id for f in self.list_files(vs.id)):
+                self.detach(vs.id, file_id)
+
     def content(self, store_id: str, file_id: str) -> list[str]:
         """The texts of the file's chunks, in order (neighbours share their overlap)."""
         view = self.get_file(store_id, file_id)

@@ -106,10 +106,12 @@ class Body:
 
 
 class OpenAIRoutes:
-    def __init__(self, service: Service, authorizer: Authorizer, completer: Completer):
+    def __init__(self, service: Service, authorizer: Authorizer, completer: Completer,
+                 on_file_deleted=lambda file_id: None):
         self.service = service
         self.authorizer = authorizer
         self.answering = Answering(service, completer)
+        self.on_file_deleted = on_file_deleted  # e.g. detach the file from every vector store
 
     def routes(self) -> list[Route]:
         return [
@@ -191,6 +193,7 @@ class OpenAIRoutes:
         async def work() -> Response:
             if request.method == "DELETE":
                 await run_in_threadpool(openai_files.delete, self.service, file_id)
+                await run_in_threadpool(self.on_file_deleted, file_id)
                 return JSONResponse({"id": file_id, "object": "file", "deleted": True})
             return JSONResponse(file_json(openai_files.get(self.service, file_id)))
 
