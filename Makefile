@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test model eval clean
+.PHONY: serve test model eval bench clean
 
 # Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
 # multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
@@ -47,6 +47,10 @@ test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
 # Answer quality on ../shared/data: writes eval/report.md and plots (not part of `make test`).
 eval: $(VENV)/.dev
 	$(BIN)/openqna eval --datasets ../shared/data --out eval
+
+# Speed, each figure against a baseline from the same run: writes bench/results.md (not part of `make test`).
+bench: $(VENV)/.dev
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache

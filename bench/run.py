@@ -1,0 +1,68 @@
+"""`make bench`: run every benchmark script once, in its own process, and write bench/results.md.
+
+Each script prints its figures together with a baseline measured in the same run (the
+embedder alone, a plain copy of the same rows, the reference filter evaluator, the query
+embedding alone); this collects them with a note of the machine and the time they took.
+
+Usage: python bench/run.py [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = {
+    "foundation": "import throughput vs the embedder; Azure SDK latency vs in-process",
+    "answers": "/v1/answers with 200 documents vs the question embedding",
+    "stores": "100k QnAs on SQLite and PostgreSQL vs the query embedding",
+    "authoring": "deploy and export of 10k QnAs vs plain copies",
+    "tools": "where_str compile and filtered search vs unfiltered",
+}
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", nargs="*", choices=sorted(SCRIPTS))
+    names = parser.parse_args().only or list(SCRIPTS)
+    results = {}
+    for name in names:
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, str(HERE / f"{name}.py")], capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        lines = [line.strip() for line in proc.stdout.replace("\r", "\n").splitlines()
+                 if line.strip() and "it/s" not in line and "text/s" not in line]
+        results[name] = {"seconds": round(time.perf_counter() - t, 1), "returncode": proc.returncode,
+                         "lines": lines, "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
+        print(f"{name}: {results[name]['seconds']} s", file=sys.stderr)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [f"# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
+           "the same run; this machine is shared and noisy, so read ratios, not absolute times.\n"]
+    for name, r in results.items():
+        out.append(f"## {name} — {SCRIPTS[name]}\n")
+        out.append(f"`python bench/{name}.py`, {r['seconds']} s" + ("" if r["returncode"] == 0 else
+                   f", **failed** ({r['returncode']}): " + " / ".join(r["stderr_tail"])) + "\n")
+        out.extend(f"- {line}" for line in r["lines"])
+        out.append("")
+    (HERE / "results.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (HERE / "results.json").write_text(json.dumps({"when": stamp, "machine": machine(), "results": results},
+                                                  indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {HERE / 'results.md'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
