@@ -10,10 +10,8 @@ import openai
 import pytest
 from conftest import LiveServer
 
-from openqna.api.auth import Authorizer, create_key
-from openqna.api.openai_vector_stores import VectorStoreRoutes
+from openqna.api.auth import create_key
 from openqna.ingest.tokens import count_tokens as minilm_tokens
-from openqna.vector_stores import VectorStores
 
 DOCS = {
     "returns.txt": (
@@ -33,12 +31,7 @@ DOCS = {
 
 @pytest.fixture
 def live(service):
-    server = LiveServer(service)
-    if not any(getattr(r, "path", None) == "/v1/vector_stores" for r in server.app.routes):
-        # server.py does not mount the routes yet: mount them on the real app, with its job runner
-        core = VectorStores(service, server.app.state.jobs)
-        server.app.router.routes.extend(VectorStoreRoutes(core, Authorizer(service.store)).routes())
-    with server:
+    with LiveServer(service) as server:
         yield server
 
 
