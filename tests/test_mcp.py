@@ -78,7 +78,7 @@ async def check_tools(client: Client) -> None:
         assert len(tool.description) > 80 and tool.output_schema["type"] == "object"
     search = tools["search"].input_schema
     assert search["required"] == ["kb", "subject"]
-    limit = {"minimum": 1, "maximum": 50, "default": 4}
+    limit = {"minimum": 1, "maximum": 20, "default": 4}  # OPENQNA_TOOLS_MAX_LIMIT, as the HTTP tools
     assert pick(search["properties"]["limit"], limit) == limit
     where = search["properties"]["where"]["description"]
     assert "ClickHouse" in where and "hasAny(" in where and "INTERVAL" in where and "list_knowledge_bases" in where
@@ -131,8 +131,8 @@ async def check_errors(client: Client) -> None:
     injected = await client.call_tool("search", {"kb": "faq", "subject": "x", "where": "1=1; DROP TABLE qnas"})
     assert injected.is_error and "refused" in tool_text(injected)
 
-    too_many = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": 51})
-    assert too_many.is_error and "limit" in tool_text(too_many) and "50" in tool_text(too_many)
+    too_many = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": 21})
+    assert too_many.is_error and "limit" in tool_text(too_many) and "20" in tool_text(too_many)
 
     unknown = await client.call_tool("search", {"kb": "nope", "subject": "invoice"})
     assert unknown.is_error and "Unknown knowledge base 'nope'" in tool_text(unknown)

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from .. import __version__
+from .. import __version__, settings
 from ..records import OpenQnAError, ProjectNotFound, QnA
 from ..retrieval.where import allowed_syntax
 from ..service import AskRequest, Service
@@ -30,7 +30,7 @@ from ..store import ApiKey
 from ..store.base import LIVE
 from .auth import Authorizer, allows
 
-MAX_LIMIT = 50
+MAX_LIMIT = int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
 ASK_THRESHOLD = 0.5  # calibrated confidence: 0.5 separates on-topic answers from off-topic ones on every KB
 
