@@ -7,24 +7,18 @@ import contextlib
 import json
 import os
 import sys
-import threading
-import time
-from typing import Self
 
 import anyio
 import httpx
 import httpx2  # the HTTP client the mcp SDK is built on
 import pytest
-import uvicorn
-from conftest import free_port
+from conftest import LiveServer
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from starlette.applications import Starlette
 
-from openqna.api.auth import Authorizer, create_key
-from openqna.api.mcp import mcp_app
+from openqna.api.auth import create_key
 from openqna.records import QnA
 from openqna.retrieval.where import Column
 from openqna.tables import TableSchema, create_table, load_rows
@@ -184,49 +178,10 @@ def test_stdio(kbs, tmp_path):
 
 
 # -------------------------------------------------------------------------------------------- HTTP
-def mcp_only_app(service) -> Starlette:
-    """The wiring server.py uses: the route, and the session manager running inside the app's lifespan."""
-    mcp = mcp_app(service, Authorizer(service.store))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_):
-        async with mcp.lifespan():
-            yield
-
-    return Starlette(routes=mcp.routes(), lifespan=lifespan)
-
-
-class Served:
-    """An ASGI app under uvicorn on a loopback port: the real server once it routes /mcp, else mcp_only_app."""
-
-    def __init__(self, service):
-        from openqna.server import create_app
-
-        app = create_app(service)
-        if not any(getattr(route, "path", None) == "/mcp" for route in app.routes):
-            app = mcp_only_app(service)
-        self.url = f"http://127.0.0.1:{free_port()}"
-        host, port = self.url.removeprefix("http://").split(":")
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=int(port), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        deadline = time.time() + 20
-        while not self.server.started:
-            assert time.time() < deadline, "server did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture
 def http(kbs):
-    with Served(kbs) as served:
-        served.service = kbs
+    """The real app, as server.py builds it, with /mcp routed and its session manager in the lifespan."""
+    with LiveServer(kbs) as served:
         yield served
 
 

@@ -42,6 +42,27 @@ class Refused(Exception):
         self.response = response
 
 
+async def read_json(request: Request, *, empty: Any = None) -> Any:
+    """The request's JSON body (``empty`` when there is none), refused in OpenAI's dialect."""
+    raw = await request.body()
+    if len(raw) > LIMITS.body_bytes:
+        raise Refused(openai_error(413, f"The request body is larger than {LIMITS.body_bytes} bytes."))
+    if not raw.strip():
+        return empty
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
+
+
+def error_response(exc: OpenQnAError) -> Response:
+    """A caller's error in OpenAI's envelope: 404 for what does not exist, else its status."""
+    if isinstance(exc, NotFound):
+        return openai_error(404, exc.message, param=exc.target)
+    return openai_error(max(exc.status, 400), exc.message, param=exc.target,
+                        kind="server_error" if exc.status >= 500 else "invalid_request_error")
+
+
 def file_json(f: StoredFile) -> dict:
     return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "filename": f.filename,
             "purpose": f.purpose, "status": f.status, "status_details": None}
@@ -133,26 +154,14 @@ class OpenAIRoutes:
             raise Refused(openai_error(403, f"This key's role '{key.role}' may not call this endpoint.",
                                        kind="permission_error"))
 
-    async def _json(self, request: Request) -> Any:
-        raw = await request.body()
-        if len(raw) > LIMITS.body_bytes:
-            raise Refused(openai_error(413, f"The request body is larger than {LIMITS.body_bytes} bytes."))
-        try:
-            return json.loads(raw or b"null")
-        except ValueError as exc:
-            raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
-
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
             self._auth(request, role)
             return await work()
         except Refused as exc:
             return exc.response
-        except NotFound as exc:
-            return openai_error(404, exc.message, param=exc.target)
         except OpenQnAError as exc:
-            return openai_error(exc.status if exc.status >= 400 else 400, exc.message, param=exc.target,
-                                kind="server_error" if exc.status >= 500 else "invalid_request_error")
+            return error_response(exc)
 
     # -- files ------------------------------------------------------------------------------------
     async def files(self, request: Request) -> Response:
@@ -209,7 +218,7 @@ class OpenAIRoutes:
     # -- answers and search ---------------------------------------------------------------------
     async def answers(self, request: Request) -> Response:
         async def work() -> Response:
-            body = Body(await self._json(request), ANSWERS_FIELDS)
+            body = Body(await read_json(request), ANSWERS_FIELDS)
             req, file_id, expand = self._answers_request(body)
             if file_id:
                 f = openai_files.searchable(self.service, file_id, ("answers",))
@@ -281,7 +290,7 @@ class OpenAIRoutes:
 
     async def search(self, request: Request) -> Response:
         async def work() -> Response:
-            body = Body(await self._json(request), SEARCH_FIELDS)
+            body = Body(await read_json(request), SEARCH_FIELDS)
             model = request.path_params.get("engine") or body.string("model", default="ada")
             query = body.string("query", required=True)
             documents = body.strings("documents", max_items=200, min_items=1)

@@ -16,7 +16,6 @@ score; ``has_more`` says whether more chunks passed the threshold than ``max_num
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +25,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..records import InvalidArgument, NotFound, OpenQnAError
+from ..records import InvalidArgument, OpenQnAError
 from ..retrieval.filters import And, Filter, Or
 from ..retrieval.where import Compare, InList
-from ..settings import LIMITS
 from ..vector_stores import (
     Attach,
     Chunking,
@@ -42,7 +40,7 @@ from ..vector_stores import (
     attribute_ref,
 )
 from .auth import Authorizer, allows
-from .openai import Body, Refused, openai_error
+from .openai import Body, Refused, error_response, openai_error, read_json
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}
@@ -267,21 +265,11 @@ class VectorStoreRoutes:
             return await work()
         except Refused as exc:
             return exc.response
-        except NotFound as exc:
-            return openai_error(404, exc.message, param=exc.target)
         except OpenQnAError as exc:
-            return openai_error(max(exc.status, 400), exc.message, param=exc.target,
-                                kind="server_error" if exc.status >= 500 else "invalid_request_error")
+            return error_response(exc)
 
     async def _body(self, request: Request, allowed: set[str]) -> Body:
-        raw = await request.body()
-        if len(raw) > LIMITS.body_bytes:
-            raise Refused(openai_error(413, f"The request body is larger than {LIMITS.body_bytes} bytes."))
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
-        return Body(data, allowed)
+        return Body(await read_json(request, empty={}), allowed)
 
     # -- stores ----------------------------------------------------------------------------------------
     async def stores(self, request: Request) -> Response:
