@@ -29,8 +29,11 @@ def surface_kb() -> KnowledgeBaseContent:
     ], synonyms=[["monitor", "display", "screen"]])
 
 
-@pytest.fixture
-def kb(service):
+@pytest.fixture(params=["exhaustive", "candidates"])
+def kb(request, service, monkeypatch):
+    """Every test below runs twice: scoring every record, and scoring candidates (as large KBs do)."""
+    if request.param == "candidates":
+        monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
     service.import_content("surface", surface_kb())
     return service
 

@@ -37,8 +37,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
     Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
     Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
+    Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches."),
     Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip)."),
 )
+
+
+def exact_search_max() -> int:
+    """OPENQNA_EXACT_SEARCH_MAX, read on each use so a test or an operator can change it."""
+    return int(get("OPENQNA_EXACT_SEARCH_MAX"))
 
 
 def get(env: str) -> str:

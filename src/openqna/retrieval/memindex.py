@@ -11,11 +11,13 @@ filter still yields every matching record.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
 
+from .. import settings
 from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
 K1 = 1.2
@@ -71,6 +73,14 @@ class _Field:
             self.starts = np.zeros(0, np.int64)
         self.seg_rows = self.rows[self.starts] if self.n else np.zeros(0, np.int64)
         self.n_records = n_records
+        # the units of record row r are lo[r]:hi[r] (none when lo[r] == hi[r])
+        self.lo = np.zeros(n_records, np.int64)
+        self.hi = np.zeros(n_records, np.int64)
+        if self.n:
+            self.lo[self.seg_rows] = self.starts
+            self.hi[self.seg_rows] = np.concatenate((self.starts[1:], [self.n]))
+        self._ann = None
+        self._ann_lock = threading.Lock()
 
     def idf(self, term: str) -> float:
         hit = self.postings.get(term)
@@ -87,6 +97,62 @@ class _Field:
         if not self.n:
             return np.full(self.n_records, -1.0, np.float32)
         return self.per_record_max(self.matrix @ query, -1.0)
+
+    # -- candidate mode: scores for some record rows only -----------------------------
+    def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
+        lens = self.hi[rows] - self.lo[rows]
+        has = lens > 0
+        lens = lens[has]
+        starts = np.cumsum(lens) - lens
+        units = np.repeat(self.lo[rows[has]] - starts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        return units, starts, has
+
+    @staticmethod
+    def max_per_row(values: np.ndarray, starts: np.ndarray, has: np.ndarray, fill: float) -> np.ndarray:
+        out = np.full(len(has), fill, dtype=np.float32)
+        if len(starts):
+            out[has] = np.maximum.reduceat(values, starts)
+        return out
+
+    def dense_rows(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly."""
+        units, starts, has = self.units_of(rows)
+        return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
+
+    def nearest_units(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> np.ndarray:
+        """About the ``k`` units nearest ``query`` among ``allowed`` (a bool per unit; None: all).
+
+        Exact when the field or the allowed part of it is small; otherwise from the IVF index,
+        probing more lists (then exactly) when a selective filter leaves too few in the probed ones.
+        """
+        count = self.n if allowed is None else int(allowed.sum())
+        k = min(k, count)
+        if k <= 0:
+            return np.zeros(0, np.int64)
+        ann = self.ann()
+        if ann is not None and count > settings.exact_search_max():
+            found = ann.search(query, k, allowed)
+            if len(found) < k:
+                found = ann.search(query, k, allowed, nprobe=ann.nprobe * 8)
+            if len(found) >= k:
+                return found
+        units = np.arange(self.n) if allowed is None else np.flatnonzero(allowed)
+        sims = (self.matrix @ query) if allowed is None else self.matrix[units] @ query
+        best = np.argpartition(-sims, k - 1)[:k] if k < len(units) else np.arange(len(units))
+        return units[best[np.argsort(-sims[best], kind="stable")]]
+
+    def ann(self):
+        """The IVF index of this field, built on first use; None while the field is small enough to scan."""
+        if self.n <= settings.exact_search_max():
+            return None
+        if self._ann is None:
+            with self._ann_lock:
+                if self._ann is None:
+                    from .ann import IVFIndex
+
+                    self._ann = IVFIndex(self.matrix)
+        return self._ann
 
     def bm25_units(self, terms: Iterable[str]) -> np.ndarray:
         scores = np.zeros(self.n, np.float32)
@@ -225,6 +291,10 @@ class MemIndex:
         if isinstance(f, Not):
             return ~self.mask(f.child)
         raise TypeError(f"unknown filter node {f!r}")
+
+    def exhaustive(self) -> bool:
+        """Whether a query scores every record (small index) rather than candidates (OPENQNA_EXACT_SEARCH_MAX)."""
+        return self.q.n + self.a.n <= settings.exact_search_max()
 
     # -- primitives used by the store's search API -------------------------------
     def bm25(self, terms: list[str], field: str, allowed: np.ndarray) -> np.ndarray:

@@ -48,8 +48,75 @@ class Ranked:
     confidence: float
 
 
+# In candidate mode (large indexes), how many of each kind of candidate a query scores: the
+# nearest question vectors, the nearest answer/passage vectors, and the best keyword matches of each field.
+CANDIDATES = 100
+
+
+@dataclass
+class Features:
+    """What the confidence is computed from, for the record rows ``rows`` (sorted), one value per row."""
+
+    rows: np.ndarray
+    qsim: np.ndarray  # best question cosine (a passage's: its text's)
+    asim: np.ndarray  # answer cosine
+    qcov: np.ndarray  # idf-weighted share of the query's words in the best question
+    acov: np.ndarray  # ... in the answer
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
+             must_rows: list[int]) -> Features:
+    """Features of every eligible record (small index), or of the candidates and ``must_rows`` (large one).
+
+    Candidates are the ``CANDIDATES`` nearest units of each field (exact or from the IVF
+    index, with the filter pushed in) and the ``CANDIDATES`` units of each field that cover
+    most of the query's idf mass; every candidate is then scored exactly, so a candidate gets
+    the confidence it would get from the exhaustive path.
+    """
+    if index.exhaustive():
+        rows = np.arange(index.n)
+        qsim = np.maximum(index.dense(query_vector, "q", eligible), 0.0)
+        qcov = index.coverage(terms, "q", eligible)
+        asim = np.maximum(index.dense(query_vector, "a", eligible), 0.0)
+        acov = index.coverage(terms, "a", eligible)
+    else:
+        allowed = None if eligible.all() else eligible
+        parts = [np.asarray(must_rows, dtype=np.int64)]
+        coverage = {}
+        for name, fld in (("q", index.q), ("a", index.a)):
+            unit_allowed = None if allowed is None else allowed[fld.rows]
+            parts.append(fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)])
+            cov = fld.coverage_units({t: fld.idf(t) for t in set(terms) if " " not in t})
+            coverage[name] = cov
+            hit = np.flatnonzero(cov)
+            if unit_allowed is not None:
+                hit = hit[unit_allowed[hit]]
+            if len(hit) > CANDIDATES:
+                hit = hit[np.argpartition(-cov[hit], CANDIDATES - 1)[:CANDIDATES]]
+            parts.append(fld.rows[hit])
+        rows = np.unique(np.concatenate(parts))
+        rows = rows[eligible[rows]]
+        qsim = np.maximum(index.q.dense_rows(query_vector, rows), 0.0)
+        asim = np.maximum(index.a.dense_rows(query_vector, rows), 0.0)
+        units, starts, has = index.q.units_of(rows)
+        qcov = index.q.max_per_row(coverage["q"][units], starts, has, 0.0)
+        units, starts, has = index.a.units_of(rows)
+        acov = index.a.max_per_row(coverage["a"][units], starts, has, 0.0)
+    # A passage's or row's "question" is only its title: its text is what answers, so the
+    # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708).
+    passages = index.passage[rows]
+    return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov)
+
+
+def _position(rows: np.ndarray, row: int | None) -> int | None:
+    if row is None:
+        return None
+    i = int(np.searchsorted(rows, row))
+    return i if i < len(rows) and rows[i] == row else None
 
 
 def rank(
@@ -69,32 +136,29 @@ def rank(
     if index.n == 0 or not eligible.any():
         return []
     c = calibration
-    terms = analyze(question)
-    qsim = np.maximum(index.dense(query_vector, "q", eligible), 0.0)
-    qcov = index.coverage(terms, "q", eligible)
-    asim = np.maximum(index.dense(query_vector, "a", eligible), 0.0)
-    acov = index.coverage(terms, "a", eligible)
-    # A passage's or row's "question" is only its title: its text is what answers, so the
-    # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708).
-    passages = index.passage
-    qsim = np.where(passages, asim, qsim)
-    qcov = np.where(passages, acov, qcov)
-    logit = c.w_qsim * qsim + c.w_qcov * qcov
-    if not question_only:
-        logit += c.w_asim * asim + c.w_acov * acov
-    logit = c.scale * (logit + c.bias) + c.shift
-    for rid in boosted_ids:
-        row = index.row_of.get(rid)
-        if row is not None:
-            logit[row] += c.scale * c.context_boost
-    confidence = sigmoid(logit)
     exact_rows = list(index.exact.get(exact_key(question), ()))
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
+    boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
+    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows)
+    if not len(f.rows):
+        return []
+    logit = c.w_qsim * f.qsim + c.w_qcov * f.qcov
+    if not question_only:
+        logit += c.w_asim * f.asim + c.w_acov * f.acov
+    logit = c.scale * (logit + c.bias) + c.shift
+    for row in boosted_rows:
+        i = _position(f.rows, row)
+        if i is not None:
+            logit[i] += c.scale * c.context_boost
+    confidence = sigmoid(logit)
     for row in exact_rows:
-        confidence[row] = 1.0
-    confidence[~eligible] = -1.0
-    k = min(top, index.n)
+        i = _position(f.rows, row)
+        if i is not None:
+            confidence[i] = 1.0
+    allowed = eligible[f.rows]
+    confidence[~allowed] = -1.0
+    k = min(top, len(f.rows))
     best = np.argpartition(-confidence, k - 1)[:k]
     best = best[np.argsort(-confidence[best], kind="stable")]
-    return [Ranked(int(index.ids[r]), float(confidence[r])) for r in best
-            if confidence[r] >= threshold and confidence[r] > 0.0 and eligible[r]]
+    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i])) for i in best
+            if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]

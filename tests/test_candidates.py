@@ -1,0 +1,92 @@
+"""Large knowledge bases rank candidates (IVF nearest vectors + keyword matches) instead of every record.
+
+The candidate path must give the answers the exhaustive path gives, with the same confidences,
+and filters must still yield ``top`` answers when that many records match.  The threshold is
+lowered here so a 770-question KB takes the large-KB path with a real faiss index.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from conftest import SHARED_DATA
+from openqna.records import KnowledgeBaseContent, QnA
+from openqna.retrieval.filters import IdIn, MetaEq
+from openqna.service import AskRequest
+
+
+def _banking77(split: str) -> list[tuple[str, str]]:
+    with open(SHARED_DATA / "banking77" / f"{split}.csv") as f:
+        return [(row["text"], row["category"]) for row in csv.DictReader(f)]
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory, embedder):
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    by_intent: dict[str, list[str]] = {}
+    for text, intent in _banking77("train"):
+        if len(by_intent.setdefault(intent, [])) < 10:
+            by_intent[intent].append(text)
+    qnas = [QnA(questions, intent.replace("_", " "), id=i + 1, metadata={"group": str(i % 5)})
+            for i, (intent, questions) in enumerate(sorted(by_intent.items()))]
+    store = SQLiteStore(tmp_path_factory.mktemp("bank") / "data")
+    service = Service(store, embedder)
+    service.import_content("bank", KnowledgeBaseContent(qnas=qnas))
+    questions = [text for text, _ in _banking77("test")[::25]]
+    yield service, questions, {q.id: q.metadata["group"] for q in qnas}
+    store.close()
+
+
+def _ask_all(service, questions, **kw):
+    return [service.ask("bank", "test", AskRequest(question=q, **kw)) for q in questions]
+
+
+def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch):
+    service, questions, _ = bank
+    exhaustive = _ask_all(service, questions, top=3)
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    index = service.store.search_index("bank", "test")
+    assert not index.exhaustive() and index.q.ann() is not None  # the faiss index is what answers
+    candidates = _ask_all(service, questions, top=3)
+    same_top, total = 0, len(questions)
+    for ex, ca in zip(exhaustive, candidates):
+        if ex[0].qna.id == ca[0].qna.id:
+            same_top += 1
+            assert ca[0].confidence == pytest.approx(ex[0].confidence, abs=1e-4)
+    assert same_top >= 0.97 * total, f"top-1 agrees on {same_top}/{total}"
+
+
+def test_a_selective_filter_still_fills_top(bank, monkeypatch):
+    service, questions, groups = bank
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    for answers in _ask_all(service, questions, top=5, filter=MetaEq("group", "3")):
+        assert len(answers) == 5 and all(groups[a.qna.id] == "3" for a in answers)
+    few = (4, 17, 33, 60)
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    narrowed = _ask_all(service, questions[:20], top=10, filter=IdIn(few))
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "100000")
+    expected = _ask_all(service, questions[:20], top=10, filter=IdIn(few))
+    for got, want in zip(narrowed, expected):
+        assert [a.qna.id for a in got] == [a.qna.id for a in want]
+        assert sorted(a.qna.id for a in got) == sorted(few)
+
+
+def test_nearest_units_from_the_ivf_index(bank, monkeypatch):
+    service, questions, _ = bank
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    field = service.store.search_index("bank", "test").q
+    query = service.embedder.embed(questions[:1])[0]
+    exact = np.argsort(-(field.matrix @ query))[:10]
+    found = field.nearest_units(query, 10, None)
+    assert len(found) == 10 and len(set(found) & set(exact)) >= 8
+    allowed = np.zeros(field.n, dtype=bool)
+    allowed[::7] = True  # 1 unit in 7: the probed lists hold too few, so it probes more or scans exactly
+    found = field.nearest_units(query, 10, allowed)
+    assert len(found) == 10 and allowed[found].all()
+    want = np.flatnonzero(allowed)[np.argsort(-(field.matrix[allowed] @ query))[:10]]
+    assert len(set(found) & set(want)) >= 8
