@@ -125,7 +125,10 @@ def main() -> None:
             index = store.search_index("big")
             build = time.perf_counter() - t
             t = time.perf_counter()
-            index.q.ann(), index.a.ann()
+            if name == "postgresql":  # candidates come from pgvector's HNSW index, built once
+                store.ensure_vector_index(384)
+            else:  # candidates come from faiss IVF indexes, built on first use
+                index.q.ann(), index.a.ann()
             ann_build = time.perf_counter() - t
             service = Service(store, embedder)
             results = {}
@@ -135,7 +138,8 @@ def main() -> None:
                 results[mode] = latency(service, questions), latency(service, questions, filter=MetaEq("group", "3"))
             (ex, ex_tops), (ex_f, ex_f_tops) = results["exhaustive"]
             (ca, ca_tops), (ca_f, ca_f_tops) = results["candidates"]
-            print(f"{name}: write 100k QnAs {fill_s:.1f} s, index build {build:.1f} s + IVF {ann_build:.1f} s")
+            print(f"{name}: write 100k QnAs {fill_s:.1f} s, index build {build:.1f} s + "
+                  f"{'pgvector HNSW' if name == 'postgresql' else 'faiss IVF'} {ann_build:.1f} s")
             print(f"{name} exhaustive: ask {p(ex)}; with a 10% metadata filter {p(ex_f)}; "
                   f"p50 / embedding floor {statistics.median(ex) / floor_p50:.1f}")
             print(f"{name} candidates (default): ask {p(ca)}; with a 10% metadata filter {p(ca_f)}; "

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
+from pg import pg_server  # noqa: F401  (fixture)
 from openqna.records import KnowledgeBaseContent, QnA
 from openqna.retrieval.filters import IdIn, MetaEq
 from openqna.service import AskRequest
@@ -23,8 +24,9 @@ def _banking77(split: str) -> list[tuple[str, str]]:
         return [(row["text"], row["category"]) for row in csv.DictReader(f)]
 
 
-@pytest.fixture(scope="module")
-def bank(tmp_path_factory, embedder):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def bank(request, tmp_path_factory, embedder):
+    """The same KB on both stores; on PostgreSQL the vector candidates come from pgvector's HNSW index."""
     from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
@@ -34,12 +36,39 @@ def bank(tmp_path_factory, embedder):
             by_intent[intent].append(text)
     qnas = [QnA(questions, intent.replace("_", " "), id=i + 1, metadata={"group": str(i % 5)})
             for i, (intent, questions) in enumerate(sorted(by_intent.items()))]
-    store = SQLiteStore(tmp_path_factory.mktemp("bank") / "data")
+    schema = None
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path_factory.mktemp("bank") / "data")
+    else:
+        from openqna.store.postgres import PostgresStore
+
+        pg = request.getfixturevalue("pg_server")
+        schema = pg.create_schema()
+        store = PostgresStore(pg.dsn(schema=schema))
     service = Service(store, embedder)
     service.import_content("bank", KnowledgeBaseContent(qnas=qnas))
+    if schema:
+        store.ensure_vector_index(384)
     questions = [text for text, _ in _banking77("test")[::25]]
     yield service, questions, {q.id: q.metadata["group"] for q in qnas}
     store.close()
+    if schema:
+        pg.drop_schema(schema)
+
+
+def _searched_in_db(service, monkeypatch) -> list[int]:
+    """Counts the vector searches PostgreSQL runs (none on SQLite)."""
+    calls: list[int] = []
+    store = service.store
+    if hasattr(store, "_vector_search"):
+        real = store._vector_search
+
+        def counted(*args, **kw):
+            calls.append(1)
+            return real(*args, **kw)
+
+        monkeypatch.setattr(store, "_vector_search", counted)
+    return calls
 
 
 def _ask_all(service, questions, **kw):
@@ -51,8 +80,13 @@ def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch):
     exhaustive = _ask_all(service, questions, top=3)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
     index = service.store.search_index("bank", "test")
-    assert not index.exhaustive() and index.q.ann() is not None  # the faiss index is what answers
+    assert not index.exhaustive()
+    in_db = _searched_in_db(service, monkeypatch)
     candidates = _ask_all(service, questions, top=3)
+    if index.nearest_rows is None:
+        assert index.q.ann() is not None  # SQLite: the faiss index is what answers
+    else:
+        assert len(in_db) == 2 * len(questions)  # PostgreSQL: pgvector, for questions and answers
     same_top, total = 0, len(questions)
     for ex, ca in zip(exhaustive, candidates):
         if ex[0].qna.id == ca[0].qna.id:
@@ -64,6 +98,7 @@ def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch):
 def test_a_selective_filter_still_fills_top(bank, monkeypatch):
     service, questions, groups = bank
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    in_db = _searched_in_db(service, monkeypatch)
     for answers in _ask_all(service, questions, top=5, filter=MetaEq("group", "3")):
         assert len(answers) == 5 and all(groups[a.qna.id] == "3" for a in answers)
     few = (4, 17, 33, 60)
@@ -74,6 +109,7 @@ def test_a_selective_filter_still_fills_top(bank, monkeypatch):
     for got, want in zip(narrowed, expected):
         assert [a.qna.id for a in got] == [a.qna.id for a in want]
         assert sorted(a.qna.id for a in got) == sorted(few)
+    assert len(in_db) == (0 if service.store.search_index("bank", "test").nearest_rows is None else 2 * (len(questions) + 20))
 
 
 def test_nearest_units_from_the_ivf_index(bank, monkeypatch):

@@ -305,7 +305,7 @@ class Service:
         self._check_embedder(self.store.get_project(kb))
         eligible = index.mask(flt)
         vector = self.embedder.embed([subject])[0]
-        ranked = ranker.rank(index, subject, vector, eligible, top=limit)
+        ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt)
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
@@ -330,7 +330,8 @@ class Service:
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         question = req.question or ""
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
-        eligible = index.mask(all_of(req.filter, KindIn(kinds)))
+        flt = all_of(req.filter, KindIn(kinds))
+        eligible = index.mask(flt)
         children: set[int] = set()
         exact_prompt: set[int] = set()
         if req.previous_qna_id is not None:
@@ -347,7 +348,7 @@ class Service:
         vector = self.embedder.embed([expanded])[0]
         ranked = ranker.rank(index, expanded, vector, eligible, question_only=req.question_only,
                              boosted_ids=children, exact_prompt_ids=exact_prompt, top=req.top,
-                             threshold=req.threshold)
+                             threshold=req.threshold, flt=flt)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -241,6 +241,9 @@ class MemIndex:
         self._kind_masks = {k: self._rows_mask(v) for k, v in self._kind.items()}
         self._none = np.zeros(self.n, dtype=bool)
         self._none.flags.writeable = False
+        # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
+        # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
+        self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
 
     # -- filters ---------------------------------------------------------------
     def _rows_mask(self, rows: Iterable[int]) -> np.ndarray:

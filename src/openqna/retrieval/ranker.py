@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .analyze import analyze, exact_key
+from .filters import Filter
 from .memindex import MemIndex
 
 
@@ -69,11 +70,12 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
-             must_rows: list[int]) -> Features:
+             must_rows: list[int], flt: Filter | None = None) -> Features:
     """Features of every eligible record (small index), or of the candidates and ``must_rows`` (large one).
 
     Candidates are the ``CANDIDATES`` nearest units of each field (exact or from the IVF
-    index, with the filter pushed in) and the ``CANDIDATES`` units of each field that cover
+    index or the store's own vector index, with the filter pushed in; ``flt`` is the filter
+    ``eligible`` was computed from, for the store) and the ``CANDIDATES`` units of each field that cover
     most of the query's idf mass; every candidate is then scored exactly, so a candidate gets
     the confidence it would get from the exhaustive path.
     """
@@ -89,7 +91,12 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         coverage = {}
         for name, fld in (("q", index.q), ("a", index.a)):
             unit_allowed = None if allowed is None else allowed[fld.rows]
-            parts.append(fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)])
+            found = None
+            if index.nearest_rows is not None:
+                found = index.nearest_rows(name, query_vector, CANDIDATES, flt, eligible)
+            if found is None:
+                found = fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)]
+            parts.append(found)
             cov = fld.coverage_units({t: fld.idf(t) for t in set(terms) if " " not in t})
             coverage[name] = cov
             hit = np.flatnonzero(cov)
@@ -131,15 +138,20 @@ def rank(
     top: int = 3,
     threshold: float = 0.0,
     calibration: Calibration = CALIBRATION,
+    flt: Filter | None = None,
 ) -> list[Ranked]:
-    """The ``top`` eligible records with confidence ≥ ``threshold``, best first."""
+    """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
+
+    ``eligible`` is the mask of records that may answer; ``flt``, when given, is the filter it
+    came from (a store that searches vectors itself pushes it into its query).
+    """
     if index.n == 0 or not eligible.any():
         return []
     c = calibration
     exact_rows = list(index.exact.get(exact_key(question), ()))
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
-    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows)
+    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows, flt)
     if not len(f.rows):
         return []
     logit = c.w_qsim * f.qsim + c.w_qcov * f.qcov

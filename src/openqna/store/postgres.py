@@ -161,6 +161,8 @@ class PostgresStore(VectorSearch):
         self._index_lock = threading.Lock()
         self._indexes: dict[tuple[int, str], MemIndex] = {}
         self._hnsw_ready: set[str] = set()
+        self._hnsw_checked: dict[str, float] = {}
+        self._hnsw_building: set[str] = set()
         with psycopg.connect(dsn, autocommit=True) as conn:
             self._migrate(conn)
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
@@ -495,6 +497,7 @@ class PostgresStore(VectorSearch):
             index = self._indexes.get(key)
             if index is None or index.version != version:
                 index = self._build_index(pid, deployment)
+                index.nearest_rows = partial(self.nearest_rows, pid, deployment, index)
                 self._indexes[key] = index
         return index
 

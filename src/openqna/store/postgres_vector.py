@@ -9,6 +9,10 @@ uses ``search_index`` pays no index upkeep on writes.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
 import numpy as np
 
 from ..retrieval.filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
@@ -16,6 +20,8 @@ from ..retrieval.filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, Sour
 _VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
 _QUERY = object()  # where the query vector goes among a search's parameters
 _LOCK_KEY = 0x6F70656E  # pg_advisory_lock(key, dim) serialising index builds ("open")
+_RECHECK_SECONDS = 30.0  # how often a process looks again for an HNSW index it found missing
+log = logging.getLogger("openqna.store.postgres")
 
 
 def filter_to_sql(f: Filter | None) -> tuple[str | None, list]:
@@ -127,11 +133,15 @@ class VectorSearch:
         filter still yields ``k`` records when that many match; the order is made exact afterwards.
         """
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        dim = query.shape[0]
-        if k <= 0 or dim == 0:
+        if k <= 0 or query.shape[0] == 0:
             return []
-        self.ensure_vector_index(dim)
+        self.ensure_vector_index(query.shape[0])
         pid, _ = self._current(project, deployment)
+        return self._vector_search(pid, deployment, query, k, filter_sql, params, field)
+
+    def _vector_search(self, pid: int, deployment: str, query: np.ndarray, k: int, filter_sql: str | None,
+                       params: tuple | list, field: str) -> list[tuple[int, float]]:
+        dim = query.shape[0]
         limit = k if field == "a" else 2 * k
         while True:
             sql, args = self._vector_search_query(pid, deployment, dim, field, limit, filter_sql, params)
@@ -146,3 +156,56 @@ class VectorSearch:
                 break
             limit *= 4
         return [(int(rid), float(sim)) for rid, sim, _ in rows[:k]]
+
+    # -- candidates for the ranker ------------------------------------------------------------
+    def vector_index_ready(self, dim: int) -> bool:
+        """Whether the HNSW index of ``dim``-dimensional vectors exists; starts building it (in the background) if not.
+
+        Building an HNSW index over a large table takes minutes, so no query waits for it: until
+        it is valid, the ranker searches its in-memory index instead.
+        """
+        name = self._hnsw_name(dim)
+        if name in self._hnsw_ready:
+            return True
+        now = time.monotonic()
+        if now < self._hnsw_checked.get(name, 0.0):
+            return False
+        self._hnsw_checked[name] = now + _RECHECK_SECONDS
+        with self._conn() as db:
+            row = db.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                             (name,)).fetchone()
+        if row is not None and row[0]:
+            self._hnsw_ready.add(name)
+            return True
+        if row is None and name not in self._hnsw_building:
+            self._hnsw_building.add(name)
+
+            def build() -> None:
+                try:
+                    self.ensure_vector_index(dim)
+                except Exception:  # noqa: BLE001 - a failed build leaves the in-memory search in place
+                    log.exception("building %s failed; vector candidates come from memory", name)
+                finally:
+                    self._hnsw_building.discard(name)
+
+            threading.Thread(target=build, name=f"openqna-{name}", daemon=True).start()
+        return False
+
+    def nearest_rows(self, pid: int, deployment: str, index, field: str, query: np.ndarray, k: int,
+                     flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
+        """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
+
+        The filter runs inside the iterative index scan, so a selective filter still yields ``k``
+        records when that many match; typed ``where_str`` filters are not translated to SQL
+        yet, and those queries search in memory.
+        """
+        query = np.asarray(query, dtype=np.float32).reshape(-1)
+        if not self.vector_index_ready(query.shape[0]):
+            return None
+        try:
+            filter_sql, params = filter_to_sql(flt)
+        except NotImplementedError:
+            return None
+        hits = self._vector_search(pid, deployment, query, k, filter_sql, params, field)
+        rows = np.asarray([index.row_of[rid] for rid, _ in hits if rid in index.row_of], dtype=np.int64)
+        return rows[eligible[rows]]
