@@ -16,6 +16,7 @@ top-100 in ~0.7 ms at nprobe 16 with recall@10 0.98, where numpy brute force tak
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -24,9 +25,13 @@ _KMEANS_ITERATIONS = 10
 
 
 class IVFIndex:
-    """An inverted-file index over the rows of ``matrix``; ids are row numbers of ``matrix``."""
+    """An inverted-file index over the rows of ``matrix``, identified by ``keys`` (int64).
 
-    def __init__(self, matrix: np.ndarray, *, seed: int = 0):
+    Rows can be added and removed later (the lists stay trained on the first rows; callers
+    retrain by building a new index when much has changed).  Safe to share across threads.
+    """
+
+    def __init__(self, matrix: np.ndarray, keys: np.ndarray, *, seed: int = 0):
         import faiss  # imported only by knowledge bases large enough to need it
 
         n, dim = matrix.shape
@@ -42,28 +47,40 @@ class IVFIndex:
         take = min(n, self.nlist * _TRAIN_PER_LIST)
         sample = matrix if take == n else matrix[np.sort(rng.choice(n, take, replace=False))]
         index.train(np.ascontiguousarray(sample, dtype=np.float32))
-        index.add(np.ascontiguousarray(matrix, dtype=np.float32))
+        index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), np.ascontiguousarray(keys, dtype=np.int64))
         self._quantizer = quantizer  # the IVF index does not own it
         self._index = index
         self._faiss = faiss
+        self._lock = threading.Lock()  # no search while rows are added or removed; a search takes ~1 ms
+
+    def add(self, matrix: np.ndarray, keys: np.ndarray) -> None:
+        if len(keys):
+            with self._lock:
+                self._index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32),
+                                         np.ascontiguousarray(keys, dtype=np.int64))
+
+    def remove(self, keys: np.ndarray) -> None:
+        if len(keys):
+            with self._lock:
+                self._index.remove_ids(np.ascontiguousarray(keys, dtype=np.int64))
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
                nprobe: int | None = None) -> np.ndarray:
-        """Ids of (about) the ``k`` rows nearest ``query`` among ``allowed`` (a bool per row), best first.
+        """Keys of (about) the ``k`` rows nearest ``query`` among ``allowed`` (a bool per key), best first.
 
         Fewer than ``k`` come back when fewer allowed rows lie in the probed lists.
         """
         faiss = self._faiss
-        k = min(k, self.n)
         if k <= 0:
             return np.zeros(0, np.int64)
         params = faiss.SearchParametersIVF()
         params.nprobe = min(self.nlist, nprobe or self.nprobe)
         if allowed is not None:
             bits = np.packbits(allowed.astype(np.uint8, copy=False), bitorder="little")
-            selector = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))
+            selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
             params.sel = selector
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
-        _, ids = self._index.search(q, k, params=params)
+        with self._lock:
+            _, ids = self._index.search(q, k, params=params)
         ids = ids[0]
         return ids[ids >= 0]

@@ -22,6 +22,7 @@ from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
 K1 = 1.2
 B = 0.75
+_GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
 
 
 def bm25_idf(n_docs: int, df: int) -> float:
@@ -39,33 +40,88 @@ class IndexRecord:
     metadata: dict[str, str]
     context_only: bool
     question_keys: list[str]  # exact-match keys of the questions
-    q_vectors: np.ndarray  # (n_questions, dim) float32
+    q_vectors: list[np.ndarray] | np.ndarray  # one (dim,) float32 vector per question
     q_terms: list[list[str]]
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
     fields: dict = field(default_factory=dict)  # typed column values (where_str)
 
 
-class _Field:
-    """Units of one field, grouped contiguously by record row for reduceat."""
+class _Postings:
+    """Term -> (units, term frequencies), held as one CSR table so it builds and renumbers with numpy."""
 
-    def __init__(self, rows: list[int], vectors: list[np.ndarray], terms: list[list[str]], n_records: int, dim: int):
+    def __init__(self, vocab: dict[str, int], tids: np.ndarray, units: np.ndarray, tfs: np.ndarray):
+        self.vocab = vocab  # term -> term id; only grows
+        self.tids, self.units, self.tfs = tids, units, tfs  # sorted by (term id, unit)
+        self.start = np.searchsorted(tids, np.arange(len(vocab) + 1))
+
+    @staticmethod
+    def entries(terms: list[list[str]], vocab: dict[str, int], first_unit: int = 0
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(term ids, units, tfs) of ``terms`` (one list per unit, numbered from ``first_unit``); grows ``vocab``."""
+        tids = np.fromiter((vocab.setdefault(t, len(vocab)) for unit in terms for t in unit), dtype=np.int64)
+        units = np.repeat(np.arange(first_unit, first_unit + len(terms), dtype=np.int64),
+                          [len(unit) for unit in terms])
+        span = max(1, first_unit + len(terms))
+        keys, tfs = np.unique(tids * span + units, return_counts=True)
+        return keys // span, keys % span, tfs.astype(np.float32)
+
+    @classmethod
+    def build(cls, terms: list[list[str]]) -> "_Postings":
+        vocab: dict[str, int] = {}
+        return cls(vocab, *cls.entries(terms, vocab))
+
+    def renumbered(self, unit_keep: np.ndarray, unit_new: np.ndarray, terms: list[list[str]],
+                   first_unit: int) -> "_Postings":
+        """These postings without the dropped units (renumbered) plus ``terms`` of new units from ``first_unit``."""
+        vocab = dict(self.vocab)
+        keep = unit_keep[self.units]
+        tids, units, tfs = self.entries(terms, vocab, first_unit)
+        tids = np.concatenate((self.tids[keep], tids))
+        order = np.argsort(tids, kind="stable")  # kept units come first within a term and stay in order
+        units = np.concatenate((unit_new[self.units[keep]], units))
+        return _Postings(vocab, tids[order], units[order], np.concatenate((self.tfs[keep], tfs))[order])
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        tid = self.vocab.get(term)
+        if tid is None or self.start[tid] == self.start[tid + 1]:
+            return None
+        s, e = self.start[tid], self.start[tid + 1]
+        return self.units[s:e], self.tfs[s:e]
+
+
+class _Ann:
+    """A field's IVF index, shared by the versions of one index lineage: ids are unit keys, not positions."""
+
+    def __init__(self, matrix: np.ndarray, keys: np.ndarray):
+        from .ann import IVFIndex
+
+        self.ivf = IVFIndex(matrix, keys)
+        self.trained_on = len(keys)
+        self.changed = 0  # units added or removed since it was trained
+
+
+class _Field:
+    """Units of one field; each record's units are contiguous (segments), for reduceat."""
+
+    def __init__(self, rows: list[int] | np.ndarray, vectors: list[np.ndarray] | np.ndarray,
+                 terms: list[list[str]] | None, n_records: int, dim: int, *,
+                 lengths: np.ndarray | None = None, postings: _Postings | None = None,
+                 keys: np.ndarray | None = None, next_key: int | None = None, ann: _Ann | None = None):
         self.n = len(rows)
+        self.dim = dim
         self.rows = np.asarray(rows, dtype=np.int64)
-        self.matrix = np.vstack(vectors).astype(np.float32, copy=False) if vectors else np.zeros((0, dim), np.float32)
-        self.lengths = np.asarray([len(t) for t in terms], dtype=np.float32)
+        if isinstance(vectors, np.ndarray):
+            self.matrix = vectors.astype(np.float32, copy=False).reshape(self.n, dim)
+        else:
+            self.matrix = np.vstack(vectors).astype(np.float32, copy=False) if vectors else np.zeros((0, dim), np.float32)
+        self.lengths = lengths if lengths is not None else np.asarray([len(t) for t in terms or []], dtype=np.float32)
         self.avgdl = float(self.lengths.mean()) if self.n else 1.0
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for unit, unit_terms in enumerate(terms):
-            counts: dict[str, int] = {}
-            for term in unit_terms:
-                counts[term] = counts.get(term, 0) + 1
-            for term, tf in counts.items():
-                units, tfs = postings.setdefault(term, ([], []))
-                units.append(unit)
-                tfs.append(tf)
-        self.postings = {t: (np.asarray(u, np.int64), np.asarray(f, np.float32)) for t, (u, f) in postings.items()}
-        # Segment starts for records that have units in this field (rows are sorted).
+        self.postings = postings if postings is not None else _Postings.build(terms or [])
+        # stable keys of the units (ids in the shared IVF index) and the next unused one
+        self.keys = keys if keys is not None else np.arange(self.n, dtype=np.int64)
+        self.next_key = next_key if next_key is not None else self.n
+        # segment starts (one segment per record that has units here) and their record rows
         if self.n:
             change = np.flatnonzero(np.diff(self.rows)) + 1
             self.starts = np.concatenate(([0], change))
@@ -79,8 +135,33 @@ class _Field:
         if self.n:
             self.lo[self.seg_rows] = self.starts
             self.hi[self.seg_rows] = np.concatenate((self.starts[1:], [self.n]))
-        self._ann = None
+        self._ann = ann
+        self._position: np.ndarray | None = None  # unit key -> unit position in this version
         self._ann_lock = threading.Lock()
+
+    def updated(self, rec_keep: np.ndarray, rec_new: np.ndarray, rows: list[int], vectors: list[np.ndarray],
+                terms: list[list[str]], n_records: int) -> "_Field":
+        """This field without the units of dropped records, plus new units (``rows`` are new record rows)."""
+        unit_keep = rec_keep[self.rows] if self.n else np.zeros(0, dtype=bool)
+        unit_new = np.cumsum(unit_keep) - 1
+        kept = int(unit_keep.sum())
+        new_matrix = np.vstack(vectors).astype(np.float32, copy=False) if vectors else np.zeros((0, self.dim), np.float32)
+        new_keys = np.arange(self.next_key, self.next_key + len(rows), dtype=np.int64)
+        ann = self._ann
+        if ann is not None:
+            dropped = self.keys[~unit_keep]
+            ann.changed += len(dropped) + len(rows)
+            if ann.changed > ann.trained_on:  # drifted too far from what it was trained on: retrain lazily
+                ann = None
+            else:
+                ann.ivf.remove(dropped)
+                ann.ivf.add(new_matrix, new_keys)
+        return _Field(
+            np.concatenate((rec_new[self.rows[unit_keep]], np.asarray(rows, np.int64))),
+            np.concatenate((self.matrix[unit_keep], new_matrix)), None, n_records, self.dim,
+            lengths=np.concatenate((self.lengths[unit_keep], np.asarray([len(t) for t in terms], np.float32))),
+            postings=self.postings.renumbered(unit_keep, unit_new, terms, kept),
+            keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann)
 
     def idf(self, term: str) -> float:
         hit = self.postings.get(term)
@@ -130,17 +211,36 @@ class _Field:
         k = min(k, count)
         if k <= 0:
             return np.zeros(0, np.int64)
-        ann = self.ann()
-        if ann is not None and count > settings.exact_search_max():
-            found = ann.search(query, k, allowed)
-            if len(found) < k:
-                found = ann.search(query, k, allowed, nprobe=ann.nprobe * 8)
-            if len(found) >= k:
-                return found
+        if count > max(_GATHER_MAX, 20 * k) and self.ann() is not None:
+            ivf = self._ann.ivf
+            position = self._positions()
+            key_allowed = None
+            if allowed is not None:
+                key_allowed = np.zeros(self.next_key, dtype=bool)
+                key_allowed[self.keys[allowed]] = True
+            # a filter keeping a share s of the units leaves about s of each probed list: probe 1/s as many
+            nprobe = int(math.ceil(ivf.nprobe * self.n / count))
+            for attempt in (nprobe, 4 * nprobe):
+                keys = ivf.search(query, k, key_allowed, nprobe=attempt)
+                # another version of this index may have added keys since: not units of this one
+                found = position[keys[keys < len(position)]]
+                found = found[found >= 0]
+                if len(found) >= k or attempt >= ivf.nlist:
+                    return found if len(found) >= k else self._exact_units(query, k, allowed)
+        return self._exact_units(query, k, allowed)
+
+    def _exact_units(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> np.ndarray:
         units = np.arange(self.n) if allowed is None else np.flatnonzero(allowed)
         sims = (self.matrix @ query) if allowed is None else self.matrix[units] @ query
         best = np.argpartition(-sims, k - 1)[:k] if k < len(units) else np.arange(len(units))
         return units[best[np.argsort(-sims[best], kind="stable")]]
+
+    def _positions(self) -> np.ndarray:
+        if self._position is None:
+            position = np.full(self.next_key, -1, dtype=np.int64)
+            position[self.keys] = np.arange(self.n)
+            self._position = position
+        return self._position
 
     def ann(self):
         """The IVF index of this field, built on first use; None while the field is small enough to scan."""
@@ -149,10 +249,8 @@ class _Field:
         if self._ann is None:
             with self._ann_lock:
                 if self._ann is None:
-                    from .ann import IVFIndex
-
-                    self._ann = IVFIndex(self.matrix)
-        return self._ann
+                    self._ann = _Ann(self.matrix, self.keys)
+        return self._ann.ivf
 
     def bm25_units(self, terms: Iterable[str]) -> np.ndarray:
         scores = np.zeros(self.n, np.float32)
@@ -196,34 +294,64 @@ def _has_where_nodes(f: Filter) -> bool:
 class MemIndex:
     """The searchable state of one knowledge base deployment at one change sequence."""
 
-    def __init__(self, records: list[IndexRecord], dim: int, version: int):
+    def __init__(self, records: list[IndexRecord], dim: int, version: int,
+                 hashes: dict[int, str] | None = None):
+        """``hashes``: each record's content hash, which lets ``updated`` apply later changes in place."""
         records = sorted(records, key=lambda r: r.id)
         self.version = version
         self.dim = dim
+        self.hashes = hashes
         self.ids = np.asarray([r.id for r in records], dtype=np.int64)
-        self.row_of = {r.id: i for i, r in enumerate(records)}
         self.n = len(records)
         self.context_only = np.asarray([r.context_only for r in records], dtype=bool)
         self.passage = np.asarray([r.kind != "qna" for r in records], dtype=bool)
-        self._meta: dict[tuple[str, str], list[int]] = {}
-        self._source: dict[str, list[int]] = {}
-        self._kind: dict[str, list[int]] = {}
+        self.metadata: list[dict[str, str]] = []
+        self.rows: list[dict] = []
         self.exact: dict[str, list[int]] = {}
-        # What where_str filters read: metadata (strings) and a table's typed columns by name, the
-        # source as column "source" unless a column has that name, and the record's own fields under
-        # "@" keys, which no column name can take.
-        self.metadata = [r.metadata for r in records]
         self._where_columns = None
-        self.rows = [{"@metadata": r.metadata, "@source": r.source, "@kind": r.kind, "@id": r.id,
-                      "source": r.source, **r.metadata, **r.fields} for r in records]
-        q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
-        for row, r in enumerate(records):
+        maps = self._maps(records, 0)
+        self._meta_rows, self._source_rows = maps[0], maps[1]
+        self._kind_masks = {k: self._rows_mask(v) for k, v in maps[2].items()}
+        q, a = self._units(records, 0)
+        self.q = _Field(q[0], q[1], q[2], self.n, dim)
+        self.a = _Field(a[0], a[1], a[2], self.n, dim)
+        self._finish()
+
+    def _finish(self) -> None:
+        self.row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
+        self._none = np.zeros(self.n, dtype=bool)
+        self._none.flags.writeable = False
+        # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
+        # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
+        self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
+
+    def _maps(self, records: list[IndexRecord], first_row: int) -> tuple[dict, dict, dict]:
+        """Appends ``records`` (rows from ``first_row``) to metadata, rows and exact; returns their filter maps."""
+        meta: dict[tuple[str, str], list[int]] = {}
+        source: dict[str, list[int]] = {}
+        kind: dict[str, list[int]] = {}
+        for row, r in enumerate(records, first_row):
             for k, v in r.metadata.items():
-                self._meta.setdefault((k.lower(), v.lower()), []).append(row)
-            self._source.setdefault(r.source.lower(), []).append(row)
-            self._kind.setdefault(r.kind, []).append(row)
+                meta.setdefault((k.lower(), v.lower()), []).append(row)
+            source.setdefault(r.source.lower(), []).append(row)
+            kind.setdefault(r.kind, []).append(row)
             for key in r.question_keys:
                 self.exact.setdefault(key, []).append(row)
+            # What where_str filters read: metadata (strings) and a table's typed columns by name, the
+            # source as column "source" unless a column has that name, and the record's own fields under
+            # "@" keys, which no column name can take.
+            self.metadata.append(r.metadata)
+            self.rows.append({"@metadata": r.metadata, "@source": r.source, "@kind": r.kind, "@id": r.id,
+                              "source": r.source, **r.metadata, **r.fields})
+        # filters read these maps on every query: row arrays (memory stays proportional to the
+        # records whatever the cardinality)
+        return ({k: np.asarray(v, np.int64) for k, v in meta.items()},
+                {k: np.asarray(v, np.int64) for k, v in source.items()}, kind)
+
+    @staticmethod
+    def _units(records: list[IndexRecord], first_row: int) -> tuple[tuple, tuple]:
+        q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
+        for row, r in enumerate(records, first_row):
             for i in range(len(r.q_terms)):
                 q_rows.append(row)
                 q_vecs.append(r.q_vectors[i])
@@ -232,23 +360,64 @@ class MemIndex:
                 a_rows.append(row)
                 a_vecs.append(r.a_vector)
                 a_terms.append(r.a_terms)
-        self.q = _Field(q_rows, q_vecs, q_terms, self.n, dim)
-        self.a = _Field(a_rows, a_vecs, a_terms, self.n, dim)
-        # filters read these maps on every query: row arrays (memory stays proportional to the
-        # records whatever the cardinality), and whole masks for the few record kinds
-        self._meta_rows = {k: np.asarray(v, np.int64) for k, v in self._meta.items()}
-        self._source_rows = {k: np.asarray(v, np.int64) for k, v in self._source.items()}
-        self._kind_masks = {k: self._rows_mask(v) for k, v in self._kind.items()}
-        self._none = np.zeros(self.n, dtype=bool)
-        self._none.flags.writeable = False
-        # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
-        # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
-        self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
+        return (q_rows, q_vecs, q_terms), (a_rows, a_vecs, a_terms)
+
+    def updated(self, removed: Iterable[int], added: list[IndexRecord], version: int,
+                hashes: dict[int, str] | None) -> "MemIndex":
+        """A new index: this one without the records ``removed`` (ids), plus ``added``, at ``version``.
+
+        Costs about the size of the change plus a few vectorised passes over the arrays, where
+        building from scratch parses every record again (seconds at 100k records); kept records
+        keep their relative order and added ones come after them.  This index stays valid.
+        """
+        added = sorted(added, key=lambda r: r.id)
+        drop = {int(i) for i in removed} | {r.id for r in added}
+        rec_keep = np.asarray([int(i) not in drop for i in self.ids.tolist()], dtype=bool)
+        rec_new = np.cumsum(rec_keep) - 1
+        kept = np.flatnonzero(rec_keep)
+        n_kept = len(kept)
+
+        def renumber(rows: np.ndarray) -> np.ndarray:
+            return rec_new[rows[rec_keep[rows]]]
+
+        new = object.__new__(MemIndex)
+        new.version, new.dim, new.hashes = version, self.dim, hashes
+        new.ids = np.concatenate((self.ids[kept], np.asarray([r.id for r in added], np.int64)))
+        new.n = len(new.ids)
+        new.context_only = np.concatenate((self.context_only[kept], np.asarray([r.context_only for r in added], bool)))
+        new.passage = np.concatenate((self.passage[kept], np.asarray([r.kind != "qna" for r in added], bool)))
+        new.metadata = [self.metadata[i] for i in kept]
+        new.rows = [self.rows[i] for i in kept]
+        new.exact = {}
+        for key, rows in self.exact.items():
+            rows = [int(rec_new[r]) for r in rows if rec_keep[r]]
+            if rows:
+                new.exact[key] = rows
+        new._where_columns = None
+        meta, source, kind = new._maps(added, n_kept)
+
+        def merged(old: dict, extra: dict) -> dict:
+            out = {k: renumber(v) for k, v in old.items()}
+            for k, v in extra.items():
+                out[k] = np.concatenate((out[k], v)) if k in out else v
+            return {k: v for k, v in out.items() if len(v)}
+
+        new._meta_rows = merged(self._meta_rows, meta)
+        new._source_rows = merged(self._source_rows, source)
+        kinds = {k: renumber(np.flatnonzero(m)) for k, m in self._kind_masks.items()}
+        for k, rows in kind.items():
+            kinds[k] = np.concatenate((kinds.get(k, np.zeros(0, np.int64)), np.asarray(rows, np.int64)))
+        new._kind_masks = {k: new._rows_mask(v) for k, v in kinds.items() if len(v)}
+        q, a = self._units(added, n_kept)
+        new.q = self.q.updated(rec_keep, rec_new, *q, new.n)
+        new.a = self.a.updated(rec_keep, rec_new, *a, new.n)
+        new._finish()
+        return new
 
     # -- filters ---------------------------------------------------------------
-    def _rows_mask(self, rows: Iterable[int]) -> np.ndarray:
+    def _rows_mask(self, rows: Iterable[int] | np.ndarray) -> np.ndarray:
         mask = np.zeros(self.n, dtype=bool)
-        mask[list(rows)] = True
+        mask[rows if isinstance(rows, np.ndarray) else np.fromiter(rows, np.int64)] = True
         return mask
 
     def _any(self, masks: Iterable[np.ndarray]) -> np.ndarray:
@@ -320,3 +489,23 @@ class MemIndex:
         cov = fld.per_record_max(fld.coverage_units(weights), 0.0)
         cov[~allowed] = 0.0
         return cov
+
+
+def incremental_update(old: MemIndex, hashes: dict[int, str], version: int,
+                       fetch: Callable[[list[int]], tuple[dict[int, IndexRecord], dict[int, str], int]]
+                       ) -> MemIndex | None:
+    """``old`` brought to the records whose content hashes are ``hashes``; None when a rebuild is cheaper.
+
+    ``fetch(ids)`` reads those records from the store: (records, their hashes, vector dimension).
+    Content hashes cover everything the index reads (text, metadata, source, dialog, fields,
+    embedder), so records whose hash did not change are kept as they are.
+    """
+    changed = [rid for rid, h in hashes.items() if old.hashes.get(rid) != h]
+    removed = [rid for rid, h in old.hashes.items() if hashes.get(rid) != h]
+    if len(changed) + len(removed) > max(1000, len(hashes) // 4):
+        return None
+    records, fetched, dim = fetch(changed)
+    if dim and dim != old.dim:
+        return None
+    kept = {rid: h for rid, h in old.hashes.items() if hashes.get(rid) == h}
+    return old.updated(removed, list(records.values()), version, {**kept, **fetched})

@@ -43,7 +43,7 @@ from psycopg_pool import ConnectionPool
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
-from ..retrieval.memindex import IndexRecord, MemIndex
+from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 from .postgres_vector import VectorSearch, filter_to_sql
 from .sqlite import _typed, now_iso
@@ -487,7 +487,7 @@ class PostgresStore(VectorSearch):
         return row[0], row[2] or 0
 
     def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
-        """The index of ``project``/``deployment``, rebuilt if the database moved since it was built."""
+        """The index of ``project``/``deployment``, brought up to date if the database moved since it was built."""
         pid, version = self._current(project, deployment)
         key = (pid, deployment)
         index = self._indexes.get(key)
@@ -496,46 +496,65 @@ class PostgresStore(VectorSearch):
         with self._index_lock:
             index = self._indexes.get(key)
             if index is None or index.version != version:
-                index = self._build_index(pid, deployment)
+                index = self._refresh_index(pid, deployment, index)
                 index.nearest_rows = partial(self.nearest_rows, pid, deployment, index)
                 self._indexes[key] = index
         return index
 
-    def _build_index(self, pid: int, deployment: str) -> MemIndex:
-        """The same MemIndex SQLite's _build_index makes, read in one snapshot with the version it shows."""
+    def _refresh_index(self, pid: int, deployment: str, old: MemIndex | None) -> MemIndex:
+        """The same MemIndex SQLite's _refresh_index makes, read in one snapshot with the version it shows."""
         with self._snapshot() as db:
             version = db.execute("SELECT seq FROM versions WHERE project_id=%s AND deployment=%s",
                                  (pid, deployment)).fetchone()
             version = version[0] if version else 0
-            settings = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()
-            settings = settings[0] if settings else {}
-            # DateTime columns are parsed once here, not on every filter evaluation
-            dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
-            records: dict[int, IndexRecord] = {}
-            dim = 0
-            for rid, kind, questions, source, metadata, context_only, fields in db.execute(
-                "SELECT id, kind, questions, source, metadata, (dialog->>'isContextOnly')::boolean, fields"
-                " FROM records WHERE project_id=%s AND deployment=%s", (pid, deployment)):
-                records[rid] = IndexRecord(
-                    rid, kind, source, metadata, context_only, [exact_key(q) for q in questions],
-                    np.zeros((0, 0), np.float32), [], None, [], _typed(fields, dates),
-                )
-            q_vecs: dict[int, list[np.ndarray]] = {}
-            with db.cursor(binary=True) as cur:
-                cur.execute("SELECT record_id, field, terms, embedding FROM units WHERE project_id=%s AND deployment=%s"
-                            " ORDER BY record_id, field, ord", (pid, deployment))
-                for rid, field, terms, vec in cur:
-                    dim = vec.shape[0]
-                    rec = records[rid]
-                    if field == "q":
-                        q_vecs.setdefault(rid, []).append(vec)
-                        rec.q_terms.append(terms)
-                    else:
-                        rec.a_vector = vec
-                        rec.a_terms = terms
-        for rid, vecs in q_vecs.items():
-            records[rid].q_vectors = np.vstack(vecs)
-        return MemIndex(list(records.values()), dim or 1, version)
+            if old is not None and old.hashes is not None and old.n:
+                hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=%s AND deployment=%s",
+                                         (pid, deployment)).fetchall())
+                update = incremental_update(old, hashes, version,
+                                            lambda ids: self._index_records(db, pid, deployment, ids))
+                if update is not None:
+                    return update
+            records, hashes, dim = self._index_records(db, pid, deployment)
+        return MemIndex(list(records.values()), dim or 1, version, hashes)
+
+    @staticmethod
+    def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None
+                       ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
+        """(records of the index, their content hashes, vector dimension) — all of them, or those of ``ids``."""
+        settings = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()
+        settings = settings[0] if settings else {}
+        # DateTime columns are parsed once here, not on every filter evaluation
+        dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
+        only, args = "", [pid, deployment]
+        if ids is not None:
+            only = " AND {}=ANY(%s)"
+            args.append(list(ids))
+        records: dict[int, IndexRecord] = {}
+        hashes: dict[int, str] = {}
+        dim = 0
+        for rid, kind, questions, source, metadata, context_only, fields, content_hash in db.execute(
+            "SELECT id, kind, questions, source, metadata, (dialog->>'isContextOnly')::boolean, fields, content_hash"
+            " FROM records WHERE project_id=%s AND deployment=%s" + only.format("id"), args):
+            hashes[rid] = content_hash
+            records[rid] = IndexRecord(
+                rid, kind, source, metadata, context_only, [exact_key(q) for q in questions],
+                [], [], None, [], _typed(fields, dates),
+            )
+        with db.cursor(binary=True) as cur:
+            cur.execute("SELECT record_id, field, terms, embedding FROM units WHERE project_id=%s AND deployment=%s"
+                        + only.format("record_id") + " ORDER BY record_id, field, ord", args)
+            for rid, field, terms, vec in cur:
+                rec = records.get(rid)
+                if rec is None:
+                    continue
+                dim = vec.shape[0]
+                if field == "q":
+                    rec.q_vectors.append(vec)
+                    rec.q_terms.append(terms)
+                else:
+                    rec.a_vector = vec
+                    rec.a_terms = terms
+        return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:

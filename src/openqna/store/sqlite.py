@@ -20,7 +20,7 @@ import numpy as np
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
-from ..retrieval.memindex import IndexRecord, MemIndex
+from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 2
@@ -373,7 +373,7 @@ class SQLiteStore:
         return row[0] if row else 0
 
     def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
-        """The index of ``project``/``deployment``, rebuilt if the store moved since it was built."""
+        """The index of ``project``/``deployment``, brought up to date if the store moved since it was built."""
         pid = self._deployment_pid(project, deployment)
         version = self.version(project, deployment)
         key = (pid, deployment)
@@ -383,46 +383,79 @@ class SQLiteStore:
         with self._index_lock:
             index = self._indexes.get(key)
             if index is None or index.version != version:
-                index = self._build_index(pid, deployment, version)
+                index = self._refresh_index(pid, deployment, version, index)
                 self._indexes[key] = index
         return index
 
-    def _build_index(self, pid: int, deployment: str, version: int) -> MemIndex:
+    def _refresh_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
+        """Apply the records whose content hash changed to ``old``, or build from scratch when much changed.
+
+        Everything is read in one transaction (a snapshot, in WAL mode), with the version it shows.
+        """
+        db = self._db
+        own = not db.in_transaction
+        if own:
+            db.execute("BEGIN")
+        try:
+            row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", (pid, deployment)).fetchone()
+            return self._read_index(pid, deployment, row[0] if row else version, old)
+        finally:
+            if own:
+                db.execute("COMMIT")
+
+    def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
+        db = self._db
+        if old is not None and old.hashes is not None and old.n:
+            hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
+                                     (pid, deployment)).fetchall())
+            update = incremental_update(old, hashes, version,
+                                        lambda ids: self._index_records(pid, deployment, ids))
+            if update is not None:
+                return update
+        records, hashes, dim = self._index_records(pid, deployment)
+        return MemIndex(list(records.values()), dim or 1, version, hashes)
+
+    def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None
+                       ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
+        """(records of the index, their content hashes, vector dimension) — all of them, or those of ``ids``."""
         db = self._db
         settings = json.loads(db.execute("SELECT settings FROM projects WHERE id=?", (pid,)).fetchone()[0])
         # DateTime columns are parsed once here, not on every filter evaluation
         dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
+        only, args = "", [pid, deployment]
+        if ids is not None:
+            only = " AND record_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(ids))
         records: dict[int, IndexRecord] = {}
+        hashes: dict[int, str] = {}
         dim = 0
-        for rid, kind, questions, source, metadata, dialog, fields in db.execute(
-            "SELECT id, kind, questions, source, metadata, dialog, fields FROM records"
-            " WHERE project_id=? AND deployment=?",
-            (pid, deployment),
+        for rid, kind, questions, source, metadata, dialog, fields, content_hash in db.execute(
+            "SELECT id, kind, questions, source, metadata, dialog, fields, content_hash FROM records"
+            " WHERE project_id=? AND deployment=?" + only.replace("record_id", "id"), args,
         ):
+            hashes[rid] = content_hash
             records[rid] = IndexRecord(
                 rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
-                [exact_key(q) for q in json.loads(questions)], np.zeros((0, 0), np.float32), [], None, [],
+                [exact_key(q) for q in json.loads(questions)], [], [], None, [],
                 _typed(json.loads(fields), dates),
             )
-        q_vecs: dict[int, list[np.ndarray]] = {}
         for rid, field, terms, blob in db.execute(
-            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?"
-            " ORDER BY record_id, field, ord",
-            (pid, deployment),
+            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?" + only +
+            " ORDER BY record_id, field, ord", args,
         ):
+            rec = records.get(rid)
+            if rec is None:  # written between the two reads: the next version picks it up
+                continue
             vec = np.frombuffer(blob, dtype=np.float32)
             dim = vec.shape[0]
-            rec = records[rid]
             split = terms.split(_TERM_SEP) if terms else []
             if field == "q":
-                q_vecs.setdefault(rid, []).append(vec)
+                rec.q_vectors.append(vec)
                 rec.q_terms.append(split)
             else:
                 rec.a_vector = vec
                 rec.a_terms = split
-        for rid, vecs in q_vecs.items():
-            records[rid].q_vectors = np.vstack(vecs)
-        return MemIndex(list(records.values()), dim or 1, version)
+        return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
