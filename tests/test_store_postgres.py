@@ -7,6 +7,7 @@ without OPENQNA_TEST_PG_DSN) these tests fail rather than skip.
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import datetime
 
@@ -31,6 +32,11 @@ def store(pg_dsn):
     s = PostgresStore(pg_dsn, pool_size=3)
     yield s
     s.close()
+
+
+@pytest.fixture
+def reopen(pg_dsn):
+    return functools.partial(PostgresStore, pg_dsn, pool_size=1)  # picklable: worker processes open it too
 
 
 @pytest.fixture
@@ -187,6 +193,28 @@ def test_schema_is_created_versioned_and_reopened(pg_server):
             PostgresStore(dsn)
     finally:
         pg_server.drop_database(name)
+
+
+def test_schema_1_jobs_are_migrated_to_a_queue(pg_dsn):
+    """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
+    from openqna.store import Job
+
+    PostgresStore(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 1's jobs table
+        conn.execute("ALTER TABLE jobs DROP COLUMN lease_until, DROP COLUMN seq")
+        conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+        for jid, status in (("b", "notStarted"), ("a", "notStarted"), ("r", "running")):
+            conn.execute("INSERT INTO jobs VALUES(%s, 'deploy', 'p', %s, 't', 't', 't', '[]', '{}', 'h:1')",
+                         (jid, status))
+    store = PostgresStore(pg_dsn)
+    try:
+        assert [j.id for j in store.unfinished_jobs()] == ["b", "a", "r"]
+        assert store.fail_expired_jobs([{"code": "x", "message": "y"}]) == ["r"]
+        assert [store.claim_job("me", ["deploy"], 30).id for _ in range(2)] == ["b", "a"]
+        store.put_job(Job("c", "deploy", "p"))
+        assert store.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
+    finally:
+        store.close()
 
 
 def test_concurrent_first_opens_agree(pg_dsn):

@@ -1,5 +1,6 @@
 """The SQLite store against the conformance suite, plus what is SQLite-specific."""
 
+import functools
 import sqlite3
 
 import pytest
@@ -15,6 +16,11 @@ def store(tmp_path):
     s = SQLiteStore(tmp_path / "data")
     yield s
     s.close()
+
+
+@pytest.fixture
+def reopen(tmp_path):
+    return functools.partial(SQLiteStore, tmp_path / "data")  # picklable: worker processes open it too
 
 
 def test_second_process_sees_writes(tmp_path):
