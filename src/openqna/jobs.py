@@ -62,7 +62,6 @@ class JobRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._finished = threading.Condition()
-        self._submitted: set[str] = set()
         self._worker: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
@@ -73,7 +72,6 @@ class JobRunner:
         job = Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now), _iso(now + JOB_TTL),
                   params=params or {})
         self.store.put_job(job)
-        self._submitted.add(job.id)
         self.start()
         self._wake.set()
         return job
@@ -145,12 +143,13 @@ class JobRunner:
 
     # -- waiting and stopping -------------------------------------------------------------------------
     def wait(self) -> None:
-        """Block until every job submitted here has finished, whichever worker ran it (tests and tools)."""
-        for job_id in list(self._submitted):
-            while (job := self.store.get_job(job_id)) is not None and job.status not in FINISHED:
-                with self._finished:
+        """Block until no job this runner could run is queued or running, in any process (tests and tools)."""
+        for job in self.store.unfinished_jobs():
+            if job.kind not in self.handlers:
+                continue  # no worker here would run it; waiting could be forever
+            with self._finished:  # held while reading, so the worker's notify cannot slip in before the wait
+                while (now := self.store.get_job(job.id)) is not None and now.status not in FINISHED:
                     self._finished.wait(self.poll_seconds)
-            self._submitted.discard(job_id)
 
     def shutdown(self) -> None:
         """Finish the job in hand and stop; queued jobs stay queued for another worker or the next start."""

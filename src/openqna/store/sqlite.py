@@ -511,10 +511,12 @@ class SQLiteStore:
         return [self._job_row(r) for r in rows]
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
+        queued = f"FROM jobs WHERE status='notStarted' AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq LIMIT 1"
+        if self._db.execute(f"SELECT 1 {queued}", kinds).fetchone() is None:
+            return None  # an idle poll takes no write lock
         # BEGIN IMMEDIATE takes the database's write lock first, so no two claimers read the same queue head.
         with self._tx() as db:
-            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status='notStarted'"
-                             f" AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq LIMIT 1", kinds).fetchone()
+            row = db.execute(f"SELECT {self._JOB_COLS} {queued}", kinds).fetchone()
             if row is None:
                 return None
             job = self._job_row(row)
@@ -537,9 +539,11 @@ class SQLiteStore:
                                job.result_media, job.id, job.owner)).rowcount > 0
 
     def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+        expired = "SELECT id FROM jobs WHERE status='running' AND (lease_until IS NULL OR lease_until < ?)"
+        if self._db.execute(expired, (time.time(),)).fetchone() is None:
+            return []  # an idle poll takes no write lock
         with self._tx() as db:
-            ids = [r[0] for r in db.execute("SELECT id FROM jobs WHERE status='running'"
-                                            " AND (lease_until IS NULL OR lease_until < ?)", (time.time(),))]
+            ids = [r[0] for r in db.execute(expired, (time.time(),))]
             db.executemany("UPDATE jobs SET status='failed', errors=?, updated=?, lease_until=NULL WHERE id=?",
                            [(json.dumps(errors), now_iso(), i) for i in ids])
         return ids
