@@ -278,6 +278,7 @@ def test_claim_takes_the_oldest_job_of_the_kinds_asked(store):
     assert store.get_job(a).status == "running" and store.get_job(a).owner == "host:1"
     assert store.claim_job("host:2", ["import"], 30).id == c  # queue order, not id order or kind
     assert store.claim_job("host:2", ["import"], 30) is None  # a running job is never claimed twice
+    assert store.claim_job("host:2", [], 30) is None  # a worker without handlers claims nothing
     assert store.claim_job("host:2", ["deploy"], 30).id == b
     assert store.claim_job("host:2", ["deploy", "import"], 30) is None
     assert [j.id for j in store.unfinished_jobs()] == [a, b, c]

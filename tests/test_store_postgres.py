@@ -611,7 +611,13 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
                 assert proc.poll() is None and time.time() < deadline, log.read_text()
                 time.sleep(0.2)
         a, b = urls
-        owner = {url: f"{socket.gethostname()}:{proc.pid}" for url, proc in zip(urls, procs)}
+        process = {url: f"{socket.gethostname()}:{proc.pid}" for url, proc in zip(urls, procs)}
+
+        def ran_by(location: str) -> str:
+            """The URL of the process whose worker claimed the job (owners are host:pid:nonce)."""
+            owner = store.get_job(job_id(location)).owner
+            return next(url for url in urls if owner.rsplit(":", 1)[0] == process[url])
+
         authoring = "/language/authoring/query-knowledgebases/projects"
         params = {"api-version": "2023-04-01"}
 
@@ -664,7 +670,7 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         for name in ("hold-1", "hold-2"):
             holds.append(import_held(a, name))
             wait_for(holds[-1], b, ("running",))
-        assert {store.get_job(job_id(h)).owner for h in holds} == set(owner.values())
+        assert {ran_by(h) for h in holds} == {a, b}
         # Meanwhile A accepts imports into five knowledge bases and ten additions to one: all wait, on both.
         imports = [accepted(httpx.post(f"{a}{authoring}/kb{i}/:import", params=params, json={"assets": {"qnas": [
             {"questions": [f"kb{i} question {j}?"], "answer": f"kb{i} answer {j}.", "source": "editorial"}
@@ -678,8 +684,7 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         for location in holds + imports + additions:
             assert wait_for(location, b, ("succeeded", "failed"))["status"] == "succeeded"
             assert status(location, a) == status(location, b)  # one state, whichever process answers
-        ran_by = [store.get_job(job_id(location)).owner for location in holds + imports + additions]
-        assert set(ran_by) == set(owner.values())  # claimed by both workers
+        assert {ran_by(location) for location in holds + imports + additions} == {a, b}  # claimed by both
         for i in range(5):
             assert store.count_qnas(f"kb{i}") == i + 1
         assert store.count_qnas("counted") == 10  # ten additions, each run exactly once
@@ -689,13 +694,13 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         # `failed`; a job the killed process had accepted and not run is run by the other.
         victim_job = import_held(a, "victim")
         wait_for(victim_job, a, ("running",))
-        victim = next(url for url in urls if owner[url] == store.get_job(job_id(victim_job)).owner)
+        victim = ran_by(victim_job)
         survivor = b if victim == a else a
         orphan = add_qna(victim, "counted", 10)  # the victim's worker is busy: it cannot have claimed this
         procs[urls.index(victim)].send_signal(signal.SIGKILL)
         procs[urls.index(victim)].wait(30)
         assert wait_for(orphan, survivor, ("succeeded", "failed"))["status"] == "succeeded"
-        assert store.get_job(job_id(orphan)).owner == owner[survivor]
+        assert ran_by(orphan) == survivor
         seen, deadline = [], time.time() + 60
         while not seen or seen[-1]["status"] not in ("succeeded", "failed"):
             assert time.time() < deadline, seen

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import uuid
@@ -54,7 +55,7 @@ class JobRunner:
                  lease_seconds: float | None = None):
         self.store = store
         self.handlers = handlers
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
         self.poll_seconds = float(settings.get("OPENQNA_JOB_POLL_SECONDS")) if poll_seconds is None else poll_seconds
         self.lease_seconds = float(settings.get("OPENQNA_JOB_LEASE_SECONDS")) if lease_seconds is None else lease_seconds
         if self.poll_seconds <= 0 or self.lease_seconds <= 0:
@@ -97,7 +98,8 @@ class JobRunner:
             self._wake.clear()  # before claiming: a submit from now on is either claimed below or wakes the wait
             try:
                 self.recover()
-                job = self.store.claim_job(self.owner, sorted(self.handlers), self.lease_seconds)
+                kinds = sorted(self.handlers)
+                job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
             except Exception:  # the store is unreachable for a moment: try again at the next poll
                 log.exception("claiming a job failed")
                 job = None

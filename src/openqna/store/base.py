@@ -86,7 +86,7 @@ class Job:
     expires: str = ""
     errors: list[dict] = field(default_factory=list)
     params: dict = field(default_factory=dict)
-    owner: str = ""  # the worker that claimed it (host:pid), empty until then
+    owner: str = ""  # the worker that claimed it (host:pid:nonce), empty until then
     result: bytes | None = None
     result_name: str | None = None
     result_media: str | None = None
