@@ -116,6 +116,7 @@ class SQLiteStore:
                 db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
                 db.execute("UPDATE jobs SET seq=rowid")
             db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
+            db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
             db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     # -- plumbing ------------------------------------------------------------------
