@@ -1,7 +1,8 @@
 """The store conformance suite (DESIGN decision 7): every store must pass it unchanged.
 
-A test module for a store defines a ``store`` fixture and does
-``from store_conformance import *``.  Vectors here are small and hand-made so
+A test module for a store defines a ``store`` fixture, a ``reopen`` fixture (a
+function that opens another store object on the same database, as another
+process would) and does ``from store_conformance import *``.  Vectors here are small and hand-made so
 similarities and BM25 scores can be computed by hand.
 """
 
@@ -258,6 +259,92 @@ def test_jobs_persist(store):
                                                                      {"format": "tsv"})
     assert got.created and got.updated >= got.created
     assert store.unfinished_jobs() == [] and store.get_job("nope") is None
+
+
+def _queue(store, *kinds: str) -> list[str]:
+    from openqna.store import Job
+
+    ids = [f"job-{i}" for i in range(len(kinds))]
+    for jid, kind in zip(ids, kinds):
+        store.put_job(Job(jid, kind, "kb1", params={"n": jid}))
+    return ids
+
+
+def test_claim_takes_the_oldest_job_of_the_kinds_asked(store):
+    a, b, c = _queue(store, "import", "deploy", "import")
+    first = store.claim_job("host:1", ["import", "export"], 30)
+    assert (first.id, first.status, first.owner, first.params) == (a, "running", "host:1", {"n": a})
+    assert first.lease_until is not None and store.get_job(a).lease_until == pytest.approx(first.lease_until)
+    assert store.get_job(a).status == "running" and store.get_job(a).owner == "host:1"
+    assert store.claim_job("host:2", ["import"], 30).id == c  # queue order, not id order or kind
+    assert store.claim_job("host:2", ["import"], 30) is None  # a running job is never claimed twice
+    assert store.claim_job("host:2", [], 30) is None  # a worker without handlers claims nothing
+    assert store.claim_job("host:2", ["deploy"], 30).id == b
+    assert store.claim_job("host:2", ["deploy", "import"], 30) is None
+    assert [j.id for j in store.unfinished_jobs()] == [a, b, c]
+
+
+def test_only_the_owner_renews_and_finishes_a_job(store):
+    [a] = _queue(store, "export")
+    job = store.claim_job("host:1", ["export"], 30)
+    assert store.renew_job(a, "host:1", 30) and not store.renew_job(a, "host:2", 30)
+    assert store.fail_expired_jobs([{"code": "x", "message": "lost"}]) == []  # the lease holds
+    thief = store.get_job(a)
+    thief.owner, thief.status = "host:2", "succeeded"
+    assert not store.finish_job(thief) and store.get_job(a).status == "running"
+    job.status, job.result, job.result_name = "succeeded", b"\x00bytes", "kb1.tsv"
+    assert store.finish_job(job)
+    got = store.get_job(a)
+    assert (got.status, got.owner, got.result, got.lease_until) == ("succeeded", "host:1", b"\x00bytes", None)
+    assert not store.finish_job(job) and not store.renew_job(a, "host:1", 30)  # finished is final
+
+
+def test_a_job_whose_lease_ran_out_fails_once(store):
+    from openqna.store import Job
+
+    lost, held = _queue(store, "import", "import")
+    job = store.claim_job("host:1", ["import"], -1)  # a lease already over: its worker died
+    store.claim_job("host:2", ["import"], 30)
+    store.put_job(Job("no-lease", "deploy", "kb1", "running", owner="host:3"))  # written running, never leased
+    errors = [{"code": "InternalServerError", "message": "worker died"}]
+    assert sorted(store.fail_expired_jobs(errors)) == sorted([lost, "no-lease"])
+    got = store.get_job(lost)
+    assert (got.status, got.errors, got.lease_until) == ("failed", errors, None)
+    assert store.get_job(held).status == "running"
+    assert store.fail_expired_jobs(errors) == []
+    job.status = "succeeded"  # the worker was only slow: too late, the job stays failed
+    assert not store.finish_job(job) and not store.renew_job(lost, "host:1", 30)
+    assert store.get_job(lost).status == "failed"
+
+
+def _claim_all(opener, name: str, start, out) -> None:
+    """One worker process: open the store, wait for the others, claim until the queue is empty."""
+    store, got = opener(), []
+    start.wait()
+    while (job := store.claim_job(name, ["import"], 30)) is not None:
+        got.append(job.id)
+    out.put((name, got))
+
+
+def test_racing_workers_claim_each_job_exactly_once(store, reopen):
+    """Worker processes race for one queue: every job is claimed by exactly one of them."""
+    import multiprocessing
+
+    ids = _queue(store, *["import"] * 300)
+    ctx = multiprocessing.get_context("spawn")  # fresh interpreters, as separate `openqna serve` processes are
+    start, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_claim_all, args=(reopen, f"w{i}", start, out)) for i in range(4)]
+    for p in procs:
+        p.start()
+    claimed = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    every = [jid for got in claimed.values() for jid in got]
+    assert sorted(every) == sorted(ids)  # each job once: none lost, none twice
+    for name, got in claimed.items():
+        assert all(store.get_job(jid).owner == name for jid in got)
+    assert store.claim_job("late", ["import"], 30) is None
 
 
 def test_records_carry_their_update_time(kb):

@@ -7,6 +7,7 @@ without OPENQNA_TEST_PG_DSN) these tests fail rather than skip.
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import datetime
 
@@ -31,6 +32,11 @@ def store(pg_dsn):
     s = PostgresStore(pg_dsn, pool_size=3)
     yield s
     s.close()
+
+
+@pytest.fixture
+def reopen(pg_dsn):
+    return functools.partial(PostgresStore, pg_dsn, pool_size=1)  # picklable: worker processes open it too
 
 
 @pytest.fixture
@@ -187,6 +193,28 @@ def test_schema_is_created_versioned_and_reopened(pg_server):
             PostgresStore(dsn)
     finally:
         pg_server.drop_database(name)
+
+
+def test_schema_1_jobs_are_migrated_to_a_queue(pg_dsn):
+    """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
+    from openqna.store import Job
+
+    PostgresStore(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 1's jobs table
+        conn.execute("ALTER TABLE jobs DROP COLUMN lease_until, DROP COLUMN seq")
+        conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+        for jid, status in (("b", "notStarted"), ("a", "notStarted"), ("r", "running")):
+            conn.execute("INSERT INTO jobs VALUES(%s, 'deploy', 'p', %s, 't', 't', 't', '[]', '{}', 'h:1')",
+                         (jid, status))
+    store = PostgresStore(pg_dsn)
+    try:
+        assert [j.id for j in store.unfinished_jobs()] == ["b", "a", "r"]
+        assert store.fail_expired_jobs([{"code": "x", "message": "y"}]) == ["r"]
+        assert [store.claim_job("me", ["deploy"], 30).id for _ in range(2)] == ["b", "a"]
+        store.put_job(Job("c", "deploy", "p"))
+        assert store.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
+    finally:
+        store.close()
 
 
 def test_concurrent_first_opens_agree(pg_dsn):
@@ -505,10 +533,51 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
         pg.close()
 
 
+class _HeldFiles:
+    """Serves ``/<name>.tsv`` over loopback HTTP only once ``release(name)`` is called: an import job that fetches
+    it stays ``running`` until then, so the test knows which worker holds which job."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.gates: dict[str, threading.Event] = {}
+        gates = self.gates
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                name = self.path.strip("/").removesuffix(".tsv")
+                gates.setdefault(name, threading.Event()).wait(120)
+                body = f"Question\tAnswer\tSource\nWhat is {name}?\t{name} is held.\tEditorial\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def release(self, name: str) -> None:
+        self.gates.setdefault(name, threading.Event()).set()
+
+    def close(self) -> None:
+        for gate in list(self.gates.values()):
+            gate.set()
+        self.httpd.shutdown()
+
+
 def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
-    """Two `openqna serve` processes on one PostgreSQL database behave as one service over HTTP."""
+    """Two `openqna serve` processes on one PostgreSQL database behave as one service over HTTP: either answers
+    what the other wrote, each job is claimed and run by exactly one of their workers, both report the same
+    job states, and a job whose worker is killed (-9) fails once its lease runs out while the jobs it had
+    accepted are run by the other."""
     import os
     import signal
+    import socket
     import subprocess
     import sys
     import time
@@ -519,15 +588,19 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
     from conftest import free_port
 
     openqna = str(Path(sys.executable).with_name("openqna"))
-    procs, urls = [], []
-    for _ in range(2):
+    procs, urls, logs = [], [], []
+    for n in range(2):
         port = free_port()
-        env = {**os.environ, "OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-        procs.append(subprocess.Popen([openqna, "serve", "--port", str(port), "--no-sample"], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = {**os.environ, "OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1",
+               "OPENQNA_JOB_POLL_SECONDS": "0.2", "OPENQNA_JOB_LEASE_SECONDS": "3"}
+        logs.append(tmp_path / f"server-{n}.log")  # a file, not a pipe nobody drains: a full pipe blocks the server
+        with open(logs[-1], "w") as log:
+            procs.append(subprocess.Popen([openqna, "serve", "--port", str(port), "--no-sample"], env=env,
+                                          stdout=log, stderr=subprocess.STDOUT))
         urls.append(f"http://127.0.0.1:{port}")
+    held, store = _HeldFiles(), PostgresStore(pg_dsn, pool_size=1)
     try:
-        for url, proc in zip(urls, procs):
+        for url, proc, log in zip(urls, procs, logs):
             deadline = time.time() + 120
             while True:
                 try:
@@ -535,36 +608,116 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
                         break
                 except httpx.TransportError:
                     pass
-                assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.stdout else ""
+                assert proc.poll() is None and time.time() < deadline, log.read_text()
                 time.sleep(0.2)
         a, b = urls
-        authoring = "/language/authoring/query-knowledgebases/projects/shared"
+        process = {url: f"{socket.gethostname()}:{proc.pid}" for url, proc in zip(urls, procs)}
+
+        def ran_by(location: str) -> str:
+            """The URL of the process whose worker claimed the job (owners are host:pid:nonce)."""
+            owner = store.get_job(job_id(location)).owner
+            return next(url for url in urls if owner.rsplit(":", 1)[0] == process[url])
+
+        authoring = "/language/authoring/query-knowledgebases/projects"
         params = {"api-version": "2023-04-01"}
-        assert httpx.patch(a + authoring, params=params, json={"language": "en"}).status_code == 201
-        r = httpx.patch(a + authoring + "/qnas", params=params, json=[{"op": "add", "value": {
+
+        def status(location: str, url: str) -> dict:
+            """The job as ``url``'s process reports it (the Operation-Location names the accepting one)."""
+            r = httpx.get(url + location[location.index("/language"):], timeout=10)
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        def wait_for(location: str, url: str, states: tuple[str, ...]) -> dict:
+            deadline = time.time() + 60
+            while (job := status(location, url))["status"] not in states:
+                assert time.time() < deadline, job
+                time.sleep(0.1)
+            return job
+
+        def accepted(r: httpx.Response) -> str:
+            assert r.status_code == 202, r.text
+            return r.headers["Operation-Location"]
+
+        def import_held(url: str, name: str) -> str:
+            return accepted(httpx.post(f"{url}{authoring}/{name}/:import", params={**params, "format": "tsv"},
+                                       json={"fileUri": f"{held.url}/{name}.tsv"}))
+
+        def add_qna(url: str, project: str, n: int) -> str:
+            return accepted(httpx.patch(f"{url}{authoring}/{project}/qnas", params=params, json=[{"op": "add", "value": {
+                "questions": [f"Question number {n}?"], "answer": f"Answer number {n}.", "source": "editorial"}}]))
+
+        def job_id(location: str) -> str:
+            return location.split("?")[0].rsplit("/", 1)[1]
+
+        # written through A, answered by B; deployed through B, answered by A
+        assert httpx.patch(a + authoring + "/shared", params=params, json={"language": "en"}).status_code == 201
+        r = httpx.patch(a + authoring + "/shared/qnas", params=params, json=[{"op": "add", "value": {
             "questions": ["Where is the office?"], "answer": "On the third floor.", "source": "editorial"}}])
-        job = r.headers["Operation-Location"].replace(a, b)  # polled through the other process
-        deadline = time.time() + 60
-        while (status := httpx.get(job).json()["status"]) not in ("succeeded", "failed"):
-            assert time.time() < deadline
-            time.sleep(0.2)
-        assert status == "succeeded"
+        assert wait_for(accepted(r), b, ("succeeded", "failed"))["status"] == "succeeded"
 
         def ask(url, deployment):
             return httpx.post(url + "/language/:query-knowledgebases", params={
                 "projectName": "shared", "deploymentName": deployment, **params},
                 json={"question": "Where is the office?", "top": 1}).json()["answers"][0]
 
-        assert ask(b, "test")["answer"] == "On the third floor."  # written through A, answered by B
-        deploy = httpx.put(b + authoring + "/deployments/production", params=params)
-        assert deploy.status_code == 202
-        deadline = time.time() + 60
-        while httpx.get(deploy.headers["Operation-Location"]).json()["status"] != "succeeded":
-            assert time.time() < deadline
-            time.sleep(0.2)
-        assert ask(a, "production")["answer"] == "On the third floor."  # deployed by B, seen by A
+        assert ask(b, "test")["answer"] == "On the third floor."
+        deploy = accepted(httpx.put(b + authoring + "/shared/deployments/production", params=params))
+        assert wait_for(deploy, a, ("succeeded", "failed"))["status"] == "succeeded"
+        assert ask(a, "production")["answer"] == "On the third floor."
+
+        # Two held imports, both accepted by A, occupy both workers: one each, never both by one.
+        holds = []
+        for name in ("hold-1", "hold-2"):
+            holds.append(import_held(a, name))
+            wait_for(holds[-1], b, ("running",))
+        assert {ran_by(h) for h in holds} == {a, b}
+        # Meanwhile A accepts imports into five knowledge bases and ten additions to one: all wait, on both.
+        imports = [accepted(httpx.post(f"{a}{authoring}/kb{i}/:import", params=params, json={"assets": {"qnas": [
+            {"questions": [f"kb{i} question {j}?"], "answer": f"kb{i} answer {j}.", "source": "editorial"}
+            for j in range(i + 1)]}})) for i in range(5)]
+        assert httpx.patch(a + authoring + "/counted", params=params, json={"language": "en"}).status_code == 201
+        additions = [add_qna(a, "counted", n) for n in range(10)]
+        for location in imports + additions:
+            assert status(location, a) == status(location, b) and status(location, a)["status"] == "notStarted"
+        held.release("hold-1")
+        held.release("hold-2")
+        for location in holds + imports + additions:
+            assert wait_for(location, b, ("succeeded", "failed"))["status"] == "succeeded"
+            assert status(location, a) == status(location, b)  # one state, whichever process answers
+        assert {ran_by(location) for location in holds + imports + additions} == {a, b}  # claimed by both
+        for i in range(5):
+            assert store.count_qnas(f"kb{i}") == i + 1
+        assert store.count_qnas("counted") == 10  # ten additions, each run exactly once
+        assert sorted(q.answer for q in store.list_qnas("counted")) == sorted(f"Answer number {n}." for n in range(10))
+
+        # kill -9 of the worker holding a job: the job reads `running` until its lease (3 s) runs out, then
+        # `failed`; a job the killed process had accepted and not run is run by the other.
+        victim_job = import_held(a, "victim")
+        wait_for(victim_job, a, ("running",))
+        victim = ran_by(victim_job)
+        survivor = b if victim == a else a
+        orphan = add_qna(victim, "counted", 10)  # the victim's worker is busy: it cannot have claimed this
+        procs[urls.index(victim)].send_signal(signal.SIGKILL)
+        procs[urls.index(victim)].wait(30)
+        assert wait_for(orphan, survivor, ("succeeded", "failed"))["status"] == "succeeded"
+        assert ran_by(orphan) == survivor
+        seen, deadline = [], time.time() + 60
+        while not seen or seen[-1]["status"] not in ("succeeded", "failed"):
+            assert time.time() < deadline, seen
+            seen.append(status(victim_job, survivor))
+            time.sleep(0.1)
+        lost = seen[-1]
+        assert {s["status"] for s in seen[:-1]} <= {"running"}  # running until the lease runs out, never lost
+        assert lost["status"] == "failed" and lost["errors"][0]["code"] == "InternalServerError"
+        assert "stopped before it finished" in lost["errors"][0]["message"]
+        assert store.count_qnas("counted") == 11
+        held.release("victim")  # the fetch of a dead worker: nobody reads it, nothing changes
+        assert status(victim_job, survivor)["status"] == "failed"
     finally:
         for proc in procs:
-            proc.send_signal(signal.SIGINT)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
         for proc in procs:
             proc.wait(30)
+        held.close()
+        store.close()

@@ -1,11 +1,12 @@
 """The SQLite store against the conformance suite, plus what is SQLite-specific."""
 
+import functools
 import sqlite3
 
 import pytest
 
 from openqna.store import Project
-from openqna.store.sqlite import SQLiteStore
+from openqna.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
 from store_conformance import item, vec
 
@@ -15,6 +16,11 @@ def store(tmp_path):
     s = SQLiteStore(tmp_path / "data")
     yield s
     s.close()
+
+
+@pytest.fixture
+def reopen(tmp_path):
+    return functools.partial(SQLiteStore, tmp_path / "data")  # picklable: worker processes open it too
 
 
 def test_second_process_sees_writes(tmp_path):
@@ -53,4 +59,28 @@ def test_schema_1_databases_are_migrated(tmp_path):
     old.close()
     new = SQLiteStore(tmp_path)
     assert new.get_qnas("p", [1])[1].fields == {}
-    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
+    """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
+    from openqna.store import Job
+
+    old = SQLiteStore(tmp_path)
+    db = old._db
+    db.execute("DROP TABLE jobs")
+    db.execute("CREATE TABLE jobs(id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL,"
+               " created TEXT NOT NULL, updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL,"
+               " params TEXT NOT NULL, owner TEXT NOT NULL, result BLOB, result_name TEXT, result_media TEXT)")
+    for jid, status in (("b", "notStarted"), ("a", "notStarted"), ("r", "running")):
+        db.execute("INSERT INTO jobs VALUES(?, 'deploy', 'p', ?, 't', 't', 't', '[]', '{}', 'h:1', NULL, NULL, NULL)",
+                   (jid, status))
+    db.execute("DROP INDEX IF EXISTS jobs_queue")
+    db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert [j.id for j in new.unfinished_jobs()] == ["b", "a", "r"]
+    assert new.fail_expired_jobs([{"code": "x", "message": "y"}]) == ["r"]
+    assert [new.claim_job("me", ["deploy"], 30).id for _ in range(2)] == ["b", "a"]
+    new.put_job(Job("c", "deploy", "p"))
+    assert new.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones

@@ -33,9 +33,7 @@ def create_app(service: Service) -> Starlette:
     authorizer = Authorizer(service.store)
     azure = AzureRuntime(service, authorizer)
     jobs = JobRunner(service.store, Authoring(service).handlers())
-    recovered = jobs.recover()
-    if recovered:
-        log.warning("%d job(s) were running when the server last stopped; they are marked failed", recovered)
+    jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)
     tools = Tools(service, authorizer)
     stores_core = VectorStores(service, jobs)
@@ -60,6 +58,7 @@ def create_app(service: Service) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):
+        jobs.start()  # every process claims queued jobs, whichever process accepted them
         async with mcp.lifespan():  # the MCP session manager must run while requests arrive
             yield
         jobs.shutdown()

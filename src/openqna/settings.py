@@ -21,6 +21,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_DATA", "./data", "Directory of the embedded store (SQLite database and caches)."),
     Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embedded SQLite store in OPENQNA_DATA, or a `postgresql://user:password@host:5432/db` URL (PostgreSQL with pgvector 0.8+)."),
     Setting("OPENQNA_PG_POOL_SIZE", "5", "Most connections one process keeps open to PostgreSQL."),
+    Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each process's job worker looks for jobs that other processes accepted (a job a process accepts itself wakes its worker at once)."),
+    Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out."),
     Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys."),
     Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on."),
     Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime) or `openai` (an OpenAI-compatible /v1/embeddings endpoint)."),

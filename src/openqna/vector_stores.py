@@ -21,8 +21,8 @@ the file batches.  Its records are passages (kind ``passage``, ``source`` = the 
   string, and, as in SQL, a file without the attribute (or with another type) matches no
   comparison, ``ne`` and ``nin`` included.
 
-Files are processed in the background as persisted jobs on the server's ``JobRunner`` (one
-worker).  A file's status is truthful: ``in_progress`` until its records are written, and a file
+Files are processed in the background as persisted jobs, claimed by one worker of any server
+process (``jobs.py``).  A file's status is truthful: ``in_progress`` until its records are written, and a file
 whose job ended without finishing it (a crash, a restart) reads as ``failed``.  Only completed
 files are searched.  Cancelling a batch cancels its files that are not finished; one being
 processed at that moment is discarded when it finishes.
@@ -37,6 +37,7 @@ import logging
 import secrets
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,7 +275,7 @@ class VectorStores:
         """Mark ``items`` in progress and queue them as one job (callers hold the lock)."""
         project, vs = self._project(store_id)
         now = int(time.time())
-        queued = []
+        queued, job_id = [], str(uuid.uuid4())
         for item in items:
             stored = openai_files.get(self.service, item.file_id)
             attempt = secrets.token_hex(4)
@@ -282,17 +283,16 @@ class VectorStores:
                 "id": item.file_id, "filename": stored.filename, "created_at": now, "seq": time.time_ns(),
                 "status": "in_progress", "last_error": None, "attributes": item.attributes,
                 "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
-                "attempt": attempt, "job": None, "batch": batch_id}
+                "attempt": attempt, "job": job_id, "batch": batch_id}
             queued.append([item.file_id, attempt])
         if batch_id is not None:
             vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
                                        "files": [i.file_id for i in items], "cancelled": False}
         vs["last_active_at"] = now
-        # The worker waits for the lock we hold, so it sees the job id saved below.
-        job = self.jobs.submit(JOB_KIND, store_id, {"files": queued})
-        for file_id, _ in queued:
-            vs["files"][file_id]["job"] = job.id
+        # Saved before the job is queued: a worker in another process may claim it at once, and must find
+        # the files it is to process.  (A reader between the two writes sees the job missing: failed.)
         self._save(project)
+        self.jobs.submit(JOB_KIND, store_id, {"files": queued}, job_id=job_id)
 
     def _file_state(self, vs: dict, file_id: str) -> dict:
         state = vs["files"].get(file_id)

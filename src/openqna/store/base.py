@@ -86,10 +86,11 @@ class Job:
     expires: str = ""
     errors: list[dict] = field(default_factory=list)
     params: dict = field(default_factory=dict)
-    owner: str = ""  # host:pid of the process running it
+    owner: str = ""  # the worker that claimed it (host:pid:nonce), empty until then
     result: bytes | None = None
     result_name: str | None = None
     result_media: str | None = None
+    lease_until: float | None = None  # while running: epoch seconds, on the store's clock, its worker must renew by
 
 
 @dataclass
@@ -153,10 +154,18 @@ class Store(Protocol):
     def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
     def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...
 
-    # jobs
+    # jobs: any process may submit, exactly one worker claims and runs each (see jobs.py)
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
+    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
+        """Atomically turn the oldest ``notStarted`` job of ``kinds`` into ``running`` for ``owner``."""
+    def renew_job(self, job_id: str, owner: str, lease_seconds: float) -> bool:
+        """Extend the lease of a job ``owner`` runs; False when it is no longer theirs to run."""
+    def finish_job(self, job: Job) -> bool:
+        """Write the outcome of a job its owner ran; False (nothing written) when the lease was lost."""
+    def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+        """Mark ``failed`` (with ``errors``) every running job whose lease ran out; returns their ids."""
 
     # files
     def put_file(self, f: StoredFile) -> None: ...

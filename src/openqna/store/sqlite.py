@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -60,7 +61,7 @@ CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
   updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
-  result BLOB, result_name TEXT, result_media TEXT);
+  result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS files(
   id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
   created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
@@ -109,6 +110,13 @@ class SQLiteStore:
             version = int(row[0]) if row else SCHEMA_VERSION
             if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
                 db.execute("ALTER TABLE records ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'")
+            if version < 3 and "seq" not in {c[1] for c in db.execute("PRAGMA table_info(jobs)")}:
+                # v3: jobs are claimed from a queue (``seq`` orders it) and held under a lease
+                db.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
+                db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+                db.execute("UPDATE jobs SET seq=rowid")
+            db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
+            db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
             db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     # -- plumbing ------------------------------------------------------------------
@@ -507,19 +515,25 @@ class SQLiteStore:
     def put_job(self, job: Job) -> None:
         job.updated = now_iso()
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO jobs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            db.execute(f"INSERT INTO jobs({self._JOB_COLS}, seq)"
+                       " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,(SELECT coalesce(max(seq), 0) + 1 FROM jobs))"
+                       " ON CONFLICT (id) DO UPDATE SET kind=excluded.kind, project=excluded.project,"
+                       " status=excluded.status, created=excluded.created, updated=excluded.updated,"
+                       " expires=excluded.expires, errors=excluded.errors, params=excluded.params, owner=excluded.owner,"
+                       " result=excluded.result, result_name=excluded.result_name, result_media=excluded.result_media,"
+                       " lease_until=excluded.lease_until",
                        (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
                         job.expires, json.dumps(job.errors), json.dumps(job.params), job.owner, job.result,
-                        job.result_name, job.result_media))
+                        job.result_name, job.result_media, job.lease_until))
 
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
-                 " result_media")
+                 " result_media, lease_until")
 
     @staticmethod
     def _job_row(row: tuple) -> Job:
-        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media = row
+        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
         return Job(jid, kind, project, status, created, updated, expires, json.loads(errors), json.loads(params),
-                   owner, result, name, media)
+                   owner, result, name, media, lease)
 
     def get_job(self, job_id: str) -> Job | None:
         row = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE id=?", (job_id,)).fetchone()
@@ -527,8 +541,46 @@ class SQLiteStore:
 
     def unfinished_jobs(self) -> list[Job]:
         rows = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
-                                " ORDER BY created")
+                                " ORDER BY seq")
         return [self._job_row(r) for r in rows]
+
+    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
+        queued = f"FROM jobs WHERE status='notStarted' AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq LIMIT 1"
+        if self._db.execute(f"SELECT 1 {queued}", kinds).fetchone() is None:
+            return None  # an idle poll takes no write lock
+        # BEGIN IMMEDIATE takes the database's write lock first, so no two claimers read the same queue head.
+        with self._tx() as db:
+            row = db.execute(f"SELECT {self._JOB_COLS} {queued}", kinds).fetchone()
+            if row is None:
+                return None
+            job = self._job_row(row)
+            job.status, job.owner, job.updated, job.lease_until = "running", owner, now_iso(), time.time() + lease_seconds
+            db.execute("UPDATE jobs SET status=?, owner=?, updated=?, lease_until=? WHERE id=?",
+                       (job.status, job.owner, job.updated, job.lease_until, job.id))
+        return job
+
+    def renew_job(self, job_id: str, owner: str, lease_seconds: float) -> bool:
+        with self._tx() as db:
+            return db.execute("UPDATE jobs SET lease_until=? WHERE id=? AND owner=? AND status='running'",
+                              (time.time() + lease_seconds, job_id, owner)).rowcount > 0
+
+    def finish_job(self, job: Job) -> bool:
+        job.updated, job.lease_until = now_iso(), None
+        with self._tx() as db:
+            return db.execute("UPDATE jobs SET status=?, updated=?, errors=?, result=?, result_name=?, result_media=?,"
+                              " lease_until=NULL WHERE id=? AND owner=? AND status='running'",
+                              (job.status, job.updated, json.dumps(job.errors), job.result, job.result_name,
+                               job.result_media, job.id, job.owner)).rowcount > 0
+
+    def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+        expired = "SELECT id FROM jobs WHERE status='running' AND (lease_until IS NULL OR lease_until < ?)"
+        if self._db.execute(expired, (time.time(),)).fetchone() is None:
+            return []  # an idle poll takes no write lock
+        with self._tx() as db:
+            ids = [r[0] for r in db.execute(expired, (time.time(),))]
+            db.executemany("UPDATE jobs SET status='failed', errors=?, updated=?, lease_until=NULL WHERE id=?",
+                           [(json.dumps(errors), now_iso(), i) for i in ids])
+        return ids
 
     # -- files --------------------------------------------------------------------------------------
     def put_file(self, f: StoredFile) -> None:

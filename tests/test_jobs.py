@@ -1,0 +1,89 @@
+"""The job runner on the real SQLite store: two runners on one database are two server processes' workers.
+
+The PostgreSQL side, with two real `openqna serve` processes and a kill -9, is in test_store_postgres.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from openqna.jobs import LOST, JobRunner
+from openqna.store import Job
+from openqna.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def runners(tmp_path):
+    made = []
+
+    def make(handlers, **timing) -> JobRunner:
+        made.append(JobRunner(SQLiteStore(tmp_path), handlers, poll_seconds=timing.get("poll", 0.05),
+                              lease_seconds=timing.get("lease", 30)))
+        return made[-1]
+
+    yield make
+    for runner in made:
+        runner.shutdown()
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.time() + 60
+    while not condition():
+        assert time.time() < deadline, what
+        time.sleep(0.02)
+
+
+def test_the_idle_worker_runs_what_the_busy_one_accepted(runners):
+    gate, ran = threading.Event(), []
+    a = runners({"slow": lambda job: gate.wait(60), "quick": lambda job: ran.append(("a", job.id))})
+    b = runners({"quick": lambda job: ran.append(("b", job.id))})
+    b.start()
+    slow = a.submit("slow", "p")
+    _until(lambda: a.store.get_job(slow.id).status == "running", "a claims its own job at once")
+    quick = [a.submit("quick", "p", {"n": n}).id for n in range(5)]
+    _until(lambda: len(ran) == 5, "b runs the jobs a accepted while a is busy")
+    assert sorted(ran) == sorted(("b", jid) for jid in quick)  # each once, all by b
+    assert {a.store.get_job(jid).owner for jid in quick} == {b.owner} and a.owner != b.owner
+    gate.set()
+    a.wait()
+    assert a.store.get_job(slow.id).status == "succeeded" and len(ran) == 5
+
+
+def test_a_dead_workers_jobs(runners, tmp_path):
+    """Claimed by a worker that died: failed when its lease runs out.  Accepted by it but not claimed: run."""
+    store = SQLiteStore(tmp_path)
+    store.put_job(Job("claimed", "deploy", "p", params={"deployment": "production"}))
+    store.put_job(Job("queued", "deploy", "p", params={"deployment": "production"}))
+    store.claim_job("dead-host:1:0", ["deploy"], 0.5)  # ... and then its process was killed
+    ran = []
+    survivor = runners({"deploy": lambda job: ran.append(job.id)})
+    survivor.start()
+    _until(lambda: store.get_job("claimed").status == "failed", "the lease runs out")
+    survivor.wait()
+    lost, queued = store.get_job("claimed"), store.get_job("queued")
+    assert (lost.errors, lost.owner) == (LOST, "dead-host:1:0")
+    assert (queued.status, queued.owner, ran) == ("succeeded", survivor.owner, ["queued"])
+
+
+def test_a_live_worker_keeps_its_job_past_the_first_lease(runners):
+    """The worker renews its lease while the handler runs, so a long job is not taken for a dead one."""
+    first_lease = {}
+
+    def long_job(job):
+        first_lease["until"] = job.lease_until
+        _until(lambda: time.time() > job.lease_until + 1, "the first lease is long over")
+
+    a = runners({"long": long_job}, lease=1.5)
+    runners({}, lease=1.5).start()  # another process's worker reaping expired leases meanwhile
+    job = a.submit("long", "p")
+    a.wait()
+    got = a.store.get_job(job.id)
+    assert (got.status, got.errors) == ("succeeded", []) and first_lease["until"] is not None
+
+
+def test_settings_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="OPENQNA_JOB_LEASE_SECONDS"):
+        JobRunner(SQLiteStore(tmp_path), {}, lease_seconds=0)
