@@ -64,7 +64,8 @@ class _Postings:
                           [len(unit) for unit in terms])
         span = max(1, first_unit + len(terms))
         keys, tfs = np.unique(tids * span + units, return_counts=True)
-        return keys // span, keys % span, tfs.astype(np.float32)
+        # int32 halves the largest arrays of a big index (postings outnumber vectors tens of times)
+        return (keys // span).astype(np.int32), (keys % span).astype(np.int32), tfs.astype(np.float32)
 
     @classmethod
     def build(cls, terms: list[list[str]]) -> "_Postings":
@@ -79,7 +80,7 @@ class _Postings:
         tids, units, tfs = self.entries(terms, vocab, first_unit)
         tids = np.concatenate((self.tids[keep], tids))
         order = np.argsort(tids, kind="stable")  # kept units come first within a term and stay in order
-        units = np.concatenate((unit_new[self.units[keep]], units))
+        units = np.concatenate((unit_new[self.units[keep]].astype(np.int32), units))
         return _Postings(vocab, tids[order], units[order], np.concatenate((self.tfs[keep], tfs))[order])
 
     def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
