@@ -47,7 +47,7 @@ def _unit_bm25(fld, terms):
 
 def _max_bm25(fld, terms) -> float:
     """The query's largest possible BM25 in a field: every term at its upper bound idf*(k1+1)."""
-    return sum(fld.idf(t) * (K1 + 1.0) for t in terms if t in fld.postings) or 1.0
+    return sum(fld.idf(t) * (K1 + 1.0) for t in terms if fld.postings.get(t) is not None) or 1.0
 
 
 def _per_record(fld, unit_scores, n, fill, reduce=np.maximum):
@@ -139,6 +139,21 @@ def main(out: Path, test: bool) -> None:
     tmp = tempfile.mkdtemp(prefix="rankfeat-")
     embedder = CachedEmbedder(get_embedder("local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     service = Service(SQLiteStore(tmp), embedder)
+    result = build(service, embedder, test)
+    embedder.close()
+    for v in result.values():
+        v["queries"] = dump_kb(v["index"], v["vectors"], v["asked"])
+        v["loo"] = loo_kb(v["index"], v["texts"])
+        v["q_rows"] = v["index"].q.rows
+        v["q_matrix"] = v["index"].q.matrix
+        v["n"] = v["index"].n
+        del v["index"]
+    with open(out, "wb") as f:
+        pickle.dump(result, f)
+
+
+def build(service: Service, embedder, test: bool) -> dict:
+    """KB name -> {"index", "asked": [(text, gold row or None)], "vectors", "texts" (indexed questions), "n_in"}."""
     result = {}
     intent = {d.name: d for d in (datasets.banking77(DATA), datasets.hwu64(DATA))}
     kbs = {name: faq.intent_kb(service, d, seed=SEED) for name, d in intent.items()}
@@ -166,8 +181,7 @@ def main(out: Path, test: bool) -> None:
         allq = qs + off
         vec = embedder.embed([t for t, _ in allq])
         texts = [qq for r in sorted(service.store.list_qnas(name), key=lambda r: r.id) for qq in r.questions]
-        result[name] = {"index": index, "queries": dump_kb(index, vec, allq), "loo": loo_kb(index, texts),
-                        "n_in": len(qs)}
+        result[name] = {"index": index, "asked": allq, "vectors": vec, "texts": texts, "n_in": len(qs)}
         print(name, len(qs), len(off), file=sys.stderr)
     # chit-chat
     for p in datasets.CHITCHAT_PERSONALITIES:
@@ -198,17 +212,9 @@ def main(out: Path, test: bool) -> None:
         allq = qs + [(t, None) for t, _ in offsrc]
         vec = embedder.embed([t for t, _ in allq])
         texts = [qq for r in sorted(service.store.list_qnas(name), key=lambda r: r.id) for qq in r.questions]
-        result[project] = {"index": index, "queries": dump_kb(index, vec, allq), "loo": loo_kb(index, texts),
-                           "n_in": len(qs)}
+        result[project] = {"index": index, "asked": allq, "vectors": vec, "texts": texts, "n_in": len(qs)}
         print(project, len(qs), file=sys.stderr)
-    embedder.close()
-    for v in result.values():
-        v["q_rows"] = v["index"].q.rows
-        v["q_matrix"] = v["index"].q.matrix
-        v["n"] = v["index"].n
-        del v["index"]
-    with open(out, "wb") as f:
-        pickle.dump(result, f)
+    return result
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def main(out: Path) -> None:
             bq = index.bm25(terms, "q", allowed)
             ca = index.coverage(terms, "a", allowed)
             cq = index.coverage(terms, "q", allowed)
-            norm = sum(index.a.idf(t) * (K1 + 1) for t in terms if t in index.a.postings) or 1.0
+            norm = sum(index.a.idf(t) * (K1 + 1) for t in terms if index.a.postings.get(t) is not None) or 1.0
             cand = np.union1d(np.argsort(-a)[:200], np.argsort(-ba)[:200])
             rel = np.array([docs[r] in corpus.qrels[qid] for r in cand])
             rows.append({"cand": cand, "asim": a[cand], "qsim": qs[cand], "ba": ba[cand] / norm, "bq": bq[cand] / norm,

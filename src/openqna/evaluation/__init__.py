@@ -8,19 +8,24 @@ family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence thr
 same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plots.
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
-questions asked from test splits, and every sample is drawn with a fixed seed.
+questions asked from test splits, and every sample is drawn with a fixed seed.  The only
+thing fitted is what a deployment fits itself: each KB's adaptation (``retrieval.adapt``) from
+its own indexed questions; the ranker is also measured without it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..models.embedder import get_embedder
+from ..retrieval import ranker
 from ..service import Service
 from ..store.sqlite import SQLiteStore
 from . import datasets, faq, offtopic, passages, report, spans
@@ -90,6 +95,13 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                        for kb, other in ((banking, hwu), (hwu, banking))}
                 step("offtopic", t)
                 t = time.perf_counter()
+                adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
+                with _setting("OPENQNA_KB_ADAPT", "0"):  # the same ranker without each KB's own adaptation
+                    plain = {kb.project: faq.evaluate(service, kb, baselines=False) for kb in kbs}
+                    plain_off = {kb.project: offtopic.evaluate(service, kb, plain[kb.project], other, threshold)
+                                 for kb, other in ((banking, hwu), (hwu, banking))}
+                step("without_adaptation", t)
+                t = time.perf_counter()
                 scifact = passages.evaluate(service, data_dir, seed=seed, queries=plan.scifact_queries,
                                             extra_docs=plan.scifact_extra_docs)
                 step("passages", t)
@@ -107,6 +119,11 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                       for name, r in faq_results.items()}
     metrics["offtopic"] = {name: {**{k: v for k, v in asdict(r).items() if k != "curves"}, "top1_lost": r.top1_lost}
                            for name, r in off.items()}
+    metrics["without_adaptation"] = {
+        "faq": {name: {"top1": r.top1["ranker"], "mrr5": r.mrr5["ranker"]} for name, r in plain.items()},
+        "offtopic": {name: {**{k: v for k, v in asdict(r).items() if k != "curves"}, "top1_lost": r.top1_lost}
+                     for name, r in plain_off.items()}}
+    metrics["adaptation"] = adaptations
     metrics["passages"] = {"scifact": asdict(scifact)}
     metrics["spans"] = {name: asdict(r) for name, r in span_results.items()}
     metrics["curves"] = {"thresholds": offtopic.THRESHOLDS.tolist(),
@@ -121,6 +138,28 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
     report.write_report(out_dir, metrics)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return metrics
+
+
+@contextmanager
+def _setting(env: str, value: str):
+    before = os.environ.get(env)
+    os.environ[env] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[env]
+        else:
+            os.environ[env] = before
+
+
+def adaptation_of(service: Service, project: str) -> dict | None:
+    """What the KB's own adaptation (``retrieval.adapt``) chose, as the ranker uses it."""
+    a = ranker.kb_adaptation(service.store.search_index(project))
+    if a is None:
+        return None
+    return {"held_out": a.held_out, "offset": round(a.offset, 3), "weight": a.weight,
+            "top1_without": a.top1_without, "top1_with": a.top1_with}
 
 
 __all__ = ["DEFAULT_THRESHOLD", "FULL", "QUICK", "SEED", "Plan", "run_eval"]

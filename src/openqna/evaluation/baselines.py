@@ -50,12 +50,14 @@ def fused(bm25: np.ndarray, dense: np.ndarray, allowed: np.ndarray, k: int = RRF
 
 
 def rank_all(service: Service, project: str, question: str, *, field: str, top: int,
-             include_unstructured: bool = False) -> Ranking:
-    """The top ``top`` record ids of each method for one question."""
+             include_unstructured: bool = False, baselines: bool = True) -> Ranking:
+    """The top ``top`` record ids of each method for one question (``baselines=False``: the ranker's only)."""
     answers = service.ask(project, "test", AskRequest(question=question, top=top,
                                                       include_unstructured=include_unstructured))
     ranked = [a.qna.id for a in answers if a.qna is not None]
     confidence = answers[0].confidence if ranked else 0.0
+    if not baselines:
+        return Ranking({"ranker": ranked}, confidence)
     index: MemIndex = service.store.search_index(project)
     allowed = np.ones(index.n, dtype=bool)
     vector = service.embedder.embed([question])[0]

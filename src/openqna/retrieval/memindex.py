@@ -108,7 +108,8 @@ class _Field:
     def __init__(self, rows: list[int] | np.ndarray, vectors: list[np.ndarray] | np.ndarray,
                  terms: list[list[str]] | None, n_records: int, dim: int, *,
                  lengths: np.ndarray | None = None, postings: _Postings | None = None,
-                 keys: np.ndarray | None = None, next_key: int | None = None, ann: _Ann | None = None):
+                 keys: np.ndarray | None = None, next_key: int | None = None, ann: _Ann | None = None,
+                 sum_norms: np.ndarray | None = None):
         self.n = len(rows)
         self.dim = dim
         self.rows = np.asarray(rows, dtype=np.int64)
@@ -138,6 +139,14 @@ class _Field:
             self.hi[self.seg_rows] = np.concatenate((self.starts[1:], [self.n]))
         self._ann = ann
         self._position: np.ndarray | None = None  # unit key -> unit position in this version
+        self.counts = self.hi - self.lo
+        # length of the sum of each record's unit vectors: cosine with their centroid = summed cosines / this
+        if sum_norms is not None:
+            self.sum_norms = sum_norms
+        else:
+            self.sum_norms = np.zeros(n_records, np.float32)
+            if self.n:
+                self.sum_norms[self.seg_rows] = np.linalg.norm(np.add.reduceat(self.matrix, self.starts), axis=1)
         self._ann_lock = threading.Lock()
 
     def updated(self, rec_keep: np.ndarray, rec_new: np.ndarray, rows: list[int], vectors: list[np.ndarray],
@@ -157,12 +166,20 @@ class _Field:
             else:
                 ann.ivf.remove(dropped)
                 ann.ivf.add(new_matrix, new_keys)
+        # records are kept or replaced whole: kept ones keep their centroid norms, new ones get theirs
+        sum_norms = np.zeros(n_records, np.float32)
+        sum_norms[:int(rec_keep.sum())] = self.sum_norms[rec_keep]
+        if len(rows):
+            new_rows = np.asarray(rows, np.int64)
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(new_rows)) + 1))
+            sum_norms[new_rows[starts]] = np.linalg.norm(np.add.reduceat(new_matrix, starts), axis=1)
         return _Field(
             np.concatenate((rec_new[self.rows[unit_keep]], np.asarray(rows, np.int64))),
             np.concatenate((self.matrix[unit_keep], new_matrix)), None, n_records, self.dim,
             lengths=np.concatenate((self.lengths[unit_keep], np.asarray([len(t) for t in terms], np.float32))),
             postings=self.postings.renumbered(unit_keep, unit_new, terms, kept),
-            keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann)
+            keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann,
+            sum_norms=sum_norms)
 
     def idf(self, term: str) -> float:
         hit = self.postings.get(term)
@@ -201,6 +218,18 @@ class _Field:
         """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly."""
         units, starts, has = self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
+
+    def similarities(self, query: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none)."""
+        units, starts, has = self.units_of(rows)
+        sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
+        best = self.max_per_row(sims, starts, has, -1.0)
+        total = np.zeros(len(rows), np.float32)
+        if len(starts):
+            total[has] = np.add.reduceat(sims, starts)
+        mean = np.where(has, total / np.maximum(self.counts[rows], 1), -1.0).astype(np.float32)
+        centroid = np.where(has, total / np.maximum(self.sum_norms[rows], 1e-9), -1.0).astype(np.float32)
+        return best, mean, centroid
 
     def nearest_units(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> np.ndarray:
         """About the ``k`` units nearest ``query`` among ``allowed`` (a bool per unit; None: all).

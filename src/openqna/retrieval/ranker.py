@@ -11,36 +11,58 @@ data; the shipped values were fitted on banking77/hwu64/chit-chat training data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
+from .. import settings
 from .analyze import analyze, exact_key
 from .filters import Filter
-from .memindex import MemIndex
+from . import adapt
+from .memindex import K1, MemIndex
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Logistic weights over the features, then a Platt rescaling of the whole logit.
+    """Weights over the features (a logit), then a Platt rescaling of it into a confidence.
 
-    The weights are fitted by scripts/fit_calibration.py on training splits (each right answer
-    against its hardest wrong ones).  That pairwise fit ranks well but reads low, so ``scale`` and
-    ``shift`` re-fit the logit on whether the top answer is right — one point per question,
-    in-scope and off-topic balanced — on banking77 and hwu64 training and validation
-    utterances (never their test splits).  Rescaling keeps the ranking; it moves the confidence.
+    Default weights: scripts/fit_ranker.py, a softmax over each question's records fitted on
+    development questions only (banking77 training utterances not in the KB, hwu64's validation
+    split, chit-chat questions the evaluation indexes); ``scale`` and ``shift`` put confidence 0.5
+    where a threshold keeps ~97% of right answers on those KBs.  ``typical`` is the logit of a right
+    answer on a typical KB: a KB with enough alternate questions measures its own (``adapt``) and
+    its logits are shifted by the difference, so a threshold reads the same on every KB; None turns
+    KB adaptation off.  ``passages``: own weights for passage records (None: these, reading the text).
     """
 
-    w_qsim: float = 8.492
-    w_asim: float = 1.0
-    w_qcov: float = 1.09
-    w_acov: float = 0.5
-    bias: float = -7.665
+    w_qsim: float = 7.765
+    w_asim: float = 2.379
+    w_qcov: float = 1.887
+    w_acov: float = 1.889
+    bias: float = 0.0
+    w_qmean: float = -12.307
+    w_qcent: float = 21.163
+    w_bm25: float = 0.0
     context_boost: float = 1.0  # logit added to follow-ups of the previous answer
-    scale: float = 1.075
-    shift: float = 1.884
+    scale: float = 0.684
+    shift: float = 5.06
+    typical: float | None = 21.82
+    passages: Calibration | None = None
+
+    def logit(self, f, question_only: bool = False):
+        """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape)."""
+        out = self.w_qsim * f.qsim + self.w_qcov * f.qcov + self.w_bm25 * f.bm25 + self.bias
+        if self.w_qmean or self.w_qcent:
+            out = out + self.w_qmean * f.qmean + self.w_qcent * f.qcent
+        if not question_only:
+            out = out + self.w_asim * f.asim + self.w_acov * f.acov
+        return out
 
 
-CALIBRATION = Calibration()
+# Passages (SciFact train claims): text cosine, text coverage and text BM25.
+PASSAGES = Calibration(w_qsim=0.0, w_asim=13.634, w_qcov=0.0, w_acov=5.211, w_qmean=0.0, w_qcent=0.0, w_bm25=6.932,
+                       scale=0.566, shift=-8.649, typical=None)
+CALIBRATION = Calibration(passages=PASSAGES)
 
 
 @dataclass
@@ -63,6 +85,9 @@ class Features:
     asim: np.ndarray  # answer cosine
     qcov: np.ndarray  # idf-weighted share of the query's words in the best question
     acov: np.ndarray  # ... in the answer
+    qmean: np.ndarray  # mean question cosine (a passage's: its text's)
+    qcent: np.ndarray  # cosine with the centroid of the questions (a passage's: its text's)
+    bm25: np.ndarray  # answer BM25 over the query's largest possible BM25 (0..1)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -81,7 +106,6 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     """
     if index.exhaustive():
         rows = np.arange(index.n)
-        qsim = np.maximum(index.dense(query_vector, "q", eligible), 0.0)
         qcov = index.coverage(terms, "q", eligible)
         asim = np.maximum(index.dense(query_vector, "a", eligible), 0.0)
         acov = index.coverage(terms, "a", eligible)
@@ -107,7 +131,6 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
             parts.append(fld.rows[hit])
         rows = np.unique(np.concatenate(parts))
         rows = rows[eligible[rows]]
-        qsim = np.maximum(index.q.dense_rows(query_vector, rows), 0.0)
         asim = np.maximum(index.a.dense_rows(query_vector, rows), 0.0)
         units, starts, has = index.q.units_of(rows)
         qcov = index.q.max_per_row(coverage["q"][units], starts, has, 0.0)
@@ -115,8 +138,40 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         acov = index.a.max_per_row(coverage["a"][units], starts, has, 0.0)
     # A passage's or row's "question" is only its title: its text is what answers, so the
     # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708).
+    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows))
+    bm25 = np.zeros(len(rows), np.float32)
     passages = index.passage[rows]
-    return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov)
+    if passages.any() and index.a.n:
+        bm25 = bm25_share(index, terms, rows)
+    return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
+                    np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
+
+
+def bm25_share(index: MemIndex, terms: list[str], rows: np.ndarray) -> np.ndarray:
+    """Answer BM25 of ``rows`` over the query's largest possible BM25 (every term at idf·(k1+1))."""
+    fld = index.a
+    most = sum(fld.idf(t) * (K1 + 1.0) for t in terms if fld.postings.get(t) is not None)
+    if most <= 0:
+        return np.zeros(len(rows), np.float32)
+    units, starts, has = fld.units_of(rows)
+    return fld.max_per_row(fld.bm25_units(terms)[units], starts, has, 0.0) / np.float32(most)
+
+
+def kb_adaptation(index: MemIndex) -> adapt.Adaptation | None:
+    """The adaptation the default calibration uses on ``index`` (None: none fitted or turned off)."""
+    return _adaptation(index, CALIBRATION)
+
+
+def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
+    """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it."""
+    if c.typical is None or settings.get("OPENQNA_KB_ADAPT") == "0":
+        return None
+    return adapt.of(index, lambda *a: _held_out_logits(c, *a))
+
+
+def _held_out_logits(c: Calibration, index: MemIndex, V, terms, units) -> np.ndarray:
+    f = SimpleNamespace(**adapt.held_out_features(index, V, terms, units))
+    return np.where(index.passage[None, :], -np.inf, c.logit(f))
 
 
 def _position(rows: np.ndarray, row: int | None) -> int | None:
@@ -154,10 +209,20 @@ def rank(
     f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows, flt)
     if not len(f.rows):
         return []
-    logit = c.w_qsim * f.qsim + c.w_qcov * f.qcov
-    if not question_only:
-        logit += c.w_asim * f.asim + c.w_acov * f.acov
-    logit = c.scale * (logit + c.bias) + c.shift
+    logit = c.logit(f, question_only)
+    adaptation = _adaptation(index, c)
+    if adaptation is not None:  # read relative to this KB's typical right answer
+        extra = adaptation.logit(query_vector, f.rows)
+        if extra is not None:
+            logit += extra
+        logit -= adaptation.offset
+    elif c.typical is not None:
+        logit -= c.typical
+    logit = c.scale * logit + c.shift
+    passages = index.passage[f.rows]
+    if c.passages is not None and passages.any():
+        p = c.passages
+        logit = np.where(passages, p.scale * p.logit(f) + p.shift, logit)
     for row in boosted_rows:
         i = _position(f.rows, row)
         if i is not None:
