@@ -19,7 +19,6 @@ import dataclasses
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from scipy.optimize import minimize

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from openqna.evaluation import datasets, faq, passages
+from openqna.evaluation import datasets, faq
 from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.formats import read_file
 from openqna.models.embedder import get_embedder
