@@ -5,7 +5,8 @@ others), over the features the ranker computes (``ranker.features``), on the dev
 of ``scripts/ranker_features.py``: banking77 (training utterances not in the KB), hwu64 (its
 validation split), chit-chat (questions the evaluation indexes, split again).
 Confidence: each dev KB's own adaptation (``retrieval.adapt``: held-out alternate questions)
-gives its typical logit; ``typical`` is their median; ``scale`` is the slope of a logistic fit of
+gives its typical logit (a percentile of its held-out right answers' logits: the median unless another
+rejects more off-topic dev questions); ``typical`` is the median over the dev KBs; ``scale`` is the slope of a logistic fit of
 right-vs-off-topic on the adapted logit and ``shift`` puts 0.5 where banking77's and hwu64's dev
 questions lose at most ``LOSS`` of top-1.  Passages: the same softmax over SciFact *train* claims'
 candidates (asim, acov, answer BM25), then a logistic fit of relevant vs best wrong for the scale.
@@ -37,6 +38,7 @@ from openqna.store.sqlite import SQLiteStore  # noqa: E402
 FAQ_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent")
 PASSAGE_NAMES = ("asim", "acov", "bm25")
 LOSS = 0.025
+PERCENTILES = (50, 25, 10, 5)  # ties keep the median, the steadiest estimate
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -105,23 +107,37 @@ def faq(service, embedder) -> ranker.Calibration:
         tops[name] = (np.asarray(rows, dtype=float), a)
         print(f"{name}: offset {a.offset:.2f} classifier weight {a.weight} held-out top-1 "
               f"{a.top1_without:.3f} -> {a.top1_with:.3f}", file=sys.stderr)
-    typical = float(np.median([a.offset for _, a in tops.values()]))
-    z = {name: r[:, 0] - a.offset for name, (r, a) in tops.items()}
+    best = None
+    for pct in PERCENTILES:  # which percentile of a KB's held-out right answers to read confidence against
+        z = {name: r[:, 0] - np.percentile(a.right, pct) for name, (r, a) in tops.items()}
+        t = threshold(tops, z)
+        rejected = min(np.mean(z[n][r[:, 1] == 0] < t) for n, (r, _) in tops.items() if n in ("banking77", "hwu64"))
+        print(f"percentile {pct}: threshold {t:.2f}, off-topic rejected ≥ {rejected:.3f}", file=sys.stderr)
+        if best is None or rejected > best[0] + 1e-9:
+            best = (rejected, pct, t, z)
+    _, pct, t, z = best
+    typical = float(np.median([np.percentile(a.right, pct) for _, a in tops.values()]))
+    print(f"PERCENTILE = {pct}", file=sys.stderr)
     zs = np.concatenate([z[n][(r[:, 2] == 1) | (r[:, 1] == 0)] for n, (r, _) in tops.items()])
     ys = np.concatenate([r[:, 2][(r[:, 2] == 1) | (r[:, 1] == 0)] for r, _ in tops.values()])
     scale, _ = logistic_slope(zs, ys)
+    for n, (r, _) in tops.items():
+        inscope = r[:, 1] == 1
+        print(f"  {n}: top-1 lost {np.mean((r[inscope, 2] == 1) & (z[n][inscope] < t)):.3f}, off-topic rejected "
+              f"{np.mean(z[n][~inscope] < t):.3f}", file=sys.stderr)
+    return dataclasses.replace(c, scale=round(scale, 3), shift=round(float(-scale * t), 3), typical=round(typical, 3))
+
+
+def threshold(tops, z) -> float:
+    """The highest z that loses at most LOSS of top-1 on banking77's and hwu64's dev questions."""
     t = -10.0
     for cand in np.arange(-10.0, 10.0, 0.05):
         lost = max(np.mean((r[:, 2] == 1) & (z[n] < cand)) / np.mean(r[:, 1] == 1)
                    for n, (r, _) in tops.items() if n in ("banking77", "hwu64"))
         if lost > LOSS:
             break
-        t = cand
-    for n, (r, _) in tops.items():
-        inscope = r[:, 1] == 1
-        print(f"  {n}: top-1 lost {np.mean((r[inscope, 2] == 1) & (z[n][inscope] < t)):.3f}, off-topic rejected "
-              f"{np.mean(z[n][~inscope] < t):.3f}", file=sys.stderr)
-    return dataclasses.replace(c, scale=round(scale, 3), shift=round(-scale * t, 3), typical=round(typical, 3))
+        t = float(cand)
+    return t
 
 
 def passage(service, embedder) -> ranker.Calibration:

@@ -13,7 +13,8 @@ things are fitted on them, with numpy, in about a second for a few thousand ques
   it does not help (or that has too few alternate questions to tell) keeps the ranker alone.
 
 Only QnA records with at least two questions give held-out questions; a KB with too few of them,
-or one too large to score exhaustively, gets ``None`` (the shipped defaults).
+or with more than ``MAX_UNITS`` vectors, gets ``None`` (the shipped defaults).  The fit runs on the
+first search of each index version (about 0.1–2 s for KBs up to a few thousand questions).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ MIN_HELD_OUT = 20  # fewer than this: not enough to estimate anything
 FOLDS = 4
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)  # candidate weights of the classifier's logit
 MIN_GAIN = 0.01  # held-out top-1 gain the classifier must show to be used
-MAX_CLASSES = 5000  # records; above this the classifier is not fitted
+MAX_UNITS = 30000  # vectors (questions + answers); larger KBs keep the shipped defaults
+MAX_CLASSIFIER = 250_000  # questions × records; above this the classifier is not fitted (it would take seconds)
 TEMPERATURE = 20.0
 L2 = 1e-3
-STEPS = 150
+STEPS = 100
+PERCENTILE = 50  # of the held-out right answers' logits: the KB's typical score
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Adaptation:
     held_out: int  # alternate questions held out
     top1_without: float  # their top-1 accuracy without the classifier
     top1_with: float  # ... with it, at ``weight``
+    right: np.ndarray  # logits of the right answers the held-out questions got first
 
     def logit(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
         """The classifier's logit term for record ``rows`` (None when it is not used)."""
@@ -123,8 +127,8 @@ def unit_terms(index: MemIndex, units: np.ndarray) -> list[list[str]]:
 
 
 def held_out_features(index: MemIndex, V: np.ndarray, terms: list[list[str]], units: np.ndarray) -> dict[str, np.ndarray]:
-    """The ranker's features (held-out question × record) of questions ``units`` (vectors ``V``, unigrams
-    ``terms``), each asked of the index without its own unit (exhaustive: every record)."""
+    """The ranker's features (held-out question × every record) of questions ``units`` (vectors ``V``,
+    unigrams ``terms``), each asked of the index without its own unit.  Answer BM25 (passages only) is 0."""
     q, a, n = index.q, index.a, index.n
     m = len(units)
     own = q.rows[units]
@@ -186,18 +190,20 @@ def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation 
     ``base_logits(index, vectors, terms, units)`` returns the ranker's logits (held-out questions
     × records) of the questions ``units`` asked with their own unit left out.
     """
-    if not index.exhaustive():
+    if index.q.n + index.a.n > MAX_UNITS:
         return None
     units = held_out_units(index)
     if len(units) < MIN_HELD_OUT:
         return None
     q = index.q
     gold = q.rows[units]
-    base = base_logits(index, q.matrix[units], unit_terms(index, units), units)
+    terms = unit_terms(index, units)
+    base = np.concatenate([base_logits(index, q.matrix[units[i:i + 50]], terms[i:i + 50], units[i:i + 50])
+                           for i in range(0, len(units), 50)])  # in slices: (held out × records) arrays
     extra = None
     W = b = None
     has_q = np.bincount(q.rows, minlength=index.n) > 0
-    if classifier and index.n <= MAX_CLASSES and has_q.sum() >= 2:
+    if classifier and q.n * index.n <= MAX_CLASSIFIER and has_q.sum() >= 2:
         extra = np.zeros_like(base)
         folds = np.arange(len(units)) % FOLDS
         for k in range(FOLDS):
@@ -208,10 +214,13 @@ def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation 
     weight, without, with_ = select(base, extra, gold)
     logits = base if not weight else base + weight * extra
     right = logits.argmax(axis=1) == gold
-    offset = float(np.median(logits[np.arange(len(units)), gold][right])) if right.any() else float("nan")
+    right = logits[np.arange(len(units)), gold][right]
+    if not len(right):
+        return None
+    offset = float(np.percentile(right, PERCENTILE))
     if weight:
         W, b = fit_classifier(q.matrix, q.rows, index.n)
-    return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_)
+    return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right)
 
 
 _cache: "weakref.WeakKeyDictionary[MemIndex, dict[bool, Adaptation | None]]" = weakref.WeakKeyDictionary()

@@ -1,11 +1,12 @@
 """From retrieval features to a calibrated confidence (DESIGN decision 4).
 
-Every eligible record gets features (best question cosine, answer cosine,
-idf-weighted query coverage of its best question and of its answer); a logistic
-model turns them into a confidence in 0..1 meant to read the same on every
-knowledge base.  An exact question match scores 1.0, as in Azure.  The weights
-live in ``Calibration`` so ``openqna calibrate`` can re-fit them on development
-data; the shipped values were fitted on banking77/hwu64/chit-chat training data.
+Every eligible record (or candidate, on a large index) gets features: best, mean and centroid
+cosine of its questions, answer cosine, idf-weighted query coverage of its best question and of
+its answer, and for passages the answer BM25 over the query's largest possible BM25.  A linear
+logit of them (``Calibration``, fitted by scripts/fit_ranker.py on development data only) plus,
+where it helps, the KB's own classifier (``adapt``), is read against the KB's typical in-scope
+logit and rescaled into a confidence in 0..1 meant to read the same on every knowledge base.
+An exact question match scores 1.0, as in Azure.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class Calibration:
     w_qcent: float = 21.163
     w_bm25: float = 0.0
     context_boost: float = 1.0  # logit added to follow-ups of the previous answer
-    scale: float = 0.684
-    shift: float = 5.06
-    typical: float | None = 21.82
+    scale: float = 0.681
+    shift: float = 5.037
+    typical: float | None = 21.874
     passages: Calibration | None = None
 
     def logit(self, f, question_only: bool = False):
