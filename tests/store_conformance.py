@@ -397,6 +397,9 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
 
     for name in ("context_only", "passage"):
         assert by_id(inc, getattr(inc, name)) == by_id(fresh, getattr(fresh, name))
+    for field in ("q", "a"):  # the norms the centroid cosine divides by are carried over, not recomputed
+        assert by_id(inc, getattr(inc, field).sum_norms) == by_id(fresh, getattr(fresh, field).sum_norms)
+        assert by_id(inc, getattr(inc, field).counts) == by_id(fresh, getattr(fresh, field).counts)
     assert {k: sorted(inc.ids[r].tolist()) for k, r in inc.exact.items()} == \
         {k: sorted(fresh.ids[r].tolist()) for k, r in fresh.exact.items()}
     for flt in (MetaEq("group", "2"), SourceIn(("S1",)), KindIn(("passage",)), Not(MetaEq("group", "0"))):

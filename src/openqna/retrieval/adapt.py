@@ -98,16 +98,21 @@ def fit_classifier(X: np.ndarray, y: np.ndarray, n: int, *, steps: int = STEPS) 
     return TEMPERATURE * W, b
 
 
+def canonical_units(index: MemIndex) -> np.ndarray:
+    """Question units ordered by record id, then position in the record: the same whatever the row order."""
+    q = index.q
+    return np.lexsort((np.arange(q.n) - q.lo[q.rows], index.ids[q.rows]))
+
+
 def held_out_units(index: MemIndex, limit: int = HELD_OUT, seed: int = 0) -> np.ndarray:
     """Question units of QnA records with at least two questions, a seeded sample of at most ``limit``."""
     q = index.q
     if not q.n:
         return np.zeros(0, np.int64)
-    counts = np.bincount(q.rows, minlength=index.n)
-    ok = (counts[q.rows] >= 2) & ~index.passage[q.rows]
-    units = np.flatnonzero(ok)
+    units = canonical_units(index)
+    units = units[(q.counts[q.rows[units]] >= 2) & ~index.passage[q.rows[units]]]
     if len(units) > limit:
-        units = np.sort(np.random.default_rng(seed).choice(units, limit, replace=False))
+        units = units[np.sort(np.random.default_rng(seed).choice(len(units), limit, replace=False))]
     return units
 
 
@@ -184,6 +189,15 @@ def select(base: np.ndarray, extra: np.ndarray | None, gold: np.ndarray) -> tupl
     return best[0], without, best[1]
 
 
+def _classifier(index: MemIndex, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The classifier trained on question ``units``, its classes in record-id order (so any row order of the
+    same records trains the very same model), returned by row."""
+    by_id = np.empty(index.n, np.int64)
+    by_id[np.argsort(index.ids)] = np.arange(index.n)
+    W, b = fit_classifier(index.q.matrix[units], by_id[index.q.rows[units]], index.n)
+    return W[:, by_id], b[by_id]
+
+
 def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation | None:
     """Fit the adaptation of ``index``.
 
@@ -206,10 +220,11 @@ def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation 
     if classifier and q.n * index.n <= MAX_CLASSIFIER and has_q.sum() >= 2:
         extra = np.zeros_like(base)
         folds = np.arange(len(units)) % FOLDS
+        order = canonical_units(index)
         for k in range(FOLDS):
             keep = np.ones(q.n, bool)
             keep[units[folds == k]] = False
-            Wk, bk = fit_classifier(q.matrix[keep], q.rows[keep], index.n)
+            Wk, bk = _classifier(index, order[keep[order]])
             extra[folds == k] = class_scores(q.matrix[units[folds == k]], Wk, bk, has_q)
     weight, without, with_ = select(base, extra, gold)
     logits = base if not weight else base + weight * extra
@@ -219,7 +234,7 @@ def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation 
         return None
     offset = float(np.percentile(right, PERCENTILE))
     if weight:
-        W, b = fit_classifier(q.matrix, q.rows, index.n)
+        W, b = _classifier(index, canonical_units(index))
     return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right)
 
 
