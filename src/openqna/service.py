@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from .retrieval import ranker
+from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.where import Column
@@ -344,12 +344,35 @@ class Service:
         eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
         synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
-        vector = self.embedder.embed([expanded])[0]
-        ranked = ranker.rank(index, expanded, vector, eligible, question_only=req.question_only,
-                             boosted_ids=children, exact_prompt_ids=exact_prompt, top=req.top,
-                             threshold=req.threshold)
+        previous = (req.previous_user_query or "").strip()
+        vectors = self.embedder.embed([expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else []))
+        vector = vectors[0]
+        options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt)
+        offsets: dict[int, float] = {}
+        if previous:
+            vector, offsets = self._follow_up(project, deployment, index, eligible, question, expanded, vectors,
+                                              options)
+        ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
+                             threshold=req.threshold, **options)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+
+    def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, expanded: str,
+                   vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
+        """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
+        alone = ranker.rank(index, expanded, vectors[0], eligible, top=1, **options)
+        confidence = alone[0].confidence if alone else 0.0
+        if confidence >= 1.0 or not followup.needs_context(question, confidence):
+            return vectors[0], {}
+        vector = followup.context_vector(vectors[0], vectors[1])
+        candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
+        qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
+        qsims = index.dense(vector, "q", eligible)
+        c = ranker.CALIBRATION
+        offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
+                                            {i: float(qsims[index.row_of[i]]) for i in qnas},
+                                            self.embedder.embed, c.scale * c.w_qsim)
+        return vector, offsets
 
     def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
         assert req.span is not None

@@ -61,11 +61,16 @@ def rank(
     question_only: bool = False,
     boosted_ids: set[int] | frozenset[int] = frozenset(),
     exact_prompt_ids: set[int] | frozenset[int] = frozenset(),
+    logit_offsets: dict[int, float] | None = None,
     top: int = 3,
     threshold: float = 0.0,
     calibration: Calibration = CALIBRATION,
 ) -> list[Ranked]:
-    """The ``top`` eligible records with confidence ≥ ``threshold``, best first."""
+    """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
+
+    ``logit_offsets`` (record id → logit) carries evidence found outside the index, such as
+    a follow-up's sentence match (``followup.sentence_offsets``).
+    """
     if index.n == 0 or not eligible.any():
         return []
     c = calibration
@@ -87,6 +92,10 @@ def rank(
         row = index.row_of.get(rid)
         if row is not None:
             logit[row] += c.scale * c.context_boost
+    for rid, offset in (logit_offsets or {}).items():
+        row = index.row_of.get(rid)
+        if row is not None:
+            logit[row] += offset
     confidence = sigmoid(logit)
     exact_rows = list(index.exact.get(exact_key(question), ()))
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
