@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
 import numpy as np
@@ -296,16 +296,17 @@ class Service:
     def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
-        self.store.get_project(kb)
+        proj = self.store.get_project(kb)
         columns = {c.name: c for c in self.columns(kb, deployment)}
         flt = parse_where(where, columns) if where and where.strip() else None
         index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
-        self._check_embedder(self.store.get_project(kb))
+        self._check_embedder(proj)
         eligible = index.mask(flt)
         vector = self.embedder.embed([subject])[0]
-        ranked = ranker.rank(index, subject, vector, eligible, top=limit)
+        ranked = ranker.rank(index, subject, vector, eligible, top=limit,
+                             calibration=self.calibration(proj))
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
@@ -327,8 +328,23 @@ class Service:
             return [Answer(None, 0.0, default_text=proj.default_answer)]
         return answers
 
+    def calibration(self, project: Project) -> ranker.Calibration:
+        """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
+        fitted = project.settings.get("calibration")
+        if not fitted:
+            return ranker.CALIBRATION
+        return replace(ranker.CALIBRATION, scale=float(fitted["scale"]), shift=float(fitted["shift"]))
+
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
+        ranked, vector = self.rank(project, deployment, index, req)
+        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
+        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+
+    def rank(self, project: str, deployment: str, index, req: AskRequest,
+             calibration: ranker.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+        """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's."""
         question = req.question or ""
+        calibration = calibration or self.calibration(self.store.get_project(project))
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
         eligible = index.mask(all_of(req.filter, KindIn(kinds)))
         children: set[int] = set()
@@ -347,15 +363,15 @@ class Service:
         previous = (req.previous_user_query or "").strip()
         vectors = self.embedder.embed([expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else []))
         vector = vectors[0]
-        options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt)
+        options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
+                       calibration=calibration)
         offsets: dict[int, float] = {}
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, expanded, vectors,
                                               options)
         ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
                              threshold=req.threshold, **options)
-        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
-        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+        return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, expanded: str,
                    vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
@@ -368,7 +384,7 @@ class Service:
         candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
         qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
         qsims = index.dense(vector, "q", eligible)
-        c = ranker.CALIBRATION
+        c = options["calibration"]
         offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
                                             {i: float(qsims[index.row_of[i]]) for i in qnas},
                                             self.embedder.embed, c.scale * c.w_qsim)
