@@ -36,6 +36,15 @@ def test_short_span_inside_a_sentence(question, sentence, expected):
     assert text[s:e] == expected
 
 
+@pytest.mark.parametrize("question, sentence", [
+    ("How do I reset my password?", "Go to account settings and choose Reset password."),
+    ("Why is my battery draining fast?", "Your battery drains faster when the screen brightness is high."),
+    ("怎么重置密码？", "在账户设置中选择重置密码。"),
+])
+def test_how_to_and_why_questions_keep_the_sentence(question, sentence):
+    assert short_span(question, sentence, 0, len(sentence)) == (0, len(sentence))
+
+
 def test_nothing_shared_with_the_question_keeps_the_sentence():
     text = "Completely unrelated words here."
     assert short_span("How many moons has Jupiter?", text, 0, len(text)) == (0, len(text))

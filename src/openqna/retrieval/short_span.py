@@ -12,6 +12,9 @@ they stay evaluation sets); it follows two regularities of answers to questions:
   stretches (numbers with their unit, dates, capitalised or transliterated names, Chinese
   names of teams and places) are preferred over other uncovered text.
 
+How-to and why questions (how do I …, why, 怎么, 为什么, どうやって, なぜ) without a kind keep
+the whole sentence: their answer is a step or a reason, not a phrase.
+
 Candidates are scored by kind match (+3), distance in tokens to the nearest covered token
 (−0.5 each) and length past four tokens (−0.08 each).  Those constants were set by hand while
 looking at the first 200 questions of each evaluation set; ``eval/report.md`` gives the figures
@@ -60,6 +63,9 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
         r"|teams|name|singer|company|organization|king|president|author|artist|scientist|group|university|city"
         r"|country)\b|\blast name\b|\bwhere\b|谁|哪里|在哪|哪儿|哪个国家|哪个城市|誰|だれ|何者|どこ|どの国|どの都市")),
 ]
+# how-to and why questions want the whole step or reason: their sentence is the answer
+_EXPLAIN = re.compile(r"\bhow (do|does|did|can|could|should|would|will|to|is|are|was|were)\b|\bwhy\b|为什么|为何|怎么|怎样|"
+                      r"如何|なぜ|どうして|どのように|どうやって|どうすれば|どうしたら")
 _KIND_PATTERNS = {
     "date": re.compile(
         rf"(?i)\b(?:(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{3,4}})?|\d{{1,2}}\s+(?:{_MONTHS})(?:\s+\d{{3,4}})?"
@@ -189,6 +195,8 @@ def short_span(question: str, text: str, start: int, end: int) -> tuple[int, int
     if len(s.tokens) < 3 or not s.anchors:
         return start, end
     kind = question_kind(question)
+    if kind is None and _EXPLAIN.search(normalise(question)):
+        return start, end
     scored = (_kind_candidates(s, sentence, kind) if kind else []) + _phrase_candidates(s)
     if not scored:
         return start, end
