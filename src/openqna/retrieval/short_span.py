@@ -61,7 +61,8 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
     ("name", re.compile(
         r"^\s*(who|whom|whose)\b|\bwho\b|\b(what|which)( \w+)? (player|players|actor|actress|person|man|woman|team"
         r"|teams|name|singer|company|organization|king|president|author|artist|scientist|group|university|city"
-        r"|country)\b|\blast name\b|\bwhere\b|谁|哪里|在哪|哪儿|哪个国家|哪个城市|誰|だれ|何者|どこ|どの国|どの都市")),
+        r"|country)\b|\blast name\b|\bwhere\b|谁|哪里|在哪|哪儿|哪个国家|哪个城市|哪位|哪支|哪家|哪个人|姓什么|叫什么名字"
+        r"|誰|だれ|何者|どこ|どの国|どの都市")),
 ]
 # how-to and why questions want the whole step or reason: their sentence is the answer
 _EXPLAIN = re.compile(r"\bhow (do|does|did|can|could|should|would|will|to|is|are|was|were)\b|\bwhy\b|为什么|为何|怎么|怎样|"
@@ -70,13 +71,13 @@ _KIND_PATTERNS = {
     "date": re.compile(
         rf"(?i)\b(?:(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{3,4}})?|\d{{1,2}}\s+(?:{_MONTHS})(?:\s+\d{{3,4}})?"
         rf"|(?:{_MONTHS})\s+\d{{3,4}}|\d{{1,2}}(?:st|nd|rd|th)\s+century|\d{{3,4}}s?)\b"
-        rf"|[{_CJK_NUM}]+(?:年代|世纪|世紀|年|月|日|时|時|号|號|分)(?:[{_CJK_NUM}]+(?:月|日|号))*"
+        rf"|[{_CJK_NUM}]+ ?(?:年代|世纪|世紀|年|月|日|时|時|号|號|分)(?: ?[{_CJK_NUM}]+ ?(?:月|日|号))*"
         rf"(?:上旬|中旬|下旬|初|末|頃|ごろ)?"),
     "number": re.compile(
         rf"(?i)\b\d{{1,2}}:\d{{2}}\b"
         rf"|\b{_LATIN_NUM}(?:\s*(?:to|-|–|or)\s*{_LATIN_NUM})?(?:\s*(?:%|percent|per cent)\b)?(?:\s+[a-z]+)?\b"
         rf"|[{_CJK_NUM}][{_CJK_NUM},.，．]*(?:[到至～~–-][{_CJK_NUM}]+)?"
-        rf"(?:か月|ヶ月|ヵ月|[^\s{_CJK_NUM}\u3040-\u309f、，。（）]{{0,2}})"),
+        rf" ?(?:か月|ヶ月|ヵ月|[^\s{_CJK_NUM}\u3040-\u309f、，。（）]{{0,2}})"),
     "name": re.compile(
         r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|von|van|the|and|du|la|del)?\s*[A-Z][\w'’.-]*)*"  # capitalised words
         r"|[\u4e00-\u9fff\u30a0-\u30ff]+(?:[·・][\u4e00-\u9fff\u30a0-\u30ff]+)+"  # transliterated full names
