@@ -361,20 +361,22 @@ class Service:
         synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
         previous = (req.previous_user_query or "").strip()
-        vectors = self.embedder.embed([expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else []))
+        # one text a call: the embedder caches single queries, and the previous one was asked a turn ago
+        vectors = np.concatenate([self.embedder.embed([text]) for text in
+                                  [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration)
         offsets: dict[int, float] = {}
         if previous:
-            vector, offsets = self._follow_up(project, deployment, index, eligible, question, expanded, vectors,
-                                              options)
+            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
+                                              vectors, options)
         ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
                              threshold=req.threshold, **options)
         return ranked, vector
 
-    def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, expanded: str,
-                   vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
+    def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
+                   expanded: str, vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
         """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
         alone = ranker.rank(index, expanded, vectors[0], eligible, top=1, **options)
         confidence = alone[0].confidence if alone else 0.0
@@ -387,7 +389,8 @@ class Service:
         c = options["calibration"]
         offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
                                             {i: float(qsims[index.row_of[i]]) for i in qnas},
-                                            self.embedder.embed, c.scale * c.w_qsim)
+                                            self.embedder.embed, c.scale * c.w_qsim,
+                                            f"{question} {previous}")
         return vector, offsets
 
     def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:

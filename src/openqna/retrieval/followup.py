@@ -31,6 +31,8 @@ from .span import sentence_spans
 PREVIOUS_WEIGHT = 0.7
 CANDIDATES = 5
 CONFIDENT = 0.5
+MAX_SENTENCES = 16  # embedded per follow-up: those sharing most words with the two questions
+MAX_SENTENCE_CHARS = 300
 
 _ANAPHORS = frozenset(
     "it its that this these those they them their there one ones he she him her such same".split()
@@ -60,11 +62,13 @@ def context_vector(current: np.ndarray, previous: np.ndarray) -> np.ndarray:
 
 
 def sentence_offsets(vector: np.ndarray, answers: dict[int, str], question_sims: dict[int, float],
-                     embed: Callable[[list[str]], np.ndarray], weight: float) -> dict[int, float]:
+                     embed: Callable[[list[str]], np.ndarray], weight: float, words: str) -> dict[int, float]:
     """Logits to add to candidates whose answer holds a sentence closer to ``vector`` than their best question.
 
     The sentence counts as one more question of its record: ``weight`` is the ranker's own
-    weight of question similarity, so no new weight is introduced.
+    weight of question similarity, so no new weight is introduced.  Only the ``MAX_SENTENCES``
+    sentences sharing most terms with ``words`` (the two questions) are embedded, which bounds
+    the cost of answers that are long tables.
     """
     pieces: list[tuple[int, str]] = []
     for rid, text in answers.items():
@@ -72,10 +76,17 @@ def sentence_offsets(vector: np.ndarray, answers: dict[int, str], question_sims:
         # a heading-derived answer starts with its title in bold: that is the question, not a detail
         if len(spans) > 1 and text.lstrip().startswith("**"):
             spans = spans[1:]
-        pieces.extend((rid, text[s:e]) for s, e in spans)
+        pieces.extend((rid, text[s:e][:MAX_SENTENCE_CHARS]) for s, e in spans)
     if not pieces:
         return {}
-    sims = embed([t for _, t in pieces]) @ vector
+    if len(pieces) > MAX_SENTENCES:
+        terms = set(analyze(words, bigrams=False))
+        shared = [len(terms & set(analyze(t, bigrams=False))) for _, t in pieces]
+        keep = sorted(sorted(range(len(pieces)), key=lambda i: -shared[i])[:MAX_SENTENCES])
+        pieces = [pieces[i] for i in keep]
+    # one at a time: the embedder's query cache then keeps the sentences of answers that follow-ups
+    # keep landing on, and no batch pads short sentences to the longest
+    sims = np.concatenate([embed([t]) for _, t in pieces]) @ vector
     best: dict[int, float] = {}
     for (rid, _), sim in zip(pieces, sims):
         best[rid] = max(best.get(rid, -1.0), float(sim))
