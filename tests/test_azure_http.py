@@ -70,7 +70,7 @@ def test_sdk_follow_up_and_qna_id(server):
     with client(server) as c:
         follow = c.get_answers(question="Battery care", project_name="surface", deployment_name="test",
                                answer_context=KnowledgeBaseAnswerContext(previous_qna_id=1,
-                                                                          previous_user_query="charging"))
+                                                                          previous_question="charging"))
         by_id = c.get_answers(qna_id=3, project_name="surface", deployment_name="test")
     assert follow.answers[0].qna_id == 4 and follow.answers[0].dialog.is_context_only
     assert by_id.answers[0].qna_id == 3 and by_id.answers[0].confidence == 1.0

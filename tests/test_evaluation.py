@@ -132,9 +132,12 @@ def test_quick_run_metrics_are_sane(quick):
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     for r in m["spans"].values():
         assert r["questions"] > 0
-        for method in ("best sentence", "first sentence", "gold sentence"):
+        for method in ("short span", "best sentence", "first sentence", "gold sentence"):
             assert 0.0 <= r["em"][method] <= r["f1"][method] <= 1.0
         assert r["f1"]["best sentence"] > 0.0
+    # a whole sentence almost never equals the gold answer; the short span often does
+    em = {method: sum(r["em"][method] for r in m["spans"].values()) for method in ("short span", "best sentence")}
+    assert em["short span"] > em["best sentence"]
 
 
 def test_threshold_curves_agree_with_real_calls(quick):

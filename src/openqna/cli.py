@@ -1,4 +1,4 @@
-"""The ``openqna`` command: serve, import, export, ask, deploy, projects, keys."""
+"""The ``openqna`` command: serve, import, export, ask, deploy, calibrate, projects, keys."""
 
 from __future__ import annotations
 
@@ -314,6 +314,53 @@ def migrate(source: str, target: str) -> None:
     except OpenQnAError as exc:
         _fail(exc.message)
     click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
+@main.command()
+@click.argument("project")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--deployment", default="test", show_default=True, help="Deployment the questions are asked of.")
+@click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="Threshold the before/after figures are measured at.")
+@click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
+@click.option("--reset", is_flag=True, help="Drop the project's fitted calibration (back to the shipped one).")
+@data_option
+def calibrate(project: str, file: Path, deployment: str, threshold: float, dry_run: bool, reset: bool,
+              data_dir: str) -> None:
+    """Re-fit PROJECT's confidence on FILE: lines of QUESTION<TAB>QNA_ID, or 'none' for off-topic questions.
+
+    Keeps the fitted scale and shift in the project's settings, which every query reads.
+    """
+    from . import calibrate as cal
+
+    service = _service(data_dir)
+    try:
+        if reset:
+            cal.save(service, project, None)
+            click.echo(f"{project}: calibration reset to the shipped one")
+            return
+        proj = service.store.get_project(project)
+        points = cal.collect(service, project, cal.read_pairs(file), deployment)
+        cal.check(points)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    before = service.calibration(proj)
+    fitted = cal.fit(points)
+    rows = [("before", before, cal.score(points, before, threshold)),
+            ("after (fitted on these questions)", fitted, cal.score(points, fitted, threshold)),
+            (f"after ({cal.FOLDS}-fold cross-validated)", None, cal.cross_validated(points, threshold))]
+    in_scope = sum(not p.off_topic for p in points)
+    click.echo(f"{len(points)} questions ({in_scope} in scope, {len(points) - in_scope} off-topic), "
+               f"threshold {threshold}")
+    for name, c, sc in rows:
+        fit = f"scale {c.scale:7.4f}  shift {c.shift:7.4f}" if c else f"{'(a fit per fold)':<28}"
+        click.echo(f"  {name:<36} {fit}  in-scope answered right {sc.in_scope:6.1%}  "
+                   f"off-topic rejected {sc.off_topic:6.1%}")
+    if dry_run:
+        click.echo("dry run: calibration not saved")
+    else:
+        cal.save(service, project, fitted)
+        click.echo(f"saved in project '{project}' settings (calibration)")
 
 
 @main.command("eval")

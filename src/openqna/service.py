@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable
 
 import numpy as np
@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from .retrieval import ranker
+from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.where import Column
@@ -296,16 +296,17 @@ class Service:
     def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
-        self.store.get_project(kb)
+        proj = self.store.get_project(kb)
         columns = {c.name: c for c in self.columns(kb, deployment)}
         flt = parse_where(where, columns) if where and where.strip() else None
         index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
-        self._check_embedder(self.store.get_project(kb))
+        self._check_embedder(proj)
         eligible = index.mask(flt)
         vector = self.embedder.embed([subject])[0]
-        ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt)
+        ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt,
+                             calibration=self.calibration(proj))
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
@@ -327,8 +328,23 @@ class Service:
             return [Answer(None, 0.0, default_text=proj.default_answer)]
         return answers
 
+    def calibration(self, project: Project) -> ranker.Calibration:
+        """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
+        fitted = project.settings.get("calibration")
+        if not fitted:
+            return ranker.CALIBRATION
+        return replace(ranker.CALIBRATION, scale=float(fitted["scale"]), shift=float(fitted["shift"]))
+
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
+        ranked, vector = self.rank(project, deployment, index, req)
+        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
+        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+
+    def rank(self, project: str, deployment: str, index, req: AskRequest,
+             calibration: ranker.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+        """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's."""
         question = req.question or ""
+        calibration = calibration or self.calibration(self.store.get_project(project))
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
         flt = all_of(req.filter, KindIn(kinds))
         eligible = index.mask(flt)
@@ -345,12 +361,38 @@ class Service:
         eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
         synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
-        vector = self.embedder.embed([expanded])[0]
-        ranked = ranker.rank(index, expanded, vector, eligible, question_only=req.question_only,
-                             boosted_ids=children, exact_prompt_ids=exact_prompt, top=req.top,
-                             threshold=req.threshold, flt=flt)
-        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
-        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+        previous = (req.previous_user_query or "").strip()
+        # one text a call: the embedder caches single queries, and the previous one was asked a turn ago
+        vectors = np.concatenate([self.embedder.embed([text]) for text in
+                                  [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
+        vector = vectors[0]
+        options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
+                       calibration=calibration, flt=flt)
+        offsets: dict[int, float] = {}
+        if previous:
+            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
+                                              vectors, options)
+        ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
+                             threshold=req.threshold, **options)
+        return ranked, vector
+
+    def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
+                   expanded: str, vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
+        """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
+        alone = ranker.rank(index, expanded, vectors[0], eligible, top=1, **options)
+        confidence = alone[0].confidence if alone else 0.0
+        if confidence >= 1.0 or not followup.needs_context(question, confidence):
+            return vectors[0], {}
+        vector = followup.context_vector(vectors[0], vectors[1])
+        candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
+        qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
+        qsims = dict(zip(qnas, index.q.dense_rows(vector, np.asarray([index.row_of[i] for i in qnas], np.int64))))
+        c = options["calibration"]
+        offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
+                                            {i: float(qsims[i]) for i in qnas},
+                                            self.embedder.embed, c.scale * c.w_qsim,
+                                            f"{question} {previous}")
+        return vector, offsets
 
     def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
         assert req.span is not None

@@ -57,7 +57,7 @@ class Completer(Protocol):
 
 
 class ExtractiveCompleter:
-    """No LLM: the best sentence of the selected documents, found with the embedder."""
+    """No LLM: the best sentence of the selected documents (a whole sentence, as a writer would answer)."""
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray]):
         self.embed = embed
@@ -67,7 +67,7 @@ class ExtractiveCompleter:
         text = ""
         if context and request.question.strip():
             vector = self.embed([request.question])[0]
-            span = best_spans(request.question, vector, [context], self.embed)[0]
+            span = best_spans(request.question, vector, [context], self.embed, short=False)[0]
             text = span.text if span is not None else ""
         for stop in request.stop or []:
             if stop and stop in text:

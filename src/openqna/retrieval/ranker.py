@@ -191,6 +191,7 @@ def rank(
     question_only: bool = False,
     boosted_ids: set[int] | frozenset[int] = frozenset(),
     exact_prompt_ids: set[int] | frozenset[int] = frozenset(),
+    logit_offsets: dict[int, float] | None = None,
     top: int = 3,
     threshold: float = 0.0,
     calibration: Calibration = CALIBRATION,
@@ -200,6 +201,8 @@ def rank(
 
     ``eligible`` is the mask of records that may answer; ``flt``, when given, is the filter it
     came from (a store that searches vectors itself pushes it into its query).
+    ``logit_offsets`` (record id → logit) carries evidence found outside the index, such as
+    a follow-up's sentence match (``followup.sentence_offsets``).
     """
     if index.n == 0 or not eligible.any():
         return []
@@ -207,7 +210,8 @@ def rank(
     exact_rows = list(index.exact.get(exact_key(question), ()))
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
-    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows, flt)
+    offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
+    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
     if not len(f.rows):
         return []
     logit = c.logit(f, question_only)
@@ -228,6 +232,10 @@ def rank(
         i = _position(f.rows, row)
         if i is not None:
             logit[i] += c.scale * c.context_boost
+    for row, offset in offsets.items():
+        i = _position(f.rows, row)
+        if i is not None:
+            logit[i] += offset
     confidence = sigmoid(logit)
     for row in exact_rows:
         i = _position(f.rows, row)

@@ -1,8 +1,9 @@
-"""Precise answers: the sentence of an answer that best answers the question.
+"""Precise answers: the short answer inside the sentence that best answers the question.
 
-A first version: answers are split into sentences (Latin and CJK terminators,
-line breaks, markdown bullets) and the sentence closest to the question in
-embedding space, nudged by word overlap, becomes the span.  Offsets are in
+Answers are split into sentences (Latin and CJK terminators, line breaks, markdown
+bullets); the sentence closest to the question in embedding space, nudged by word
+overlap, is chosen, and ``short_span`` narrows it to the name, number, date or phrase
+the question asks for.  The span's confidence is the sentence's score.  Offsets are in
 Unicode code points of the answer text.
 """
 
@@ -15,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .analyze import analyze
+from .short_span import short_span
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
 
@@ -50,8 +52,13 @@ def best_spans(
     query_vector: np.ndarray,
     texts: list[str],
     embed: Callable[[list[str]], np.ndarray],
+    *,
+    short: bool = True,
 ) -> list[Span | None]:
-    """The best sentence of each text (None for an empty text), in one embedding batch."""
+    """The answer span of each text (None for an empty text), in one embedding batch.
+
+    ``short=False`` keeps the whole best sentence (the evaluation's baseline).
+    """
     pieces: list[tuple[int, int, int]] = []
     for i, text in enumerate(texts):
         pieces.extend((i, s, e) for s, e in sentence_spans(text))
@@ -66,4 +73,9 @@ def best_spans(
         score = float(np.clip(0.8 * sim + 0.2 * overlap, 0.0, 1.0))
         if best[i] is None or score > best[i].confidence:
             best[i] = Span(texts[i][s:e], round(score, 4), s, e - s)
+    if short:
+        for i, span in enumerate(best):
+            if span is not None:
+                s, e = short_span(question, texts[i], span.offset, span.offset + span.length)
+                best[i] = Span(texts[i][s:e], span.confidence, s, e - s)
     return best

@@ -1,0 +1,93 @@
+"""Follow-up questions in a conversation (Azure's ``context.previousUserQuery``).
+
+"How long does that take?" after "How do I charge my Surface Pro 4?" cannot be answered
+alone, and pasting the two questions together answers the previous one again (the QnA
+"Charge your Surface Pro 4" wins on its question; the time is in "Power and charging").
+So the previous question is used only when the current one needs it, and then as context:
+
+1. *Does it need context?*  It refers back (it, that, 它, それ …), has at most one content
+   word, or alone it reaches no confidence of 0.5, the calibrated "probably right" mark.
+2. *Context, current first.*  The query vector is the current question's plus
+   ``PREVIOUS_WEIGHT`` times the previous one's; the terms are the current question's only.
+3. *A follow-up asks for a detail.*  Details live in sentences, so in the best few candidates
+   the answer sentence closest to that vector counts as one more question of its record: where
+   it is closer than the record's best question, the ranker's question-similarity weight adds
+   the difference to the logit.  No new weight is fitted for this.
+
+``PREVIOUS_WEIGHT`` was chosen on follow-ups written for the Contoso benefits sample (the
+training conversations in ``tests/test_followup.py``), never on the Surface Pro 4 ones.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import numpy as np
+
+from .analyze import analyze, normalise
+from .span import sentence_spans
+
+PREVIOUS_WEIGHT = 0.7
+CANDIDATES = 5
+CONFIDENT = 0.5
+MAX_SENTENCES = 16  # embedded per follow-up: those sharing most words with the two questions
+MAX_SENTENCE_CHARS = 300
+
+_ANAPHORS = frozenset(
+    "it its that this these those they them their there one ones he she him her such same".split()
+)
+_CJK_ANAPHORS = ("它", "这", "那", "其", "该", "それ", "これ", "あれ", "その", "この", "あの", "そこ", "ここ")
+_WORD = re.compile(r"[^\W_]+")
+_QUESTION_WORDS = frozenset("how what when where which who whom whose why much many long".split())
+
+
+def refers_back(question: str) -> bool:
+    """True when the question leans on what came before: an anaphor or no more than one content word."""
+    text = normalise(question)
+    if any(w in _ANAPHORS for w in _WORD.findall(text)) or any(a in text for a in _CJK_ANAPHORS):
+        return True
+    content = [t for t in analyze(question, bigrams=False) if t not in _QUESTION_WORDS]
+    return len(content) <= 1
+
+
+def needs_context(question: str, confidence_alone: float) -> bool:
+    return refers_back(question) or confidence_alone < CONFIDENT
+
+
+def context_vector(current: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """The current question's vector, nudged towards the previous one (current weighs more)."""
+    v = current + PREVIOUS_WEIGHT * previous
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def sentence_offsets(vector: np.ndarray, answers: dict[int, str], question_sims: dict[int, float],
+                     embed: Callable[[list[str]], np.ndarray], weight: float, words: str) -> dict[int, float]:
+    """Logits to add to candidates whose answer holds a sentence closer to ``vector`` than their best question.
+
+    The sentence counts as one more question of its record: ``weight`` is the ranker's own
+    weight of question similarity, so no new weight is introduced.  Only the ``MAX_SENTENCES``
+    sentences sharing most terms with ``words`` (the two questions) are embedded, which bounds
+    the cost of answers that are long tables.
+    """
+    pieces: list[tuple[int, str]] = []
+    for rid, text in answers.items():
+        spans = sentence_spans(text)
+        # a heading-derived answer starts with its title in bold: that is the question, not a detail
+        if len(spans) > 1 and text.lstrip().startswith("**"):
+            spans = spans[1:]
+        pieces.extend((rid, text[s:e][:MAX_SENTENCE_CHARS]) for s, e in spans)
+    if not pieces:
+        return {}
+    if len(pieces) > MAX_SENTENCES:
+        terms = set(analyze(words, bigrams=False))
+        shared = [len(terms & set(analyze(t, bigrams=False))) for _, t in pieces]
+        keep = sorted(sorted(range(len(pieces)), key=lambda i: -shared[i])[:MAX_SENTENCES])
+        pieces = [pieces[i] for i in keep]
+    # one at a time: the embedder's query cache then keeps the sentences of answers that follow-ups
+    # keep landing on, and no batch pads short sentences to the longest
+    sims = np.concatenate([embed([t]) for _, t in pieces]) @ vector
+    best: dict[int, float] = {}
+    for (rid, _), sim in zip(pieces, sims):
+        best[rid] = max(best.get(rid, -1.0), float(sim))
+    return {rid: weight * max(0.0, sim - question_sims.get(rid, 0.0)) for rid, sim in best.items()}
