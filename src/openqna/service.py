@@ -387,11 +387,14 @@ class Service:
         candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
         qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
         qsims = dict(zip(qnas, index.q.dense_rows(vector, np.asarray([index.row_of[i] for i in qnas], np.int64))))
-        c = options["calibration"]
+
+        def gain(ids: list[int], sentences: np.ndarray) -> np.ndarray:
+            rows = np.asarray([index.row_of[i] for i in ids], np.int64)
+            return ranker.question_gain(index, vector, rows, sentences, options["calibration"])
+
         offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
                                             {i: float(qsims[i]) for i in qnas},
-                                            self.embedder.embed, c.scale * c.w_qsim,
-                                            f"{question} {previous}")
+                                            self.embedder.embed, gain, f"{question} {previous}")
         return vector, offsets
 
     def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:

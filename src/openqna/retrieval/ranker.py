@@ -175,6 +175,35 @@ def _held_out_logits(c: Calibration, index: MemIndex, V, terms, units) -> np.nda
     return np.where(index.passage[None, :], -np.inf, c.logit(f))
 
 
+def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, vectors: np.ndarray,
+                  calibration: Calibration = CALIBRATION) -> np.ndarray:
+    """The logit ``rank`` would gain on records ``rows`` if ``vectors`` (one each) were one more question of each.
+
+    The best, mean and centroid question cosines are recomputed with the extra question and read
+    through the calibration's own weights, so the gain is in the units of ``rank``'s logit whatever
+    the fitted weights are.  Passages gain nothing: their question features read their text.
+    """
+    q, c = index.q, calibration
+    best, mean, centroid = q.similarities(query_vector, rows)
+    units, starts, has = q.units_of(rows)
+    sums = np.zeros((len(rows), q.dim), np.float32)
+    if len(units):
+        sums[has] = np.add.reduceat(q.matrix[units], starts)
+    sims = vectors @ query_vector
+    counts = q.counts[rows]
+    grown = sums + vectors
+    zero = np.zeros(len(rows), np.float32)
+    before = SimpleNamespace(qsim=np.maximum(best, 0.0), qmean=np.maximum(mean, 0.0),
+                             qcent=np.maximum(centroid, 0.0), qcov=zero, bm25=zero)
+    after = SimpleNamespace(qsim=np.maximum(np.maximum(best, sims), 0.0),
+                            qmean=np.maximum((np.maximum(mean, 0.0) * counts + sims) / (counts + 1), 0.0),
+                            qcent=np.maximum(grown @ query_vector / np.maximum(np.linalg.norm(grown, axis=1), 1e-9),
+                                             0.0),
+                            qcov=zero, bm25=zero)
+    gain = c.scale * (c.logit(after, question_only=True) - c.logit(before, question_only=True))
+    return np.where(index.passage[rows], 0.0, gain)
+
+
 def _position(rows: np.ndarray, row: int | None) -> int | None:
     if row is None:
         return None
