@@ -55,7 +55,7 @@ def main() -> None:
                          "lines": lines, "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
         print(f"{name}: {results[name]['seconds']} s", file=sys.stderr)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
+    out = ["# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
            "the same run; this machine is shared and noisy, so read ratios, not absolute times.\n"]
     for name, r in results.items():
         out.append(f"## {name} — {SCRIPTS[name]}\n")
