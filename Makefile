@@ -21,6 +21,10 @@ $(VENV)/.dev: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,dev,postgres]'
 	touch $@
 
+$(VENV)/.bench: $(VENV)/.dev
+	$(BIN)/pip install -q -e '.[export,dev,postgres,bench]'
+	touch $@
+
 # The pre-release Azure SDKs install into the same package path as SDK 1.1.0, so the
 # tests drive them from a venv of their own.
 .venv-preview/.installed:
@@ -49,7 +53,7 @@ eval: $(VENV)/.dev
 	$(BIN)/openqna eval --datasets ../shared/data --out eval
 
 # Speed, each figure against a baseline from the same run: writes bench/results.md (not part of `make test`).
-bench: $(VENV)/.dev
+bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
 
 clean:

@@ -2,7 +2,9 @@
 
 Each script prints its figures together with a baseline measured in the same run (the
 embedder alone, a plain copy of the same rows, the reference filter evaluator, the query
-embedding alone); this collects them with a note of the machine and the time they took.
+embedding alone, /healthz of the same server); this collects them with a note of the machine
+and the time they took.  A script that draws a plot prints ``plot: FILE`` (a file next to
+this one) and results.md shows the image.
 
 Usage: python bench/run.py [--only NAME ...]
 """
@@ -26,6 +28,9 @@ SCRIPTS = {
     "stores": "100k QnAs on SQLite and PostgreSQL vs the query embedding",
     "authoring": "deploy and export of 10k QnAs vs plain copies",
     "tools": "where_str compile and filtered search vs unfiltered",
+    "throughput": "HTTP requests/s at concurrency 1/4/16 vs /healthz and the embedder alone",
+    "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
+    "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",
 }
 
 
@@ -50,13 +55,14 @@ def main() -> None:
                          "lines": lines, "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
         print(f"{name}: {results[name]['seconds']} s", file=sys.stderr)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
+    out = ["# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
            "the same run; this machine is shared and noisy, so read ratios, not absolute times.\n"]
     for name, r in results.items():
         out.append(f"## {name} — {SCRIPTS[name]}\n")
         out.append(f"`python bench/{name}.py`, {r['seconds']} s" + ("" if r["returncode"] == 0 else
                    f", **failed** ({r['returncode']}): " + " / ".join(r["stderr_tail"])) + "\n")
-        out.extend(f"- {line}" for line in r["lines"])
+        out.extend(f"- {line}" for line in r["lines"] if not line.startswith("plot: "))
+        out.extend(f"\n![{name}]({line[6:]})" for line in r["lines"] if line.startswith("plot: "))
         out.append("")
     (HERE / "results.md").write_text("\n".join(out) + "\n", encoding="utf-8")
     (HERE / "results.json").write_text(json.dumps({"when": stamp, "machine": machine(), "results": results},

@@ -136,3 +136,16 @@ def test_suggestions_and_key_revocation(tmp_path):
     assert f"revoked key {key_id}" in run("keys", "revoke", key_id, data=tmp_path).stdout
     assert run("keys", "list", data=tmp_path).stdout == ""
     assert run("keys", "revoke", key_id, data=tmp_path, check=False).returncode == 2
+
+
+def test_serve_runs_blas_on_the_request_thread():
+    """`openqna serve` limits numpy's BLAS to one thread (its pool serialises concurrent requests)."""
+    code = ("import numpy, threadpoolctl\n"
+            "from openqna.cli import one_blas_thread\n"
+            "before = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
+            "one_blas_thread()\n"
+            "after = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
+            "print(before, after)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "2"}).stdout.split()
+    assert out == ["[2]", "[1]"]

@@ -390,6 +390,19 @@ def mcp_(deployment: str, data_dir: str) -> None:
     run_stdio(_service(data_dir), deployment=deployment)
 
 
+def one_blas_thread() -> None:
+    """Let numpy's BLAS run on the calling thread only, as a server's request threads need.
+
+    Requests are already served in parallel threads.  OpenBLAS's own thread pool serialises
+    concurrent callers and its threads spin against them: 16 threads each multiplying a
+    10,000 x 384 matrix by a vector managed 10 products/s in all with 2 BLAS threads, and
+    240-640/s with one (2-core machine; ``bench/throughput.py`` shows the effect end to end).
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -423,6 +436,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         service.deploy("openqna-faq", "production")
         click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
     service.embedder.embed(["warm up"])
+    one_blas_thread()
     uvicorn.run(create_app(service), host=host, port=port, log_level="info")
 
 

@@ -297,8 +297,8 @@ class Service:
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
-        columns = {c.name: c for c in self.columns(kb, deployment)}
-        flt = parse_where(where, columns) if where and where.strip() else None
+        # columns() reads every record's metadata keys: only a where_str needs them
+        flt = parse_where(where, {c.name: c for c in self.columns(kb, deployment)}) if where and where.strip() else None
         index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")

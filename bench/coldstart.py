@@ -1,0 +1,89 @@
+"""Cold start and memory of ``openqna serve`` with 100,000 QnAs in the SQLite store.
+
+Time from launching the process to its first answered Azure query (process start, model
+load, the in-memory index built from the store on the first query), and its RSS after 50
+warm-up queries.  Baseline in the same run: the same for a store whose knowledge base is
+empty.  The 100k QnAs are the real banking77/hwu64 utterances and perturbed copies with their
+vectors (see ``bench/corpus.py``), written before the server starts.
+
+Usage: python bench/coldstart.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import corpus  # noqa: E402
+from throughput import free_port, start_server, stop_server  # noqa: E402
+
+KB = "big"
+
+
+def first_answer(data: str, questions: list[str]) -> tuple[float, float, float]:
+    """(seconds to /healthz, seconds to the first answered query, RSS MiB after 50 more queries)."""
+    import httpx
+    import psutil
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    url = f"{base}/language/:query-knowledgebases"
+    params = {"projectName": KB, "deploymentName": "production", "api-version": "2021-10-01"}
+    with open(Path(data) / "server.log", "wb") as log, httpx.Client(timeout=300) as client:
+        t = time.perf_counter()
+        proc = start_server(data, port, log)
+        try:
+            ready = None
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"openqna serve exited with {proc.returncode}")
+                try:
+                    if ready is None and client.get(f"{base}/healthz").status_code == 200:
+                        ready = time.perf_counter() - t
+                    if ready is not None:
+                        r = client.post(url, params=params, json={"question": questions[0], "top": 3})
+                        r.raise_for_status()
+                        assert r.json()["answers"], r.text
+                        answered = time.perf_counter() - t
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.02)
+            for q in questions[1:51]:
+                client.post(url, params=params, json={"question": q, "top": 3}).raise_for_status()
+            rss = psutil.Process(proc.pid).memory_info().rss / 2**20
+        finally:
+            stop_server(proc)
+    return ready, answered, rss
+
+
+def main() -> None:
+    from openqna.models.embedder import LocalMiniLM
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    texts, vectors, questions, _ = corpus.real_data()
+    docs, doc_vectors = corpus.grow(texts, vectors, 100_000)
+    rows = {}
+    for label, n in (("empty knowledge base", 0), ("100k QnAs", len(docs))):
+        with tempfile.TemporaryDirectory() as data:
+            service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, docs[:n], doc_vectors[:n]))
+            written = corpus.fill_openqna(service, KB, docs[:n])
+            service.deploy(KB, "production")
+            size = (Path(data) / "openqna.sqlite3").stat().st_size / 2**20
+            service.store.close()
+            rows[label] = first_answer(data, questions)
+            ready, answered, rss = rows[label]
+            print(f"{label}: store {size:.0f} MiB (written in {written:.1f} s); serve launched -> /healthz "
+                  f"{ready:.1f} s -> first answered query {answered:.1f} s; RSS after 50 queries {rss:.0f} MiB")
+    (_, e_answer, e_rss), (_, b_answer, b_rss) = rows.values()
+    print(f"100k vs empty: first answer {b_answer / e_answer:.1f}x the time (+{b_answer - e_answer:.1f} s), "
+          f"RSS {b_rss / e_rss:.1f}x (+{b_rss - e_rss:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
