@@ -277,8 +277,7 @@ class Service:
             columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
             return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
         index = self.store.search_index(kb, deployment)
-        keys = sorted({k for metadata in index.metadata for k in metadata})
-        names = [k for k in keys if _IDENT.match(k) and k != "source"]
+        names = [k for k in index.metadata_keys() if _IDENT.match(k) and k != "source"]
         return [Column(k, "String") for k in names] + [Column("source", "String")]
 
     def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
@@ -297,7 +296,7 @@ class Service:
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
-        # columns() reads every record's metadata keys: only a where_str needs them
+        # columns() reads every record's metadata keys (once per index version): only a where_str needs them
         flt = parse_where(where, {c.name: c for c in self.columns(kb, deployment)}) if where and where.strip() else None
         index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():

@@ -348,12 +348,19 @@ class MemIndex:
         self._finish()
 
     def _finish(self) -> None:
+        self._metadata_keys: list[str] | None = None
         self.row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
         self._none = np.zeros(self.n, dtype=bool)
         self._none.flags.writeable = False
         # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
         # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
+
+    def metadata_keys(self) -> list[str]:
+        """Every metadata key some record has, sorted (computed once per index version)."""
+        if self._metadata_keys is None:
+            self._metadata_keys = sorted({k for metadata in self.metadata for k in metadata})
+        return self._metadata_keys
 
     def _maps(self, records: list[IndexRecord], first_row: int) -> tuple[dict, dict, dict]:
         """Appends ``records`` (rows from ``first_row``) to metadata, rows and exact; returns their filter maps."""
