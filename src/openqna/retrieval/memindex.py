@@ -221,12 +221,21 @@ class _Field:
 
     def similarities(self, query: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none)."""
-        units, starts, has = self.units_of(rows)
-        sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
-        best = self.max_per_row(sims, starts, has, -1.0)
-        total = np.zeros(len(rows), np.float32)
-        if len(starts):
-            total[has] = np.add.reduceat(sims, starts)
+        if len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
+            # every record, in order (the exhaustive path): no gather, one product
+            sims = self.matrix @ query if self.n else np.zeros(0, np.float32)
+            has = self.hi > self.lo
+            best = self.per_record_max(sims, -1.0)
+            total = np.zeros(self.n_records, np.float32)
+            if self.n:
+                total[self.seg_rows] = np.add.reduceat(sims, self.starts)
+        else:
+            units, starts, has = self.units_of(rows)
+            sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
+            best = self.max_per_row(sims, starts, has, -1.0)
+            total = np.zeros(len(rows), np.float32)
+            if len(starts):
+                total[has] = np.add.reduceat(sims, starts)
         mean = np.where(has, total / np.maximum(self.counts[rows], 1), -1.0).astype(np.float32)
         centroid = np.where(has, total / np.maximum(self.sum_norms[rows], 1e-9), -1.0).astype(np.float32)
         return best, mean, centroid
