@@ -96,6 +96,8 @@ def p(values: list[float]) -> str:
 
 
 def agreement(a: list[list[int]], b: list[list[int]]) -> str:
+    """How far ``b`` agrees with ``a`` on the questions ``a`` answered (the first len(a))."""
+    b = b[:len(a)]
     top1 = sum(x[:1] == y[:1] for x, y in zip(a, b)) / len(a)
     top3 = sum(len(set(x) & set(y)) for x, y in zip(a, b)) / max(1, sum(len(x) for x in a))
     return f"top-1 same as exhaustive {top1:.3f}, top-3 overlap {top3:.3f}"
@@ -135,12 +137,14 @@ def main() -> None:
             for mode, limit in (("exhaustive", str(10**9)), ("candidates", os.environ.get("OPENQNA_EXACT_SEARCH_MAX", ""))):
                 os.environ["OPENQNA_EXACT_SEARCH_MAX"] = limit or "30000"
                 latency(service, questions[:20])
-                results[mode] = latency(service, questions), latency(service, questions, filter=MetaEq("group", "3"))
+                # the exhaustive baseline costs ~0.1 s a question at 100k: 100 questions of it
+                asked = questions[:100] if mode == "exhaustive" else questions
+                results[mode] = latency(service, asked), latency(service, asked, filter=MetaEq("group", "3"))
             (ex, ex_tops), (ex_f, ex_f_tops) = results["exhaustive"]
             (ca, ca_tops), (ca_f, ca_f_tops) = results["candidates"]
             print(f"{name}: write 100k QnAs {fill_s:.1f} s, index build {build:.1f} s + "
                   f"{'pgvector HNSW' if name == 'postgresql' else 'faiss IVF'} {ann_build:.1f} s")
-            print(f"{name} exhaustive: ask {p(ex)}; with a 10% metadata filter {p(ex_f)}; "
+            print(f"{name} exhaustive ({len(ex)} questions): ask {p(ex)}; with a 10% metadata filter {p(ex_f)}; "
                   f"p50 / embedding floor {statistics.median(ex) / floor_p50:.1f}")
             print(f"{name} candidates (default): ask {p(ca)}; with a 10% metadata filter {p(ca_f)}; "
                   f"p50 / embedding floor {statistics.median(ca) / floor_p50:.1f}, / exhaustive "
