@@ -149,3 +149,9 @@ def test_serve_runs_blas_on_the_request_thread():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "OPENBLAS_NUM_THREADS": "2"}).stdout.split()
     assert out == ["[2]", "[1]"]
+
+
+def test_serve_refuses_a_bad_exact_search_max(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "lots")
+    proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
+    assert proc.returncode == 2 and "OPENQNA_EXACT_SEARCH_MAX must be a whole number" in proc.stderr

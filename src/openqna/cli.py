@@ -424,6 +424,10 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
 
     from .server import create_app
 
+    try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
+        settings.exact_search_max()
+    except ValueError as e:
+        _fail(str(e))
     service = _service(data_dir)
     if not _is_loopback(host) and not service.store.list_keys():
         _fail(f"refusing to serve on {host} without API keys; create one with `openqna keys create --data {data_dir}`")

@@ -47,7 +47,14 @@ SETTINGS: tuple[Setting, ...] = (
 
 def exact_search_max() -> int:
     """OPENQNA_EXACT_SEARCH_MAX, read on each use so a test or an operator can change it."""
-    return int(get("OPENQNA_EXACT_SEARCH_MAX"))
+    raw = get("OPENQNA_EXACT_SEARCH_MAX")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"OPENQNA_EXACT_SEARCH_MAX must be a whole number of vectors (0 or more), not {raw!r}")
+    return value
 
 
 def get(env: str) -> str:
