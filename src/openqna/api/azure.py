@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -21,6 +20,7 @@ from ..service import Answer, AskRequest, Service, SpanRequest
 from ..settings import LIMITS
 from .auth import Authorizer
 from .azure_wire import Body, authorize, handle_errors, read_json
+from .concurrency import run_query
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -146,7 +146,7 @@ class AzureRuntime:
         if not deployment:
             raise InvalidArgument("The 'deploymentName' query parameter is required.", target="deploymentName")
         req = parse_ask(await read_json(request))
-        answers = await run_in_threadpool(self.service.ask, project, deployment, req)
+        answers = await run_query(self.service.ask, project, deployment, req)
         return JSONResponse({"answers": [answer_json(a) for a in answers]})
 
     @handle_errors
@@ -178,7 +178,7 @@ class AzureRuntime:
             raise InvalidArgument("Record ids in 'records' must be unique.", target="records")
         body.string("language", max_len=20)
         index_type = body.choice("stringIndexType", STRING_INDEX_TYPES) or "TextElements_v8"
-        answers = await run_in_threadpool(self.service.answer_from_text, question, parsed)
+        answers = await run_query(self.service.answer_from_text, question, parsed)
         texts = dict(parsed)
         out = []
         for a in answers:

@@ -24,6 +24,7 @@ from ..service import Service
 from ..settings import LIMITS
 from ..store import StoredFile
 from .auth import Authorizer, allows
+from .concurrency import run_query
 
 ANSWERS_FIELDS = {"model", "question", "examples", "examples_context", "documents", "file", "search_model",
                   "max_rerank", "temperature", "logprobs", "max_tokens", "stop", "n", "logit_bias",
@@ -222,8 +223,8 @@ class OpenAIRoutes:
             req, file_id, expand = self._answers_request(body)
             if file_id:
                 f = openai_files.searchable(self.service, file_id, ("answers",))
-                hits = await run_in_threadpool(self.service.search, f.project, req.alternative_question or
-                                               req.question, limit=req.max_rerank)
+                hits = await run_query(self.service.search, f.project, req.alternative_question or
+                                       req.question, limit=req.max_rerank)
                 req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
                                    h.score) for h in hits]
             result = await run_in_threadpool(self.answering.answers, req)
@@ -303,7 +304,7 @@ class OpenAIRoutes:
                 data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
             else:
                 f = openai_files.searchable(self.service, file_id, ("search", "answers"))
-                hits = await run_in_threadpool(self.service.search, f.project, query, limit=max_rerank)
+                hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
                 metadata = body.boolean("return_metadata")
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],
                                 "score": round(300 * h.score, 3), "text": h.record.answer,

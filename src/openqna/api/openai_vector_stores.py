@@ -41,6 +41,7 @@ from ..vector_stores import (
 )
 from .auth import Authorizer, allows
 from .openai import Body, Refused, error_response, openai_error, read_json
+from .concurrency import run_query
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}
@@ -447,7 +448,7 @@ class VectorStoreRoutes:
             limit = body.integer("max_num_results", 10, 1, 50)
             where = filter_from(body.raw["filters"]) if body.present("filters") else None
             threshold = self._threshold(body.raw.get("ranking_options"))
-            results, more = await run_in_threadpool(
+            results, more = await run_query(
                 lambda: self.core.search(store_id, queries, limit=limit, where=where, threshold=threshold))
             return JSONResponse({
                 "object": "vector_store.search_results.page", "search_query": queries,

@@ -22,6 +22,7 @@ from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
 from .auth import Authorizer, allows
 from .tools_openapi import openapi_document
+from .concurrency import run_query
 
 
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
@@ -83,8 +84,8 @@ class Tools:
         raw_limit = q.get("limit") or "4"
         if not raw_limit.strip().isdigit() or not 1 <= int(raw_limit) <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer from 1 to {max_limit()}; got '{raw_limit}'.")
-        return await run_in_threadpool(self.service.search, kb, subject, where=q.get("where_str"),
-                                       limit=int(raw_limit))
+        return await run_query(self.service.search, kb, subject, where=q.get("where_str"),
+                               limit=int(raw_limit))
 
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]

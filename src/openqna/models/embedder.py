@@ -88,6 +88,11 @@ class LocalMiniLM:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or int(os.environ.get("OPENQNA_THREADS", "2"))
         options.inter_op_num_threads = 1
+        # Idle intra-op threads spin for a while after each run by default: for one query at a
+        # time that buys ~1 ms, but a server embedding many queries at once burns the CPU the
+        # other requests need (bench/throughput.py, Azure query at concurrency 16: 23 -> 13 ms of CPU per query,
+        # 98 -> 154 queries/s).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(self.onnx_path), options, providers=["CPUExecutionProvider"]
         )
