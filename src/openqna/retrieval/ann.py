@@ -36,22 +36,41 @@ class IVFIndex:
 
         n, dim = matrix.shape
         self.n = n
-        self.nlist = max(1, min(4096, int(math.sqrt(n) * 1.2), n // _TRAIN_PER_LIST))
-        # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
-        self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
+        nlist = max(1, min(4096, int(math.sqrt(n) * 1.2), n // _TRAIN_PER_LIST))
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         index.cp.niter = _KMEANS_ITERATIONS
         index.cp.seed = seed
         rng = np.random.default_rng(seed)
-        take = min(n, self.nlist * _TRAIN_PER_LIST)
+        take = min(n, nlist * _TRAIN_PER_LIST)
         sample = matrix if take == n else matrix[np.sort(rng.choice(n, take, replace=False))]
         index.train(np.ascontiguousarray(sample, dtype=np.float32))
         index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), np.ascontiguousarray(keys, dtype=np.int64))
+        self._adopt(faiss, index, quantizer)
+
+    def _adopt(self, faiss, index, quantizer) -> None:
+        self.nlist = index.nlist
+        # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
+        self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
         self._quantizer = quantizer  # the IVF index does not own it
         self._index = index
         self._faiss = faiss
         self._lock = threading.Lock()  # no search while rows are added or removed; a search takes ~1 ms
+
+    def write(self, path: str) -> None:
+        """Save the index (lists, vectors and keys) to ``path``; ``read`` loads it back."""
+        with self._lock:
+            self._faiss.write_index(self._index, path)
+
+    @classmethod
+    def read(cls, path: str) -> "IVFIndex":
+        import faiss
+
+        index = faiss.read_index(path)  # an IndexIVFFlat that owns its quantizer (keep this reference)
+        self = object.__new__(cls)
+        self.n = index.ntotal
+        self._adopt(faiss, index, faiss.downcast_index(index.quantizer))
+        return self
 
     def add(self, matrix: np.ndarray, keys: np.ndarray) -> None:
         if len(keys):

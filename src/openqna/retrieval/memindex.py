@@ -356,9 +356,58 @@ class MemIndex:
         self.a = _Field(a[0], a[1], a[2], self.n, dim)
         self._finish()
 
+    # Per-record Python state.  An index loaded from a snapshot (retrieval/snapshot.py) reads it
+    # from disk on first use: a query without a where_str or an id filter never needs it.
+    _lazy: Callable[[], dict] | None = None
+    _metadata: list[dict[str, str]]
+    _where_rows: list[dict]
+    _hashes: dict[int, str] | None
+    _row_of: dict[int, int] | None = None
+
+    def _load_lazy(self) -> None:
+        if self._lazy is not None:
+            state = self._lazy()
+            self._metadata, self._where_rows, self._hashes = state["metadata"], state["rows"], state["hashes"]
+            self._lazy = None
+
+    @property
+    def metadata(self) -> list[dict[str, str]]:
+        self._load_lazy()
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: list[dict[str, str]]) -> None:
+        self._metadata = value
+
+    @property
+    def rows(self) -> list[dict]:
+        """Per record, what where_str filters read (see ``_maps``)."""
+        self._load_lazy()
+        return self._where_rows
+
+    @rows.setter
+    def rows(self, value: list[dict]) -> None:
+        self._where_rows = value
+
+    @property
+    def hashes(self) -> dict[int, str] | None:
+        self._load_lazy()
+        return self._hashes
+
+    @hashes.setter
+    def hashes(self, value: dict[int, str] | None) -> None:
+        self._hashes = value
+
+    @property
+    def row_of(self) -> dict[int, int]:
+        """Record id -> row."""
+        if self._row_of is None:
+            self._row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
+        return self._row_of
+
     def _finish(self) -> None:
         self._metadata_keys: list[str] | None = None
-        self.row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
+        self._row_of = None
         self._none = np.zeros(self.n, dtype=bool)
         self._none.flags.writeable = False
         # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as

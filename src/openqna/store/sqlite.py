@@ -4,11 +4,16 @@ Records, analysed terms and float32 vectors live in SQLite; the in-memory
 ``MemIndex`` is derived from them and rebuilt when the knowledge base's version
 (a global, ever-growing change sequence) moves, so a second process writing the
 same file is seen on the next query.  Deployments are copies of the live rows.
+Indexes of large knowledge bases are saved next to the database (``indexes/``, see
+``retrieval/snapshot.py``), so a restart loads them instead of rebuilding.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import shutil
 import sqlite3
 import threading
 import time
@@ -21,10 +26,12 @@ import numpy as np
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
+from ..retrieval import snapshot
 from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 3
+log = logging.getLogger("openqna")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -215,6 +222,8 @@ class SQLiteStore:
         with self._index_lock:
             for key in [k for k in self._indexes if k[0] == pid]:
                 del self._indexes[key]
+            for folder in (self.directory / "indexes").glob(f"{pid}-*"):
+                shutil.rmtree(folder, ignore_errors=True)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -411,8 +420,19 @@ class SQLiteStore:
             if own:
                 db.execute("COMMIT")
 
+    def _snapshot_dir(self, pid: int, deployment: str) -> Path:
+        return self.directory / "indexes" / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
+
     def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
         db = self._db
+        if old is None:  # first search in this process: start from the saved index, if any
+            try:
+                old = snapshot.load(self._snapshot_dir(pid, deployment))
+            except Exception:  # a damaged snapshot is only a cache: rebuild from the database
+                log.warning("ignoring the unreadable index snapshot %s", self._snapshot_dir(pid, deployment),
+                            exc_info=True)
+            if old is not None and old.version == version:
+                return old
         if old is not None and old.hashes is not None and old.n:
             hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
                                      (pid, deployment)).fetchall())
@@ -421,7 +441,13 @@ class SQLiteStore:
             if update is not None:
                 return update
         records, hashes, dim = self._index_records(pid, deployment)
-        return MemIndex(list(records.values()), dim or 1, version, hashes)
+        index = MemIndex(list(records.values()), dim or 1, version, hashes)
+        if index.q.n + index.a.n >= snapshot.MIN_VECTORS:
+            try:
+                snapshot.save(index, self._snapshot_dir(pid, deployment))
+            except OSError:
+                log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
+        return index
 
     def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None
                        ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
