@@ -203,3 +203,20 @@ def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, mon
     assert len(list((tmp_path / "indexes").iterdir())) == 1
     store.delete_project("snap")
     assert not list((tmp_path / "indexes").iterdir())
+
+
+def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
+    """Service.warm (run by `openqna serve` before it listens) loads every saved index and only those."""
+    from openqna.models.embedder import HashEmbedder
+    from openqna.retrieval import snapshot
+    from openqna.service import Service
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    store = SQLiteStore(tmp_path)
+    _snapshot_kb(store)
+    store.deploy("snap", "production")
+    store.search_index("snap", "production")  # saved; the live index ("test") never searched
+    store.create_project(Project("small"))
+    restarted = SQLiteStore(tmp_path)
+    assert Service(restarted, HashEmbedder()).warm() == [("snap", "production")]
+    assert [k[1] for k in restarted._indexes] == ["production"]

@@ -420,6 +420,15 @@ class SQLiteStore:
             if own:
                 db.execute("COMMIT")
 
+    def saved_indexes(self) -> list[tuple[str, str]]:
+        """(project, deployment) of every index saved on disk: the large ones worth loading at start."""
+        found = []
+        for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
+            deployments = [LIVE] + [r[0] for r in self._db.execute(
+                "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
+            found += [(name, d) for d in deployments if snapshot.version(self._snapshot_dir(pid, d)) is not None]
+        return found
+
     def _snapshot_dir(self, pid: int, deployment: str) -> Path:
         return self.directory / "indexes" / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
 
