@@ -105,7 +105,7 @@ def _snapshot_kb(store, n=80, seed=3):
 def _same_index(a, b, rng, words, monkeypatch):
     """Every score, mask and ranking of ``a`` equals ``b``'s (ids compared, not rows)."""
     from openqna.retrieval import ranker
-    from openqna.retrieval.filters import KindIn, MetaEq, Not, SourceIn
+    from openqna.retrieval.filters import And, KindIn, MetaEq, Not, SourceIn
 
     def by_id(index, values):
         return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))
@@ -115,7 +115,16 @@ def _same_index(a, b, rng, words, monkeypatch):
         assert by_id(a, getattr(a, name)) == by_id(b, getattr(b, name))
     assert {k: sorted(a.ids[r].tolist()) for k, r in a.exact.items()} == \
         {k: sorted(b.ids[r].tolist()) for k, r in b.exact.items()}
-    for flt in (MetaEq("group", "2"), SourceIn(("S1",)), KindIn(("passage",)), Not(MetaEq("group", "0"))):
+    from openqna.retrieval.where import Column
+    from openqna.retrieval.where_parse import parse_where
+
+    schema = {"group": Column("group", "String"), "source": Column("source", "String"),
+              "missing": Column("missing", "String")}
+    wheres = [parse_where(w, schema) for w in (
+        "group = '2'", "group IN ('1', '3') AND source != 's0'", "lower(source) LIKE 'S%' OR group > '2'",
+        "missing IS NULL AND NOT (group = '0')", "length(group) = 1", "missing = 'x' OR source = 's2'")]
+    for flt in (MetaEq("group", "2"), SourceIn(("S1",)), KindIn(("passage",)), Not(MetaEq("group", "0")),
+                *wheres, And((wheres[0], Not(KindIn(("passage",)))))):
         assert by_id(a, a.mask(flt)) == by_id(b, b.mask(flt))
     assert a.metadata_keys() == b.metadata_keys() and a.hashes == b.hashes
     everything = np.ones(a.n, dtype=bool)
@@ -149,6 +158,7 @@ def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkey
     loaded = SQLiteStore(tmp_path).search_index("snap")
     assert not builds and isinstance(loaded.q.matrix, np.memmap)
     _same_index(loaded, built, rng, words, monkeypatch)
+    assert loaded._where_columns.rows is None  # where_str read the saved columns, not per-record rows
     assert loaded.q.nearest_units(vec(1, 0, 0, 0, 0, 0, 0, 0), 5, None).tolist() == \
         built.q.nearest_units(vec(1, 0, 0, 0, 0, 0, 0, 0), 5, None).tolist()
 

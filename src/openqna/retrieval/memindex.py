@@ -363,6 +363,7 @@ class MemIndex:
     _where_rows: list[dict]
     _hashes: dict[int, str] | None
     _row_of: dict[int, int] | None = None
+    _where_source: Callable[[], dict] | None = None  # a snapshot's where_str columns (where_numpy.encode_columns)
 
     def _load_lazy(self) -> None:
         if self._lazy is not None:
@@ -535,7 +536,9 @@ class MemIndex:
             from .where_numpy import WhereColumns, where_mask
 
             if self._where_columns is None:
-                self._where_columns = WhereColumns(self.rows)
+                source = self._where_source
+                self._where_columns = WhereColumns(self.rows) if source is None else \
+                    WhereColumns(None, n=self.n, columns=source, basic=self.mask)
             return where_mask(f, self._where_columns)
         if isinstance(f, MetaEq):
             return self._rows([self._meta_rows.get((f.key.lower(), f.value.lower()), _NO_ROWS)])

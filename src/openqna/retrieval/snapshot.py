@@ -3,9 +3,10 @@
 Building the index of a large knowledge base reads and parses every record (about 10 s at
 100k QnAs) and trains its IVF index; a snapshot skips both.  It is a folder of ``.npy``
 arrays opened as memory maps (vectors, postings, record flags: nothing is parsed, and pages
-are read from disk only when a query touches them), the faiss IVF index, and two pickles:
-the small filter maps, and the per-record state (metadata, where_str rows, content hashes)
-that only filters and later updates read, loaded on first use.
+are read from disk only when a query touches them), the faiss IVF index, the small filter
+maps, the where_str columns (codes into each column's distinct values, loaded on the first
+where_str), and the per-record state (metadata, where_str rows, content hashes) that only
+later updates read.
 
 A snapshot is a cache, never the truth: the store keeps one per knowledge base and
 deployment, written after a full build, and on start-up it is brought to the store's current
@@ -26,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .memindex import MemIndex, _Ann, _Field, _Postings
+from .where_numpy import encode_columns
 
-FORMAT = 1
+FORMAT = 2
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than a snapshot would pay for.
 MIN_VECTORS = 20_000
@@ -61,8 +63,10 @@ def save(index: MemIndex, folder: Path) -> None:
             meta["fields"][f] = {"n": fld.n, "next_key": fld.next_key, "ann": ann}
         with open(tmp / "maps.pickle", "wb") as out:
             pickle.dump({"exact": index.exact, "meta": index._meta_rows, "source": index._source_rows,
-                         "kind": {k: np.flatnonzero(m) for k, m in index._kind_masks.items()}}, out,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+                         "kind": {k: np.flatnonzero(m) for k, m in index._kind_masks.items()},
+                         "metadata_keys": index.metadata_keys()}, out, protocol=pickle.HIGHEST_PROTOCOL)
+        with open(tmp / "columns.pickle", "wb") as out:
+            pickle.dump(encode_columns(index.rows), out, protocol=pickle.HIGHEST_PROTOCOL)
         with open(tmp / "records.pickle", "wb") as out:
             pickle.dump({"metadata": index.metadata, "rows": index.rows, "hashes": index.hashes}, out,
                         protocol=pickle.HIGHEST_PROTOCOL)
@@ -113,6 +117,12 @@ def load(folder: Path) -> MemIndex | None:
             return pickle.load(f)
 
     index._lazy = lazy
+
+    def columns() -> dict:
+        with open(folder / "columns.pickle", "rb") as f:
+            return pickle.load(f)
+
+    index._where_source = columns
     for f, spec in meta["fields"].items():
         terms = json.loads((folder / f"{f}.vocab.json").read_text(encoding="utf-8"))
         postings = _Postings({t: i for i, t in enumerate(terms)}, *(array(f"{f}.{n}") for n in _POSTING_ARRAYS))
@@ -128,4 +138,5 @@ def load(folder: Path) -> MemIndex | None:
                                  postings=postings, keys=a["keys"], next_key=spec["next_key"], ann=ann,
                                  sum_norms=a["sum_norms"]))
     index._finish()
+    index._metadata_keys = maps["metadata_keys"]
     return index

@@ -35,19 +35,65 @@ from .where import (
 Masks = tuple[np.ndarray, np.ndarray]  # (true, unknown)
 
 
-class WhereColumns:
-    """Per-index cache of the values each Ref reads, as object arrays with a NULL mask."""
+Column = tuple[np.ndarray, list]  # (a code per row, -1 where NULL or absent; the distinct values)
 
-    def __init__(self, rows: list[dict]):
+
+def encode_columns(rows: list[dict]) -> dict[str, Column]:
+    """The columns of ``rows`` (every key but the record's own "@" keys), each as codes into its distinct values."""
+    out: dict[str, Column] = {}
+    for name in sorted({k for row in rows for k in row if not k.startswith("@")}):
+        codes = np.full(len(rows), -1, np.int32)
+        values: list = []
+        seen: dict = {}
+        for i, row in enumerate(rows):
+            v = row.get(name)
+            if v is None:
+                continue
+            key = (type(v), v if isinstance(v, (str, int, float, bool, datetime)) else id(v))  # 1 and True differ
+            code = seen.get(key)
+            if code is None:
+                code = seen[key] = len(values)
+                values.append(v)
+            codes[i] = code
+        out[name] = (codes, values)
+    return out
+
+
+class WhereColumns:
+    """Per-index cache of the values each Ref reads, as object arrays with a NULL mask.
+
+    Built over the index's rows, or, for an index loaded from a snapshot, over its columns as
+    ``encode_columns`` wrote them (loaded on first use; a function then reads each distinct
+    value once instead of each row) with ``basic`` giving the masks of MetaEq/SourceIn/KindIn/IdIn.
+    """
+
+    def __init__(self, rows: list[dict] | None, *, n: int | None = None,
+                 columns: Callable[[], dict[str, Column]] | None = None,
+                 basic: Callable[[object], np.ndarray] | None = None):
         self.rows = rows
-        self.n = len(rows)
+        self.n = len(rows) if rows is not None else int(n or 0)
+        self._load_columns, self._columns = columns, None
+        self.basic = basic
         self._cache: dict = {}
+
+    def _column(self, name: str) -> Column:
+        if self._columns is None:
+            self._columns = self._load_columns()
+        return self._columns.get(name) or (np.full(self.n, -1, np.int32), [])
 
     def values(self, ref: Ref) -> tuple[np.ndarray, np.ndarray]:
         hit = self._cache.get(ref)
         if hit is None:
-            vals = np.empty(self.n, dtype=object)
-            vals[:] = [_read(ref, row) for row in self.rows]
+            if self.rows is None:
+                codes, distinct = self._column(ref.column.name)
+                mapped = np.empty(len(distinct) + 1, dtype=object)
+                for i, v in enumerate(distinct):
+                    mapped[i] = _read(ref, {ref.column.name: v})
+                mapped[-1] = _read(ref, {})  # code -1: NULL or absent
+                vals = mapped[codes]
+            else:
+                vals = np.empty(self.n, dtype=object)
+                vals[:] = [_read(ref, row) for row in self.rows]
             null = np.fromiter((v is None for v in vals), dtype=bool, count=self.n)
             hit = self._cache[ref] = (vals, null)
         return hit
@@ -85,6 +131,8 @@ class WhereColumns:
         return self._cache[key]  # type: ignore[return-value]
 
     def present(self, name: str) -> np.ndarray:
+        if self.rows is None:
+            return self._column(name)[0] >= 0
         return np.fromiter((row.get(name) is not None for row in self.rows), dtype=bool, count=self.n)
 
 
@@ -113,6 +161,8 @@ def _masks(f, cols: WhereColumns) -> Masks:
         t, u = _masks(f.child, cols)
         return ~t & ~u, u
     if isinstance(f, (MetaEq, SourceIn, KindIn, IdIn)):
+        if cols.rows is None:
+            return cols.basic(f), none
         return np.fromiter((evaluate(f, row) for row in cols.rows), dtype=bool, count=n), none
     if isinstance(f, IsNull):
         present = cols.present(f.column.name)
