@@ -50,10 +50,12 @@ class IndexRecord:
 class _Postings:
     """Term -> (units, term frequencies), held as one CSR table so it builds and renumbers with numpy."""
 
-    def __init__(self, vocab: dict[str, int], tids: np.ndarray, units: np.ndarray, tfs: np.ndarray):
+    def __init__(self, vocab: dict[str, int], tids: np.ndarray, units: np.ndarray, tfs: np.ndarray,
+                 start: np.ndarray | None = None):
         self.vocab = vocab  # term -> term id; only grows
         self.tids, self.units, self.tfs = tids, units, tfs  # sorted by (term id, unit)
-        self.start = np.searchsorted(tids, np.arange(len(vocab) + 1))
+        # where each term's postings begin (given by a snapshot: searching a memory map reads it from disk)
+        self.start = np.searchsorted(tids, np.arange(len(vocab) + 1)) if start is None else start
 
     @staticmethod
     def entries(terms: list[list[str]], vocab: dict[str, int], first_unit: int = 0

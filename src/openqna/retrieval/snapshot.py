@@ -29,12 +29,12 @@ import numpy as np
 from .memindex import MemIndex, _Ann, _Field, _Postings
 from .where_numpy import encode_columns
 
-FORMAT = 2
+FORMAT = 3
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than a snapshot would pay for.
 MIN_VECTORS = 20_000
 _FIELD_ARRAYS = ("rows", "matrix", "lengths", "keys", "sum_norms")
-_POSTING_ARRAYS = ("tids", "units", "tfs")
+_POSTING_ARRAYS = ("tids", "units", "tfs", "start")
 
 
 def save(index: MemIndex, folder: Path) -> None:
