@@ -174,7 +174,7 @@ def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypat
     writer.put_qnas("snap", [item(["reset the dock"], "hold the button", vectors=[vec(1, 2, 0, 0, 0, 0, 0, 0)],
                                   answer_vector=vec(0, 1, 0, 0, 0, 0, 0, 0), id=ids[3])])
     writer.delete_qnas("snap", ids[10:14])
-    assert snapshot.version(writer._snapshot_dir(1, "test")) == saved  # an in-place update does not re-save
+    assert snapshot.version(writer._snapshot_dir(1, "test"), writer._instance) == saved  # in-place: not re-saved
 
     updates = []
     real = memindex.MemIndex.updated
@@ -198,7 +198,7 @@ def test_a_damaged_snapshot_is_rebuilt_from_the_database(tmp_path, monkeypatch, 
     again = SQLiteStore(tmp_path).search_index("snap")
     assert "unreadable index snapshot" in caplog.text
     assert again.version == built.version and np.array_equal(again.q.matrix, built.q.matrix)
-    assert snapshot.load(folder).q.matrix.shape == built.q.matrix.shape  # and saved afresh
+    assert snapshot.load(folder, store._instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
 
 
 def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
@@ -230,3 +230,23 @@ def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
     restarted = SQLiteStore(tmp_path)
     assert Service(restarted, HashEmbedder()).warm() == [("snap", "production")]
     assert [k[1] for k in restarted._indexes] == ["production"]
+
+
+def test_a_snapshot_of_another_database_file_is_ignored(tmp_path, monkeypatch):
+    """Versions restart in a new database file: a snapshot left by the old one must not pass for current."""
+    from openqna.retrieval import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    old = SQLiteStore(tmp_path)
+    _snapshot_kb(old, seed=3)
+    saved = old.search_index("snap")
+    old.close()
+    for f in tmp_path.glob("openqna.sqlite3*"):
+        f.unlink()
+    new = SQLiteStore(tmp_path)
+    _snapshot_kb(new, seed=4)  # same project id, same version numbers, other content
+    assert new.version("snap") == saved.version
+    index = new.search_index("snap")
+    assert not np.array_equal(index.a.matrix, saved.a.matrix)
+    shutil.rmtree(tmp_path / "indexes")
+    assert np.array_equal(index.a.matrix, SQLiteStore(tmp_path).search_index("snap").a.matrix)

@@ -37,14 +37,18 @@ _FIELD_ARRAYS = ("rows", "matrix", "lengths", "keys", "sum_norms")
 _POSTING_ARRAYS = ("tids", "units", "tfs", "start")
 
 
-def save(index: MemIndex, folder: Path) -> None:
-    """Write ``index`` to ``folder`` (replaced atomically), building its IVF indexes first."""
+def save(index: MemIndex, folder: Path, source: str = "") -> None:
+    """Write ``index`` to ``folder`` (replaced atomically), building its IVF indexes first.
+
+    ``source`` names the database the index was read from: ``load`` and ``version`` given
+    another one ignore the snapshot (index versions are only comparable within one database).
+    """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir()
     try:
-        meta = {"format": FORMAT, "version": index.version, "dim": index.dim, "n": index.n, "fields": {}}
+        meta = {"format": FORMAT, "source": source, "version": index.version, "dim": index.dim, "n": index.n, "fields": {}}
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
         for f in ("q", "a"):
@@ -80,23 +84,25 @@ def save(index: MemIndex, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def version(folder: Path) -> int | None:
-    """The index version a snapshot holds, or None when there is no usable snapshot."""
+def _meta(folder: Path, source: str) -> dict | None:
     try:
         meta = json.loads((Path(folder) / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return meta["version"] if meta.get("format") == FORMAT else None
+    return meta if meta.get("format") == FORMAT and meta.get("source") == source else None
 
 
-def load(folder: Path) -> MemIndex | None:
-    """The index saved in ``folder``, or None when there is none (or one of another format)."""
+def version(folder: Path, source: str = "") -> int | None:
+    """The index version a snapshot of ``source`` holds, or None when there is no usable snapshot."""
+    meta = _meta(folder, source)
+    return None if meta is None else meta["version"]
+
+
+def load(folder: Path, source: str = "") -> MemIndex | None:
+    """The index saved in ``folder`` from ``source``, or None when there is none (or of another format or source)."""
     folder = Path(folder)
-    try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if meta.get("format") != FORMAT:
+    meta = _meta(folder, source)
+    if meta is None:
         return None
 
     def array(name: str) -> np.ndarray:

@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +114,9 @@ class SQLiteStore:
         self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
+            # names this database in its index snapshots: versions restart in a new database file
+            db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
+            self._instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             version = int(row[0]) if row else SCHEMA_VERSION
             if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
@@ -426,7 +430,7 @@ class SQLiteStore:
         for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
             deployments = [LIVE] + [r[0] for r in self._db.execute(
                 "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
-            found += [(name, d) for d in deployments if snapshot.version(self._snapshot_dir(pid, d)) is not None]
+            found += [(name, d) for d in deployments if snapshot.version(self._snapshot_dir(pid, d), self._instance) is not None]
         return found
 
     def _snapshot_dir(self, pid: int, deployment: str) -> Path:
@@ -436,7 +440,7 @@ class SQLiteStore:
         db = self._db
         if old is None:  # first search in this process: start from the saved index, if any
             try:
-                old = snapshot.load(self._snapshot_dir(pid, deployment))
+                old = snapshot.load(self._snapshot_dir(pid, deployment), self._instance)
             except Exception:  # a damaged snapshot is only a cache: rebuild from the database
                 log.warning("ignoring the unreadable index snapshot %s", self._snapshot_dir(pid, deployment),
                             exc_info=True)
@@ -453,7 +457,7 @@ class SQLiteStore:
         index = MemIndex(list(records.values()), dim or 1, version, hashes)
         if index.q.n + index.a.n >= snapshot.MIN_VECTORS:
             try:
-                snapshot.save(index, self._snapshot_dir(pid, deployment))
+                snapshot.save(index, self._snapshot_dir(pid, deployment), self._instance)
             except OSError:
                 log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
         return index
