@@ -200,12 +200,14 @@ class VectorSearch:
                      flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
-        The filter runs inside the iterative index scan, so a selective filter still yields ``k``
-        records when that many match; typed ``where_str`` filters are not translated to SQL
-        yet, and those queries search in memory.
+        Questions whose filter leaves out any record search in memory: the index already holds
+        the filter's mask and the vectors, and its IVF search takes the mask as a selector,
+        where pgvector's iterative scan tested the filter row by row as it visited them (100k
+        QnAs, 10% filter, bench/stores.py: p50 82 ms in PostgreSQL against 9 ms on SQLite's
+        in-memory path).
         """
         query = np.asarray(query, dtype=np.float32).reshape(-1)
-        if not self.vector_index_ready(query.shape[0]):
+        if not eligible.all() or not self.vector_index_ready(query.shape[0]):
             return None
         try:
             filter_sql, params = filter_to_sql(flt)
