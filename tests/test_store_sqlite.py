@@ -250,3 +250,24 @@ def test_a_snapshot_of_another_database_file_is_ignored(tmp_path, monkeypatch):
     assert not np.array_equal(index.a.matrix, saved.a.matrix)
     shutil.rmtree(tmp_path / "indexes")
     assert np.array_equal(index.a.matrix, SQLiteStore(tmp_path).search_index("snap").a.matrix)
+
+
+def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
+    """16 KiB pages: a unit row (vector and terms) stays in its page instead of spilling into an overflow page."""
+    from openqna.store import sqlite as sqlite_store
+
+    def size(folder):
+        store = SQLiteStore(folder)
+        store.create_project(Project("p"))
+        rng = np.random.default_rng(0)
+        store.put_qnas("p", [item([f"question {i}"], "answer " * 50, vectors=[rng.standard_normal(384).astype(np.float32)],
+                                  answer_vector=rng.standard_normal(384).astype(np.float32)) for i in range(300)])
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = store._db.execute("PRAGMA page_size").fetchone()[0]
+        return page, page * store._db.execute("PRAGMA page_count").fetchone()[0]
+
+    page, new = size(tmp_path / "new")
+    monkeypatch.setattr(sqlite_store, "PAGE_SIZE", 4096)  # SQLite's default, before this setting
+    old_page, old = size(tmp_path / "old")
+    assert (page, old_page) == (16384, 4096)
+    assert new < old / 1.5
