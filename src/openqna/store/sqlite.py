@@ -626,6 +626,13 @@ class SQLiteStore:
                            [(json.dumps(errors), now_iso(), i) for i in ids])
         return ids
 
+    def delete_finished_jobs(self, before: str) -> int:
+        expired = "FROM jobs WHERE status IN ('succeeded', 'failed') AND expires != '' AND expires < ?"
+        if self._db.execute(f"SELECT 1 {expired} LIMIT 1", (before,)).fetchone() is None:
+            return 0  # an idle poll takes no write lock
+        with self._tx() as db:
+            return db.execute(f"DELETE {expired}", (before,)).rowcount
+
     # -- files --------------------------------------------------------------------------------------
     def put_file(self, f: StoredFile) -> None:
         with self._tx() as db:
