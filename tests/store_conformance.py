@@ -363,6 +363,61 @@ def test_racing_workers_claim_each_job_exactly_once(store, reopen):
     assert store.claim_job("late", ["import"], 30) is None
 
 
+def test_settings_compare_and_set(store):
+    store.create_project(Project("cas", settings={"n": 1}))
+    version = store.version("cas")
+    assert not store.update_settings("cas", {"n": 0}, {"n": 2})  # another writer got there first
+    assert store.get_project("cas").settings == {"n": 1} and store.version("cas") == version
+    assert store.update_settings("cas", {"n": 1}, {"n": 2, "more": [1, "two"]})
+    assert store.get_project("cas").settings == {"n": 2, "more": [1, "two"]} and store.version("cas") > version
+    with pytest.raises(NotFound):
+        store.update_settings("nope", {}, {})
+
+
+def _bump_counters(opener, name: str, store_id: str, rounds: int, start, out) -> None:
+    """One server process changing a vector store's state ``rounds`` times."""
+    from openqna.jobs import JobRunner
+    from openqna.models.embedder import HashEmbedder
+    from openqna.service import Service
+    from openqna.vector_stores import VectorStores
+
+    store = opener()
+    core = VectorStores(Service(store, HashEmbedder()), JobRunner(store, {}))
+
+    def change(vs):
+        counters = vs["metadata"]
+        counters[name] = str(int(counters.get(name, "0")) + 1)
+        counters["total"] = str(int(counters.get("total", "0")) + 1)
+
+    start.wait()
+    for _ in range(rounds):
+        core._update(store_id, change)
+    out.put(name)
+
+
+def test_vector_store_state_changes_are_never_lost_across_processes(store, reopen):
+    """Processes read-modify-write one vector store's state at once: every change lands (compare-and-set)."""
+    import multiprocessing
+
+    from openqna.jobs import JobRunner
+    from openqna.models.embedder import HashEmbedder
+    from openqna.service import Service
+    from openqna.vector_stores import VectorStores
+
+    core = VectorStores(Service(store, HashEmbedder()), JobRunner(store, {}))
+    vs = core.create(name="shared")
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_bump_counters, args=(reopen, f"w{i}", vs.id, 40, start, out)) for i in range(3)]
+    for p in procs:
+        p.start()
+    assert sorted(out.get(timeout=120) for _ in procs) == ["w0", "w1", "w2"]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert core.get(vs.id).metadata == {"w0": "40", "w1": "40", "w2": "40", "total": "120"}
+
+
 def test_records_carry_their_update_time(kb):
     assert kb.get_qnas("kb1", [1])[1].last_updated.endswith("Z")
 

@@ -29,17 +29,20 @@ processed at that moment is discarded when it finishes.
 
 State lives in project settings, so every status change rewrites them (and moves the
 knowledge base's change sequence): fine for hundreds of files per store, not for 10,000.
+Each change is a compare-and-set of those settings (``VectorStores._update``), so a job
+worker and requests in other processes never overwrite each other's changes.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import secrets
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from . import openai_files
 from .ingest import Block, DocumentError, ParsedDocument, chunk_document, parse_document
@@ -161,6 +164,10 @@ def attribute_fields(attributes: dict | None) -> dict[str, Any]:
     return {attribute_column(k, v).name: v for k, v in (attributes or {}).items()}
 
 
+T = TypeVar("T")
+_CAS_ATTEMPTS = 100  # compare-and-set rounds before a state update gives up (each loses only to a write that landed)
+
+
 class VectorStores:
     """Vector stores over ``service``; registers its job handler with ``jobs``."""
 
@@ -182,8 +189,21 @@ class VectorStores:
             raise NotFound(f"No vector store found with id '{store_id}'.")
         return project, project.settings[SETTINGS_KEY]
 
-    def _save(self, project: Project) -> None:
-        self.store.update_project(project)
+    def _update(self, store_id: str, change: Callable[[dict], T]) -> T:
+        """Apply ``change`` to the vector store's state and save it, atomically across processes.
+
+        Another process (a job worker, a second server) may save the state between this read and
+        this write: the store's compare-and-set then refuses it, and ``change`` runs again on the
+        state that process saved, so no update is lost.  Work ``change`` does in the store itself
+        must be idempotent.  Nothing is written when ``change`` leaves the state as it was.
+        """
+        for _ in range(_CAS_ATTEMPTS):
+            project, vs = self._project(store_id)
+            before = copy.deepcopy(project.settings)
+            result = change(vs)
+            if project.settings == before or self.store.update_settings(store_id, before, project.settings):
+                return result
+        raise Conflict(f"Vector store '{store_id}' is being changed by many requests at once; try again.")
 
     def _job_finished(self, job_id: str | None, cache: dict[str, bool]) -> bool:
         if job_id is None:
@@ -247,8 +267,7 @@ class VectorStores:
 
     def modify(self, store_id: str, *, name: str | None = None, metadata: dict | None = None,
                expires_after: dict | None = None, clear_expiry: bool = False) -> VectorStore:
-        with self._lock:
-            project, vs = self._project(store_id)
+        def change(vs: dict) -> VectorStore:
             if name is not None:
                 vs["name"] = name
             if metadata is not None:
@@ -256,8 +275,10 @@ class VectorStores:
             if expires_after is not None or clear_expiry:
                 vs["expires_after"] = expires_after
             vs["last_active_at"] = int(time.time())
-            self._save(project)
             return self._view(vs)
+
+        with self._lock:
+            return self._update(store_id, change)
 
     def delete(self, store_id: str) -> None:
         with self._lock:
@@ -273,25 +294,26 @@ class VectorStores:
 
     def _attach(self, store_id: str, items: list[Attach], batch_id: str | None = None) -> None:
         """Mark ``items`` in progress and queue them as one job (callers hold the lock)."""
-        project, vs = self._project(store_id)
         now = int(time.time())
-        queued, job_id = [], str(uuid.uuid4())
-        for item in items:
-            stored = openai_files.get(self.service, item.file_id)
-            attempt = secrets.token_hex(4)
-            vs["files"][item.file_id] = {
-                "id": item.file_id, "filename": stored.filename, "created_at": now, "seq": time.time_ns(),
-                "status": "in_progress", "last_error": None, "attributes": item.attributes,
-                "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
-                "attempt": attempt, "job": job_id, "batch": batch_id}
-            queued.append([item.file_id, attempt])
-        if batch_id is not None:
-            vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
-                                       "files": [i.file_id for i in items], "cancelled": False}
-        vs["last_active_at"] = now
+        job_id = str(uuid.uuid4())
+        names = {item.file_id: openai_files.get(self.service, item.file_id).filename for item in items}
+        queued = [[item.file_id, secrets.token_hex(4)] for item in items]
+
+        def change(vs: dict) -> None:
+            for item, (_, attempt) in zip(items, queued):
+                vs["files"][item.file_id] = {
+                    "id": item.file_id, "filename": names[item.file_id], "created_at": now, "seq": time.time_ns(),
+                    "status": "in_progress", "last_error": None, "attributes": item.attributes,
+                    "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
+                    "attempt": attempt, "job": job_id, "batch": batch_id}
+            if batch_id is not None:
+                vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
+                                           "files": [i.file_id for i in items], "cancelled": False}
+            vs["last_active_at"] = now
+
         # Saved before the job is queued: a worker in another process may claim it at once, and must find
         # the files it is to process.  (A reader between the two writes sees the job missing: failed.)
-        self._save(project)
+        self._update(store_id, change)
         self.jobs.submit(JOB_KIND, store_id, {"files": queued}, job_id=job_id)
 
     def _file_state(self, vs: dict, file_id: str) -> dict:
@@ -315,21 +337,24 @@ class VectorStores:
         return [self._file_view(store_id, s, cache) for s in states]
 
     def update_attributes(self, store_id: str, file_id: str, attributes: dict | None) -> VectorStoreFile:
-        with self._lock:
-            project, vs = self._project(store_id)
+        def change(vs: dict) -> dict:
             state = self._file_state(vs, file_id)
             state["attributes"] = attributes
-            self._save(project)
+            return copy.deepcopy(state)
+
+        with self._lock:
+            state = self._update(store_id, change)
             if state["status"] != "in_progress":  # an in-progress file gets them when the worker commits it
                 self._rewrite_attributes(store_id, file_id, attributes)
             return self._file_view(store_id, state, {})
 
     def detach(self, store_id: str, file_id: str) -> None:
-        with self._lock:
-            project, vs = self._project(store_id)
+        def change(vs: dict) -> None:
             self._file_state(vs, file_id)
             del vs["files"][file_id]
-            self._save(project)
+
+        with self._lock:
+            self._update(store_id, change)
             self._delete_records(store_id, file_id)
 
     def detach_everywhere(self, file_id: str) -> None:
@@ -395,8 +420,7 @@ class VectorStores:
         return FileBatch(batch_id, store_id, batch["created_at"], status, counts)
 
     def cancel_batch(self, store_id: str, batch_id: str) -> FileBatch:
-        with self._lock:
-            project, vs = self._project(store_id)
+        def change(vs: dict) -> None:
             batch = self._batch_state(vs, batch_id)
             if self.get_batch(store_id, batch_id).status != "in_progress":
                 raise InvalidArgument(f"Batch '{batch_id}' is no longer in progress and cannot be cancelled.",
@@ -406,7 +430,9 @@ class VectorStores:
                 state = vs["files"].get(file_id)
                 if state is not None and state["status"] == "in_progress" and state["batch"] == batch_id:
                     state["status"] = "cancelled"
-            self._save(project)
+
+        with self._lock:
+            self._update(store_id, change)
         return self.get_batch(store_id, batch_id)
 
     # -- processing (the job worker) -------------------------------------------------------------------
@@ -447,9 +473,9 @@ class VectorStores:
         except Exception as exc:  # a bug must still end in a truthful status
             log.exception("vector store %s: processing %s failed", store_id, file_id)
             error = {"code": "server_error", "message": f"Processing failed unexpectedly ({type(exc).__name__})."}
-        with self._lock:
-            project, vs, state = self._current(store_id, file_id, attempt)
-            if state is None:
+        def change(vs: dict) -> None:  # what it does to the records is idempotent: it may run again
+            state = vs["files"].get(file_id)
+            if state is None or state["attempt"] != attempt:
                 if file_id not in vs["files"]:  # detached while processing
                     self._delete_records(store_id, file_id)
                 return  # attached again: the newer attempt replaces the records
@@ -462,7 +488,9 @@ class VectorStores:
                 if state["attributes"] != attributes:
                     self._rewrite_attributes(store_id, file_id, state["attributes"])
                 state.update(status="completed", usage_bytes=usage)
-            self._save(project)
+
+        with self._lock:
+            self._update(store_id, change)
 
     # -- search ---------------------------------------------------------------------------------------------
     def search(self, store_id: str, queries: list[str], *, limit: int = 10, where: Filter | None = None,
@@ -475,7 +503,7 @@ class VectorStores:
         cache: dict[str, bool] = {}
         completed = tuple(s["id"] for s in vs["files"].values()
                           if self._file_view(store_id, s, cache).status == "completed")
-        self._touch(store_id)
+        self._touch(store_id, vs)
         if not completed:
             return [], False
         if project.embedder and project.embedder != self.service.embedder.name:
@@ -495,13 +523,18 @@ class VectorStores:
                    for rid in order[:limit] if (q := records.get(rid)) is not None]
         return results, len(order) > limit
 
-    def _touch(self, store_id: str) -> None:
+    def _touch(self, store_id: str, seen: dict) -> None:
+        """Record the store as active (at most every ACTIVE_EVERY seconds: ``seen`` is its state as just read)."""
         now = int(time.time())
-        with self._lock:
-            project, vs = self._project(store_id)
+        if now - seen["last_active_at"] < ACTIVE_EVERY:
+            return
+
+        def change(vs: dict) -> None:
             if now - vs["last_active_at"] >= ACTIVE_EVERY:
-                vs["last_active_at"] = now
-                self._save(project)
+                vs["last_active_at"] = max(now, vs["last_active_at"])
+
+        with self._lock:
+            self._update(store_id, change)
 
 
 def chunk_record(file_id: str, filename: str, chunk: Chunk, attributes: dict | None) -> QnA:

@@ -282,6 +282,16 @@ class PostgresStore(VectorSearch):
             self._bump(db, pid, LIVE)
         return project
 
+    def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
+        with self._tx() as db:
+            pid = self._project_id(db, name, lock=True)  # FOR UPDATE: no other writer until this commits
+            current = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()[0]
+            if current != expected:
+                return False
+            db.execute("UPDATE projects SET settings=%s, modified=%s WHERE id=%s", (_json(settings), now_iso(), pid))
+            self._bump(db, pid, LIVE)
+        return True
+
     def delete_project(self, name: str) -> None:
         with self._tx() as db:
             row = db.execute('SELECT id FROM projects WHERE lower(name)=lower(%s COLLATE "C") FOR UPDATE',

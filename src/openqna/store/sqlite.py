@@ -221,6 +221,17 @@ class SQLiteStore:
             self._bump(db, pid, LIVE)
         return project
 
+    def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
+        with self._tx() as db:  # BEGIN IMMEDIATE: no other writer between the read and the write
+            row = db.execute("SELECT id, settings FROM projects WHERE name=?", (name,)).fetchone()
+            if row is None:
+                raise ProjectNotFound(f"The specified project was not found: {name}.")
+            if json.loads(row[1]) != expected:
+                return False
+            db.execute("UPDATE projects SET settings=?, modified=? WHERE id=?", (json.dumps(settings), now_iso(), row[0]))
+            self._bump(db, row[0], LIVE)
+        return True
+
     def delete_project(self, name: str) -> None:
         with self._tx() as db:
             pid = self._project_id(db, name)
