@@ -721,3 +721,40 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
             proc.wait(30)
         held.close()
         store.close()
+
+
+def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, monkeypatch):
+    """With a cache_dir (OPENQNA_DATA), PostgreSQL's large indexes are saved, loaded on restart and caught up."""
+    from openqna.retrieval import memindex, snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    rng = np.random.default_rng(5)
+    first = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
+    first.create_project(Project("big"))
+    ids = first.put_qnas("big", [item([f"question {i}", f"other {i}"], f"answer {i}",
+                                      vectors=[vec(*rng.standard_normal(8)) for _ in range(2)],
+                                      answer_vector=vec(*rng.standard_normal(8)), metadata={"g": str(i % 3)})
+                                 for i in range(40)])
+    built = first.search_index("big")
+    query = vec(*rng.standard_normal(8))
+    everything = np.ones(built.n, dtype=bool)
+
+    real = memindex.MemIndex.__init__
+    monkeypatch.setattr(memindex.MemIndex, "__init__", lambda *a, **k: pytest.fail("rebuilt"))
+    second = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
+    assert second.saved_indexes() == [("big", "test")]
+    loaded = second.search_index("big")
+    assert loaded.version == built.version and loaded.nearest_rows is not None  # pgvector still answers
+    for field in ("q", "a"):
+        assert np.allclose(loaded.dense(query, field, everything), built.dense(query, field, everything))
+    assert loaded.mask(MetaEq("g", "1")).tolist() == built.mask(MetaEq("g", "1")).tolist()
+
+    first.delete_qnas("big", ids[:3])  # a write from another process: caught up in place
+    caught_up = second.search_index("big")
+    assert caught_up.n == 37 and caught_up.version == first.version("big")
+    monkeypatch.setattr(memindex.MemIndex, "__init__", real)
+    assert PostgresStore(pg_dsn, pool_size=1).saved_indexes() == []  # no cache_dir: nothing saved or loaded
+    first.delete_project("big")
+    assert not list((tmp_path / "indexes").rglob("meta.json"))
+    first.close()
+    second.close()

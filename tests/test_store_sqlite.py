@@ -174,7 +174,7 @@ def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypat
     writer.put_qnas("snap", [item(["reset the dock"], "hold the button", vectors=[vec(1, 2, 0, 0, 0, 0, 0, 0)],
                                   answer_vector=vec(0, 1, 0, 0, 0, 0, 0, 0), id=ids[3])])
     writer.delete_qnas("snap", ids[10:14])
-    assert snapshot.version(writer._snapshot_dir(1, "test"), writer._instance) == saved  # in-place: not re-saved
+    assert snapshot.version(writer._snapshots.folder(1, "test"), writer._instance) == saved  # in-place: not re-saved
 
     updates = []
     real = memindex.MemIndex.updated
@@ -193,7 +193,7 @@ def test_a_damaged_snapshot_is_rebuilt_from_the_database(tmp_path, monkeypatch, 
     store = SQLiteStore(tmp_path)
     _snapshot_kb(store)
     built = store.search_index("snap")
-    folder = store._snapshot_dir(1, "test")
+    folder = store._snapshots.folder(1, "test")
     (folder / "q.matrix.npy").write_bytes(b"not an array")
     again = SQLiteStore(tmp_path).search_index("snap")
     assert "unreadable index snapshot" in caplog.text

@@ -23,7 +23,7 @@ def _store(data_dir: str):
     """The store: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in ``data_dir``."""
     from .store import open_store
 
-    return open_store(settings.get("OPENQNA_STORE") or data_dir)
+    return open_store(settings.get("OPENQNA_STORE") or data_dir, cache_dir=data_dir)
 
 
 def _service(data_dir: str):

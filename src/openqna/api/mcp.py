@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_stdio(Service(open_store(settings.get("OPENQNA_STORE") or args.data), get_embedder()),
+    run_stdio(Service(open_store(settings.get("OPENQNA_STORE") or args.data, cache_dir=args.data), get_embedder()),
               deployment=args.deployment)
 
 

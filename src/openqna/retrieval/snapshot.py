@@ -17,7 +17,9 @@ place, so a reader never sees half a snapshot.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import pickle
 import shutil
@@ -30,6 +32,7 @@ from .memindex import MemIndex, _Ann, _Field, _Postings
 from .where_numpy import encode_columns
 
 FORMAT = 3
+log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than a snapshot would pay for.
 MIN_VECTORS = 20_000
@@ -146,3 +149,41 @@ def load(folder: Path, source: str = "") -> MemIndex | None:
     index._finish()
     index._metadata_keys = maps["metadata_keys"]
     return index
+
+
+class Snapshots:
+    """The saved indexes of one database, under ``root``: what a store calls (both stores share it).
+
+    ``source`` names the database (a random id it keeps): index versions are only comparable
+    within one database, so a snapshot of another never passes for current.
+    """
+
+    def __init__(self, root: Path, source: str):
+        self.root, self.source = Path(root), source
+
+    def folder(self, pid: int, deployment: str) -> Path:
+        return self.root / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
+
+    def load(self, pid: int, deployment: str, version: int) -> MemIndex | None:
+        """The saved index of ``pid``/``deployment`` (any version: the caller brings it up to date), or None."""
+        try:
+            return load(self.folder(pid, deployment), self.source)
+        except Exception:  # a damaged snapshot is only a cache: the caller rebuilds from the database
+            log.warning("ignoring the unreadable index snapshot %s", self.folder(pid, deployment), exc_info=True)
+            return None
+
+    def built(self, index: MemIndex, pid: int, deployment: str) -> None:
+        """Save a freshly built index if it is large enough to be worth it (failures are only logged)."""
+        if index.q.n + index.a.n >= MIN_VECTORS:
+            try:
+                save(index, self.folder(pid, deployment), self.source)
+            except OSError:
+                log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
+
+    def saved(self, pid: int, deployment: str) -> bool:
+        return version(self.folder(pid, deployment), self.source) is not None
+
+    def drop(self, pid: int) -> None:
+        """Forget every saved index of project ``pid`` (deleted: its id may be given to another)."""
+        for folder in self.root.glob(f"{pid}-*"):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -3,14 +3,15 @@
 from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredFile, StoredQnA, Unit
 
 
-def open_store(location: str) -> Store:
+def open_store(location: str, cache_dir: str | None = None) -> Store:
     """Open the store at ``location``: a directory (embedded SQLite), or PostgreSQL given as a
-    ``postgresql://`` URL or a libpq ``key=value`` string naming a ``dbname``."""
+    ``postgresql://`` URL or a libpq ``key=value`` string naming a ``dbname``; PostgreSQL keeps
+    its saved indexes in ``cache_dir`` (none when it is None)."""
     if location.startswith(("postgres://", "postgresql://")) or "dbname=" in location:
         from .. import settings
         from .postgres import PostgresStore
 
-        return PostgresStore(location, pool_size=int(settings.get("OPENQNA_PG_POOL_SIZE")))
+        return PostgresStore(location, pool_size=int(settings.get("OPENQNA_PG_POOL_SIZE")), cache_dir=cache_dir)
     from .sqlite import SQLiteStore
 
     return SQLiteStore(location)

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -42,6 +44,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
+from ..retrieval import snapshot
 from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
@@ -160,7 +163,9 @@ class PostgresStore(VectorSearch):
     largest number of connections this store holds open at once.
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 5):
+    def __init__(self, dsn: str, *, pool_size: int = 5, cache_dir: str | Path | None = None):
+        """``cache_dir``: where this process saves the indexes of large knowledge bases (``retrieval/snapshot.py``)
+        so that a restart loads them instead of reading every record again; None: never saved."""
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
         self.dsn = dsn
@@ -170,13 +175,16 @@ class PostgresStore(VectorSearch):
         self._hnsw_checked: dict[str, float] = {}
         self._hnsw_building: set[str] = set()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            self._migrate(conn)
+            instance = self._migrate(conn)
+        self._snapshots = None if cache_dir is None else \
+            snapshot.Snapshots(Path(cache_dir) / "indexes" / f"pg-{instance[:16]}", instance)
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                     configure=_register_vector, open=True, name="openqna")
 
     # -- schema ---------------------------------------------------------------------
     @staticmethod
-    def _migrate(conn: psycopg.Connection) -> None:
+    def _migrate(conn: psycopg.Connection) -> str:
+        """Bring the schema up to date; returns the database's random instance id (it names its saved indexes)."""
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             if conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone() is None:
@@ -196,6 +204,8 @@ class PostgresStore(VectorSearch):
                     conn.execute(statement)
             conn.execute("INSERT INTO meta VALUES('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value=EXCLUDED.value",
                          (str(SCHEMA_VERSION),))
+            conn.execute("INSERT INTO meta VALUES('instance', %s) ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
+            return conn.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
 
     # -- plumbing ------------------------------------------------------------------
     @contextmanager
@@ -305,6 +315,8 @@ class PostgresStore(VectorSearch):
         with self._index_lock:
             for key in [k for k in self._indexes if k[0] == pid]:
                 del self._indexes[key]
+            if self._snapshots is not None:
+                self._snapshots.drop(pid)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -523,6 +535,10 @@ class PostgresStore(VectorSearch):
             version = db.execute("SELECT seq FROM versions WHERE project_id=%s AND deployment=%s",
                                  (pid, deployment)).fetchone()
             version = version[0] if version else 0
+            if old is None and self._snapshots is not None:  # first search here: start from the saved index
+                old = self._snapshots.load(pid, deployment, version)
+                if old is not None and old.version == version:
+                    return old
             if old is not None and old.hashes is not None and old.n:
                 hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=%s AND deployment=%s",
                                          (pid, deployment)).fetchall())
@@ -531,7 +547,22 @@ class PostgresStore(VectorSearch):
                 if update is not None:
                     return update
             records, hashes, dim = self._index_records(db, pid, deployment)
-        return MemIndex(list(records.values()), dim or 1, version, hashes)
+        index = MemIndex(list(records.values()), dim or 1, version, hashes)
+        if self._snapshots is not None:
+            self._snapshots.built(index, pid, deployment)
+        return index
+
+    def saved_indexes(self) -> list[tuple[str, str]]:
+        """(project, deployment) of every index saved in ``cache_dir``: the large ones worth loading at start."""
+        if self._snapshots is None:
+            return []
+        with self._conn() as db:
+            projects = db.execute("SELECT id, name FROM projects ORDER BY name").fetchall()
+            deployments = db.execute("SELECT project_id, name FROM deployments ORDER BY name").fetchall()
+        named: dict[int, list[str]] = {}
+        for pid, deployment in deployments:
+            named.setdefault(pid, []).append(deployment)
+        return [(name, d) for pid, name in projects for d in [LIVE, *named.get(pid, [])] if self._snapshots.saved(pid, d)]
 
     @staticmethod
     def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None

@@ -10,10 +10,7 @@ Indexes of large knowledge bases are saved next to the database (``indexes/``, s
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import shutil
 import sqlite3
 import threading
 import time
@@ -33,7 +30,6 @@ from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, St
 
 SCHEMA_VERSION = 3
 PAGE_SIZE = 16384
-log = logging.getLogger("openqna")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -130,6 +126,7 @@ class SQLiteStore:
             db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
             db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
             db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._snapshots = snapshot.Snapshots(self.directory / "indexes", self._instance)
 
     # -- plumbing ------------------------------------------------------------------
     @property
@@ -242,8 +239,7 @@ class SQLiteStore:
         with self._index_lock:
             for key in [k for k in self._indexes if k[0] == pid]:
                 del self._indexes[key]
-            for folder in (self.directory / "indexes").glob(f"{pid}-*"):
-                shutil.rmtree(folder, ignore_errors=True)
+            self._snapshots.drop(pid)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -446,20 +442,13 @@ class SQLiteStore:
         for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
             deployments = [LIVE] + [r[0] for r in self._db.execute(
                 "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
-            found += [(name, d) for d in deployments if snapshot.version(self._snapshot_dir(pid, d), self._instance) is not None]
+            found += [(name, d) for d in deployments if self._snapshots.saved(pid, d)]
         return found
-
-    def _snapshot_dir(self, pid: int, deployment: str) -> Path:
-        return self.directory / "indexes" / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
 
     def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
         db = self._db
         if old is None:  # first search in this process: start from the saved index, if any
-            try:
-                old = snapshot.load(self._snapshot_dir(pid, deployment), self._instance)
-            except Exception:  # a damaged snapshot is only a cache: rebuild from the database
-                log.warning("ignoring the unreadable index snapshot %s", self._snapshot_dir(pid, deployment),
-                            exc_info=True)
+            old = self._snapshots.load(pid, deployment, version)
             if old is not None and old.version == version:
                 return old
         if old is not None and old.hashes is not None and old.n:
@@ -471,11 +460,7 @@ class SQLiteStore:
                 return update
         records, hashes, dim = self._index_records(pid, deployment)
         index = MemIndex(list(records.values()), dim or 1, version, hashes)
-        if index.q.n + index.a.n >= snapshot.MIN_VECTORS:
-            try:
-                snapshot.save(index, self._snapshot_dir(pid, deployment), self._instance)
-            except OSError:
-                log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
+        self._snapshots.built(index, pid, deployment)
         return index
 
     def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None
