@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterable
 
 import numpy as np
@@ -198,6 +199,15 @@ class _Field:
         return self.per_record_max(self.matrix @ query, -1.0)
 
     # -- candidate mode: scores for some record rows only -----------------------------
+    @cached_property
+    def one_per_record(self) -> bool:
+        """Whether every record has exactly one unit here (unit i is record row i), as answers are."""
+        return self.n == self.n_records and bool((self.counts == 1).all())
+
+    def unit_mask(self, record_mask: np.ndarray) -> np.ndarray:
+        """``record_mask`` (a bool per record row) as a bool per unit; read only (it may be ``record_mask``)."""
+        return record_mask if self.one_per_record else record_mask[self.rows]
+
     def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
         lens = self.hi[rows] - self.lo[rows]
@@ -246,15 +256,15 @@ class _Field:
         Exact when the field or the allowed part of it is small; otherwise from the IVF index,
         probing more lists (then exactly) when a selective filter leaves too few in the probed ones.
         """
-        count = self.n if allowed is None else int(allowed.sum())
+        count = self.n if allowed is None else int(np.count_nonzero(allowed))
         k = min(k, count)
         if k <= 0:
             return np.zeros(0, np.int64)
         if count > max(_GATHER_MAX, 20 * k) and self.ann() is not None:
             ivf = self._ann.ivf
             position = self._positions()
-            key_allowed = None
-            if allowed is not None:
+            key_allowed = allowed
+            if allowed is not None and self.next_key != self.n:  # else keys are positions: no change since built
                 key_allowed = np.zeros(self.next_key, dtype=bool)
                 key_allowed[self.keys[allowed]] = True
             # a filter keeping a share s of the units leaves about s of each probed list: probe 1/s as many
