@@ -224,14 +224,21 @@ class _Field:
             out[has] = np.maximum.reduceat(values, starts)
         return out
 
-    def dense_rows(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly."""
-        units, starts, has = self.units_of(rows)
+    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None) -> np.ndarray:
+        """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly.
+
+        ``units_of``: ``self.units_of(rows)`` when the caller has it already.
+        """
+        units, starts, has = units_of or self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
 
-    def similarities(self, query: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none)."""
-        if len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
+    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none).
+
+        ``units_of``: ``self.units_of(rows)`` when the caller has it already.
+        """
+        if units_of is None and len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
             # every record, in order (the exhaustive path): no gather, one product
             sims = self.matrix @ query if self.n else np.zeros(0, np.float32)
             has = self.hi > self.lo
@@ -240,7 +247,7 @@ class _Field:
             if self.n:
                 total[self.seg_rows] = np.add.reduceat(sims, self.starts)
         else:
-            units, starts, has = self.units_of(rows)
+            units, starts, has = units_of or self.units_of(rows)
             sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
             best = self.max_per_row(sims, starts, has, -1.0)
             total = np.zeros(len(rows), np.float32)
