@@ -31,6 +31,7 @@ SCRIPTS = {
     "throughput": "HTTP requests/s at concurrency 1/4/16 vs /healthz and the embedder alone",
     "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
     "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",
+    "million": "1M passages: start-up, tool search latency and RSS vs the query embedding",
 }
 
 

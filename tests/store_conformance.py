@@ -261,6 +261,22 @@ def test_jobs_persist(store):
     assert store.unfinished_jobs() == [] and store.get_job("nope") is None
 
 
+def test_finished_jobs_are_deleted_once_expired(store):
+    from openqna.store import Job
+
+    for jid, status, expires in (("old-done", "succeeded", "2020-01-01T00:00:00Z"),
+                                 ("old-failed", "failed", "2020-01-01T00:00:00Z"),
+                                 ("old-running", "running", "2020-01-01T00:00:00Z"),
+                                 ("old-queued", "notStarted", "2020-01-01T00:00:00Z"),
+                                 ("new-done", "succeeded", "2030-01-01T00:00:00Z"),
+                                 ("no-expiry", "succeeded", "")):
+        store.put_job(Job(jid, "export", "kb1", status, expires=expires, result=b"file"))
+    assert store.delete_finished_jobs("2026-01-01T00:00:00Z") == 2
+    assert store.get_job("old-done") is None and store.get_job("old-failed") is None
+    assert all(store.get_job(j) is not None for j in ("old-running", "old-queued", "new-done", "no-expiry"))
+    assert store.delete_finished_jobs("2026-01-01T00:00:00Z") == 0
+
+
 def _queue(store, *kinds: str) -> list[str]:
     from openqna.store import Job
 

@@ -87,3 +87,14 @@ def test_a_live_worker_keeps_its_job_past_the_first_lease(runners):
 def test_settings_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="OPENQNA_JOB_LEASE_SECONDS"):
         JobRunner(SQLiteStore(tmp_path), {}, lease_seconds=0)
+
+
+def test_the_worker_deletes_finished_jobs_once_they_expire(runners, tmp_path):
+    store = SQLiteStore(tmp_path)
+    store.put_job(Job("expired", "export", "p", "succeeded", expires="2020-01-01T00:00:00Z", result=b"old file"))
+    runner = runners({"deploy": lambda job: None})
+    kept = runner.submit("deploy", "p").id  # expires JOB_TTL from now
+    runner.start()
+    _until(lambda: store.get_job("expired") is None, "the worker's poll deletes the expired job")
+    runner.wait()
+    assert store.get_job(kept).status == "succeeded"

@@ -1,8 +1,10 @@
 """The SQLite store against the conformance suite, plus what is SQLite-specific."""
 
 import functools
+import shutil
 import sqlite3
 
+import numpy as np
 import pytest
 
 from openqna.store import Project
@@ -84,3 +86,188 @@ def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
     assert [new.claim_job("me", ["deploy"], 30).id for _ in range(2)] == ["b", "a"]
     new.put_job(Job("c", "deploy", "p"))
     assert new.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
+
+
+# -- index snapshots ---------------------------------------------------------------------------
+def _snapshot_kb(store, n=80, seed=3):
+    rng = np.random.default_rng(seed)
+    words = "battery charge pen screen cable reset password monitor stylus power dock update".split()
+    items = []
+    for i in range(n):
+        qs = [" ".join(rng.choice(words, 3)) + f" {i}" for _ in range(int(rng.integers(1, 4)))]
+        items.append(item(qs, " ".join(rng.choice(words, 6)), vectors=[vec(*rng.standard_normal(8)) for _ in qs],
+                          answer_vector=vec(*rng.standard_normal(8)), metadata={"group": str(i % 4)},
+                          source=f"s{i % 3}", kind="passage" if i % 9 == 0 else "qna", context_only=i % 11 == 0))
+    store.create_project(Project("snap"))
+    return store.put_qnas("snap", items), rng, words
+
+
+def _same_index(a, b, rng, words, monkeypatch):
+    """Every score, mask and ranking of ``a`` equals ``b``'s (ids compared, not rows)."""
+    from openqna.retrieval import ranker
+    from openqna.retrieval.filters import And, KindIn, MetaEq, Not, SourceIn
+
+    def by_id(index, values):
+        return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))
+
+    assert a.version == b.version and a.n == b.n
+    for name in ("context_only", "passage"):
+        assert by_id(a, getattr(a, name)) == by_id(b, getattr(b, name))
+    assert {k: sorted(a.ids[r].tolist()) for k, r in a.exact.items()} == \
+        {k: sorted(b.ids[r].tolist()) for k, r in b.exact.items()}
+    from openqna.retrieval.where import Column
+    from openqna.retrieval.where_parse import parse_where
+
+    schema = {"group": Column("group", "String"), "source": Column("source", "String"),
+              "missing": Column("missing", "String")}
+    wheres = [parse_where(w, schema) for w in (
+        "group = '2'", "group IN ('1', '3') AND source != 's0'", "lower(source) LIKE 'S%' OR group > '2'",
+        "missing IS NULL AND NOT (group = '0')", "length(group) = 1", "missing = 'x' OR source = 's2'")]
+    for flt in (MetaEq("group", "2"), SourceIn(("S1",)), KindIn(("passage",)), Not(MetaEq("group", "0")),
+                *wheres, And((wheres[0], Not(KindIn(("passage",)))))):
+        assert by_id(a, a.mask(flt)) == by_id(b, b.mask(flt))
+    assert a.metadata_keys() == b.metadata_keys() and a.hashes == b.hashes
+    everything = np.ones(a.n, dtype=bool)
+    for _ in range(5):
+        query, terms = vec(*rng.standard_normal(8)), list(rng.choice(words, 2))
+        for field in ("q", "a"):
+            for fn in ("dense", "bm25", "coverage"):
+                arg = query if fn == "dense" else terms
+                assert by_id(a, getattr(a, fn)(arg, field, everything)) == by_id(b, getattr(b, fn)(arg, field, everything))
+        for exact_max in ("0", "100000"):  # candidates (from the IVF index), then every record
+            monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", exact_max)
+            ranked = [(r.record_id, round(r.confidence, 5)) for r in ranker.rank(a, " ".join(terms), query, everything, top=5)]
+            assert ranked == [(r.record_id, round(r.confidence, 5))
+                              for r in ranker.rank(b, " ".join(terms), query, everything, top=5)]
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
+
+
+def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkeypatch):
+    from openqna.retrieval import memindex, snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # large enough for an IVF index: it is saved too
+    first = SQLiteStore(tmp_path)
+    _, rng, words = _snapshot_kb(first)
+    built = first.search_index("snap")
+    assert list((tmp_path / "indexes").iterdir()) and built.q._ann is not None
+
+    builds = []
+    monkeypatch.setattr(memindex.MemIndex, "__init__", lambda *a, **k: builds.append(1) or pytest.fail("rebuilt"))
+    monkeypatch.setattr(memindex._Ann, "__init__", lambda *a, **k: pytest.fail("IVF retrained"))
+    loaded = SQLiteStore(tmp_path).search_index("snap")
+    assert not builds and isinstance(loaded.q.matrix, np.memmap)
+    _same_index(loaded, built, rng, words, monkeypatch)
+    assert loaded._where_columns.rows is None  # where_str read the saved columns, not per-record rows
+    assert loaded.q.nearest_units(vec(1, 0, 0, 0, 0, 0, 0, 0), 5, None).tolist() == \
+        built.q.nearest_units(vec(1, 0, 0, 0, 0, 0, 0, 0), 5, None).tolist()
+
+
+def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypatch):
+    from openqna.retrieval import memindex, snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
+    writer = SQLiteStore(tmp_path)
+    ids, rng, words = _snapshot_kb(writer)
+    saved = writer.search_index("snap").version
+    writer.put_qnas("snap", [item(["reset the dock"], "hold the button", vectors=[vec(1, 2, 0, 0, 0, 0, 0, 0)],
+                                  answer_vector=vec(0, 1, 0, 0, 0, 0, 0, 0), id=ids[3])])
+    writer.delete_qnas("snap", ids[10:14])
+    assert snapshot.version(writer._snapshot_dir(1, "test"), writer._instance) == saved  # in-place: not re-saved
+
+    updates = []
+    real = memindex.MemIndex.updated
+    monkeypatch.setattr(memindex.MemIndex, "updated", lambda self, *a: updates.append(1) or real(self, *a))
+    caught_up = SQLiteStore(tmp_path).search_index("snap")
+    assert updates == [1] and caught_up.version > saved and caught_up.n == 76
+    monkeypatch.setattr(memindex.MemIndex, "updated", real)
+    shutil.rmtree(tmp_path / "indexes")
+    _same_index(caught_up, SQLiteStore(tmp_path).search_index("snap"), rng, words, monkeypatch)
+
+
+def test_a_damaged_snapshot_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
+    from openqna.retrieval import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    store = SQLiteStore(tmp_path)
+    _snapshot_kb(store)
+    built = store.search_index("snap")
+    folder = store._snapshot_dir(1, "test")
+    (folder / "q.matrix.npy").write_bytes(b"not an array")
+    again = SQLiteStore(tmp_path).search_index("snap")
+    assert "unreadable index snapshot" in caplog.text
+    assert again.version == built.version and np.array_equal(again.q.matrix, built.q.matrix)
+    assert snapshot.load(folder, store._instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
+
+
+def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
+    from openqna.retrieval import snapshot
+
+    store = SQLiteStore(tmp_path)
+    _snapshot_kb(store)
+    store.search_index("snap")
+    assert not (tmp_path / "indexes").exists()  # 80 records: rebuilding is cheaper than a snapshot
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    SQLiteStore(tmp_path).search_index("snap")
+    assert len(list((tmp_path / "indexes").iterdir())) == 1
+    store.delete_project("snap")
+    assert not list((tmp_path / "indexes").iterdir())
+
+
+def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
+    """Service.warm (run by `openqna serve` before it listens) loads every saved index and only those."""
+    from openqna.models.embedder import HashEmbedder
+    from openqna.retrieval import snapshot
+    from openqna.service import Service
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    store = SQLiteStore(tmp_path)
+    _snapshot_kb(store)
+    store.deploy("snap", "production")
+    store.search_index("snap", "production")  # saved; the live index ("test") never searched
+    store.create_project(Project("small"))
+    restarted = SQLiteStore(tmp_path)
+    assert Service(restarted, HashEmbedder()).warm() == [("snap", "production")]
+    assert [k[1] for k in restarted._indexes] == ["production"]
+
+
+def test_a_snapshot_of_another_database_file_is_ignored(tmp_path, monkeypatch):
+    """Versions restart in a new database file: a snapshot left by the old one must not pass for current."""
+    from openqna.retrieval import snapshot
+
+    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    old = SQLiteStore(tmp_path)
+    _snapshot_kb(old, seed=3)
+    saved = old.search_index("snap")
+    old.close()
+    for f in tmp_path.glob("openqna.sqlite3*"):
+        f.unlink()
+    new = SQLiteStore(tmp_path)
+    _snapshot_kb(new, seed=4)  # same project id, same version numbers, other content
+    assert new.version("snap") == saved.version
+    index = new.search_index("snap")
+    assert not np.array_equal(index.a.matrix, saved.a.matrix)
+    shutil.rmtree(tmp_path / "indexes")
+    assert np.array_equal(index.a.matrix, SQLiteStore(tmp_path).search_index("snap").a.matrix)
+
+
+def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
+    """16 KiB pages: a unit row (vector and terms) stays in its page instead of spilling into an overflow page."""
+    from openqna.store import sqlite as sqlite_store
+
+    def size(folder):
+        store = SQLiteStore(folder)
+        store.create_project(Project("p"))
+        rng = np.random.default_rng(0)
+        store.put_qnas("p", [item([f"question {i}"], "answer " * 50, vectors=[rng.standard_normal(384).astype(np.float32)],
+                                  answer_vector=rng.standard_normal(384).astype(np.float32)) for i in range(300)])
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = store._db.execute("PRAGMA page_size").fetchone()[0]
+        return page, page * store._db.execute("PRAGMA page_count").fetchone()[0]
+
+    page, new = size(tmp_path / "new")
+    monkeypatch.setattr(sqlite_store, "PAGE_SIZE", 4096)  # SQLite's default, before this setting
+    old_page, old = size(tmp_path / "old")
+    assert (page, old_page) == (16384, 4096)
+    assert new < old / 1.5

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from datetime import UTC, date, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -456,24 +457,28 @@ def test_fuzz_generated_filters_parse_and_agree(json_db, text):
 
 
 # ------------------------------------------------------------------------------------ numpy evaluation
-from openqna.retrieval.where_numpy import WhereColumns, where_mask  # noqa: E402
+from openqna.retrieval.where_numpy import WhereColumns, encode_columns, where_mask  # noqa: E402
 
 _ROW_IDS = list(ROWS)
-_COLUMNS = WhereColumns([ROWS[i] for i in _ROW_IDS])
+_ROWS = [ROWS[i] for i in _ROW_IDS]
+_COLUMNS = WhereColumns(_ROWS)
+# as an index loaded from a snapshot evaluates: columns encoded as codes into distinct values
+_ENCODED = WhereColumns(None, n=len(_ROWS), columns=lambda: encode_columns(_ROWS),
+                        basic=lambda f: np.asarray([evaluate(f, row) for row in _ROWS], dtype=bool))
 
 
-def numpy_ids(f) -> set[int]:
-    return {rid for rid, hit in zip(_ROW_IDS, where_mask(f, _COLUMNS)) if hit}
+def numpy_ids(f, columns=_COLUMNS) -> set[int]:
+    return {rid for rid, hit in zip(_ROW_IDS, where_mask(f, columns)) if hit}
 
 
 @pytest.mark.parametrize(("text", "expected"), LEGIT)
 def test_numpy_masks_select_the_reference_rows(text, expected):
     f = parse_where(text, SCHEMA, now=NOW)
-    assert numpy_ids(f) == python_ids(f) == expected
+    assert numpy_ids(f) == numpy_ids(f, _ENCODED) == python_ids(f) == expected
 
 
 @FUZZ
 @given(text=_filters)
 def test_fuzz_numpy_masks_agree_with_the_reference(text):
     f = parse_where(text, SCHEMA, now=NOW)
-    assert numpy_ids(f) == python_ids(f), text
+    assert numpy_ids(f) == numpy_ids(f, _ENCODED) == python_ids(f), text

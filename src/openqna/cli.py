@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -441,6 +442,10 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         service.deploy("openqna-faq", "production")
         click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
     service.embedder.embed(["warm up"])
+    started = time.perf_counter()
+    if loaded := service.warm():
+        click.echo(f"loaded {len(loaded)} saved index(es) in {time.perf_counter() - started:.1f} s: "
+                   + ", ".join(f"{p}/{d}" for p, d in loaded), err=True)
     one_blas_thread()
     uvicorn.run(create_app(service), host=host, port=port, log_level="info")
 

@@ -82,6 +82,9 @@ class JobRunner:
         lost = self.store.fail_expired_jobs(LOST)
         for job_id in lost:
             log.warning("job %s failed: its worker stopped before finishing it", job_id)
+        # Finished jobs are kept until they expire (JOB_TTL after submission, as Azure does), then
+        # deleted with their results (an export's file), which a poller can no longer ask for.
+        self.store.delete_finished_jobs(_iso(datetime.now(timezone.utc)))
         return len(lost)
 
     # -- the worker ----------------------------------------------------------------------------------

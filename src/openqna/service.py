@@ -230,7 +230,7 @@ class Service:
         for rid, h in existing.items():
             by_hash.setdefault(h, []).append(rid)
         by_answer: dict[tuple[str, str], list[int]] = {}
-        for q in self.store.list_qnas(project):
+        for q in self.store.list_qnas(project) if match_content else ():  # "add" edits match nothing
             by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
         claimed = {q.id for q in qnas if q.id is not None}
         report = ImportReport()
@@ -287,6 +287,20 @@ class Service:
         index = self.store.search_index(kb, deployment)
         names = [k for k in index.metadata_keys() if _IDENT.match(k) and k != "source"]
         return [Column(k, "String") for k in names] + [Column("source", "String")]
+
+    def warm(self) -> list[tuple[str, str]]:
+        """Load the saved indexes (large knowledge bases) and fit their adaptations now, not on a first question.
+
+        ``openqna serve`` calls this before it listens, so /healthz answers only once the large
+        knowledge bases answer at full speed.  Small ones build in well under a second on their
+        first question.  Returns the (project, deployment) pairs loaded.
+        """
+        from .retrieval import ranker
+
+        loaded = getattr(self.store, "saved_indexes", lambda: [])()
+        for project, deployment in loaded:
+            ranker.kb_adaptation(self.store.search_index(project, deployment))
+        return loaded
 
     def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
         from .api.auth import allows

@@ -2,8 +2,9 @@
 
 Up to a few tens of thousands of vectors, scoring every record exactly is cheap and
 ``MemIndex`` does it.  Beyond that, the ranker scores only candidates, and the vector half
-of the candidates comes from here: a faiss IVF-Flat index over the unit vectors of one field
-(inner product on unit vectors = cosine).  IVF rather than HNSW because it builds in
+of the candidates comes from here: a faiss IVF index over the unit vectors of one field
+(inner product on unit vectors = cosine), its vectors held as 8-bit codes (SQ8): a quarter of
+the memory of float32, and the ranker rescores every candidate with the exact vectors anyway.  IVF rather than HNSW because it builds in
 seconds (k-means on a sample, then one assignment pass) where HNSW takes minutes at
 100k vectors on two cores, and the index is rebuilt with the ``MemIndex`` it belongs to.
 Filters are pushed into the scan with a bitmap selector, so a selective filter still
@@ -11,6 +12,9 @@ returns every match it can; callers fall back to exact search when it cannot.
 
 Measured on this machine (200k MiniLM-like vectors): nlist 512 builds in ~6 s and answers
 top-100 in ~0.7 ms at nprobe 16 with recall@10 0.98, where numpy brute force takes ~20 ms.
+At 1M vectors (nlist 1200, nprobe 48, 200 real questions): SQ8 answers top-100 in p50 2.5 ms
+against 4.0 ms for IVF-Flat, both holding every exact top-10 vector in that top-100, with
+384 MB of codes against 1.5 GB.
 """
 
 from __future__ import annotations
@@ -36,22 +40,42 @@ class IVFIndex:
 
         n, dim = matrix.shape
         self.n = n
-        self.nlist = max(1, min(4096, int(math.sqrt(n) * 1.2), n // _TRAIN_PER_LIST))
-        # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
-        self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
+        nlist = max(1, min(4096, int(math.sqrt(n) * 1.2), n // _TRAIN_PER_LIST))
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit,
+                                              faiss.METRIC_INNER_PRODUCT)
         index.cp.niter = _KMEANS_ITERATIONS
         index.cp.seed = seed
         rng = np.random.default_rng(seed)
-        take = min(n, self.nlist * _TRAIN_PER_LIST)
+        take = min(n, nlist * _TRAIN_PER_LIST)
         sample = matrix if take == n else matrix[np.sort(rng.choice(n, take, replace=False))]
         index.train(np.ascontiguousarray(sample, dtype=np.float32))
         index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), np.ascontiguousarray(keys, dtype=np.int64))
+        self._adopt(faiss, index, quantizer)
+
+    def _adopt(self, faiss, index, quantizer) -> None:
+        self.nlist = index.nlist
+        # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
+        self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
         self._quantizer = quantizer  # the IVF index does not own it
         self._index = index
         self._faiss = faiss
         self._lock = threading.Lock()  # no search while rows are added or removed; a search takes ~1 ms
+
+    def write(self, path: str) -> None:
+        """Save the index (lists, vectors and keys) to ``path``; ``read`` loads it back."""
+        with self._lock:
+            self._faiss.write_index(self._index, path)
+
+    @classmethod
+    def read(cls, path: str) -> "IVFIndex":
+        import faiss
+
+        index = faiss.read_index(path)  # an IVF index that owns its quantizer (keep this reference)
+        self = object.__new__(cls)
+        self.n = index.ntotal
+        self._adopt(faiss, index, faiss.downcast_index(index.quantizer))
+        return self
 
     def add(self, matrix: np.ndarray, keys: np.ndarray) -> None:
         if len(keys):

@@ -51,10 +51,12 @@ class IndexRecord:
 class _Postings:
     """Term -> (units, term frequencies), held as one CSR table so it builds and renumbers with numpy."""
 
-    def __init__(self, vocab: dict[str, int], tids: np.ndarray, units: np.ndarray, tfs: np.ndarray):
+    def __init__(self, vocab: dict[str, int], tids: np.ndarray, units: np.ndarray, tfs: np.ndarray,
+                 start: np.ndarray | None = None):
         self.vocab = vocab  # term -> term id; only grows
         self.tids, self.units, self.tfs = tids, units, tfs  # sorted by (term id, unit)
-        self.start = np.searchsorted(tids, np.arange(len(vocab) + 1))
+        # where each term's postings begin (given by a snapshot: searching a memory map reads it from disk)
+        self.start = np.searchsorted(tids, np.arange(len(vocab) + 1)) if start is None else start
 
     @staticmethod
     def entries(terms: list[list[str]], vocab: dict[str, int], first_unit: int = 0
@@ -373,9 +375,59 @@ class MemIndex:
         self.a = _Field(a[0], a[1], a[2], self.n, dim)
         self._finish()
 
+    # Per-record Python state.  An index loaded from a snapshot (retrieval/snapshot.py) reads it
+    # from disk on first use: a query without a where_str or an id filter never needs it.
+    _lazy: Callable[[], dict] | None = None
+    _metadata: list[dict[str, str]]
+    _where_rows: list[dict]
+    _hashes: dict[int, str] | None
+    _row_of: dict[int, int] | None = None
+    _where_source: Callable[[], dict] | None = None  # a snapshot's where_str columns (where_numpy.encode_columns)
+
+    def _load_lazy(self) -> None:
+        if self._lazy is not None:
+            state = self._lazy()
+            self._metadata, self._where_rows, self._hashes = state["metadata"], state["rows"], state["hashes"]
+            self._lazy = None
+
+    @property
+    def metadata(self) -> list[dict[str, str]]:
+        self._load_lazy()
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: list[dict[str, str]]) -> None:
+        self._metadata = value
+
+    @property
+    def rows(self) -> list[dict]:
+        """Per record, what where_str filters read (see ``_maps``)."""
+        self._load_lazy()
+        return self._where_rows
+
+    @rows.setter
+    def rows(self, value: list[dict]) -> None:
+        self._where_rows = value
+
+    @property
+    def hashes(self) -> dict[int, str] | None:
+        self._load_lazy()
+        return self._hashes
+
+    @hashes.setter
+    def hashes(self, value: dict[int, str] | None) -> None:
+        self._hashes = value
+
+    @property
+    def row_of(self) -> dict[int, int]:
+        """Record id -> row."""
+        if self._row_of is None:
+            self._row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
+        return self._row_of
+
     def _finish(self) -> None:
         self._metadata_keys: list[str] | None = None
-        self.row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
+        self._row_of = None
         self._none = np.zeros(self.n, dtype=bool)
         self._none.flags.writeable = False
         # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
@@ -503,7 +555,9 @@ class MemIndex:
             from .where_numpy import WhereColumns, where_mask
 
             if self._where_columns is None:
-                self._where_columns = WhereColumns(self.rows)
+                source = self._where_source
+                self._where_columns = WhereColumns(self.rows) if source is None else \
+                    WhereColumns(None, n=self.n, columns=source, basic=self.mask)
             return where_mask(f, self._where_columns)
         if isinstance(f, MetaEq):
             return self._rows([self._meta_rows.get((f.key.lower(), f.value.lower()), _NO_ROWS)])

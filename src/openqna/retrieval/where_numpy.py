@@ -1,12 +1,11 @@
 """``where_str`` filters evaluated as numpy masks over a whole index at once.
 
 ``where.evaluate`` is the reference, one row at a time.  Here every column a filter reads
-(through its function, e.g. ``lower(title)``) is read once per index with the reference's
-own ``_read`` and kept as an object array plus a NULL mask; a query then combines
-vectorised comparisons with SQL's three-valued logic as (true, unknown) mask pairs.  A test
-the numbers cannot vectorise (strings, LIKE, IN) runs once per distinct value of the column,
-not once per row (a column is factorised into codes once per index).  The test suite checks
-that both give the same rows on every legit and generated filter.
+is held as codes into its distinct values; the reference's own ``_read`` (through the
+filter's function, e.g. ``lower(title)``) and each predicate run once per distinct value,
+and a query combines the resulting row masks with SQL's three-valued logic as (true,
+unknown) mask pairs.  The test suite checks that both give the same rows on every legit and
+generated filter.
 """
 
 from __future__ import annotations
@@ -37,37 +36,93 @@ from .where import (
 Masks = tuple[np.ndarray, np.ndarray]  # (true, unknown)
 
 
-class WhereColumns:
-    """Per-index cache of the values each Ref reads, as object arrays with a NULL mask."""
+Column = tuple[np.ndarray, list]  # (a code per row, -1 where NULL or absent; the distinct values)
 
-    def __init__(self, rows: list[dict]):
+
+def encode_columns(rows: list[dict]) -> dict[str, Column]:
+    """The columns of ``rows`` (every key but the record's own "@" keys), each as codes into its distinct values."""
+    out: dict[str, Column] = {}
+    for name in sorted({k for row in rows for k in row if not k.startswith("@")}):
+        codes = np.full(len(rows), -1, np.int32)
+        values: list = []
+        seen: dict = {}
+        for i, row in enumerate(rows):
+            v = row.get(name)
+            if v is None:
+                continue
+            key = (type(v), v if isinstance(v, (str, int, float, bool, datetime)) else id(v))  # 1 and True differ
+            code = seen.get(key)
+            if code is None:
+                code = seen[key] = len(values)
+                values.append(v)
+            codes[i] = code
+        out[name] = (codes, values)
+    return out
+
+
+class WhereColumns:
+    """Per-index cache of the values each Ref reads, as object arrays with a NULL mask.
+
+    Every column is held as codes into its distinct values (``encode_columns``), so a function
+    such as ``lower(title)`` and a predicate such as ``= 'x'`` run once per distinct value and
+    reach the rows by the codes: a metadata filter over 1M passages costs a gather, not a
+    million Python calls.  Columns come from the index's rows, encoded on first use, or from an
+    index snapshot (``columns``, loaded on first use), whose ``basic`` gives the masks of
+    MetaEq/SourceIn/KindIn/IdIn (the rows' "@" keys are not encoded).
+    """
+
+    def __init__(self, rows: list[dict] | None, *, n: int | None = None,
+                 columns: Callable[[], dict[str, Column]] | None = None,
+                 basic: Callable[[object], np.ndarray] | None = None):
         self.rows = rows
-        self.n = len(rows)
+        self.n = len(rows) if rows is not None else int(n or 0)
+        if rows is not None:
+            columns = columns or (lambda: encode_columns(rows))
+            basic = basic or (lambda f: np.fromiter((evaluate(f, row) for row in rows), dtype=bool, count=self.n))
+        self._load_columns, self._columns = columns, None
+        self.basic = basic
         self._cache: dict = {}
         self.masks: dict = {}  # the last filters' masks (read only): a repeated filter costs a copy
+
+    def _column(self, name: str) -> Column:
+        if self._columns is None:
+            self._columns = self._load_columns()
+        return self._columns.get(name) or (np.full(self.n, -1, np.int32), [])
+
+    def coded(self, ref: Ref) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a code per row, what ``ref`` reads from each distinct value, which of those are NULL); code -1 is last."""
+        key = ("coded", ref)
+        hit = self._cache.get(key)
+        if hit is None:
+            codes, distinct = self._column(ref.column.name)
+            mapped = np.empty(len(distinct) + 1, dtype=object)
+            for i, v in enumerate(distinct):
+                mapped[i] = _read(ref, {ref.column.name: v})
+            mapped[-1] = _read(ref, {})  # code -1: NULL or absent
+            null = np.fromiter((v is None for v in mapped), dtype=bool, count=len(mapped))
+            hit = self._cache[key] = (codes, mapped, null)
+        return hit
 
     def values(self, ref: Ref) -> tuple[np.ndarray, np.ndarray]:
         hit = self._cache.get(ref)
         if hit is None:
-            vals = np.empty(self.n, dtype=object)
-            vals[:] = [_read(ref, row) for row in self.rows]
-            null = np.fromiter((v is None for v in vals), dtype=bool, count=self.n)
-            hit = self._cache[ref] = (vals, null)
+            codes, mapped, null = self.coded(ref)
+            hit = self._cache[ref] = (mapped[codes], null[codes])
         return hit
 
     def numbers(self, ref: Ref) -> tuple[np.ndarray, np.ndarray] | None:
         """The Ref's values as float64 (DateTimes as POSIX seconds), when that is exact; else None."""
         key = ("numbers", ref)
         if key not in self._cache:
-            vals, null = self.values(ref)
-            live = vals[~null]
+            codes, mapped, null = self.coded(ref)
+            live = mapped[~null]
             out = None
             if all(type(v) is float or (type(v) is int and abs(v) < 2**53) for v in live):
-                out = np.where(null, 0.0, vals).astype(np.float64)
+                out = np.where(null, 0.0, mapped).astype(np.float64)
             elif all(isinstance(v, datetime) for v in live):
-                out = np.zeros(self.n, np.float64)
+                out = np.zeros(len(mapped), np.float64)
                 out[~null] = [v.timestamp() for v in live]
-            self._cache[key] = (out, null) if out is not None else None  # type: ignore[index]
+            self._cache[key] = (out[codes], null[codes]) if out is not None else None  # type: ignore[index]
         return self._cache[key]  # type: ignore[return-value]
 
     def members(self, ref: Ref) -> dict[str, np.ndarray]:
@@ -87,38 +142,18 @@ class WhereColumns:
             self._cache[key] = index  # type: ignore[assignment]
         return self._cache[key]  # type: ignore[return-value]
 
-    def codes(self, ref: Ref) -> tuple[np.ndarray, list] | None:
-        """The Ref's values factorised: each row's code (-1 for NULL) and the distinct values; None if unhashable."""
-        key = ("codes", ref)
-        if key not in self._cache:
-            vals, _ = self.values(ref)
-            ids: dict = {}
-            try:  # keyed with the type too: True, 1 and 1.0 are equal and hash alike, but are distinct values
-                codes = np.fromiter((-1 if v is None else ids.setdefault((type(v), v), len(ids)) for v in vals),
-                                    dtype=np.int32, count=self.n)
-                self._cache[key] = (codes, [v for _, v in ids])  # type: ignore[assignment]
-            except TypeError:  # arrays (lists) are not hashable
-                self._cache[key] = None  # type: ignore[assignment]
-        return self._cache[key]  # type: ignore[return-value]
-
     def present(self, name: str) -> np.ndarray:
-        return np.fromiter((row.get(name) is not None for row in self.rows), dtype=bool, count=self.n)
+        return self._column(name)[0] >= 0
 
 
-def _apply(cols: WhereColumns, ref: Ref, test: Callable[[object], bool]) -> np.ndarray:
-    """Rows whose (non-NULL) value passes ``test``, testing each distinct value once when the column allows."""
-    factorised = cols.codes(ref)
-    if factorised is not None:
-        codes, distinct = factorised
-        passes = np.zeros(len(distinct) + 1, dtype=bool)  # the last one is code -1: NULL
-        passes[:-1] = np.fromiter((test(v) for v in distinct), dtype=bool, count=len(distinct))
-        return passes[codes]
-    vals, null = cols.values(ref)
-    out = np.zeros(len(vals), dtype=bool)
+def _apply(cols: WhereColumns, ref: Ref, test: Callable[[object], bool]) -> Masks:
+    """``test`` run once per distinct non-NULL value of ``ref``, spread to the rows by their codes."""
+    codes, mapped, null = cols.coded(ref)
+    ok = np.zeros(len(mapped), dtype=bool)
     idx = np.flatnonzero(~null)
     if len(idx):
-        out[idx] = np.fromiter((test(v) for v in vals[idx]), dtype=bool, count=len(idx))
-    return out
+        ok[idx] = np.fromiter((test(v) for v in mapped[idx]), dtype=bool, count=len(idx))
+    return ok[codes], null[codes]
 
 
 def _masks(f, cols: WhereColumns) -> Masks:
@@ -138,7 +173,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
         t, u = _masks(f.child, cols)
         return ~t & ~u, u
     if isinstance(f, (MetaEq, SourceIn, KindIn, IdIn)):
-        return np.fromiter((evaluate(f, row) for row in cols.rows), dtype=bool, count=n), none
+        return cols.basic(f), none
     if isinstance(f, IsNull):
         present = cols.present(f.column.name)
         return (present if f.negated else ~present), none
@@ -150,8 +185,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
         combine = np.logical_or.reduce if isinstance(f, HasAny) else np.logical_and.reduce
         return combine(masks), none
     if isinstance(f, Empty):
-        ref = Ref(f.column)
-        return _apply(cols, ref, lambda v: (len(v) == 0) is not f.negated), cols.values(ref)[1]
+        return _apply(cols, Ref(f.column), lambda v: (len(v) == 0) is not f.negated)
     numbers = cols.numbers(f.ref) if isinstance(f, (Compare, Between)) else None
     if numbers is not None:
         arr, null = numbers
@@ -160,19 +194,18 @@ def _masks(f, cols: WhereColumns) -> Masks:
         if isinstance(f, Between) and _numeric(f.lo) and _numeric(f.hi):
             inside = (arr >= _as_float(f.lo)) & (arr <= _as_float(f.hi))
             return (inside != f.negated) & ~null, null
-    null = cols.values(f.ref)[1]
     if isinstance(f, Compare):
         op, value = _OPS[f.op], f.value
-        return _apply(cols, f.ref, lambda v: op(v, value)), null
+        return _apply(cols, f.ref, lambda v: op(v, value))
     if isinstance(f, InList):
         values = f.values
-        return _apply(cols, f.ref, lambda v: (v in values) is not f.negated), null
+        return _apply(cols, f.ref, lambda v: (v in values) is not f.negated)
     if isinstance(f, Between):
-        return _apply(cols, f.ref, lambda v: (f.lo <= v <= f.hi) is not f.negated), null
+        return _apply(cols, f.ref, lambda v: (f.lo <= v <= f.hi) is not f.negated)
     if isinstance(f, Like):
         regex = _like_regex(f.pattern, f.case_insensitive)
         fold = ascii_lower if f.case_insensitive else (lambda s: s)
-        return _apply(cols, f.ref, lambda v: (regex.fullmatch(fold(v)) is not None) is not f.negated), null
+        return _apply(cols, f.ref, lambda v: (regex.fullmatch(fold(v)) is not None) is not f.negated)
     raise TypeError(f"unknown filter node {f!r}")
 
 

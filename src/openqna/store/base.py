@@ -166,6 +166,9 @@ class Store(Protocol):
         """Write the outcome of a job its owner ran; False (nothing written) when the lease was lost."""
     def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
         """Mark ``failed`` (with ``errors``) every running job whose lease ran out; returns their ids."""
+    def delete_finished_jobs(self, before: str) -> int:
+        """Delete the finished jobs (and their results) that expired before ``before`` (ISO 8601 UTC; a job with
+        no expiry never does); returns how many."""
 
     # files
     def put_file(self, f: StoredFile) -> None: ...

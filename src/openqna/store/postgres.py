@@ -683,6 +683,11 @@ class PostgresStore(VectorSearch):
                               (Json(errors), now_iso())).fetchall()
         return [r[0] for r in rows]
 
+    def delete_finished_jobs(self, before: str) -> int:
+        with self._conn() as db:
+            return db.execute("DELETE FROM jobs WHERE status IN ('succeeded', 'failed') AND expires != '' AND expires < %s",
+                              (before,)).rowcount
+
     # -- files --------------------------------------------------------------------------------------
     def put_file(self, f: StoredFile) -> None:
         with self._tx() as db:

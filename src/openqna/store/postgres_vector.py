@@ -20,6 +20,7 @@ from ..retrieval.filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, Sour
 _VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
 _QUERY = object()  # where the query vector goes among a search's parameters
 _LOCK_KEY = 0x6F70656E  # pg_advisory_lock(key, dim) serialising index builds ("open")
+_BUILD_MEMORY = "1GB"  # maintenance_work_mem while the HNSW index is built (then reset)
 _RECHECK_SECONDS = 30.0  # how often a process looks again for an HNSW index it found missing
 log = logging.getLogger("openqna.store.postgres")
 
@@ -93,8 +94,12 @@ class VectorSearch:
                     row = None
                 if row is None:
                     kind = self._hnsw_type(dim)
+                    # pgvector builds the graph in memory while it fits in maintenance_work_mem (64 MB by
+                    # default, ~100k vectors of 384 dimensions need ~250 MB), far faster than on disk.
+                    db.execute(f"SET maintenance_work_mem = '{_BUILD_MEMORY}'")
                     db.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON units USING hnsw"
                                f" ((embedding::{kind}({dim})) {kind}_cosine_ops) WHERE vector_dims(embedding) = {dim}")
+                    db.execute("RESET maintenance_work_mem")
                     # Fresh statistics, so the planner weighs the new index against the B-trees now
                     # rather than after autovacuum's next pass.
                     db.execute("ANALYZE units, records")
@@ -195,12 +200,14 @@ class VectorSearch:
                      flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
-        The filter runs inside the iterative index scan, so a selective filter still yields ``k``
-        records when that many match; typed ``where_str`` filters are not translated to SQL
-        yet, and those queries search in memory.
+        Questions whose filter leaves out any record search in memory: the index already holds
+        the filter's mask and the vectors, and its IVF search takes the mask as a selector,
+        where pgvector's iterative scan tested the filter row by row as it visited them (100k
+        QnAs, 10% filter, bench/stores.py: p50 82 ms in PostgreSQL against 9 ms on SQLite's
+        in-memory path).
         """
         query = np.asarray(query, dtype=np.float32).reshape(-1)
-        if not self.vector_index_ready(query.shape[0]):
+        if not eligible.all() or not self.vector_index_ready(query.shape[0]):
             return None
         try:
             filter_sql, params = filter_to_sql(flt)

@@ -4,14 +4,20 @@ Records, analysed terms and float32 vectors live in SQLite; the in-memory
 ``MemIndex`` is derived from them and rebuilt when the knowledge base's version
 (a global, ever-growing change sequence) moves, so a second process writing the
 same file is seen on the next query.  Deployments are copies of the live rows.
+Indexes of large knowledge bases are saved next to the database (``indexes/``, see
+``retrieval/snapshot.py``), so a restart loads them instead of rebuilding.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import shutil
 import sqlite3
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,10 +27,13 @@ import numpy as np
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
+from ..retrieval import snapshot
 from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 3
+PAGE_SIZE = 16384
+log = logging.getLogger("openqna")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -106,6 +115,9 @@ class SQLiteStore:
         self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
+            # names this database in its index snapshots: versions restart in a new database file
+            db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
+            self._instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             version = int(row[0]) if row else SCHEMA_VERSION
             if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
@@ -125,6 +137,10 @@ class SQLiteStore:
         db = getattr(self._local, "db", None)
         if db is None:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            # Takes effect only as a new database file is created (before WAL mode): a unit row (a
+            # 1.5 KB vector and its terms) then fits in its page instead of spilling into a mostly
+            # empty overflow page; at 30k QnAs the file is 2.5x smaller and written 1.5x faster.
+            db.execute(f"PRAGMA page_size={PAGE_SIZE}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -215,6 +231,8 @@ class SQLiteStore:
         with self._index_lock:
             for key in [k for k in self._indexes if k[0] == pid]:
                 del self._indexes[key]
+            for folder in (self.directory / "indexes").glob(f"{pid}-*"):
+                shutil.rmtree(folder, ignore_errors=True)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -411,8 +429,28 @@ class SQLiteStore:
             if own:
                 db.execute("COMMIT")
 
+    def saved_indexes(self) -> list[tuple[str, str]]:
+        """(project, deployment) of every index saved on disk: the large ones worth loading at start."""
+        found = []
+        for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
+            deployments = [LIVE] + [r[0] for r in self._db.execute(
+                "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
+            found += [(name, d) for d in deployments if snapshot.version(self._snapshot_dir(pid, d), self._instance) is not None]
+        return found
+
+    def _snapshot_dir(self, pid: int, deployment: str) -> Path:
+        return self.directory / "indexes" / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
+
     def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
         db = self._db
+        if old is None:  # first search in this process: start from the saved index, if any
+            try:
+                old = snapshot.load(self._snapshot_dir(pid, deployment), self._instance)
+            except Exception:  # a damaged snapshot is only a cache: rebuild from the database
+                log.warning("ignoring the unreadable index snapshot %s", self._snapshot_dir(pid, deployment),
+                            exc_info=True)
+            if old is not None and old.version == version:
+                return old
         if old is not None and old.hashes is not None and old.n:
             hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
                                      (pid, deployment)).fetchall())
@@ -421,7 +459,13 @@ class SQLiteStore:
             if update is not None:
                 return update
         records, hashes, dim = self._index_records(pid, deployment)
-        return MemIndex(list(records.values()), dim or 1, version, hashes)
+        index = MemIndex(list(records.values()), dim or 1, version, hashes)
+        if index.q.n + index.a.n >= snapshot.MIN_VECTORS:
+            try:
+                snapshot.save(index, self._snapshot_dir(pid, deployment), self._instance)
+            except OSError:
+                log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
+        return index
 
     def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None
                        ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
@@ -581,6 +625,13 @@ class SQLiteStore:
             db.executemany("UPDATE jobs SET status='failed', errors=?, updated=?, lease_until=NULL WHERE id=?",
                            [(json.dumps(errors), now_iso(), i) for i in ids])
         return ids
+
+    def delete_finished_jobs(self, before: str) -> int:
+        expired = "FROM jobs WHERE status IN ('succeeded', 'failed') AND expires != '' AND expires < ?"
+        if self._db.execute(f"SELECT 1 {expired} LIMIT 1", (before,)).fetchone() is None:
+            return 0  # an idle poll takes no write lock
+        with self._tx() as db:
+            return db.execute(f"DELETE {expired}", (before,)).rowcount
 
     # -- files --------------------------------------------------------------------------------------
     def put_file(self, f: StoredFile) -> None:
