@@ -17,6 +17,8 @@ keyword matches, then exact rescoring); the same call with OPENQNA_EXACT_SEARCH_
 corpus size scores every record exactly, and "recall@10 vs its exhaustive ranking" is the
 share of that exhaustive top-10 the candidate path returns (1.00 at or below 30k vectors, where
 both paths are the same).
+Neither figure is relevance: that is eval/report.md's BEIR SciFact table (nDCG@10 of openqna's
+ranker against dense-only and BM25-only rankings of the same MiniLM vectors and texts).
 
 Usage: python bench/peers.py [--sizes 1000 10000 100000] [--queries 200]
 Needs the `bench` extra (pip install -e '.[bench]').  Writes bench/peers_latency.png.
