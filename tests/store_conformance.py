@@ -496,3 +496,10 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
         near = inc.ids[inc.q.rows[inc.q.nearest_units(query, 5, None)]].tolist()
         exact = fresh.ids[fresh.q.rows[np.argsort(-(fresh.q.matrix @ query))[:5]]].tolist()
         assert near == exact
+        # with a filter, through the carried-over IVF index, whose keys are no longer unit positions
+        allowed = inc.q.unit_mask(inc.mask(Not(MetaEq("group", "0"))))
+        assert inc.q.next_key != inc.q.n and allowed.sum() > 20
+        with monkeypatch.context() as m:
+            m.setattr(memindex, "_GATHER_MAX", 0)
+            near = inc.ids[inc.q.rows[inc.q.nearest_units(query, 1, allowed)]].tolist()
+        assert near == inc.ids[inc.q.rows[[np.argmax(np.where(allowed, inc.q.matrix @ query, -np.inf))]]].tolist()

@@ -482,3 +482,12 @@ def test_numpy_masks_select_the_reference_rows(text, expected):
 def test_fuzz_numpy_masks_agree_with_the_reference(text):
     f = parse_where(text, SCHEMA, now=NOW)
     assert numpy_ids(f) == numpy_ids(f, _ENCODED) == python_ids(f), text
+
+
+def test_numpy_mask_of_a_repeated_filter_is_a_fresh_array():
+    """Masks of repeated filters are kept per index; a caller may still change the one it gets (Service.rank does)."""
+    f = parse_where("price > 5 AND title != ''", SCHEMA, now=NOW)
+    first = where_mask(f, _COLUMNS)
+    first[:] = ~first
+    assert numpy_ids(f) == python_ids(f)
+    assert where_mask(f, _COLUMNS) is not where_mask(f, _COLUMNS)

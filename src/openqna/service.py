@@ -8,6 +8,7 @@ makes importing the same file twice a no-op.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -31,6 +32,13 @@ from .store.base import LIVE
 
 EMBED_BATCH = 16
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_CLOCK = re.compile(r"now|today", re.IGNORECASE)  # a where_str that may read the clock is parsed on every call
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_where(where: str, columns: tuple[Column, ...]) -> Filter:
+    """``where`` parsed over ``columns`` (filters are immutable, so repeated ones share one parse)."""
+    return parse_where(where, {c.name: c for c in columns})
 
 
 @dataclass
@@ -311,7 +319,11 @@ class Service:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
         # columns() reads every record's metadata keys (once per index version): only a where_str needs them
-        flt = parse_where(where, {c.name: c for c in self.columns(kb, deployment)}) if where and where.strip() else None
+        flt = None
+        if where and where.strip():
+            columns = tuple(self.columns(kb, deployment))
+            flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
+                   else _parsed_where(where, columns))
         index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")

@@ -101,7 +101,8 @@ class IVFIndex:
         params.nprobe = min(self.nlist, nprobe or self.nprobe)
         if allowed is not None:
             bits = np.packbits(allowed.astype(np.uint8, copy=False), bitorder="little")
-            selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
+            # n is the bitmap's size in bytes: keys past it (added by a newer index version) are not allowed
+            selector = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
             params.sel = selector
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
         with self._lock:

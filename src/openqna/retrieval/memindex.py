@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterable
 
 import numpy as np
@@ -200,6 +201,15 @@ class _Field:
         return self.per_record_max(self.matrix @ query, -1.0)
 
     # -- candidate mode: scores for some record rows only -----------------------------
+    @cached_property
+    def one_per_record(self) -> bool:
+        """Whether every record has exactly one unit here (unit i is record row i), as answers are."""
+        return self.n == self.n_records and bool((self.counts == 1).all())
+
+    def unit_mask(self, record_mask: np.ndarray) -> np.ndarray:
+        """``record_mask`` (a bool per record row) as a bool per unit; read only (it may be ``record_mask``)."""
+        return record_mask if self.one_per_record else record_mask[self.rows]
+
     def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
         lens = self.hi[rows] - self.lo[rows]
@@ -216,14 +226,21 @@ class _Field:
             out[has] = np.maximum.reduceat(values, starts)
         return out
 
-    def dense_rows(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly."""
-        units, starts, has = self.units_of(rows)
+    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None) -> np.ndarray:
+        """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly.
+
+        ``units_of``: ``self.units_of(rows)`` when the caller has it already.
+        """
+        units, starts, has = units_of or self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
 
-    def similarities(self, query: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none)."""
-        if len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
+    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none).
+
+        ``units_of``: ``self.units_of(rows)`` when the caller has it already.
+        """
+        if units_of is None and len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
             # every record, in order (the exhaustive path): no gather, one product
             sims = self.matrix @ query if self.n else np.zeros(0, np.float32)
             has = self.hi > self.lo
@@ -232,7 +249,7 @@ class _Field:
             if self.n:
                 total[self.seg_rows] = np.add.reduceat(sims, self.starts)
         else:
-            units, starts, has = self.units_of(rows)
+            units, starts, has = units_of or self.units_of(rows)
             sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
             best = self.max_per_row(sims, starts, has, -1.0)
             total = np.zeros(len(rows), np.float32)
@@ -248,15 +265,15 @@ class _Field:
         Exact when the field or the allowed part of it is small; otherwise from the IVF index,
         probing more lists (then exactly) when a selective filter leaves too few in the probed ones.
         """
-        count = self.n if allowed is None else int(allowed.sum())
+        count = self.n if allowed is None else int(np.count_nonzero(allowed))
         k = min(k, count)
         if k <= 0:
             return np.zeros(0, np.int64)
         if count > max(_GATHER_MAX, 20 * k) and self.ann() is not None:
             ivf = self._ann.ivf
             position = self._positions()
-            key_allowed = None
-            if allowed is not None:
+            key_allowed = allowed
+            if allowed is not None and self.next_key != self.n:  # else keys are positions: no change since built
                 key_allowed = np.zeros(self.next_key, dtype=bool)
                 key_allowed[self.keys[allowed]] = True
             # a filter keeping a share s of the units leaves about s of each probed list: probe 1/s as many

@@ -82,6 +82,7 @@ class WhereColumns:
         self._load_columns, self._columns = columns, None
         self.basic = basic
         self._cache: dict = {}
+        self.masks: dict = {}  # the last filters' masks (read only): a repeated filter costs a copy
 
     def _column(self, name: str) -> Column:
         if self._columns is None:
@@ -220,6 +221,16 @@ def _as_float(v: object) -> float:
     return v.timestamp() if isinstance(v, datetime) else float(v)  # type: ignore[arg-type]
 
 
+_MASKS_KEPT = 16
+
+
 def where_mask(f, cols: WhereColumns) -> np.ndarray:
-    """Rows for which ``f`` is true (unknown counts as not selected, as in SQL)."""
-    return _masks(f, cols)[0]
+    """Rows for which ``f`` is true (unknown counts as not selected, as in SQL); a new array the caller may change."""
+    mask = cols.masks.get(f)
+    if mask is None:
+        mask = _masks(f, cols)[0].copy()  # never a view of a cached column index
+        mask.flags.writeable = False
+        if len(cols.masks) >= _MASKS_KEPT:
+            cols.masks.clear()
+        cols.masks[f] = mask
+    return mask.copy()
