@@ -114,7 +114,11 @@ def main() -> None:
     t = time.perf_counter()
     folder, how = ensure_store(args.passages)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**30
-    print(f"setup: {how} ({time.perf_counter() - t:.0f} s); data folder {size:.1f} GiB")
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    print(f"setup: {how} ({time.perf_counter() - t:.0f} s, peak RSS of this process {peak:.1f} GiB); data folder "
+          f"{size:.1f} GiB")
 
     from openqna.models.embedder import LocalMiniLM
 

@@ -425,6 +425,69 @@ class MemIndex:
             self._row_of = {int(rid): i for i, rid in enumerate(self.ids.tolist())}
         return self._row_of
 
+    @classmethod
+    def build(cls, chunks: Iterable[list[IndexRecord]], dim: int, version: int,
+              hashes: dict[int, str] | None = None) -> "MemIndex":
+        """The index ``MemIndex(all records)`` would be, built from ``chunks`` of records in ascending id order.
+
+        Each chunk becomes a small index and the records' Python objects are dropped before the
+        next chunk is read, so a million passages never sit in memory as objects all at once
+        (building from one list of them peaked at 14 GB); the parts' arrays are then joined.
+        """
+        parts = [cls(chunk, dim, version) for chunk in chunks]
+        if not parts:
+            return cls([], dim, version, hashes)
+        if len(parts) == 1:
+            parts[0].hashes = hashes
+            return parts[0]
+        return cls._joined(parts, dim, version, hashes)
+
+    @classmethod
+    def _joined(cls, parts: list["MemIndex"], dim: int, version: int, hashes: dict[int, str] | None) -> "MemIndex":
+        new = object.__new__(cls)
+        new.version, new.dim, new.hashes = version, dim, hashes
+        firsts = np.cumsum([0] + [p.n for p in parts])  # first record row of each part
+        new.ids = np.concatenate([p.ids for p in parts]) if parts else np.zeros(0, np.int64)
+        new.n = len(new.ids)
+        new.context_only = np.concatenate([p.context_only for p in parts]) if parts else np.zeros(0, bool)
+        new.passage = np.concatenate([p.passage for p in parts]) if parts else np.zeros(0, bool)
+        new.metadata = [m for p in parts for m in p.metadata]
+        new.rows = [r for p in parts for r in p.rows]
+        new.exact = {}
+        maps: tuple[dict, dict, dict] = ({}, {}, {})
+        for part, first in zip(parts, firsts):
+            for key, rows in part.exact.items():
+                new.exact.setdefault(key, []).extend(r + int(first) for r in rows)
+            kinds = {k: np.flatnonzero(m) for k, m in part._kind_masks.items()}
+            for joined, own in zip(maps, (part._meta_rows, part._source_rows, kinds)):
+                for key, rows in own.items():
+                    joined.setdefault(key, []).append(rows + first)
+        new._meta_rows, new._source_rows, kinds = ({k: np.concatenate(v) for k, v in m.items()} for m in maps)
+        new._where_columns = None
+        new._kind_masks = {k: new._rows_mask(v) for k, v in kinds.items()}
+        for name in ("q", "a"):
+            fields = [getattr(p, name) for p in parts]
+            unit_firsts = np.cumsum([0] + [f.n for f in fields])
+            vocab: dict[str, int] = {}
+            tids, units, tfs = [], [], []
+            for fld, first in zip(fields, unit_firsts):
+                own = np.fromiter((vocab.setdefault(t, len(vocab)) for t in fld.postings.vocab), np.int64,
+                                  count=len(fld.postings.vocab))  # this part's term ids -> joined ids
+                tids.append(own[fld.postings.tids].astype(np.int32))
+                units.append((fld.postings.units + first).astype(np.int32))
+                tfs.append(fld.postings.tfs)
+            tids_all = np.concatenate(tids) if tids else np.zeros(0, np.int32)
+            order = np.argsort(tids_all, kind="stable")  # parts come in unit order: units stay sorted per term
+            postings = _Postings(vocab, tids_all[order], np.concatenate(units)[order] if units else tids_all,
+                                 np.concatenate(tfs)[order] if tfs else np.zeros(0, np.float32))
+            rows = np.concatenate([f.rows + first for f, first in zip(fields, firsts)]) if fields else None
+            setattr(new, name, _Field(rows if rows is not None else np.zeros(0, np.int64),
+                                      np.concatenate([f.matrix for f in fields]) if fields else np.zeros((0, dim)),
+                                      None, new.n, dim, lengths=np.concatenate([f.lengths for f in fields]),
+                                      postings=postings, sum_norms=np.concatenate([f.sum_norms for f in fields])))
+        new._finish()
+        return new
+
     def _finish(self) -> None:
         self._metadata_keys: list[str] | None = None
         self._row_of = None

@@ -29,6 +29,7 @@ from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 3
+BUILD_CHUNK = 50_000  # records read and indexed at a time when an index is built (MemIndex.build)
 PAGE_SIZE = 16384
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -458,14 +459,27 @@ class SQLiteStore:
                                         lambda ids: self._index_records(pid, deployment, ids))
             if update is not None:
                 return update
-        records, hashes, dim = self._index_records(pid, deployment)
-        index = MemIndex(list(records.values()), dim or 1, version, hashes)
+        row = db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
+                         (pid, deployment)).fetchone()
+        hashes: dict[int, str] = {}
+        index = MemIndex.build(self._index_chunks(pid, deployment, hashes), row[0] if row else 1, version, hashes)
         self._snapshots.built(index, pid, deployment)
         return index
 
-    def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None
-                       ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
-        """(records of the index, their content hashes, vector dimension) — all of them, or those of ``ids``."""
+    def _index_chunks(self, pid: int, deployment: str, hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
+        """Every record of the index, BUILD_CHUNK at a time in id order; fills ``hashes`` as it goes."""
+        ids = [r[0] for r in self._db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
+                                               (pid, deployment))]
+        for start in range(0, len(ids), BUILD_CHUNK):
+            span = ids[start:start + BUILD_CHUNK]
+            records, chunk_hashes, _ = self._index_records(pid, deployment, id_range=(span[0], span[-1]))
+            hashes.update(chunk_hashes)
+            yield list(records.values())
+
+    def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None,
+                       id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
+        """(records of the index, their content hashes, vector dimension): those of ``ids``, or from
+        ``id_range``'s first to last id, or all of them."""
         db = self._db
         settings = json.loads(db.execute("SELECT settings FROM projects WHERE id=?", (pid,)).fetchone()[0])
         # DateTime columns are parsed once here, not on every filter evaluation
@@ -474,6 +488,9 @@ class SQLiteStore:
         if ids is not None:
             only = " AND record_id IN (SELECT value FROM json_each(?))"
             args.append(json.dumps(ids))
+        elif id_range is not None:
+            only = " AND record_id BETWEEN ? AND ?"
+            args.extend(id_range)
         records: dict[int, IndexRecord] = {}
         hashes: dict[int, str] = {}
         dim = 0
