@@ -758,3 +758,29 @@ def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, mo
     assert not list((tmp_path / "indexes").rglob("meta.json"))
     first.close()
     second.close()
+
+
+def test_an_index_built_in_chunks_is_the_index_built_at_once(pg_dsn, monkeypatch):
+    from openqna.store import postgres as postgres_store
+
+    rng = np.random.default_rng(9)
+    store = PostgresStore(pg_dsn, pool_size=2)
+    store.create_project(Project("chunks"))
+    ids = store.put_qnas("chunks", [item([f"question {i}", f"other {i % 5}"], f"answer {i % 7}",
+                                         vectors=[vec(*rng.standard_normal(8)) for _ in range(2)],
+                                         answer_vector=vec(*rng.standard_normal(8)), metadata={"g": str(i % 3)})
+                                    for i in range(45)])
+    store.delete_qnas("chunks", ids[10:12])
+    monkeypatch.setattr(postgres_store, "BUILD_CHUNK", 10**6)
+    whole = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
+    monkeypatch.setattr(postgres_store, "BUILD_CHUNK", 4)
+    chunked = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
+    assert chunked.ids.tolist() == whole.ids.tolist() and chunked.hashes == whole.hashes
+    assert chunked.exact == whole.exact and chunked.mask(MetaEq("g", "1")).tolist() == whole.mask(MetaEq("g", "1")).tolist()
+    for name in ("q", "a"):
+        a, b = getattr(chunked, name), getattr(whole, name)
+        for attr in ("rows", "matrix", "lengths", "sum_norms"):
+            assert np.array_equal(getattr(a, attr), getattr(b, attr)), (name, attr)
+        assert a.postings.vocab == b.postings.vocab
+        assert all(np.array_equal(getattr(a.postings, x), getattr(b.postings, x)) for x in ("tids", "units", "tfs"))
+    store.close()

@@ -49,7 +49,7 @@ from ..retrieval.analyze import exact_key
 from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 from .postgres_vector import VectorSearch, filter_to_sql
-from .sqlite import _typed, now_iso
+from .sqlite import BUILD_CHUNK, _typed, now_iso
 
 SCHEMA_VERSION = 2
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
@@ -546,8 +546,11 @@ class PostgresStore(VectorSearch):
                                             lambda ids: self._index_records(db, pid, deployment, ids))
                 if update is not None:
                     return update
-            records, hashes, dim = self._index_records(db, pid, deployment)
-        index = MemIndex(list(records.values()), dim or 1, version, hashes)
+            row = db.execute("SELECT vector_dims(embedding) FROM units WHERE project_id=%s AND deployment=%s LIMIT 1",
+                             (pid, deployment)).fetchone()
+            hashes: dict[int, str] = {}
+            index = MemIndex.build(self._index_chunks(db, pid, deployment, hashes), row[0] if row else 1, version,
+                                   hashes)
         if self._snapshots is not None:
             self._snapshots.built(index, pid, deployment)
         return index
@@ -564,10 +567,22 @@ class PostgresStore(VectorSearch):
             named.setdefault(pid, []).append(deployment)
         return [(name, d) for pid, name in projects for d in [LIVE, *named.get(pid, [])] if self._snapshots.saved(pid, d)]
 
+    @classmethod
+    def _index_chunks(cls, db, pid: int, deployment: str, hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
+        """Every record of the index, BUILD_CHUNK at a time in id order (as SQLite's); fills ``hashes``."""
+        ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=%s AND deployment=%s ORDER BY id",
+                                        (pid, deployment))]
+        for start in range(0, len(ids), BUILD_CHUNK):
+            span = ids[start:start + BUILD_CHUNK]
+            records, chunk_hashes, _ = cls._index_records(db, pid, deployment, id_range=(span[0], span[-1]))
+            hashes.update(chunk_hashes)
+            yield list(records.values())
+
     @staticmethod
-    def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None
-                       ) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
-        """(records of the index, their content hashes, vector dimension) — all of them, or those of ``ids``."""
+    def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None,
+                       id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
+        """(records of the index, their content hashes, vector dimension): those of ``ids``, or from
+        ``id_range``'s first to last id, or all of them."""
         settings = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()
         settings = settings[0] if settings else {}
         # DateTime columns are parsed once here, not on every filter evaluation
@@ -576,6 +591,9 @@ class PostgresStore(VectorSearch):
         if ids is not None:
             only = " AND {}=ANY(%s)"
             args.append(list(ids))
+        elif id_range is not None:
+            only = " AND {} BETWEEN %s AND %s"
+            args.extend(id_range)
         records: dict[int, IndexRecord] = {}
         hashes: dict[int, str] = {}
         dim = 0
