@@ -160,4 +160,4 @@ def test_serve_refuses_a_bad_exact_search_max(tmp_path, monkeypatch):
 def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "0")
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
-    assert proc.returncode == 2 and "OPENQNA_QUERY_THREADS must be a whole number" in proc.stderr
+    assert proc.returncode == 2 and "OPENQNA_QUERY_THREADS must be `auto` or a whole number" in proc.stderr

@@ -37,7 +37,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049)."),
     Setting("OPENQNA_MODEL_DIR", "~/.cache/openqna/models", "Where the bundled model's ONNX export is kept."),
     Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
-    Setting("OPENQNA_QUERY_THREADS", "4", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. About twice the cores is best: more threads only contend for the CPU."),
+    Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: twice the CPU cores, which measured best (more threads only contend for the CPU)."),
     Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
     Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
     Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches."),
@@ -61,12 +61,14 @@ def exact_search_max() -> int:
 def query_threads() -> int:
     """OPENQNA_QUERY_THREADS: how many questions are worked on at once."""
     raw = get("OPENQNA_QUERY_THREADS")
+    if raw.strip().lower() == "auto":
+        return 2 * (os.cpu_count() or 1)
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"OPENQNA_QUERY_THREADS must be a whole number of threads (1 or more), not {raw!r}")
+        raise ValueError(f"OPENQNA_QUERY_THREADS must be `auto` or a whole number of threads (1 or more), not {raw!r}")
     return value
 
 

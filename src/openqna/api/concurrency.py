@@ -34,5 +34,5 @@ def _limiter() -> anyio.CapacityLimiter:
 
 
 async def run_query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run ``fn`` on the query pool (OPENQNA_QUERY_THREADS threads) and wait for it."""
+    """Run ``fn`` on the query pool (OPENQNA_QUERY_THREADS threads, twice the cores by default) and wait for it."""
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter())
