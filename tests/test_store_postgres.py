@@ -761,7 +761,7 @@ def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, mo
 
 
 def test_an_index_built_in_chunks_is_the_index_built_at_once(pg_dsn, monkeypatch):
-    from openqna.store import postgres as postgres_store
+    from openqna.retrieval import memindex
 
     rng = np.random.default_rng(9)
     store = PostgresStore(pg_dsn, pool_size=2)
@@ -771,9 +771,9 @@ def test_an_index_built_in_chunks_is_the_index_built_at_once(pg_dsn, monkeypatch
                                          answer_vector=vec(*rng.standard_normal(8)), metadata={"g": str(i % 3)})
                                     for i in range(45)])
     store.delete_qnas("chunks", ids[10:12])
-    monkeypatch.setattr(postgres_store, "BUILD_CHUNK", 10**6)
+    monkeypatch.setattr(memindex, "BUILD_CHUNK", 10**6)
     whole = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
-    monkeypatch.setattr(postgres_store, "BUILD_CHUNK", 4)
+    monkeypatch.setattr(memindex, "BUILD_CHUNK", 4)
     chunked = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
     assert chunked.ids.tolist() == whole.ids.tolist() and chunked.hashes == whole.hashes
     assert chunked.exact == whole.exact and chunked.mask(MetaEq("g", "1")).tolist() == whole.mask(MetaEq("g", "1")).tolist()

@@ -275,14 +275,14 @@ def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
 
 def test_an_index_built_in_chunks_is_the_index_built_at_once(tmp_path, monkeypatch):
     """Large KBs are read and indexed BUILD_CHUNK records at a time (memory): the index must not differ."""
-    from openqna.store import sqlite as sqlite_store
+    from openqna.retrieval import memindex
 
     store = SQLiteStore(tmp_path)
     ids, rng, words = _snapshot_kb(store, n=95)
     store.delete_qnas("snap", ids[30:33])  # gaps in the ids
-    monkeypatch.setattr(sqlite_store, "BUILD_CHUNK", 10**6)
+    monkeypatch.setattr(memindex, "BUILD_CHUNK", 10**6)
     whole = SQLiteStore(tmp_path).search_index("snap")
-    monkeypatch.setattr(sqlite_store, "BUILD_CHUNK", 7)
+    monkeypatch.setattr(memindex, "BUILD_CHUNK", 7)
     chunked = SQLiteStore(tmp_path).search_index("snap")
     assert chunked.ids.tolist() == whole.ids.tolist() and chunked.hashes == whole.hashes
     assert chunked.rows == whole.rows and chunked.exact == whole.exact

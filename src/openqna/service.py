@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 from tqdm import tqdm
@@ -23,6 +23,7 @@ from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, 
 from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
+from .retrieval.memindex import MemIndex
 from .retrieval.where import Column
 from .retrieval.where_parse import parse_where
 from .retrieval.span import Span, best_spans, sentence_spans
@@ -280,12 +281,15 @@ class Service:
     # -- knowledge bases as tools -------------------------------------------------------------
     def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
         """The columns ``where_str`` may name: a table's schema, else metadata keys as Strings plus ``source``."""
-        raw = self.store.get_project(kb).settings.get("schema")
+        return self._columns(self.store.get_project(kb), lambda: self.store.search_index(kb, deployment))
+
+    @staticmethod
+    def _columns(proj: Project, index: Callable[[], MemIndex]) -> list[Column]:
+        raw = proj.settings.get("schema")
         if raw:
             columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
             return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
-        index = self.store.search_index(kb, deployment)
-        names = [k for k in index.metadata_keys() if _IDENT.match(k) and k != "source"]
+        names = [k for k in index().metadata_keys() if _IDENT.match(k) and k != "source"]
         return [Column(k, "String") for k in names] + [Column("source", "String")]
 
     def warm(self) -> list[tuple[str, str]]:
@@ -297,7 +301,7 @@ class Service:
         """
         from .retrieval import ranker
 
-        loaded = getattr(self.store, "saved_indexes", lambda: [])()
+        loaded = self.store.saved_indexes()
         for project, deployment in loaded:
             ranker.kb_adaptation(self.store.search_index(project, deployment))
         return loaded
@@ -318,13 +322,12 @@ class Service:
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
-        # columns() reads every record's metadata keys (once per index version): only a where_str needs them
+        index = self.store.search_index(kb, deployment)
         flt = None
-        if where and where.strip():
-            columns = tuple(self.columns(kb, deployment))
+        if where and where.strip():  # the columns read the index's metadata keys (once per index version)
+            columns = tuple(self._columns(proj, lambda: index))
             flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
                    else _parsed_where(where, columns))
-        index = self.store.search_index(kb, deployment)
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self._check_embedder(proj)

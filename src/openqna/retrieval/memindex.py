@@ -14,7 +14,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 K1 = 1.2
 B = 0.75
 _GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
+BUILD_CHUNK = 50_000  # records a store reads and indexes at a time when it builds an index (MemIndex.build)
 
 
 def bm25_idf(n_docs: int, df: int) -> float:
@@ -46,6 +47,28 @@ class IndexRecord:
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
     fields: dict = field(default_factory=dict)  # typed column values (where_str)
+
+    def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
+        """One stored unit of this record: a question ("q", in order) or its answer ("a")."""
+        if field_name == "q":
+            self.q_vectors.append(vector)
+            self.q_terms.append(terms)
+        else:
+            self.a_vector, self.a_terms = vector, terms
+
+
+def record_chunks(ids: list[int], read: Callable[[tuple[int, int]], tuple[dict[int, IndexRecord], dict[int, str], int]],
+                  hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
+    """The records of ``ids`` (ascending), BUILD_CHUNK at a time, for ``MemIndex.build``.
+
+    ``read((first, last))`` is the store's reader of the records with ids in that range (as
+    ``incremental_update``'s fetch); their content hashes are added to ``hashes``.
+    """
+    for start in range(0, len(ids), BUILD_CHUNK):
+        span = ids[start:start + BUILD_CHUNK]
+        records, chunk_hashes, _ = read((span[0], span[-1]))
+        hashes.update(chunk_hashes)
+        yield list(records.values())
 
 
 class _Postings:

@@ -164,7 +164,7 @@ class Snapshots:
     def folder(self, pid: int, deployment: str) -> Path:
         return self.root / f"{pid}-{hashlib.sha1(deployment.encode()).hexdigest()[:12]}"
 
-    def load(self, pid: int, deployment: str, version: int) -> MemIndex | None:
+    def load(self, pid: int, deployment: str) -> MemIndex | None:
         """The saved index of ``pid``/``deployment`` (any version: the caller brings it up to date), or None."""
         try:
             return load(self.folder(pid, deployment), self.source)

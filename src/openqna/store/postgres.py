@@ -46,10 +46,10 @@ from psycopg_pool import ConnectionPool
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval import snapshot
 from ..retrieval.analyze import exact_key
-from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
+from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update, record_chunks
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 from .postgres_vector import VectorSearch, filter_to_sql
-from .sqlite import BUILD_CHUNK, _typed, now_iso
+from .sqlite import _typed, now_iso
 
 SCHEMA_VERSION = 2
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
@@ -536,7 +536,7 @@ class PostgresStore(VectorSearch):
                                  (pid, deployment)).fetchone()
             version = version[0] if version else 0
             if old is None and self._snapshots is not None:  # first search here: start from the saved index
-                old = self._snapshots.load(pid, deployment, version)
+                old = self._snapshots.load(pid, deployment)
                 if old is not None and old.version == version:
                     return old
             if old is not None and old.hashes is not None and old.n:
@@ -549,8 +549,10 @@ class PostgresStore(VectorSearch):
             row = db.execute("SELECT vector_dims(embedding) FROM units WHERE project_id=%s AND deployment=%s LIMIT 1",
                              (pid, deployment)).fetchone()
             hashes: dict[int, str] = {}
-            index = MemIndex.build(self._index_chunks(db, pid, deployment, hashes), row[0] if row else 1, version,
-                                   hashes)
+            ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=%s AND deployment=%s ORDER BY id",
+                                            (pid, deployment))]
+            chunks = record_chunks(ids, lambda span: self._index_records(db, pid, deployment, id_range=span), hashes)
+            index = MemIndex.build(chunks, row[0] if row else 1, version, hashes)
         if self._snapshots is not None:
             self._snapshots.built(index, pid, deployment)
         return index
@@ -566,17 +568,6 @@ class PostgresStore(VectorSearch):
         for pid, deployment in deployments:
             named.setdefault(pid, []).append(deployment)
         return [(name, d) for pid, name in projects for d in [LIVE, *named.get(pid, [])] if self._snapshots.saved(pid, d)]
-
-    @classmethod
-    def _index_chunks(cls, db, pid: int, deployment: str, hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
-        """Every record of the index, BUILD_CHUNK at a time in id order (as SQLite's); fills ``hashes``."""
-        ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=%s AND deployment=%s ORDER BY id",
-                                        (pid, deployment))]
-        for start in range(0, len(ids), BUILD_CHUNK):
-            span = ids[start:start + BUILD_CHUNK]
-            records, chunk_hashes, _ = cls._index_records(db, pid, deployment, id_range=(span[0], span[-1]))
-            hashes.update(chunk_hashes)
-            yield list(records.values())
 
     @staticmethod
     def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None,
@@ -613,12 +604,7 @@ class PostgresStore(VectorSearch):
                 if rec is None:
                     continue
                 dim = vec.shape[0]
-                if field == "q":
-                    rec.q_vectors.append(vec)
-                    rec.q_terms.append(terms)
-                else:
-                    rec.a_vector = vec
-                    rec.a_terms = terms
+                rec.add_unit(field, terms, vec)
         return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------

@@ -25,11 +25,10 @@ import numpy as np
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from ..retrieval.analyze import exact_key
 from ..retrieval import snapshot
-from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update
+from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update, record_chunks
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 
 SCHEMA_VERSION = 3
-BUILD_CHUNK = 50_000  # records read and indexed at a time when an index is built (MemIndex.build)
 PAGE_SIZE = 16384
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -449,7 +448,7 @@ class SQLiteStore:
     def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
         db = self._db
         if old is None:  # first search in this process: start from the saved index, if any
-            old = self._snapshots.load(pid, deployment, version)
+            old = self._snapshots.load(pid, deployment)
             if old is not None and old.version == version:
                 return old
         if old is not None and old.hashes is not None and old.n:
@@ -462,19 +461,12 @@ class SQLiteStore:
         row = db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
                          (pid, deployment)).fetchone()
         hashes: dict[int, str] = {}
-        index = MemIndex.build(self._index_chunks(pid, deployment, hashes), row[0] if row else 1, version, hashes)
+        ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
+                                        (pid, deployment))]
+        chunks = record_chunks(ids, lambda span: self._index_records(pid, deployment, id_range=span), hashes)
+        index = MemIndex.build(chunks, row[0] if row else 1, version, hashes)
         self._snapshots.built(index, pid, deployment)
         return index
-
-    def _index_chunks(self, pid: int, deployment: str, hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
-        """Every record of the index, BUILD_CHUNK at a time in id order; fills ``hashes`` as it goes."""
-        ids = [r[0] for r in self._db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
-                                               (pid, deployment))]
-        for start in range(0, len(ids), BUILD_CHUNK):
-            span = ids[start:start + BUILD_CHUNK]
-            records, chunk_hashes, _ = self._index_records(pid, deployment, id_range=(span[0], span[-1]))
-            hashes.update(chunk_hashes)
-            yield list(records.values())
 
     def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None,
                        id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
@@ -513,13 +505,7 @@ class SQLiteStore:
                 continue
             vec = np.frombuffer(blob, dtype=np.float32)
             dim = vec.shape[0]
-            split = terms.split(_TERM_SEP) if terms else []
-            if field == "q":
-                rec.q_vectors.append(vec)
-                rec.q_terms.append(split)
-            else:
-                rec.a_vector = vec
-                rec.a_terms = split
+            rec.add_unit(field, terms.split(_TERM_SEP) if terms else [], vec)
         return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------
