@@ -129,3 +129,29 @@ def test_nearest_units_from_the_ivf_index(bank, monkeypatch):
         assert len(found) == 10 and allowed[found].all()
         want = np.flatnonzero(allowed)[np.argsort(-(field.matrix[allowed] @ query))[:10]]
         assert len(set(found) & set(want)) >= 8
+
+
+@pytest.mark.parametrize("sample", [2048, 16])
+def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
+    """The keyword candidates: the same masses a sort of every matching unit gives, filtered or not."""
+    from openqna.retrieval.analyze import analyze
+
+    monkeypatch.setattr(memindex, "_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
+    service, questions, _ = bank
+    field = service.store.search_index("bank", "test").q
+    every_third = np.zeros(field.n, dtype=bool)
+    every_third[::3] = True
+    checked = 0
+    for question in questions[:20]:
+        weights = {t: field.idf(t) for t in set(analyze(question)) if " " not in t}
+        share = field.coverage_units(weights)
+        for allowed in (None, every_third):
+            hits = np.flatnonzero((share > 0) & (True if allowed is None else allowed))
+            for k in (1, 5, 40):
+                mass, total, top = field.coverage_top(weights, k, allowed)
+                assert len(top) == min(k, len(hits)) and len(set(top.tolist())) == len(top)
+                assert allowed is None or allowed[top].all()
+                assert np.allclose(mass / total, share)
+                assert sorted(mass[top]) == sorted(mass[hits])[len(hits) - len(top):]
+                checked += len(hits) > k
+    assert checked > 20  # most cases had more matches than k

@@ -72,11 +72,12 @@ def query_threads() -> int:
     return value
 
 
+_DEFAULTS = {s.env: s.default for s in SETTINGS}
+
+
 def get(env: str) -> str:
-    for s in SETTINGS:
-        if s.env == env:
-            return os.environ.get(env, s.default)
-    raise KeyError(env)
+    """The setting's value now (read on each call, so a test or an operator can change it)."""
+    return os.environ.get(env, _DEFAULTS[env])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import numpy as np
 from .memindex import MemIndex, _Ann, _Field, _Postings
 from .where_numpy import encode_columns
 
-FORMAT = 3
+FORMAT = 4  # 4: IVF codes are fast-scan PQ (3 held 8-bit codes)
 log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than a snapshot would pay for.

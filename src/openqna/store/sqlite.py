@@ -93,9 +93,22 @@ def _dialog_to_json(d: Dialog) -> str:
                        "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
 
 
+_NO_DIALOG = _dialog_to_json(Dialog())
+
+
 def _dialog_from_json(s: str) -> Dialog:
+    if s == _NO_DIALOG:  # most records: skip the parser (a search reads each answer's columns)
+        return Dialog()
     raw = json.loads(s)
     return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
+
+
+def _json_object(s: str) -> dict:
+    return {} if s == "{}" else json.loads(s)
+
+
+def _json_list(s: str) -> list:
+    return [] if s == "[]" else json.loads(s)
 
 
 class SQLiteStore:
@@ -317,8 +330,8 @@ class SQLiteStore:
     @staticmethod
     def _qna_row(row: tuple) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
-        return QnA(json.loads(questions), answer, rid, source, json.loads(metadata), _dialog_from_json(dialog), kind,
-                   json.loads(suggestions), json.loads(fields), modified)
+        return QnA(json.loads(questions), answer, rid, source, _json_object(metadata), _dialog_from_json(dialog), kind,
+                   _json_list(suggestions), _json_object(fields), modified)
 
     def _deployment_pid(self, project: str, deployment: str) -> int:
         pid = self._project_id(self._db, project)
