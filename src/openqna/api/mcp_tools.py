@@ -29,6 +29,7 @@ from ..settings import LIMITS
 from ..store import ApiKey
 from ..store.base import LIVE
 from .auth import Authorizer, allows
+from .concurrency import run_query
 
 MAX_LIMIT = int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
@@ -179,17 +180,19 @@ class KnowledgeBaseTools:
             for i in infos
         ]))
 
-    def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
-               limit: Limit = 4) -> Annotated[CallToolResult, SearchResult]:
+    # search and ask run on the query pool, as the HTTP surfaces' questions do (api/concurrency.py)
+    async def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
+                     limit: Limit = 4) -> Annotated[CallToolResult, SearchResult]:
         self.reachable(ctx, kb)
-        hits = self.call(kb, self.service.search, kb, subject, where=where, limit=limit, deployment=self.deployment)
+        hits = await run_query(self.call, kb, self.service.search, kb, subject, where=where, limit=limit,
+                               deployment=self.deployment)
         return _result(SearchResult(kb=kb, num_retrieved=len(hits), hits=[_hit(h.record, h.score) for h in hits]))
 
-    def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
-            threshold: Threshold = ASK_THRESHOLD) -> Annotated[CallToolResult, AskResult]:
+    async def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
+                  threshold: Threshold = ASK_THRESHOLD) -> Annotated[CallToolResult, AskResult]:
         self.reachable(ctx, project)
         req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
-        answers = self.call(project, self.service.ask, project, self.deployment, req)
+        answers = await run_query(self.call, project, self.service.ask, project, self.deployment, req)
         out = []
         for a in answers:
             if a.qna is None:
