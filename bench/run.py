@@ -28,6 +28,7 @@ SCRIPTS = {
     "stores": "100k QnAs on SQLite and PostgreSQL vs the query embedding",
     "authoring": "deploy and export of 10k QnAs vs plain copies",
     "tools": "where_str compile and filtered search vs unfiltered",
+    "vector_store": "vector store search at 10k and 100k chunks, in-process and over HTTP, vs the query embedding",
     "throughput": "HTTP requests/s at concurrency 1/4/16 vs /healthz and the embedder alone",
     "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
     "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",

@@ -155,3 +155,19 @@ def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
                 assert sorted(mass[top]) == sorted(mass[hits])[len(hits) - len(top):]
                 checked += len(hits) > k
     assert checked > 20  # most cases had more matches than k
+
+
+def test_bm25_of_a_few_units_is_the_full_pass_read_at_them(bank):
+    """bm25_at (a binary search per term for a few candidates) gives bm25_units' floats exactly."""
+    from openqna.retrieval.analyze import analyze
+
+    service, questions, _ = bank
+    index = service.store.search_index("bank", "test")
+    rng = np.random.default_rng(3)
+    for field in (index.q, index.a):
+        for question in questions[:10]:
+            terms = analyze(question) + ["no-such-word"]
+            units = rng.choice(field.n, field.n // 10, replace=False)  # unsorted, as units_of may give them
+            full = field.bm25_units(terms)
+            assert np.array_equal(field.bm25_at(terms, units), full[units])
+            assert (full[units] > 0).any() or field is index.a

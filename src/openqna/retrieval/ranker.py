@@ -106,9 +106,13 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     the confidence it would get from the exhaustive path.
     """
     q_units = None  # index.q.units_of(rows), when the candidate path needs it anyway
+    # A passage's or row's "question" is only its title: its text is what answers, so the
+    # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708); in a KB
+    # of passages only (a vector store) the question fields are not scored at all.
+    all_passages = bool(index.passage.all())
     if index.exhaustive():
         rows = np.arange(index.n)
-        qcov = index.coverage(terms, "q", eligible)
+        qcov = None if all_passages else index.coverage(terms, "q", eligible)
         asim = np.maximum(index.dense(query_vector, "a", eligible), 0.0)
         acov = index.coverage(terms, "a", eligible)
     else:
@@ -137,13 +141,13 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         units, starts, has = a_units
         mass, total = coverage["a"]
         acov = index.a.max_per_row(mass[units] / total, starts, has, 0.0)
-    # A passage's or row's "question" is only its title: its text is what answers, so the
-    # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708).
-    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units))
     bm25 = np.zeros(len(rows), np.float32)
     passages = index.passage[rows]
     if passages.any() and index.a.n:
         bm25 = bm25_share(index, terms, rows)
+    if all_passages:
+        return Features(rows, asim, asim, acov, acov, asim, asim, bm25)
+    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units))
     return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
                     np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
 
@@ -155,7 +159,7 @@ def bm25_share(index: MemIndex, terms: list[str], rows: np.ndarray) -> np.ndarra
     if most <= 0:
         return np.zeros(len(rows), np.float32)
     units, starts, has = fld.units_of(rows)
-    return fld.max_per_row(fld.bm25_units(terms)[units], starts, has, 0.0) / np.float32(most)
+    return fld.max_per_row(fld.bm25_at(terms, units), starts, has, 0.0) / np.float32(most)
 
 
 def kb_adaptation(index: MemIndex) -> adapt.Adaptation | None:
