@@ -76,18 +76,20 @@ def _ask_all(service, questions, **kw):
     return [service.ask("bank", "test", AskRequest(question=q, **kw)) for q in questions]
 
 
-def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch):
+@pytest.mark.parametrize("pg_search", ["memory", "pgvector"])
+def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch, pg_search):
     service, questions, _ = bank
     exhaustive = _ask_all(service, questions, top=3)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
+    monkeypatch.setenv("OPENQNA_PG_VECTOR_SEARCH", pg_search)
     index = service.store.search_index("bank", "test")
     assert not index.exhaustive()
     in_db = _searched_in_db(service, monkeypatch)
     candidates = _ask_all(service, questions, top=3)
-    if index.nearest_rows is None:
-        assert index.q.ann() is not None  # SQLite: the faiss index is what answers
+    if index.nearest_rows is None or pg_search == "memory":
+        assert index.q.ann() is not None and not in_db  # the in-memory faiss index is what answers
     else:
-        assert len(in_db) == 2 * len(questions)  # PostgreSQL: pgvector, for questions and answers
+        assert len(in_db) == 2 * len(questions)  # PostgreSQL's pgvector, for questions and answers
     same_top, total = 0, len(questions)
     for ex, ca in zip(exhaustive, candidates):
         if ex[0].qna.id == ca[0].qna.id:

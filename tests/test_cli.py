@@ -157,6 +157,12 @@ def test_serve_refuses_a_bad_exact_search_max(tmp_path, monkeypatch):
     assert proc.returncode == 2 and "OPENQNA_EXACT_SEARCH_MAX must be a whole number" in proc.stderr
 
 
+def test_serve_refuses_a_bad_pg_vector_search(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENQNA_PG_VECTOR_SEARCH", "hnsw")
+    proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
+    assert proc.returncode == 2 and "OPENQNA_PG_VECTOR_SEARCH must be `memory` or `pgvector`" in proc.stderr
+
+
 def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "0")
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)

@@ -744,7 +744,7 @@ def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, mo
     second = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
     assert second.saved_indexes() == [("big", "test")]
     loaded = second.search_index("big")
-    assert loaded.version == built.version and loaded.nearest_rows is not None  # pgvector still answers
+    assert loaded.version == built.version and loaded.nearest_rows is not None  # pgvector can still answer
     for field in ("q", "a"):
         assert np.allclose(loaded.dense(query, field, everything), built.dense(query, field, everything))
     assert loaded.mask(MetaEq("g", "1")).tolist() == built.mask(MetaEq("g", "1")).tolist()

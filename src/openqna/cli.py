@@ -428,6 +428,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
         settings.query_threads()
+        settings.pg_vector_search()
     except ValueError as e:
         _fail(str(e))
     service = _service(data_dir)

@@ -41,6 +41,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
     Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
     Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches."),
+    Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory."),
     Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off)."),
     Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip)."),
 )
@@ -56,6 +57,14 @@ def exact_search_max() -> int:
     if value < 0:
         raise ValueError(f"OPENQNA_EXACT_SEARCH_MAX must be a whole number of vectors (0 or more), not {raw!r}")
     return value
+
+
+def pg_vector_search() -> str:
+    """OPENQNA_PG_VECTOR_SEARCH: `memory` or `pgvector`."""
+    raw = get("OPENQNA_PG_VECTOR_SEARCH")
+    if raw not in ("memory", "pgvector"):
+        raise ValueError(f"OPENQNA_PG_VECTOR_SEARCH must be `memory` or `pgvector`, not {raw!r}")
+    return raw
 
 
 def query_threads() -> int:

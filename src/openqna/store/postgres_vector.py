@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from .. import settings
 from ..retrieval.filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
 _VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
@@ -200,14 +201,17 @@ class VectorSearch:
                      flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
-        Questions whose filter leaves out any record search in memory: the index already holds
-        the filter's mask and the vectors, and its IVF search takes the mask as a selector,
-        where pgvector's iterative scan tested the filter row by row as it visited them (100k
-        QnAs, 10% filter, bench/stores.py: p50 82 ms in PostgreSQL against 9 ms on SQLite's
-        in-memory path).
+        By default (OPENQNA_PG_VECTOR_SEARCH=memory) every question searches in memory: the
+        index already holds the vectors for rescoring, and its IVF search answers in about a
+        millisecond where a pgvector query takes ~13 (100k QnAs, bench/stores.py: p50 18.2 ms a
+        question with pgvector against 5.1 ms on SQLite's in-memory path).  Questions whose filter
+        leaves out any record always do: the index holds the filter's mask and the IVF search takes
+        it as a selector, where pgvector's iterative scan tested the filter row by row as it
+        visited them (10% filter: p50 82 ms against 9 ms).
         """
         query = np.asarray(query, dtype=np.float32).reshape(-1)
-        if not eligible.all() or not self.vector_index_ready(query.shape[0]):
+        if (settings.pg_vector_search() != "pgvector" or not eligible.all()
+                or not self.vector_index_ready(query.shape[0])):
             return None
         try:
             filter_sql, params = filter_to_sql(flt)
