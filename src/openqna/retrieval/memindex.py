@@ -582,6 +582,11 @@ class MemIndex:
         # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
 
+    @cached_property
+    def only_passages(self) -> bool:
+        """Whether every record is a passage (a vector store, a document KB): nothing reads its question fields."""
+        return bool(self.passage.all())
+
     def metadata_keys(self) -> list[str]:
         """Every metadata key some record has, sorted (computed once per index version)."""
         if self._metadata_keys is None:

@@ -109,7 +109,7 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     # A passage's or row's "question" is only its title: its text is what answers, so the
     # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708); in a KB
     # of passages only (a vector store) the question fields are not scored at all.
-    all_passages = bool(index.passage.all())
+    all_passages = index.only_passages
     if index.exhaustive():
         rows = np.arange(index.n)
         qcov = None if all_passages else index.coverage(terms, "q", eligible)
