@@ -401,12 +401,13 @@ class _Field:
         if not len(read):
             return cov, total, _NO_ROWS
         step = max(1, len(read) // _SAMPLE)
-        sample = np.sort(cov[read[::step]])
+        sample = cov[read[::step]]
+        # postings, not units: a unit holding several of the words is read once for each
+        aboves = [above for above in (4 * k // step, 16 * k // step) if above < len(sample)]
+        if aboves:  # the two ranks in sorted order, without sorting the sample
+            sample = np.partition(sample, [len(sample) - 1 - above for above in aboves])
         top = None
-        for want in (4 * k, 16 * k):  # postings: a unit holding several of the words is read once for each
-            above = want // step
-            if above >= len(sample):
-                break
+        for above in aboves:
             keep = cov >= sample[-1 - above]
             if allowed is not None:
                 keep &= allowed
