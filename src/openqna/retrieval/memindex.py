@@ -235,6 +235,8 @@ class _Field:
 
     def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
+        if self.one_per_record:  # answers, and single-question QnAs: unit i is row i
+            return rows.astype(np.int64, copy=False), np.arange(len(rows)), np.ones(len(rows), dtype=bool)
         lens = self.hi[rows] - self.lo[rows]
         has = lens > 0
         lens = lens[has]
@@ -245,7 +247,9 @@ class _Field:
     @staticmethod
     def max_per_row(values: np.ndarray, starts: np.ndarray, has: np.ndarray, fill: float) -> np.ndarray:
         out = np.full(len(has), fill, dtype=np.float32)
-        if len(starts):
+        if len(starts) == len(values):  # one value a row (the reduceat would copy them)
+            out[has] = values
+        elif len(starts):
             out[has] = np.maximum.reduceat(values, starts)
         return out
 
@@ -276,7 +280,9 @@ class _Field:
             sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
             best = self.max_per_row(sims, starts, has, -1.0)
             total = np.zeros(len(rows), np.float32)
-            if len(starts):
+            if len(starts) == len(sims):
+                total[has] = sims
+            elif len(starts):
                 total[has] = np.add.reduceat(sims, starts)
         mean = np.where(has, total / np.maximum(self.counts[rows], 1), -1.0).astype(np.float32)
         centroid = np.where(has, total / np.maximum(self.sum_norms[rows], 1e-9), -1.0).astype(np.float32)
