@@ -202,9 +202,9 @@ class VectorSearch:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
         By default (OPENQNA_PG_VECTOR_SEARCH=memory) every question searches in memory: the
-        index already holds the vectors for rescoring, and its IVF search answers in about a
-        millisecond where a pgvector query takes ~13 (100k QnAs, bench/stores.py: p50 18.2 ms a
-        question with pgvector against 5.1 ms on SQLite's in-memory path).  Questions whose filter
+        index already holds the vectors for rescoring, and its IVF search answers in well under a
+        millisecond (100k QnAs, bench/stores.py, one run: p50 6.3 ms a question in memory against
+        16.6 ms with pgvector).  Questions whose filter
         leaves out any record always do: the index holds the filter's mask and the IVF search takes
         it as a selector, where pgvector's iterative scan tested the filter row by row as it
         visited them (10% filter: p50 82 ms against 9 ms).
