@@ -11,7 +11,12 @@ right-vs-off-topic on the adapted logit and ``shift`` puts 0.5 where banking77's
 questions lose at most ``LOSS`` of top-1.  Passages: the same softmax over SciFact *train* claims'
 candidates (asim, acov, answer BM25), then a logistic fit of relevant vs best wrong for the scale.
 
-Usage: python scripts/fit_ranker.py   (prints the Calibration; ~2 min with a warm eval/.cache)
+Lexical (``--lexical``): the same two fits with the keyword features alone (FAQ: question and
+answer coverage; passages: text coverage and BM25), for the questions the embedder cannot read
+(``ranker.rank``'s ``reads_cjk``); FAQ confidence 0.5 loses at most ``LOSS`` of the lexical
+top-1 on banking77's and hwu64's dev questions, as above, with no KB adaptation.
+
+Usage: python scripts/fit_ranker.py [--lexical]   (prints the Calibration; ~2 min with a warm eval/.cache)
 """
 
 from __future__ import annotations
@@ -128,6 +133,45 @@ def faq(service, embedder) -> ranker.Calibration:
     return dataclasses.replace(c, scale=round(scale, 3), shift=round(float(-scale * t), 3), typical=round(typical, 3))
 
 
+def faq_lexical(service, embedder) -> ranker.Calibration:
+    kbs = ranker_features.build(service, embedder, test=False)
+    names = ("qcov", "acov")
+    feats = {}
+    for name, kb in kbs.items():
+        index = kb["index"]
+        everything = np.ones(index.n, bool)
+        feats[name] = [ranker.features(index, analyze(t), v, everything, []) for (t, _), v in
+                       zip(kb["asked"], kb["vectors"])]
+    groups = []
+    for name, kb in kbs.items():
+        for f, (_, gold) in zip(feats[name][: kb["n_in"]], kb["asked"][: kb["n_in"]]):
+            target = np.zeros(len(f.rows))
+            target[gold] = 1.0
+            groups.append((matrix(f, names), target))
+    w = softmax_fit(groups)
+    c = ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=0.0,
+                           w_qcov=round(float(w[0]), 3), w_acov=round(float(w[1]), 3), scale=1.0, shift=0.0,
+                           typical=None)
+    tops = {}
+    for name, kb in kbs.items():
+        rows = []
+        for f, (_, gold) in zip(feats[name], kb["asked"]):
+            logit = c.logit(f)
+            top = int(np.argmax(logit))
+            rows.append((logit[top], gold is not None, gold is not None and top == gold))
+        tops[name] = (np.asarray(rows, dtype=float), None)
+    z = {name: r[:, 0] for name, (r, _) in tops.items()}
+    t = threshold(tops, z)
+    zs = np.concatenate([z[n][(r[:, 2] == 1) | (r[:, 1] == 0)] for n, (r, _) in tops.items()])
+    ys = np.concatenate([r[:, 2][(r[:, 2] == 1) | (r[:, 1] == 0)] for r, _ in tops.values()])
+    scale, _ = logistic_slope(zs, ys)
+    for n, (r, _) in tops.items():
+        inscope = r[:, 1] == 1
+        print(f"  lexical {n}: top-1 {np.mean(r[inscope, 2]):.3f}, lost {np.mean((r[inscope, 2] == 1) & (z[n][inscope] < t)):.3f}, "
+              f"off-topic rejected {np.mean(z[n][~inscope] < t):.3f}", file=sys.stderr)
+    return dataclasses.replace(c, scale=round(scale, 3), shift=round(float(-scale * t), 3))
+
+
 def threshold(tops, z) -> float:
     """The highest z that loses at most LOSS of top-1 on banking77's and hwu64's dev questions."""
     t = -10.0
@@ -140,7 +184,7 @@ def threshold(tops, z) -> float:
     return t
 
 
-def passage(service, embedder) -> ranker.Calibration:
+def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
     data = ranker_features.DATA
     corpus = datasets.scifact(data, "train")
     service.create_project("scifact")
@@ -155,7 +199,7 @@ def passage(service, embedder) -> ranker.Calibration:
     for qid, v in zip(qids, vectors):
         f = ranker.features(index, analyze(corpus.queries[qid]), v, everything, [])
         rel = np.isin(docs, list(corpus.qrels[qid])).astype(float)
-        X = matrix(f, PASSAGE_NAMES)
+        X = matrix(f, names)
         keep = np.union1d(np.argsort(-f.asim)[:200], np.argsort(-f.bm25)[:200])
         if rel[keep].any():
             groups.append((X[keep], rel[keep] / rel[keep].sum()))
@@ -168,9 +212,10 @@ def passage(service, embedder) -> ranker.Calibration:
         zs += logit[top].tolist()
         ys += rel[top].tolist()
     scale, shift = logistic_slope(np.asarray(zs), np.asarray(ys))
-    print("passage weights", dict(zip(PASSAGE_NAMES, np.round(w, 3))), file=sys.stderr)
-    return ranker.Calibration(w_qsim=0.0, w_asim=round(float(w[0]), 3), w_qcov=0.0, w_acov=round(float(w[1]), 3),
-                              w_qmean=0.0, w_qcent=0.0, w_bm25=round(float(w[2]), 3), bias=0.0,
+    print("passage weights", dict(zip(names, np.round(w, 3))), file=sys.stderr)
+    weights = dict(zip(names, (round(float(x), 3) for x in w)))
+    return ranker.Calibration(w_qsim=0.0, w_asim=weights.get("asim", 0.0), w_qcov=0.0, w_acov=weights["acov"],
+                              w_qmean=0.0, w_qcent=0.0, w_bm25=weights["bm25"], bias=0.0,
                               scale=round(scale, 3), shift=round(shift, 3), typical=None)
 
 
@@ -178,8 +223,12 @@ def main() -> None:
     embedder = CachedEmbedder(get_embedder("local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     with tempfile.TemporaryDirectory() as tmp:
         service = Service(SQLiteStore(tmp), embedder)
-        c = faq(service, embedder)
-        p = passage(service, embedder)
+        if "--lexical" in sys.argv[1:]:
+            c = faq_lexical(service, embedder)
+            p = passage(service, embedder, names=("acov", "bm25"))
+        else:
+            c = faq(service, embedder)
+            p = passage(service, embedder)
     embedder.close()
     print(dataclasses.replace(c, passages=p))
 

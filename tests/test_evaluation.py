@@ -108,7 +108,7 @@ def test_quick_run_writes_report_and_plots(quick):
     out, m = quick
     report = (out / "report.md").read_text(encoding="utf-8")
     for heading in ("## FAQ matching", "## Off-topic rejection at threshold 0.5", "## Passage retrieval",
-                    "## Precise answers", "## Runtime"):
+                    "## Search in Chinese and Japanese", "## Precise answers", "## Runtime"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -130,6 +130,12 @@ def test_quick_run_metrics_are_sane(quick):
         assert r["top1_at_threshold"] <= r["top1_at_zero"]
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
+    assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
+    for r in m["paragraphs"].values():
+        assert r["paragraphs"] == 4 and r["queries"] > r["paragraphs"]
+        for method in ("bm25", "dense", "rrf", "ranker"):
+            assert 0.0 <= r["top1"][method] <= r["mrr10"][method] <= 1.0
+        assert r["top1"]["ranker"] >= 0.75  # four paragraphs: chance is 0.25
     for r in m["spans"].values():
         assert r["questions"] > 0
         for method in ("short span", "best sentence", "first sentence", "gold sentence"):

@@ -89,6 +89,10 @@ def test_store_files_and_search(filled, live):
     assert page.data[0].attributes == {"author": "Jane", "year": 2023, "public": True, "region": "us"}
     scores = [r.score for r in page.data]
     assert all(0 <= s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
+    # a score is the fitted probability of relevance (vector_stores.PASSAGE_CALIBRATION): a question in
+    # the chunk's own words is likely relevant, the other chunks are not
+    close = [r.score for r in c.vector_stores.search(vs_id, query="Are returns accepted within 30 days of purchase?").data]
+    assert close[0] > 0.5 > close[1], close
 
     def search(flt, query="store policies") -> set[str]:
         return files_of(c.vector_stores.search(vs_id, query=query, filters=flt))

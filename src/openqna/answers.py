@@ -93,12 +93,13 @@ def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
     return index
 
 
-def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray) -> list[float]:
+def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
+              reads_cjk: bool = True) -> list[float]:
     """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
     if not texts:
         return []
     index = _document_index(texts, vectors)
-    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts))
+    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk)
     scores = [0.0] * len(texts)
     for r in ranked:
         scores[r.record_id] = r.confidence
@@ -163,7 +164,8 @@ class Answering:
     def search_scores(self, query: str, documents: list[str]) -> list[float]:
         vectors = self.vectors(documents)
         q = self.vectors([query])[0]
-        return [round(SCORE_SCALE * s, 3) for s in relevance(query, documents, vectors, q)]
+        return [round(SCORE_SCALE * s, 3) for s in relevance(query, documents, vectors, q,
+                                                             reads_cjk=self.service.reads_cjk)]
 
     def answers(self, req: AnswersRequest) -> AnswersResult:
         instruction = build_instruction(req.examples, req.examples_context)

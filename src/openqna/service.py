@@ -334,7 +334,7 @@ class Service:
         eligible = index.mask(flt)
         vector = self.embedder.embed([subject])[0]
         ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt,
-                             calibration=self.calibration(proj))
+                             calibration=self.calibration(proj), reads_cjk=self.reads_cjk)
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
@@ -355,6 +355,11 @@ class Service:
         if not answers:
             return [Answer(None, 0.0, default_text=proj.default_answer)]
         return answers
+
+    @property
+    def reads_cjk(self) -> bool:
+        """Whether the embedder reads Chinese, Japanese and Korean (the bundled MiniLM does not)."""
+        return getattr(self.embedder, "reads_cjk", True)
 
     def calibration(self, project: Project) -> ranker.Calibration:
         """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
@@ -395,7 +400,7 @@ class Service:
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
-                       calibration=calibration, flt=flt)
+                       calibration=calibration, flt=flt, reads_cjk=self.reads_cjk)
         offsets: dict[int, float] = {}
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,

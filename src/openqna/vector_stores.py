@@ -68,7 +68,14 @@ DAY = 86400
 # word pieces).  Fitted by scripts/fit_passage_calibration.py on SciFact train claims against
 # abstracts recorded as here, with banking77/hwu64 utterances as off-topic queries: 6,051 pairs,
 # 0.951 accuracy at 0.5.  A score is a probability of relevance, so a loose paraphrase scores low.
-PASSAGE_CALIBRATION = ranker.Calibration(w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, bias=-8.023)
+# Every field is given: the defaults are the FAQ ranker's (question mean/centroid weights, its typical
+# score and Platt scale), which a fitted logistic model must not inherit.  ``lexical``: the same fit
+# on coverage alone, for questions the embedder cannot read (ranker.rank's ``reads_cjk``).
+PASSAGE_CALIBRATION = ranker.Calibration(
+    w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.023,
+    scale=1.0, shift=0.0, typical=None,
+    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
+                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None))
 
 
 @dataclass(frozen=True)
@@ -514,7 +521,7 @@ class VectorStores:
         best: dict[int, float] = {}
         for query, vector in zip(queries, self.service.embedder.embed(queries)):
             for r in ranker.rank(index, query, vector, eligible, top=limit + 1, threshold=threshold,
-                                 calibration=PASSAGE_CALIBRATION):
+                                 calibration=PASSAGE_CALIBRATION, reads_cjk=self.service.reads_cjk):
                 best[r.record_id] = max(best.get(r.record_id, 0.0), r.confidence)
         order = sorted(best, key=lambda rid: (-best[rid], rid))
         records = self.store.get_qnas(store_id, order[:limit])

@@ -4,7 +4,8 @@ Everything is measured through the code the server runs: a ``Service`` over a fr
 ``SQLiteStore`` (in a temporary directory) with the real local embedder, wrapped only by an
 on-disk vector cache so reruns skip re-embedding unchanged texts.  One module per task
 family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence threshold),
-``passages`` (SciFact nDCG@10), ``spans`` (EM/F1 of answer spans); ``baselines`` ranks the
+``passages`` (SciFact nDCG@10; finding a question's paragraph in English, Chinese and
+Japanese), ``spans`` (EM/F1 of answer spans); ``baselines`` ranks the
 same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plots.
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
@@ -45,11 +46,12 @@ class Plan:
     scifact_queries: int | None = None
     scifact_extra_docs: int | None = None
     span_questions: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(datasets.SPAN_SETS))
+    paragraphs: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(datasets.SPAN_SETS))
 
 
 FULL = Plan(span_questions={"xquad-en": None, "xquad-zh": None, "jsquad": 1500})
 QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_queries=6, scifact_extra_docs=30,
-             span_questions=dict.fromkeys(datasets.SPAN_SETS, 12))
+             span_questions=dict.fromkeys(datasets.SPAN_SETS, 12), paragraphs=dict.fromkeys(datasets.SPAN_SETS, 4))
 
 
 def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: float = DEFAULT_THRESHOLD,
@@ -106,6 +108,10 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                             extra_docs=plan.scifact_extra_docs)
                 step("passages", t)
                 t = time.perf_counter()
+                paragraph_results = {name: passages.paragraph_retrieval(service, data_dir, name, limit=limit)
+                                     for name, limit in plan.paragraphs.items()}
+                step("paragraphs", t)
+                t = time.perf_counter()
                 span_results = {name: spans.evaluate(service, data_dir, name, seed=seed, limit=limit)
                                 for name, limit in plan.span_questions.items()}
                 step("spans", t)
@@ -125,6 +131,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                      for name, r in plain_off.items()}}
     metrics["adaptation"] = adaptations
     metrics["passages"] = {"scifact": asdict(scifact)}
+    metrics["paragraphs"] = {name: asdict(r) for name, r in paragraph_results.items()}
     metrics["spans"] = {name: asdict(r) for name, r in span_results.items()}
     metrics["curves"] = {"thresholds": offtopic.THRESHOLDS.tolist(),
                          **{name: asdict(off[name].curves) if name in off else

@@ -23,7 +23,7 @@ from ..records import QnA
 from ..service import Service
 from . import datasets
 from .baselines import METHODS, rank_all
-from .metrics import mean, ndcg_at_k
+from .metrics import mean, ndcg_at_k, reciprocal_rank
 
 PROJECT = "scifact"
 K = 10
@@ -76,3 +76,44 @@ def evaluate(service: Service, data_dir: Path, *, seed: int, queries: int | None
             scores[m].append(ndcg_at_k([doc_of[i] for i in ranking.ids[m]], corpus.qrels[qid], K))
     return PassageResult(len(asked), len(docs), {m: mean(v) for m, v in scores.items()},
                          index_seconds, model_seconds, time.perf_counter() - start)
+
+
+@dataclass
+class ParagraphResult:
+    """Finding a question's own paragraph among all the set's paragraphs (one right answer each)."""
+
+    name: str
+    language: str
+    queries: int
+    paragraphs: int
+    top1: dict[str, float]
+    mrr10: dict[str, float]
+
+
+def paragraph_retrieval(service: Service, data_dir: Path, name: str, *, limit: int | None = None) -> ParagraphResult:
+    """Every question of a span set asked of a KB of all its paragraphs (passage records, no title).
+
+    XQuAD's English and Chinese files are the same questions over the same paragraphs,
+    translated, so the two rows compare search in Chinese with search in English directly.
+    ``limit``: only the first ``limit`` paragraphs (file order) and their questions.
+    """
+    relative, lang = datasets.SPAN_SETS[name]
+    questions = datasets.squad(data_dir, relative)
+    paragraphs = list(dict.fromkeys(q.context for q in questions))[:limit]
+    questions = [q for q in questions if q.context in set(paragraphs)]
+    number = {p: i for i, p in enumerate(paragraphs)}
+    project = f"paragraphs-{name}"
+    service.create_project(project)
+    service.upsert(project, [passage_record(str(i), "", p) for i, p in enumerate(paragraphs)])
+    paragraph_of = {q.id: int(q.source) for q in service.store.list_qnas(project)}
+    top1: dict[str, list[float]] = {m: [] for m in METHODS}
+    rr: dict[str, list[float]] = {m: [] for m in METHODS}
+    for q in questions:
+        ranking = rank_all(service, project, q.question, field="a", top=K, include_unstructured=True)
+        gold = number[q.context]
+        for m in METHODS:
+            found = [paragraph_of[i] for i in ranking.ids[m]]
+            top1[m].append(float(bool(found) and found[0] == gold))
+            rr[m].append(reciprocal_rank(found, gold, K))
+    return ParagraphResult(name, lang, len(questions), len(paragraphs),
+                           {m: mean(v) for m, v in top1.items()}, {m: mean(v) for m, v in rr.items()})

@@ -159,6 +159,22 @@ def render(metrics: dict) -> str:
          " (0 when every vector came from the cache in `.cache/`); the queries of all four methods took"
          f" {p['query_seconds']:.1f} s."),
         "",
+        "## Search in Chinese and Japanese: finding a question's paragraph",
+        "",
+        ("Every question of a span set is asked of a KB of all that set's paragraphs (passage records, no title),"
+         " with `includeUnstructuredSources`; the right answer is the question's own paragraph. XQuAD's English and"
+         " Chinese files hold the same questions over the same paragraphs, translated, so their rows compare search"
+         " in Chinese with search in English directly. Nothing is fitted on these sets."),
+        "",
+    ]
+    para = metrics.get("paragraphs", {})
+    out += _table(["data set", "language", "questions", "paragraphs", "metric", *[METHOD_NAMES[m] for m in METHODS]],
+                  [[name if metric == "top1" else "", r["language"] if metric == "top1" else "",
+                    f"{r['queries']:,}" if metric == "top1" else "", f"{r['paragraphs']:,}" if metric == "top1" else "",
+                    "top-1" if metric == "top1" else "MRR@10", *[_f(r[metric][m]) for m in METHODS]]
+                   for name, r in para.items() for metric in ("top1", "mrr10")], text_columns=5)
+    out += [
+        "",
         "## Precise answers (answer spans)",
         "",
         ("Each question is sent with its paragraph to `Service.answer_from_text` (Azure `:query-text`); its"

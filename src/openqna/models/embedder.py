@@ -67,6 +67,10 @@ class LocalMiniLM:
 
     name = "minilm-l6-v2/onnx-fp32"
     dim = 384
+    # Trained on English only: its vectors of Chinese or Japanese text carry little meaning
+    # (XQuAD-zh paragraph search, eval/report.md: dense top-1 0.14 against 0.89 in English), so
+    # the ranker leans on the keyword features for such questions (``ranker.rank``'s ``unread``).
+    reads_cjk = False
 
     def __init__(
         self,

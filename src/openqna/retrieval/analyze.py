@@ -77,6 +77,22 @@ def analyze(text: str, *, bigrams: bool = True) -> list[str]:
     return terms
 
 
+def cjk_share(text: str) -> float:
+    """The share of ``text``'s words written in Chinese, Japanese or Korean (0..1).
+
+    A CJK character other than hiragana counts as a word, as the analyzer indexes it; a Latin
+    word or a number counts once.  The ranker reads it to know how much of a question an
+    English-only embedder could not read ("Surface Pro 4の充電時間は": 4 of 7).
+    """
+    cjk = latin = 0
+    for run, word in _TOKEN.findall(normalise(text)):
+        if run:
+            cjk += len(run) - len(_HIRAGANA.findall(run)) or 1
+        elif word not in STOP_WORDS:
+            latin += 1
+    return cjk / (cjk + latin) if cjk else 0.0
+
+
 def synonym_key(text: str) -> tuple[str, ...]:
     """The analysed unigrams of a synonym (a word or a short phrase)."""
     return tuple(analyze(text, bigrams=False))

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import settings
-from .analyze import analyze, exact_key
+from .analyze import analyze, cjk_share, exact_key
 from .filters import Filter
 from . import adapt
 from .memindex import K1, MemIndex
@@ -49,6 +49,7 @@ class Calibration:
     shift: float = 5.037
     typical: float | None = 21.874
     passages: Calibration | None = None
+    lexical: Calibration | None = None  # keyword features only, for what the embedder cannot read
 
     def logit(self, f, question_only: bool = False):
         """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape)."""
@@ -63,7 +64,13 @@ class Calibration:
 # Passages (SciFact train claims): text cosine, text coverage and text BM25.
 PASSAGES = Calibration(w_qsim=0.0, w_asim=13.634, w_qcov=0.0, w_acov=5.211, w_qmean=0.0, w_qcent=0.0, w_bm25=6.932,
                        scale=0.566, shift=-8.649, typical=None)
-CALIBRATION = Calibration(passages=PASSAGES)
+# For the share of a question the embedder cannot read (``rank``'s ``reads_cjk``): the same fits
+# with the keyword features alone (``scripts/fit_ranker.py --lexical``, the same development data).
+LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0,
+                      scale=0.851, shift=-2.383, typical=None,
+                      passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
+                                           w_bm25=14.345, scale=0.62, shift=-6.908, typical=None))
+CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL)
 
 
 @dataclass
@@ -208,6 +215,14 @@ def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, v
     return np.where(index.passage[rows], 0.0, gain)
 
 
+def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.ndarray) -> np.ndarray:
+    """``logit`` (records) with the passage rows' replaced by ``c.passages``' calibrated logit, if it has one."""
+    if c.passages is None or not passages.any():
+        return logit
+    p = c.passages
+    return np.where(passages, p.scale * p.logit(f) + p.shift, logit)
+
+
 def _position(rows: np.ndarray, row: int | None) -> int | None:
     if row is None:
         return None
@@ -229,6 +244,7 @@ def rank(
     threshold: float = 0.0,
     calibration: Calibration = CALIBRATION,
     flt: Filter | None = None,
+    reads_cjk: bool = True,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -236,6 +252,10 @@ def rank(
     came from (a store that searches vectors itself pushes it into its query).
     ``logit_offsets`` (record id → logit) carries evidence found outside the index, such as
     a follow-up's sentence match (``followup.sentence_offsets``).
+    ``reads_cjk=False`` says the embedder cannot read Chinese, Japanese or Korean: the share of the
+    question written in them (``cjk_share``) is then ranked by ``calibration.lexical``, the
+    keyword features alone, and the rest by the full calibration (the two calibrated logits are
+    mixed in that proportion).
     """
     if index.n == 0 or not eligible.any():
         return []
@@ -258,9 +278,12 @@ def rank(
         logit -= c.typical
     logit = c.scale * logit + c.shift
     passages = index.passage[f.rows]
-    if c.passages is not None and passages.any():
-        p = c.passages
-        logit = np.where(passages, p.scale * p.logit(f) + p.shift, logit)
+    logit = _calibrated(c, logit, f, passages)
+    unread = 0.0 if reads_cjk or c.lexical is None else cjk_share(question)
+    if unread:
+        lex = c.lexical
+        lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages)
+        logit = (1.0 - unread) * logit + unread * lexical
     for row in boosted_rows:
         i = _position(f.rows, row)
         if i is not None:

@@ -1,0 +1,153 @@
+"""Chinese and Japanese questions through the real ranker and the bundled English-only model.
+
+all-MiniLM-L6-v2 was trained on English: its vectors of CJK text carry little meaning, so the
+ranker ranks the CJK share of a question by its keyword features (``Calibration.lexical``).
+The knowledge bases here are small hand-written FAQs whose user questions reword the stored
+ones; each question shares a few key characters with its own QnA and none of its wording.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openqna.records import QnA
+from openqna.retrieval import ranker
+from openqna.retrieval.analyze import cjk_share
+from openqna.service import AskRequest
+
+ZH = [
+    (["设备充满电需要多长时间？"], "使用原装电源适配器，大约两个小时可以充满。"),
+    (["电池续航时间是多少？"], "正常使用情况下，电池可以持续约九个小时。"),
+    (["忘记了登录密码怎么办？"], "请在登录页面点击“忘记密码”，按照邮件中的步骤重置。"),
+    (["如何连接无线网络？"], "打开设置，选择网络，然后选择要加入的无线网络并输入密码。"),
+    (["保修期是多久？"], "所有设备自购买之日起提供一年有限保修。"),
+    (["怎样调节屏幕亮度？"], "在操作中心拖动亮度滑块，或使用键盘上的亮度键。"),
+    (["可以退货吗？"], "收到商品后三十天内，未使用的商品可以申请退货。"),
+    (["订单什么时候发货？"], "订单通常在付款后两个工作日内发货。"),
+    (["如何开具发票？"], "在订单详情页面选择申请发票，填写抬头后提交。"),
+    (["怎么注销账户？"], "请联系客服，核实身份后我们会为您注销账户。"),
+]
+ZH_ASKED = [
+    ("充电要多久才能充满", 0),
+    ("电池能用几个小时", 1),
+    ("密码忘了怎么重置", 2),
+    ("无线网络连不上怎么设置", 3),
+    ("保修期有几年", 4),
+    ("屏幕太暗了怎么调亮度", 5),
+    ("买了不满意能退货吗", 6),
+    ("付款以后多久发货", 7),
+    ("我需要发票", 8),
+    ("我想注销我的账户", 9),
+]
+
+JA = [
+    (["充電にはどのくらい時間がかかりますか？"], "付属の電源アダプターで約2時間で満充電になります。"),
+    (["バッテリーはどのくらい持ちますか？"], "通常の使用でバッテリーは約9時間持続します。"),
+    (["パスワードを忘れた場合はどうすればいいですか？"], "ログイン画面の「パスワードを忘れた」からメールの手順で再設定してください。"),
+    (["無線ネットワークに接続する方法は？"], "設定を開き、ネットワークを選んで接続先を選択してください。"),
+    (["保証期間はどのくらいですか？"], "すべての製品に購入日から1年間の限定保証が付きます。"),
+    (["返品はできますか？"], "商品到着後30日以内であれば未使用品の返品を受け付けます。"),
+]
+JA_ASKED = [
+    ("満充電までの時間は", 0),
+    ("バッテリー持続時間を知りたい", 1),
+    ("パスワード再設定の方法", 2),
+    ("ネットワーク接続ができない", 3),
+    ("保証は何年ですか", 4),
+    ("返品したい", 5),
+]
+
+
+def _kb(service, project, qnas):
+    service.create_project(project)
+    service.upsert(project, [QnA(list(q), a) for q, a in qnas])
+    ids = {q.answer: q.id for q in service.store.list_qnas(project)}
+    return [ids[a] for _, a in qnas]
+
+
+def _ask(service, project, question, **kw):
+    return service.ask(project, "test", AskRequest(question=question, top=3, **kw))
+
+
+@pytest.mark.parametrize("qnas, asked", [(ZH, ZH_ASKED), (JA, JA_ASKED)], ids=["zh", "ja"])
+def test_cjk_questions_find_their_qna_with_a_confident_answer(service, qnas, asked):
+    ids = _kb(service, "faq", qnas)
+    assert not service.reads_cjk  # the bundled English model
+    for question, k in asked:
+        answers = _ask(service, "faq", question)
+        assert answers and answers[0].qna.id == ids[k], (question, [a.qna.answer for a in answers])
+        assert answers[0].confidence >= 0.5, (question, answers[0].confidence)
+
+
+@pytest.mark.parametrize("qnas, off_topic", [
+    (ZH, ["今天天气怎么样", "你喜欢吃什么水果", "北京有哪些好玩的地方", "怎么学习英语", "推荐一本好书"]),
+    (JA, ["今日の天気はどうですか", "おすすめのレストランは", "東京の人口は"]),
+], ids=["zh", "ja"])
+def test_off_topic_cjk_questions_stay_below_the_threshold(service, qnas, off_topic):
+    _kb(service, "faq", qnas)
+    for question in off_topic:
+        answers = _ask(service, "faq", question)
+        assert not answers or answers[0].confidence < 0.5, (question, answers[0].confidence)
+
+
+def test_without_the_lexical_calibration_the_english_model_ranks_cjk_worse(service, monkeypatch):
+    """What the lexical ranking buys: the same KB and questions ranked as an English question is."""
+    ids = _kb(service, "faq", ZH)
+    monkeypatch.setattr(type(service), "reads_cjk", property(lambda self: True))
+    right = sum(_ask(service, "faq", q)[0].qna.id == ids[k] for q, k in ZH_ASKED)
+    confident = sum(_ask(service, "faq", q)[0].confidence >= 0.5 for q, _ in ZH_ASKED)
+    assert right < len(ZH_ASKED) or confident < len(ZH_ASKED)
+
+
+def test_english_questions_rank_exactly_as_before(service, monkeypatch):
+    """``reads_cjk`` changes nothing for a question without CJK text."""
+    _kb(service, "faq", [(["How long does charging take?"], "About two hours with the bundled adapter."),
+                         (["How long does the battery last?"], "About nine hours of normal use."),
+                         (["I forgot my password"], "Use 'Forgot password' on the sign-in page.")])
+    before = [(a.qna.id, a.confidence) for a in _ask(service, "faq", "charging time of the battery")]
+    monkeypatch.setattr(type(service), "reads_cjk", property(lambda self: True))
+    after = [(a.qna.id, a.confidence) for a in _ask(service, "faq", "charging time of the battery")]
+    assert before == after and len(before) == 3
+
+
+def test_a_mixed_question_mixes_the_two_calibrations(service):
+    """A Japanese question naming a product in Latin letters is ranked partly by its vector."""
+    ids = _kb(service, "faq", JA)
+    index = service.store.search_index("faq")
+    question = "Surface Pro 4の充電時間は"
+    vector = service.embedder.embed([question])[0]
+    eligible = np.ones(index.n, bool)
+    mixed = {r.record_id: r.confidence for r in ranker.rank(index, question, vector, eligible, top=6,
+                                                            reads_cjk=False)}
+    full = {r.record_id: r.confidence for r in ranker.rank(index, question, vector, eligible, top=6)}
+    assert max(mixed, key=mixed.get) == ids[0]
+    assert mixed != full
+    assert 0.5 < cjk_share(question) < 1.0
+
+
+@pytest.mark.parametrize("text, share", [
+    ("how long does it take", 0.0),
+    ("充电需要多长时间？", 1.0),
+    ("これは", 1.0),  # hiragana alone still counts as one word
+    ("Surface Pro 4の充電時間は", 4 / 7),
+    ("ok 好", 0.5),
+])
+def test_cjk_share(text, share):
+    assert cjk_share(text) == pytest.approx(share)
+
+
+def test_passages_in_chinese_are_found_by_their_words(service):
+    paragraphs = [
+        "长城是中国古代的军事防御工程，东起山海关，西至嘉峪关，全长六千多公里。",
+        "熊猫主要生活在四川、陕西和甘肃的山区，以竹子为主要食物。",
+        "黄河是中国第二长河，发源于青海省，流经九个省区，最后注入渤海。",
+        "故宫位于北京中轴线的中心，是明清两代的皇家宫殿，现为博物院。",
+    ]
+    asked = [("长城全长多少公里", 0), ("熊猫吃什么食物", 1), ("黄河注入哪个海", 2), ("明清皇家宫殿在哪里", 3)]
+    service.create_project("docs")
+    service.upsert("docs", [QnA([], p, source=str(i), kind="passage") for i, p in enumerate(paragraphs)])
+    source = {q.id: int(q.source) for q in service.store.list_qnas("docs")}
+    for question, k in asked:
+        answers = _ask(service, "docs", question, include_unstructured=True)
+        assert answers and source[answers[0].qna.id] == k, question
