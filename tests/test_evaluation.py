@@ -128,6 +128,7 @@ def test_quick_run_metrics_are_sane(quick):
         assert 0.0 <= r["offtopic_rejected"] <= 1.0 and 0.0 <= r["inscope_rejected"] <= 1.0
         assert r["top1_lost"] == pytest.approx(r["top1_at_zero"] - r["top1_at_threshold"])
         assert r["top1_at_threshold"] <= r["top1_at_zero"]
+        assert 0 < r["disjoint_questions"] <= r["offtopic_questions"] and 0.0 <= r["disjoint_rejected"] <= 1.0
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
@@ -156,3 +157,13 @@ def test_threshold_curves_agree_with_real_calls(quick):
         assert c["offtopic_rejected"][at] == pytest.approx(r["offtopic_rejected"], abs=tolerance)
         assert c["rejected"][at] == pytest.approx(r["inscope_rejected"], abs=tolerance)
         assert c["accuracy"][at] == pytest.approx(r["top1_at_threshold"], abs=tolerance)
+
+
+def test_overlap_rule_names_the_currency_intents_of_both_sets():
+    from openqna.evaluation.datasets import humanise
+    from openqna.evaluation.offtopic import OVERLAP
+
+    for intent in ("exchange_rate", "fiat_currency_support", "card_payment_wrong_exchange_rate", "qa_currency"):
+        assert OVERLAP.search(humanise(intent)), intent
+    for intent in ("card_arrival", "transfer_not_received_by_recipient", "email_query", "takeaway_query"):
+        assert not OVERLAP.search(humanise(intent)), intent
