@@ -110,3 +110,14 @@ def test_openai_example_runs(service):
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['Puppy A is happy.']"
+
+
+def test_vector_store_example_runs(service):
+    from conftest import LiveServer
+
+    example = next(b for b in blocks("python") if "vector_stores.search" in b)
+    with LiveServer(service) as live:
+        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['returns.txt']"
