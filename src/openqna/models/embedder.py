@@ -69,7 +69,7 @@ class LocalMiniLM:
     dim = 384
     # Trained on English only: its vectors of Chinese or Japanese text carry little meaning
     # (XQuAD-zh paragraph search, eval/report.md: dense top-1 0.14 against 0.89 in English), so
-    # the ranker leans on the keyword features for such questions (``ranker.rank``'s ``unread``).
+    # the ranker leans on the keyword features for such questions (``ranker.rank``'s ``reads_cjk``).
     reads_cjk = False
 
     def __init__(
