@@ -151,3 +151,19 @@ def test_passages_in_chinese_are_found_by_their_words(service):
     for question, k in asked:
         answers = _ask(service, "docs", question, include_unstructured=True)
         assert answers and source[answers[0].qna.id] == k, question
+
+
+def test_a_refitted_calibration_reads_the_same_on_chinese_questions(service):
+    """``openqna calibrate``'s fit predicts the served confidence whatever the question's script."""
+    import math
+
+    from openqna import calibrate as cal
+
+    ids = _kb(service, "faq", ZH)
+    proj = service.store.get_project("faq")
+    proj.settings["calibration"] = {"scale": 0.9, "shift": 1.5}
+    service.store.update_project(proj)
+    for question, k in [ZH_ASKED[0], ("Surface Pro 4 保修期有几年", 4), ("how long is the warranty", 4)]:
+        [point] = cal.collect(service, "faq", [cal.Pair(question, ids[k])])
+        served = _ask(service, "faq", question)[0].confidence
+        assert served == pytest.approx(1 / (1 + math.exp(-(0.9 * point.logit + 1.5))), abs=1e-4), question

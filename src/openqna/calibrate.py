@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from .records import InvalidArgument
-from .retrieval.ranker import CALIBRATION, Calibration
+from .retrieval.ranker import CALIBRATION, Calibration, rescaled
 from .service import AskRequest, Service
 from .store.base import LIVE
 
 PRIOR_WEIGHT = 2.0  # the prior counts like this many questions on each parameter
 MIN_QUESTIONS = 10
 FOLDS = 5
-_IDENTITY = replace(CALIBRATION, scale=1.0, shift=0.0)
+_IDENTITY = rescaled(CALIBRATION, 1.0, 0.0)
 
 
 @dataclass

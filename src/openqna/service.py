@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
@@ -366,7 +366,7 @@ class Service:
         fitted = project.settings.get("calibration")
         if not fitted:
             return ranker.CALIBRATION
-        return replace(ranker.CALIBRATION, scale=float(fitted["scale"]), shift=float(fitted["shift"]))
+        return ranker.rescaled(ranker.CALIBRATION, float(fitted["scale"]), float(fitted["shift"]))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         ranked, vector = self.rank(project, deployment, index, req)

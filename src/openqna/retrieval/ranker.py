@@ -11,7 +11,7 @@ An exact question match scores 1.0, as in Azure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -213,6 +213,21 @@ def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, v
                             qcov=zero, bm25=zero)
     gain = c.scale * (c.logit(after, question_only=True) - c.logit(before, question_only=True))
     return np.where(index.passage[rows], 0.0, gain)
+
+
+def rescaled(c: Calibration, scale: float, shift: float) -> Calibration:
+    """``c`` with the Platt rescaling ``scale``, ``shift`` (``openqna calibrate``'s fit), its lexical part alike.
+
+    A new rescaling is an affine map of the old calibrated logit (a·z + b); the lexical logit a question's
+    CJK share is ranked by gets the same map, so a fit of ``scale`` and ``shift`` predicts the served
+    confidence of a Chinese question as it does an English one's.  Passages keep their own calibration.
+    """
+    a = scale / c.scale
+    b = shift - a * c.shift
+    lexical = c.lexical
+    if lexical is not None:
+        lexical = replace(lexical, scale=a * lexical.scale, shift=a * lexical.shift + b)
+    return replace(c, scale=scale, shift=shift, lexical=lexical)
 
 
 def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.ndarray) -> np.ndarray:
