@@ -111,19 +111,30 @@ def test_english_questions_rank_exactly_as_before(service, monkeypatch):
     assert before == after and len(before) == 3
 
 
-def test_a_mixed_question_mixes_the_two_calibrations(service):
-    """A Japanese question naming a product in Latin letters is ranked partly by its vector."""
+def test_a_mixed_question_mixes_the_two_calibrations(service, monkeypatch):
+    """A Japanese question naming a product in Latin letters is ranked partly by its vector.
+
+    Each record's logit is the full calibration's and the lexical one's, mixed by the question's CJK share.
+    """
     ids = _kb(service, "faq", JA)
     index = service.store.search_index("faq")
     question = "Surface Pro 4の充電時間は"
+    share = cjk_share(question)
+    assert share == pytest.approx(4 / 7)
     vector = service.embedder.embed([question])[0]
     eligible = np.ones(index.n, bool)
-    mixed = {r.record_id: r.confidence for r in ranker.rank(index, question, vector, eligible, top=6,
-                                                            reads_cjk=False)}
-    full = {r.record_id: r.confidence for r in ranker.rank(index, question, vector, eligible, top=6)}
-    assert max(mixed, key=mixed.get) == ids[0]
-    assert mixed != full
-    assert 0.5 < cjk_share(question) < 1.0
+
+    def logits(**kw) -> dict[int, float]:
+        ranked = ranker.rank(index, question, vector, eligible, top=len(JA), **kw)
+        return {r.record_id: float(np.log(r.confidence / (1 - r.confidence))) for r in ranked}
+
+    mixed, full = logits(reads_cjk=False), logits()
+    monkeypatch.setattr(ranker, "cjk_share", lambda text: 1.0)
+    lexical = logits(reads_cjk=False)
+    assert max(mixed, key=mixed.get) == ids[0] and len(mixed) == len(JA)
+    for rid in mixed:
+        assert mixed[rid] == pytest.approx((1 - share) * full[rid] + share * lexical[rid], abs=1e-3)
+    assert lexical != full
 
 
 @pytest.mark.parametrize("text, share", [
