@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,14 +132,22 @@ def fill_openqna(service, project: str, texts: list[str], batch: int = 5000) -> 
 
     The service's embedder must know every text (a :class:`LookupEmbedder`).  Returns seconds.
     """
-    import time
-
     service.ensure_project(project)
     t = time.perf_counter()
     for start in range(0, len(texts), batch):
         service.upsert(project, match_content=False, qnas=[QnA([text], text, metadata={"group": group(i)})
                                  for i, text in enumerate(texts[start : start + batch], start)])
     return time.perf_counter() - t
+
+
+def embedding_ms(embedder, questions: list[str]) -> list[float]:
+    """Milliseconds to embed each question alone: the floor every query pays (use an embedder without a cache)."""
+    out = []
+    for q in questions:
+        t = time.perf_counter()
+        embedder.embed([q])
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
 
 def pct(xs, p: float) -> float:

@@ -242,11 +242,7 @@ def main() -> None:
     texts, vectors, qtexts, qvectors = corpus.real_data(embedder)
     pick = np.random.default_rng(1).choice(len(qtexts), args.queries, replace=False)
     qtexts, qvectors = [qtexts[i] for i in pick], qvectors[pick]
-    floor = []
-    for q in qtexts:
-        t = time.perf_counter()
-        embedder.embed([q])
-        floor.append((time.perf_counter() - t) * 1000)
+    floor = corpus.embedding_ms(embedder, qtexts)
     floor_p50 = float(np.median(floor))
     del embedder
     docs, doc_vectors = corpus.grow(texts, vectors, max(args.sizes))

@@ -151,13 +151,7 @@ def main() -> None:
     one_blas_thread()  # as `openqna serve` runs numpy
     texts, vectors, questions, _ = corpus.real_data()
     questions = questions[:2 * QUERIES + 1]
-    embedder = LocalMiniLM(cache_size=0)
-    floor = []
-    for q in questions[:QUERIES]:
-        s = time.perf_counter()
-        embedder.embed([q])
-        floor.append((time.perf_counter() - s) * 1000)
-    del embedder
+    floor = corpus.embedding_ms(LocalMiniLM(cache_size=0), questions[:QUERIES])
     f50 = float(np.median(floor))
     print(f"baseline, query embedding alone: p50 {f50:.1f} / p99 {corpus.pct(floor, 99):.1f} ms")
     docs, doc_vectors = corpus.grow(texts, vectors, 100_000)

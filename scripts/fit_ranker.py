@@ -78,21 +78,32 @@ def logistic_slope(z: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def faq(service, embedder) -> ranker.Calibration:
-    kbs = ranker_features.build(service, embedder, test=False)
+def dev_features(kbs) -> dict[str, list[ranker.Features]]:
+    """The ranker's features of every dev question (in scope and off-topic) of each dev KB, every record scored."""
     feats = {}
     for name, kb in kbs.items():
         index = kb["index"]
         everything = np.ones(index.n, bool)
         feats[name] = [ranker.features(index, analyze(t), v, everything, []) for (t, _), v in
                        zip(kb["asked"], kb["vectors"])]
+    return feats
+
+
+def dev_groups(kbs, feats, names) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(features ``names`` of every record, one-hot right record) for each in-scope dev question."""
     groups = []
     for name, kb in kbs.items():
         for f, (_, gold) in zip(feats[name][: kb["n_in"]], kb["asked"][: kb["n_in"]]):
             target = np.zeros(len(f.rows))
             target[gold] = 1.0
-            groups.append((matrix(f, FAQ_NAMES), target))
-    w = softmax_fit(groups)
+            groups.append((matrix(f, names), target))
+    return groups
+
+
+def faq(service, embedder) -> ranker.Calibration:
+    kbs = ranker_features.build(service, embedder, test=False)
+    feats = dev_features(kbs)
+    w = softmax_fit(dev_groups(kbs, feats, FAQ_NAMES))
     c = ranker.Calibration(**dict(zip(("w_" + n for n in FAQ_NAMES), np.round(w, 3).tolist())),
                            bias=0.0, w_bm25=0.0, scale=1.0, shift=0.0, typical=0.0)
     print("FAQ weights", dict(zip(FAQ_NAMES, np.round(w, 3))), file=sys.stderr)
@@ -136,19 +147,8 @@ def faq(service, embedder) -> ranker.Calibration:
 def faq_lexical(service, embedder) -> ranker.Calibration:
     kbs = ranker_features.build(service, embedder, test=False)
     names = ("qcov", "acov")
-    feats = {}
-    for name, kb in kbs.items():
-        index = kb["index"]
-        everything = np.ones(index.n, bool)
-        feats[name] = [ranker.features(index, analyze(t), v, everything, []) for (t, _), v in
-                       zip(kb["asked"], kb["vectors"])]
-    groups = []
-    for name, kb in kbs.items():
-        for f, (_, gold) in zip(feats[name][: kb["n_in"]], kb["asked"][: kb["n_in"]]):
-            target = np.zeros(len(f.rows))
-            target[gold] = 1.0
-            groups.append((matrix(f, names), target))
-    w = softmax_fit(groups)
+    feats = dev_features(kbs)
+    w = softmax_fit(dev_groups(kbs, feats, names))
     c = ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=0.0,
                            w_qcov=round(float(w[0]), 3), w_acov=round(float(w[1]), 3), scale=1.0, shift=0.0,
                            typical=None)

@@ -8,24 +8,31 @@ from openqna.api.concurrency import run_query
 from starlette.concurrency import run_in_threadpool
 
 
+class Overlap:
+    """Calls through ``run`` take 50 ms each; ``peak`` is how many ever ran at once."""
+
+    def __init__(self):
+        self.lock, self.running, self.peak = threading.Lock(), 0, 0
+
+    def run(self, result):
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(0.05)
+        with self.lock:
+            self.running -= 1
+        return result
+
+
 def test_query_pool_caps_concurrent_questions(monkeypatch):
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "2")
-    lock, running, peak = threading.Lock(), [0], [0]
-
-    def question(i: int) -> int:
-        with lock:
-            running[0] += 1
-            peak[0] = max(peak[0], running[0])
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
-        return i * i
+    overlap = Overlap()
 
     async def main():
-        return await asyncio.gather(*(run_query(question, i) for i in range(8)))
+        return await asyncio.gather(*(run_query(overlap.run, i * i) for i in range(8)))
 
     assert asyncio.run(main()) == [i * i for i in range(8)]
-    assert peak[0] == 2
+    assert overlap.peak == 2
 
 
 def test_other_blocking_work_does_not_wait_for_the_query_pool(monkeypatch):
@@ -61,19 +68,9 @@ def test_mcp_tool_questions_run_on_the_query_pool(monkeypatch):
     from openqna.service import Answer
 
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "1")
-    lock, running, peak = threading.Lock(), [0], [0]
-
-    def busy(result):
-        with lock:
-            running[0] += 1
-            peak[0] = max(peak[0], running[0])
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
-        return result
-
-    service = SimpleNamespace(search=lambda *a, **k: busy([]),
-                              ask=lambda *a, **k: busy([Answer(None, 0.0, default_text="none")]))
+    overlap = Overlap()
+    service = SimpleNamespace(search=lambda *a, **k: overlap.run([]),
+                              ask=lambda *a, **k: overlap.run([Answer(None, 0.0, default_text="none")]))
     tools = KnowledgeBaseTools(service, None, "production")
     ctx = SimpleNamespace(headers={})
 
@@ -83,4 +80,4 @@ def test_mcp_tool_questions_run_on_the_query_pool(monkeypatch):
 
     results = asyncio.run(main())
     assert len(results) == 6 and not any(r.is_error for r in results)
-    assert peak[0] == 1
+    assert overlap.peak == 1

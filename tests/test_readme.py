@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 from openqna.service import AskRequest
 
@@ -101,23 +102,16 @@ def test_curl_examples_run(service, tmp_path):
     assert outputs[1]["num_retrieved"] == 1 and "Attention in translation" in outputs[1]["documents"]
 
 
-def test_openai_example_runs(service):
+@pytest.mark.parametrize("marker, printed", [
+    ('"/answers"', "['Puppy A is happy.']"),
+    ("vector_stores.search", "['returns.txt']"),
+], ids=["answers", "vector-stores"])
+def test_openai_examples_run(service, marker, printed):
     from conftest import LiveServer
 
-    example = next(b for b in blocks("python") if "from openai import OpenAI" in b)
+    example = next(b for b in blocks("python") if "from openai import OpenAI" in b and marker in b)
     with LiveServer(service) as live:
         proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['Puppy A is happy.']"
-
-
-def test_vector_store_example_runs(service):
-    from conftest import LiveServer
-
-    example = next(b for b in blocks("python") if "vector_stores.search" in b)
-    with LiveServer(service) as live:
-        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
-                              capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['returns.txt']"
+    assert proc.stdout.strip() == printed
