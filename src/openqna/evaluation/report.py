@@ -141,7 +141,7 @@ def render(metrics: dict) -> str:
                    f"in-scope top-1 at {threshold:g}", "top-1 lost", "in-scope: default answer"],
                   [[_KB_NAMES.get(kb, kb) + suffix, f"{r['offtopic_questions']} ({r['offtopic_source']})",
                     _pct(r["offtopic_rejected"]),
-                    f"{_pct(r['disjoint_rejected'])} of {r['disjoint_questions']}" if "disjoint_questions" in r else "",
+                    f"{_pct(r['disjoint_rejected'])} of {r['disjoint_questions']}",
                     _f(r["top1_at_zero"]), _f(r["top1_at_threshold"]),
                     _f(r["top1_lost"]), _pct(r["inscope_rejected"])]
                    for suffix, rows in (("", metrics["offtopic"]), (", without KB adaptation", plain["offtopic"]))
