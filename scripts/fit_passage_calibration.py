@@ -68,7 +68,7 @@ def main(cache: Path, tmp: str) -> None:
     claims = rng.sample(sorted(corpus.queries), 400)
     gold = {d for q in claims for d in corpus.qrels[q]}
     docs = sorted(gold | set(rng.sample(sorted(set(corpus.docs) - gold), 1500)))
-    service = Service(SQLiteStore(tmp), CachedEmbedder(get_embedder("local"), cache))
+    service = Service(SQLiteStore(tmp), CachedEmbedder(get_embedder(), cache))
     service.create_project("scifact")
     records = []
     for d in docs:

@@ -220,7 +220,7 @@ def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
 
 
 def main() -> None:
-    embedder = CachedEmbedder(get_embedder("local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     with tempfile.TemporaryDirectory() as tmp:
         service = Service(SQLiteStore(tmp), embedder)
         if "--lexical" in sys.argv[1:]:

@@ -137,7 +137,7 @@ def loo_kb(index: MemIndex, texts: list[str], limit: int = 1500, seed: int = 1):
 
 def main(out: Path, test: bool) -> None:
     tmp = tempfile.mkdtemp(prefix="rankfeat-")
-    embedder = CachedEmbedder(get_embedder("local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     service = Service(SQLiteStore(tmp), embedder)
     result = build(service, embedder, test)
     embedder.close()

@@ -27,7 +27,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 
 def main(out: Path) -> None:
-    embedder = CachedEmbedder(get_embedder("local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     service = Service(SQLiteStore(tempfile.mkdtemp()), embedder)
     test = datasets.scifact(DATA, "test")
     train = datasets.scifact(DATA, "train")

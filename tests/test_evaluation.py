@@ -108,7 +108,8 @@ def test_quick_run_writes_report_and_plots(quick):
     out, m = quick
     report = (out / "report.md").read_text(encoding="utf-8")
     for heading in ("## FAQ matching", "## Off-topic rejection at threshold 0.5", "## Passage retrieval",
-                    "## Search in Chinese and Japanese", "## Precise answers", "## Runtime"):
+                    "## Search in Chinese and Japanese", "## Precise answers", "## Runtime",
+                    "## The accurate model: all-mpnet-base-v2"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -129,6 +130,15 @@ def test_quick_run_metrics_are_sane(quick):
         assert r["top1_lost"] == pytest.approx(r["top1_at_zero"] - r["top1_at_threshold"])
         assert r["top1_at_threshold"] <= r["top1_at_zero"]
         assert 0 < r["disjoint_questions"] <= r["offtopic_questions"] and 0.0 <= r["disjoint_rejected"] <= 1.0
+    acc = m["accurate"]  # the same FAQ and off-topic runs with all-mpnet-base-v2 (make test installs it)
+    assert acc["embedder"] == "mpnet-base-v2/onnx-fp32" and set(acc["faq"]) == set(m["faq"])
+    for kb, r in acc["faq"].items():
+        assert r["queries"] == m["faq"][kb]["queries"] and r["records"] == m["faq"][kb]["records"]
+        for method in ("bm25", "dense", "rrf", "ranker"):
+            assert 0.0 <= r["top1"][method] <= r["mrr5"][method] <= 1.0
+        assert r["top1"]["bm25"] == m["faq"][kb]["top1"]["bm25"]  # same KB and questions, keyword search alike
+        assert r["top1"]["ranker"] >= 0.5
+    assert set(acc["offtopic"]) == set(m["offtopic"]) and acc["texts_embedded"] >= 0
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}

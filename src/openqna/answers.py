@@ -94,12 +94,13 @@ def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
 
 
 def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
-              reads_cjk: bool = True) -> list[float]:
+              reads_cjk: bool = True, calibration: ranker.Calibration = ranker.CALIBRATION) -> list[float]:
     """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
     if not texts:
         return []
     index = _document_index(texts, vectors)
-    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk)
+    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk,
+                         calibration=calibration)
     scores = [0.0] * len(texts)
     for r in ranked:
         scores[r.record_id] = r.confidence
@@ -165,7 +166,8 @@ class Answering:
         vectors = self.vectors(documents)
         q = self.vectors([query])[0]
         return [round(SCORE_SCALE * s, 3) for s in relevance(query, documents, vectors, q,
-                                                             reads_cjk=self.service.reads_cjk)]
+                                                             reads_cjk=self.service.reads_cjk,
+                                                             calibration=self.service.shipped_calibration)]
 
     def answers(self, req: AnswersRequest) -> AnswersResult:
         instruction = build_instruction(req.examples, req.examples_context)

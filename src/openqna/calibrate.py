@@ -28,7 +28,6 @@ from .store.base import LIVE
 PRIOR_WEIGHT = 2.0  # the prior counts like this many questions on each parameter
 MIN_QUESTIONS = 10
 FOLDS = 5
-_IDENTITY = rescaled(CALIBRATION, 1.0, 0.0)
 
 
 @dataclass
@@ -84,10 +83,11 @@ def collect(service: Service, project: str, pairs: list[Pair], deployment: str =
     if missing:
         raise InvalidArgument(f"Project '{project}' ({deployment}) has no QnA with id {missing[0]}"
                               + (f" (nor {len(missing) - 1} other ids)." if len(missing) > 1 else "."))
+    identity = rescaled(service.shipped_calibration, 1.0, 0.0)  # the logit itself, lexical part alike
     points = []
     for p in pairs:
         ranked, _ = service.rank(project, deployment, index, AskRequest(question=p.question, top=1),
-                                 calibration=_IDENTITY)
+                                 calibration=identity)
         if not ranked:
             points.append(Point(-math.inf, False, p.expected is None))
             continue

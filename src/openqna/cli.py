@@ -346,10 +346,11 @@ def calibrate(project: str, file: Path, deployment: str, threshold: float, dry_r
     except OpenQnAError as exc:
         _fail(exc.message)
     before = service.calibration(proj)
-    fitted = cal.fit(points)
+    shipped = service.shipped_calibration
+    fitted = cal.fit(points, shipped)
     rows = [("before", before, cal.score(points, before, threshold)),
             ("after (fitted on these questions)", fitted, cal.score(points, fitted, threshold)),
-            (f"after ({cal.FOLDS}-fold cross-validated)", None, cal.cross_validated(points, threshold))]
+            (f"after ({cal.FOLDS}-fold cross-validated)", None, cal.cross_validated(points, threshold, shipped))]
     in_scope = sum(not p.off_topic for p in points)
     click.echo(f"{len(points)} questions ({in_scope} in scope, {len(points) - in_scope} off-topic), "
                f"threshold {threshold}")

@@ -303,7 +303,7 @@ class Service:
 
         loaded = self.store.saved_indexes()
         for project, deployment in loaded:
-            ranker.kb_adaptation(self.store.search_index(project, deployment))
+            ranker.kb_adaptation(self.store.search_index(project, deployment), self.shipped_calibration)
         return loaded
 
     def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
@@ -361,12 +361,17 @@ class Service:
         """Whether the embedder reads Chinese, Japanese and Korean (the bundled MiniLM does not)."""
         return getattr(self.embedder, "reads_cjk", True)
 
+    @property
+    def shipped_calibration(self) -> ranker.Calibration:
+        """The ranker's calibration for this service's embedder, as fitted on development data."""
+        return ranker.calibration_for(self.embedder.name)
+
     def calibration(self, project: Project) -> ranker.Calibration:
         """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
         fitted = project.settings.get("calibration")
         if not fitted:
-            return ranker.CALIBRATION
-        return ranker.rescaled(ranker.CALIBRATION, float(fitted["scale"]), float(fitted["shift"]))
+            return self.shipped_calibration
+        return ranker.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         ranked, vector = self.rank(project, deployment, index, req)

@@ -76,6 +76,14 @@ PASSAGE_CALIBRATION = ranker.Calibration(
     scale=1.0, shift=0.0, typical=None,
     lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
                                w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None))
+# The same fit on all-mpnet-base-v2's vectors (OPENQNA_EMBEDDER=mpnet scripts/fit_passage_calibration.py).
+MPNET_PASSAGE_CALIBRATION = PASSAGE_CALIBRATION  # replaced once fitted
+_PASSAGE_CALIBRATIONS = {"mpnet-base-v2/onnx-fp32": MPNET_PASSAGE_CALIBRATION}
+
+
+def passage_calibration(embedder: str) -> ranker.Calibration:
+    """How a vector store scores chunks embedded by ``embedder`` (MiniLM's fit for any model not fitted)."""
+    return _PASSAGE_CALIBRATIONS.get(embedder, PASSAGE_CALIBRATION)
 
 
 @dataclass(frozen=True)
@@ -521,7 +529,8 @@ class VectorStores:
         best: dict[int, float] = {}
         for query, vector in zip(queries, self.service.embedder.embed(queries)):
             for r in ranker.rank(index, query, vector, eligible, top=limit + 1, threshold=threshold,
-                                 calibration=PASSAGE_CALIBRATION, reads_cjk=self.service.reads_cjk):
+                                 calibration=passage_calibration(self.service.embedder.name),
+                                 reads_cjk=self.service.reads_cjk):
                 best[r.record_id] = max(best.get(r.record_id, 0.0), r.confidence)
         order = sorted(best, key=lambda rid: (-best[rid], rid))
         records = self.store.get_qnas(store_id, order[:limit])

