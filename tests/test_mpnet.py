@@ -138,3 +138,25 @@ def test_paraphrases_found_and_off_topic_declined(mpnet_service):
         assert top.qna is None, question  # the default answer
     assert min(right) > 2 * max(off), (right, off)
     assert sorted(right)[1] >= 0.5, right  # all but the loosest paraphrase clear the default threshold
+
+
+def test_vector_store_scores_are_mpnets_fitted_probabilities(mpnet_service):
+    import openai
+    from conftest import LiveServer
+    from test_vector_stores import DOCS
+
+    from openqna import vector_stores
+
+    assert vector_stores.passage_calibration(mpnet_service.embedder.name) is vector_stores.MPNET_PASSAGE_CALIBRATION
+    with LiveServer(mpnet_service) as live:
+        c = openai.OpenAI(base_url=live.url + "/v1", api_key="anything", max_retries=0)
+        vs = c.vector_stores.create(name="support")
+        for name, (text, attributes) in DOCS.items():
+            file_id = c.files.create(file=(name, text.encode()), purpose="assistants").id
+            done = c.vector_stores.files.create_and_poll(file_id=file_id, vector_store_id=vs.id, attributes=attributes)
+            assert done.status == "completed"
+        page = c.vector_stores.search(vs.id, query="Are returns accepted within 30 days of purchase?")
+        scores = [r.score for r in page.data]
+        assert page.data[0].filename == "returns.txt" and scores[0] > 0.5 > scores[1], scores
+        assert c.vector_stores.search(vs.id, query="zebra migration patterns in the serengeti",
+                                      ranking_options={"score_threshold": 0.5}).data == []
