@@ -6,7 +6,7 @@ embedding alone, /healthz of the same server); this collects them with a note of
 and the time they took.  A script that draws a plot prints ``plot: FILE`` (a file next to
 this one) and results.md shows the image.
 
-Usage: python bench/run.py [--only NAME ...]
+Usage: python bench/run.py [--only NAME ...]   (--only reruns those and keeps the other sections of results.json)
 """
 
 from __future__ import annotations
@@ -46,29 +46,40 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", choices=sorted(SCRIPTS))
-    names = parser.parse_args().only or list(SCRIPTS)
-    results = {}
+    only = parser.parse_args().only
+    names = only or list(SCRIPTS)
+    results, earlier_when = {}, None
+    previous = HERE / "results.json"
+    if only and previous.exists():  # keep the sections not rerun, marked with when they ran
+        earlier = json.loads(previous.read_text(encoding="utf-8"))
+        earlier_when = earlier["when"]
+        results = {name: {"when": earlier_when, **r} for name, r in earlier["results"].items()
+                   if name in SCRIPTS and name not in names}
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for name in names:
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, str(HERE / f"{name}.py")], capture_output=True, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
         lines = [line.strip() for line in proc.stdout.replace("\r", "\n").splitlines()
                  if line.strip() and "it/s" not in line and "text/s" not in line]
-        results[name] = {"seconds": round(time.perf_counter() - t, 1), "returncode": proc.returncode,
+        results[name] = {"when": stamp, "seconds": round(time.perf_counter() - t, 1), "returncode": proc.returncode,
                          "lines": lines, "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
         print(f"{name}: {results[name]['seconds']} s", file=sys.stderr)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = ["# Benchmarks\n", f"Run {stamp} on {machine()}. Every figure comes with a baseline measured in "
+    out = ["# Benchmarks\n", f"Run {earlier_when or stamp} on {machine()}"
+           + (f"; rerun {stamp}: {', '.join(names)}" if earlier_when else "")
+           + ". Every figure comes with a baseline measured in "
            "the same run; this machine is shared and noisy, so read ratios, not absolute times.\n"]
-    for name, r in results.items():
+    for name in [n for n in SCRIPTS if n in results]:
+        r = results[name]
         out.append(f"## {name} — {SCRIPTS[name]}\n")
-        out.append(f"`python bench/{name}.py`, {r['seconds']} s" + ("" if r["returncode"] == 0 else
+        out.append(f"`python bench/{name}.py`, {r['seconds']} s, {r.get('when', stamp)}" + ("" if r["returncode"] == 0 else
                    f", **failed** ({r['returncode']}): " + " / ".join(r["stderr_tail"])) + "\n")
-        out.extend(f"- {line}" for line in r["lines"] if not line.startswith("plot: "))
+        out.extend(line if line.startswith("|") else f"- {line}"  # a table's rows stay a table
+                   for line in r["lines"] if not line.startswith("plot: "))
         out.extend(f"\n![{name}]({line[6:]})" for line in r["lines"] if line.startswith("plot: "))
         out.append("")
     (HERE / "results.md").write_text("\n".join(out) + "\n", encoding="utf-8")
-    (HERE / "results.json").write_text(json.dumps({"when": stamp, "machine": machine(), "results": results},
+    (HERE / "results.json").write_text(json.dumps({"when": earlier_when or stamp, "machine": machine(), "results": results},
                                                   indent=2) + "\n", encoding="utf-8")
     print(f"wrote {HERE / 'results.md'}", file=sys.stderr)
 

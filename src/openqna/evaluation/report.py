@@ -79,8 +79,8 @@ def _accurate_section(acc: dict | None, fast: dict, threshold: float) -> list[st
         return out + [f"Not measured: {acc['missing']}"]
     out += [(f"The same FAQ knowledge bases and questions, embedded by `{acc['embedder']}` (`{acc['setting']}`:"
              " 12 layers and 768 dimensions against MiniLM's 6 and 384) and ranked with the calibration fitted for it"
-             " on the same development data (`ranker.calibration_for`). It costs about 6x MiniLM's time per question"
-             " embedding and 10x per indexed text (bench/results.md); this run embedded"
+             " on the same development data (`ranker.calibration_for`). It costs about 5x MiniLM's time per question"
+             " embedding and 7x per indexed text (bench/models.py); this run embedded"
              f" {acc['texts_embedded']:,} texts in {acc['embedding_model_seconds']:.0f} s and took"
              f" {acc['seconds']:.0f} s in all. Top-1 accuracy (MRR@5 in brackets):"), ""]
     names = [METHOD_NAMES[m] for m in METHODS]

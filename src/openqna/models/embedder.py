@@ -153,8 +153,8 @@ class LocalMiniLM(LocalEncoder):
 class LocalMPNet(LocalEncoder):
     """all-mpnet-base-v2 (``OPENQNA_EMBEDDER=mpnet``, the ``openqna[mpnet]`` extra): 12 layers, 768 dimensions.
 
-    The more accurate of the two (eval/report.md, "The accurate model") at about 6x the cost of a
-    query embedding and 10x that of indexing (bench/results.md).
+    The more accurate of the two (eval/report.md, "The accurate model") at about 5x the cost of a
+    question embedding and 7x that of indexing (bench/models.py).
     """
 
     model = MPNET
