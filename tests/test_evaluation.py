@@ -138,7 +138,9 @@ def test_quick_run_metrics_are_sane(quick):
             assert 0.0 <= r["top1"][method] <= r["mrr5"][method] <= 1.0
         assert r["top1"]["bm25"] == m["faq"][kb]["top1"]["bm25"]  # same KB and questions, keyword search alike
         assert r["top1"]["ranker"] >= 0.5
-    assert set(acc["offtopic"]) == set(m["offtopic"]) and acc["texts_embedded"] >= 0
+    assert set(acc["offtopic"]) == set(m["offtopic"])
+    for kb, r in acc["offtopic"].items():
+        assert r["offtopic_questions"] == m["offtopic"][kb]["offtopic_questions"] and 0.0 <= r["offtopic_rejected"] <= 1.0
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
