@@ -24,7 +24,7 @@ from openqna.models.embedder import (  # noqa: E402
     get_embedder,
 )
 from openqna.models.onnx_export import (  # noqa: E402
-    ONNX_FILENAME,
+    MINILM,
     bundled_model_dir,
     load_tokenizer,
 )
@@ -64,7 +64,7 @@ def local(tmp_path_factory) -> LocalMiniLM:
     """One model per test module, exported fresh into an empty folder (the auto-export path)."""
     model_dir = tmp_path_factory.mktemp("models")
     model = LocalMiniLM(model_dir=model_dir)
-    assert sorted(p.name for p in model_dir.iterdir()) == [ONNX_FILENAME]  # no temp left over
+    assert sorted(p.name for p in model_dir.iterdir()) == [MINILM.onnx_filename]  # no temp left over
     yield model
     model.onnx_path.unlink()  # 90 MB; pytest keeps old tmp dirs around
 

