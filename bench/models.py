@@ -1,4 +1,5 @@
-"""The two bundled embedding models side by side: what the accurate one (all-mpnet-base-v2) costs.
+"""The bundled embedding models side by side: what the accurate one (all-mpnet-base-v2 beside the universal
+sentence encoder, ``OPENQNA_EMBEDDER=accurate``) and mpnet alone cost.
 
 Baseline: the default model, all-MiniLM-L6-v2, measured in the same rounds (interleaved, so a busy moment of
 the machine hits both).  Per round and model:
@@ -25,7 +26,13 @@ sys.path.insert(0, str(HERE))
 import corpus  # noqa: E402
 
 from openqna.evaluation import datasets  # noqa: E402
-from openqna.models.embedder import LocalMiniLM, LocalMPNet  # noqa: E402
+from openqna.models.embedder import (  # noqa: E402
+    ACCURATE_WEIGHT,
+    HybridEncoder,
+    LocalMiniLM,
+    LocalMPNet,
+    UniversalSentenceEncoder,
+)
 from openqna.records import QnA  # noqa: E402
 from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
@@ -48,12 +55,15 @@ def main() -> None:
         by_intent.setdefault(row["category"], []).append(row["text"])
     qnas = [QnA(questions=texts[:10], answer=intent) for intent, texts in sorted(by_intent.items())]
 
-    models = {"MiniLM-L6 (default)": LocalMiniLM(cache_size=0), "mpnet-base (accurate)": LocalMPNet(cache_size=0)}
+    mpnet = LocalMPNet(cache_size=0)
+    models = {"MiniLM-L6 (default)": LocalMiniLM(cache_size=0),
+              "mpnet-base + USE (accurate)": HybridEncoder(mpnet, UniversalSentenceEncoder(), ACCURATE_WEIGHT),
+              "mpnet-base alone": mpnet}
     tmp = tempfile.TemporaryDirectory()
     services = {}
-    for name, model in models.items():
+    for i, (name, model) in enumerate(models.items()):
         model.embed(["warm up"])
-        service = Service(SQLiteStore(Path(tmp.name) / name.split()[0]), model)
+        service = Service(SQLiteStore(Path(tmp.name) / str(i)), model)
         service.create_project("banking77")
         service.upsert("banking77", qnas)
         service.ask("banking77", LIVE, AskRequest(question="warm up"))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from openqna.evaluation import datasets
-from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.embedcache import cached
 from openqna.ingest import Block, ParsedDocument, chunk_document
 from openqna.models import gpt2
 from openqna.models.embedder import get_embedder
@@ -68,7 +68,7 @@ def main(cache: Path, tmp: str) -> None:
     claims = rng.sample(sorted(corpus.queries), 400)
     gold = {d for q in claims for d in corpus.qrels[q]}
     docs = sorted(gold | set(rng.sample(sorted(set(corpus.docs) - gold), 1500)))
-    service = Service(SQLiteStore(tmp), CachedEmbedder(get_embedder(), cache))
+    service = Service(SQLiteStore(tmp), cached(get_embedder(), cache))
     service.create_project("scifact")
     records = []
     for d in docs:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranker_features  # noqa: E402
 
 from openqna.evaluation import datasets, passages  # noqa: E402
-from openqna.evaluation.embedcache import CachedEmbedder  # noqa: E402
+from openqna.evaluation.embedcache import cached  # noqa: E402
 from openqna.models.embedder import get_embedder  # noqa: E402
 from openqna.retrieval import adapt, ranker  # noqa: E402
 from openqna.retrieval.analyze import analyze  # noqa: E402
@@ -220,7 +220,7 @@ def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
 
 
 def main() -> None:
-    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = cached(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     with tempfile.TemporaryDirectory() as tmp:
         service = Service(SQLiteStore(tmp), embedder)
         if "--lexical" in sys.argv[1:]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from openqna.evaluation import datasets, faq
-from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.embedcache import cached
 from openqna.formats import read_file
 from openqna.models.embedder import get_embedder
 from openqna.records import QnA
@@ -137,7 +137,7 @@ def loo_kb(index: MemIndex, texts: list[str], limit: int = 1500, seed: int = 1):
 
 def main(out: Path, test: bool) -> None:
     tmp = tempfile.mkdtemp(prefix="rankfeat-")
-    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = cached(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     service = Service(SQLiteStore(tmp), embedder)
     result = build(service, embedder, test)
     embedder.close()

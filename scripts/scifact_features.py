@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from openqna.evaluation import datasets, passages
-from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.embedcache import cached
 from openqna.models.embedder import get_embedder
 from openqna.retrieval.analyze import analyze
 from openqna.retrieval.memindex import K1
@@ -27,7 +27,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 
 def main(out: Path) -> None:
-    embedder = CachedEmbedder(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    embedder = cached(get_embedder(), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     service = Service(SQLiteStore(tempfile.mkdtemp()), embedder)
     test = datasets.scifact(DATA, "test")
     train = datasets.scifact(DATA, "train")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.embedder import Embedder
+from ..models.embedder import Embedder, HybridEncoder
 
 _FLUSH_EVERY = 1024
 
@@ -83,3 +83,25 @@ class CachedEmbedder:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+class CachedHybrid(HybridEncoder):
+    """A ``HybridEncoder`` whose two encoders are cached apart: one encoder's vectors then serve every
+    combination it is part of (mpnet's serve both ``OPENQNA_EMBEDDER=mpnet`` and ``accurate``)."""
+
+    def __init__(self, inner: HybridEncoder, path: Path):
+        self.parts = [CachedEmbedder(inner.a, path), CachedEmbedder(inner.b, path)]
+        super().__init__(self.parts[0], self.parts[1], inner.weight)
+
+    model_seconds = property(lambda self: sum(p.model_seconds for p in self.parts))
+    misses = property(lambda self: max(p.misses for p in self.parts))
+    hits = property(lambda self: min(p.hits for p in self.parts))
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def cached(inner: Embedder, path: Path) -> CachedEmbedder | CachedHybrid:
+    """``inner`` behind the vector cache at ``path`` (a hybrid's encoders each behind their own)."""
+    return CachedHybrid(inner, path) if isinstance(inner, HybridEncoder) else CachedEmbedder(inner, path)

@@ -70,32 +70,38 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> l
         ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def _accurate_section(acc: dict | None, fast: dict, threshold: float) -> list[str]:
-    """FAQ matching and off-topic rejection with the accurate embedder, next to the default one's ranker."""
-    out = ["", "## The accurate model: all-mpnet-base-v2", ""]
+def _accurate_section(acc: dict | None, alone: dict | None, fast: dict, threshold: float) -> list[str]:
+    """FAQ matching and off-topic rejection with the accurate embedder, next to mpnet alone and the default model."""
+    out = ["", "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder", ""]
     if not acc:
         return []
     if "missing" in acc:
         return out + [f"Not measured: {acc['missing']}"]
-    out += [(f"The same FAQ knowledge bases and questions, embedded by `{acc['embedder']}` (`{acc['setting']}`:"
-             " 12 layers and 768 dimensions against MiniLM's 6 and 384) and ranked with the calibration fitted for it"
-             " on the same development data (`ranker.calibration_for`). It costs about 5x MiniLM's time per question"
-             " embedding and 7x per indexed text (bench/models.py); this run embedded"
+    alone = alone if alone and "missing" not in alone else None
+    out += [(f"The same FAQ knowledge bases and questions, embedded by `{acc['embedder']}` (`{acc['setting']}`):"
+             " all-mpnet-base-v2 (12 layers and 768 dimensions against MiniLM's 6 and 384) beside Google's"
+             " multilingual universal sentence encoder v3 (a CNN trained on question-answer and conversational pairs,"
+             " 512 dimensions, weight 0.4 in the cosine), ranked with the calibration fitted for it on the same"
+             " development data (`ranker.calibration_for`). It costs about 6x MiniLM's time per question and 7x per"
+             " indexed text (bench/models.py); this run embedded"
              f" {acc['texts_embedded']:,} texts in {acc['embedding_model_seconds']:.0f} s and took"
-             f" {acc['seconds']:.0f} s in all. Top-1 accuracy (MRR@5 in brackets):"), ""]
+             f" {acc['seconds']:.0f} s in all. *mpnet alone* is the same run with `OPENQNA_EMBEDDER=mpnet` and its own"
+             " calibration. Top-1 accuracy (MRR@5 in brackets):"), ""]
     names = [METHOD_NAMES[m] for m in METHODS]
-    out += _table(["knowledge base", *names, "default model's ranker"],
+    out += _table(["knowledge base", *names, "mpnet alone's ranker", "default model's ranker"],
                   [[_KB_NAMES.get(kb, kb), *[f"{_f(r['top1'][m])} ({_f(r['mrr5'][m])})" for m in METHODS],
+                    _f(alone["faq"][kb]["top1"]["ranker"]) if alone and kb in alone["faq"] else "",
                     _f(fast[kb]["top1"]["ranker"]) if kb in fast else ""]
                    for kb, r in acc["faq"].items()])
     out += ["", f"Off-topic rejection at threshold {threshold:g}, as above:", ""]
+    runs = [("", acc)] + ([(", mpnet alone", alone)] if alone else [])
     out += _table(["knowledge base", "off-topic questions", "off-topic: default answer", "without currency intents",
                    "in-scope top-1 at 0", f"in-scope top-1 at {threshold:g}", "top-1 lost",
                    "in-scope: default answer"],
-                  [[_KB_NAMES.get(kb, kb), f"{r['offtopic_questions']} ({r['offtopic_source']})",
+                  [[_KB_NAMES.get(kb, kb) + label, f"{r['offtopic_questions']} ({r['offtopic_source']})",
                     _pct(r["offtopic_rejected"]), f"{_pct(r['disjoint_rejected'])} of {r['disjoint_questions']}",
                     _f(r["top1_at_zero"]), _f(r["top1_at_threshold"]), _f(r["top1_lost"]),
-                    _pct(r["inscope_rejected"])] for kb, r in acc["offtopic"].items()])
+                    _pct(r["inscope_rejected"])] for label, run in runs for kb, r in run["offtopic"].items()])
     return out
 
 
@@ -177,7 +183,7 @@ def render(metrics: dict) -> str:
                    for kb, r in rows.items()])
     out += ["", "Accuracy and rejection against the threshold (from the top-1 confidences at threshold 0):", ""]
     out += [f"![{_KB_NAMES.get(kb, kb)}]({plot_name(kb)})" for kb in faq]
-    out += _accurate_section(metrics.get("accurate"), faq, threshold)
+    out += _accurate_section(metrics.get("accurate"), metrics.get("mpnet_alone"), faq, threshold)
     p = metrics["passages"]["scifact"]
     out += [
         "",
@@ -259,7 +265,7 @@ def render(metrics: dict) -> str:
                   [["total", f"{timing['total_seconds']:.1f}"]])
     out += ["", (f"The default embedding model ran {timing['embedding_model_seconds']:.0f} s for"
              f" {timing['texts_embedded']:,} texts; {timing['texts_from_cache']:,} embeddings came from the cache"
-             " (*accurate_model*: all-mpnet-base-v2's FAQ and off-topic runs, its own figures above)."), ""]
+             " (*accurate_model*: the accurate model's and mpnet's FAQ and off-topic runs, their own figures above)."), ""]
     return "\n".join(out)
 
 

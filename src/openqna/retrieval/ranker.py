@@ -80,7 +80,15 @@ MPNET_CALIBRATION = Calibration(
     shift=5.907, typical=16.279, lexical=LEXICAL,
     passages=Calibration(w_qsim=0.0, w_asim=13.891, w_qcov=0.0, w_acov=4.937, w_qmean=0.0, w_qcent=0.0,
                          w_bm25=7.079, scale=0.577, shift=-9.186, typical=None))
-_FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION}
+# OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
+# fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
+ACCURATE_CALIBRATION = Calibration(
+    w_qsim=7.964, w_asim=3.667, w_qcov=1.649, w_acov=1.53, w_qmean=-13.704, w_qcent=23.431, scale=0.778,
+    shift=5.91, typical=18.337, lexical=LEXICAL,
+    passages=Calibration(w_qsim=0.0, w_asim=17.586, w_qcov=0.0, w_acov=5.398, w_qmean=0.0, w_qcent=0.0,
+                         w_bm25=5.545, scale=0.562, shift=-9.176, typical=None))
+_FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION,
+           "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_CALIBRATION}
 
 
 def calibration_for(embedder: str) -> Calibration:
