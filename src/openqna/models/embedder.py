@@ -197,7 +197,8 @@ class HybridEncoder:
     product is ``(1 - w) * cos_a + w * cos_b``.
 
     ``OPENQNA_EMBEDDER=accurate`` is all-mpnet-base-v2 with the universal sentence encoder at
-    ``w = 0.4`` (the weight that did best for dense search on development questions, never a test split):
+    ``w = 0.4``, chosen on development questions, never a test split (dense search alone: 0.3 to 0.4 did best
+    beside MiniLM and beside mpnet):
     the two were trained on different data and err on different questions, so together they rank
     better than either (eval/report.md, "The accurate model").  Questions in Chinese or Japanese keep the
     keyword ranking (``reads_cjk`` False): the calibration was fitted on English only.
