@@ -25,7 +25,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out."),
     Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys."),
     Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on."),
-    Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `mpnet` (all-mpnet-base-v2 on onnxruntime, the `openqna[mpnet]` extra: more accurate, about 6x slower per question) or `openai` (an OpenAI-compatible /v1/embeddings endpoint)."),
+    Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see 'Choosing the embedding model'), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint)."),
     Setting("OPENQNA_EMBEDDINGS_BASE_URL", "", "Base URL of the OpenAI-compatible embeddings endpoint, e.g. `http://localhost:11434/v1`."),
     Setting("OPENQNA_EMBEDDINGS_API_KEY", "", "Bearer key for that endpoint."),
     Setting("OPENQNA_EMBEDDINGS_MODEL", "", "Model name sent to that endpoint."),
