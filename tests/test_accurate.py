@@ -14,11 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from openqna.models import embedder as embedders  # noqa: E402
 from openqna.models.embedder import HybridEncoder, LocalMPNet, UniversalSentenceEncoder, get_embedder  # noqa: E402
 from openqna.retrieval import ranker  # noqa: E402
-from openqna.service import AskRequest, Service  # noqa: E402
+from openqna.service import AskRequest  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
-from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
-from test_mpnet import FAQ  # noqa: E402
+from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,14 +59,7 @@ def test_missing_package_says_how_to_install(monkeypatch):
 
 @pytest.fixture
 def accurate_service(tmp_path, accurate):
-    from openqna.records import QnA
-
-    store = SQLiteStore(tmp_path / "data")
-    service = Service(store, accurate)
-    service.create_project("shop")
-    service.upsert("shop", [QnA(id=i + 1, questions=[q], answer=a) for i, (q, a) in enumerate(FAQ)])
-    yield service
-    store.close()
+    yield from shop_service(tmp_path, accurate)
 
 
 def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(accurate_service):
@@ -87,16 +79,4 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(accurate_
 
 
 def test_paraphrases_found_and_off_topic_declined(accurate_service):
-    asked = {"When are you open on Saturday?": 2, "how many days until my parcel arrives": 3,
-             "I want to send back a jumper I bought": 4, "do you deliver to Germany?": 5}
-    right = []
-    for question, expected in asked.items():
-        top = accurate_service.ask("shop", LIVE, AskRequest(question=question, top=1))[0]
-        assert top.qna is not None and top.qna.id == expected, question
-        right.append(top.confidence)
-    off = []
-    for question in ("What is the capital of Peru?", "Tell me a joke about penguins"):
-        off.append(accurate_service.ask("shop", LIVE, AskRequest(question=question, top=1))[0].confidence)
-        top = accurate_service.ask("shop", LIVE, AskRequest(question=question, top=1, threshold=0.5))[0]
-        assert top.qna is None, question
-    assert min(right) > 2 * max(off), (right, off)
+    check_paraphrases_and_off_topic(accurate_service)
