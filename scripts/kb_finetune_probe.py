@@ -57,7 +57,9 @@ class Tuned:
 
     def __init__(self, model: SentenceTransformer) -> None:
         self.model = model
-        self.dim = model.get_sentence_embedding_dimension()
+        # sentence-transformers 6 renamed the method; the dev extra allows >= 3
+        dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = dimension()
 
     def embed(self, texts):
         with torch.no_grad():
