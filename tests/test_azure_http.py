@@ -133,6 +133,48 @@ def test_query_key_cannot_reach_other_projects(server):
     assert r.status_code == 404 and r.json()["error"]["code"] == "ProjectNotFound"
 
 
+# botbuilder-dotnet's LanguageServiceUtils (CustomQuestionAnswering, QnAMakerDialog, Composer bots), byte for byte:
+# "qnaId": 0 and a context with previousQnAId 0 mean "no id" and "no context", PascalCase filters, an empty SourceFilter.
+CSHARP_BODY = (
+    '{"question":"%s","top":3,'
+    '"filters":{"MetadataFilter":{"Metadata":[%s],"LogicalOperation":"AND"},"SourceFilter":[],"LogicalOperation":null},'
+    '"confidenceScoreThreshold":0.3,"context":%s,"qnaId":0,"rankerType":"Default",'
+    '"answerSpanRequest":{"enable":true},"includeUnstructuredSources":true,"userId":"user-1"}'
+)
+
+
+@pytest.mark.parametrize("context", ['null', '{"previousQnAId":0,"previousUserQuery":""}'])
+def test_csharp_bot_framework_body_is_answered(secured, context):
+    server, secret = secured
+    headers = {"Authorization": f"EndpointKey {secret}", "Ocp-Apim-Subscription-Key": secret,
+               "Content-Type": "application/json"}
+    params = {"projectName": "surface", "deploymentName": "production", "api-version": "2021-10-01"}
+    cases = [("How long does it take to charge the battery?", "", 1),
+             ("I forgot my password", "", 5),
+             ("how do I plug in a second monitor", '{"Key":"category","Value":"display"}', 2)]
+    for question, metadata, expected in cases:
+        body = CSHARP_BODY % (question, metadata, context)
+        r = httpx.post(server.url + QKB, params=params, content=body.encode(), headers=headers, timeout=30)
+        assert r.status_code == 200, r.text
+        top = r.json()["answers"][0]
+        assert top["id"] == expected and top["confidenceScore"] >= 0.3, (question, top)
+
+
+def test_csharp_follow_up_turn_and_python_prefixed_key(secured):
+    server, secret = secured
+    params = {"projectName": "surface", "deploymentName": "production", "api-version": "2021-10-01"}
+    body = {"question": "Battery care", "top": 3, "qnaId": 4, "rankerType": "Default",
+            "context": {"previousQnAId": 1, "previousUserQuery": ""}}
+    # botbuilder-python sends the prefix in Ocp-Apim-Subscription-Key too
+    r = httpx.post(server.url + QKB, params=params, json=body, timeout=30,
+                   headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {secret}"})
+    assert r.status_code == 200, r.text
+    assert r.json()["answers"][0]["id"] == 4
+    r = httpx.post(server.url + QKB, params=params, json={**body, "qnaId": "", "rankerType": "AutoSuggestQuestion"},
+                   timeout=30, headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {secret}x"})
+    assert r.status_code == 401
+
+
 def test_wire_is_lenient_on_input_and_exact_on_output(server):
     body = {"Question": "How do I reset my password?", "TOP": "1", "confidenceScoreThreshold": "0.5",
             "filters": {"metadataFilter": {"metadata": [{"Key": "Category", "Value": "ACCOUNT"}]}},
@@ -160,7 +202,8 @@ def test_default_answer_exact_shape(server):
     ({"question": "hi", "top": "many"}, "top"),
     ({"question": "hi", "confidenceScoreThreshold": 1.5}, "confidenceScoreThreshold"),
     ({"question": "hi", "rankerType": "Fancy"}, "rankerType"),
-    ({"question": "hi", "context": {"previousUserQuery": "x"}}, "context.previousQnaId"),
+    ({"question": "hi", "context": {"previousQnaId": "first"}}, "context.previousQnaId"),
+    ({"question": "hi", "qnaId": 9223372036854775808}, "qnaId"),
     ({"question": "hi", "filters": {"metadataFilter": {"metadata": [{"key": "a"}]}}}, "filters.metadataFilter.metadata[0]"),
     ({"question": "hi", "filters": {"metadataFilter": {"metadata": [], "logicalOperation": "XOR"}}},
      "filters.metadataFilter.logicalOperation"),

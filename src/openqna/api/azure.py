@@ -64,12 +64,24 @@ def parse_filters(body: Body | None) -> Filter | None:
     return (And if op == "AND" else Or)(tuple(parts))
 
 
+QNA_ID_MAX = 2**31 - 1  # Azure types QnA ids as int32
+
+
+def optional_id(body: Body, key: str) -> int | None:
+    """A QnA id where 0, a negative number, "" or null means none, as Bot Framework clients send it."""
+    value = body.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    qna_id = body.integer(key, hi=QNA_ID_MAX)
+    return qna_id if qna_id is not None and qna_id > 0 else None
+
+
 def parse_ask(raw: Any) -> AskRequest:
     if not isinstance(raw, dict):
         raise InvalidArgument("The request body must be a JSON object.")
     body = Body(raw)
     question = body.string("question", max_len=LIMITS.question_chars)
-    qna_id = body.integer("qnaId")
+    qna_id = optional_id(body, "qnaId")
     if (question is None or not question.strip()) and qna_id is None:
         raise InvalidArgument("Either 'question' or 'qnaId' must be given.", target="question")
     req = AskRequest(question=question, qna_id=qna_id)
@@ -78,12 +90,13 @@ def parse_ask(raw: Any) -> AskRequest:
     req.threshold = body.number("confidenceScoreThreshold") or 0.0
     context = body.obj("context")
     if context is not None:
-        req.previous_qna_id = context.integer("previousQnaId")
-        if req.previous_qna_id is None:
-            raise InvalidArgument("'context.previousQnaId' is required when 'context' is given.",
-                                  target="context.previousQnaId")
-        req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
-    req.question_only = body.choice("rankerType", ("Default", "QuestionOnly")) == "QuestionOnly"
+        # Bot Framework's C# LanguageServiceUtils sends {"previousQnAId": 0, "previousUserQuery": ""}
+        # on a first turn: a context without a previous QnA is no context.
+        req.previous_qna_id = optional_id(context, "previousQnaId")
+        if req.previous_qna_id is not None:
+            req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
+    ranker = body.choice("rankerType", ("Default", "QuestionOnly", "AutoSuggestQuestion"))
+    req.question_only = ranker == "QuestionOnly"
     req.filter = parse_filters(body.obj("filters"))
     span = body.obj("answerSpanRequest")
     if span is not None and span.boolean("enable"):
