@@ -102,7 +102,9 @@ class FileServer:
 
 
 @pytest.fixture
-def files(tmp_path):
+def files(tmp_path, monkeypatch):
+    """A loopback file server that URL sources may fetch from (the operator's allow-list names it)."""
+    monkeypatch.setenv("OPENQNA_FETCH_ALLOW", "127.0.0.1/32")
     root = tmp_path / "www"
     root.mkdir()
     with FileServer(root) as server:

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from urllib.parse import urlparse
-
-import httpx
 
 from .documents import ingest_document, is_document
+from .fetch import fetch as safe_fetch
 from .formats import export_bytes, read_file, read_json
 from .ingest import parse_document
 from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .service import Service
 from .store import Job, Project, Source
 
-FETCH_TIMEOUT = 30.0
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 
 
@@ -36,25 +33,8 @@ class SourceOp:
 
 
 def fetch(uri: str) -> tuple[bytes, str]:
-    """Download ``uri`` (http/https only) with a timeout and a size cap; returns (bytes, file name)."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("http", "https"):
-        raise InvalidArgument(f"'{uri}' is not an http(s) URL; upload files through `openqna import` instead.",
-                              target="sourceUri")
-    try:
-        with httpx.stream("GET", uri, timeout=FETCH_TIMEOUT, follow_redirects=True) as r:
-            if r.status_code >= 400:
-                raise InvalidArgument(f"Fetching {uri} answered HTTP {r.status_code}.", target="sourceUri")
-            chunks, size = [], 0
-            for chunk in r.iter_bytes():
-                size += len(chunk)
-                if size > FETCH_MAX_BYTES:
-                    raise InvalidArgument(f"{uri} is larger than {FETCH_MAX_BYTES} bytes.", target="sourceUri")
-                chunks.append(chunk)
-    except httpx.HTTPError as exc:
-        raise InvalidArgument(f"Could not fetch {uri}: {exc}.", target="sourceUri") from None
-    name = parsed.path.rsplit("/", 1)[-1] or parsed.netloc
-    return b"".join(chunks), name
+    """Download ``uri`` for a source or an import: public addresses only, unless the operator allows more."""
+    return safe_fetch(uri, max_bytes=FETCH_MAX_BYTES)
 
 
 class Authoring:
