@@ -232,6 +232,26 @@ def test_malformed_json_and_missing_parameters(server):
     assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"
 
 
+@pytest.mark.parametrize("content,words", [
+    (b"[" * 10_000 + b"]" * 10_000, "nested more than 64 levels"),
+    (b'{"question": "' + b"[" * 500 + b'"}', None),  # brackets inside a string are text
+    (b'{"question": "reset \\ud800 password"}', "'question' holds a lone UTF-16 surrogate"),
+    (b'{"question": "\xff\xfe"}', "not UTF-8"),
+])
+def test_bodies_that_used_to_raise(server, content, words):
+    r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test",
+                                              "api-version": "2023-04-01"}, content=content, timeout=30)
+    if words is None:
+        assert r.status_code == 200, r.text
+    else:
+        assert r.status_code == 400 and r.json()["error"]["code"] == "InvalidArgument", r.text
+        assert words in r.json()["error"]["message"]
+    emoji = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test",
+                                                  "api-version": "2023-04-01"},
+                       content=b'{"question": "charging \\ud83d\\ude00 time"}', timeout=30)
+    assert emoji.status_code == 200  # a surrogate pair is one character
+
+
 def test_body_size_is_capped(server):
     r = post(server, QKB, {"question": "hi", "pad": "x" * (5 * 1024 * 1024)},
              params={"projectName": "surface", "deploymentName": "test"})

@@ -105,6 +105,13 @@ def test_empty_input(local):
     assert out.shape == (0, 384) and out.dtype == np.float32
 
 
+def test_lone_surrogates_are_embedded_as_replacement_characters(local):
+    """Undecodable command-line bytes arrive as lone surrogates; the tokenizer refuses them raw."""
+    got = local.embed(["reset my password \ud800", "reset my password \udcff"])
+    expected = local.embed(["reset my password \ufffd"])
+    assert np.allclose(got, np.repeat(expected, 2, axis=0), atol=1e-6)
+
+
 def test_query_cache_returns_independent_copies(local):
     first = local.embed(["cache me"])
     first[:] = 0.0

@@ -122,6 +122,16 @@ def test_bad_requests_in_openai_dialect(live, path, body, param):
     assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
 
 
+@pytest.mark.parametrize("content,words", [
+    (b'{"query": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested more than 64 levels"),
+    (b'{"query": "\\udfff", "documents": ["a"]}', "'query' holds a lone UTF-16 surrogate"),
+])
+def test_bodies_that_used_to_raise(live, content, words):
+    r = httpx.post(live.url + "/v1/search", content=content, headers={"Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error" and words in r.json()["error"]["message"]
+
+
 def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
     c = client(live)
     data = b'{"text": "fine"}\n{"text": ""}\n'

@@ -8,7 +8,6 @@ scoped to other projects gets 404 so project names do not leak.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -17,6 +16,7 @@ from starlette.responses import Response
 from ..records import InvalidArgument, OpenQnAError
 from ..settings import LIMITS
 from ..store import ApiKey
+from . import json_body
 from .auth import Authorizer, allows
 from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
 
@@ -148,8 +148,8 @@ async def read_json(request: Request) -> Any:
     if len(raw) > LIMITS.body_bytes:
         raise Refused(too_large())
     try:
-        return json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
+        return json_body.parse(raw or b"null")
+    except json_body.BadBody as exc:
         raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
 
 

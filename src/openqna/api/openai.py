@@ -8,7 +8,6 @@ OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -23,6 +22,7 @@ from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
 from ..settings import LIMITS
 from ..store import StoredFile
+from . import json_body
 from .auth import Authorizer, allows
 from .concurrency import run_query
 
@@ -51,8 +51,8 @@ async def read_json(request: Request, *, empty: Any = None) -> Any:
     if not raw.strip():
         return empty
     try:
-        return json.loads(raw)
-    except ValueError as exc:
+        return json_body.parse(raw)
+    except json_body.BadBody as exc:
         raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
 
 

@@ -56,6 +56,18 @@ def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
+def valid_unicode(text: str) -> str:
+    """``text`` with lone UTF-16 surrogates (undecodable bytes of a command line, say) as U+FFFD.
+
+    Tokenizers and UTF-8 hashing refuse them; a valid surrogate pair is left as the character it is.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 class QueryCache:
     """``run(texts)`` with single-text calls (user questions, which repeat) served from an LRU of ``size``.
 
@@ -69,7 +81,7 @@ class QueryCache:
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        texts = [valid_unicode(t) for t in texts]
         if len(texts) != 1:
             return self._run(texts)
         text = texts[0]

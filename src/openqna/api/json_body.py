@@ -1,0 +1,89 @@
+"""Request bodies to Python values, with the refusals every JSON surface shares.
+
+``json.loads`` alone lets two inputs through that fail later as 500s: a body nested so
+deeply that parsing it overflows the stack (``RecursionError``), and ``\\ud800``-style escapes
+that decode to a lone UTF-16 surrogate, which is not a character, cannot be encoded as UTF-8
+(so it cannot be stored) and breaks the tokenizer.  Both are refused here, as bad JSON is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 64  # far beyond any wire contract served here; deeper bodies are refused before parsing
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]", re.ASCII)
+
+
+class BadBody(ValueError):
+    """Why a body is not acceptable JSON; the message is for the caller."""
+
+
+def parse(raw: bytes) -> Any:
+    """The JSON value in ``raw``; ``BadBody`` when it is not JSON, is nested too deeply, or holds lone surrogates."""
+    if _too_deep(raw):
+        raise BadBody(f"it is nested more than {MAX_DEPTH} levels deep")
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise BadBody(f"it is nested more than {MAX_DEPTH} levels deep") from None
+    except UnicodeDecodeError as exc:
+        raise BadBody(f"it is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise BadBody(str(exc)) from None
+    if _SURROGATE_ESCAPE.search(raw):
+        where = _lone_surrogate(value)
+        if where is not None:
+            raise BadBody(f"{where} holds a lone UTF-16 surrogate escape (such as \\ud800), which is not a character")
+    return value
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Bracket depth outside strings, counted without recursion."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The path of the first string (key or value) that is not valid Unicode, or None."""
+    stack: list[tuple[str, Any]] = [("the body", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodable(key):
+                    return f"a property name in {path}"
+                stack.append((f"'{key}'", child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
