@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test model model-mpnet eval bench clean
+.PHONY: serve test model model-mpnet eval bench soak clean
 
 # Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
 # multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
@@ -64,6 +64,11 @@ eval: $(VENV)/.dev
 # Speed, each figure against a baseline from the same run: writes bench/results.md (not part of `make test`).
 bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
+
+# 32 clients on every surface for 5 minutes, on SQLite and on PostgreSQL: errors (must be 0), p50/p99, RSS, and
+# every acknowledged write read back (`make test` runs 30 s of each).
+soak: $(VENV)/.dev
+	$(BIN)/python bench/soak.py --seconds 300
 
 clean:
 	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache
