@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import SHARED_DATA  # noqa: E402
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
-from openqna.retrieval.where import Column  # noqa: E402
+from openqna.filter_ast import Column  # noqa: E402
 from openqna.retrieval.where_compile import compile_sqlite  # noqa: E402
 from openqna.retrieval.where_parse import parse_where  # noqa: E402
 from openqna.service import Service  # noqa: E402

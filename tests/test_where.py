@@ -12,18 +12,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openqna.records import InvalidArgument
-from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, SourceIn
-from openqna.retrieval.where import (
+from openqna.filter_ast import (
+    And,
     Column,
     Compare,
     HasAny,
+    IdIn,
     InList,
+    KindIn,
+    MetaEq,
+    Not,
     Ref,
-    WhereError,
-    evaluate,
+    SourceIn,
     schema_of,
 )
+from openqna.records import InvalidArgument
+from openqna.retrieval.where import WhereError, evaluate
 from openqna.retrieval.where_compile import compile_postgres, compile_sqlite
 from openqna.retrieval.where_parse import MAX_DEPTH, MAX_LENGTH, parse_where
 

@@ -25,8 +25,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import date, datetime
 
-from .filters import And, Not, Or
-from .where import (
+from ..filter_ast import (
+    And,
     Between,
     Column,
     Compare,
@@ -37,6 +37,8 @@ from .where import (
     InList,
     IsNull,
     Like,
+    Not,
+    Or,
     Ref,
     Value,
     ascii_lower,

@@ -21,9 +21,8 @@ from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from .filters import And, Not, Or
-from .where import (
-    INTERVAL_UNITS,
+from ..filter_ast import (
+    And,
     Between,
     Column,
     Compare,
@@ -33,21 +32,26 @@ from .where import (
     HasAll,
     HasAny,
     InList,
-    Interval,
     IsNull,
     Like,
+    Not,
+    Or,
     Ref,
     Schema,
     Value,
-    WhereError,
-    add,
     ascii_lower,
     ascii_upper,
+    like_parts,
+)
+from .where import WhereError
+from .where_values import (
+    INTERVAL_UNITS,
+    Interval,
+    add,
     coerce,
     describe_value,
     is_number,
     is_plain_date,
-    like_parts,
     number,
     parse_datetime_text,
     utc_seconds,
