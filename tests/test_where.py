@@ -28,7 +28,8 @@ from openqna.filter_ast import (
 )
 from openqna.records import InvalidArgument
 from openqna.retrieval.where import WhereError, evaluate
-from openqna.retrieval.where_parse import MAX_DEPTH, MAX_LENGTH, parse_where
+from openqna.retrieval.where_parse import parse_where
+from openqna.retrieval.where_syntax import MAX_DEPTH, MAX_LENGTH
 from openqna.store.sql_filter import compile_postgres, compile_sqlite
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
