@@ -3,13 +3,15 @@
 ``evaluate`` here is the reference semantics of every Filter node (``openqna.filter_ast``), one row at a
 time.  Which path actually runs where:
 
-* openqna's own index (SQLite and PostgreSQL stores alike): ``where_numpy.where_mask``, masks over the
-  whole index, built from this module's ``read_value``/``COMPARE_OPS``/``like_regex`` per distinct
-  value; measured faster than asking the database (``store/sql_filter.py`` says by how much);
-* SQL engines: ``store.sql_filter`` compiles the same nodes to bound SQL for PostgreSQL (pgvector's
-  search inside the database), ClickHouse (tables that live in a user's own ClickHouse/MyScale) and
-  SQLite; the tests run each dialect on a real engine against ``evaluate`` on the same rows;
-* ``evaluate`` itself runs in tests and for the record-field leaves of ``where_numpy`` over plain rows.
+* every question on openqna's own index (SQLite and PostgreSQL stores alike): ``where_numpy.where_mask``,
+  masks over the whole index, built from this module's ``read_value``/``COMPARE_OPS``/``like_regex``
+  once per distinct value; measured faster than PostgreSQL's filtered pgvector search at every
+  selectivity (``store/sql_filter.py`` has the numbers);
+* SQL: ``store.sql_filter`` compiles the same nodes with bound values for PostgreSQL (pgvector's search
+  inside the database, only where it does not lose), ClickHouse (tables in a user's own
+  ClickHouse/MyScale) and SQLite (tests and bench only); each dialect runs on a real engine in the
+  tests against ``evaluate`` on the same rows;
+* ``evaluate`` itself: the tests' oracle, and ``where_numpy``'s record-field masks over plain rows.
 
 The semantics are spelled out once, here:
 

@@ -6,6 +6,9 @@ filter's function, e.g. ``lower(title)``) and each predicate run once per distin
 and a query combines the resulting row masks with SQL's three-valued logic as (true,
 unknown) mask pairs.  The test suite checks that both give the same rows on every legit and
 generated filter.
+
+This is the path every where_str filter takes on openqna's own index, whatever the store:
+``MemIndex.mask`` calls ``where_mask``.  SQL (``store.sql_filter``) runs only inside engines.
 """
 
 from __future__ import annotations

@@ -204,7 +204,10 @@ class VectorSearch:
         16.6 ms with pgvector).  Questions whose filter
         leaves out any record always do: the index holds the filter's mask and the IVF search takes
         it as a selector, where pgvector's iterative scan tested the filter row by row as it
-        visited them (10% filter: p50 82 ms against 9 ms).
+        visited them (10% filter: p50 82 ms against 9 ms; where_str filters compiled by
+        ``store.sql_filter`` lose the same way, see ``bench/pg_filters.py``).  A filter that keeps
+        every record still goes into the SQL (``filter_to_sql``): pgvector reads the database as it
+        is now, which may hold records the index has not seen yet.
         """
         query = np.asarray(query, dtype=np.float32).reshape(-1)
         if (settings.pg_vector_search() != "pgvector" or not eligible.all()
