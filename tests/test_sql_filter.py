@@ -3,7 +3,8 @@
 The same typed rows go into PostgreSQL (pgserver: a table of typed columns, and the ``records`` layout
 the PostgreSQL store searches, typed fields in JSON) and ClickHouse (chdb: typed, Nullable columns, a
 Map for metadata), and the same filters run everywhere: test_where's corpus, Azure record-field
-filters and mixes of both, then generated ones.
+filters and mixes of both, then generated ones; last, the PostgreSQL store's own search with a
+compiled where_str.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import random
 from datetime import UTC, date, datetime, timedelta
 
 import chdb
+import numpy as np
 import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pg import pg_server  # noqa: F401  (fixture)
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from psycopg.types.json import Json
 from test_where import FUZZ, LEGIT, NOW, ROWS, SCHEMA
 
@@ -34,10 +36,14 @@ from openqna.filter_ast import (
     Ref,
     SourceIn,
 )
+from openqna.records import Dialog, QnA
+from openqna.retrieval.analyze import analyze
 from openqna.retrieval.where import evaluate
 from openqna.retrieval.where_parse import parse_where
 from openqna.retrieval.where_values import utc_seconds
-from openqna.store.postgres_vector import record_column
+from openqna.store import Project, StoredQnA, Unit
+from openqna.store.postgres import PostgresStore
+from openqna.store.postgres_vector import filter_to_sql, record_column
 from openqna.store.sql_filter import RecordSQL, compile_clickhouse, compile_postgres
 
 COLUMNS = list(SCHEMA)  # title author price stock active published tags
@@ -261,3 +267,29 @@ def test_values_are_bound_never_spliced_in_any_dialect(pg, ch):
 def test_record_fields_need_a_record_target():
     with pytest.raises(TypeError, match="record fields"):
         compile_clickhouse(MetaEq("lang", "en"), lambda c: c.name)
+
+
+# ---------------------------------------------------------------------------------------------- in the store
+
+def test_postgres_store_searches_with_a_compiled_where_str(pg_dsn):  # noqa: F811
+    """The store's own tables: a table knowledge base's typed fields, searched by pgvector with the SQL."""
+    store = PostgresStore(pg_dsn, pool_size=1)
+    try:
+        schema = {"columns": [{"name": c.name, "type": c.type} for c in SCHEMA.values()]}
+        store.create_project(Project("t", settings={"schema": schema}))
+        rows = {rid: row for rid, row in ALL_ROWS.items() if rid <= 40}
+        items = []
+        for rid, row in rows.items():
+            fields = {k: (_utc(v).isoformat() if SCHEMA[k].type == "DateTime" and v is not None else v)
+                      for k, v in row.items() if not k.startswith("@")}
+            qna = QnA([f"q{rid}"], f"a{rid}", rid, row["@source"], row["@metadata"], Dialog(), row["@kind"], [], fields)
+            v = np.ones(4, np.float32) / 2
+            items.append(StoredQnA(qna, [Unit("q", 0, analyze(f"q{rid}"), v), Unit("a", 0, analyze(f"a{rid}"), v)],
+                                   f"h{rid}"))
+        assert store.put_qnas("t", items) == list(rows)
+        for _, f in CASES[::3]:
+            sql, params = filter_to_sql(f)
+            got = {rid for rid, _ in store.vector_search_sql("t", "test", np.ones(4, np.float32), 100, sql, params)}
+            assert got == {rid for rid in rows if evaluate(f, rows[rid])}, f
+    finally:
+        store.close()
