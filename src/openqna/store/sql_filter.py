@@ -48,6 +48,7 @@ from datetime import date, datetime
 from typing import ClassVar
 
 from ..filter_ast import (
+    RECORD_NODES,
     And,
     Between,
     Column,
@@ -143,7 +144,7 @@ class Dialect(ABC):
             return self.has(f)
         if isinstance(f, Empty):
             return f"({self.ref(Ref(f.column, 'length'))} {'<>' if f.negated else '='} {self.bind(0, 'Int64')})"
-        if isinstance(f, (MetaEq, SourceIn, KindIn, IdIn)):
+        if isinstance(f, RECORD_NODES):
             if self.record is None:
                 raise TypeError(f"{type(f).__name__} reads record fields, and this target has none")
             return self.record_field(f, self.record)
