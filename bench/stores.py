@@ -109,7 +109,7 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> str:
 def main() -> None:
     import pgserver
 
-    from openqna.retrieval.filters import MetaEq
+    from openqna.filter_ast import MetaEq
     from openqna.store.postgres import PostgresStore
 
     embedder = LocalMiniLM(cache_size=0)

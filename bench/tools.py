@@ -20,11 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import SHARED_DATA  # noqa: E402
+from openqna.filter_ast import Column  # noqa: E402
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
-from openqna.retrieval.where import Column  # noqa: E402
-from openqna.retrieval.where_compile import compile_sqlite  # noqa: E402
 from openqna.retrieval.where_parse import parse_where  # noqa: E402
 from openqna.service import Service  # noqa: E402
+from openqna.store.sql_filter import compile_sqlite  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 from openqna.tables import TableSchema, create_table, load_rows  # noqa: E402
 

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
+from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 from openqna.store import ApiKey, Project, StoredQnA, Unit
 
 

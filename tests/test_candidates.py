@@ -14,9 +14,9 @@ import pytest
 
 from conftest import SHARED_DATA
 from pg import pg_server  # noqa: F401  (fixture)
+from openqna.filter_ast import IdIn, MetaEq
 from openqna.records import KnowledgeBaseContent, QnA
 from openqna.retrieval import memindex
-from openqna.retrieval.filters import IdIn, MetaEq
 from openqna.service import AskRequest
 
 

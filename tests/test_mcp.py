@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from openqna.api.auth import create_key
 from openqna.records import QnA
-from openqna.retrieval.where import Column
+from openqna.filter_ast import Column
 from openqna.tables import TableSchema, create_table, load_rows
 
 PRODUCTS = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from openqna.filter_ast import And, MetaEq, Or, SourceIn
 from openqna.records import Conflict, Dialog, KnowledgeBaseContent, Prompt, QnA
-from openqna.retrieval.filters import And, MetaEq, Or, SourceIn
 from openqna.service import AskRequest, SpanRequest
 
 

@@ -16,9 +16,9 @@ import pytest
 
 import psycopg
 
+from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, SourceIn
 from openqna.records import NotFound, QnA
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, SourceIn
 from openqna.store import Project, Source, StoredQnA, Unit
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore

@@ -105,7 +105,7 @@ def _snapshot_kb(store, n=80, seed=3):
 def _same_index(a, b, rng, words, monkeypatch):
     """Every score, mask and ranking of ``a`` equals ``b``'s (ids compared, not rows)."""
     from openqna.retrieval import ranker
-    from openqna.retrieval.filters import And, KindIn, MetaEq, Not, SourceIn
+    from openqna.filter_ast import And, KindIn, MetaEq, Not, SourceIn
 
     def by_id(index, values):
         return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))
@@ -115,7 +115,7 @@ def _same_index(a, b, rng, words, monkeypatch):
         assert by_id(a, getattr(a, name)) == by_id(b, getattr(b, name))
     assert {k: sorted(a.ids[r].tolist()) for k, r in a.exact.items()} == \
         {k: sorted(b.ids[r].tolist()) for k, r in b.exact.items()}
-    from openqna.retrieval.where import Column
+    from openqna.filter_ast import Column
     from openqna.retrieval.where_parse import parse_where
 
     schema = {"group": Column("group", "String"), "source": Column("source", "String"),

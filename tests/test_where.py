@@ -12,20 +12,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openqna.records import InvalidArgument
-from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, SourceIn
-from openqna.retrieval.where import (
+from openqna.filter_ast import (
+    And,
     Column,
     Compare,
     HasAny,
+    IdIn,
     InList,
+    KindIn,
+    MetaEq,
+    Not,
     Ref,
-    WhereError,
-    evaluate,
+    SourceIn,
     schema_of,
 )
-from openqna.retrieval.where_compile import compile_postgres, compile_sqlite
-from openqna.retrieval.where_parse import MAX_DEPTH, MAX_LENGTH, parse_where
+from openqna.records import InvalidArgument
+from openqna.retrieval.where import WhereError, evaluate
+from openqna.retrieval.where_parse import parse_where
+from openqna.retrieval.where_syntax import MAX_DEPTH, MAX_LENGTH
+from openqna.store.sql_filter import compile_postgres, compile_sqlite
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
 SCHEMA = schema_of(

@@ -24,7 +24,7 @@ from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.memindex import MemIndex
-from .retrieval.where import Column
+from .filter_ast import Column
 from .retrieval.where_parse import parse_where
 from .retrieval.span import Span, best_spans, sentence_spans
 from .settings import LIMITS

@@ -19,8 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .filter_ast import COLUMN_TYPES, Column
 from .records import InvalidArgument, QnA
-from .retrieval.where import COLUMN_TYPES, Column, parse_datetime_text
+from .retrieval.where_values import parse_datetime_text
 from .service import Service
 
 MAX_ROW_ERRORS = 20

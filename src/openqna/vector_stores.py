@@ -52,7 +52,7 @@ from .models import gpt2
 from .records import Conflict, InvalidArgument, NotFound, QnA
 from .retrieval import ranker
 from .retrieval.filters import Filter, SourceIn, all_of
-from .retrieval.where import Column, Ref
+from .filter_ast import Column, Ref
 from .service import Service
 from .store import Job, Project
 

@@ -25,9 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..filter_ast import And, Compare, Filter, InList, Or
 from ..records import InvalidArgument, OpenQnAError
-from ..retrieval.filters import And, Filter, Or
-from ..retrieval.where import Compare, InList
 from ..vector_stores import (
     Attach,
     Chunking,

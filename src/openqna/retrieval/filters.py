@@ -1,60 +1,13 @@
-"""Filters are data (DESIGN decision 5).
+"""Azure's record-field filters as retrieval evaluates them one record at a time, and ``all_of``.
 
-Every surface turns its filter syntax (Azure metadata/source filters today,
-``where_str`` later) into this small AST; each store evaluates it its own way
-(the in-memory index with sets of record ids, PostgreSQL with bound parameters).
-Metadata keys and values compare case-insensitively, as Azure stores them lower-cased.
+The nodes themselves are data in ``openqna.filter_ast`` (new code imports them from there; older
+modules still name them through this one, which uses them all).  Metadata keys and values compare
+case-insensitively, as Azure stores them lower-cased.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
-
-
-@dataclass(frozen=True)
-class MetaEq:
-    """Metadata ``key`` equals ``value`` (both compared lower-cased)."""
-
-    key: str
-    value: str
-
-
-@dataclass(frozen=True)
-class SourceIn:
-    """The record's source is one of ``sources`` (exact, case-insensitive)."""
-
-    sources: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class KindIn:
-    """The record is of one of these kinds ("qna", "passage")."""
-
-    kinds: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class IdIn:
-    ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class And:
-    children: tuple["Filter", ...]
-
-
-@dataclass(frozen=True)
-class Or:
-    children: tuple["Filter", ...]
-
-
-@dataclass(frozen=True)
-class Not:
-    child: "Filter"
-
-
-Filter = Union[MetaEq, SourceIn, KindIn, IdIn, And, Or, Not]
+from ..filter_ast import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
 
 def all_of(*filters: Filter | None) -> Filter | None:

@@ -1,23 +1,26 @@
 """``where_str`` filters evaluated as numpy masks over a whole index at once.
 
 ``where.evaluate`` is the reference, one row at a time.  Here every column a filter reads
-is held as codes into its distinct values; the reference's own ``_read`` (through the
+is held as codes into its distinct values; the reference's own ``read_value`` (through the
 filter's function, e.g. ``lower(title)``) and each predicate run once per distinct value,
 and a query combines the resulting row masks with SQL's three-valued logic as (true,
 unknown) mask pairs.  The test suite checks that both give the same rows on every legit and
 generated filter.
+
+This is the path every where_str filter takes on openqna's own index, whatever the store:
+``MemIndex.mask`` calls ``where_mask``.  SQL (``store.sql_filter``) runs only inside engines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 import numpy as np
 
-from .filters import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
-from .where import (
-    _OPS,
+from ..filter_ast import (
+    RECORD_NODES,
+    And,
     Between,
     Compare,
     Empty,
@@ -26,12 +29,12 @@ from .where import (
     InList,
     IsNull,
     Like,
+    Not,
+    Or,
     Ref,
-    _like_regex,
-    _read,
     ascii_lower,
-    evaluate,
 )
+from .where import COMPARE_OPS, evaluate, like_regex, read_value
 
 Masks = tuple[np.ndarray, np.ndarray]  # (true, unknown)
 
@@ -97,8 +100,8 @@ class WhereColumns:
             codes, distinct = self._column(ref.column.name)
             mapped = np.empty(len(distinct) + 1, dtype=object)
             for i, v in enumerate(distinct):
-                mapped[i] = _read(ref, {ref.column.name: v})
-            mapped[-1] = _read(ref, {})  # code -1: NULL or absent
+                mapped[i] = read_value(ref, {ref.column.name: v})
+            mapped[-1] = read_value(ref, {})  # code -1: NULL or absent
             null = np.fromiter((v is None for v in mapped), dtype=bool, count=len(mapped))
             hit = self._cache[key] = (codes, mapped, null)
         return hit
@@ -172,7 +175,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
     if isinstance(f, Not):
         t, u = _masks(f.child, cols)
         return ~t & ~u, u
-    if isinstance(f, (MetaEq, SourceIn, KindIn, IdIn)):
+    if isinstance(f, RECORD_NODES):
         return cols.basic(f), none
     if isinstance(f, IsNull):
         present = cols.present(f.column.name)
@@ -195,7 +198,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
             inside = (arr >= _as_float(f.lo)) & (arr <= _as_float(f.hi))
             return (inside != f.negated) & ~null, null
     if isinstance(f, Compare):
-        op, value = _OPS[f.op], f.value
+        op, value = COMPARE_OPS[f.op], f.value
         return _apply(cols, f.ref, lambda v: op(v, value))
     if isinstance(f, InList):
         values = f.values
@@ -203,7 +206,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
     if isinstance(f, Between):
         return _apply(cols, f.ref, lambda v: (f.lo <= v <= f.hi) is not f.negated)
     if isinstance(f, Like):
-        regex = _like_regex(f.pattern, f.case_insensitive)
+        regex = like_regex(f.pattern, f.case_insensitive)
         fold = ascii_lower if f.case_insensitive else (lambda s: s)
         return _apply(cols, f.ref, lambda v: (regex.fullmatch(fold(v)) is not None) is not f.negated)
     raise TypeError(f"unknown filter node {f!r}")

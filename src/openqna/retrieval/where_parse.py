@@ -1,29 +1,22 @@
-"""Parse a ClickHouse-flavoured ``where_str`` into the typed filter IR of ``where``, refusing the rest.
+"""Parse a ClickHouse-flavoured ``where_str`` into Filter nodes (``openqna.filter_ast``), refusing the rest.
 
-Why sqlglot as the front end: it implements ClickHouse's lexical rules (backslash and ``''`` escapes,
-backtick and double-quoted identifiers, ``[..]`` arrays, ``INTERVAL``), so we agree with the engine about
-where a string ends, the usual root cause of injection. The security lives in the allow-list walk below:
-it accepts a handful of node shapes, resolves names against the schema, folds every constant in Python,
-and builds our own IR, so no user text ever reaches SQL (the emitters bind every value).
-
-Why caps before parsing: sqlglot's parser is recursive (``RecursionError`` at ~45 nested parentheses) and
-long flat chains are slow, so length and a nesting estimate are checked on the tokens first.
+``where_syntax.read_tree`` reads the text within caps into a sqlglot tree.  The security lives in the
+allow-list walk here: it accepts a handful of node shapes, resolves names against the schema, folds
+every constant in Python (``where_values``) and builds our own nodes, so no user text ever reaches a
+target: openqna's index evaluates the nodes as masks (``where_numpy``) and ``store.sql_filter`` binds
+every value when a SQL engine runs them.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime
-from typing import ClassVar, NoReturn
+from typing import NoReturn
 
 from sqlglot import exp
-from sqlglot.dialects.clickhouse import ClickHouse
-from sqlglot.errors import ParseError, SqlglotError
-from sqlglot.tokens import Token, TokenType
 
-from .filters import And, Not, Or
-from .where import (
-    INTERVAL_UNITS,
+from ..filter_ast import (
+    And,
     Between,
     Column,
     Compare,
@@ -33,64 +26,33 @@ from .where import (
     HasAll,
     HasAny,
     InList,
-    Interval,
     IsNull,
     Like,
+    Not,
+    Or,
     Ref,
     Schema,
     Value,
-    WhereError,
-    add,
     ascii_lower,
     ascii_upper,
+    like_parts,
+)
+from .where import WhereError
+from .where_syntax import DIALECT, clip, read_tree
+from .where_values import (
+    INTERVAL_UNITS,
+    Interval,
+    add,
     coerce,
     describe_value,
     is_number,
     is_plain_date,
-    like_parts,
     number,
     parse_datetime_text,
     utc_seconds,
 )
 
-MAX_LENGTH = 2000  # characters; a filter is a sentence, not a document
-MAX_DEPTH = 24  # nesting estimate on tokens; sqlglot needs ~25 Python frames per level
-MAX_NODES = 800  # sqlglot nodes; bounds the walk (150 OR-ed comparisons are ~750)
 MAX_LIST = 200  # values in one IN list or array literal
-_MAX_TREE_DEPTH = 100  # backstop for our own recursive walk
-
-
-class WhereClickHouse(ClickHouse):
-    """ClickHouse syntax with (almost) no function table.
-
-    Every call then stays ``exp.Anonymous`` under the name the caller wrote, with all its arguments;
-    sqlglot otherwise maps calls to typed nodes, renames them (``arrayJoin`` becomes ``EXPLODE``) and
-    silently drops extra arguments (``length(x, y)`` becomes ``LENGTH(x)``). Only the parsers with special
-    syntax stay: ``CAST(x AS T)``, and ``and()``/``or()``, which are plain AND/OR.
-    """
-
-    class Parser(ClickHouse.Parser):
-        FUNCTIONS: ClassVar[dict] = {}
-        FUNCTION_PARSERS: ClassVar[dict] = {
-            name: parser
-            for name, parser in ClickHouse.Parser.FUNCTION_PARSERS.items()
-            if name in ("CAST", "TRY_CAST", "AND", "OR")
-        }
-
-        def _warn_unsupported(self) -> None:
-            """sqlglot would log user text and fall back to an opaque ``Command``; refuse instead."""
-            self.raise_error("statement syntax is not allowed")
-
-
-_DIALECT = WhereClickHouse()
-_OPEN = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE}
-_CLOSE = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
-_PREFIX = {TokenType.NOT, TokenType.DASH, TokenType.PLUS}
-_RESET = {TokenType.AND, TokenType.OR, TokenType.COMMA}
-_STATEMENT_WORDS = {
-    "SELECT", "UNION", "FROM", "WITH", "SETTINGS", "FORMAT", "INTO", "DROP", "INSERT", "ALTER",
-    "DELETE", "UPDATE", "CREATE", "LIMIT", "ORDER", "GROUP", "HAVING", "JOIN", "EXCEPT", "INTERSECT",
-}  # fmt: skip
 _COMPARISONS: dict[type, CompareOp] = {
     exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
 }  # fmt: skip
@@ -114,90 +76,9 @@ def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Fi
     Column names match exactly, or case-insensitively when that is unambiguous (LLMs write ``Price``).
     ``now`` pins ``now()``/``today()`` (UTC); it defaults to the current time.
     """
-    tokens = _tokens(text, schema)
-    try:
-        tree = _DIALECT.parser().parse_into(exp.Condition, tokens, text)[0]
-    except RecursionError:
-        raise WhereError(f"expression nested too deeply (max {MAX_DEPTH} levels)", schema) from None
-    except ParseError as e:
-        raise WhereError(_syntax_reason(e), schema) from None
-    except Exception:  # noqa: BLE001 - sqlglot trips on some garbage (IndexError on 'ELSE'): refuse it
-        raise WhereError("not a boolean expression", schema) from None
-    if tree is None:  # sqlglot returns no expression for inputs such as a lone '+'
-        raise WhereError("not a boolean expression", schema)
-    _check_size(tree, schema)
+    tree = read_tree(text, schema)
     moment = utc_seconds(now or datetime.now(UTC))
     return _Lowering(schema, moment).condition(tree)
-
-
-def _tokens(text: str, schema: Schema) -> list[Token]:
-    """Tokenize after the cheap caps; refuse comments, ';' and deep nesting before the recursive parser."""
-    if not isinstance(text, str):
-        raise WhereError("where_str must be a string", schema)
-    if len(text) > MAX_LENGTH:
-        raise WhereError(f"filter is {len(text)} characters long (max {MAX_LENGTH})", schema)
-    if "\x00" in text:
-        raise WhereError("NUL characters are not allowed", schema)
-    if re.search(r"[\ud800-\udfff]", text):
-        raise WhereError("the filter is not valid Unicode (lone surrogate)", schema)
-    try:
-        tokens = _DIALECT.tokenize(text)
-    except SqlglotError:
-        reason = "unreadable filter: unterminated string or quoted name, or a stray character"
-        raise WhereError(reason, schema) from None
-    if not tokens:
-        raise WhereError("empty filter (omit where_str to search without a filter)", schema)
-    prefixes = [0]  # one slot per open bracket: NOT / unary signs pending at that level
-    for token in tokens:
-        if token.comments:
-            raise WhereError("comments (--, #, /* */) are not allowed", schema)
-        kind = token.token_type
-        if kind == TokenType.SEMICOLON:
-            raise WhereError("';' is not allowed: where_str is one boolean expression, not statements", schema)
-        if kind in _OPEN:
-            prefixes.append(0)
-        elif kind in _CLOSE and len(prefixes) > 1:
-            prefixes.pop()
-        elif kind in _PREFIX:
-            prefixes[-1] += 1
-        elif kind in _RESET:
-            prefixes[-1] = 0
-        if len(prefixes) - 1 + sum(prefixes) > MAX_DEPTH:
-            reason = f"expression nested too deeply (max {MAX_DEPTH} levels of parentheses, brackets and NOT)"
-            raise WhereError(reason, schema)
-    return tokens
-
-
-def _syntax_reason(e: ParseError) -> str:
-    detail = e.errors[0] if e.errors else {}
-    near = str(detail.get("highlight", ""))
-    if near.upper() in _STATEMENT_WORDS:
-        return f"{near.upper()} is not allowed: where_str is one boolean expression over the columns, not a query"
-    description = detail.get("description", "invalid syntax")
-    return f"syntax error near {_clip(near)!r} (column {detail.get('col', '?')}): {_clip(str(description))}"
-
-
-def _check_size(tree: exp.Expression, schema: Schema) -> None:
-    """Cap node count and depth (AND/OR chains count as one level: the walk flattens them without
-    recursion), and name the commonest attack, a subquery, wherever it hides."""
-    count = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        if count > MAX_NODES:
-            raise WhereError(f"filter too large (more than {MAX_NODES} syntax nodes)", schema)
-        if depth > _MAX_TREE_DEPTH:
-            raise WhereError(f"expression nested too deeply (max {MAX_DEPTH} levels)", schema)
-        if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
-            raise WhereError("subqueries (SELECT, EXISTS, IN (SELECT ...)) are not allowed", schema)
-        for child in node.iter_expressions():
-            chained = isinstance(node, (exp.And, exp.Or)) and type(child) is type(node)
-            stack.append((child, depth if chained else depth + 1))
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _unparen(node: exp.Expression) -> exp.Expression:
@@ -234,7 +115,7 @@ class _Lowering:
                 return name
         if isinstance(node, exp.Func):
             return f"function {node.sql_name()}()"
-        return f"{type(node).__name__} ({_clip(node.sql(dialect=_DIALECT), 40)!r})"
+        return f"{type(node).__name__} ({clip(node.sql(dialect=DIALECT), 40)!r})"
 
     # ------------------------------------------------------------------ conditions
 
@@ -374,7 +255,7 @@ class _Lowering:
                 second = "a value" if name == "has" else "an array"
                 self.refuse(f"{node.name}() takes 2 arguments: an Array(String) column and {second}")
             if not _has_column(args[0]) and isinstance(_unparen(args[1]), exp.Column):
-                self.refuse(f"write {args[1].sql(dialect=_DIALECT)} IN ('a', 'b') to test a column against a list")
+                self.refuse(f"write {args[1].sql(dialect=DIALECT)} IN ('a', 'b') to test a column against a list")
             column = self.array_column(args[0], node.name)
             if name == "has":
                 value = self.constant(args[1])
@@ -426,7 +307,7 @@ class _Lowering:
         self.only(node, "this")
         ident = node.this
         if not isinstance(ident, exp.Identifier):
-            self.refuse(f"not a column name: {_clip(node.sql(dialect=_DIALECT), 40)!r}")
+            self.refuse(f"not a column name: {clip(node.sql(dialect=DIALECT), 40)!r}")
         name = ident.name
         found = self.schema.get(name)
         if found is None:
@@ -434,7 +315,7 @@ class _Lowering:
             found = folded[0] if len(folded) == 1 else None
         if found is None:
             hint = " (double quotes and backticks name columns; write strings in single quotes)" if ident.quoted else ""
-            self.refuse(f"unknown column {_clip(name, 40)!r}{hint}")
+            self.refuse(f"unknown column {clip(name, 40)!r}{hint}")
         return found
 
     def term(self, node: exp.Expression) -> Ref:
