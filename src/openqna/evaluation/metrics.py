@@ -8,6 +8,8 @@
   segmentation": every CJK character is a token and other runs are split on whitespace, after
   lower-casing and removing Unicode punctuation, so F1 is character-level there.  As in
   SQuAD 2.0's script, a prediction and a gold answer that both normalise to nothing match.
+* ``calibration`` / ``reliability``: what a confidence threshold does to top answers (issue 22's
+  precision and recall at the threshold, off-topic rejection) and the bins of a reliability diagram.
 """
 
 from __future__ import annotations
