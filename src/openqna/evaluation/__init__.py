@@ -212,7 +212,9 @@ def _regimes(service: Service, data_dir: Path, plan: Plan, seed: int, threshold:
     built += document_kbs(service, data_dir, seed=seed, documents=plan.documents,
                           per_document=plan.document_questions)
     built.append(tiny.sample_kb(service, seed=seed))
-    built += [tiny.chitchat_cut(service, data_dir, p, size, off("hwu64", f"tiny-{p}", plan.tiny_offtopic),
+    tasks = tiny.task_questions(hwu)
+    built += [tiny.chitchat_cut(service, data_dir, p, size,
+                                faq_regimes.offtopic_sample(tasks, plan.tiny_offtopic, seed, f"tiny-{p}"),
                                 seed=seed, per_answer_queries=plan.per_answer_queries)
               for p, size in tiny.CHITCHAT_CUTS.items()]
     built.append(tiny.banking_cut(service, banking, off("hwu64", "tiny-banking77", plan.tiny_offtopic), seed=seed,

@@ -20,7 +20,8 @@ REGIME_TEXT = {
                   " with `includeUnstructuredSources`; a record is right when its text contains the labelled snippet"),
     "tiny": ("the bundled sample KB (12 QnAs) with 40 hand-written paraphrases and 20 off-topic questions"
              " (`evaluation/questions/sample-kb.tsv`), cuts of 12, 18 and 24 chit-chat answers and of 15 banking77"
-             " intents, asked their held-out questions"),
+             " intents, asked their held-out questions (*hwu64 tasks*: hwu64's test utterances without its"
+             " `general_*` intents, which are chit-chat)"),
 }
 
 
@@ -138,6 +139,8 @@ def section(metrics: dict) -> list[str]:
                  " agent, see `evaluation/questions/README.md`), so their wording is one person's; the one-question"
                  " intent KBs' answers are intent names, so the answer side of the ranker has little to read there;"
                  " banking77 and hwu64 share currency questions, so a few of their \"off-topic\" questions have a"
-                 " fair answer; a section QnA and the passages of the same section can both be right, so a document"
+                 " fair answer; chit-chat files 11 of its questions under two answers each, so asking one counts"
+                 " wrong even when the top answer's question is the very question asked (the chit-chat rows above"
+                 " at 1.000); a section QnA and the passages of the same section can both be right, so a document"
                  " question may have several right records.")]
     return out

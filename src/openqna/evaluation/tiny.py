@@ -5,7 +5,9 @@
 * cuts of the chit-chat KBs (``CHITCHAT_CUTS`` seeded-random answers with two or more questions each,
   half of each answer's questions indexed and the rest asked) and of banking77 (``BANKING_CUT``
   seeded-random intents, ten training utterances each, asked their test utterances), each also
-  asked ``offtopic`` of hwu64's test utterances (seeded).
+  asked ``offtopic`` of hwu64's test utterances (seeded); the chit-chat cuts only those of hwu64's task
+  intents (``task_questions``): its ``general_*`` intents (jokes, praise, "say that again") are
+  chit-chat, which a chit-chat KB may fairly answer.
 
 The TSV knowledge bases of ``qna-sample-docs/knowledge-bases`` have one question per QnA and no
 held-out questions, so they are not used.
@@ -43,6 +45,11 @@ def sample_kb(service: Service, *, seed: int) -> RegimeKB:
                     notes="bundled sample, hand-written questions", offtopic_source="hand-written")
 
 
+def task_questions(data: datasets.IntentData) -> list[str]:
+    """hwu64's test utterances except its ``general_*`` intents: assistant tasks, none of them chit-chat."""
+    return [text for text, intent in data.test if not intent.startswith("general_")]
+
+
 def chitchat_cut(service: Service, data_dir: Path, personality: str, size: int, offtopic: list[str], *,
                  seed: int, per_answer_queries: int | None = None) -> RegimeKB:
     project = f"tiny-chitchat-{personality}"
@@ -62,7 +69,7 @@ def chitchat_cut(service: Service, data_dir: Path, personality: str, size: int, 
     questions += [Question(q, None) for q in offtopic]
     assign_splits(questions, seed, project, by_gold=True)
     return RegimeKB(project, TINY, len(indexed), questions, by_answer(answers_of(service, project)),
-                    notes=f"{size} chit-chat answers", offtopic_source="hwu64")
+                    notes=f"{size} chit-chat answers", offtopic_source="hwu64 tasks")
 
 
 def banking_cut(service: Service, data: datasets.IntentData, offtopic: list[str], *, seed: int,
