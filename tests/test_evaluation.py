@@ -7,13 +7,19 @@ import random
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from conftest import REPO, SHARED_DATA
 
-from openqna.evaluation import datasets, metrics, run_eval
+from openqna.evaluation import datasets, metrics, regimes, run_eval
+from openqna.evaluation import documents as doc_eval
 from openqna.evaluation.baselines import fused
 from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.regimes import Outcome, Question
 from openqna.evaluation.spans import sample_by_paragraph
 from openqna.models.embedder import HashEmbedder
+from openqna.service import Service
+from openqna.store.sqlite import SQLiteStore
+
+REPO_SAMPLE = REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"
 
 # -- ranking metrics ---------------------------------------------------------------------
 
@@ -95,6 +101,106 @@ def test_span_sample_takes_whole_paragraphs():
     assert sample_by_paragraph(qs, None, random.Random(1)) == qs
 
 
+# -- the regimes: splits, labels, calibration figures ------------------------------------
+
+
+def test_calibration_figures_by_hand():
+    # five questions: right at 0.9, wrong at 0.8, right at 0.3, off-topic answered at 0.6, off-topic rejected at 0.1
+    conf = [0.9, 0.8, 0.3, 0.6, 0.1]
+    right = [True, False, True, False, False]
+    answerable = [True, True, True, False, False]
+    c = metrics.calibration(conf, right, answerable, 0.5)
+    assert c.precision == pytest.approx(1 / 3)  # of 0.9, 0.8, 0.6 only the first is right
+    assert c.recall == pytest.approx(1 / 2)  # of the right ones (0.9, 0.3) one is at or above 0.5
+    assert c.offtopic_rejected == pytest.approx(1 / 2)
+    assert c.answered == pytest.approx(3 / 5)
+    assert metrics.calibration([0.2], [True], [True], 0.5).precision is None  # nothing answered
+    assert metrics.calibration([0.9], [False], [True], 0.5).recall is None  # nothing right
+    assert metrics.calibration([0.5], [True], [True], 0.5).precision == 1.0  # the threshold itself is answered
+    bins = metrics.reliability(conf + [1.0], right + [True])
+    assert len(bins) == 10 and sum(b["questions"] for b in bins) == 6
+    assert bins[9] == {"low": 0.9, "high": 1.0, "questions": 2, "confidence": pytest.approx(0.95), "right": 1.0}
+    assert bins[8]["right"] == 0.0 and bins[3]["right"] == 1.0 and bins[6]["right"] == 0.0  # 0.3 is in [0.3, 0.4)
+    assert bins[5]["right"] is None
+
+
+def test_regime_summary_by_hand():
+    def o(gold, rank, conf, split="test"):
+        return Outcome("kb", split, "q", gold, 1, "", conf, rank == 1, rank)
+
+    outcomes = [o("a", 1, 0.9), o("a", 2, 0.7), o("b", None, 0.2), o(None, None, 0.8), o("a", 1, 0.1, "dev")]
+    s = regimes.summary([x for x in outcomes if x.split == "test"], 0.5)
+    assert (s.inscope, s.offtopic) == (3, 1)
+    assert s.top1 == pytest.approx(1 / 3)
+    assert s.mrr5 == pytest.approx((1 + 1 / 2 + 0) / 3)
+    assert s.precision == pytest.approx(1 / 3)  # answered: 0.9 right, 0.7 wrong, the off-topic 0.8 wrong
+    assert s.recall == 1.0 and s.offtopic_rejected == 0.0
+    both = regimes.summaries(outcomes, 0.5)
+    assert set(both) == {"all", "kb"} and both["all"]["dev"].inscope == 1 and both["kb"]["test"].questions == 4
+
+
+def test_splits_are_deterministic_disjoint_and_stratified():
+    def make():
+        qs = [Question(f"q{i}", f"gold{i % 7}") for i in range(70)] + [Question(f"off{i}", None) for i in range(9)]
+        regimes.assign_splits(qs, 20240601, "kb", by_gold=True)
+        return qs
+
+    first, again = make(), make()
+    assert [q.split for q in first] == [q.split for q in again]
+    for gold in {q.gold for q in first if q.gold}:  # all paraphrases of one QnA fall in one split
+        assert len({q.split for q in first if q.gold == gold}) == 1
+    assert sorted(sum(q.split == s for q in first if q.gold is None) for s in regimes.SPLITS) == [4, 5]
+    other_seed = [Question(q.text, q.gold) for q in first]
+    regimes.assign_splits(other_seed, 1, "kb", by_gold=True)
+    assert [q.split for q in other_seed] != [q.split for q in first]
+    # the hand-written document questions: every document in both splits, in-scope and none about half each
+    by_doc = doc_eval.split_questions(doc_eval.read_questions(doc_eval.QUESTIONS / "documents.tsv"), 20240601)
+    assert by_doc == doc_eval.split_questions(doc_eval.read_questions(doc_eval.QUESTIONS / "documents.tsv"), 20240601)
+    for questions in by_doc.values():
+        for answerable in (True, False):
+            group = [q for q in questions if (q.gold is not None) == answerable]
+            dev = sum(q.split == "dev" for q in group)
+            assert abs(dev - (len(group) - dev)) <= 1 and all(q.split in regimes.SPLITS for q in group)
+
+
+def test_hand_written_questions_are_labelled_right(tmp_path):
+    """Every snippet label is found in a record of its imported document (a label matching nothing is a
+    bug in the labels), every document of the regime is there, and about a sixth of the questions are none."""
+    labelled = doc_eval.read_questions(doc_eval.QUESTIONS / "documents.tsv")
+    assert len(labelled) >= 150 and len({q.question for q in labelled}) == len(labelled)
+    assert 0.15 <= sum(q.answer is None for q in labelled) / len(labelled) <= 0.2
+    assert {q.document for q in labelled} == {
+        "product-manual.pdf", "white-paper.pdf", "sample-unstructured-paper.pdf", "semi-structured.docx",
+        "structured.docx", "multi-turn.docx", "Multiturn-ContosoBenefits.docx",
+        "Introducing-surface-laptop-4-and-new-access.pdf"}
+    assert {"how long it takes to charge surface?", "How long does it take to charge the battery?"} <= {
+        q.question for q in labelled if q.document == "product-manual.pdf" and q.answer == "two to four hours"}
+    store = SQLiteStore(tmp_path)
+    try:
+        service = Service(store, HashEmbedder())
+        for document in dict.fromkeys(q.document for q in labelled):
+            texts = doc_eval.record_texts(service, doc_eval.import_document(service, SHARED_DATA, document))
+            for q in labelled:
+                if q.document == document and q.answer is not None:
+                    assert any(doc_eval.contains(t, q.answer) for t in texts.values()), (document, q.question)
+    finally:
+        store.close()
+    sample = doc_eval.read_questions(doc_eval.QUESTIONS / "sample-kb.tsv")
+    assert len(sample) == 60 and sum(q.answer is None for q in sample) == 20
+    from openqna.formats import read_file
+
+    answers = [doc_eval.normalise(q.answer) for q in read_file(REPO_SAMPLE).qnas]
+    for q in sample:
+        if q.answer is not None:
+            assert sum(doc_eval.contains(a, q.answer) for a in set(answers)) >= 1, q.question
+
+
+def test_label_normalisation():
+    assert doc_eval.normalise("It\u2019s  Two\nto FOUR\u2010hours") == "it's two to four-hours"
+    assert doc_eval.contains("a b c", "x || b c") and not doc_eval.contains("a b c", "c d")
+    assert doc_eval.project_name("Multiturn-ContosoBenefits.docx") == "doc-multiturn-contosobenefits"
+
+
 # -- one quick run, end to end -----------------------------------------------------------
 
 
@@ -109,6 +215,7 @@ def test_quick_run_writes_report_and_plots(quick):
     report = (out / "report.md").read_text(encoding="utf-8")
     for heading in ("## FAQ matching", "## Off-topic rejection at threshold 0.5", "## Passage retrieval",
                     "## Search in Chinese and Japanese", "## Precise answers", "## Runtime",
+                    "## Regimes: the kinds of knowledge base users have (threshold t = 0.5)",
                     "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
@@ -186,3 +293,34 @@ def _same_questions_as_the_default(m: dict, acc: dict) -> None:
     assert set(acc["offtopic"]) == set(m["offtopic"])
     for kb, r in acc["offtopic"].items():
         assert r["offtopic_questions"] == m["offtopic"][kb]["offtopic_questions"] and 0.0 <= r["offtopic_rejected"] <= 1.0
+
+
+def test_quick_run_covers_every_regime(quick):
+    out, m = quick
+    r = m["regimes"]
+    assert list(r) == ["many questions", "one question", "documents", "tiny"]
+    for regime, data in r.items():
+        questions = data["questions"]
+        for split in regimes.SPLITS:
+            s = data["summary"]["all"][split]
+            mine = [q for q in questions if q["split"] == split]
+            inscope = [q for q in mine if q["gold"] is not None]
+            assert s["questions"] == len(mine) > 0 and s["inscope"] == len(inscope) > 0, (regime, split)
+            assert s["offtopic"] > 0, (regime, split)  # off-topic rejection is measured in every regime
+            assert s["top1"] == pytest.approx(sum(q["right"] for q in inscope) / len(inscope))
+            assert 0.0 <= s["top1"] <= s["mrr5"] <= 1.0
+            answered = [q for q in mine if q["confidence"] >= 0.5]
+            if answered:
+                assert s["precision"] == pytest.approx(sum(q["right"] for q in answered) / len(answered))
+            assert sum(b["questions"] for b in s["bins"]) == len(mine)
+        for q in questions:
+            assert set(q) >= {"kb", "split", "question", "gold", "top", "confidence", "right"}
+            assert not (q["right"] and q["gold"] is None)  # an off-topic question is never right
+        texts = {}
+        for q in questions:  # a question (per KB) sits in one split only
+            assert texts.setdefault((q["kb"], q["question"]), q["split"]) == q["split"]
+        assert (out / f"reliability-{regime.replace(' ', '-')}.png").exists()
+    assert {"doc-structured", "doc-product-manual"} == set(r["documents"]["kbs"])
+    assert "tiny-sample-kb" in r["tiny"]["kbs"] and all(k["records"] < 30 for k in r["tiny"]["kbs"].values())
+    charge = [q for q in r["documents"]["questions"] if q["question"] == "how long it takes to charge surface?"]
+    assert len(charge) == 1 and charge[0]["gold"] == "two to four hours"

@@ -7,6 +7,9 @@ family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence thr
 ``passages`` (SciFact nDCG@10; finding a question's paragraph in English, Chinese and
 Japanese), ``spans`` (EM/F1 of answer spans); ``baselines`` ranks the
 same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plots.
+``regimes`` asks the kinds of knowledge base users have (``faq_regimes``: many and one question per
+QnA; ``documents``: imported manuals and papers with hand-written questions; ``tiny``: KBs of a dozen
+or two QnAs), each with off-topic questions and a dev and a test split, and keeps every outcome.
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
 questions asked from test splits, and every sample is drawn with a fixed seed.  The only
@@ -29,7 +32,18 @@ from ..models.embedder import get_embedder
 from ..retrieval import ranker
 from ..service import Service
 from ..store.sqlite import SQLiteStore
-from . import datasets, faq, offtopic, passages, report, spans
+from . import (
+    datasets,
+    faq,
+    faq_regimes,
+    offtopic,
+    passages,
+    regimes,
+    report,
+    spans,
+    tiny,
+)
+from .documents import DOCUMENTS, document_kbs
 from .embedcache import CachedEmbedder, cached
 
 SEED = 20240601
@@ -47,11 +61,20 @@ class Plan:
     scifact_extra_docs: int | None = None
     span_questions: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(datasets.SPAN_SETS))
     paragraphs: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(datasets.SPAN_SETS))
+    # the regimes: off-topic questions per KB, per chit-chat answer asked, documents (None: all) and
+    # answerable questions per document (None: all)
+    regime_offtopic: int | None = 300
+    tiny_offtopic: int | None = 40
+    per_answer_queries: int | None = None
+    documents: tuple[str, ...] | None = None
+    document_questions: int | None = None
 
 
 FULL = Plan(span_questions={"xquad-en": None, "xquad-zh": None, "jsquad": 1500})
 QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_queries=6, scifact_extra_docs=30,
-             span_questions=dict.fromkeys(datasets.SPAN_SETS, 12), paragraphs=dict.fromkeys(datasets.SPAN_SETS, 4))
+             span_questions=dict.fromkeys(datasets.SPAN_SETS, 12), paragraphs=dict.fromkeys(datasets.SPAN_SETS, 4),
+             regime_offtopic=6, tiny_offtopic=6, per_answer_queries=3,
+             documents=("structured.docx", "product-manual.pdf"), document_questions=3)
 
 
 def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: float = DEFAULT_THRESHOLD,
@@ -102,6 +125,9 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                 span_results = {name: spans.evaluate(service, data_dir, name, seed=seed, limit=limit)
                                 for name, limit in plan.span_questions.items()}
                 step("spans", t)
+                t = time.perf_counter()
+                metrics["regimes"] = _regimes(service, data_dir, plan, seed, threshold, kbs)
+                step("regimes", t)
             finally:
                 store.close()
     finally:
@@ -158,6 +184,54 @@ def _faq_and_offtopic(service: Service, data_dir: Path, plan: Plan, seed: int, t
            for kb, other in ((banking, hwu), (hwu, banking))}
     step("offtopic", t)
     return kbs, faq_results, off
+
+
+def _regimes(service: Service, data_dir: Path, plan: Plan, seed: int, threshold: float,
+             faq_kbs: list[faq.KnowledgeBase]) -> dict:
+    """Every regime's knowledge bases built in ``service`` and asked; summaries and per-question outcomes."""
+    banking, hwu = datasets.banking77(data_dir), datasets.hwu64(data_dir)
+    by_name = {kb.project: kb for kb in faq_kbs}
+    asked = {name: [q for q, _ in by_name[name].queries] for name in ("banking77", "hwu64")}
+
+    def off(source: str, salt: str, size: int | None = plan.regime_offtopic) -> list[str]:
+        return faq_regimes.offtopic_sample(asked[source], size, seed, salt)
+
+    def other(kb: str) -> str:
+        return "hwu64" if kb.startswith("banking77") else "banking77"
+
+    built: list[regimes.RegimeKB] = [faq_regimes.many_question_kb(service, kb, off(other(kb.project), kb.project),
+                                                                  seed, other(kb.project)) for kb in faq_kbs]
+    built += [faq_regimes.one_question_intent_kb(service, data, off(other(data.name), f"{data.name}-one"),
+                                                 seed=seed, intents=plan.intents,
+                                                 per_intent_queries=plan.per_intent_queries, source=other(data.name))
+              for data in (banking, hwu)]
+    built += [faq_regimes.one_question_chitchat_kb(service, data_dir, p, off("banking77", f"{p}-one"), seed=seed,
+                                                   answers=plan.chitchat_answers,
+                                                   per_answer_queries=plan.per_answer_queries, source="banking77")
+              for p in datasets.CHITCHAT_PERSONALITIES]
+    built += document_kbs(service, data_dir, seed=seed, documents=plan.documents,
+                          per_document=plan.document_questions)
+    built.append(tiny.sample_kb(service, seed=seed))
+    tasks = tiny.task_questions(hwu)
+    built += [tiny.chitchat_cut(service, data_dir, p, size,
+                                faq_regimes.offtopic_sample(tasks, plan.tiny_offtopic, seed, f"tiny-{p}"),
+                                seed=seed, per_answer_queries=plan.per_answer_queries)
+              for p, size in tiny.CHITCHAT_CUTS.items()]
+    built.append(tiny.banking_cut(service, banking, off("hwu64", "tiny-banking77", plan.tiny_offtopic), seed=seed,
+                                  per_intent_queries=plan.per_intent_queries))
+    service.embedder.embed([q.text for kb in built for q in kb.questions])  # fills the cache only, as above
+    out: dict = {}
+    for name in (faq_regimes.MANY, faq_regimes.ONE, DOCUMENTS, tiny.TINY):
+        mine = [kb for kb in built if kb.regime == name]
+        outcomes = [o for kb in mine for o in regimes.ask_all(service, kb)]
+        out[name] = {
+            "kbs": {kb.project: {"records": kb.records, "questions": len(kb.questions),
+                                 "offtopic": sum(q.gold is None for q in kb.questions),
+                                 "offtopic_source": kb.offtopic_source, "notes": kb.notes} for kb in mine},
+            "summary": {group: {split: asdict(s) for split, s in by_split.items()}
+                        for group, by_split in regimes.summaries(outcomes, threshold).items()},
+            "questions": [asdict(o) for o in outcomes]}
+    return out
 
 
 ACCURATE = "accurate"

@@ -8,6 +8,8 @@
   segmentation": every CJK character is a token and other runs are split on whitespace, after
   lower-casing and removing Unicode punctuation, so F1 is character-level there.  As in
   SQuAD 2.0's script, a prediction and a gold answer that both normalise to nothing match.
+* ``calibration`` / ``reliability``: what a confidence threshold does to top answers (issue 22's
+  precision and recall at the threshold, off-topic rejection) and the bins of a reliability diagram.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CJK_CHAR = re.compile(
@@ -100,3 +103,49 @@ def f1(prediction: str, gold: str | Iterable[str], lang: str = "en") -> float:
 def mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values) if values else 0.0
+
+
+@dataclass
+class Calibration:
+    """What a confidence threshold does to a set of top answers (see ``calibration``)."""
+
+    precision: float | None
+    recall: float | None
+    offtopic_rejected: float | None
+    answered: float
+
+
+def calibration(confidence: Sequence[float], right: Sequence[bool], answerable: Sequence[bool],
+                threshold: float) -> Calibration:
+    """The two calibration figures of issue 22 at ``threshold``, and off-topic rejection.
+
+    * precision: of top answers with confidence >= threshold, the share that are right (a question
+      the KB cannot answer that is answered counts as wrong); None when nothing is answered;
+    * recall: of right top answers, the share with confidence >= threshold; None when none is right;
+    * off-topic rejected: of the questions the KB cannot answer, the share below the threshold;
+    * answered: of all questions, the share at or above the threshold.
+    """
+    answered = [c >= threshold for c in confidence]
+    picked = [r for r, a in zip(right, answered) if a]
+    kept = [a for r, a in zip(right, answered) if r]
+    off = [not a for a, ok in zip(answered, answerable) if not ok]
+    return Calibration(precision=mean(picked) if picked else None, recall=mean(kept) if kept else None,
+                       offtopic_rejected=mean(off) if off else None,
+                       answered=mean(answered) if answered else 0.0)
+
+
+RELIABILITY_BINS = 10
+
+
+def reliability(confidence: Sequence[float], right: Sequence[bool], bins: int = RELIABILITY_BINS) -> list[dict]:
+    """Top-1 confidence in ``bins`` equal bins of [0, 1] (1.0 in the last): per bin the number of
+    questions, their mean confidence and the share whose top answer is right (None when empty)."""
+    counts, conf_sum, right_sum = [0] * bins, [0.0] * bins, [0] * bins
+    for c, r in zip(confidence, right):
+        b = min(int(c * bins), bins - 1)
+        counts[b] += 1
+        conf_sum[b] += c
+        right_sum[b] += bool(r)
+    return [{"low": i / bins, "high": (i + 1) / bins, "questions": n,
+             "confidence": conf_sum[i] / n if n else None, "right": right_sum[i] / n if n else None}
+            for i, n in enumerate(counts)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import regime_report
 from .baselines import METHOD_NAMES, METHODS
 from .spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -25,7 +26,8 @@ def plot_name(kb: str) -> str:
 
 
 def write_plots(out_dir: Path, metrics: dict) -> list[str]:
-    """One PNG per knowledge base: accuracy and rejection shares against the threshold."""
+    """One PNG per knowledge base: accuracy and rejection shares against the threshold; and the regimes'
+    reliability diagrams (``regime_report``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,7 +55,7 @@ def write_plots(out_dir: Path, metrics: dict) -> list[str]:
         fig.savefig(out_dir / plot_name(kb), metadata={"Software": None})
         plt.close(fig)
         written.append(plot_name(kb))
-    return written
+    return written + regime_report.write_plots(out_dir, metrics)
 
 
 def _f(x: float) -> str:
@@ -241,6 +243,7 @@ def render(metrics: dict) -> str:
     if sampled:
         out += ["", (f"{', '.join(sampled)}: all questions of seeded-random paragraphs until the sample size is"
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
+    out += regime_report.section(metrics)
     out += [
         "",
         "## Caveats",

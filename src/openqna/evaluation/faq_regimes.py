@@ -1,0 +1,100 @@
+"""The FAQ regimes of ``regimes``: intent sets with many alternate questions, and one-question FAQs.
+
+* *many questions*: the FAQ knowledge bases of ``faq`` (ten training utterances per intent, half of
+  each chit-chat answer's questions), asked their held-out questions again, one at a time with the
+  outcome kept, and questions from another set they cannot answer.
+* *one question*: the same visible sets reduced to one question per QnA, as an FAQ page is.
+  banking77 and hwu64: one seeded-random training utterance per intent as its question; the only
+  answer text these sets have is the humanised intent name (``datasets.humanise``), so the answer
+  side carries little. Chit-chat: the real answers, each with one seeded-random question of its
+  own; the others are asked. Asked the intent sets' test utterances and the chit-chat answers'
+  other questions.
+
+Off-topic questions: banking77's KBs are asked hwu64's test utterances and hwu64's banking77's
+(both have currency questions, see ``offtopic.OVERLAP``; they are not removed here, so a few
+"off-topic" questions have a fair answer); chit-chat KBs are asked banking77's, as a bot's
+chit-chat layer hears task questions. A seeded sample of ``offtopic`` of them per KB.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from ..formats import read_file
+from ..records import QnA
+from ..service import Service
+from . import datasets
+from .faq import KnowledgeBase
+from .regimes import Question, RegimeKB, assign_splits
+
+MANY = "many questions"
+ONE = "one question"
+
+
+def answers_of(service: Service, project: str) -> dict[int, str]:
+    return {q.id: q.answer for q in service.store.list_qnas(project)}
+
+
+def by_answer(answers: dict[int, str]):
+    """``is_right`` for FAQ KBs: the gold label is the right QnA's answer text."""
+    return lambda record_id, gold: answers.get(record_id) == gold
+
+
+def offtopic_sample(questions: list[str], size: int | None, seed: int, salt: str) -> list[str]:
+    """A seeded sample of ``size`` distinct questions (all when ``size`` is None), in their order."""
+    distinct = list(dict.fromkeys(questions))
+    if size is None or size >= len(distinct):
+        return distinct
+    chosen = set(random.Random(f"{seed}:{salt}").sample(range(len(distinct)), size))
+    return [q for i, q in enumerate(distinct) if i in chosen]
+
+
+def many_question_kb(service: Service, kb: KnowledgeBase, offtopic: list[str], seed: int,
+                     source: str) -> RegimeKB:
+    """A ``faq`` knowledge base already built in ``service``, as a regime KB."""
+    answers = answers_of(service, kb.project)
+    questions = [Question(q, answers[gold]) for q, gold in kb.queries] + [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, kb.project, by_gold=True)
+    return RegimeKB(kb.project, MANY, kb.records, questions, by_answer(answers), offtopic_source=source)
+
+
+def one_question_intent_kb(service: Service, data: datasets.IntentData, offtopic: list[str], *, seed: int,
+                           intents: int | None = None, per_intent_queries: int | None = None,
+                           source: str = "") -> RegimeKB:
+    project = f"{data.name}-one-question"
+    rng = random.Random(f"{seed}:{project}")
+    labels = list(data.train)[:intents]
+    service.create_project(project)
+    service.upsert(project, [QnA([rng.choice(data.train[label])], datasets.humanise(label), source=data.name)
+                             for label in labels])
+    taken: dict[str, int] = {}
+    questions = []
+    for text, label in data.test:
+        if label in labels and (per_intent_queries is None or taken.get(label, 0) < per_intent_queries):
+            taken[label] = taken.get(label, 0) + 1
+            questions.append(Question(text, datasets.humanise(label)))
+    questions += [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, project, by_gold=True)
+    return RegimeKB(project, ONE, len(labels), questions, by_answer(answers_of(service, project)),
+                    notes="answer = humanised intent name", offtopic_source=source)
+
+
+def one_question_chitchat_kb(service: Service, data_dir: Path, personality: str, offtopic: list[str], *,
+                             seed: int, answers: int | None = None, per_answer_queries: int | None = None,
+                             source: str = "") -> RegimeKB:
+    project = f"chitchat-{personality}-one-question"
+    rng = random.Random(f"{seed}:{project}")
+    indexed, questions = [], []
+    for qna in read_file(datasets.chitchat_file(data_dir, personality)).qnas[:answers]:
+        asked = list(qna.questions)
+        rng.shuffle(asked)
+        qna.questions = asked[:1]
+        indexed.append(qna)
+        questions += [Question(q, qna.answer) for q in asked[1:][:per_answer_queries]]
+    service.create_project(project)
+    service.upsert(project, indexed)
+    questions += [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, project, by_gold=True)
+    return RegimeKB(project, ONE, len(indexed), questions, by_answer(answers_of(service, project)),
+                    notes="real answers", offtopic_source=source)

@@ -1,0 +1,92 @@
+"""The tiny-KB regime: knowledge bases of a dozen or two QnAs, asked in-scope and off-topic questions.
+
+* the bundled sample KB (``samples/openqna-faq.tsv``, 12 QnAs, imported as ``openqna serve`` imports
+  it), asked the hand-written questions of ``questions/sample-kb.tsv`` (40 paraphrases, 20 off-topic);
+* cuts of the chit-chat KBs (``CHITCHAT_CUTS`` seeded-random answers with two or more questions each,
+  half of each answer's questions indexed and the rest asked) and of banking77 (``BANKING_CUT``
+  seeded-random intents, ten training utterances each, asked their test utterances), each also
+  asked ``offtopic`` of hwu64's test utterances (seeded); the chit-chat cuts only those of hwu64's task
+  intents (``task_questions``): its ``general_*`` intents (jokes, praise, "say that again") are
+  chit-chat, which a chit-chat KB may fairly answer.
+
+The TSV knowledge bases of ``qna-sample-docs/knowledge-bases`` have one question per QnA and no
+held-out questions, so they are not used.
+"""
+
+from __future__ import annotations
+
+import random
+from importlib import resources
+from pathlib import Path
+
+from ..formats import read_file
+from ..records import QnA
+from ..service import Service
+from . import datasets
+from .documents import QUESTIONS, contains, normalise, read_questions
+from .faq import PER_INTENT
+from .faq_regimes import answers_of, by_answer
+from .regimes import Question, RegimeKB, assign_splits
+
+TINY = "tiny"
+SAMPLE = "tiny-sample-kb"
+CHITCHAT_CUTS = {"professional": 12, "friend": 18, "comic": 24}
+BANKING_CUT = 15
+
+
+def sample_kb(service: Service, *, seed: int) -> RegimeKB:
+    path = Path(str(resources.files("openqna") / "samples" / "openqna-faq.tsv"))
+    service.import_content(SAMPLE, read_file(path))
+    texts = {i: normalise(a) for i, a in answers_of(service, SAMPLE).items()}
+    questions = [Question(q.question, q.answer) for q in read_questions(QUESTIONS / "sample-kb.tsv")]
+    assign_splits(questions, seed, SAMPLE, by_gold=False)
+    return RegimeKB(SAMPLE, TINY, len(texts), questions,
+                    lambda record_id, gold: contains(texts.get(record_id, ""), gold),
+                    notes="bundled sample, hand-written questions", offtopic_source="hand-written")
+
+
+def task_questions(data: datasets.IntentData) -> list[str]:
+    """hwu64's test utterances except its ``general_*`` intents: assistant tasks, none of them chit-chat."""
+    return [text for text, intent in data.test if not intent.startswith("general_")]
+
+
+def chitchat_cut(service: Service, data_dir: Path, personality: str, size: int, offtopic: list[str], *,
+                 seed: int, per_answer_queries: int | None = None) -> RegimeKB:
+    project = f"tiny-chitchat-{personality}"
+    rng = random.Random(f"{seed}:{project}")
+    qnas = [q for q in read_file(datasets.chitchat_file(data_dir, personality)).qnas if len(q.questions) >= 2]
+    chosen = sorted(rng.sample(range(len(qnas)), size))
+    indexed, questions = [], []
+    for qna in (qnas[i] for i in chosen):
+        asked = list(qna.questions)
+        rng.shuffle(asked)
+        half = (len(asked) + 1) // 2
+        qna.questions = asked[:half]
+        indexed.append(qna)
+        questions += [Question(q, qna.answer) for q in asked[half:][:per_answer_queries]]
+    service.create_project(project)
+    service.upsert(project, indexed)
+    questions += [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, project, by_gold=True)
+    return RegimeKB(project, TINY, len(indexed), questions, by_answer(answers_of(service, project)),
+                    notes=f"{size} chit-chat answers", offtopic_source="hwu64 tasks")
+
+
+def banking_cut(service: Service, data: datasets.IntentData, offtopic: list[str], *, seed: int,
+                per_intent_queries: int | None = None) -> RegimeKB:
+    project = "tiny-banking77"
+    rng = random.Random(f"{seed}:{project}")
+    labels = sorted(rng.sample(sorted(data.train), BANKING_CUT))
+    service.create_project(project)
+    service.upsert(project, [QnA(rng.sample(data.train[label], min(PER_INTENT, len(data.train[label]))),
+                                 datasets.humanise(label), source=data.name) for label in labels])
+    taken: dict[str, int] = {}
+    questions = []
+    for text, label in data.test:
+        if label in labels and (per_intent_queries is None or taken.get(label, 0) < per_intent_queries):
+            taken[label] = taken.get(label, 0) + 1
+            questions.append(Question(text, datasets.humanise(label)))
+    questions += [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, project, by_gold=True)
+    return RegimeKB(project, TINY, len(labels), questions, by_answer(answers_of(service, project)),
+                    notes=f"{BANKING_CUT} intents, {PER_INTENT} questions each", offtopic_source="hwu64")
