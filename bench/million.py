@@ -75,7 +75,7 @@ def build(folder: Path, n: int) -> str:
             for i in range(start, min(n, start + 50_000))])
     written = time.perf_counter() - t
     t = time.perf_counter()
-    service.store.search_index(KB)  # builds the index and saves it (with its IVF index)
+    service.indexes.get(KB)  # builds the index and saves it (with its IVF index)
     indexed = time.perf_counter() - t
     service.store.close()
     return (f"{n:,} passages ({len(texts):,} distinct SciFact passages) written in {written:.0f} s; "
@@ -84,17 +84,18 @@ def build(folder: Path, n: int) -> str:
 
 def ensure_store(n: int) -> tuple[Path, str]:
     from openqna.retrieval import snapshot
+    from openqna.retrieval.index_cache import IndexCache
     from openqna.store.sqlite import SQLiteStore
 
     folder = corpus.CACHE / f"million-{n}"
     if (folder / "done").exists():
         store = SQLiteStore(folder)
-        saved = store.saved_indexes()
+        saved = IndexCache(store).saved()
         store.close()
         if saved:
             return folder, "store and saved index reused from bench/.cache"
         t = time.perf_counter()  # the snapshot format changed since: rebuild the index only
-        SQLiteStore(folder).search_index(KB)
+        IndexCache(SQLiteStore(folder)).get(KB)
         return folder, f"store reused from bench/.cache; index rebuilt and saved in {time.perf_counter() - t:.0f} s"
     shutil.rmtree(folder, ignore_errors=True)
     summary = build(folder, n)

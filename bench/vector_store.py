@@ -83,7 +83,7 @@ def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float,
         service.upsert(vs.id, records[start:start + 5000], match_content=False)
     written = time.perf_counter() - t
     t = time.perf_counter()
-    service.store.search_index(vs.id)  # built, and saved when large enough
+    service.indexes.get(vs.id)  # built, and saved when large enough
     indexed = time.perf_counter() - t
     service.store.close()
     return vs.id, written, indexed

@@ -170,7 +170,7 @@ def build(service: Service, embedder, test: bool) -> dict:
     dev_q["hwu64"] = list(zip([t.strip() for t in (folder / "seq.in").read_text().splitlines()],
                               [t.strip() for t in (folder / "label").read_text().splitlines()]))
     for name in intent:
-        index = service.store.search_index(name)
+        index = service.indexes.get(name)
         row_of_answer = {r.answer: index.row_of[r.id] for r in service.store.list_qnas(name)}
         if test:
             qs = [(t, index.row_of[g]) for t, g in kbs[name].queries]
@@ -204,7 +204,7 @@ def build(service: Service, embedder, test: bool) -> dict:
         name = project + ("" if test else "-dev")
         service.create_project(name)
         service.upsert(name, indexed)
-        index = service.store.search_index(name)
+        index = service.indexes.get(name)
         row_of_answer = {r.answer: index.row_of[r.id] for r in service.store.list_qnas(name)}
         qs = [(t, row_of_answer[a]) for ts, a in asked for t in ts]
         offsrc = (kbs["banking77"].queries[:150] + kbs["hwu64"].queries[:150]) if test else \

@@ -33,7 +33,7 @@ def main(out: Path) -> None:
     train = datasets.scifact(DATA, "train")
     service.create_project("scifact")
     service.upsert("scifact", [passages.passage_record(d, t, x) for d, (t, x) in test.docs.items()])
-    index = service.store.search_index("scifact")
+    index = service.indexes.get("scifact")
     doc_of = {q.id: q.source for q in service.store.list_qnas("scifact")}
     docs = [doc_of[int(i)] for i in index.ids]
     result = {}

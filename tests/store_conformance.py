@@ -16,6 +16,7 @@ import pytest
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from openqna.retrieval.analyze import analyze
 from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
+from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import ApiKey, Project, StoredQnA, Unit
 
 
@@ -30,6 +31,12 @@ def item(questions, answer, *, vectors, answer_vector, id=None, source="Editoria
     units = [Unit("q", i, analyze(t), v) for i, (t, v) in enumerate(zip(questions, vectors))]
     units.append(Unit("a", 0, analyze(answer), answer_vector))
     return StoredQnA(q, units, f"hash-{questions[0]}")
+
+
+@pytest.fixture
+def indexes(store):
+    """The index cache over the store under test, as ``Service`` makes it: every store must serve it alike."""
+    return IndexCache(store, nearest=engine_search(store))
 
 
 @pytest.fixture
@@ -79,19 +86,19 @@ def test_records_roundtrip_and_ids(kb):
     assert kb.content_hashes("kb1")[2] == "hash-Where is the pen?"
 
 
-def test_delete_never_reuses_ids(kb):
+def test_delete_never_reuses_ids(kb, indexes):
     assert kb.delete_qnas("kb1", [4, 99]) == 1
     assert kb.count_qnas("kb1") == 3
     new = kb.put_qnas("kb1", [item(["new"], "n", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert new == [5]
-    assert kb.search_index("kb1").row_of.keys() == {1, 2, 3, 5}
+    assert indexes.get("kb1").row_of.keys() == {1, 2, 3, 5}
 
 
-def test_replace_keeps_id_and_drops_old_units(kb):
+def test_replace_keeps_id_and_drops_old_units(kb, indexes):
     kb.put_qnas("kb1", [item(["Where can I find the stylus?"], "In the box.", id=2,
                              vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert kb.get_qnas("kb1", [2])[2].questions == ["Where can I find the stylus?"]
-    index = kb.search_index("kb1")
+    index = indexes.get("kb1")
     sims = index.dense(vec(0, 0, 0, 1), "q", index.mask(None))
     assert sims[index.row_of[2]] == pytest.approx(1.0)
     assert index.bm25(analyze("pen"), "q", index.mask(None)).max() == 0.0
@@ -109,14 +116,14 @@ def test_replace_keeps_id_and_drops_old_units(kb):
     (IdIn((2, 3, 42)), {2, 3}),
     (MetaEq("missing", "x"), set()),
 ])
-def test_filters(kb, flt, expected):
-    index = kb.search_index("kb1")
+def test_filters(kb, flt, expected, indexes):
+    index = indexes.get("kb1")
     mask = index.mask(flt)
     assert {int(i) for i in index.ids[mask]} == expected
 
 
-def test_vector_search_respects_filter(kb):
-    index = kb.search_index("kb1")
+def test_vector_search_respects_filter(kb, indexes):
+    index = indexes.get("kb1")
     q = vec(1, 0, 0, 0)
     sims = index.dense(q, "q", index.mask(None))
     assert sims[index.row_of[1]] == pytest.approx(1.0)  # best of its two questions
@@ -142,8 +149,8 @@ def _bm25_by_hand(query_terms, docs, target):
     return score
 
 
-def test_bm25_scores_match_the_formula(kb):
-    index = kb.search_index("kb1")
+def test_bm25_scores_match_the_formula(kb, indexes):
+    index = indexes.get("kb1")
     terms = analyze("battery charging")
     answers = [analyze(t) for t in ["Plug it in for two hours.", "The pen attaches magnetically.",
                                      "Use the 65 W charger for fast charging of the battery.",
@@ -156,22 +163,22 @@ def test_bm25_scores_match_the_formula(kb):
     assert filtered[index.row_of[4]] == 0.0 and filtered[index.row_of[3]] > 0
 
 
-def test_bm25_question_field_takes_best_question(kb):
-    index = kb.search_index("kb1")
+def test_bm25_question_field_takes_best_question(kb, indexes):
+    index = indexes.get("kb1")
     scores = index.bm25(analyze("charging time"), "q", index.mask(None))
     assert scores[index.row_of[1]] > 0
     assert scores[index.row_of[1]] > scores[index.row_of[3]]
 
 
-def test_exact_keys_and_context_flags(kb):
-    index = kb.search_index("kb1")
+def test_exact_keys_and_context_flags(kb, indexes):
+    index = indexes.get("kb1")
     assert index.exact["where is the pen"] == [index.row_of[2]]
     assert {int(i) for i in index.ids[index.context_only]} == {3}
 
 
-def test_deployments_are_snapshots(kb):
+def test_deployments_are_copies(kb, indexes):
     with pytest.raises(NotFound):
-        kb.search_index("kb1", "production")
+        indexes.get("kb1", "production")
     kb.deploy("kb1", "production")
     kb.set_synonyms("kb1", [["pen", "stylus"]])
     kb.delete_qnas("kb1", [1])
@@ -181,8 +188,8 @@ def test_deployments_are_snapshots(kb):
     assert kb.get_qnas("kb1", [2], "production")[2].answer == "The pen attaches magnetically."
     assert kb.get_qnas("kb1", [2])[2].answer == "Changed answer."
     assert kb.get_synonyms("kb1", "production") == []
-    assert 1 in kb.search_index("kb1", "production").row_of
-    assert 1 not in kb.search_index("kb1").row_of
+    assert 1 in indexes.get("kb1", "production").row_of
+    assert 1 not in indexes.get("kb1").row_of
     assert [d.name for d in kb.list_deployments("kb1")] == ["production"]
     kb.deploy("kb1", "production")
     assert kb.count_qnas("kb1", "production") == 3
@@ -200,11 +207,11 @@ def test_versions_move_on_every_write(kb):
     assert kb.version("kb1") == v3
 
 
-def test_index_follows_writes_without_restart(kb):
-    first = kb.search_index("kb1")
-    assert kb.search_index("kb1") is first  # unchanged store: cached
+def test_index_follows_writes_without_restart(kb, indexes):
+    first = indexes.get("kb1")
+    assert indexes.get("kb1") is first  # unchanged store: cached
     kb.delete_qnas("kb1", [2])
-    assert 2 not in kb.search_index("kb1").row_of
+    assert 2 not in indexes.get("kb1").row_of
 
 
 def test_keys(store):
@@ -217,13 +224,13 @@ def test_keys(store):
     assert store.list_keys() == []
 
 
-def test_delete_project_removes_everything(kb):
+def test_delete_project_removes_everything(kb, indexes):
     kb.deploy("kb1", "production")
     kb.delete_project("kb1")
     kb.create_project(Project("kb1"))
     assert kb.count_qnas("kb1") == 0
     assert kb.list_deployments("kb1") == []
-    assert kb.search_index("kb1").n == 0
+    assert indexes.get("kb1").n == 0
 
 
 def test_sources(kb):
@@ -433,7 +440,7 @@ def test_files(store):
     assert store.delete_file("file-a") and not store.delete_file("file-a") and store.get_file("file-a") is None
 
 
-def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatch):
+def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatch, indexes):
     """After writes, the index is updated from the changed records only, and reads as one built from scratch."""
     from openqna.retrieval import memindex, ranker
 
@@ -449,7 +456,7 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
     store.create_project(Project("inc"))
     ids = store.put_qnas("inc", [random_item(i) for i in range(60)])
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # the IVF index exists before the change
-    first = store.search_index("inc")
+    first = indexes.get("inc")
     first.q.ann()
     store.put_qnas("inc", [random_item(100 + i, id=ids[i]) for i in range(0, 10, 2)])  # replaced
     store.delete_qnas("inc", ids[20:25])
@@ -457,10 +464,9 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
     updates = []
     real = memindex.MemIndex.updated
     monkeypatch.setattr(memindex.MemIndex, "updated", lambda self, *a: updates.append(1) or real(self, *a))
-    inc = store.search_index("inc")
+    inc = indexes.get("inc")
     assert updates == [1] and inc.n == 65
-    store._indexes.clear()
-    fresh = store.search_index("inc")
+    fresh = IndexCache(store, nearest=engine_search(store)).get("inc")  # another process: built from scratch
     assert updates == [1] and fresh.version == inc.version
 
     def by_id(index, values):

@@ -14,7 +14,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -24,7 +24,6 @@ from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 K1 = 1.2
 B = 0.75
 _GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
-BUILD_CHUNK = 50_000  # records a store reads and indexes at a time when it builds an index (MemIndex.build)
 
 
 def bm25_idf(n_docs: int, df: int) -> float:
@@ -47,28 +46,6 @@ class IndexRecord:
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
     fields: dict = field(default_factory=dict)  # typed column values (where_str)
-
-    def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
-        """One stored unit of this record: a question ("q", in order) or its answer ("a")."""
-        if field_name == "q":
-            self.q_vectors.append(vector)
-            self.q_terms.append(terms)
-        else:
-            self.a_vector, self.a_terms = vector, terms
-
-
-def record_chunks(ids: list[int], read: Callable[[tuple[int, int]], tuple[dict[int, IndexRecord], dict[int, str], int]],
-                  hashes: dict[int, str]) -> Iterator[list[IndexRecord]]:
-    """The records of ``ids`` (ascending), BUILD_CHUNK at a time, for ``MemIndex.build``.
-
-    ``read((first, last))`` is the store's reader of the records with ids in that range (as
-    ``incremental_update``'s fetch); their content hashes are added to ``hashes``.
-    """
-    for start in range(0, len(ids), BUILD_CHUNK):
-        span = ids[start:start + BUILD_CHUNK]
-        records, chunk_hashes, _ = read((span[0], span[-1]))
-        hashes.update(chunk_hashes)
-        yield list(records.values())
 
 
 class _Postings:
@@ -518,15 +495,15 @@ class MemIndex:
         return self._row_of
 
     @classmethod
-    def build(cls, chunks: Iterable[list[IndexRecord]], dim: int, version: int,
+    def build(cls, batches: Iterable[list[IndexRecord]], dim: int, version: int,
               hashes: dict[int, str] | None = None) -> "MemIndex":
-        """The index ``MemIndex(all records)`` would be, built from ``chunks`` of records in ascending id order.
+        """The index ``MemIndex(all records)`` would be, built from ``batches`` of records in ascending id order.
 
-        Each chunk becomes a small index and the records' Python objects are dropped before the
-        next chunk is read, so a million passages never sit in memory as objects all at once
+        Each batch becomes a small index and the records' Python objects are dropped before the
+        next batch is read, so a million passages never sit in memory as objects all at once
         (building from one list of them peaked at 14 GB); the parts' arrays are then joined.
         """
-        parts = [cls(chunk, dim, version) for chunk in chunks]
+        parts = [cls(batch, dim, version) for batch in batches]
         if not parts:
             return cls([], dim, version, hashes)
         if len(parts) == 1:
@@ -585,7 +562,7 @@ class MemIndex:
         self._row_of = None
         self._none = np.zeros(self.n, dtype=bool)
         self._none.flags.writeable = False
-        # A store that searches vectors itself (PostgreSQL's pgvector HNSW) sets this: called as
+        # The index cache sets this when it was handed a store's own vector search (pgvector's HNSW): called as
         # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
 
@@ -767,22 +744,3 @@ class MemIndex:
         cov[~allowed] = 0.0
         return cov
 
-
-def incremental_update(old: MemIndex, hashes: dict[int, str], version: int,
-                       fetch: Callable[[list[int]], tuple[dict[int, IndexRecord], dict[int, str], int]]
-                       ) -> MemIndex | None:
-    """``old`` brought to the records whose content hashes are ``hashes``; None when a rebuild is cheaper.
-
-    ``fetch(ids)`` reads those records from the store: (records, their hashes, vector dimension).
-    Content hashes cover everything the index reads (text, metadata, source, dialog, fields,
-    embedder), so records whose hash did not change are kept as they are.
-    """
-    changed = [rid for rid, h in hashes.items() if old.hashes.get(rid) != h]
-    removed = [rid for rid, h in old.hashes.items() if hashes.get(rid) != h]
-    if len(changed) + len(removed) > max(1000, len(hashes) // 4):
-        return None
-    records, fetched, dim = fetch(changed)
-    if dim and dim != old.dim:
-        return None
-    kept = {rid: h for rid, h in old.hashes.items() if hashes.get(rid) == h}
-    return old.updated(removed, list(records.values()), version, {**kept, **fetched})

@@ -2,20 +2,21 @@
 
 A store keeps projects (knowledge bases), their QnA records with analysed terms
 and vectors (one unit per question and one per answer), named deployments
-(snapshots of the live ``test`` state), synonyms and API keys.  Search goes
-through ``search_index``, which returns an index consistent with the store at
-the moment of the call.
+(copies of the live ``test`` state), synonyms and API keys.  It reads and writes
+rows and never builds a search index: ``retrieval/index_cache.py`` builds those from
+``read_index_rows`` and keeps them current by ``current``'s version (DESIGN decision 7).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..records import QnA
-from ..retrieval.memindex import MemIndex
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 
@@ -52,6 +53,68 @@ class StoredQnA:
     qna: QnA
     units: list[Unit]
     content_hash: str
+
+
+@dataclass(slots=True)
+class IndexRow:
+    """One record of a deployment as an index reads it: what it filters on and its units, nothing shown to users.
+
+    Vectors are float32 and may be read-only views of the stored bytes.
+    """
+
+    id: int
+    kind: str
+    source: str
+    metadata: dict[str, str]
+    context_only: bool
+    questions: list[str]
+    fields: dict  # typed column values, as stored (DateTime still ISO 8601 text)
+    content_hash: str
+    q_terms: list[list[str]] = field(default_factory=list)  # one list per question, in order
+    q_vectors: list[np.ndarray] = field(default_factory=list)
+    a_terms: list[str] = field(default_factory=list)
+    a_vector: np.ndarray | None = None
+
+    def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
+        """One stored unit of this record: a question ("q", in order) or its answer ("a")."""
+        if field_name == "q":
+            self.q_vectors.append(vector)
+            self.q_terms.append(terms)
+        else:
+            self.a_vector, self.a_terms = vector, terms
+
+
+class IndexRows(Protocol):
+    """One consistent read of a deployment (a read transaction): every answer is as of ``version``."""
+
+    version: int
+
+    def settings(self) -> dict:
+        """The project's settings (its typed schema says which fields are DateTime)."""
+
+    def content_hashes(self) -> dict[int, str]:
+        """Record id -> content hash, of every record of the deployment."""
+
+    def record_ids(self) -> list[int]:
+        """Every record id of the deployment, ascending."""
+
+    def dim(self) -> int:
+        """The dimension of the deployment's vectors (1 when it has none)."""
+
+    def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
+        """The records of ``ids``, or those from ``id_range``'s first to last id, or all of them."""
+
+
+@runtime_checkable
+class NearestNeighbours(Protocol):
+    """A store whose engine searches vectors itself (PostgreSQL's pgvector HNSW).
+
+    The index cache hands ``nearest_rows`` to the indexes it builds; the ranker asks it for
+    candidates before searching in memory, and it answers None to leave the search there.
+    """
+
+    def nearest_rows(self, project_id: int, deployment: str, index: Any, field: str, query: np.ndarray, k: int,
+                     flt: Any, eligible: np.ndarray) -> np.ndarray | None: ...
 
 
 @dataclass
@@ -117,13 +180,16 @@ class ApiKey:
 
 
 class Store(Protocol):
+    # where indexes derived from this store may be saved (None: nowhere), and the random id of its database,
+    # which names them: versions are only comparable within one database
+    index_dir: Path | None
+    instance: str
+
     # projects
     def create_project(self, project: Project) -> Project: ...
     def get_project(self, name: str) -> Project: ...
     def list_projects(self) -> list[Project]: ...
     def update_project(self, project: Project) -> Project: ...
-    def saved_indexes(self) -> list[tuple[str, str]]:
-        """(project, deployment) of every index saved on disk (retrieval/snapshot.py): the ones to load at start."""
     def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
         """Replace project ``name``'s settings with ``settings`` if they still equal ``expected`` (compare-and-set
         across processes); False, and nothing written, when another writer changed them first."""
@@ -147,9 +213,13 @@ class Store(Protocol):
     def list_deployments(self, project: str) -> list[Deployment]: ...
     def has_deployment(self, project: str, deployment: str) -> bool: ...
 
-    # search
+    # versions and index rows: what an index derived from the store reads
     def version(self, project: str, deployment: str = LIVE) -> int: ...
-    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex: ...
+    def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
+        """(project id, version) of a deployment in as few reads as the engine allows: what the index cache checks
+        on every query; raises ProjectNotFound, or NotFound for a deployment that does not exist."""
+    def read_index_rows(self, project_id: int, deployment: str) -> AbstractContextManager[IndexRows]:
+        """One consistent read of a deployment's index rows, open while the block runs."""
 
     # sources and active-learning feedback
     def list_sources(self, project: str) -> list[Source]: ...

@@ -2,11 +2,10 @@
 
 Same data model and semantics as the embedded SQLite store (``store/sqlite.py``):
 records, analysed terms and float32 vectors (pgvector ``vector``, one unconstrained
-column since dimensions differ per embedder) live in PostgreSQL; the in-memory
-``MemIndex`` is derived from them exactly as SQLite's ``_build_index`` does and
-rebuilt when the knowledge base's version (a value of one global SEQUENCE) moves,
-so every process sees the others' writes on its next query.  Deployments are
-copies of the live rows (INSERT ... SELECT).
+column since dimensions differ per embedder) live in PostgreSQL; every write moves
+the knowledge base's version (a value of one global SEQUENCE), so every process's
+index cache (``retrieval/index_cache.py``) sees the others' writes on its next query.
+Deployments are copies of the live rows (INSERT ... SELECT).
 
 Every write is one transaction.  Writes that move a version or allocate ids lock
 the project's row first (``FOR NO KEY UPDATE``), so writes to one project are
@@ -21,14 +20,13 @@ Text columns that are ordered or compared use the "C" collation, so orderings ar
 bytewise and project names are case-insensitive for ASCII letters only, as with
 SQLite's NOCASE.
 
-``vector_search_sql`` (from ``postgres_vector.VectorSearch``) searches inside
-PostgreSQL instead: HNSW, cosine distance, iterative scans so filters still fill k.
+``vector_search_sql`` and ``nearest_rows`` (from ``postgres_vector.VectorSearch``) search
+inside PostgreSQL: HNSW, cosine distance, iterative scans so filters still fill k.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,12 +42,9 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
-from ..retrieval import snapshot
-from ..retrieval.analyze import exact_key
-from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update, record_chunks
-from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
+from .base import LIVE, ApiKey, Deployment, IndexRow, Job, Project, Source, StoredFile, StoredQnA
+from .clock import now_iso
 from .postgres_vector import VectorSearch, filter_to_sql
-from .sqlite import _typed, now_iso
 
 SCHEMA_VERSION = 2
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
@@ -164,20 +159,17 @@ class PostgresStore(VectorSearch):
     """
 
     def __init__(self, dsn: str, *, pool_size: int = 5, cache_dir: str | Path | None = None):
-        """``cache_dir``: where this process saves the indexes of large knowledge bases (``retrieval/snapshot.py``)
-        so that a restart loads them instead of reading every record again; None: never saved."""
+        """``cache_dir``: where this process's index cache saves the indexes of large knowledge bases, so that a
+        restart loads them instead of reading every record again; None: never saved."""
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
         self.dsn = dsn
-        self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[int, str], MemIndex] = {}
         self._hnsw_ready: set[str] = set()
         self._hnsw_checked: dict[str, float] = {}
         self._hnsw_building: set[str] = set()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            instance = self._migrate(conn)
-        self._snapshots = None if cache_dir is None else \
-            snapshot.Snapshots(Path(cache_dir) / "indexes" / f"pg-{instance[:16]}", instance)
+            self.instance = self._migrate(conn)
+        self.index_dir = None if cache_dir is None else Path(cache_dir) / "indexes" / f"pg-{self.instance[:16]}"
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                     configure=_register_vector, open=True, name="openqna")
 
@@ -221,8 +213,8 @@ class PostgresStore(VectorSearch):
             yield conn
 
     @contextmanager
-    def _snapshot(self) -> Iterator[psycopg.Connection]:
-        """A read-only transaction whose reads all see one snapshot."""
+    def _read_tx(self) -> Iterator[psycopg.Connection]:
+        """A read-only transaction whose reads all see the database as of its first one (REPEATABLE READ)."""
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
@@ -312,11 +304,6 @@ class PostgresStore(VectorSearch):
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "deployments"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
-        with self._index_lock:
-            for key in [k for k in self._indexes if k[0] == pid]:
-                del self._indexes[key]
-            if self._snapshots is not None:
-                self._snapshots.drop(pid)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -484,14 +471,14 @@ class PostgresStore(VectorSearch):
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         try:
-            self._current(project, deployment)
+            self.current(project, deployment)
         except ProjectNotFound:
             raise
         except NotFound:
             return False
         return True
 
-    # -- search ------------------------------------------------------------------------------
+    # -- versions and index rows --------------------------------------------------------------
     def version(self, project: str, deployment: str = LIVE) -> int:
         with self._conn() as db:
             row = db.execute('SELECT (SELECT seq FROM versions v WHERE v.project_id=p.id AND v.deployment=%s)'
@@ -500,7 +487,7 @@ class PostgresStore(VectorSearch):
             raise _not_found(project)
         return row[0] or 0
 
-    def _current(self, project: str, deployment: str) -> tuple[int, int]:
+    def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
         """(project id, version) in one round trip; raises if the project or deployment does not exist."""
         with self._conn() as db:
             row = db.execute(
@@ -514,98 +501,11 @@ class PostgresStore(VectorSearch):
             raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
         return row[0], row[2] or 0
 
-    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
-        """The index of ``project``/``deployment``, brought up to date if the database moved since it was built."""
-        pid, version = self._current(project, deployment)
-        key = (pid, deployment)
-        index = self._indexes.get(key)
-        if index is not None and index.version == version:
-            return index
-        with self._index_lock:
-            index = self._indexes.get(key)
-            if index is None or index.version != version:
-                index = self._refresh_index(pid, deployment, index)
-                index.nearest_rows = partial(self.nearest_rows, pid, deployment, index)
-                self._indexes[key] = index
-        return index
-
-    def _refresh_index(self, pid: int, deployment: str, old: MemIndex | None) -> MemIndex:
-        """The same MemIndex SQLite's _refresh_index makes, read in one snapshot with the version it shows."""
-        with self._snapshot() as db:
-            version = db.execute("SELECT seq FROM versions WHERE project_id=%s AND deployment=%s",
-                                 (pid, deployment)).fetchone()
-            version = version[0] if version else 0
-            if old is None and self._snapshots is not None:  # first search here: start from the saved index
-                old = self._snapshots.load(pid, deployment)
-                if old is not None and old.version == version:
-                    return old
-            if old is not None and old.hashes is not None and old.n:
-                hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=%s AND deployment=%s",
-                                         (pid, deployment)).fetchall())
-                update = incremental_update(old, hashes, version,
-                                            lambda ids: self._index_records(db, pid, deployment, ids))
-                if update is not None:
-                    return update
-            row = db.execute("SELECT vector_dims(embedding) FROM units WHERE project_id=%s AND deployment=%s LIMIT 1",
-                             (pid, deployment)).fetchone()
-            hashes: dict[int, str] = {}
-            ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=%s AND deployment=%s ORDER BY id",
-                                            (pid, deployment))]
-            chunks = record_chunks(ids, lambda span: self._index_records(db, pid, deployment, id_range=span), hashes)
-            index = MemIndex.build(chunks, row[0] if row else 1, version, hashes)
-        if self._snapshots is not None:
-            self._snapshots.built(index, pid, deployment)
-        return index
-
-    def saved_indexes(self) -> list[tuple[str, str]]:
-        """(project, deployment) of every index saved in ``cache_dir``: the large ones worth loading at start."""
-        if self._snapshots is None:
-            return []
-        with self._conn() as db:
-            projects = db.execute("SELECT id, name FROM projects ORDER BY name").fetchall()
-            deployments = db.execute("SELECT project_id, name FROM deployments ORDER BY name").fetchall()
-        named: dict[int, list[str]] = {}
-        for pid, deployment in deployments:
-            named.setdefault(pid, []).append(deployment)
-        return [(name, d) for pid, name in projects for d in [LIVE, *named.get(pid, [])] if self._snapshots.saved(pid, d)]
-
-    @staticmethod
-    def _index_records(db, pid: int, deployment: str, ids: list[int] | None = None,
-                       id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
-        """(records of the index, their content hashes, vector dimension): those of ``ids``, or from
-        ``id_range``'s first to last id, or all of them."""
-        settings = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()
-        settings = settings[0] if settings else {}
-        # DateTime columns are parsed once here, not on every filter evaluation
-        dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
-        only, args = "", [pid, deployment]
-        if ids is not None:
-            only = " AND {}=ANY(%s)"
-            args.append(list(ids))
-        elif id_range is not None:
-            only = " AND {} BETWEEN %s AND %s"
-            args.extend(id_range)
-        records: dict[int, IndexRecord] = {}
-        hashes: dict[int, str] = {}
-        dim = 0
-        for rid, kind, questions, source, metadata, context_only, fields, content_hash in db.execute(
-            "SELECT id, kind, questions, source, metadata, (dialog->>'isContextOnly')::boolean, fields, content_hash"
-            " FROM records WHERE project_id=%s AND deployment=%s" + only.format("id"), args):
-            hashes[rid] = content_hash
-            records[rid] = IndexRecord(
-                rid, kind, source, metadata, context_only, [exact_key(q) for q in questions],
-                [], [], None, [], _typed(fields, dates),
-            )
-        with db.cursor(binary=True) as cur:
-            cur.execute("SELECT record_id, field, terms, embedding FROM units WHERE project_id=%s AND deployment=%s"
-                        + only.format("record_id") + " ORDER BY record_id, field, ord", args)
-            for rid, field, terms, vec in cur:
-                rec = records.get(rid)
-                if rec is None:
-                    continue
-                dim = vec.shape[0]
-                rec.add_unit(field, terms, vec)
-        return records, hashes, dim
+    @contextmanager
+    def read_index_rows(self, project_id: int, deployment: str) -> Iterator[PostgresIndexRows]:
+        """One read-only REPEATABLE READ transaction for every read of an index build."""
+        with self._read_tx() as db:
+            yield PostgresIndexRows(db, project_id, deployment)
 
     # -- sources and feedback --------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
@@ -793,4 +693,52 @@ class PostgresStore(VectorSearch):
             return db.execute("DELETE FROM api_keys WHERE id=%s", (key_id,)).rowcount > 0
 
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "filter_to_sql"]
+class PostgresIndexRows:
+    """The index rows of one deployment, read in the transaction ``PostgresStore.read_index_rows`` holds open."""
+
+    def __init__(self, db: psycopg.Connection, project_id: int, deployment: str):
+        self._db, self._where = db, (project_id, deployment)
+        row = db.execute("SELECT seq FROM versions WHERE project_id=%s AND deployment=%s", self._where).fetchone()
+        self.version: int = row[0] if row else 0
+
+    def settings(self) -> dict:
+        row = self._db.execute("SELECT settings FROM projects WHERE id=%s", self._where[:1]).fetchone()
+        return row[0] if row else {}
+
+    def content_hashes(self) -> dict[int, str]:
+        return dict(self._db.execute("SELECT id, content_hash FROM records WHERE project_id=%s AND deployment=%s",
+                                     self._where).fetchall())
+
+    def record_ids(self) -> list[int]:
+        return [r[0] for r in self._db.execute("SELECT id FROM records WHERE project_id=%s AND deployment=%s"
+                                               " ORDER BY id", self._where)]
+
+    def dim(self) -> int:
+        row = self._db.execute("SELECT vector_dims(embedding) FROM units WHERE project_id=%s AND deployment=%s"
+                               " LIMIT 1", self._where).fetchone()
+        return row[0] if row else 1
+
+    def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
+        only, args = "", list(self._where)
+        if ids is not None:
+            only = " AND {}=ANY(%s)"
+            args.append(list(ids))
+        elif id_range is not None:
+            only = " AND {} BETWEEN %s AND %s"
+            args.extend(id_range)
+        rows: dict[int, IndexRow] = {}
+        for rid, kind, questions, source, metadata, context_only, fields, content_hash in self._db.execute(
+            "SELECT id, kind, questions, source, metadata, (dialog->>'isContextOnly')::boolean, fields, content_hash"
+            " FROM records WHERE project_id=%s AND deployment=%s" + only.format("id"), args):
+            rows[rid] = IndexRow(rid, kind, source, metadata, context_only, questions, fields, content_hash)
+        with self._db.cursor(binary=True) as cur:
+            cur.execute("SELECT record_id, field, terms, embedding FROM units WHERE project_id=%s AND deployment=%s"
+                        + only.format("record_id") + " ORDER BY record_id, field, ord", args)
+            for rid, field, terms, vec in cur:
+                row = rows.get(rid)
+                if row is not None:
+                    row.add_unit(field, terms, vec)
+        return list(rows.values())
+
+
+__all__ = ["SCHEMA_VERSION", "PostgresIndexRows", "PostgresStore", "filter_to_sql"]

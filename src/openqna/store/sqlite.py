@@ -1,11 +1,10 @@
 """The embedded store: one SQLite database in WAL mode (DESIGN decision 7).
 
-Records, analysed terms and float32 vectors live in SQLite; the in-memory
-``MemIndex`` is derived from them and rebuilt when the knowledge base's version
-(a global, ever-growing change sequence) moves, so a second process writing the
-same file is seen on the next query.  Deployments are copies of the live rows.
-Indexes of large knowledge bases are saved next to the database (``indexes/``, see
-``retrieval/snapshot.py``), so a restart loads them instead of rebuilding.
+Records, analysed terms and float32 vectors live in SQLite; every write moves the
+knowledge base's version (a global, ever-growing change sequence), so the index
+cache (``retrieval/index_cache.py``) of a second process writing the same file
+catches up on its next query.  Deployments are copies of the live rows.  The index
+cache saves the indexes of large knowledge bases next to the database (``indexes/``).
 """
 
 from __future__ import annotations
@@ -16,17 +15,14 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
-from ..retrieval.analyze import exact_key
-from ..retrieval import snapshot
-from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update, record_chunks
-from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
+from .base import LIVE, ApiKey, Deployment, IndexRow, Job, Project, Source, StoredFile, StoredQnA
+from .clock import now_iso
 
 SCHEMA_VERSION = 3
 PAGE_SIZE = 16384
@@ -77,17 +73,6 @@ CREATE TABLE IF NOT EXISTS api_keys(
 _TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _typed(fields: dict, dates: list[str]) -> dict:
-    for name in dates:
-        if isinstance(fields.get(name), str):
-            fields[name] = datetime.fromisoformat(fields[name])
-    return fields
-
-
 def _dialog_to_json(d: Dialog) -> str:
     return json.dumps({"isContextOnly": d.is_context_only,
                        "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
@@ -119,14 +104,12 @@ class SQLiteStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "openqna.sqlite3"
         self._local = threading.local()
-        self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[int, str], MemIndex] = {}
         self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
-            # names this database in its index snapshots: versions restart in a new database file
+            # names this database in its saved indexes: versions restart in a new database file
             db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
-            self._instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
+            self.instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             version = int(row[0]) if row else SCHEMA_VERSION
             if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
@@ -139,7 +122,7 @@ class SQLiteStore:
             db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
             db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
             db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-        self._snapshots = snapshot.Snapshots(self.directory / "indexes", self._instance)
+        self.index_dir: Path | None = self.directory / "indexes"
 
     # -- plumbing ------------------------------------------------------------------
     @property
@@ -249,10 +232,6 @@ class SQLiteStore:
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
-        with self._index_lock:
-            for key in [k for k in self._indexes if k[0] == pid]:
-                del self._indexes[key]
-            self._snapshots.drop(pid)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -411,115 +390,28 @@ class SQLiteStore:
         return self._db.execute("SELECT 1 FROM deployments WHERE project_id=? AND name=?",
                                 (pid, deployment)).fetchone() is not None
 
-    # -- search ------------------------------------------------------------------------------
+    # -- versions and index rows --------------------------------------------------------------
     def version(self, project: str, deployment: str = LIVE) -> int:
         pid = self._project_id(self._db, project)
         row = self._db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?",
                                (pid, deployment)).fetchone()
         return row[0] if row else 0
 
-    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
-        """The index of ``project``/``deployment``, brought up to date if the store moved since it was built."""
-        pid = self._deployment_pid(project, deployment)
-        version = self.version(project, deployment)
-        key = (pid, deployment)
-        index = self._indexes.get(key)
-        if index is not None and index.version == version:
-            return index
-        with self._index_lock:
-            index = self._indexes.get(key)
-            if index is None or index.version != version:
-                index = self._refresh_index(pid, deployment, version, index)
-                self._indexes[key] = index
-        return index
+    def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
+        return self._deployment_pid(project, deployment), self.version(project, deployment)
 
-    def _refresh_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
-        """Apply the records whose content hash changed to ``old``, or build from scratch when much changed.
-
-        Everything is read in one transaction (a snapshot, in WAL mode), with the version it shows.
-        """
+    @contextmanager
+    def read_index_rows(self, project_id: int, deployment: str) -> Iterator[SQLiteIndexRows]:
+        """One read transaction for every read of an index build: in WAL mode it sees the database as it was."""
         db = self._db
         own = not db.in_transaction
         if own:
             db.execute("BEGIN")
         try:
-            row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", (pid, deployment)).fetchone()
-            return self._read_index(pid, deployment, row[0] if row else version, old)
+            yield SQLiteIndexRows(db, project_id, deployment)
         finally:
             if own:
                 db.execute("COMMIT")
-
-    def saved_indexes(self) -> list[tuple[str, str]]:
-        """(project, deployment) of every index saved on disk: the large ones worth loading at start."""
-        found = []
-        for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
-            deployments = [LIVE] + [r[0] for r in self._db.execute(
-                "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
-            found += [(name, d) for d in deployments if self._snapshots.saved(pid, d)]
-        return found
-
-    def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
-        db = self._db
-        if old is None:  # first search in this process: start from the saved index, if any
-            old = self._snapshots.load(pid, deployment)
-            if old is not None and old.version == version:
-                return old
-        if old is not None and old.hashes is not None and old.n:
-            hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
-                                     (pid, deployment)).fetchall())
-            update = incremental_update(old, hashes, version,
-                                        lambda ids: self._index_records(pid, deployment, ids))
-            if update is not None:
-                return update
-        row = db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
-                         (pid, deployment)).fetchone()
-        hashes: dict[int, str] = {}
-        ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
-                                        (pid, deployment))]
-        chunks = record_chunks(ids, lambda span: self._index_records(pid, deployment, id_range=span), hashes)
-        index = MemIndex.build(chunks, row[0] if row else 1, version, hashes)
-        self._snapshots.built(index, pid, deployment)
-        return index
-
-    def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None,
-                       id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
-        """(records of the index, their content hashes, vector dimension): those of ``ids``, or from
-        ``id_range``'s first to last id, or all of them."""
-        db = self._db
-        settings = json.loads(db.execute("SELECT settings FROM projects WHERE id=?", (pid,)).fetchone()[0])
-        # DateTime columns are parsed once here, not on every filter evaluation
-        dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
-        only, args = "", [pid, deployment]
-        if ids is not None:
-            only = " AND record_id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(ids))
-        elif id_range is not None:
-            only = " AND record_id BETWEEN ? AND ?"
-            args.extend(id_range)
-        records: dict[int, IndexRecord] = {}
-        hashes: dict[int, str] = {}
-        dim = 0
-        for rid, kind, questions, source, metadata, dialog, fields, content_hash in db.execute(
-            "SELECT id, kind, questions, source, metadata, dialog, fields, content_hash FROM records"
-            " WHERE project_id=? AND deployment=?" + only.replace("record_id", "id"), args,
-        ):
-            hashes[rid] = content_hash
-            records[rid] = IndexRecord(
-                rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
-                [exact_key(q) for q in json.loads(questions)], [], [], None, [],
-                _typed(json.loads(fields), dates),
-            )
-        for rid, field, terms, blob in db.execute(
-            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?" + only +
-            " ORDER BY record_id, field, ord", args,
-        ):
-            rec = records.get(rid)
-            if rec is None:  # written between the two reads: the next version picks it up
-                continue
-            vec = np.frombuffer(blob, dtype=np.float32)
-            dim = vec.shape[0]
-            rec.add_unit(field, terms.split(_TERM_SEP) if terms else [], vec)
-        return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
@@ -695,3 +587,54 @@ class SQLiteStore:
     def delete_key(self, key_id: str) -> bool:
         with self._tx() as db:
             return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0
+
+
+class SQLiteIndexRows:
+    """The index rows of one deployment, read in the transaction ``SQLiteStore.read_index_rows`` holds open."""
+
+    def __init__(self, db: sqlite3.Connection, project_id: int, deployment: str):
+        self._db, self._where = db, (project_id, deployment)
+        row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", self._where).fetchone()
+        self.version: int = row[0] if row else 0
+
+    def settings(self) -> dict:
+        row = self._db.execute("SELECT settings FROM projects WHERE id=?", self._where[:1]).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def content_hashes(self) -> dict[int, str]:
+        return dict(self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
+                                     self._where).fetchall())
+
+    def record_ids(self) -> list[int]:
+        return [r[0] for r in self._db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
+                                               self._where)]
+
+    def dim(self) -> int:
+        row = self._db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
+                               self._where).fetchone()
+        return row[0] if row else 1
+
+    def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
+        only, args = "", list(self._where)
+        if ids is not None:
+            only = " AND record_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(ids))
+        elif id_range is not None:
+            only = " AND record_id BETWEEN ? AND ?"
+            args.extend(id_range)
+        rows: dict[int, IndexRow] = {}
+        for rid, kind, questions, source, metadata, dialog, fields, content_hash in self._db.execute(
+            "SELECT id, kind, questions, source, metadata, dialog, fields, content_hash FROM records"
+            " WHERE project_id=? AND deployment=?" + only.replace("record_id", "id"), args,
+        ):
+            rows[rid] = IndexRow(rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
+                                 json.loads(questions), json.loads(fields), content_hash)
+        for rid, field, terms, blob in self._db.execute(
+            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?" + only +
+            " ORDER BY record_id, field, ord", args,
+        ):
+            row = rows.get(rid)
+            if row is None:  # written between the two reads: the next version picks it up
+                continue
+            row.add_unit(field, terms.split(_TERM_SEP) if terms else [], np.frombuffer(blob, dtype=np.float32))
+        return list(rows.values())
