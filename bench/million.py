@@ -7,8 +7,8 @@ real MiniLM vectors of the banking77/hwu64 training utterances grown by perturbe
 meaningful neighbourhoods.  Every passage has metadata ``group`` (``i % 10``).
 
 Building that store takes minutes (writing 1M passages, then the first index build, which is
-saved as a snapshot), so it is cached under ``bench/.cache/million-*`` and rebuilt only when
-it is missing or its snapshot is stale; the figures measured here come from a fresh
+saved beside it), so it is cached under ``bench/.cache/million-*`` and rebuilt only when
+it is missing or its saved index is stale; the figures measured here come from a fresh
 ``openqna serve`` process on that store:
 
 - start-up: launch -> ``/healthz`` answers (the saved index is loaded before it does) -> first
@@ -83,7 +83,7 @@ def build(folder: Path, n: int) -> str:
 
 
 def ensure_store(n: int) -> tuple[Path, str]:
-    from openqna.retrieval import snapshot
+    from openqna.retrieval import saved_index
     from openqna.retrieval.index_cache import IndexCache
     from openqna.store.sqlite import SQLiteStore
 
@@ -94,13 +94,13 @@ def ensure_store(n: int) -> tuple[Path, str]:
         store.close()
         if saved:
             return folder, "store and saved index reused from bench/.cache"
-        t = time.perf_counter()  # the snapshot format changed since: rebuild the index only
+        t = time.perf_counter()  # the saved index's format changed since: rebuild the index only
         IndexCache(SQLiteStore(folder)).get(KB)
         return folder, f"store reused from bench/.cache; index rebuilt and saved in {time.perf_counter() - t:.0f} s"
     shutil.rmtree(folder, ignore_errors=True)
     summary = build(folder, n)
     (folder / "done").touch()
-    assert snapshot.FORMAT  # the cache is keyed by the store; the snapshot checks its own format
+    assert saved_index.FORMAT  # the cache is keyed by the store; the saved index checks its own format
     return folder, summary
 
 

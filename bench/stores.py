@@ -154,7 +154,7 @@ def main() -> None:
             (ca, ca_tops), (ca_f, ca_f_tops) = results["candidates"]
             if name == "sqlite":
                 print(f"{name}: write 100k QnAs {fill_s:.1f} s, index build {build:.1f} s (faiss IVF training and "
-                      f"saving the snapshot included); a restart loads the saved index in {reload:.2f} s = "
+                      f"saving the index included); a restart loads the saved index in {reload:.2f} s = "
                       f"{reload / build:.3f}x the build")
             else:
                 print(f"{name}: write 100k QnAs {fill_s:.1f} s, index build {build:.1f} s + faiss IVF "

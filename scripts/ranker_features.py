@@ -32,7 +32,8 @@ from openqna.formats import read_file
 from openqna.models.embedder import get_embedder
 from openqna.records import QnA
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.memindex import K1, MemIndex
+from openqna.retrieval.memindex import MemIndex
+from openqna.retrieval.postings import K1
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 

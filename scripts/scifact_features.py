@@ -18,7 +18,7 @@ from openqna.evaluation import datasets, passages
 from openqna.evaluation.embedcache import cached
 from openqna.models.embedder import get_embedder
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.memindex import K1
+from openqna.retrieval.postings import K1
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 

@@ -442,6 +442,7 @@ def test_files(store):
 
 def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatch, indexes):
     """After writes, the index is updated from the changed records only, and reads as one built from scratch."""
+    from openqna.retrieval import field as field_module
     from openqna.retrieval import memindex, ranker
 
     rng = np.random.default_rng(7)
@@ -498,7 +499,7 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
                               for r in ranker.rank(fresh, question, query, everything, top=5)]
         monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
         # the IVF index was carried over (its keys follow the change), not rebuilt
-        assert inc.q._ann is first.q._ann
+        assert inc.q.shared_ann is first.q.shared_ann
         # its codes are approximate (their order too): the exact nearest 3 are among its nearest 10
         near = inc.ids[inc.q.rows[inc.q.nearest_units(query, 10, None)]].tolist()
         exact = fresh.ids[fresh.q.rows[np.argsort(-(fresh.q.matrix @ query))[:3]]].tolist()
@@ -507,7 +508,7 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
         allowed = inc.q.unit_mask(inc.mask(Not(MetaEq("group", "0"))))
         assert inc.q.next_key != inc.q.n and allowed.sum() > 20
         with monkeypatch.context() as m:
-            m.setattr(memindex, "_GATHER_MAX", 0)
+            m.setattr(field_module, "GATHER_MAX", 0)
             units = inc.q.nearest_units(query, 10, allowed)
         # the exact nearest allowed unit is among them
         assert allowed[units].all() and len(units) == 10

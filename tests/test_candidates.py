@@ -15,7 +15,7 @@ import pytest
 from conftest import SHARED_DATA
 from pg import pg_server  # noqa: F401  (fixture)
 from openqna.records import KnowledgeBaseContent, QnA
-from openqna.retrieval import memindex
+from openqna.retrieval import field as field_module
 from openqna.retrieval.filters import IdIn, MetaEq
 from openqna.service import AskRequest
 
@@ -124,7 +124,7 @@ def test_nearest_units_from_the_ivf_index(bank, monkeypatch):
     found = field.nearest_units(query, 10, None)
     assert len(found) == 10 and len(set(found) & set(exact)) >= 8
     for step in (2, 7):  # through the IVF index with a selector, then exactly (too few units to bother)
-        monkeypatch.setattr(memindex, "_GATHER_MAX", 0)
+        monkeypatch.setattr(field_module, "GATHER_MAX", 0)
         allowed = np.zeros(field.n, dtype=bool)
         allowed[::step] = True
         found = field.nearest_units(query, 10, allowed)
@@ -138,7 +138,7 @@ def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
     """The keyword candidates: the same masses a sort of every matching unit gives, filtered or not."""
     from openqna.retrieval.analyze import analyze
 
-    monkeypatch.setattr(memindex, "_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
+    monkeypatch.setattr(field_module, "COVERAGE_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
     service, questions, _ = bank
     field = service.indexes.get("bank", "test").q
     every_third = np.zeros(field.n, dtype=bool)

@@ -727,9 +727,9 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
 
 def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, monkeypatch):
     """With a cache_dir (OPENQNA_DATA), PostgreSQL's large indexes are saved, loaded on restart and caught up."""
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     rng = np.random.default_rng(5)
     first = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
     first.create_project(Project("big"))

@@ -90,8 +90,8 @@ def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
     assert new.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
 
 
-# -- index snapshots ---------------------------------------------------------------------------
-def _snapshot_kb(store, n=80, seed=3):
+# -- saved indexes -------------------------------------------------------------------------------
+def _large_kb(store, n=80, seed=3):
     rng = np.random.default_rng(seed)
     words = "battery charge pen screen cable reset password monitor stylus power dock update".split()
     items = []
@@ -145,18 +145,18 @@ def _same_index(a, b, rng, words, monkeypatch):
 
 
 def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkeypatch):
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import field, memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # large enough for an IVF index: it is saved too
     first = SQLiteStore(tmp_path)
-    _, rng, words = _snapshot_kb(first)
+    _, rng, words = _large_kb(first)
     built = IndexCache(first).get("snap")
-    assert list((tmp_path / "indexes").iterdir()) and built.q._ann is not None
+    assert list((tmp_path / "indexes").iterdir()) and built.q.shared_ann is not None
 
     builds = []
     monkeypatch.setattr(memindex.MemIndex, "__init__", lambda *a, **k: builds.append(1) or pytest.fail("rebuilt"))
-    monkeypatch.setattr(memindex._Ann, "__init__", lambda *a, **k: pytest.fail("IVF retrained"))
+    monkeypatch.setattr(field.FieldAnn, "__init__", lambda *a, **k: pytest.fail("IVF retrained"))
     loaded = IndexCache(SQLiteStore(tmp_path)).get("snap")
     assert not builds and isinstance(loaded.q.matrix, np.memmap)
     _same_index(loaded, built, rng, words, monkeypatch)
@@ -166,17 +166,17 @@ def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkey
 
 
 def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypatch):
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
     writer = SQLiteStore(tmp_path)
-    ids, rng, words = _snapshot_kb(writer)
+    ids, rng, words = _large_kb(writer)
     saved = IndexCache(writer).get("snap").version
     writer.put_qnas("snap", [item(["reset the dock"], "hold the button", vectors=[vec(1, 2, 0, 0, 0, 0, 0, 0)],
                                   answer_vector=vec(0, 1, 0, 0, 0, 0, 0, 0), id=ids[3])])
     writer.delete_qnas("snap", ids[10:14])
-    assert snapshot.version(snapshot.Snapshots(writer.index_dir, writer.instance).folder(1, "test"), writer.instance) == saved  # in-place: not re-saved
+    assert saved_index.version(saved_index.SavedIndexes(writer.index_dir, writer.instance).folder(1, "test"), writer.instance) == saved  # in-place: not re-saved
 
     updates = []
     real = memindex.MemIndex.updated
@@ -188,31 +188,31 @@ def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypat
     _same_index(caught_up, IndexCache(SQLiteStore(tmp_path)).get("snap"), rng, words, monkeypatch)
 
 
-def test_a_damaged_snapshot_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
-    from openqna.retrieval import snapshot
+def test_a_damaged_saved_index_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
+    from openqna.retrieval import saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
+    _large_kb(store)
     built = IndexCache(store).get("snap")
-    folder = snapshot.Snapshots(store.index_dir, store.instance).folder(1, "test")
+    folder = saved_index.SavedIndexes(store.index_dir, store.instance).folder(1, "test")
     (folder / "q.matrix.npy").write_bytes(b"not an array")
     again = IndexCache(SQLiteStore(tmp_path)).get("snap")
-    assert "unreadable index snapshot" in caplog.text
+    assert "unreadable saved index" in caplog.text
     assert again.version == built.version and np.array_equal(again.q.matrix, built.q.matrix)
-    assert snapshot.load(folder, store.instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
+    assert saved_index.load(folder, store.instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
 
 
-def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
+def test_saved_indexes_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
     from openqna.models.embedder import HashEmbedder
-    from openqna.retrieval import snapshot
+    from openqna.retrieval import saved_index
     from openqna.service import Service
 
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
+    _large_kb(store)
     IndexCache(store).get("snap")
-    assert not (tmp_path / "indexes").exists()  # 80 records: rebuilding is cheaper than a snapshot
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    assert not (tmp_path / "indexes").exists()  # 80 records: rebuilding is cheaper than loading
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     IndexCache(SQLiteStore(tmp_path)).get("snap")
     assert len(list((tmp_path / "indexes").iterdir())) == 1
     Service(store, HashEmbedder()).delete_project("snap")
@@ -222,12 +222,12 @@ def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, mon
 def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
     """Service.warm (run by `openqna serve` before it listens) loads every saved index and only those."""
     from openqna.models.embedder import HashEmbedder
-    from openqna.retrieval import snapshot
+    from openqna.retrieval import saved_index
     from openqna.service import Service
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
+    _large_kb(store)
     store.deploy("snap", "production")
     IndexCache(store).get("snap", "production")  # saved; the live index ("test") never searched
     store.create_project(Project("small"))
@@ -237,19 +237,19 @@ def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
     assert [k[1] for k in service.indexes._indexes] == ["production"]
 
 
-def test_a_snapshot_of_another_database_file_is_ignored(tmp_path, monkeypatch):
-    """Versions restart in a new database file: a snapshot left by the old one must not pass for current."""
-    from openqna.retrieval import snapshot
+def test_an_index_saved_from_another_database_file_is_ignored(tmp_path, monkeypatch):
+    """Versions restart in a new database file: an index saved from the old one must not pass for current."""
+    from openqna.retrieval import saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     old = SQLiteStore(tmp_path)
-    _snapshot_kb(old, seed=3)
+    _large_kb(old, seed=3)
     saved = IndexCache(old).get("snap")
     old.close()
     for f in tmp_path.glob("openqna.sqlite3*"):
         f.unlink()
     new = SQLiteStore(tmp_path)
-    _snapshot_kb(new, seed=4)  # same project id, same version numbers, other content
+    _large_kb(new, seed=4)  # same project id, same version numbers, other content
     assert new.version("snap") == saved.version
     index = IndexCache(new).get("snap")
     assert not np.array_equal(index.a.matrix, saved.a.matrix)
@@ -281,7 +281,7 @@ def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
 def test_an_index_built_in_batches_is_the_index_built_at_once(tmp_path, monkeypatch):
     """Large KBs are read and indexed BUILD_BATCH records at a time (memory): the index must not differ."""
     store = SQLiteStore(tmp_path)
-    ids, rng, words = _snapshot_kb(store, n=95)
+    ids, rng, words = _large_kb(store, n=95)
     store.delete_qnas("snap", ids[30:33])  # gaps in the ids
     monkeypatch.setattr(index_cache, "BUILD_BATCH", 10**6)
     whole = IndexCache(SQLiteStore(tmp_path)).get("snap")

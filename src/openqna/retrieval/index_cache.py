@@ -5,7 +5,7 @@ derived from them.  It holds one ``MemIndex`` per knowledge base deployment, che
 store's version (its change sequence) on every call and, when the version moved, catches
 the index up from the records whose content hash changed, or rebuilds it when too much
 changed.  Indexes of large knowledge bases are saved beside the data
-(``retrieval/snapshot.py``), so a restart loads them instead of rebuilding.
+(``retrieval/saved_index.py``), so a restart loads them instead of rebuilding.
 
 An engine that searches vectors itself (PostgreSQL's pgvector) is handed in as
 ``nearest``; every index the cache makes asks it for candidates first.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..store.base import LIVE, IndexRow, NearestNeighbours, Store
-from . import snapshot
+from . import saved_index
 from .analyze import exact_key
 from .filters import Filter
 from .memindex import IndexRecord, MemIndex
@@ -49,7 +49,7 @@ class IndexCache:
         self.nearest = nearest
         self._lock = threading.Lock()
         self._indexes: dict[tuple[int, str], MemIndex] = {}
-        self._saved = None if store.index_dir is None else snapshot.Snapshots(store.index_dir, store.instance)
+        self._saved = None if store.index_dir is None else saved_index.SavedIndexes(store.index_dir, store.instance)
 
     def get(self, project: str, deployment: str = LIVE) -> MemIndex:
         """The index of ``project``/``deployment``, brought up to date if the store moved since it was built."""
