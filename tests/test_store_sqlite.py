@@ -10,7 +10,8 @@ import pytest
 from openqna.retrieval import index_cache
 from openqna.retrieval.index_cache import IndexCache
 from openqna.store import Project
-from openqna.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from openqna.store.sqlite import SQLiteStore
+from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
 from store_conformance import item, vec
 

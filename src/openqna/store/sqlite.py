@@ -5,6 +5,8 @@ knowledge base's version (a global, ever-growing change sequence), so the index
 cache (``retrieval/index_cache.py``) of a second process writing the same file
 catches up on its next query.  Deployments are copies of the live rows.  The index
 cache saves the indexes of large knowledge bases next to the database (``indexes/``).
+The schema and its migrations are in ``sqlite_schema.py``, the column codecs and the reader
+of index rows in ``sqlite_rows.py``.
 """
 
 from __future__ import annotations
@@ -13,89 +15,19 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
-from .base import LIVE, ApiKey, Deployment, IndexRow, Job, Project, Source, StoredFile, StoredQnA
+from ..records import NotFound, ProjectNotFound, QnA
+from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
+from .sqlite_rows import TERM_SEP, SQLiteIndexRows, dialog_from_json, dialog_json, json_list, json_object
+from .sqlite_schema import migrate
 
-SCHEMA_VERSION = 3
 PAGE_SIZE = 16384
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS projects(
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, description TEXT NOT NULL,
-  language TEXT NOT NULL, multilingual INTEGER NOT NULL, settings TEXT NOT NULL, embedder TEXT,
-  created TEXT NOT NULL, modified TEXT NOT NULL, last_deployed TEXT, next_id INTEGER NOT NULL DEFAULT 1);
-CREATE TABLE IF NOT EXISTS versions(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, seq INTEGER NOT NULL,
-  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL,
-  questions TEXT NOT NULL, answer TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,
-  dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
-  fields TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS units(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
-  ord INTEGER NOT NULL, terms TEXT NOT NULL, vector BLOB NOT NULL,
-  PRIMARY KEY(project_id, deployment, record_id, field, ord)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS synonyms(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, groups TEXT NOT NULL,
-  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS deployments(
-  project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
-  PRIMARY KEY(project_id, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sources(
-  project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
-  source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
-  last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS feedback(
-  project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
-  created TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
-CREATE TABLE IF NOT EXISTS jobs(
-  id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
-  updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
-  result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS files(
-  id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
-  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
-CREATE TABLE IF NOT EXISTS api_keys(
-  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
-  projects TEXT, created TEXT NOT NULL);
-"""
-_TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
-
-
-def _dialog_to_json(d: Dialog) -> str:
-    return json.dumps({"isContextOnly": d.is_context_only,
-                       "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
-
-
-_NO_DIALOG = _dialog_to_json(Dialog())
-
-
-def _dialog_from_json(s: str) -> Dialog:
-    if s == _NO_DIALOG:  # most records: skip the parser (a search reads each answer's columns)
-        return Dialog()
-    raw = json.loads(s)
-    return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
-
-
-def _json_object(s: str) -> dict:
-    return {} if s == "{}" else json.loads(s)
-
-
-def _json_list(s: str) -> list:
-    return [] if s == "[]" else json.loads(s)
-
-
 class SQLiteStore:
     """Store protocol on SQLite; safe to share across threads and processes."""
 
@@ -104,24 +36,7 @@ class SQLiteStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "openqna.sqlite3"
         self._local = threading.local()
-        self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
-        with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
-            # names this database in its saved indexes: versions restart in a new database file
-            db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
-            self.instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else SCHEMA_VERSION
-            if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
-                db.execute("ALTER TABLE records ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'")
-            if version < 3 and "seq" not in {c[1] for c in db.execute("PRAGMA table_info(jobs)")}:
-                # v3: jobs are claimed from a queue (``seq`` orders it) and held under a lease
-                db.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
-                db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
-                db.execute("UPDATE jobs SET seq=rowid")
-            db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
-            db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
-            db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self.instance = migrate(self._db)
         self.index_dir: Path | None = self.directory / "indexes"
 
     # -- plumbing ------------------------------------------------------------------
@@ -251,13 +166,13 @@ class SQLiteStore:
                 db.execute(
                     "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
-                     json.dumps(q.metadata, ensure_ascii=False), _dialog_to_json(q.dialog),
+                     json.dumps(q.metadata, ensure_ascii=False), dialog_json(q.dialog),
                      json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp,
                      json.dumps(q.fields, ensure_ascii=False)),
                 )
                 db.executemany(
                     "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
-                    [(pid, LIVE, q.id, u.field, u.ord, _TERM_SEP.join(u.terms),
+                    [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms),
                       np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
                 )
             db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
@@ -309,8 +224,8 @@ class SQLiteStore:
     @staticmethod
     def _qna_row(row: tuple) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
-        return QnA(json.loads(questions), answer, rid, source, _json_object(metadata), _dialog_from_json(dialog), kind,
-                   _json_list(suggestions), _json_object(fields), modified)
+        return QnA(json.loads(questions), answer, rid, source, json_object(metadata), dialog_from_json(dialog), kind,
+                   json_list(suggestions), json_object(fields), modified)
 
     def _deployment_pid(self, project: str, deployment: str) -> int:
         pid = self._project_id(self._db, project)
@@ -588,53 +503,3 @@ class SQLiteStore:
         with self._tx() as db:
             return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0
 
-
-class SQLiteIndexRows:
-    """The index rows of one deployment, read in the transaction ``SQLiteStore.read_index_rows`` holds open."""
-
-    def __init__(self, db: sqlite3.Connection, project_id: int, deployment: str):
-        self._db, self._where = db, (project_id, deployment)
-        row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", self._where).fetchone()
-        self.version: int = row[0] if row else 0
-
-    def settings(self) -> dict:
-        row = self._db.execute("SELECT settings FROM projects WHERE id=?", self._where[:1]).fetchone()
-        return json.loads(row[0]) if row else {}
-
-    def content_hashes(self) -> dict[int, str]:
-        return dict(self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
-                                     self._where).fetchall())
-
-    def record_ids(self) -> list[int]:
-        return [r[0] for r in self._db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
-                                               self._where)]
-
-    def dim(self) -> int:
-        row = self._db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
-                               self._where).fetchone()
-        return row[0] if row else 1
-
-    def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
-        only, args = "", list(self._where)
-        if ids is not None:
-            only = " AND record_id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(ids))
-        elif id_range is not None:
-            only = " AND record_id BETWEEN ? AND ?"
-            args.extend(id_range)
-        rows: dict[int, IndexRow] = {}
-        for rid, kind, questions, source, metadata, dialog, fields, content_hash in self._db.execute(
-            "SELECT id, kind, questions, source, metadata, dialog, fields, content_hash FROM records"
-            " WHERE project_id=? AND deployment=?" + only.replace("record_id", "id"), args,
-        ):
-            rows[rid] = IndexRow(rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
-                                 json.loads(questions), json.loads(fields), content_hash)
-        for rid, field, terms, blob in self._db.execute(
-            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?" + only +
-            " ORDER BY record_id, field, ord", args,
-        ):
-            row = rows.get(rid)
-            if row is None:  # written between the two reads: the next version picks it up
-                continue
-            row.add_unit(field, terms.split(_TERM_SEP) if terms else [], np.frombuffer(blob, dtype=np.float32))
-        return list(rows.values())
