@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..store.base import LIVE, IndexRow, NearestNeighbours, Store
+from ..store.base import LIVE, IndexRow, IndexSource, NearestNeighbours
 from . import saved_index
 from .analyze import exact_key
 from .filters import Filter
@@ -32,7 +32,7 @@ NearestRows = Callable[[int, str, MemIndex, str, np.ndarray, int, Filter | None,
 Records = tuple[dict[int, IndexRecord], dict[int, str], int]  # records by id, their content hashes, vector dimension
 
 
-def engine_search(store: Store) -> NearestRows | None:
+def engine_search(store: IndexSource) -> NearestRows | None:
     """The store's own nearest-neighbour search when its engine has one (pgvector), else None."""
     return store.nearest_rows if isinstance(store, NearestNeighbours) else None
 
@@ -44,7 +44,7 @@ class IndexCache:
     others wait for it, and returned indexes are never changed afterwards.
     """
 
-    def __init__(self, store: Store, *, nearest: NearestRows | None = None):
+    def __init__(self, store: IndexSource, *, nearest: NearestRows | None = None):
         self.store = store
         self.nearest = nearest
         self._lock = threading.Lock()

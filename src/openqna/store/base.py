@@ -179,13 +179,9 @@ class ApiKey:
     created: str
 
 
-class Store(Protocol):
-    # where indexes derived from this store may be saved (None: nowhere), and the random id of its database,
-    # which names them: versions are only comparable within one database
-    index_dir: Path | None
-    instance: str
+class ProjectStore(Protocol):
+    """Projects (knowledge bases): their names, descriptions and settings."""
 
-    # projects
     def create_project(self, project: Project) -> Project: ...
     def get_project(self, name: str) -> Project: ...
     def list_projects(self) -> list[Project]: ...
@@ -195,7 +191,10 @@ class Store(Protocol):
         across processes); False, and nothing written, when another writer changed them first."""
     def delete_project(self, name: str) -> None: ...
 
-    # records of the live state
+
+class RecordStore(Protocol):
+    """The records of a project's live state, and of its deployments for reading."""
+
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]: ...
     def delete_qnas(self, project: str, ids: list[int]) -> int: ...
     def reserve_ids(self, project: str, count: int) -> list[int]: ...
@@ -208,12 +207,25 @@ class Store(Protocol):
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]: ...
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None: ...
 
-    # deployments
+
+class DeploymentStore(Protocol):
+    """Named copies of the live state (Azure's deployments): what queries read."""
+
     def deploy(self, project: str, deployment: str) -> Deployment: ...
     def list_deployments(self, project: str) -> list[Deployment]: ...
     def has_deployment(self, project: str, deployment: str) -> bool: ...
 
-    # versions and index rows: what an index derived from the store reads
+
+class IndexSource(Protocol):
+    """What an index derived from the store reads (``retrieval/index_cache.py``): versions and index rows."""
+
+    # where indexes derived from this store may be saved (None: nowhere), and the random id of its database,
+    # which names them: versions are only comparable within one database
+    index_dir: Path | None
+    instance: str
+
+    def list_projects(self) -> list[Project]: ...
+    def list_deployments(self, project: str) -> list[Deployment]: ...
     def version(self, project: str, deployment: str = LIVE) -> int: ...
     def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
         """(project id, version) of a deployment in as few reads as the engine allows: what the index cache checks
@@ -221,7 +233,10 @@ class Store(Protocol):
     def read_index_rows(self, project_id: int, deployment: str) -> AbstractContextManager[IndexRows]:
         """One consistent read of a deployment's index rows, open while the block runs."""
 
-    # sources and active-learning feedback
+
+class SourceStore(Protocol):
+    """The files and URLs a project's records came from, and active-learning feedback on its records."""
+
     def list_sources(self, project: str) -> list[Source]: ...
     def put_source(self, project: str, source: Source) -> None: ...
     def delete_source(self, project: str, source: str) -> bool: ...
@@ -229,7 +244,11 @@ class Store(Protocol):
     def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
     def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...
 
-    # jobs: any process may submit, exactly one worker claims and runs each (see jobs.py)
+
+class JobStore(Protocol):
+    """Persisted long-running operations: any process may submit, exactly one worker claims and runs each
+    (see jobs.py)."""
+
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
@@ -245,16 +264,29 @@ class Store(Protocol):
         """Delete the finished jobs (and their results) that expired before ``before`` (ISO 8601 UTC; a job with
         no expiry never does); returns how many."""
 
-    # files
+
+class FileStore(Protocol):
+    """Uploaded files (OpenAI's Files API)."""
+
     def put_file(self, f: StoredFile) -> None: ...
     def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None: ...
     def list_files(self, purpose: str | None = None) -> list[StoredFile]: ...
     def delete_file(self, file_id: str) -> bool: ...
 
-    # keys
+
+class KeyStore(Protocol):
+    """API keys, stored hashed, with their roles."""
+
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...
     def find_key(self, key_hash: str) -> ApiKey | None: ...
     def key_hash(self, key_id: str) -> str | None: ...
     def list_keys(self) -> list[ApiKey]: ...
     def delete_key(self, key_id: str) -> bool: ...
+
+
+class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
+            Protocol):
+    """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
+    that needs only one concern takes that protocol instead."""
+
     def close(self) -> None: ...
