@@ -45,16 +45,16 @@ def fetch(uri: str) -> tuple[bytes, str]:
         with httpx.stream("GET", uri, timeout=FETCH_TIMEOUT, follow_redirects=True) as r:
             if r.status_code >= 400:
                 raise InvalidArgument(f"Fetching {uri} answered HTTP {r.status_code}.", target="sourceUri")
-            chunks, size = [], 0
-            for chunk in r.iter_bytes():
-                size += len(chunk)
+            parts, size = [], 0
+            for part in r.iter_bytes():
+                size += len(part)
                 if size > FETCH_MAX_BYTES:
                     raise InvalidArgument(f"{uri} is larger than {FETCH_MAX_BYTES} bytes.", target="sourceUri")
-                chunks.append(chunk)
+                parts.append(part)
     except httpx.HTTPError as exc:
         raise InvalidArgument(f"Could not fetch {uri}: {exc}.", target="sourceUri") from None
     name = parsed.path.rsplit("/", 1)[-1] or parsed.netloc
-    return b"".join(chunks), name
+    return b"".join(parts), name
 
 
 class Authoring:

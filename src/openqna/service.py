@@ -142,9 +142,9 @@ class Service:
         vectors = np.zeros((len(unique), self.embedder.dim), np.float32)
         bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
         for start in range(0, len(order), EMBED_BATCH * 8):
-            chunk = order[start : start + EMBED_BATCH * 8]
-            vectors[chunk] = self.embedder.embed([unique[i] for i in chunk])
-            bar.update(len(chunk))
+            batch = order[start : start + EMBED_BATCH * 8]
+            vectors[batch] = self.embedder.embed([unique[i] for i in batch])
+            bar.update(len(batch))
         bar.close()
         position = {t: i for i, t in enumerate(unique)}
         return vectors[[position[t] for t in texts]]

@@ -194,10 +194,10 @@ class SQLiteStore:
         pid = self._project_id(self._db, project)
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+            batch = ids[start : start + 500]
             rows = self._db.execute(
                 f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
-                f" AND record_id IN ({','.join('?' * len(chunk))})", (pid, deployment, *chunk))
+                f" AND record_id IN ({','.join('?' * len(batch))})", (pid, deployment, *batch))
             for rid, field, ord_, blob in rows:
                 out.setdefault(rid, {})[(field, ord_)] = np.frombuffer(blob, dtype=np.float32)
         return out
@@ -237,11 +237,11 @@ class SQLiteStore:
         pid = self._deployment_pid(project, deployment)
         out: dict[int, QnA] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+            batch = ids[start : start + 500]
+            marks = ",".join("?" * len(batch))
             rows = self._db.execute(
                 f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? AND id IN ({marks})",
-                (pid, deployment, *chunk),
+                (pid, deployment, *batch),
             )
             out.update((r[0], self._qna_row(r)) for r in rows)
         return out
