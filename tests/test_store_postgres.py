@@ -26,6 +26,7 @@ from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from store_conformance import *  # noqa: F403  (the shared suite)
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 

@@ -13,6 +13,7 @@ from openqna.store import Project
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 
