@@ -132,14 +132,17 @@ def incremental_update(old: MemIndex, hashes: dict[int, str], version: int,
     Content hashes cover everything the index reads (text, metadata, source, dialog, fields,
     embedder), so records whose hash did not change are kept as they are.
     """
-    changed = [rid for rid, h in hashes.items() if old.hashes.get(rid) != h]
-    removed = [rid for rid, h in old.hashes.items() if hashes.get(rid) != h]
+    old_hashes = old.hashes
+    if old_hashes is None:  # built without content hashes: nothing tells what changed
+        return None
+    changed = [rid for rid, h in hashes.items() if old_hashes.get(rid) != h]
+    removed = [rid for rid, h in old_hashes.items() if hashes.get(rid) != h]
     if len(changed) + len(removed) > max(1000, len(hashes) // 4):
         return None
     records, fetched, dim = fetch(changed)
     if dim and dim != old.dim:
         return None
-    kept = {rid: h for rid, h in old.hashes.items() if hashes.get(rid) == h}
+    kept = {rid: h for rid, h in old_hashes.items() if hashes.get(rid) == h}
     return old.updated(removed, list(records.values()), version, {**kept, **fetched})
 
 

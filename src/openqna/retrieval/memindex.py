@@ -378,7 +378,7 @@ class MemIndex:
         """Whether a query scores every record (small index) rather than candidates (OPENQNA_EXACT_SEARCH_MAX)."""
         return self.q.n + self.a.n <= settings.exact_search_max()
 
-    # -- primitives used by the store's search API -------------------------------
+    # -- primitives the ranker scores with --------------------------------------------
     def bm25(self, terms: list[str], field: str, allowed: np.ndarray) -> np.ndarray:
         """Best BM25 score per record in ``field`` (0 where nothing matches or not allowed)."""
         fld = self.q if field == "q" else self.a
