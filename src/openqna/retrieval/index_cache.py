@@ -14,9 +14,9 @@ An engine that searches vectors itself (PostgreSQL's pgvector) is handed in as
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
-from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class IndexCache:
     """The indexes of ``store``'s deployments, each consistent with the store when ``get`` returns it.
 
     Safe to share across threads: an index is built or caught up by one thread while the
-    others wait for it, and returned indexes are never changed afterwards.
+    others wait for it, and an index once returned answers the same until it is replaced.
     """
 
     def __init__(self, store: IndexSource, *, nearest: NearestRows | None = None):
