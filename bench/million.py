@@ -7,8 +7,8 @@ real MiniLM vectors of the banking77/hwu64 training utterances grown by perturbe
 meaningful neighbourhoods.  Every passage has metadata ``group`` (``i % 10``).
 
 Building that store takes minutes (writing 1M passages, then the first index build, which is
-saved as a snapshot), so it is cached under ``bench/.cache/million-*`` and rebuilt only when
-it is missing or its snapshot is stale; the figures measured here come from a fresh
+saved beside it), so it is cached under ``bench/.cache/million-*`` and rebuilt only when
+it is missing or its saved index is stale; the figures measured here come from a fresh
 ``openqna serve`` process on that store:
 
 - start-up: launch -> ``/healthz`` answers (the saved index is loaded before it does) -> first
@@ -75,7 +75,7 @@ def build(folder: Path, n: int) -> str:
             for i in range(start, min(n, start + 50_000))])
     written = time.perf_counter() - t
     t = time.perf_counter()
-    service.store.search_index(KB)  # builds the index and saves it (with its IVF index)
+    service.indexes.get(KB)  # builds the index and saves it (with its IVF index)
     indexed = time.perf_counter() - t
     service.store.close()
     return (f"{n:,} passages ({len(texts):,} distinct SciFact passages) written in {written:.0f} s; "
@@ -83,23 +83,24 @@ def build(folder: Path, n: int) -> str:
 
 
 def ensure_store(n: int) -> tuple[Path, str]:
-    from openqna.retrieval import snapshot
+    from openqna.retrieval import saved_index
+    from openqna.retrieval.index_cache import IndexCache
     from openqna.store.sqlite import SQLiteStore
 
     folder = corpus.CACHE / f"million-{n}"
     if (folder / "done").exists():
         store = SQLiteStore(folder)
-        saved = store.saved_indexes()
+        saved = IndexCache(store).saved()
         store.close()
         if saved:
             return folder, "store and saved index reused from bench/.cache"
-        t = time.perf_counter()  # the snapshot format changed since: rebuild the index only
-        SQLiteStore(folder).search_index(KB)
+        t = time.perf_counter()  # the saved index's format changed since: rebuild the index only
+        IndexCache(SQLiteStore(folder)).get(KB)
         return folder, f"store reused from bench/.cache; index rebuilt and saved in {time.perf_counter() - t:.0f} s"
     shutil.rmtree(folder, ignore_errors=True)
     summary = build(folder, n)
     (folder / "done").touch()
-    assert snapshot.FORMAT  # the cache is keyed by the store; the snapshot checks its own format
+    assert saved_index.FORMAT  # the cache is keyed by the store; the saved index checks its own format
     return folder, summary
 
 

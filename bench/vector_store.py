@@ -6,7 +6,7 @@ real ingestion job (one short file each, attributes ``group`` = 0..9), then the 
 with a :class:`corpus.LookupEmbedder` (texts: the banking77/hwu64 utterances and perturbed
 copies, ``corpus.grow``; chunk ``i`` belongs to file ``i % 10``).  That is the store such an
 upload leaves, without the minutes of chunking and embedding it would take here.  The first
-search builds the index (and saves its snapshot); then:
+search builds the index (and saves it); then:
 
 - in-process: ``VectorStores.search`` with the real embedder, 200 questions unfiltered and
   200 others with the attribute filter ``group = 3`` (10% of the chunks);
@@ -83,7 +83,7 @@ def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float,
         service.upsert(vs.id, records[start:start + 5000], match_content=False)
     written = time.perf_counter() - t
     t = time.perf_counter()
-    service.store.search_index(vs.id)  # built, and saved when large enough
+    service.indexes.get(vs.id)  # built, and saved when large enough
     indexed = time.perf_counter() - t
     service.store.close()
     return vs.id, written, indexed

@@ -43,7 +43,7 @@ def offtopic(n: int) -> list[str]:
 
 
 def features(service: Service, question: str):
-    index = service.store.search_index("scifact")
+    index = service.indexes.get("scifact")
     allowed = np.ones(index.n, dtype=bool)
     vector = service.embedder.embed([question])[0]
     terms = analyze(question)
@@ -78,7 +78,7 @@ def main(cache: Path, tmp: str) -> None:
                                                                          count_tokens=gpt2.count_tokens)]
     service.upsert("scifact", records, progress=True)
     source_of = {q.id: q.source for q in service.store.list_qnas("scifact")}
-    sources = [source_of[int(i)] for i in service.store.search_index("scifact").ids]
+    sources = [source_of[int(i)] for i in service.indexes.get("scifact").ids]
     X, y = [], []
     for question, wanted in [(corpus.queries[q], corpus.qrels[q]) for q in claims] + \
                             [(q, set()) for q in offtopic(300)]:

@@ -189,7 +189,7 @@ def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
     corpus = datasets.scifact(data, "train")
     service.create_project("scifact")
     service.upsert("scifact", [passages.passage_record(d, t, x) for d, (t, x) in corpus.docs.items()])
-    index = service.store.search_index("scifact")
+    index = service.indexes.get("scifact")
     doc = {q.id: q.source for q in service.store.list_qnas("scifact")}
     docs = np.asarray([doc[int(i)] for i in index.ids])
     qids = sorted(corpus.queries)

@@ -75,7 +75,7 @@ def measure(label: str, embedder, c: ranker.Calibration, records, asked, n_in: i
     service = Service(SQLiteStore(tempfile.mkdtemp()), embedder)
     service.create_project(project)
     service.upsert(project, [QnA(list(r.questions), r.answer, source="probe") for r in records])
-    index = service.store.search_index(project)
+    index = service.indexes.get(project)
     row_of = {r.answer: index.row_of[r.id] for r in service.store.list_qnas(project)}
     a = adapt.fit(index, lambda *x: ranker._held_out_logits(c, *x))
     vectors = embedder.embed([t for t, _ in asked])

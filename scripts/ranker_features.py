@@ -32,7 +32,8 @@ from openqna.formats import read_file
 from openqna.models.embedder import get_embedder
 from openqna.records import QnA
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.memindex import K1, MemIndex
+from openqna.retrieval.memindex import MemIndex
+from openqna.retrieval.postings import K1
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
@@ -170,7 +171,7 @@ def build(service: Service, embedder, test: bool) -> dict:
     dev_q["hwu64"] = list(zip([t.strip() for t in (folder / "seq.in").read_text().splitlines()],
                               [t.strip() for t in (folder / "label").read_text().splitlines()]))
     for name in intent:
-        index = service.store.search_index(name)
+        index = service.indexes.get(name)
         row_of_answer = {r.answer: index.row_of[r.id] for r in service.store.list_qnas(name)}
         if test:
             qs = [(t, index.row_of[g]) for t, g in kbs[name].queries]
@@ -204,7 +205,7 @@ def build(service: Service, embedder, test: bool) -> dict:
         name = project + ("" if test else "-dev")
         service.create_project(name)
         service.upsert(name, indexed)
-        index = service.store.search_index(name)
+        index = service.indexes.get(name)
         row_of_answer = {r.answer: index.row_of[r.id] for r in service.store.list_qnas(name)}
         qs = [(t, row_of_answer[a]) for ts, a in asked for t in ts]
         offsrc = (kbs["banking77"].queries[:150] + kbs["hwu64"].queries[:150]) if test else \

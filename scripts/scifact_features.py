@@ -18,7 +18,7 @@ from openqna.evaluation import datasets, passages
 from openqna.evaluation.embedcache import cached
 from openqna.models.embedder import get_embedder
 from openqna.retrieval.analyze import analyze
-from openqna.retrieval.memindex import K1
+from openqna.retrieval.postings import K1
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
@@ -33,7 +33,7 @@ def main(out: Path) -> None:
     train = datasets.scifact(DATA, "train")
     service.create_project("scifact")
     service.upsert("scifact", [passages.passage_record(d, t, x) for d, (t, x) in test.docs.items()])
-    index = service.store.search_index("scifact")
+    index = service.indexes.get("scifact")
     doc_of = {q.id: q.source for q in service.store.list_qnas("scifact")}
     docs = [doc_of[int(i)] for i in index.ids]
     result = {}

@@ -8,14 +8,13 @@ similarities and BM25 scores can be computed by hand.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from openqna.retrieval.analyze import analyze
+from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import ApiKey, Project, StoredQnA, Unit
 
 
@@ -30,6 +29,12 @@ def item(questions, answer, *, vectors, answer_vector, id=None, source="Editoria
     units = [Unit("q", i, analyze(t), v) for i, (t, v) in enumerate(zip(questions, vectors))]
     units.append(Unit("a", 0, analyze(answer), answer_vector))
     return StoredQnA(q, units, f"hash-{questions[0]}")
+
+
+@pytest.fixture
+def indexes(store):
+    """The index cache over the store under test, as ``Service`` makes it: every store must serve it alike."""
+    return IndexCache(store, nearest=engine_search(store))
 
 
 @pytest.fixture
@@ -79,99 +84,27 @@ def test_records_roundtrip_and_ids(kb):
     assert kb.content_hashes("kb1")[2] == "hash-Where is the pen?"
 
 
-def test_delete_never_reuses_ids(kb):
+def test_delete_never_reuses_ids(kb, indexes):
     assert kb.delete_qnas("kb1", [4, 99]) == 1
     assert kb.count_qnas("kb1") == 3
     new = kb.put_qnas("kb1", [item(["new"], "n", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert new == [5]
-    assert kb.search_index("kb1").row_of.keys() == {1, 2, 3, 5}
+    assert indexes.get("kb1").row_of.keys() == {1, 2, 3, 5}
 
 
-def test_replace_keeps_id_and_drops_old_units(kb):
+def test_replace_keeps_id_and_drops_old_units(kb, indexes):
     kb.put_qnas("kb1", [item(["Where can I find the stylus?"], "In the box.", id=2,
                              vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert kb.get_qnas("kb1", [2])[2].questions == ["Where can I find the stylus?"]
-    index = kb.search_index("kb1")
+    index = indexes.get("kb1")
     sims = index.dense(vec(0, 0, 0, 1), "q", index.mask(None))
     assert sims[index.row_of[2]] == pytest.approx(1.0)
     assert index.bm25(analyze("pen"), "q", index.mask(None)).max() == 0.0
 
 
-@pytest.mark.parametrize("flt,expected", [
-    (MetaEq("Category", "POWER"), {1, 3}),
-    (And((MetaEq("category", "power"), MetaEq("product", "surface"))), {1}),
-    (Or((MetaEq("category", "accessories"), MetaEq("product", "nothing"))), {2}),
-    (SourceIn(("MANUAL.pdf",)), {1, 3}),
-    (And((SourceIn(("manual.pdf", "faq.tsv")), MetaEq("product", "surface"))), {1, 2}),
-    (Or((SourceIn(("paper.pdf",)), MetaEq("category", "accessories"))), {2, 4}),
-    (KindIn(("passage",)), {4}),
-    (Not(KindIn(("passage",))), {1, 2, 3}),
-    (IdIn((2, 3, 42)), {2, 3}),
-    (MetaEq("missing", "x"), set()),
-])
-def test_filters(kb, flt, expected):
-    index = kb.search_index("kb1")
-    mask = index.mask(flt)
-    assert {int(i) for i in index.ids[mask]} == expected
-
-
-def test_vector_search_respects_filter(kb):
-    index = kb.search_index("kb1")
-    q = vec(1, 0, 0, 0)
-    sims = index.dense(q, "q", index.mask(None))
-    assert sims[index.row_of[1]] == pytest.approx(1.0)  # best of its two questions
-    assert sims[index.row_of[3]] == pytest.approx(float(vec(0.7, 0, 0.7, 0) @ q))
-    filtered = index.dense(q, "q", index.mask(MetaEq("category", "accessories")))
-    assert filtered[index.row_of[1]] == -1.0
-    assert filtered[index.row_of[2]] == pytest.approx(0.0, abs=1e-6)
-    answers = index.dense(q, "a", index.mask(None))
-    assert answers[index.row_of[1]] == pytest.approx(float(vec(0.8, 0.2, 0, 0) @ q))
-
-
-def _bm25_by_hand(query_terms, docs, target):
-    n = len(docs)
-    avgdl = sum(len(d) for d in docs) / n
-    score = 0.0
-    for t in query_terms:
-        df = sum(1 for d in docs if t in d)
-        if df == 0:
-            continue
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        tf = docs[target].count(t)
-        score += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * len(docs[target]) / avgdl))
-    return score
-
-
-def test_bm25_scores_match_the_formula(kb):
-    index = kb.search_index("kb1")
-    terms = analyze("battery charging")
-    answers = [analyze(t) for t in ["Plug it in for two hours.", "The pen attaches magnetically.",
-                                     "Use the 65 W charger for fast charging of the battery.",
-                                     "A passage about battery health and charging cycles."]]
-    scores = index.bm25(terms, "a", index.mask(None))
-    for rid in (1, 2, 3, 4):
-        assert scores[index.row_of[rid]] == pytest.approx(_bm25_by_hand(terms, answers, rid - 1), rel=1e-4)
-    assert scores[index.row_of[4]] > scores[index.row_of[3]] > 0 == scores[index.row_of[1]]
-    filtered = index.bm25(terms, "a", index.mask(MetaEq("category", "power")))
-    assert filtered[index.row_of[4]] == 0.0 and filtered[index.row_of[3]] > 0
-
-
-def test_bm25_question_field_takes_best_question(kb):
-    index = kb.search_index("kb1")
-    scores = index.bm25(analyze("charging time"), "q", index.mask(None))
-    assert scores[index.row_of[1]] > 0
-    assert scores[index.row_of[1]] > scores[index.row_of[3]]
-
-
-def test_exact_keys_and_context_flags(kb):
-    index = kb.search_index("kb1")
-    assert index.exact["where is the pen"] == [index.row_of[2]]
-    assert {int(i) for i in index.ids[index.context_only]} == {3}
-
-
-def test_deployments_are_snapshots(kb):
+def test_deployments_are_copies(kb, indexes):
     with pytest.raises(NotFound):
-        kb.search_index("kb1", "production")
+        indexes.get("kb1", "production")
     kb.deploy("kb1", "production")
     kb.set_synonyms("kb1", [["pen", "stylus"]])
     kb.delete_qnas("kb1", [1])
@@ -181,8 +114,8 @@ def test_deployments_are_snapshots(kb):
     assert kb.get_qnas("kb1", [2], "production")[2].answer == "The pen attaches magnetically."
     assert kb.get_qnas("kb1", [2])[2].answer == "Changed answer."
     assert kb.get_synonyms("kb1", "production") == []
-    assert 1 in kb.search_index("kb1", "production").row_of
-    assert 1 not in kb.search_index("kb1").row_of
+    assert 1 in indexes.get("kb1", "production").row_of
+    assert 1 not in indexes.get("kb1").row_of
     assert [d.name for d in kb.list_deployments("kb1")] == ["production"]
     kb.deploy("kb1", "production")
     assert kb.count_qnas("kb1", "production") == 3
@@ -200,13 +133,6 @@ def test_versions_move_on_every_write(kb):
     assert kb.version("kb1") == v3
 
 
-def test_index_follows_writes_without_restart(kb):
-    first = kb.search_index("kb1")
-    assert kb.search_index("kb1") is first  # unchanged store: cached
-    kb.delete_qnas("kb1", [2])
-    assert 2 not in kb.search_index("kb1").row_of
-
-
 def test_keys(store):
     key = ApiKey("k1", "ci", "query", ["kb1"], "2026-01-01T00:00:00Z")
     store.add_key(key, "hash1")
@@ -217,13 +143,13 @@ def test_keys(store):
     assert store.list_keys() == []
 
 
-def test_delete_project_removes_everything(kb):
+def test_delete_project_removes_everything(kb, indexes):
     kb.deploy("kb1", "production")
     kb.delete_project("kb1")
     kb.create_project(Project("kb1"))
     assert kb.count_qnas("kb1") == 0
     assert kb.list_deployments("kb1") == []
-    assert kb.search_index("kb1").n == 0
+    assert indexes.get("kb1").n == 0
 
 
 def test_sources(kb):
@@ -431,78 +357,3 @@ def test_files(store):
     assert [f.id for f in store.list_files()] == ["file-b", "file-a"]
     assert [f.id for f in store.list_files("answers")] == ["file-a"]
     assert store.delete_file("file-a") and not store.delete_file("file-a") and store.get_file("file-a") is None
-
-
-def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatch):
-    """After writes, the index is updated from the changed records only, and reads as one built from scratch."""
-    from openqna.retrieval import memindex, ranker
-
-    rng = np.random.default_rng(7)
-    words = "battery charge pen screen cable reset password monitor stylus power dock update".split()
-
-    def random_item(i, **kw):
-        qs = [" ".join(rng.choice(words, 3)) + f" {i}" for _ in range(int(rng.integers(1, 4)))]
-        return item(qs, " ".join(rng.choice(words, 6)), vectors=[vec(*rng.standard_normal(8)) for _ in qs],
-                    answer_vector=vec(*rng.standard_normal(8)), metadata={"group": str(i % 4)},
-                    source=f"s{i % 3}", kind="passage" if i % 9 == 0 else "qna", context_only=i % 11 == 0, **kw)
-
-    store.create_project(Project("inc"))
-    ids = store.put_qnas("inc", [random_item(i) for i in range(60)])
-    monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # the IVF index exists before the change
-    first = store.search_index("inc")
-    first.q.ann()
-    store.put_qnas("inc", [random_item(100 + i, id=ids[i]) for i in range(0, 10, 2)])  # replaced
-    store.delete_qnas("inc", ids[20:25])
-    store.put_qnas("inc", [random_item(200 + i) for i in range(10)])  # added
-    updates = []
-    real = memindex.MemIndex.updated
-    monkeypatch.setattr(memindex.MemIndex, "updated", lambda self, *a: updates.append(1) or real(self, *a))
-    inc = store.search_index("inc")
-    assert updates == [1] and inc.n == 65
-    store._indexes.clear()
-    fresh = store.search_index("inc")
-    assert updates == [1] and fresh.version == inc.version
-
-    def by_id(index, values):
-        return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))
-
-    for name in ("context_only", "passage"):
-        assert by_id(inc, getattr(inc, name)) == by_id(fresh, getattr(fresh, name))
-    for field in ("q", "a"):  # the norms the centroid cosine divides by are carried over, not recomputed
-        assert by_id(inc, getattr(inc, field).sum_norms) == by_id(fresh, getattr(fresh, field).sum_norms)
-        assert by_id(inc, getattr(inc, field).counts) == by_id(fresh, getattr(fresh, field).counts)
-    assert {k: sorted(inc.ids[r].tolist()) for k, r in inc.exact.items()} == \
-        {k: sorted(fresh.ids[r].tolist()) for k, r in fresh.exact.items()}
-    for flt in (MetaEq("group", "2"), SourceIn(("S1",)), KindIn(("passage",)), Not(MetaEq("group", "0"))):
-        assert by_id(inc, inc.mask(flt)) == by_id(fresh, fresh.mask(flt))
-    everything = np.ones(inc.n, dtype=bool)
-    inc.nearest_rows = fresh.nearest_rows = None  # compare the in-memory candidates (pgvector has its own tests)
-    for _ in range(5):
-        query, terms = vec(*rng.standard_normal(8)), list(rng.choice(words, 2))
-        for field in ("q", "a"):
-            assert by_id(inc, inc.dense(query, field, everything)) == by_id(fresh, fresh.dense(query, field, everything))
-            assert by_id(inc, inc.bm25(terms, field, everything)) == by_id(fresh, fresh.bm25(terms, field, everything))
-            assert by_id(inc, inc.coverage(terms, field, everything)) == \
-                by_id(fresh, fresh.coverage(terms, field, everything))
-        question = " ".join(terms)
-        for exact_max in ("0", "100000"):  # candidates, then every record
-            monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", exact_max)
-            ranked = [(r.record_id, round(r.confidence, 5)) for r in ranker.rank(inc, question, query, everything, top=5)]
-            assert ranked == [(r.record_id, round(r.confidence, 5))
-                              for r in ranker.rank(fresh, question, query, everything, top=5)]
-        monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
-        # the IVF index was carried over (its keys follow the change), not rebuilt
-        assert inc.q._ann is first.q._ann
-        # its codes are approximate (their order too): the exact nearest 3 are among its nearest 10
-        near = inc.ids[inc.q.rows[inc.q.nearest_units(query, 10, None)]].tolist()
-        exact = fresh.ids[fresh.q.rows[np.argsort(-(fresh.q.matrix @ query))[:3]]].tolist()
-        assert len(near) == 10 and set(exact) <= set(near)
-        # with a filter, through the carried-over IVF index, whose keys are no longer unit positions
-        allowed = inc.q.unit_mask(inc.mask(Not(MetaEq("group", "0"))))
-        assert inc.q.next_key != inc.q.n and allowed.sum() > 20
-        with monkeypatch.context() as m:
-            m.setattr(memindex, "_GATHER_MAX", 0)
-            units = inc.q.nearest_units(query, 10, allowed)
-        # the exact nearest allowed unit is among them
-        assert allowed[units].all() and len(units) == 10
-        assert np.argmax(np.where(allowed, inc.q.matrix @ query, -np.inf)) in units.tolist()

@@ -73,7 +73,7 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(accurate_
     from openqna import vector_stores
 
     assert vector_stores.passage_calibration(accurate_service.embedder.name) is vector_stores.ACCURATE_PASSAGE_CALIBRATION
-    index = accurate_service.store.search_index("shop", LIVE)
+    index = accurate_service.indexes.get("shop", LIVE)
     req = AskRequest(question="I can't remember my password", top=1)
     answers = accurate_service.ask("shop", LIVE, req)
     assert answers[0].qna.id == 1 and answers[0].confidence >= 0.5

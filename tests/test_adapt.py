@@ -37,7 +37,7 @@ def _banking(n_intents: int = 20, per_intent: int = 10):
 def test_held_out_features_equal_the_index_without_that_question(service):
     service.create_project("full")
     service.upsert("full", FAQ)
-    index = service.store.search_index("full")
+    index = service.indexes.get("full")
     unit = 1  # "I forgot my password", second question of the first record
     text = FAQ[0].questions[1]
     held = adapt.held_out_features(index, index.q.matrix[[unit]], adapt.unit_terms(index, np.array([unit])),
@@ -45,7 +45,7 @@ def test_held_out_features_equal_the_index_without_that_question(service):
     without = [QnA([q for q in r.questions if q != text], r.answer) for r in FAQ]
     service.create_project("without")
     service.upsert("without", without)
-    other = service.store.search_index("without")
+    other = service.indexes.get("without")
     vector = service.embedder.embed([text])[0]
     f = ranker.features(other, analyze(text), vector, np.ones(other.n, bool), [])
     for name in ("qsim", "asim", "qmean", "qcent"):
@@ -75,7 +75,7 @@ def test_an_intent_kb_gets_its_own_typical_score_and_classifier(service, monkeyp
     kb, asked = _banking()
     service.create_project("bank")
     service.upsert("bank", kb)
-    index = service.store.search_index("bank")
+    index = service.indexes.get("bank")
     a = ranker.kb_adaptation(index)
     assert a is not None and a.held_out == 200 and np.isfinite(a.offset)
     assert a.weight in adapt.WEIGHTS and a.top1_with >= a.top1_without
@@ -105,7 +105,7 @@ def test_an_intent_kb_gets_its_own_typical_score_and_classifier(service, monkeyp
 def test_a_kb_without_alternate_questions_keeps_the_defaults(service):
     service.create_project("single")
     service.upsert("single", [QnA([q.questions[0]], q.answer) for q in FAQ])
-    index = service.store.search_index("single")
+    index = service.indexes.get("single")
     assert ranker.kb_adaptation(index) is None
     top = service.ask("single", "test", AskRequest(question="I can't remember my password", top=1))[0]
     assert top.qna.answer == FAQ[0].answer and top.confidence >= 0.5

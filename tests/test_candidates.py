@@ -16,7 +16,7 @@ from conftest import SHARED_DATA
 from pg import pg_server  # noqa: F401  (fixture)
 from openqna.filter_ast import IdIn, MetaEq
 from openqna.records import KnowledgeBaseContent, QnA
-from openqna.retrieval import memindex
+from openqna.retrieval import field as field_module
 from openqna.service import AskRequest
 
 
@@ -82,7 +82,7 @@ def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch, pg_search
     exhaustive = _ask_all(service, questions, top=3)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
     monkeypatch.setenv("OPENQNA_PG_VECTOR_SEARCH", pg_search)
-    index = service.store.search_index("bank", "test")
+    index = service.indexes.get("bank", "test")
     assert not index.exhaustive()
     in_db = _searched_in_db(service, monkeypatch)
     candidates = _ask_all(service, questions, top=3)
@@ -118,13 +118,13 @@ def test_a_selective_filter_still_fills_top(bank, monkeypatch):
 def test_nearest_units_from_the_ivf_index(bank, monkeypatch):
     service, questions, _ = bank
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
-    field = service.store.search_index("bank", "test").q
+    field = service.indexes.get("bank", "test").q
     query = service.embedder.embed(questions[:1])[0]
     exact = np.argsort(-(field.matrix @ query))[:10]
     found = field.nearest_units(query, 10, None)
     assert len(found) == 10 and len(set(found) & set(exact)) >= 8
     for step in (2, 7):  # through the IVF index with a selector, then exactly (too few units to bother)
-        monkeypatch.setattr(memindex, "_GATHER_MAX", 0)
+        monkeypatch.setattr(field_module, "GATHER_MAX", 0)
         allowed = np.zeros(field.n, dtype=bool)
         allowed[::step] = True
         found = field.nearest_units(query, 10, allowed)
@@ -138,9 +138,9 @@ def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
     """The keyword candidates: the same masses a sort of every matching unit gives, filtered or not."""
     from openqna.retrieval.analyze import analyze
 
-    monkeypatch.setattr(memindex, "_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
+    monkeypatch.setattr(field_module, "COVERAGE_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
     service, questions, _ = bank
-    field = service.store.search_index("bank", "test").q
+    field = service.indexes.get("bank", "test").q
     every_third = np.zeros(field.n, dtype=bool)
     every_third[::3] = True
     checked = 0
@@ -164,7 +164,7 @@ def test_bm25_of_a_few_units_is_the_full_pass_read_at_them(bank):
     from openqna.retrieval.analyze import analyze
 
     service, questions, _ = bank
-    index = service.store.search_index("bank", "test")
+    index = service.indexes.get("bank", "test")
     rng = np.random.default_rng(3)
     for field in (index.q, index.a):
         for question in questions[:10]:

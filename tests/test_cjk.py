@@ -117,7 +117,7 @@ def test_a_mixed_question_mixes_the_two_calibrations(service, monkeypatch):
     Each record's logit is the full calibration's and the lexical one's, mixed by the question's CJK share.
     """
     ids = _kb(service, "faq", JA)
-    index = service.store.search_index("faq")
+    index = service.indexes.get("faq")
     question = "Surface Pro 4の充電時間は"
     share = cjk_share(question)
     assert share == pytest.approx(4 / 7)

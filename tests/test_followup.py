@@ -148,7 +148,7 @@ def test_a_sentence_gains_what_one_more_question_would_gain(service):
     for project, records in [("as-is", kb), ("one-more", extra)]:
         service.create_project(project)
         service.upsert(project, records)
-    index, grown = service.store.search_index("as-is"), service.store.search_index("one-more")
+    index, grown = service.indexes.get("as-is"), service.indexes.get("one-more")
     query = service.embedder.embed(["how long does charging take?"])[0]
     vector = service.embedder.embed([sentence])[0]
     terms = analyze("how long does charging take?")

@@ -137,7 +137,7 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_mpnet(mpnet_servic
     assert mpnet_service.shipped_calibration is ranker.MPNET_CALIBRATION
     assert ranker.MPNET_CALIBRATION is not ranker.CALIBRATION
     assert ranker.calibration_for("minilm-l6-v2/onnx-fp32") is ranker.CALIBRATION
-    index = mpnet_service.store.search_index("shop", LIVE)
+    index = mpnet_service.indexes.get("shop", LIVE)
     req = AskRequest(question="I can't remember my password", top=1)
     answers = mpnet_service.ask("shop", LIVE, req)
     assert answers[0].qna.id == 1 and answers[0].confidence >= 0.5

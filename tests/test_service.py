@@ -129,7 +129,7 @@ def test_answer_span_is_the_short_answer_in_the_best_sentence(kb):
     assert answers[0].qna.answer[span.offset : span.offset + span.length] == span.text
 
 
-def test_production_is_a_snapshot(kb):
+def test_production_is_a_copy(kb):
     kb.deploy("surface", "production")
     kb.upsert("surface", [QnA(["How do I reset my password?"], "Call support.", id=5, source="faq.tsv")])
     assert ask(kb, "How do I reset my password?", top=1)[0].qna.answer == "Call support."
@@ -188,7 +188,7 @@ ROUND_TRIP_FILES = sorted(
 )
 
 
-def _snapshot(service, project):
+def _contents(service, project):
     return [(q.id, q.questions, q.answer, q.source, q.metadata, q.dialog, q.suggested_questions)
             for q in service.store.list_qnas(project)], service.store.get_synonyms(project)
 
@@ -205,7 +205,7 @@ def test_export_then_import_gives_back_the_same_kb(service, path, fmt):
     if fmt == "tsv" and content.synonyms:  # a TSV file holds QnAs or synonyms, never both
         copy.synonyms = read_file("synonyms.tsv", export_bytes(content, "tsv", "synonyms")[0]).synonyms
     service.import_content("copy", copy)
-    assert _snapshot(service, "copy") == _snapshot(service, "original")
+    assert _contents(service, "copy") == _contents(service, "original")
     version = service.store.version("original")
     again = service.import_content("original", read_file(path))
     assert again.added == again.updated == 0

@@ -19,11 +19,14 @@ import psycopg
 from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, SourceIn
 from openqna.records import NotFound, QnA
 from openqna.retrieval.analyze import analyze
+from openqna.retrieval import index_cache
+from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import Project, Source, StoredQnA, Unit
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from store_conformance import *  # noqa: F403  (the shared suite)
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 
@@ -58,19 +61,19 @@ def test_server_started_once_and_quickly(pg_server):
 def test_second_process_sees_writes(stores):
     a, b = stores
     a.create_project(Project("shared"))
-    assert b.search_index("shared").n == 0
+    assert IndexCache(b).get("shared").n == 0
     a.put_qnas("shared", [item(["hello"], "world", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
-    assert b.search_index("shared").n == 1
+    assert IndexCache(b).get("shared").n == 1
     assert b.get_qnas("shared", [1])[1].answer == "world"
     b.set_synonyms("shared", [["hello", "hi"]])
     b.deploy("shared", "production")
     assert a.get_synonyms("shared", "production") == [["hello", "hi"]]
-    assert a.search_index("shared", "production").n == 1
+    assert IndexCache(a).get("shared", "production").n == 1
     b.delete_qnas("shared", [1])
-    assert a.search_index("shared").n == 0 and a.search_index("shared", "production").n == 1
+    assert IndexCache(a).get("shared").n == 0 and IndexCache(a).get("shared", "production").n == 1
     b.delete_project("shared")
     with pytest.raises(NotFound):
-        a.search_index("shared")
+        IndexCache(a).get("shared")
 
 
 def test_concurrent_ids_never_collide(stores):
@@ -114,13 +117,13 @@ def test_a_pool_of_one_is_enough(pg_dsn):
     s = PostgresStore(pg_dsn, pool_size=1)
     try:
         s.create_project(Project("p"))
-        threads = [threading.Thread(target=lambda: [s.search_index("p") for _ in range(5)]) for _ in range(3)]
+        threads = [threading.Thread(target=lambda: [IndexCache(s).get("p") for _ in range(5)]) for _ in range(3)]
         for t in threads:
             t.start()
         s.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
         for t in threads:
             t.join(30)
-        assert s.search_index("p").n == 1 and s._pool.max_size == 1
+        assert IndexCache(s).get("p").n == 1 and s._pool.max_size == 1
     finally:
         s.close()
 
@@ -135,7 +138,7 @@ def test_failed_write_leaves_nothing(store):
     with pytest.raises(psycopg.errors.UniqueViolation):
         store.put_qnas("p", [good, bad])
     assert store.count_qnas("p") == 0
-    assert store.search_index("p").n == 0
+    assert IndexCache(store).get("p").n == 0
     assert store.version("p") == v
     assert store.put_qnas("p", [item(["q3"], "a3", vectors=[vec(1, 0)], answer_vector=vec(0, 1))]) == [1]
 
@@ -303,7 +306,7 @@ def test_same_scores_and_answers_as_sqlite(tmp_path, store):
             assert store.list_qnas("parity", deployment) == lite.list_qnas("parity", deployment)
             ids = [q.id for q in lite.list_qnas("parity", deployment)]
             assert store.get_vectors("parity", ids).keys() == lite.get_vectors("parity", ids).keys()
-            pi, li = store.search_index("parity", deployment), lite.search_index("parity", deployment)
+            pi, li = IndexCache(store).get("parity", deployment), IndexCache(lite).get("parity", deployment)
             assert (pi.n, pi.dim) == (li.n, li.dim) and np.array_equal(pi.ids, li.ids)
             assert pi.exact == li.exact and np.array_equal(pi.context_only, li.context_only)
             assert pi.rows == li.rows and isinstance(pi.rows[0]["when"], datetime)
@@ -406,7 +409,7 @@ def test_vector_search_sql_matches_the_memory_index(hnsw_store):
     _random_project(s, "v", 300, dim, seed=1)
     _random_project(s, "other", 300, dim, seed=2)  # same dimension: shares the HNSW index, must be filtered out
     _random_project(s, "wide", 20, 64, seed=3)  # another dimension: an index of its own
-    index = s.search_index("v")
+    index = IndexCache(s).get("v")
     rng = np.random.default_rng(5)
     for flt in (None, MetaEq("bucket", "2"), Not(KindIn(("passage",))), MetaEq("rare", "YES"),
                 And((IdIn(tuple(range(1, 300, 37))), Not(MetaEq("bucket", "0"))))):
@@ -441,10 +444,10 @@ def test_vector_search_sql_uses_hnsw_with_iterative_scan(hnsw_store):
     s = hnsw_store
     _random_project(s, "v", 50, 16, seed=1)
     s.ensure_vector_index(16)
-    pid, _ = s._current("v", "test")
+    pid, _ = s.current("v", "test")
     sql, args = s._vector_search_query(pid, "test", 16, "q", 20, "r.kind=%s", ["qna"])
     query = np.ones(16, np.float32)
-    with s._snapshot() as db:
+    with s._read_tx() as db:
         db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + sql, [query if a is _QUERY else a for a in args]))
     assert "Index Scan using units_hnsw_16" in plan, plan
@@ -466,7 +469,7 @@ def test_vector_search_sql_reads_deployments(hnsw_store):
 def test_vector_search_sql_over_2000_dimensions_uses_halfvec(hnsw_store):
     s = hnsw_store
     _random_project(s, "big", 30, 2100, seed=4)
-    index = s.search_index("big")
+    index = IndexCache(s).get("big")
     query = np.random.default_rng(1).standard_normal(2100).astype(np.float32)
     query /= np.linalg.norm(query)
     got = s.vector_search_sql("big", "test", query, 5, field="a")
@@ -592,7 +595,8 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
     for n in range(2):
         port = free_port()
         env = {**os.environ, "OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1",
-               "OPENQNA_JOB_POLL_SECONDS": "0.2", "OPENQNA_JOB_LEASE_SECONDS": "3"}
+               "OPENQNA_JOB_POLL_SECONDS": "0.2", "OPENQNA_JOB_LEASE_SECONDS": "3",
+               "OPENQNA_FETCH_ALLOW": "127.0.0.1/32"}  # the held imports come from a loopback server
         logs.append(tmp_path / f"server-{n}.log")  # a file, not a pipe nobody drains: a full pipe blocks the server
         with open(logs[-1], "w") as log:
             procs.append(subprocess.Popen([openqna, "serve", "--port", str(port), "--no-sample"], env=env,
@@ -725,9 +729,9 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
 
 def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, monkeypatch):
     """With a cache_dir (OPENQNA_DATA), PostgreSQL's large indexes are saved, loaded on restart and caught up."""
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     rng = np.random.default_rng(5)
     first = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
     first.create_project(Project("big"))
@@ -735,50 +739,51 @@ def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, mo
                                       vectors=[vec(*rng.standard_normal(8)) for _ in range(2)],
                                       answer_vector=vec(*rng.standard_normal(8)), metadata={"g": str(i % 3)})
                                  for i in range(40)])
-    built = first.search_index("big")
+    built = IndexCache(first).get("big")
     query = vec(*rng.standard_normal(8))
     everything = np.ones(built.n, dtype=bool)
 
     real = memindex.MemIndex.__init__
     monkeypatch.setattr(memindex.MemIndex, "__init__", lambda *a, **k: pytest.fail("rebuilt"))
     second = PostgresStore(pg_dsn, pool_size=2, cache_dir=tmp_path)
-    assert second.saved_indexes() == [("big", "test")]
-    loaded = second.search_index("big")
+    cache = IndexCache(second, nearest=engine_search(second))
+    assert cache.saved() == [("big", "test")]
+    loaded = cache.get("big")
     assert loaded.version == built.version and loaded.nearest_rows is not None  # pgvector can still answer
     for field in ("q", "a"):
         assert np.allclose(loaded.dense(query, field, everything), built.dense(query, field, everything))
     assert loaded.mask(MetaEq("g", "1")).tolist() == built.mask(MetaEq("g", "1")).tolist()
 
     first.delete_qnas("big", ids[:3])  # a write from another process: caught up in place
-    caught_up = second.search_index("big")
+    caught_up = cache.get("big")
     assert caught_up.n == 37 and caught_up.version == first.version("big")
     monkeypatch.setattr(memindex.MemIndex, "__init__", real)
-    assert PostgresStore(pg_dsn, pool_size=1).saved_indexes() == []  # no cache_dir: nothing saved or loaded
+    assert IndexCache(PostgresStore(pg_dsn, pool_size=1)).saved() == []  # no cache_dir: nothing saved or loaded
+    pid = first.current("big")[0]
     first.delete_project("big")
+    IndexCache(first).drop(pid)  # as Service.delete_project does
     assert not list((tmp_path / "indexes").rglob("meta.json"))
     first.close()
     second.close()
 
 
-def test_an_index_built_in_chunks_is_the_index_built_at_once(pg_dsn, monkeypatch):
-    from openqna.retrieval import memindex
-
+def test_an_index_built_in_batches_is_the_index_built_at_once(pg_dsn, monkeypatch):
     rng = np.random.default_rng(9)
     store = PostgresStore(pg_dsn, pool_size=2)
-    store.create_project(Project("chunks"))
-    ids = store.put_qnas("chunks", [item([f"question {i}", f"other {i % 5}"], f"answer {i % 7}",
+    store.create_project(Project("batches"))
+    ids = store.put_qnas("batches", [item([f"question {i}", f"other {i % 5}"], f"answer {i % 7}",
                                          vectors=[vec(*rng.standard_normal(8)) for _ in range(2)],
                                          answer_vector=vec(*rng.standard_normal(8)), metadata={"g": str(i % 3)})
                                     for i in range(45)])
-    store.delete_qnas("chunks", ids[10:12])
-    monkeypatch.setattr(memindex, "BUILD_CHUNK", 10**6)
-    whole = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
-    monkeypatch.setattr(memindex, "BUILD_CHUNK", 4)
-    chunked = PostgresStore(pg_dsn, pool_size=1).search_index("chunks")
-    assert chunked.ids.tolist() == whole.ids.tolist() and chunked.hashes == whole.hashes
-    assert chunked.exact == whole.exact and chunked.mask(MetaEq("g", "1")).tolist() == whole.mask(MetaEq("g", "1")).tolist()
+    store.delete_qnas("batches", ids[10:12])
+    monkeypatch.setattr(index_cache, "BUILD_BATCH", 10**6)
+    whole = IndexCache(PostgresStore(pg_dsn, pool_size=1)).get("batches")
+    monkeypatch.setattr(index_cache, "BUILD_BATCH", 4)
+    batched = IndexCache(PostgresStore(pg_dsn, pool_size=1)).get("batches")
+    assert batched.ids.tolist() == whole.ids.tolist() and batched.hashes == whole.hashes
+    assert batched.exact == whole.exact and batched.mask(MetaEq("g", "1")).tolist() == whole.mask(MetaEq("g", "1")).tolist()
     for name in ("q", "a"):
-        a, b = getattr(chunked, name), getattr(whole, name)
+        a, b = getattr(batched, name), getattr(whole, name)
         for attr in ("rows", "matrix", "lengths", "sum_norms"):
             assert np.array_equal(getattr(a, attr), getattr(b, attr)), (name, attr)
         assert a.postings.vocab == b.postings.vocab

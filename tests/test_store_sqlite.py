@@ -7,9 +7,13 @@ import sqlite3
 import numpy as np
 import pytest
 
+from openqna.retrieval import index_cache
+from openqna.retrieval.index_cache import IndexCache
 from openqna.store import Project
-from openqna.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from openqna.store.sqlite import SQLiteStore
+from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 
@@ -29,9 +33,9 @@ def test_second_process_sees_writes(tmp_path):
     """Two store objects on one file behave like two processes: the index catches up."""
     a, b = SQLiteStore(tmp_path), SQLiteStore(tmp_path)
     a.create_project(Project("shared"))
-    assert b.search_index("shared").n == 0
+    assert IndexCache(b).get("shared").n == 0
     a.put_qnas("shared", [item(["hello"], "world", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
-    assert b.search_index("shared").n == 1
+    assert IndexCache(b).get("shared").n == 1
     assert b.get_qnas("shared", [1])[1].answer == "world"
 
 
@@ -44,7 +48,7 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(sqlite3.IntegrityError):
         s.put_qnas("p", [good, bad])
     assert s.count_qnas("p") == 0
-    assert s.search_index("p").n == 0
+    assert IndexCache(s).get("p").n == 0
 
 
 def test_schema_1_databases_are_migrated(tmp_path):
@@ -88,8 +92,8 @@ def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
     assert new.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
 
 
-# -- index snapshots ---------------------------------------------------------------------------
-def _snapshot_kb(store, n=80, seed=3):
+# -- saved indexes -------------------------------------------------------------------------------
+def _large_kb(store, n=80, seed=3):
     rng = np.random.default_rng(seed)
     words = "battery charge pen screen cable reset password monitor stylus power dock update".split()
     items = []
@@ -143,19 +147,19 @@ def _same_index(a, b, rng, words, monkeypatch):
 
 
 def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkeypatch):
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import field, memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # large enough for an IVF index: it is saved too
     first = SQLiteStore(tmp_path)
-    _, rng, words = _snapshot_kb(first)
-    built = first.search_index("snap")
-    assert list((tmp_path / "indexes").iterdir()) and built.q._ann is not None
+    _, rng, words = _large_kb(first)
+    built = IndexCache(first).get("snap")
+    assert list((tmp_path / "indexes").iterdir()) and built.q.shared_ann is not None
 
     builds = []
     monkeypatch.setattr(memindex.MemIndex, "__init__", lambda *a, **k: builds.append(1) or pytest.fail("rebuilt"))
-    monkeypatch.setattr(memindex._Ann, "__init__", lambda *a, **k: pytest.fail("IVF retrained"))
-    loaded = SQLiteStore(tmp_path).search_index("snap")
+    monkeypatch.setattr(field.FieldAnn, "__init__", lambda *a, **k: pytest.fail("IVF retrained"))
+    loaded = IndexCache(SQLiteStore(tmp_path)).get("snap")
     assert not builds and isinstance(loaded.q.matrix, np.memmap)
     _same_index(loaded, built, rng, words, monkeypatch)
     assert loaded._where_columns.rows is None  # where_str read the saved columns, not per-record rows
@@ -164,92 +168,95 @@ def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkey
 
 
 def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypatch):
-    from openqna.retrieval import memindex, snapshot
+    from openqna.retrieval import memindex, saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
     writer = SQLiteStore(tmp_path)
-    ids, rng, words = _snapshot_kb(writer)
-    saved = writer.search_index("snap").version
+    ids, rng, words = _large_kb(writer)
+    saved = IndexCache(writer).get("snap").version
     writer.put_qnas("snap", [item(["reset the dock"], "hold the button", vectors=[vec(1, 2, 0, 0, 0, 0, 0, 0)],
                                   answer_vector=vec(0, 1, 0, 0, 0, 0, 0, 0), id=ids[3])])
     writer.delete_qnas("snap", ids[10:14])
-    assert snapshot.version(writer._snapshots.folder(1, "test"), writer._instance) == saved  # in-place: not re-saved
+    assert saved_index.version(saved_index.SavedIndexes(writer.index_dir, writer.instance).folder(1, "test"), writer.instance) == saved  # in-place: not re-saved
 
     updates = []
     real = memindex.MemIndex.updated
     monkeypatch.setattr(memindex.MemIndex, "updated", lambda self, *a: updates.append(1) or real(self, *a))
-    caught_up = SQLiteStore(tmp_path).search_index("snap")
+    caught_up = IndexCache(SQLiteStore(tmp_path)).get("snap")
     assert updates == [1] and caught_up.version > saved and caught_up.n == 76
     monkeypatch.setattr(memindex.MemIndex, "updated", real)
     shutil.rmtree(tmp_path / "indexes")
-    _same_index(caught_up, SQLiteStore(tmp_path).search_index("snap"), rng, words, monkeypatch)
+    _same_index(caught_up, IndexCache(SQLiteStore(tmp_path)).get("snap"), rng, words, monkeypatch)
 
 
-def test_a_damaged_snapshot_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
-    from openqna.retrieval import snapshot
+def test_a_damaged_saved_index_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
+    from openqna.retrieval import saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
-    built = store.search_index("snap")
-    folder = store._snapshots.folder(1, "test")
+    _large_kb(store)
+    built = IndexCache(store).get("snap")
+    folder = saved_index.SavedIndexes(store.index_dir, store.instance).folder(1, "test")
     (folder / "q.matrix.npy").write_bytes(b"not an array")
-    again = SQLiteStore(tmp_path).search_index("snap")
-    assert "unreadable index snapshot" in caplog.text
+    again = IndexCache(SQLiteStore(tmp_path)).get("snap")
+    assert "unreadable saved index" in caplog.text
     assert again.version == built.version and np.array_equal(again.q.matrix, built.q.matrix)
-    assert snapshot.load(folder, store._instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
+    assert saved_index.load(folder, store.instance).q.matrix.shape == built.q.matrix.shape  # and saved afresh
 
 
-def test_snapshots_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
-    from openqna.retrieval import snapshot
+def test_saved_indexes_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
+    from openqna.models.embedder import HashEmbedder
+    from openqna.retrieval import saved_index
+    from openqna.service import Service
 
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
-    store.search_index("snap")
-    assert not (tmp_path / "indexes").exists()  # 80 records: rebuilding is cheaper than a snapshot
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
-    SQLiteStore(tmp_path).search_index("snap")
+    _large_kb(store)
+    IndexCache(store).get("snap")
+    assert not (tmp_path / "indexes").exists()  # 80 records: rebuilding is cheaper than loading
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
+    IndexCache(SQLiteStore(tmp_path)).get("snap")
     assert len(list((tmp_path / "indexes").iterdir())) == 1
-    store.delete_project("snap")
+    Service(store, HashEmbedder()).delete_project("snap")
     assert not list((tmp_path / "indexes").iterdir())
 
 
 def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
     """Service.warm (run by `openqna serve` before it listens) loads every saved index and only those."""
     from openqna.models.embedder import HashEmbedder
-    from openqna.retrieval import snapshot
+    from openqna.retrieval import saved_index
     from openqna.service import Service
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
-    _snapshot_kb(store)
+    _large_kb(store)
     store.deploy("snap", "production")
-    store.search_index("snap", "production")  # saved; the live index ("test") never searched
+    IndexCache(store).get("snap", "production")  # saved; the live index ("test") never searched
     store.create_project(Project("small"))
     restarted = SQLiteStore(tmp_path)
-    assert Service(restarted, HashEmbedder()).warm() == [("snap", "production")]
-    assert [k[1] for k in restarted._indexes] == ["production"]
+    service = Service(restarted, HashEmbedder())
+    assert service.warm() == [("snap", "production")]
+    assert [k[1] for k in service.indexes._indexes] == ["production"]
 
 
-def test_a_snapshot_of_another_database_file_is_ignored(tmp_path, monkeypatch):
-    """Versions restart in a new database file: a snapshot left by the old one must not pass for current."""
-    from openqna.retrieval import snapshot
+def test_an_index_saved_from_another_database_file_is_ignored(tmp_path, monkeypatch):
+    """Versions restart in a new database file: an index saved from the old one must not pass for current."""
+    from openqna.retrieval import saved_index
 
-    monkeypatch.setattr(snapshot, "MIN_VECTORS", 1)
+    monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     old = SQLiteStore(tmp_path)
-    _snapshot_kb(old, seed=3)
-    saved = old.search_index("snap")
+    _large_kb(old, seed=3)
+    saved = IndexCache(old).get("snap")
     old.close()
     for f in tmp_path.glob("openqna.sqlite3*"):
         f.unlink()
     new = SQLiteStore(tmp_path)
-    _snapshot_kb(new, seed=4)  # same project id, same version numbers, other content
+    _large_kb(new, seed=4)  # same project id, same version numbers, other content
     assert new.version("snap") == saved.version
-    index = new.search_index("snap")
+    index = IndexCache(new).get("snap")
     assert not np.array_equal(index.a.matrix, saved.a.matrix)
     shutil.rmtree(tmp_path / "indexes")
-    assert np.array_equal(index.a.matrix, SQLiteStore(tmp_path).search_index("snap").a.matrix)
+    assert np.array_equal(index.a.matrix, IndexCache(SQLiteStore(tmp_path)).get("snap").a.matrix)
 
 
 def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
@@ -273,24 +280,22 @@ def test_new_databases_keep_unit_rows_in_their_pages(tmp_path, monkeypatch):
     assert new < old / 1.5
 
 
-def test_an_index_built_in_chunks_is_the_index_built_at_once(tmp_path, monkeypatch):
-    """Large KBs are read and indexed BUILD_CHUNK records at a time (memory): the index must not differ."""
-    from openqna.retrieval import memindex
-
+def test_an_index_built_in_batches_is_the_index_built_at_once(tmp_path, monkeypatch):
+    """Large KBs are read and indexed BUILD_BATCH records at a time (memory): the index must not differ."""
     store = SQLiteStore(tmp_path)
-    ids, rng, words = _snapshot_kb(store, n=95)
+    ids, rng, words = _large_kb(store, n=95)
     store.delete_qnas("snap", ids[30:33])  # gaps in the ids
-    monkeypatch.setattr(memindex, "BUILD_CHUNK", 10**6)
-    whole = SQLiteStore(tmp_path).search_index("snap")
-    monkeypatch.setattr(memindex, "BUILD_CHUNK", 7)
-    chunked = SQLiteStore(tmp_path).search_index("snap")
-    assert chunked.ids.tolist() == whole.ids.tolist() and chunked.hashes == whole.hashes
-    assert chunked.rows == whole.rows and chunked.exact == whole.exact
+    monkeypatch.setattr(index_cache, "BUILD_BATCH", 10**6)
+    whole = IndexCache(SQLiteStore(tmp_path)).get("snap")
+    monkeypatch.setattr(index_cache, "BUILD_BATCH", 7)
+    batched = IndexCache(SQLiteStore(tmp_path)).get("snap")
+    assert batched.ids.tolist() == whole.ids.tolist() and batched.hashes == whole.hashes
+    assert batched.rows == whole.rows and batched.exact == whole.exact
     for name in ("q", "a"):
-        a, b = getattr(chunked, name), getattr(whole, name)
+        a, b = getattr(batched, name), getattr(whole, name)
         for attr in ("rows", "matrix", "lengths", "keys", "sum_norms", "lo", "hi"):
             assert np.array_equal(getattr(a, attr), getattr(b, attr)), (name, attr)
         assert a.postings.vocab == b.postings.vocab
         for attr in ("tids", "units", "tfs", "start"):
             assert np.array_equal(getattr(a.postings, attr), getattr(b.postings, attr)), (name, attr)
-    _same_index(chunked, whole, rng, words, monkeypatch)
+    _same_index(batched, whole, rng, words, monkeypatch)

@@ -216,7 +216,7 @@ class Authoring:
             self.store.deploy(job.project, job.params["deployment"])
 
         def delete(job: Job) -> None:
-            self.store.delete_project(job.project)
+            self.service.delete_project(job.project)
 
         def export(job: Job) -> None:
             job.result, job.result_name, job.result_media = self.export(job.project, job.params["format"],

@@ -77,7 +77,7 @@ def read_pairs(path: Path) -> list[Pair]:
 
 def collect(service: Service, project: str, pairs: list[Pair], deployment: str = LIVE) -> list[Point]:
     """Each question's top answer as ``ask`` ranks it, with its logit before rescaling."""
-    index = service.store.search_index(project, deployment)
+    index = service.indexes.get(project, deployment)
     known = set(int(i) for i in index.ids)
     missing = sorted({p.expected for p in pairs if p.expected is not None and p.expected not in known})
     if missing:

@@ -33,7 +33,8 @@ from typing import Callable
 
 from . import settings
 from .records import OpenQnAError
-from .store import Job, Store
+from .store import Job
+from .store.base import JobStore
 
 log = logging.getLogger("openqna.jobs")
 JOB_TTL = timedelta(hours=6)  # Azure's job expiry
@@ -51,7 +52,7 @@ def _iso(t: datetime) -> str:
 class JobRunner:
     """Submits jobs to the store and runs one worker that claims them (from any process)."""
 
-    def __init__(self, store: Store, handlers: dict[str, Handler], *, poll_seconds: float | None = None,
+    def __init__(self, store: JobStore, handlers: dict[str, Handler], *, poll_seconds: float | None = None,
                  lease_seconds: float | None = None):
         self.store = store
         self.handlers = handlers

@@ -2,7 +2,7 @@
 
 Records keep their ids, vectors are copied (never re-embedded: the analysed terms are
 recomputed with the same analyzer, so BM25 is unchanged), and each deployment is
-recreated as it was, by staging its snapshot as the live state and deploying it, before
+recreated as it was, by staging its copy as the live state and deploying it, before
 the live state itself is copied.  Synonyms, sources, feedback, files and API keys come
 along; finished jobs do not (they expire after six hours anyway).
 """

@@ -76,7 +76,7 @@ def upload(service: Service, filename: str, data: bytes, purpose: str) -> Stored
                                          fields={"document": i, "metadata": metadata})
                                      for i, text, metadata in documents])
         except Exception:
-            service.store.delete_project(file_id)
+            service.delete_project(file_id)
             raise
         stored.project = file_id
     service.store.put_file(stored)
@@ -94,7 +94,7 @@ def delete(service: Service, file_id: str) -> None:
     f = get(service, file_id)
     if f.project:
         try:
-            service.store.delete_project(f.project)
+            service.delete_project(f.project)
         except NotFound:
             pass
     service.store.delete_file(file_id)

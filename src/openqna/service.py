@@ -23,6 +23,7 @@ from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, 
 from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
+from .retrieval.index_cache import IndexCache, engine_search
 from .retrieval.memindex import MemIndex
 from .filter_ast import Column
 from .retrieval.where_parse import parse_where
@@ -116,6 +117,7 @@ class Service:
     def __init__(self, store: Store, embedder: Embedder):
         self.store = store
         self.embedder = embedder
+        self.indexes = IndexCache(store, nearest=engine_search(store))
 
     # -- projects ----------------------------------------------------------------------
     def create_project(self, name: str, *, description: str = "", language: str = "en",
@@ -140,9 +142,9 @@ class Service:
         vectors = np.zeros((len(unique), self.embedder.dim), np.float32)
         bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
         for start in range(0, len(order), EMBED_BATCH * 8):
-            chunk = order[start : start + EMBED_BATCH * 8]
-            vectors[chunk] = self.embedder.embed([unique[i] for i in chunk])
-            bar.update(len(chunk))
+            batch = order[start : start + EMBED_BATCH * 8]
+            vectors[batch] = self.embedder.embed([unique[i] for i in batch])
+            bar.update(len(batch))
         bar.close()
         position = {t: i for i, t in enumerate(unique)}
         return vectors[[position[t] for t in texts]]
@@ -278,10 +280,16 @@ class Service:
     def deploy(self, project: str, deployment: str):
         return self.store.deploy(project, deployment)
 
+    def delete_project(self, project: str) -> None:
+        """Delete ``project`` and everything of it, its indexes in this process and on disk too."""
+        pid = self.store.current(project)[0]
+        self.store.delete_project(project)
+        self.indexes.drop(pid)
+
     # -- knowledge bases as tools -------------------------------------------------------------
     def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
         """The columns ``where_str`` may name: a table's schema, else metadata keys as Strings plus ``source``."""
-        return self._columns(self.store.get_project(kb), lambda: self.store.search_index(kb, deployment))
+        return self._columns(self.store.get_project(kb), lambda: self.indexes.get(kb, deployment))
 
     @staticmethod
     def _columns(proj: Project, index: Callable[[], MemIndex]) -> list[Column]:
@@ -301,9 +309,9 @@ class Service:
         """
         from .retrieval import ranker
 
-        loaded = self.store.saved_indexes()
+        loaded = self.indexes.saved()
         for project, deployment in loaded:
-            ranker.kb_adaptation(self.store.search_index(project, deployment), self.shipped_calibration)
+            ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
         return loaded
 
     def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
@@ -322,7 +330,7 @@ class Service:
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
-        index = self.store.search_index(kb, deployment)
+        index = self.indexes.get(kb, deployment)
         flt = None
         if where and where.strip():  # the columns read the index's metadata keys (once per index version)
             columns = tuple(self._columns(proj, lambda: index))
@@ -342,7 +350,7 @@ class Service:
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
         """Azure's query semantics: qnaId lookup, context, filters, threshold, one default answer."""
         proj = self.store.get_project(project)
-        index = self.store.search_index(project, deployment)
+        index = self.indexes.get(project, deployment)
         if req.qna_id is None and index.n:
             self._check_embedder(proj)
         if req.qna_id is not None:

@@ -311,7 +311,7 @@ class VectorStores:
     def delete(self, store_id: str) -> None:
         with self._lock:
             self._project(store_id)
-            self.store.delete_project(store_id)
+            self.service.delete_project(store_id)
 
     # -- files ------------------------------------------------------------------------------------------
     def attach(self, store_id: str, item: Attach) -> VectorStoreFile:
@@ -537,7 +537,7 @@ class VectorStores:
         if project.embedder and project.embedder != self.service.embedder.name:
             raise Conflict(f"Vector store '{store_id}' was built with embedder '{project.embedder}', this server "
                            f"runs '{self.service.embedder.name}'; re-embed it first.")
-        index = self.store.search_index(store_id)
+        index = self.service.indexes.get(store_id)
         eligible = index.mask(all_of(SourceIn(completed), where))
         best: dict[int, float] = {}
         for query, vector in zip(queries, self.service.embedder.embed(queries)):

@@ -211,7 +211,7 @@ class KnowledgeBaseTools:
 
 
 def build_server(service: Service, *, authorizer: Authorizer | None = None, deployment: str = LIVE) -> MCPServer:
-    """An MCPServer with the three read-only tools; ``deployment`` is the snapshot they query."""
+    """An MCPServer with the three read-only tools; ``deployment`` is the one they query."""
     tools = KnowledgeBaseTools(service, authorizer, deployment)
     server = MCPServer("openqna", title="openqna knowledge bases", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING")

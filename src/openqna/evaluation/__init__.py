@@ -289,7 +289,7 @@ def _setting(env: str, value: str):
 
 def adaptation_of(service: Service, project: str) -> dict | None:
     """What the KB's own adaptation (``retrieval.adapt``) chose, as the ranker uses it."""
-    a = ranker.kb_adaptation(service.store.search_index(project), service.shipped_calibration)
+    a = ranker.kb_adaptation(service.indexes.get(project), service.shipped_calibration)
     if a is None:
         return None
     return {"held_out": a.held_out, "offset": round(a.offset, 3), "weight": a.weight,

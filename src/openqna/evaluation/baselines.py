@@ -1,6 +1,6 @@
 """The rankings every task compares the default ranker with, computed on the same index.
 
-The index is the very ``MemIndex`` that ``Service.ask`` searches (``store.search_index``),
+The index is the very ``MemIndex`` that ``Service.ask`` searches (``service.indexes``),
 and the query vector comes from the same embedder, so a difference between a baseline and
 the ranker is the ranking rule and nothing else:
 
@@ -58,7 +58,7 @@ def rank_all(service: Service, project: str, question: str, *, field: str, top: 
     confidence = answers[0].confidence if ranked else 0.0
     if not baselines:
         return Ranking({"ranker": ranked}, confidence)
-    index: MemIndex = service.store.search_index(project)
+    index: MemIndex = service.indexes.get(project)
     allowed = np.ones(index.n, dtype=bool)
     vector = service.embedder.embed([question])[0]
     bm25 = index.bm25(analyze(question), field, allowed)

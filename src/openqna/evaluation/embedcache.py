@@ -44,9 +44,9 @@ class CachedEmbedder:
     def _load(self, keys: list[str]) -> None:
         wanted = [k for k in dict.fromkeys(keys) if k not in self._memory]
         for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
+            batch = wanted[start : start + 500]
             rows = self._db.execute(
-                f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+                f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(batch))})", batch)
             for key, blob in rows:
                 self._memory[key] = np.frombuffer(blob, dtype=np.float32)
 

@@ -20,7 +20,8 @@ from .. import settings
 from ..filter_ast import Filter
 from . import adapt
 from .analyze import analyze, cjk_share, exact_key
-from .memindex import K1, MemIndex
+from .memindex import MemIndex
+from .postings import K1
 
 
 @dataclass(frozen=True)

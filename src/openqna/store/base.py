@@ -2,20 +2,21 @@
 
 A store keeps projects (knowledge bases), their QnA records with analysed terms
 and vectors (one unit per question and one per answer), named deployments
-(snapshots of the live ``test`` state), synonyms and API keys.  Search goes
-through ``search_index``, which returns an index consistent with the store at
-the moment of the call.
+(copies of the live ``test`` state), synonyms and API keys.  It reads and writes
+rows and never builds a search index: ``retrieval/index_cache.py`` builds those from
+``read_index_rows`` and keeps them current by ``current``'s version (DESIGN decision 7).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..records import QnA
-from ..retrieval.memindex import MemIndex
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 
@@ -52,6 +53,68 @@ class StoredQnA:
     qna: QnA
     units: list[Unit]
     content_hash: str
+
+
+@dataclass(slots=True)
+class IndexRow:
+    """One record of a deployment as an index reads it: what it filters on and its units, nothing shown to users.
+
+    Vectors are float32 and may be read-only views of the stored bytes.
+    """
+
+    id: int
+    kind: str
+    source: str
+    metadata: dict[str, str]
+    context_only: bool
+    questions: list[str]
+    fields: dict  # typed column values, as stored (DateTime still ISO 8601 text)
+    content_hash: str
+    q_terms: list[list[str]] = field(default_factory=list)  # one list per question, in order
+    q_vectors: list[np.ndarray] = field(default_factory=list)
+    a_terms: list[str] = field(default_factory=list)
+    a_vector: np.ndarray | None = None
+
+    def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
+        """One stored unit of this record: a question ("q", in order) or its answer ("a")."""
+        if field_name == "q":
+            self.q_vectors.append(vector)
+            self.q_terms.append(terms)
+        else:
+            self.a_vector, self.a_terms = vector, terms
+
+
+class IndexRows(Protocol):
+    """One consistent read of a deployment (a read transaction): every answer is as of ``version``."""
+
+    version: int
+
+    def settings(self) -> dict:
+        """The project's settings (its typed schema says which fields are DateTime)."""
+
+    def content_hashes(self) -> dict[int, str]:
+        """Record id -> content hash, of every record of the deployment."""
+
+    def record_ids(self) -> list[int]:
+        """Every record id of the deployment, ascending."""
+
+    def dim(self) -> int:
+        """The dimension of the deployment's vectors (1 when it has none)."""
+
+    def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
+        """The records of ``ids``, or those from ``id_range``'s first to last id, or all of them."""
+
+
+@runtime_checkable
+class NearestNeighbours(Protocol):
+    """A store whose engine searches vectors itself (PostgreSQL's pgvector HNSW).
+
+    The index cache hands ``nearest_rows`` to the indexes it builds; the ranker asks it for
+    candidates before searching in memory, and it answers None to leave the search there.
+    """
+
+    def nearest_rows(self, project_id: int, deployment: str, index: Any, field: str, query: np.ndarray, k: int,
+                     flt: Any, eligible: np.ndarray) -> np.ndarray | None: ...
 
 
 @dataclass
@@ -116,20 +179,22 @@ class ApiKey:
     created: str
 
 
-class Store(Protocol):
-    # projects
+class ProjectStore(Protocol):
+    """Projects (knowledge bases): their names, descriptions and settings."""
+
     def create_project(self, project: Project) -> Project: ...
     def get_project(self, name: str) -> Project: ...
     def list_projects(self) -> list[Project]: ...
     def update_project(self, project: Project) -> Project: ...
-    def saved_indexes(self) -> list[tuple[str, str]]:
-        """(project, deployment) of every index saved on disk (retrieval/snapshot.py): the ones to load at start."""
     def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
         """Replace project ``name``'s settings with ``settings`` if they still equal ``expected`` (compare-and-set
         across processes); False, and nothing written, when another writer changed them first."""
     def delete_project(self, name: str) -> None: ...
 
-    # records of the live state
+
+class RecordStore(Protocol):
+    """The records of a project's live state, and of its deployments for reading."""
+
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]: ...
     def delete_qnas(self, project: str, ids: list[int]) -> int: ...
     def reserve_ids(self, project: str, count: int) -> list[int]: ...
@@ -142,16 +207,36 @@ class Store(Protocol):
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]: ...
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None: ...
 
-    # deployments
+
+class DeploymentStore(Protocol):
+    """Named copies of the live state (Azure's deployments): what queries read."""
+
     def deploy(self, project: str, deployment: str) -> Deployment: ...
     def list_deployments(self, project: str) -> list[Deployment]: ...
     def has_deployment(self, project: str, deployment: str) -> bool: ...
 
-    # search
-    def version(self, project: str, deployment: str = LIVE) -> int: ...
-    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex: ...
 
-    # sources and active-learning feedback
+class IndexSource(Protocol):
+    """What an index derived from the store reads (``retrieval/index_cache.py``): versions and index rows."""
+
+    # where indexes derived from this store may be saved (None: nowhere), and the random id of its database,
+    # which names them: versions are only comparable within one database
+    index_dir: Path | None
+    instance: str
+
+    def list_projects(self) -> list[Project]: ...
+    def list_deployments(self, project: str) -> list[Deployment]: ...
+    def version(self, project: str, deployment: str = LIVE) -> int: ...
+    def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
+        """(project id, version) of a deployment in as few reads as the engine allows: what the index cache checks
+        on every query; raises ProjectNotFound, or NotFound for a deployment that does not exist."""
+    def read_index_rows(self, project_id: int, deployment: str) -> AbstractContextManager[IndexRows]:
+        """One consistent read of a deployment's index rows, open while the block runs."""
+
+
+class SourceStore(Protocol):
+    """The files and URLs a project's records came from, and active-learning feedback on its records."""
+
     def list_sources(self, project: str) -> list[Source]: ...
     def put_source(self, project: str, source: Source) -> None: ...
     def delete_source(self, project: str, source: str) -> bool: ...
@@ -159,7 +244,11 @@ class Store(Protocol):
     def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
     def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...
 
-    # jobs: any process may submit, exactly one worker claims and runs each (see jobs.py)
+
+class JobStore(Protocol):
+    """Persisted long-running operations: any process may submit, exactly one worker claims and runs each
+    (see jobs.py)."""
+
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
@@ -175,16 +264,29 @@ class Store(Protocol):
         """Delete the finished jobs (and their results) that expired before ``before`` (ISO 8601 UTC; a job with
         no expiry never does); returns how many."""
 
-    # files
+
+class FileStore(Protocol):
+    """Uploaded files (OpenAI's Files API)."""
+
     def put_file(self, f: StoredFile) -> None: ...
     def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None: ...
     def list_files(self, purpose: str | None = None) -> list[StoredFile]: ...
     def delete_file(self, file_id: str) -> bool: ...
 
-    # keys
+
+class KeyStore(Protocol):
+    """API keys, stored hashed, with their roles."""
+
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...
     def find_key(self, key_hash: str) -> ApiKey | None: ...
     def key_hash(self, key_id: str) -> str | None: ...
     def list_keys(self) -> list[ApiKey]: ...
     def delete_key(self, key_id: str) -> bool: ...
+
+
+class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
+            Protocol):
+    """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
+    that needs only one concern takes that protocol instead."""
+
     def close(self) -> None: ...

@@ -1,10 +1,11 @@
 """Search inside PostgreSQL: pgvector HNSW indexes and k-nearest queries (a mixin of PostgresStore).
 
-``MemIndex`` (built by ``PostgresStore.search_index``) stays the search path; this is
-the step after it.  The ``units.embedding`` column has no fixed dimension, so each
+The in-memory ``MemIndex`` (built by ``retrieval/index_cache.py``) stays the search path; this
+is the step after it, handed to the index cache as its nearest-neighbour provider
+(``nearest_rows``).  The ``units.embedding`` column has no fixed dimension, so each
 dimension in use gets one partial expression HNSW index (cosine), shared by every
-project, deployment and field of that dimension, made on first use: a store that only
-uses ``search_index`` pays no index upkeep on writes.
+project, deployment and field of that dimension, made on first use: a store whose
+queries all search in memory pays no index upkeep on writes.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def filter_to_sql(f: Filter | None) -> tuple[str | None, list]:
 
 
 class VectorSearch:
-    """Search in the database: a mixin of PostgresStore (uses its _conn, _snapshot, _current, _hnsw_ready)."""
+    """Search in the database: a mixin of PostgresStore (uses its _conn, _read_tx, current, _hnsw_ready)."""
 
     @staticmethod
     def _hnsw_name(dim: int) -> str:
@@ -139,7 +140,7 @@ class VectorSearch:
         if k <= 0 or query.shape[0] == 0:
             return []
         self.ensure_vector_index(query.shape[0])
-        pid, _ = self._current(project, deployment)
+        pid, _ = self.current(project, deployment)
         return self._vector_search(pid, deployment, query, k, filter_sql, params, field)
 
     def _vector_search(self, pid: int, deployment: str, query: np.ndarray, k: int, filter_sql: str | None,
@@ -148,7 +149,7 @@ class VectorSearch:
         limit = k if field == "a" else 2 * k
         while True:
             sql, args = self._vector_search_query(pid, deployment, dim, field, limit, filter_sql, params)
-            with self._snapshot() as db:
+            with self._read_tx() as db:
                 db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 db.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, limit))}")
                 rows = db.execute(sql, [query if a is _QUERY else a for a in args]).fetchall()
@@ -194,7 +195,7 @@ class VectorSearch:
             threading.Thread(target=build, name=f"openqna-{name}", daemon=True).start()
         return False
 
-    def nearest_rows(self, pid: int, deployment: str, index, field: str, query: np.ndarray, k: int,
+    def nearest_rows(self, project_id: int, deployment: str, index, field: str, query: np.ndarray, k: int,
                      flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
@@ -214,6 +215,6 @@ class VectorSearch:
                 or not self.vector_index_ready(query.shape[0])):
             return None
         filter_sql, params = filter_to_sql(flt)
-        hits = self._vector_search(pid, deployment, query, k, filter_sql, params, field)
+        hits = self._vector_search(project_id, deployment, query, k, filter_sql, params, field)
         rows = np.asarray([index.row_of[rid] for rid, _ in hits if rid in index.row_of], dtype=np.int64)
         return rows[eligible[rows]]

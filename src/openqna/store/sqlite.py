@@ -1,11 +1,12 @@
 """The embedded store: one SQLite database in WAL mode (DESIGN decision 7).
 
-Records, analysed terms and float32 vectors live in SQLite; the in-memory
-``MemIndex`` is derived from them and rebuilt when the knowledge base's version
-(a global, ever-growing change sequence) moves, so a second process writing the
-same file is seen on the next query.  Deployments are copies of the live rows.
-Indexes of large knowledge bases are saved next to the database (``indexes/``, see
-``retrieval/snapshot.py``), so a restart loads them instead of rebuilding.
+Records, analysed terms and float32 vectors live in SQLite; every write moves the
+knowledge base's version (a global, ever-growing change sequence), so the index
+cache (``retrieval/index_cache.py``) of a second process writing the same file
+catches up on its next query.  Deployments are copies of the live rows.  The index
+cache saves the indexes of large knowledge bases next to the database (``indexes/``).
+The schema and its migrations are in ``sqlite_schema.py``, the column codecs and the reader
+of index rows in ``sqlite_rows.py``.
 """
 
 from __future__ import annotations
@@ -14,103 +15,19 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
-from ..retrieval.analyze import exact_key
-from ..retrieval import snapshot
-from ..retrieval.memindex import IndexRecord, MemIndex, incremental_update, record_chunks
+from ..records import NotFound, ProjectNotFound, QnA
 from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
+from .clock import now_iso
+from .sqlite_rows import TERM_SEP, SQLiteIndexRows, dialog_from_json, dialog_json, json_list, json_object
+from .sqlite_schema import migrate
 
-SCHEMA_VERSION = 3
 PAGE_SIZE = 16384
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS projects(
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, description TEXT NOT NULL,
-  language TEXT NOT NULL, multilingual INTEGER NOT NULL, settings TEXT NOT NULL, embedder TEXT,
-  created TEXT NOT NULL, modified TEXT NOT NULL, last_deployed TEXT, next_id INTEGER NOT NULL DEFAULT 1);
-CREATE TABLE IF NOT EXISTS versions(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, seq INTEGER NOT NULL,
-  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL,
-  questions TEXT NOT NULL, answer TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,
-  dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
-  fields TEXT NOT NULL DEFAULT '{}',
-  PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS units(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
-  ord INTEGER NOT NULL, terms TEXT NOT NULL, vector BLOB NOT NULL,
-  PRIMARY KEY(project_id, deployment, record_id, field, ord)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS synonyms(
-  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, groups TEXT NOT NULL,
-  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS deployments(
-  project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
-  PRIMARY KEY(project_id, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS sources(
-  project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
-  source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
-  last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS feedback(
-  project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
-  created TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
-CREATE TABLE IF NOT EXISTS jobs(
-  id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
-  updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
-  result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS files(
-  id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
-  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
-CREATE TABLE IF NOT EXISTS api_keys(
-  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
-  projects TEXT, created TEXT NOT NULL);
-"""
-_TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _typed(fields: dict, dates: list[str]) -> dict:
-    for name in dates:
-        if isinstance(fields.get(name), str):
-            fields[name] = datetime.fromisoformat(fields[name])
-    return fields
-
-
-def _dialog_to_json(d: Dialog) -> str:
-    return json.dumps({"isContextOnly": d.is_context_only,
-                       "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]})
-
-
-_NO_DIALOG = _dialog_to_json(Dialog())
-
-
-def _dialog_from_json(s: str) -> Dialog:
-    if s == _NO_DIALOG:  # most records: skip the parser (a search reads each answer's columns)
-        return Dialog()
-    raw = json.loads(s)
-    return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
-
-
-def _json_object(s: str) -> dict:
-    return {} if s == "{}" else json.loads(s)
-
-
-def _json_list(s: str) -> list:
-    return [] if s == "[]" else json.loads(s)
-
-
 class SQLiteStore:
     """Store protocol on SQLite; safe to share across threads and processes."""
 
@@ -119,27 +36,8 @@ class SQLiteStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "openqna.sqlite3"
         self._local = threading.local()
-        self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[int, str], MemIndex] = {}
-        self._db.executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
-        with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
-            # names this database in its index snapshots: versions restart in a new database file
-            db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
-            self._instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else SCHEMA_VERSION
-            if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
-                db.execute("ALTER TABLE records ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'")
-            if version < 3 and "seq" not in {c[1] for c in db.execute("PRAGMA table_info(jobs)")}:
-                # v3: jobs are claimed from a queue (``seq`` orders it) and held under a lease
-                db.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
-                db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
-                db.execute("UPDATE jobs SET seq=rowid")
-            db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
-            db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
-            db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-        self._snapshots = snapshot.Snapshots(self.directory / "indexes", self._instance)
+        self.instance = migrate(self._db)
+        self.index_dir: Path | None = self.directory / "indexes"
 
     # -- plumbing ------------------------------------------------------------------
     @property
@@ -249,10 +147,6 @@ class SQLiteStore:
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
-        with self._index_lock:
-            for key in [k for k in self._indexes if k[0] == pid]:
-                del self._indexes[key]
-            self._snapshots.drop(pid)
 
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
@@ -272,13 +166,13 @@ class SQLiteStore:
                 db.execute(
                     "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
-                     json.dumps(q.metadata, ensure_ascii=False), _dialog_to_json(q.dialog),
+                     json.dumps(q.metadata, ensure_ascii=False), dialog_json(q.dialog),
                      json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp,
                      json.dumps(q.fields, ensure_ascii=False)),
                 )
                 db.executemany(
                     "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
-                    [(pid, LIVE, q.id, u.field, u.ord, _TERM_SEP.join(u.terms),
+                    [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms),
                       np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
                 )
             db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
@@ -300,10 +194,10 @@ class SQLiteStore:
         pid = self._project_id(self._db, project)
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+            batch = ids[start : start + 500]
             rows = self._db.execute(
                 f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
-                f" AND record_id IN ({','.join('?' * len(chunk))})", (pid, deployment, *chunk))
+                f" AND record_id IN ({','.join('?' * len(batch))})", (pid, deployment, *batch))
             for rid, field, ord_, blob in rows:
                 out.setdefault(rid, {})[(field, ord_)] = np.frombuffer(blob, dtype=np.float32)
         return out
@@ -330,8 +224,8 @@ class SQLiteStore:
     @staticmethod
     def _qna_row(row: tuple) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
-        return QnA(json.loads(questions), answer, rid, source, _json_object(metadata), _dialog_from_json(dialog), kind,
-                   _json_list(suggestions), _json_object(fields), modified)
+        return QnA(json.loads(questions), answer, rid, source, json_object(metadata), dialog_from_json(dialog), kind,
+                   json_list(suggestions), json_object(fields), modified)
 
     def _deployment_pid(self, project: str, deployment: str) -> int:
         pid = self._project_id(self._db, project)
@@ -343,11 +237,11 @@ class SQLiteStore:
         pid = self._deployment_pid(project, deployment)
         out: dict[int, QnA] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+            batch = ids[start : start + 500]
+            marks = ",".join("?" * len(batch))
             rows = self._db.execute(
                 f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? AND id IN ({marks})",
-                (pid, deployment, *chunk),
+                (pid, deployment, *batch),
             )
             out.update((r[0], self._qna_row(r)) for r in rows)
         return out
@@ -411,115 +305,28 @@ class SQLiteStore:
         return self._db.execute("SELECT 1 FROM deployments WHERE project_id=? AND name=?",
                                 (pid, deployment)).fetchone() is not None
 
-    # -- search ------------------------------------------------------------------------------
+    # -- versions and index rows --------------------------------------------------------------
     def version(self, project: str, deployment: str = LIVE) -> int:
         pid = self._project_id(self._db, project)
         row = self._db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?",
                                (pid, deployment)).fetchone()
         return row[0] if row else 0
 
-    def search_index(self, project: str, deployment: str = LIVE) -> MemIndex:
-        """The index of ``project``/``deployment``, brought up to date if the store moved since it was built."""
-        pid = self._deployment_pid(project, deployment)
-        version = self.version(project, deployment)
-        key = (pid, deployment)
-        index = self._indexes.get(key)
-        if index is not None and index.version == version:
-            return index
-        with self._index_lock:
-            index = self._indexes.get(key)
-            if index is None or index.version != version:
-                index = self._refresh_index(pid, deployment, version, index)
-                self._indexes[key] = index
-        return index
+    def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
+        return self._deployment_pid(project, deployment), self.version(project, deployment)
 
-    def _refresh_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
-        """Apply the records whose content hash changed to ``old``, or build from scratch when much changed.
-
-        Everything is read in one transaction (a snapshot, in WAL mode), with the version it shows.
-        """
+    @contextmanager
+    def read_index_rows(self, project_id: int, deployment: str) -> Iterator[SQLiteIndexRows]:
+        """One read transaction for every read of an index build: in WAL mode it sees the database as it was."""
         db = self._db
         own = not db.in_transaction
         if own:
             db.execute("BEGIN")
         try:
-            row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", (pid, deployment)).fetchone()
-            return self._read_index(pid, deployment, row[0] if row else version, old)
+            yield SQLiteIndexRows(db, project_id, deployment)
         finally:
             if own:
                 db.execute("COMMIT")
-
-    def saved_indexes(self) -> list[tuple[str, str]]:
-        """(project, deployment) of every index saved on disk: the large ones worth loading at start."""
-        found = []
-        for pid, name in self._db.execute("SELECT id, name FROM projects ORDER BY name").fetchall():
-            deployments = [LIVE] + [r[0] for r in self._db.execute(
-                "SELECT name FROM deployments WHERE project_id=? ORDER BY name", (pid,))]
-            found += [(name, d) for d in deployments if self._snapshots.saved(pid, d)]
-        return found
-
-    def _read_index(self, pid: int, deployment: str, version: int, old: MemIndex | None) -> MemIndex:
-        db = self._db
-        if old is None:  # first search in this process: start from the saved index, if any
-            old = self._snapshots.load(pid, deployment)
-            if old is not None and old.version == version:
-                return old
-        if old is not None and old.hashes is not None and old.n:
-            hashes = dict(db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?",
-                                     (pid, deployment)).fetchall())
-            update = incremental_update(old, hashes, version,
-                                        lambda ids: self._index_records(pid, deployment, ids))
-            if update is not None:
-                return update
-        row = db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
-                         (pid, deployment)).fetchone()
-        hashes: dict[int, str] = {}
-        ids = [r[0] for r in db.execute("SELECT id FROM records WHERE project_id=? AND deployment=? ORDER BY id",
-                                        (pid, deployment))]
-        chunks = record_chunks(ids, lambda span: self._index_records(pid, deployment, id_range=span), hashes)
-        index = MemIndex.build(chunks, row[0] if row else 1, version, hashes)
-        self._snapshots.built(index, pid, deployment)
-        return index
-
-    def _index_records(self, pid: int, deployment: str, ids: list[int] | None = None,
-                       id_range: tuple[int, int] | None = None) -> tuple[dict[int, IndexRecord], dict[int, str], int]:
-        """(records of the index, their content hashes, vector dimension): those of ``ids``, or from
-        ``id_range``'s first to last id, or all of them."""
-        db = self._db
-        settings = json.loads(db.execute("SELECT settings FROM projects WHERE id=?", (pid,)).fetchone()[0])
-        # DateTime columns are parsed once here, not on every filter evaluation
-        dates = [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
-        only, args = "", [pid, deployment]
-        if ids is not None:
-            only = " AND record_id IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(ids))
-        elif id_range is not None:
-            only = " AND record_id BETWEEN ? AND ?"
-            args.extend(id_range)
-        records: dict[int, IndexRecord] = {}
-        hashes: dict[int, str] = {}
-        dim = 0
-        for rid, kind, questions, source, metadata, dialog, fields, content_hash in db.execute(
-            "SELECT id, kind, questions, source, metadata, dialog, fields, content_hash FROM records"
-            " WHERE project_id=? AND deployment=?" + only.replace("record_id", "id"), args,
-        ):
-            hashes[rid] = content_hash
-            records[rid] = IndexRecord(
-                rid, kind, source, json.loads(metadata), json.loads(dialog)["isContextOnly"],
-                [exact_key(q) for q in json.loads(questions)], [], [], None, [],
-                _typed(json.loads(fields), dates),
-            )
-        for rid, field, terms, blob in db.execute(
-            "SELECT record_id, field, terms, vector FROM units WHERE project_id=? AND deployment=?" + only +
-            " ORDER BY record_id, field, ord", args,
-        ):
-            rec = records.get(rid)
-            if rec is None:  # written between the two reads: the next version picks it up
-                continue
-            vec = np.frombuffer(blob, dtype=np.float32)
-            dim = vec.shape[0]
-            rec.add_unit(field, terms.split(_TERM_SEP) if terms else [], vec)
-        return records, hashes, dim
 
     # -- sources and feedback --------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
@@ -695,3 +502,4 @@ class SQLiteStore:
     def delete_key(self, key_id: str) -> bool:
         with self._tx() as db:
             return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0
+

@@ -1,18 +1,18 @@
 """A ``MemIndex`` saved to disk, so a large knowledge base starts in seconds.
 
 Building the index of a large knowledge base reads and parses every record (about 10 s at
-100k QnAs) and trains its IVF index; a snapshot skips both.  It is a folder of ``.npy``
+100k QnAs) and trains its IVF index; a saved index skips both.  It is a folder of ``.npy``
 arrays opened as memory maps (vectors, postings, record flags: nothing is parsed, and pages
 are read from disk only when a query touches them), the faiss IVF index, the small filter
 maps, the where_str columns (codes into each column's distinct values, loaded on the first
 where_str), and the per-record state (metadata, where_str rows, content hashes) that only
 later updates read.
 
-A snapshot is a cache, never the truth: the store keeps one per knowledge base and
-deployment, written after a full build, and on start-up it is brought to the store's current
-version through the same content-hash diff as any other update (``incremental_update``), or
-ignored when too much changed.  Folders are written under a temporary name and renamed into
-place, so a reader never sees half a snapshot.
+A saved index is a cache, never the truth: the index cache (``index_cache.py``) keeps one
+per knowledge base and deployment, written after a full build, and on start-up it is brought
+to the store's current version through the same content-hash diff as any other update
+(``incremental_update``), or ignored when too much changed.  Folders are written under a
+temporary name and renamed into place, so a reader never sees half a saved index.
 """
 
 from __future__ import annotations
@@ -28,13 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .memindex import MemIndex, _Ann, _Field, _Postings
+from .field import Field, FieldAnn
+from .memindex import MemIndex
+from .postings import Postings
 from .where_numpy import encode_columns
 
 FORMAT = 4  # 4: IVF codes are fast-scan PQ (3 held 8-bit codes)
 log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
-# build from the database); smaller ones build faster than a snapshot would pay for.
+# build from the database); smaller ones build faster than saving would pay for.
 MIN_VECTORS = 20_000
 _FIELD_ARRAYS = ("rows", "matrix", "lengths", "keys", "sum_norms")
 _POSTING_ARRAYS = ("tids", "units", "tfs", "start")
@@ -44,7 +46,7 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
     """Write ``index`` to ``folder`` (replaced atomically), building its IVF indexes first.
 
     ``source`` names the database the index was read from: ``load`` and ``version`` given
-    another one ignore the snapshot (index versions are only comparable within one database).
+    another one ignore the saved index (index versions are only comparable within one database).
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +57,7 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
         for f in ("q", "a"):
-            fld: _Field = getattr(index, f)
+            fld: Field = getattr(index, f)
             ivf = fld.ann()  # trained here when the field is large enough to need it
             for name in _FIELD_ARRAYS:
                 np.save(tmp / f"{f}.{name}.npy", getattr(fld, name))
@@ -66,11 +68,11 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
             ann = None
             if ivf is not None:
                 ivf.write(str(tmp / f"{f}.ivf"))
-                ann = {"trained_on": fld._ann.trained_on, "changed": fld._ann.changed}
+                ann = {"trained_on": fld.shared_ann.trained_on, "changed": fld.shared_ann.changed}
             meta["fields"][f] = {"n": fld.n, "next_key": fld.next_key, "ann": ann}
         with open(tmp / "maps.pickle", "wb") as out:
-            pickle.dump({"exact": index.exact, "meta": index._meta_rows, "source": index._source_rows,
-                         "kind": {k: np.flatnonzero(m) for k, m in index._kind_masks.items()},
+            pickle.dump({"exact": index.exact, "meta": index.meta_rows, "source": index.source_rows,
+                         "kind": {k: np.flatnonzero(m) for k, m in index.kind_masks.items()},
                          "metadata_keys": index.metadata_keys()}, out, protocol=pickle.HIGHEST_PROTOCOL)
         with open(tmp / "columns.pickle", "wb") as out:
             pickle.dump(encode_columns(index.rows), out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -96,7 +98,7 @@ def _meta(folder: Path, source: str) -> dict | None:
 
 
 def version(folder: Path, source: str = "") -> int | None:
-    """The index version a snapshot of ``source`` holds, or None when there is no usable snapshot."""
+    """The index version saved in ``folder`` from ``source``, or None when there is no usable saved index."""
     meta = _meta(folder, source)
     return None if meta is None else meta["version"]
 
@@ -111,51 +113,40 @@ def load(folder: Path, source: str = "") -> MemIndex | None:
     def array(name: str) -> np.ndarray:
         return np.load(folder / f"{name}.npy", mmap_mode="r")
 
-    index = object.__new__(MemIndex)
-    index.version, index.dim, index.n = meta["version"], meta["dim"], meta["n"]
-    index.ids, index.context_only, index.passage = array("ids"), array("context_only"), array("passage")
     with open(folder / "maps.pickle", "rb") as f:
         maps = pickle.load(f)
-    index.exact, index._meta_rows, index._source_rows = maps["exact"], maps["meta"], maps["source"]
-    index._kind_masks = {k: index._rows_mask(rows) for k, rows in maps["kind"].items()}
-    index._where_columns = None
-    records = folder / "records.pickle"
 
-    def lazy() -> dict:
-        with open(records, "rb") as f:
+    def records() -> dict:
+        with open(folder / "records.pickle", "rb") as f:
             return pickle.load(f)
-
-    index._lazy = lazy
 
     def columns() -> dict:
         with open(folder / "columns.pickle", "rb") as f:
             return pickle.load(f)
 
-    index._where_source = columns
+    fields = {}
     for f, spec in meta["fields"].items():
         terms = json.loads((folder / f"{f}.vocab.json").read_text(encoding="utf-8"))
-        postings = _Postings({t: i for i, t in enumerate(terms)}, *(array(f"{f}.{n}") for n in _POSTING_ARRAYS))
+        postings = Postings({t: i for i, t in enumerate(terms)}, *(array(f"{f}.{n}") for n in _POSTING_ARRAYS))
         ann = None
         if spec["ann"] is not None:
-            from .ann import IVFIndex
-
-            ann = object.__new__(_Ann)
-            ann.ivf = IVFIndex.read(str(folder / f"{f}.ivf"))
-            ann.trained_on, ann.changed = spec["ann"]["trained_on"], spec["ann"]["changed"]
+            ann = FieldAnn.read(str(folder / f"{f}.ivf"), spec["ann"]["trained_on"], spec["ann"]["changed"])
         a = {name: array(f"{f}.{name}") for name in _FIELD_ARRAYS}
-        setattr(index, f, _Field(a["rows"], a["matrix"], None, index.n, index.dim, lengths=a["lengths"],
-                                 postings=postings, keys=a["keys"], next_key=spec["next_key"], ann=ann,
-                                 sum_norms=a["sum_norms"]))
-    index._finish()
-    index._metadata_keys = maps["metadata_keys"]
-    return index
+        fields[f] = Field(a["rows"], a["matrix"], None, meta["n"], meta["dim"], lengths=a["lengths"],
+                          postings=postings, keys=a["keys"], next_key=spec["next_key"], ann=ann,
+                          sum_norms=a["sum_norms"])
+    return MemIndex.from_saved(
+        version=meta["version"], dim=meta["dim"], n=meta["n"], ids=array("ids"), context_only=array("context_only"),
+        passage=array("passage"), exact=maps["exact"], meta_rows=maps["meta"], source_rows=maps["source"],
+        kind_rows=maps["kind"], metadata_keys=maps["metadata_keys"], q=fields["q"], a=fields["a"],
+        records=records, where_columns=columns)
 
 
-class Snapshots:
-    """The saved indexes of one database, under ``root``: what a store calls (both stores share it).
+class SavedIndexes:
+    """The saved indexes of one database, under ``root``: what the index cache calls.
 
     ``source`` names the database (a random id it keeps): index versions are only comparable
-    within one database, so a snapshot of another never passes for current.
+    within one database, so an index saved from another never passes for current.
     """
 
     def __init__(self, root: Path, source: str):
@@ -168,8 +159,8 @@ class Snapshots:
         """The saved index of ``pid``/``deployment`` (any version: the caller brings it up to date), or None."""
         try:
             return load(self.folder(pid, deployment), self.source)
-        except Exception:  # a damaged snapshot is only a cache: the caller rebuilds from the database
-            log.warning("ignoring the unreadable index snapshot %s", self.folder(pid, deployment), exc_info=True)
+        except Exception:  # a damaged saved index is only a cache: the caller rebuilds from the database
+            log.warning("ignoring the unreadable saved index %s", self.folder(pid, deployment), exc_info=True)
             return None
 
     def built(self, index: MemIndex, pid: int, deployment: str) -> None:
@@ -178,7 +169,7 @@ class Snapshots:
             try:
                 save(index, self.folder(pid, deployment), self.source)
             except OSError:
-                log.warning("could not save the index snapshot of project %s", pid, exc_info=True)
+                log.warning("could not save the index of project %s", pid, exc_info=True)
 
     def saved(self, pid: int, deployment: str) -> bool:
         return version(self.folder(pid, deployment), self.source) is not None

@@ -1,0 +1,81 @@
+"""The embedded store's schema, and the migrations of databases written by older versions."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+
+SCHEMA_VERSION = 3
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS projects(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE COLLATE NOCASE, description TEXT NOT NULL,
+  language TEXT NOT NULL, multilingual INTEGER NOT NULL, settings TEXT NOT NULL, embedder TEXT,
+  created TEXT NOT NULL, modified TEXT NOT NULL, last_deployed TEXT, next_id INTEGER NOT NULL DEFAULT 1);
+CREATE TABLE IF NOT EXISTS versions(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, id INTEGER NOT NULL, kind TEXT NOT NULL,
+  questions TEXT NOT NULL, answer TEXT NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,
+  dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
+  fields TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS units(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
+  ord INTEGER NOT NULL, terms TEXT NOT NULL, vector BLOB NOT NULL,
+  PRIMARY KEY(project_id, deployment, record_id, field, ord)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS synonyms(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, groups TEXT NOT NULL,
+  PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deployments(
+  project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
+  PRIMARY KEY(project_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sources(
+  project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
+  source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
+  last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS feedback(
+  project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
+  created TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
+  updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,
+  result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS files(
+  id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
+  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
+CREATE TABLE IF NOT EXISTS api_keys(
+  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
+  projects TEXT, created TEXT NOT NULL);
+"""
+
+
+def migrate(db: sqlite3.Connection) -> str:
+    """Create the tables a new database lacks and bring an older one up to date (idempotent); returns the database's
+    random instance id, which names its saved indexes: versions restart in a new database file."""
+    db.executescript(SCHEMA)  # idempotent; executescript manages its own transaction
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
+        # names this database in its saved indexes: versions restart in a new database file
+        db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
+        instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else SCHEMA_VERSION
+        if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
+            db.execute("ALTER TABLE records ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'")
+        if version < 3 and "seq" not in {c[1] for c in db.execute("PRAGMA table_info(jobs)")}:
+            # v3: jobs are claimed from a queue (``seq`` orders it) and held under a lease
+            db.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
+            db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+            db.execute("UPDATE jobs SET seq=rowid")
+        db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
+        db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
+        db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return instance
