@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from openqna.api.auth import create_key
+from openqna.keys import create_key
 from openqna.records import QnA
 from openqna.retrieval.where import Column
 from openqna.tables import TableSchema, create_table, load_rows

@@ -488,7 +488,7 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     import sys
     from pathlib import Path
 
-    from openqna.api.auth import create_key, hash_key
+    from openqna.keys import create_key, hash_key
     from openqna.records import QnA
     from openqna.service import AskRequest, Service
     from openqna.store import StoredFile

@@ -10,7 +10,7 @@ import openai
 import pytest
 from conftest import LiveServer
 
-from openqna.api.auth import create_key
+from openqna.keys import create_key
 from openqna.ingest.tokens import count_tokens as minilm_tokens
 
 DOCS = {

@@ -12,10 +12,11 @@ from pathlib import Path
 import click
 
 from . import settings
+from .formats.limits import LIMITS
 from .records import OpenQnAError
 from .retrieval.filters import MetaEq, all_of
 
-data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.get("OPENQNA_DATA"),
+data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
                            show_default=True, help="Directory of the embedded store.")
 
 
@@ -23,7 +24,7 @@ def _store(data_dir: str):
     """The store: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in ``data_dir``."""
     from .store import open_store
 
-    return open_store(settings.get("OPENQNA_STORE") or data_dir, cache_dir=data_dir)
+    return open_store(settings.store() or data_dir, cache_dir=data_dir)
 
 
 def _service(data_dir: str):
@@ -136,7 +137,7 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 @main.command()
 @click.argument("project")
 @click.argument("question")
-@click.option("--top", default=3, show_default=True, type=click.IntRange(1, settings.LIMITS.top))
+@click.option("--top", default=3, show_default=True, type=click.IntRange(1, LIMITS.top))
 @click.option("--threshold", default=0.0, show_default=True, type=click.FloatRange(0, 1))
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
 @click.option("--deployment", default="test", show_default=True)
@@ -259,7 +260,7 @@ def keys() -> None:
 @click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
 @data_option
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
-    from .api.auth import create_key
+    from .keys import create_key
 
     key, secret = create_key(_store(data_dir), name=name, role=role, projects=list(projects_) or None)
     click.echo(secret)
@@ -419,9 +420,9 @@ def _is_loopback(host: str) -> bool:
 
 
 @main.command()
-@click.option("--host", envvar="OPENQNA_HOST", default=settings.get("OPENQNA_HOST"), show_default=True)
-@click.option("--port", envvar="OPENQNA_PORT", default=int(settings.get("OPENQNA_PORT")), show_default=True, type=int)
-@click.option("--sample/--no-sample", default=settings.get("OPENQNA_SAMPLE") != "0", show_default=True,
+@click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
+@click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
+@click.option("--sample/--no-sample", default=settings.sample(), show_default=True,
               help="Load the sample knowledge base 'openqna-faq' into an empty store.")
 @data_option
 def serve(host: str, port: int, sample: bool, data_dir: str) -> None:

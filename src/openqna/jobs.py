@@ -56,8 +56,8 @@ class JobRunner:
         self.store = store
         self.handlers = handlers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
-        self.poll_seconds = float(settings.get("OPENQNA_JOB_POLL_SECONDS")) if poll_seconds is None else poll_seconds
-        self.lease_seconds = float(settings.get("OPENQNA_JOB_LEASE_SECONDS")) if lease_seconds is None else lease_seconds
+        self.poll_seconds = settings.job_poll_seconds() if poll_seconds is None else poll_seconds
+        self.lease_seconds = settings.job_lease_seconds() if lease_seconds is None else lease_seconds
         if self.poll_seconds <= 0 or self.lease_seconds <= 0:
             raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
         self._wake = threading.Event()

@@ -18,6 +18,8 @@ from typing import Callable, Iterable
 import numpy as np
 from tqdm import tqdm
 
+from .keys import ApiKey, allows
+from .formats.limits import LIMITS
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import followup, ranker
@@ -27,7 +29,6 @@ from .retrieval.memindex import MemIndex
 from .retrieval.where import Column
 from .retrieval.where_parse import parse_where
 from .retrieval.span import Span, best_spans, sentence_spans
-from .settings import LIMITS
 from .store import Project, Store, StoredQnA, Unit
 from .store.base import LIVE
 
@@ -306,9 +307,7 @@ class Service:
             ranker.kb_adaptation(self.store.search_index(project, deployment), self.shipped_calibration)
         return loaded
 
-    def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
-        from .api.auth import allows
-
+    def knowledge_bases(self, key: ApiKey | None = None) -> list[KnowledgeBaseInfo]:
         out = []
         for p in self.store.list_projects():
             if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):

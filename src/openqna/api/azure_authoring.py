@@ -24,7 +24,7 @@ from ..records import FormatError, InvalidArgument, NotFound, QnA
 from ..service import Service
 from ..store import Job, Project, Source
 from ..store.base import LIVE
-from .auth import Authorizer
+from ..keys import Authorizer
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .errors import azure_error
 

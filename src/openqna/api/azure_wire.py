@@ -14,10 +14,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..formats.limits import LIMITS
 from ..records import InvalidArgument, OpenQnAError
-from ..settings import LIMITS
-from ..store import ApiKey
-from .auth import Authorizer, allows
+from ..keys import ApiKey, Authorizer, allows
+from .auth import secret_from_headers
 from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
 
 
@@ -124,7 +124,7 @@ class Refused(Exception):
 
 def authorize(authorizer: Authorizer, request: Request, *, role: str, project: str | None = None,
               api_version: bool = True) -> ApiKey | None:
-    key, refused = authorizer.check(request.headers)
+    key, refused = authorizer.check(secret_from_headers(request.headers))
     if refused:
         message = MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE
         raise Refused(azure_error(401, "401", message,

@@ -40,7 +40,8 @@ from starlette.types import Receive, Scope, Send
 
 from ..service import Service
 from ..store.base import LIVE
-from .auth import Authorizer
+from ..keys import Authorizer
+from .auth import secret_from_headers
 from .mcp_tools import build_server
 
 PATH = "/mcp"
@@ -82,7 +83,7 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            _, refused = self.authorizer.check(Headers(scope=scope))
+            _, refused = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
             if refused:
                 await _unauthorized(refused)(scope, receive, send)
                 return
@@ -108,11 +109,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     from ..store import open_store
 
     parser = argparse.ArgumentParser(prog="python -m openqna.api.mcp", description=main.__doc__)
-    parser.add_argument("--data", default=settings.get("OPENQNA_DATA"), help="directory of the embedded store")
+    parser.add_argument("--data", default=settings.data(), help="directory of the embedded store")
     parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_stdio(Service(open_store(settings.get("OPENQNA_STORE") or args.data, cache_dir=args.data), get_embedder()),
+    run_stdio(Service(open_store(settings.store() or args.data, cache_dir=args.data), get_embedder()),
               deployment=args.deployment)
 
 

@@ -19,11 +19,12 @@ from starlette.routing import Route
 from .. import openai_files
 from ..answers import Answering, AnswersRequest
 from ..models.completer import Completer
+from ..formats.limits import LIMITS
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
-from ..settings import LIMITS
 from ..store import StoredFile
-from .auth import Authorizer, allows
+from ..keys import Authorizer, allows
+from .auth import secret_from_headers
 from .concurrency import run_query
 
 ANSWERS_FIELDS = {"model", "question", "examples", "examples_context", "documents", "file", "search_model",
@@ -147,7 +148,7 @@ class OpenAIRoutes:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _auth(self, request: Request, role: str) -> None:
-        key, refused = self.authorizer.check(request.headers)
+        key, refused = self.authorizer.check(secret_from_headers(request.headers))
         if refused:
             raise Refused(openai_error(401, "Incorrect API key provided. Send an openqna key as "
                                             "'Authorization: Bearer <key>'.", code="invalid_api_key"))

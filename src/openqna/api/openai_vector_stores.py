@@ -39,7 +39,8 @@ from ..vector_stores import (
     attribute_column,
     attribute_ref,
 )
-from .auth import Authorizer, allows
+from ..keys import Authorizer, allows
+from .auth import secret_from_headers
 from .openai import Body, Refused, error_response, openai_error, read_json
 from .concurrency import run_query
 
@@ -254,7 +255,7 @@ class VectorStoreRoutes:
     # -- plumbing ------------------------------------------------------------------------------------
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
-            key, refused = self.authorizer.check(request.headers)
+            key, refused = self.authorizer.check(secret_from_headers(request.headers))
             if refused:
                 return openai_error(401, "Incorrect API key provided. Send an openqna key as "
                                          "'Authorization: Bearer <key>'.", code="invalid_api_key")

@@ -18,9 +18,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import settings
+from ..formats.limits import LIMITS
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
-from .auth import Authorizer, allows
+from ..keys import Authorizer, allows
+from .auth import secret_from_headers
 from .tools_openapi import openapi_document
 from .concurrency import run_query
 
@@ -30,7 +32,7 @@ def tools_error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def max_limit() -> int:
-    return int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))
+    return settings.tools_max_limit()
 
 
 def hit_json(hit: Hit) -> dict:
@@ -62,7 +64,7 @@ class Tools:
         ]
 
     def _key(self, request: Request, kb: str | None = None):
-        key, refused = self.authorizer.check(request.headers)
+        key, refused = self.authorizer.check(secret_from_headers(request.headers))
         if refused:
             raise _Refused(tools_error(401, "unauthorized", "A valid API key is required in the 'api-key' header "
                                                             "or as 'Authorization: Bearer <key>'."))
@@ -78,7 +80,7 @@ class Tools:
         subject = q.get("subject")
         if subject is None or not subject.strip():
             raise InvalidArgument("'subject' is required: a sentence or phrase describing what to find.")
-        if len(subject) > settings.LIMITS.question_chars:
+        if len(subject) > LIMITS.question_chars:
             raise InvalidArgument(f"'subject' is {len(subject)} characters long; the limit is "
                                   f"{settings.LIMITS.question_chars}.")
         raw_limit = q.get("limit") or "4"
@@ -109,7 +111,7 @@ class Tools:
             return tools_error(exc.status, code, exc.message)
 
     def _server(self, request: Request) -> str:
-        return settings.get("OPENQNA_PUBLIC_URL") or str(request.base_url).rstrip("/")
+        return settings.public_url() or str(request.base_url).rstrip("/")
 
     def _version(self, request: Request) -> str:
         version = request.query_params.get("version", "3.1")

@@ -199,7 +199,7 @@ def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> ad
 
 def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
     """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it."""
-    if c.typical is None or settings.get("OPENQNA_KB_ADAPT") == "0":
+    if c.typical is None or not settings.kb_adapt():
         return None
     return adapt.of(index, lambda *a: _held_out_logits(c, *a))
 
