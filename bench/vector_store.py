@@ -54,12 +54,12 @@ def chunk_records(file_ids: list[str], texts: list[str]):
 def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float, float]:
     """A vector store of ``len(texts)`` chunks in the store at ``data``: (its id, seconds writing, seconds indexing)."""
     from openqna import openai_files
+    from openqna.ingest.chunker import Chunk
     from openqna.jobs import JobRunner
     from openqna.models.embedder import LocalMiniLM
     from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
     from openqna.vector_stores import Attach, VectorStores, chunk_record
-    from openqna.ingest.chunker import Chunk
 
     service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, texts, vectors))
     jobs = JobRunner(service.store, {}, poll_seconds=0.05)

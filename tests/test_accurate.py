@@ -16,7 +16,6 @@ from openqna.models.embedder import HybridEncoder, LocalMPNet, UniversalSentence
 from openqna.retrieval import ranker  # noqa: E402
 from openqna.service import AskRequest  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
-
 from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
 
 

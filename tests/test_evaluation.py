@@ -7,8 +7,8 @@ import random
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
 
+from conftest import SHARED_DATA
 from openqna.evaluation import datasets, metrics, run_eval
 from openqna.evaluation.baselines import fused
 from openqna.evaluation.embedcache import CachedEmbedder

@@ -12,12 +12,12 @@ import anyio
 import httpx
 import httpx2  # the HTTP client the mcp SDK is built on
 import pytest
-from conftest import LiveServer
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from conftest import LiveServer
 from openqna.keys import create_key
 from openqna.records import QnA
 from openqna.retrieval.where import Column

@@ -154,10 +154,10 @@ def test_paraphrases_found_and_off_topic_declined(mpnet_service):
 
 def test_vector_store_scores_are_mpnets_fitted_probabilities(mpnet_service):
     import openai
-    from conftest import LiveServer
-    from test_vector_stores import DOCS
 
+    from conftest import LiveServer
     from openqna import vector_stores
+    from test_vector_stores import DOCS
 
     assert vector_stores.passage_calibration(mpnet_service.embedder.name) is vector_stores.MPNET_PASSAGE_CALIBRATION
     with LiveServer(mpnet_service) as live:

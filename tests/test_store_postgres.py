@@ -12,9 +12,8 @@ import threading
 from datetime import datetime
 
 import numpy as np
-import pytest
-
 import psycopg
+import pytest
 
 from openqna.records import NotFound, QnA
 from openqna.retrieval.analyze import analyze

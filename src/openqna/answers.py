@@ -12,7 +12,6 @@ document that does not fit), placed best-ranked last, and one completion is requ
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock

@@ -77,6 +77,10 @@ class JobRunner:
         self._wake.set()
         return job
 
+    def get(self, job_id: str) -> Job | None:
+        """The job ``job_id``, whichever process accepted it (None when there is none, or it expired)."""
+        return self.store.get_job(job_id)
+
     def recover(self) -> int:
         """Fail the running jobs whose worker stopped renewing their lease; returns how many."""
         lost = self.store.fail_expired_jobs(LOST)

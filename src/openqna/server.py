@@ -12,17 +12,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import __version__
+from .answers import get_completer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.errors import azure_error
 from .api.mcp import mcp_app
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
-from .answers import get_completer
 from .api.tools import Tools
 from .authoring import Authoring
 from .jobs import JobRunner
 from .keys import Authorizer
-from .api.errors import azure_error
 from .service import Service
 from .vector_stores import VectorStores
 

@@ -18,17 +18,18 @@ from typing import Callable, Iterable
 import numpy as np
 from tqdm import tqdm
 
-from .keys import ApiKey, allows
+from .catalog import Catalog
 from .formats.limits import LIMITS
+from .keys import ApiKey, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.memindex import MemIndex
+from .retrieval.span import Span, best_spans, sentence_spans
 from .retrieval.where import Column
 from .retrieval.where_parse import parse_where
-from .retrieval.span import Span, best_spans, sentence_spans
 from .store import Project, Store, StoredQnA, Unit
 from .store.base import LIVE
 
@@ -113,9 +114,9 @@ def content_hash(q: QnA, embedder: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-class Service:
+class Service(Catalog):
     def __init__(self, store: Store, embedder: Embedder):
-        self.store = store
+        super().__init__(store)
         self.embedder = embedder
 
     # -- projects ----------------------------------------------------------------------
@@ -275,9 +276,6 @@ class Service:
             if merged != self.store.get_synonyms(project):
                 self.store.set_synonyms(project, merged)
         return report
-
-    def deploy(self, project: str, deployment: str):
-        return self.store.deploy(project, deployment)
 
     # -- knowledge bases as tools -------------------------------------------------------------
     def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:

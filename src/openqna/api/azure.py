@@ -15,10 +15,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..formats.limits import LIMITS
+from ..keys import Authorizer
 from ..records import InvalidArgument
 from ..retrieval.filters import And, Filter, MetaEq, Or, SourceIn
 from ..service import Answer, AskRequest, Service, SpanRequest
-from ..keys import Authorizer
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .concurrency import run_query
 

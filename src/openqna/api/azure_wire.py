@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..formats.limits import LIMITS
-from ..records import InvalidArgument, OpenQnAError
 from ..keys import ApiKey, Authorizer, allows
+from ..records import InvalidArgument, OpenQnAError
 from .auth import secret_from_headers
 from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
 

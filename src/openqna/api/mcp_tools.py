@@ -22,12 +22,12 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .. import __version__, settings
+from ..catalog import LIVE
 from ..formats.limits import LIMITS
+from ..keys import ApiKey, Authorizer, allows
 from ..records import OpenQnAError, ProjectNotFound, QnA
 from ..retrieval.where import allowed_syntax
 from ..service import AskRequest, Service
-from ..store.base import LIVE
-from ..keys import ApiKey, Authorizer, allows
 from .auth import secret_from_headers
 from .concurrency import run_query
 

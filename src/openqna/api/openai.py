@@ -18,12 +18,12 @@ from starlette.routing import Route
 
 from .. import openai_files
 from ..answers import Answering, AnswersRequest
-from ..models.completer import Completer
+from ..catalog import StoredFile
 from ..formats.limits import LIMITS
+from ..keys import Authorizer, allows
+from ..models.completer import Completer
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
-from ..store import StoredFile
-from ..keys import Authorizer, allows
 from .auth import secret_from_headers
 from .concurrency import run_query
 
@@ -173,7 +173,7 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = self.service.store.list_files(q.get("purpose"))
+        files = openai_files.list_files(self.service, q.get("purpose"))
         if q.get("order") == "asc":
             files.reverse()
         if q.get("after"):

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..keys import Authorizer, allows
 from ..records import InvalidArgument, OpenQnAError
 from ..retrieval.filters import And, Filter, Or
 from ..retrieval.where import Compare, InList
@@ -39,10 +40,9 @@ from ..vector_stores import (
     attribute_column,
     attribute_ref,
 )
-from ..keys import Authorizer, allows
 from .auth import secret_from_headers
-from .openai import Body, Refused, error_response, openai_error, read_json
 from .concurrency import run_query
+from .openai import Body, Refused, error_response, openai_error, read_json
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}

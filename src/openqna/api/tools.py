@@ -19,12 +19,12 @@ from starlette.routing import Route
 
 from .. import settings
 from ..formats.limits import LIMITS
+from ..keys import Authorizer, allows
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
-from ..keys import Authorizer, allows
 from .auth import secret_from_headers
-from .tools_openapi import openapi_document
 from .concurrency import run_query
+from .tools_openapi import openapi_document
 
 
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
@@ -82,7 +82,7 @@ class Tools:
             raise InvalidArgument("'subject' is required: a sentence or phrase describing what to find.")
         if len(subject) > LIMITS.question_chars:
             raise InvalidArgument(f"'subject' is {len(subject)} characters long; the limit is "
-                                  f"{settings.LIMITS.question_chars}.")
+                                  f"{LIMITS.question_chars}.")
         raw_limit = q.get("limit") or "4"
         if not raw_limit.strip().isdigit() or not 1 <= int(raw_limit) <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer from 1 to {max_limit()}; got '{raw_limit}'.")

@@ -1,7 +1,7 @@
 """Answer-quality evaluation on the shared public data sets (``openqna eval``).
 
 Everything is measured through the code the server runs: a ``Service`` over a fresh
-``SQLiteStore`` (in a temporary directory) with the real local embedder, wrapped only by an
+SQLite store (in a temporary directory) with the real local embedder, wrapped only by an
 on-disk vector cache so reruns skip re-embedding unchanged texts.  One module per task
 family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence threshold),
 ``passages`` (SciFact nDCG@10; finding a question's paragraph in English, Chinese and
@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..catalog import open_store
 from ..models.embedder import get_embedder
 from ..retrieval import ranker
 from ..service import Service
-from ..store.sqlite import SQLiteStore
 from . import datasets, faq, offtopic, passages, report, spans
 from .embedcache import CachedEmbedder, cached
 
@@ -78,7 +78,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                 "data_dir": str(data_dir), "per_intent_questions": faq.PER_INTENT}}
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = SQLiteStore(tmp)
+            store = open_store(tmp)
             service = Service(store, embedder)
             try:
                 kbs, faq_results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, step)
@@ -180,7 +180,7 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
     embedder = cached(inner, cache)
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = SQLiteStore(tmp)
+            store = open_store(tmp)
             try:
                 service = Service(store, embedder)
                 kbs, results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, lambda *_: None)

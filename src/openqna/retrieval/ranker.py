@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import settings
+from . import adapt
 from .analyze import analyze, cjk_share, exact_key
 from .filters import Filter
-from . import adapt
 from .memindex import K1, MemIndex
 
 
