@@ -8,7 +8,7 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -126,14 +126,14 @@ def sources(project: str, data_dir: str) -> None:
 @data_option
 def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
     """Export PROJECT to OUT in QnA Maker/Azure format."""
-    from .formats import export_bytes
+    from .formats import ExportFormat, export_bytes
 
-    fmt = fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv")
+    chosen = cast(ExportFormat, fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv"))
     try:
         content = _catalog(data_dir).content(project, deployment)
     except OpenQnAError as exc:
         _fail(exc.message)
-    data, _, _ = export_bytes(content, fmt)
+    data, _, _ = export_bytes(content, chosen)
     out.write_bytes(data)
     click.echo(f"wrote {len(content.qnas)} QnAs to {out}")
 

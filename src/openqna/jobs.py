@@ -29,7 +29,7 @@ import socket
 import threading
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from . import settings
 from .records import OpenQnAError
@@ -67,7 +67,7 @@ class JobRunner:
         self._start_lock = threading.Lock()
 
     # -- submitting ------------------------------------------------------------------------------
-    def submit(self, kind: str, project: str, params: dict | None = None, *, job_id: str | None = None) -> Job:
+    def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None) -> Job:
         """Queue a job (``job_id`` if the caller needed to know it first) and wake the local worker."""
         now = datetime.now(timezone.utc)
         job = Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now), _iso(now + JOB_TTL),
