@@ -101,11 +101,11 @@ def main(cache: Path, tmp: str) -> None:
         accuracy = float(((logit > 0) == (y > 0.5)).mean())
         print(f"{name}: {dict(zip([NAMES[c] for c in cols], np.round(w[:-1], 3).tolist()))} bias {w[-1]:.3f}"
               f"  accuracy at 0.5: {accuracy:.3f}  ({len(y)} pairs, {int(y.sum())} positive)")
-    print(f"PASSAGE_CALIBRATION = ranker.Calibration(w_qsim={w[0]:.3f}, w_asim=0.0, w_qcov={w[1]:.3f}, w_acov=0.0, "
+    print(f"PASSAGE_CALIBRATION = calibrations.Calibration(w_qsim={w[0]:.3f}, w_asim=0.0, w_qcov={w[1]:.3f}, w_acov=0.0, "
           f"w_qmean=0.0, w_qcent=0.0, bias={w[2]:.3f}, scale=1.0, shift=0.0, typical=None)")
     # for questions the embedder cannot read (ranker.rank's reads_cjk): the same fit without the vectors
     w = fits["window coverage only"]
-    print(f"LEXICAL = ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov={w[0]:.3f}, w_acov=0.0, w_qmean=0.0, "
+    print(f"LEXICAL = calibrations.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov={w[0]:.3f}, w_acov=0.0, w_qmean=0.0, "
           f"w_qcent=0.0, bias={w[1]:.3f}, scale=1.0, shift=0.0, typical=None)")
 
 if __name__ == "__main__":

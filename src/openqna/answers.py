@@ -25,6 +25,7 @@ from .models.gpt2 import count_tokens
 from .records import InvalidArgument
 from .retrieval import ranker
 from .retrieval.analyze import analyze, exact_key
+from .retrieval.calibrations import CALIBRATION, Calibration
 from .retrieval.extractive import ExtractiveCompleter
 from .retrieval.memindex import IndexRecord, MemIndex
 from .service import Service
@@ -104,7 +105,7 @@ def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
 
 
 def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
-              reads_cjk: bool = True, calibration: ranker.Calibration = ranker.CALIBRATION) -> list[float]:
+              reads_cjk: bool = True, calibration: Calibration = CALIBRATION) -> list[float]:
     """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
     if not texts:
         return []

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .records import InvalidArgument
-from .retrieval.ranker import CALIBRATION, Calibration, rescaled
+from .retrieval.calibrations import CALIBRATION, Calibration, rescaled
 from .service import AskRequest, Service
 from .store.base import LIVE
 

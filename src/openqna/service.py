@@ -23,7 +23,7 @@ from .formats.limits import LIMITS
 from .keys import ApiKey, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from .retrieval import followup, ranker
+from .retrieval import calibrations, followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.memindex import MemIndex
@@ -359,16 +359,16 @@ class Service(Catalog):
         return getattr(self.embedder, "reads_cjk", True)
 
     @property
-    def shipped_calibration(self) -> ranker.Calibration:
+    def shipped_calibration(self) -> calibrations.Calibration:
         """The ranker's calibration for this service's embedder, as fitted on development data."""
-        return ranker.calibration_for(self.embedder.name)
+        return calibrations.calibration_for(self.embedder.name)
 
-    def calibration(self, project: Project) -> ranker.Calibration:
+    def calibration(self, project: Project) -> calibrations.Calibration:
         """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
         fitted = project.settings.get("calibration")
         if not fitted:
             return self.shipped_calibration
-        return ranker.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
+        return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         ranked, vector = self.rank(project, deployment, index, req)
@@ -376,7 +376,7 @@ class Service(Catalog):
         return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
-             calibration: ranker.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+             calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
         """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's."""
         question = req.question or ""
         calibration = calibration or self.calibration(self.store.get_project(project))

@@ -51,6 +51,7 @@ from .jobs import JobRunner
 from .models import gpt2
 from .records import Conflict, InvalidArgument, NotFound, QnA
 from .retrieval import ranker
+from .retrieval.calibrations import passage_calibration
 from .retrieval.filters import Filter, SourceIn, all_of
 from .retrieval.where import Column, Ref
 from .service import Service
@@ -64,41 +65,6 @@ WINDOW_TOKENS = 256  # what the embedder reads, [CLS] and [SEP] included
 WINDOW_OVERLAP = 32
 ACTIVE_EVERY = 3600  # last_active_at moves at most hourly: each move rewrites the settings
 DAY = 86400
-# Passages are ranked on their best window alone (the answer vector saw only the chunk's first 256
-# word pieces).  Fitted by scripts/fit_passage_calibration.py on SciFact train claims against
-# abstracts recorded as here, with banking77/hwu64 utterances as off-topic queries: 6,051 pairs,
-# 0.951 accuracy at 0.5.  A score is a probability of relevance, so a loose paraphrase scores low.
-# Every field is given: the defaults are the FAQ ranker's (question mean/centroid weights, its typical
-# score and Platt scale), which a fitted logistic model must not inherit.  ``lexical``: the same fit
-# on coverage alone, for questions the embedder cannot read (ranker.rank's ``reads_cjk``).
-PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.023,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None))
-# The same fit on all-mpnet-base-v2's vectors (OPENQNA_EMBEDDER=mpnet scripts/fit_passage_calibration.py, the
-# same data and pairs: 6,046, 0.953 accuracy at 0.5).
-MPNET_PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=8.136, w_asim=0.0, w_qcov=4.966, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.415,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.832, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.982, scale=1.0, shift=0.0, typical=None))
-# And on the accurate model's (OPENQNA_EMBEDDER=accurate: mpnet beside the universal sentence encoder), the same
-# data and pairs: 6,046, 0.952 accuracy at 0.5.
-ACCURATE_PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=9.483, w_asim=0.0, w_qcov=4.827, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.288,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.732, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-5.018, scale=1.0, shift=0.0, typical=None))
-_PASSAGE_CALIBRATIONS = {"mpnet-base-v2/onnx-fp32": MPNET_PASSAGE_CALIBRATION,
-                         "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_PASSAGE_CALIBRATION}
-
-
-def passage_calibration(embedder: str) -> ranker.Calibration:
-    """How a vector store scores chunks embedded by ``embedder`` (MiniLM's fit for any model not fitted)."""
-    return _PASSAGE_CALIBRATIONS.get(embedder, PASSAGE_CALIBRATION)
-
-
 @dataclass(frozen=True)
 class Chunking:
     max_tokens: int = 800

@@ -168,7 +168,7 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
     """FAQ matching and off-topic rejection again with the accurate embedder (``OPENQNA_EMBEDDER=accurate``),
     or another (``spec``: "mpnet", its transformer alone, shows what the second encoder adds).
 
-    Its own store and calibration (``ranker.calibration_for``); a hybrid's two encoders are cached apart, so
+    Its own store and calibration (``calibrations.calibration_for``); a hybrid's two encoders are cached apart, so
     mpnet's vectors serve both runs.  ``{"missing": why}`` when the model is not installed (``openqna[mpnet]``).
     """
     try:
