@@ -1,7 +1,7 @@
 """Fit the ranker's logistic calibration for vector-store passages on training data only.
 
 Corpus: BEIR SciFact abstracts cut and recorded exactly as vector stores do
-(``vector_stores.chunk_record``: 800/400 GPT-2-token chunks, ≤ 256-token windows as
+(``vector_store_records.chunk_record``: 800/400 GPT-2-token chunks, ≤ 256-token windows as
 questions, the chunk as answer): the gold abstracts of the train claims plus 1,500 others.
 In-scope queries: 400 train claims (never test); off-topic queries: 300 banking77 and hwu64
 training utterances.  Each query contributes its gold records (positives) and its 8
@@ -28,7 +28,7 @@ from openqna.models.embedder import get_embedder
 from openqna.retrieval.analyze import analyze
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
-from openqna.vector_stores import chunk_record
+from openqna.vector_store_records import chunk_record
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 rng = random.Random(11)

@@ -328,12 +328,21 @@ class Service(Catalog):
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self._check_embedder(proj)
-        eligible = index.mask(flt)
-        vector = self.embedder.embed([subject])[0]
-        ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt,
-                             calibration=self.calibration(proj), reads_cjk=self.reads_cjk)
+        ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
+
+    def rank_queries(self, index: MemIndex, queries: list[str], flt: Filter | None, *, top: int,
+                     calibration: calibrations.Calibration, threshold: float = 0.0) -> list[list[ranker.Ranked]]:
+        """Each query's ``top`` records of ``index`` inside ``flt`` with confidence ≥ ``threshold``, best first.
+
+        The one hybrid-search pipeline behind ``search`` and the vector stores' search (which asks
+        several queries at once, embedded in one call, and keeps each record's best).
+        """
+        eligible = index.mask(flt)
+        return [ranker.rank(index, query, vector, eligible, top=top, threshold=threshold, flt=flt,
+                            calibration=calibration, reads_cjk=self.reads_cjk)
+                for query, vector in zip(queries, self.embedder.embed(queries))]
 
     # -- asking -----------------------------------------------------------------------
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:

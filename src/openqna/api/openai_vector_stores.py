@@ -29,6 +29,7 @@ from ..keys import Authorizer, allows
 from ..records import InvalidArgument, OpenQnAError
 from ..retrieval.filters import And, Filter, Or
 from ..retrieval.where import Compare, InList
+from ..vector_store_records import attribute_column, attribute_ref
 from ..vector_stores import (
     Attach,
     Chunking,
@@ -37,8 +38,6 @@ from ..vector_stores import (
     VectorStore,
     VectorStoreFile,
     VectorStores,
-    attribute_column,
-    attribute_ref,
 )
 from .auth import secret_from_headers
 from .concurrency import run_query
