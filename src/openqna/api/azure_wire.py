@@ -132,6 +132,7 @@ def authorize(authorizer: Authorizer, request: Request, *, role: str, project: s
     if key is not None and project is not None and not allows(key, role="query", project=project):
         raise Refused(azure_error(404, "ProjectNotFound", f"The specified project was not found: {project}."))
     if not allows(key, role=role):
+        assert key is not None  # an open server (no key) allows every role
         raise Refused(azure_error(403, "Forbidden", f"This key has the role '{key.role}'; this operation needs "
                                                     f"'{role}' or higher."))
     if api_version and not request.query_params.get("api-version"):

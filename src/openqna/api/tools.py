@@ -11,6 +11,7 @@ surface's own envelope: ``{"error": {"code", "message"}}``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -44,7 +45,7 @@ def hit_json(hit: Hit) -> dict:
 def hit_line(hit: Hit) -> str:
     """One hit as one line of the ``documents`` string: the fields an LLM needs, as compact JSON."""
     r = hit.record
-    item = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
+    item: dict[str, Any] = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
     item.update(r.fields or r.metadata)
     item["score"] = hit.score
     return json.dumps(item, ensure_ascii=False, default=str)

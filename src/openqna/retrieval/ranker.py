@@ -105,6 +105,7 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         bm25 = bm25_share(index, terms, rows)
     if all_passages:
         return Features(rows, asim, asim, acov, acov, asim, asim, bm25)
+    assert qcov is not None  # None only in a KB of passages only, answered above
     qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units))
     return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
                     np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
@@ -230,9 +231,9 @@ def rank(
     logit = c.scale * logit + c.shift
     passages = index.passage[f.rows]
     logit = _calibrated(c, logit, f, passages)
-    unread = 0.0 if reads_cjk or c.lexical is None else cjk_share(question)
-    if unread:
-        lex = c.lexical
+    lex = c.lexical
+    unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
+    if unread and lex is not None:
         lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages)
         logit = (1.0 - unread) * logit + unread * lexical
     for row in boosted_rows:
