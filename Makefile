@@ -54,7 +54,10 @@ serve: $(VENV)/.installed
 	.venv-legacy/bin/pip install -q openai==0.25.0
 	touch $@
 
+# Style and imports (ruff), types (mypy: the strictness per module is in pyproject.toml), then the tests.
 test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 # Answer quality on ../shared/data: writes eval/report.md and plots (not part of `make test`).
@@ -71,4 +74,4 @@ soak: $(VENV)/.dev
 	$(BIN)/python bench/soak.py --seconds 300
 
 clean:
-	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache
+	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache .mypy_cache .ruff_cache

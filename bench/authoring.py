@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
+import corpus  # noqa: E402
 from azure.ai.language.questionanswering.authoring import AuthoringClient  # noqa: E402
 from azure.core.credentials import AzureKeyCredential  # noqa: E402
 
-import corpus  # noqa: E402
 from conftest import SHARED_DATA, LiveServer  # noqa: E402
 from openqna.authoring import Authoring  # noqa: E402
 from openqna.models.embedder import LocalMiniLM  # noqa: E402

@@ -29,7 +29,6 @@ from openqna.models.embedder import LocalMiniLM  # noqa: E402
 from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
-
 ROUNDS = 5
 
 

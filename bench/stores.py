@@ -33,6 +33,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+import corpus  # noqa: E402  (bench/corpus.py: the embedding floor)
+
 from conftest import SHARED_DATA  # noqa: E402
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
 from openqna.records import QnA  # noqa: E402
@@ -41,7 +43,6 @@ from openqna.retrieval.index_cache import IndexCache  # noqa: E402
 from openqna.service import AskRequest, Service, content_hash  # noqa: E402
 from openqna.store import Project, StoredQnA, Unit  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
-import corpus  # noqa: E402  (bench/corpus.py: the embedding floor)
 
 N = 100_000
 

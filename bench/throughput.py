@@ -166,10 +166,10 @@ def main() -> None:
     parser.add_argument("--abstracts", type=int, default=30, help="SciFact abstracts in the vector store")
     args = parser.parse_args()
 
+    import corpus
     import numpy as np
     import psutil
 
-    import corpus
     from openqna.cli import one_blas_thread
     from openqna.models.embedder import LocalMiniLM
     from openqna.service import AskRequest, Service

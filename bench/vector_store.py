@@ -38,10 +38,10 @@ FILTER = {"type": "eq", "key": "group", "value": "3"}
 
 
 def chunk_records(file_ids: list[str], texts: list[str]):
-    """The records ingestion gives a file's short chunks (``vector_stores.chunk_record``; a short chunk's only
+    """The records ingestion gives a file's short chunks (``vector_store_records.chunk_record``; a short chunk's only
     embedding window is its text), chunk ``i`` in file ``i % FILES``."""
     from openqna.records import QnA
-    from openqna.vector_stores import attribute_fields
+    from openqna.vector_store_records import attribute_fields
 
     for i, text in enumerate(texts):
         g = i % FILES
@@ -54,12 +54,13 @@ def chunk_records(file_ids: list[str], texts: list[str]):
 def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float, float]:
     """A vector store of ``len(texts)`` chunks in the store at ``data``: (its id, seconds writing, seconds indexing)."""
     from openqna import openai_files
+    from openqna.ingest.chunker import Chunk
     from openqna.jobs import JobRunner
     from openqna.models.embedder import LocalMiniLM
     from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
-    from openqna.vector_stores import Attach, VectorStores, chunk_record
-    from openqna.ingest.chunker import Chunk
+    from openqna.vector_store_records import chunk_record
+    from openqna.vector_stores import Attach, VectorStores
 
     service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, texts, vectors))
     jobs = JobRunner(service.store, {}, poll_seconds=0.05)

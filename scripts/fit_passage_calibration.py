@@ -1,7 +1,7 @@
 """Fit the ranker's logistic calibration for vector-store passages on training data only.
 
 Corpus: BEIR SciFact abstracts cut and recorded exactly as vector stores do
-(``vector_stores.chunk_record``: 800/400 GPT-2-token chunks, ≤ 256-token windows as
+(``vector_store_records.chunk_record``: 800/400 GPT-2-token chunks, ≤ 256-token windows as
 questions, the chunk as answer): the gold abstracts of the train claims plus 1,500 others.
 In-scope queries: 400 train claims (never test); off-topic queries: 300 banking77 and hwu64
 training utterances.  Each query contributes its gold records (positives) and its 8
@@ -28,7 +28,7 @@ from openqna.models.embedder import get_embedder
 from openqna.retrieval.analyze import analyze
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
-from openqna.vector_stores import chunk_record
+from openqna.vector_store_records import chunk_record
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 rng = random.Random(11)
@@ -101,11 +101,11 @@ def main(cache: Path, tmp: str) -> None:
         accuracy = float(((logit > 0) == (y > 0.5)).mean())
         print(f"{name}: {dict(zip([NAMES[c] for c in cols], np.round(w[:-1], 3).tolist()))} bias {w[-1]:.3f}"
               f"  accuracy at 0.5: {accuracy:.3f}  ({len(y)} pairs, {int(y.sum())} positive)")
-    print(f"PASSAGE_CALIBRATION = ranker.Calibration(w_qsim={w[0]:.3f}, w_asim=0.0, w_qcov={w[1]:.3f}, w_acov=0.0, "
+    print(f"PASSAGE_CALIBRATION = calibrations.Calibration(w_qsim={w[0]:.3f}, w_asim=0.0, w_qcov={w[1]:.3f}, w_acov=0.0, "
           f"w_qmean=0.0, w_qcent=0.0, bias={w[2]:.3f}, scale=1.0, shift=0.0, typical=None)")
     # for questions the embedder cannot read (ranker.rank's reads_cjk): the same fit without the vectors
     w = fits["window coverage only"]
-    print(f"LEXICAL = ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov={w[0]:.3f}, w_acov=0.0, w_qmean=0.0, "
+    print(f"LEXICAL = calibrations.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov={w[0]:.3f}, w_acov=0.0, w_qmean=0.0, "
           f"w_qcent=0.0, bias={w[1]:.3f}, scale=1.0, shift=0.0, typical=None)")
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import ranker_features  # noqa: E402
 from openqna.evaluation import datasets, passages  # noqa: E402
 from openqna.evaluation.embedcache import cached  # noqa: E402
 from openqna.models.embedder import get_embedder  # noqa: E402
-from openqna.retrieval import adapt, ranker  # noqa: E402
+from openqna.retrieval import adapt, calibrations, ranker  # noqa: E402
 from openqna.retrieval.analyze import analyze  # noqa: E402
 from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
@@ -100,11 +100,11 @@ def dev_groups(kbs, feats, names) -> list[tuple[np.ndarray, np.ndarray]]:
     return groups
 
 
-def faq(service, embedder) -> ranker.Calibration:
+def faq(service, embedder) -> calibrations.Calibration:
     kbs = ranker_features.build(service, embedder, test=False)
     feats = dev_features(kbs)
     w = softmax_fit(dev_groups(kbs, feats, FAQ_NAMES))
-    c = ranker.Calibration(**dict(zip(("w_" + n for n in FAQ_NAMES), np.round(w, 3).tolist())),
+    c = calibrations.Calibration(**dict(zip(("w_" + n for n in FAQ_NAMES), np.round(w, 3).tolist())),
                            bias=0.0, w_bm25=0.0, scale=1.0, shift=0.0, typical=0.0)
     print("FAQ weights", dict(zip(FAQ_NAMES, np.round(w, 3))), file=sys.stderr)
     # each KB's adaptation, then the adapted top logit of every dev question
@@ -144,12 +144,12 @@ def faq(service, embedder) -> ranker.Calibration:
     return dataclasses.replace(c, scale=round(scale, 3), shift=round(float(-scale * t), 3), typical=round(typical, 3))
 
 
-def faq_lexical(service, embedder) -> ranker.Calibration:
+def faq_lexical(service, embedder) -> calibrations.Calibration:
     kbs = ranker_features.build(service, embedder, test=False)
     names = ("qcov", "acov")
     feats = dev_features(kbs)
     w = softmax_fit(dev_groups(kbs, feats, names))
-    c = ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=0.0,
+    c = calibrations.Calibration(w_qsim=0.0, w_asim=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=0.0,
                            w_qcov=round(float(w[0]), 3), w_acov=round(float(w[1]), 3), scale=1.0, shift=0.0,
                            typical=None)
     tops = {}
@@ -184,7 +184,7 @@ def threshold(tops, z) -> float:
     return t
 
 
-def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
+def passage(service, embedder, names=PASSAGE_NAMES) -> calibrations.Calibration:
     data = ranker_features.DATA
     corpus = datasets.scifact(data, "train")
     service.create_project("scifact")
@@ -214,7 +214,7 @@ def passage(service, embedder, names=PASSAGE_NAMES) -> ranker.Calibration:
     scale, shift = logistic_slope(np.asarray(zs), np.asarray(ys))
     print("passage weights", dict(zip(names, np.round(w, 3))), file=sys.stderr)
     weights = dict(zip(names, (round(float(x), 3) for x in w)))
-    return ranker.Calibration(w_qsim=0.0, w_asim=weights.get("asim", 0.0), w_qcov=0.0, w_acov=weights["acov"],
+    return calibrations.Calibration(w_qsim=0.0, w_asim=weights.get("asim", 0.0), w_qcov=0.0, w_acov=weights["acov"],
                               w_qmean=0.0, w_qcent=0.0, w_bm25=weights["bm25"], bias=0.0,
                               scale=round(scale, 3), shift=round(shift, 3), typical=None)
 

@@ -39,7 +39,7 @@ from openqna.evaluation.embedcache import cached  # noqa: E402
 from openqna.models.embedder import HybridEncoder, get_embedder  # noqa: E402
 from openqna.models.onnx_export import bundled_model_dir, mpnet_model_dir  # noqa: E402
 from openqna.records import QnA  # noqa: E402
-from openqna.retrieval import adapt, ranker  # noqa: E402
+from openqna.retrieval import adapt, calibrations, ranker  # noqa: E402
 from openqna.retrieval.analyze import analyze  # noqa: E402
 from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
@@ -70,7 +70,7 @@ class Tuned:
         pass
 
 
-def measure(label: str, embedder, c: ranker.Calibration, records, asked, n_in: int, project: str) -> None:
+def measure(label: str, embedder, c: calibrations.Calibration, records, asked, n_in: int, project: str) -> None:
     """Index ``records`` with ``embedder`` and rank the questions ``asked`` (answer text or None) with ``c``."""
     service = Service(SQLiteStore(tempfile.mkdtemp()), embedder)
     service.create_project(project)
@@ -130,7 +130,7 @@ def main(kb: str, epochs: int, lr: float, test: bool, accurate: bool) -> None:
     random.seed(0)
     torch.manual_seed(0)
     base = cached(get_embedder("accurate" if accurate else "local"), ROOT / "eval" / ".cache" / "embeddings.sqlite3")
-    c = ranker.calibration_for(base.name)
+    c = calibrations.calibration_for(base.name)
     service = Service(SQLiteStore(tempfile.mkdtemp()), base)
     kbs = ranker_features.build(service, base, test=test)
     project = kb + ("-dev" if kb.startswith("chitchat") and not test else "")

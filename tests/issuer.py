@@ -1,6 +1,6 @@
 """A local OpenID issuer for the token tests: discovery, a JWKS with RSA and EC keys, minted tokens.
 
-Import the fixture into a test module (``from issuer import issuer``).  Keys can be rotated
+Tests start one with ``with LocalIssuer() as issuer:`` (or a fixture of their own).  Keys can be rotated
 (``issuer.rotate()``) while the server runs, as an identity provider rotates them.
 """
 
@@ -13,14 +13,13 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jwt
-import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 AUDIENCE = "https://cognitiveservices.azure.com"
 
 
-class Issuer:
+class LocalIssuer:
     def __init__(self):
         self.keys: dict[str, tuple[str, object]] = {}  # kid -> (alg, private key)
         self.jwks_fetches = 0
@@ -98,9 +97,8 @@ class Issuer:
     def close(self) -> None:
         self.httpd.shutdown()
 
+    def __enter__(self) -> "LocalIssuer":
+        return self
 
-@pytest.fixture
-def issuer():
-    server = Issuer()
-    yield server
-    server.close()
+    def __exit__(self, *exc) -> None:
+        self.close()

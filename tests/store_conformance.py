@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
 from openqna.retrieval.analyze import analyze
 from openqna.retrieval.index_cache import IndexCache, engine_search

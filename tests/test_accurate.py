@@ -13,10 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openqna.models import embedder as embedders  # noqa: E402
 from openqna.models.embedder import HybridEncoder, LocalMPNet, UniversalSentenceEncoder, get_embedder  # noqa: E402
-from openqna.retrieval import ranker  # noqa: E402
+from openqna.retrieval import calibrations  # noqa: E402
 from openqna.service import AskRequest  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
-
 from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
 
 
@@ -68,17 +67,15 @@ def accurate_service(tmp_path, accurate):
 
 
 def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(accurate_service):
-    assert accurate_service.shipped_calibration is ranker.ACCURATE_CALIBRATION  # fails if the name drifts
-    assert ranker.ACCURATE_CALIBRATION is not ranker.MPNET_CALIBRATION
-    from openqna import vector_stores
-
-    assert vector_stores.passage_calibration(accurate_service.embedder.name) is vector_stores.ACCURATE_PASSAGE_CALIBRATION
+    assert accurate_service.shipped_calibration is calibrations.ACCURATE_CALIBRATION  # fails if the name drifts
+    assert calibrations.ACCURATE_CALIBRATION is not calibrations.MPNET_CALIBRATION
+    assert calibrations.passage_calibration(accurate_service.embedder.name) is calibrations.ACCURATE_PASSAGE_CALIBRATION
     index = accurate_service.indexes.get("shop", LIVE)
     req = AskRequest(question="I can't remember my password", top=1)
     answers = accurate_service.ask("shop", LIVE, req)
     assert answers[0].qna.id == 1 and answers[0].confidence >= 0.5
-    fitted, _ = accurate_service.rank("shop", LIVE, index, req, calibration=ranker.ACCURATE_CALIBRATION)
-    mpnets, _ = accurate_service.rank("shop", LIVE, index, req, calibration=ranker.MPNET_CALIBRATION)
+    fitted, _ = accurate_service.rank("shop", LIVE, index, req, calibration=calibrations.ACCURATE_CALIBRATION)
+    mpnets, _ = accurate_service.rank("shop", LIVE, index, req, calibration=calibrations.MPNET_CALIBRATION)
     assert answers[0].confidence == pytest.approx(round(fitted[0].confidence, 4))
     assert abs(fitted[0].confidence - mpnets[0].confidence) > 1e-3
 

@@ -15,8 +15,8 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
-from openqna.api.auth import create_key
 from openqna.formats import read_file
+from openqna.keys import create_key
 from openqna.store import Job
 
 P1 = "/language/query-knowledgebases/projects"

@@ -15,7 +15,7 @@ from azure.ai.language.questionanswering.models import (
 from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
 
-from openqna.api.auth import create_key
+from openqna.keys import create_key
 from test_service import surface_kb
 
 QKB = "/language/:query-knowledgebases"

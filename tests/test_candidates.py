@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
-from pg import pg_server  # noqa: F401  (fixture)
 from openqna.filter_ast import IdIn, MetaEq
 from openqna.records import KnowledgeBaseContent, QnA
 from openqna.retrieval import field as field_module
 from openqna.service import AskRequest
+from pg import pg_server  # noqa: F401  (fixture)
 
 
 def _banking77(split: str) -> list[tuple[str, str]]:

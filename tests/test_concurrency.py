@@ -4,8 +4,9 @@ import asyncio
 import threading
 import time
 
-from openqna.api.concurrency import run_query
 from starlette.concurrency import run_in_threadpool
+
+from openqna.api.concurrency import run_query
 
 
 class Overlap:

@@ -20,8 +20,8 @@ from openqna.models.embedder import (  # noqa: E402
     EmbeddingServiceError,
     HashEmbedder,
     LocalMiniLM,
-    QueryCache,
     OpenAIEmbedder,
+    QueryCache,
     get_embedder,
 )
 from openqna.models.onnx_export import (  # noqa: E402

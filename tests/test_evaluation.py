@@ -7,8 +7,8 @@ import random
 
 import numpy as np
 import pytest
-from conftest import REPO, SHARED_DATA
 
+from conftest import REPO, SHARED_DATA
 from openqna.evaluation import datasets, metrics, regimes, run_eval
 from openqna.evaluation import documents as doc_eval
 from openqna.evaluation.baselines import fused

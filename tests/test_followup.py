@@ -22,7 +22,7 @@ from openqna.documents import ingest_document
 from openqna.formats import read_file
 from openqna.ingest import parse_document
 from openqna.records import QnA
-from openqna.retrieval import ranker
+from openqna.retrieval import calibrations, ranker
 from openqna.retrieval.analyze import analyze
 from openqna.retrieval.followup import refers_back
 
@@ -157,7 +157,7 @@ def test_a_sentence_gains_what_one_more_question_would_gain(service):
         f = ranker.features(idx, terms, query, np.ones(idx.n, bool), [])
         order = np.argsort(idx.ids[f.rows])  # records in id order: the same in both indexes
         zero = np.zeros(len(f.rows), np.float32)
-        c = ranker.CALIBRATION
+        c = calibrations.CALIBRATION
         return c.scale * c.logit(SimpleNamespace(qsim=f.qsim, qmean=f.qmean, qcent=f.qcent, qcov=zero, bm25=zero),
                                  question_only=True)[order]
 

@@ -12,6 +12,7 @@ import pytest
 
 from openqna.formats import (
     export_bytes,
+    limits,
     read_file,
     read_json,
     read_tsv,
@@ -21,7 +22,6 @@ from openqna.formats import (
     write_tsv,
     write_xlsx,
 )
-from openqna.formats import limits
 from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -12,15 +12,15 @@ import anyio
 import httpx
 import httpx2  # the HTTP client the mcp SDK is built on
 import pytest
-from conftest import LiveServer
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from openqna.api.auth import create_key
-from openqna.records import QnA
+from conftest import LiveServer
 from openqna.filter_ast import Column
+from openqna.keys import create_key
+from openqna.records import QnA
 from openqna.tables import TableSchema, create_table, load_rows
 
 PRODUCTS = [

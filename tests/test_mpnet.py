@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openqna.models import onnx_export  # noqa: E402
 from openqna.models.embedder import LocalMPNet, get_embedder  # noqa: E402
-from openqna.retrieval import ranker  # noqa: E402
+from openqna.retrieval import calibrations  # noqa: E402
 from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
@@ -134,15 +134,15 @@ def mpnet_service(tmp_path, mpnet):
 
 
 def test_questions_are_ranked_with_the_calibration_fitted_for_mpnet(mpnet_service):
-    assert mpnet_service.shipped_calibration is ranker.MPNET_CALIBRATION
-    assert ranker.MPNET_CALIBRATION is not ranker.CALIBRATION
-    assert ranker.calibration_for("minilm-l6-v2/onnx-fp32") is ranker.CALIBRATION
+    assert mpnet_service.shipped_calibration is calibrations.MPNET_CALIBRATION
+    assert calibrations.MPNET_CALIBRATION is not calibrations.CALIBRATION
+    assert calibrations.calibration_for("minilm-l6-v2/onnx-fp32") is calibrations.CALIBRATION
     index = mpnet_service.indexes.get("shop", LIVE)
     req = AskRequest(question="I can't remember my password", top=1)
     answers = mpnet_service.ask("shop", LIVE, req)
     assert answers[0].qna.id == 1 and answers[0].confidence >= 0.5
-    fitted, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=ranker.MPNET_CALIBRATION)
-    minilms, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=ranker.CALIBRATION)
+    fitted, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=calibrations.MPNET_CALIBRATION)
+    minilms, _ = mpnet_service.rank("shop", LIVE, index, req, calibration=calibrations.CALIBRATION)
     assert answers[0].confidence == pytest.approx(round(fitted[0].confidence, 4))
     assert abs(fitted[0].confidence - minilms[0].confidence) > 1e-3  # the fit is not MiniLM's
 
@@ -154,12 +154,11 @@ def test_paraphrases_found_and_off_topic_declined(mpnet_service):
 
 def test_vector_store_scores_are_mpnets_fitted_probabilities(mpnet_service):
     import openai
+
     from conftest import LiveServer
     from test_vector_stores import DOCS
 
-    from openqna import vector_stores
-
-    assert vector_stores.passage_calibration(mpnet_service.embedder.name) is vector_stores.MPNET_PASSAGE_CALIBRATION
+    assert calibrations.passage_calibration(mpnet_service.embedder.name) is calibrations.MPNET_PASSAGE_CALIBRATION
     with LiveServer(mpnet_service) as live:
         c = openai.OpenAI(base_url=live.url + "/v1", api_key="anything", max_retries=0)
         vs = c.vector_stores.create(name="support")

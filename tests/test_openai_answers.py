@@ -145,7 +145,7 @@ def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
 
 
 def test_keys_apply_to_openai_routes(live):
-    from openqna.api.auth import create_key
+    from openqna.keys import create_key
 
     _, secret = create_key(live.service.store, role="query")
     c = client(live)

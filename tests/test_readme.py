@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO
 from openqna.service import AskRequest
 

@@ -35,5 +35,5 @@ def test_soak_sqlite(tmp_path):
     check(soak.run_server_soak(tmp_path, seconds=30, clients=32))
 
 
-def test_soak_postgres(tmp_path, pg_dsn):
+def test_soak_postgres(tmp_path, pg_dsn):  # noqa: F811
     check(soak.run_server_soak(tmp_path, seconds=30, clients=32, store_url=pg_dsn))

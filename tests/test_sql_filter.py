@@ -19,9 +19,7 @@ import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from psycopg.types.json import Json
-from test_where import FUZZ, LEGIT, NOW, ROWS, SCHEMA
 
 from openqna.filter_ast import (
     And,
@@ -45,6 +43,8 @@ from openqna.store import Project, StoredQnA, Unit
 from openqna.store.postgres import PostgresStore
 from openqna.store.postgres_vector import filter_to_sql, record_column
 from openqna.store.sql_filter import RecordSQL, compile_clickhouse, compile_postgres
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from test_where import FUZZ, LEGIT, NOW, ROWS, SCHEMA
 
 COLUMNS = list(SCHEMA)  # title author price stock active published tags
 SOURCES = ["FAQ.tsv", "manual.PDF", "https://Example.com/a", "notes.md"]

@@ -12,21 +12,20 @@ import threading
 from datetime import datetime
 
 import numpy as np
+import psycopg
 import pytest
 
-import psycopg
-
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, SourceIn
 from openqna.records import NotFound, QnA
-from openqna.retrieval.analyze import analyze
 from openqna.retrieval import index_cache
+from openqna.retrieval.analyze import analyze
 from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import Project, Source, StoredQnA, Unit
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from store_conformance import *  # noqa: F403  (the shared suite)
-from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 
@@ -491,7 +490,7 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     import sys
     from pathlib import Path
 
-    from openqna.api.auth import create_key, hash_key
+    from openqna.keys import create_key, hash_key
     from openqna.records import QnA
     from openqna.service import AskRequest, Service
     from openqna.store import StoredFile

@@ -7,13 +7,13 @@ import sqlite3
 import numpy as np
 import pytest
 
+from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from openqna.retrieval import index_cache
 from openqna.retrieval.index_cache import IndexCache
 from openqna.store import Project
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
-from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from store_conformance import item, vec
 
 
@@ -108,8 +108,8 @@ def _large_kb(store, n=80, seed=3):
 
 def _same_index(a, b, rng, words, monkeypatch):
     """Every score, mask and ranking of ``a`` equals ``b``'s (ids compared, not rows)."""
-    from openqna.retrieval import ranker
     from openqna.filter_ast import And, KindIn, MetaEq, Not, SourceIn
+    from openqna.retrieval import ranker
 
     def by_id(index, values):
         return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from issuer import AUDIENCE, issuer  # noqa: F401  (fixture)
+from issuer import AUDIENCE, LocalIssuer
 from openqna.tokens import (
     AZURE_SCOPE,
     Issuer,
@@ -22,6 +22,12 @@ from openqna.tokens import (
     looks_like_jwt,
     parse_issuers,
 )
+
+
+@pytest.fixture
+def issuer():
+    with LocalIssuer() as server:
+        yield server
 
 
 def validator(issuer, **overrides) -> TokenValidator:

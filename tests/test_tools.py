@@ -13,7 +13,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from conftest import SHARED_DATA, LiveServer
-from openqna.api.auth import create_key
+from openqna.keys import create_key
 from openqna.records import InvalidArgument
 from openqna.tables import TableSchema, create_table, load_rows, parse_column
 from test_cli import run

@@ -8,10 +8,10 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from conftest import LiveServer
 
-from openqna.api.auth import create_key
+from conftest import LiveServer
 from openqna.ingest.tokens import count_tokens as minilm_tokens
+from openqna.keys import create_key
 
 DOCS = {
     "returns.txt": (

@@ -12,19 +12,21 @@ document that does not fit), placed best-ranked last, and one completion is requ
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock
+from typing import Callable
 
 import numpy as np
 
-from .models.completer import Completer, CompletionRequest
+from . import settings
+from .models.completer import Completer, CompletionRequest, OpenAICompatibleCompleter
 from .models.gpt2 import count_tokens
 from .records import InvalidArgument
 from .retrieval import ranker
 from .retrieval.analyze import analyze, exact_key
+from .retrieval.calibrations import CALIBRATION, Calibration
+from .retrieval.extractive import ExtractiveCompleter
 from .retrieval.memindex import IndexRecord, MemIndex
 from .service import Service
 
@@ -37,11 +39,20 @@ OLD_ENGINES = ("ada", "babbage", "curie", "davinci")
 
 def context_window(model: str) -> int:
     """Tokens a model's prompt plus completion may use: 2049 for the old engines, else settings."""
-    configured = json.loads(os.environ.get("OPENQNA_MODEL_CONTEXT") or "{}")
+    configured = settings.model_context()
     if model in configured:
         return int(configured[model])
     base = model.split(":")[0].split("-")[0]
     return OLD_ENGINE_CONTEXT if base in OLD_ENGINES else int(configured.get("*", OLD_ENGINE_CONTEXT))
+
+
+def get_completer(embed: Callable[[list[str]], np.ndarray]) -> Completer:
+    """From settings: an OpenAI-compatible endpoint when OPENQNA_LLM_BASE_URL is set, else extractive."""
+    base = settings.llm_base_url()
+    if not base:
+        return ExtractiveCompleter(embed)
+    return OpenAICompatibleCompleter(base, settings.llm_api_key() or None, model_map=settings.llm_model_map(),
+                                     default_model=settings.llm_model() or None, api=settings.llm_api())
 
 
 class TextVectors:
@@ -94,7 +105,7 @@ def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
 
 
 def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
-              reads_cjk: bool = True, calibration: ranker.Calibration = ranker.CALIBRATION) -> list[float]:
+              reads_cjk: bool = True, calibration: Calibration = CALIBRATION) -> list[float]:
     """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
     if not texts:
         return []

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .records import InvalidArgument
-from .retrieval.ranker import CALIBRATION, Calibration, rescaled
+from .retrieval.calibrations import CALIBRATION, Calibration, rescaled
 from .service import AskRequest, Service
 from .store.base import LIVE
 
@@ -142,7 +142,8 @@ def fit(points: list[Point], base: Calibration = CALIBRATION) -> Calibration:
 
 def cross_validated(points: list[Point], threshold: float, base: Calibration = CALIBRATION) -> Scores:
     """Scores of fits that never saw the questions they are scored on (``FOLDS`` interleaved folds)."""
-    hits_in, hits_off = [], []
+    hits_in: list[bool] = []
+    hits_off: list[bool] = []
     for k in range(FOLDS):
         held = points[k::FOLDS]
         trained = fit([p for i, p in enumerate(points) if i % FOLDS != k], base)

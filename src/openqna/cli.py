@@ -8,25 +8,32 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from . import settings
+from .formats.limits import LIMITS
 from .records import OpenQnAError
 from .retrieval.filters import MetaEq, all_of
 
-data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.get("OPENQNA_DATA"),
+if TYPE_CHECKING:
+    from .catalog import Catalog
+    from .service import Service
+
+data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
                            show_default=True, help="Directory of the embedded store.")
 
 
-def _store(data_dir: str):
-    """The store: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in ``data_dir``."""
-    from .store import open_store
+def _catalog(data_dir: str) -> Catalog:
+    """The knowledge bases without a model, for the commands that embed nothing."""
+    from .catalog import Catalog, open_data
 
-    return open_store(settings.get("OPENQNA_STORE") or data_dir, cache_dir=data_dir)
+    return Catalog(open_data(data_dir))
 
 
-def _service(data_dir: str):
+def _service(data_dir: str) -> Service:
+    from .catalog import open_data
     from .models.embedder import get_embedder
     from .service import Service
 
@@ -34,7 +41,7 @@ def _service(data_dir: str):
         embedder = get_embedder()
     except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
         _fail(str(exc))
-    return Service(_store(data_dir), embedder)
+    return Service(open_data(data_dir), embedder)
 
 
 def _fail(message: str) -> None:
@@ -82,7 +89,7 @@ def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
-                       f"({service.store.count_qnas(project)} QnAs)")
+                       f"({service.count(project)} QnAs)")
         for doc in documents:
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
@@ -102,7 +109,7 @@ def sources(project: str, data_dir: str) -> None:
 
     try:
         service = _service(data_dir)
-        counts = Counter((q.source.lower(), q.kind) for q in service.store.list_qnas(project))
+        counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
         for s in Authoring(service).list_sources(project):
             qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
             click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{s.last_updated or '-'}")
@@ -119,16 +126,14 @@ def sources(project: str, data_dir: str) -> None:
 @data_option
 def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
     """Export PROJECT to OUT in QnA Maker/Azure format."""
-    from .formats import export_bytes
-    from .records import KnowledgeBaseContent
+    from .formats import ExportFormat, export_bytes
 
-    fmt = fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv")
+    chosen = cast(ExportFormat, fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv"))
     try:
-        store = _store(data_dir)
-        content = KnowledgeBaseContent(store.list_qnas(project, deployment), store.get_synonyms(project, deployment))
+        content = _catalog(data_dir).content(project, deployment)
     except OpenQnAError as exc:
         _fail(exc.message)
-    data, _, _ = export_bytes(content, fmt)
+    data, _, _ = export_bytes(content, chosen)
     out.write_bytes(data)
     click.echo(f"wrote {len(content.qnas)} QnAs to {out}")
 
@@ -136,7 +141,7 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 @main.command()
 @click.argument("project")
 @click.argument("question")
-@click.option("--top", default=3, show_default=True, type=click.IntRange(1, settings.LIMITS.top))
+@click.option("--top", default=3, show_default=True, type=click.IntRange(1, LIMITS.top))
 @click.option("--threshold", default=0.0, show_default=True, type=click.FloatRange(0, 1))
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
 @click.option("--deployment", default="test", show_default=True)
@@ -155,8 +160,8 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
         nodes.append(MetaEq(key.strip(), value.strip()))
     req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
                      filter=all_of(*nodes))
-    if len(question) > settings.LIMITS.question_chars:
-        _fail(f"the question is {len(question)} characters long; the limit is {settings.LIMITS.question_chars}")
+    if len(question) > LIMITS.question_chars:
+        _fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
     try:
         answers = _service(data_dir).ask(project, deployment, req)
     except OpenQnAError as exc:
@@ -180,7 +185,7 @@ def deploy(project: str, deployment: str, data_dir: str) -> None:
     if deployment == "test":
         _fail("'test' is the live state; deploy to another name such as 'production'")
     try:
-        d = _store(data_dir).deploy(project, deployment)
+        d = _catalog(data_dir).deploy(project, deployment)
     except OpenQnAError as exc:
         _fail(exc.message)
     click.echo(f"deployed {project} to {d.name} at {d.last_deployed}")
@@ -202,10 +207,10 @@ def reembed(project: str, data_dir: str) -> None:
 @data_option
 def projects(data_dir: str) -> None:
     """List projects with their QnA counts and deployments."""
-    store = _store(data_dir)
-    for p in store.list_projects():
-        deployments = ", ".join(d.name for d in store.list_deployments(p.name)) or "-"
-        click.echo(f"{p.name}\t{store.count_qnas(p.name)} QnAs\tdeployments: {deployments}")
+    catalog = _catalog(data_dir)
+    for p in catalog.projects():
+        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "-"
+        click.echo(f"{p.name}\t{catalog.count(p.name)} QnAs\tdeployments: {deployments}")
 
 
 @main.group()
@@ -259,9 +264,9 @@ def keys() -> None:
 @click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
 @data_option
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
-    from .api.auth import create_key
+    from .keys import create_key
 
-    key, secret = create_key(_store(data_dir), name=name, role=role, projects=list(projects_) or None)
+    key, secret = create_key(_catalog(data_dir).store, name=name, role=role, projects=list(projects_) or None)
     click.echo(secret)
     click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
 
@@ -269,7 +274,9 @@ def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str)
 @keys.command("list")
 @data_option
 def keys_list(data_dir: str) -> None:
-    for k in _store(data_dir).list_keys():
+    from .keys import list_keys
+
+    for k in list_keys(_catalog(data_dir).store):
         click.echo(f"{k.id}\t{k.role}\t{','.join(k.projects) if k.projects else '*'}\t{k.created}\t{k.name}")
 
 
@@ -278,7 +285,9 @@ def keys_list(data_dir: str) -> None:
 @data_option
 def keys_revoke(key_id: str, data_dir: str) -> None:
     """Revoke a key by its id (see `keys list`); it stops working on the next request."""
-    if not _store(data_dir).delete_key(key_id):
+    from .keys import revoke_key
+
+    if not revoke_key(_catalog(data_dir).store, key_id):
         _fail(f"no key with id {key_id}")
     click.echo(f"revoked key {key_id}")
 
@@ -311,8 +320,8 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
 @click.option("--to", "target", required=True, help="Target store: a data directory or a postgresql:// URL.")
 def migrate(source: str, target: str) -> None:
     """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
+    from .catalog import open_store
     from .migrate import migrate as run
-    from .store import open_store
 
     try:
         counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
@@ -344,7 +353,7 @@ def calibrate(project: str, file: Path, deployment: str, threshold: float, dry_r
             cal.save(service, project, None)
             click.echo(f"{project}: calibration reset to the shipped one")
             return
-        proj = service.store.get_project(project)
+        proj = service.project(project)
         points = cal.collect(service, project, cal.read_pairs(file), deployment)
         cal.check(points)
     except OpenQnAError as exc:
@@ -419,15 +428,16 @@ def _is_loopback(host: str) -> bool:
 
 
 @main.command()
-@click.option("--host", envvar="OPENQNA_HOST", default=settings.get("OPENQNA_HOST"), show_default=True)
-@click.option("--port", envvar="OPENQNA_PORT", default=int(settings.get("OPENQNA_PORT")), show_default=True, type=int)
-@click.option("--sample/--no-sample", default=settings.get("OPENQNA_SAMPLE") != "0", show_default=True,
+@click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
+@click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
+@click.option("--sample/--no-sample", default=settings.sample(), show_default=True,
               help="Load the sample knowledge base 'openqna-faq' into an empty store.")
 @data_option
 def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     """Serve the HTTP API on HOST:PORT."""
     import uvicorn
 
+    from .keys import list_keys
     from .server import create_app
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
@@ -437,9 +447,9 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     except ValueError as e:
         _fail(str(e))
     service = _service(data_dir)
-    if not _is_loopback(host) and not service.store.list_keys():
+    if not _is_loopback(host) and not list_keys(service.store):
         _fail(f"refusing to serve on {host} without API keys; create one with `openqna keys create --data {data_dir}`")
-    if sample and not service.store.list_projects():
+    if sample and not service.projects():
         from .formats import read_file
 
         sample_file = resources.files("openqna") / "samples" / "openqna-faq.tsv"

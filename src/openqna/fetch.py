@@ -62,7 +62,7 @@ class Allowed:
 
 
 def allowed_from_settings() -> Allowed:
-    return Allowed.parse(settings.get("OPENQNA_FETCH_ALLOW"))
+    return Allowed.parse(settings.fetch_allow())
 
 
 def refusal(ip: IPAddress) -> str | None:

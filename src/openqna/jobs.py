@@ -29,7 +29,7 @@ import socket
 import threading
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from . import settings
 from .records import OpenQnAError
@@ -57,8 +57,8 @@ class JobRunner:
         self.store = store
         self.handlers = handlers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
-        self.poll_seconds = float(settings.get("OPENQNA_JOB_POLL_SECONDS")) if poll_seconds is None else poll_seconds
-        self.lease_seconds = float(settings.get("OPENQNA_JOB_LEASE_SECONDS")) if lease_seconds is None else lease_seconds
+        self.poll_seconds = settings.job_poll_seconds() if poll_seconds is None else poll_seconds
+        self.lease_seconds = settings.job_lease_seconds() if lease_seconds is None else lease_seconds
         if self.poll_seconds <= 0 or self.lease_seconds <= 0:
             raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
         self._wake = threading.Event()
@@ -68,7 +68,7 @@ class JobRunner:
         self._start_lock = threading.Lock()
 
     # -- submitting ------------------------------------------------------------------------------
-    def submit(self, kind: str, project: str, params: dict | None = None, *, job_id: str | None = None) -> Job:
+    def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None) -> Job:
         """Queue a job (``job_id`` if the caller needed to know it first) and wake the local worker."""
         now = datetime.now(timezone.utc)
         job = Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now), _iso(now + JOB_TTL),
@@ -77,6 +77,10 @@ class JobRunner:
         self.start()
         self._wake.set()
         return job
+
+    def get(self, job_id: str) -> Job | None:
+        """The job ``job_id``, whichever process accepted it (None when there is none, or it expired)."""
+        return self.store.get_job(job_id)
 
     def recover(self) -> int:
         """Fail the running jobs whose worker stopped renewing their lease; returns how many."""

@@ -83,6 +83,11 @@ def upload(service: Service, filename: str, data: bytes, purpose: str) -> Stored
     return stored
 
 
+def list_files(service: Service, purpose: str | None = None) -> list[StoredFile]:
+    """Every uploaded file (of ``purpose`` when given), as the store lists them."""
+    return service.store.list_files(purpose)
+
+
 def get(service: Service, file_id: str, *, with_data: bool = False) -> StoredFile:
     f = service.store.get_file(file_id, with_data=with_data)
     if f is None:

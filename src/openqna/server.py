@@ -12,17 +12,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import __version__
-from .api.auth import Authorizer
+from .answers import get_completer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.errors import azure_error
 from .api.mcp import mcp_app
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
 from .api.tools import Tools
-from .models.completer import get_completer
 from .authoring import Authoring
 from .jobs import JobRunner
-from .api.errors import azure_error
+from .keys import Authorizer
 from .service import Service
 from .vector_stores import VectorStores
 

@@ -18,17 +18,19 @@ from typing import Callable, Iterable
 import numpy as np
 from tqdm import tqdm
 
+from .catalog import Catalog
+from .filter_ast import Column
+from .formats.limits import LIMITS
+from .keys import ApiKey, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from .retrieval import followup, ranker
+from .retrieval import calibrations, followup, ranker
 from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.index_cache import IndexCache, engine_search
 from .retrieval.memindex import MemIndex
-from .filter_ast import Column
-from .retrieval.where_parse import parse_where
 from .retrieval.span import Span, best_spans, sentence_spans
-from .settings import LIMITS
+from .retrieval.where_parse import parse_where
 from .store import Project, Store, StoredQnA, Unit
 from .store.base import LIVE
 
@@ -113,9 +115,9 @@ def content_hash(q: QnA, embedder: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-class Service:
+class Service(Catalog):
     def __init__(self, store: Store, embedder: Embedder):
-        self.store = store
+        super().__init__(store)
         self.embedder = embedder
         self.indexes = IndexCache(store, nearest=engine_search(store))
 
@@ -277,9 +279,6 @@ class Service:
                 self.store.set_synonyms(project, merged)
         return report
 
-    def deploy(self, project: str, deployment: str):
-        return self.store.deploy(project, deployment)
-
     def delete_project(self, project: str) -> None:
         """Delete ``project`` and everything of it, its indexes in this process and on disk too."""
         pid = self.store.current(project)[0]
@@ -314,9 +313,7 @@ class Service:
             ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
         return loaded
 
-    def knowledge_bases(self, key=None) -> list[KnowledgeBaseInfo]:
-        from .api.auth import allows
-
+    def knowledge_bases(self, key: ApiKey | None = None) -> list[KnowledgeBaseInfo]:
         out = []
         for p in self.store.list_projects():
             if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):
@@ -339,12 +336,21 @@ class Service:
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self._check_embedder(proj)
-        eligible = index.mask(flt)
-        vector = self.embedder.embed([subject])[0]
-        ranked = ranker.rank(index, subject, vector, eligible, top=limit, flt=flt,
-                             calibration=self.calibration(proj), reads_cjk=self.reads_cjk)
+        ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
+
+    def rank_queries(self, index: MemIndex, queries: list[str], flt: Filter | None, *, top: int,
+                     calibration: calibrations.Calibration, threshold: float = 0.0) -> list[list[ranker.Ranked]]:
+        """Each query's ``top`` records of ``index`` inside ``flt`` with confidence ≥ ``threshold``, best first.
+
+        The one hybrid-search pipeline behind ``search`` and the vector stores' search (which asks
+        several queries at once, embedded in one call, and keeps each record's best).
+        """
+        eligible = index.mask(flt)
+        return [ranker.rank(index, query, vector, eligible, top=top, threshold=threshold, flt=flt,
+                            calibration=calibration, reads_cjk=self.reads_cjk)
+                for query, vector in zip(queries, self.embedder.embed(queries))]
 
     # -- asking -----------------------------------------------------------------------
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
@@ -370,16 +376,16 @@ class Service:
         return getattr(self.embedder, "reads_cjk", True)
 
     @property
-    def shipped_calibration(self) -> ranker.Calibration:
+    def shipped_calibration(self) -> calibrations.Calibration:
         """The ranker's calibration for this service's embedder, as fitted on development data."""
-        return ranker.calibration_for(self.embedder.name)
+        return calibrations.calibration_for(self.embedder.name)
 
-    def calibration(self, project: Project) -> ranker.Calibration:
+    def calibration(self, project: Project) -> calibrations.Calibration:
         """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
         fitted = project.settings.get("calibration")
         if not fitted:
             return self.shipped_calibration
-        return ranker.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
+        return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         ranked, vector = self.rank(project, deployment, index, req)
@@ -387,7 +393,7 @@ class Service:
         return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
-             calibration: ranker.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+             calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
         """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's."""
         question = req.question or ""
         calibration = calibration or self.calibration(self.store.get_project(project))

@@ -1,77 +1,78 @@
-"""Settings in one declarative table: environment variable, default, meaning.
+"""Settings in one declarative table: environment variable, default, meaning, type.
 
-The CLI reads defaults from here and the README's settings table is generated
-from the same list, so a setting cannot exist without being documented.
+Every ``OPENQNA_`` variable is read here and nowhere else.  Each setting is a typed
+accessor: ``settings.tools_max_limit()`` is an ``int``, read on each call (so a test or an
+operator can change it) and parsed by the table's parser, which names the variable when a
+value is bad.  The CLI reads its defaults from here and the README's settings table is
+tested against the same list, so a setting cannot exist without being documented.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Setting:
+class Setting(Generic[T]):
+    """One environment variable; calling it returns its parsed value now."""
+
     env: str
     default: str
     help: str
+    parse: Callable[[str], T]
+
+    def __call__(self) -> T:
+        raw = os.environ.get(self.env, self.default)
+        try:
+            return self.parse(raw)
+        except ValueError as exc:  # the parser says what it expected; the message names the variable
+            raise ValueError(f"{self.env} must be {exc}, not {raw!r}") from None
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("OPENQNA_DATA", "./data", "Directory of the embedded store (SQLite database and caches)."),
-    Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embedded SQLite store in OPENQNA_DATA, or a `postgresql://user:password@host:5432/db` URL (PostgreSQL with pgvector 0.8+)."),
-    Setting("OPENQNA_PG_POOL_SIZE", "5", "Most connections one process keeps open to PostgreSQL."),
-    Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each process's job worker looks for jobs that other processes accepted (a job a process accepts itself wakes its worker at once)."),
-    Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out."),
-    Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys."),
-    Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on."),
-    Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see 'Choosing the embedding model'), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint)."),
-    Setting("OPENQNA_EMBEDDINGS_BASE_URL", "", "Base URL of the OpenAI-compatible embeddings endpoint, e.g. `http://localhost:11434/v1`."),
-    Setting("OPENQNA_EMBEDDINGS_API_KEY", "", "Bearer key for that endpoint."),
-    Setting("OPENQNA_EMBEDDINGS_MODEL", "", "Model name sent to that endpoint."),
-    Setting("OPENQNA_LLM_BASE_URL", "", "OpenAI-compatible endpoint that writes `/v1/answers` completions (e.g. `http://localhost:11434/v1`); empty: the offline extractive completer answers."),
-    Setting("OPENQNA_LLM_API_KEY", "", "Bearer key for that endpoint."),
-    Setting("OPENQNA_LLM_API", "chat", "`chat` (`/chat/completions`) or `completions` (`/completions`)."),
-    Setting("OPENQNA_LLM_MODEL", "", "Model sent to the endpoint when OPENQNA_LLM_MODEL_MAP has no entry for the requested engine."),
-    Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`."),
-    Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049)."),
-    Setting("OPENQNA_MODEL_DIR", "~/.cache/openqna/models", "Where the bundled model's ONNX export is kept."),
-    Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
-    Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: twice the CPU cores, which measured best (more threads only contend for the CPU)."),
-    Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
-    Setting("OPENQNA_FETCH_ALLOW", "", "Hosts and CIDR ranges that URL sources and `fileUri` imports may fetch from although they are not public addresses, comma-separated (e.g. `wiki.corp.example,10.20.0.0/16`); every other loopback, private, link-local or reserved address is refused."),
-    Setting("OPENQNA_TOKEN_ISSUERS", "", "Identity providers whose OAuth2/OpenID Connect bearer tokens are accepted beside API keys: a JSON list of `{\"issuer\", \"audience\", \"role_claim\", \"role_map\", ...}` objects (see 'Signing in with tokens'); empty: keys only."),
-    Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
-    Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches."),
-    Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory."),
-    Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off)."),
-    Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip)."),
-)
-
-
-def exact_search_max() -> int:
-    """OPENQNA_EXACT_SEARCH_MAX, read on each use so a test or an operator can change it."""
-    raw = get("OPENQNA_EXACT_SEARCH_MAX")
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"OPENQNA_EXACT_SEARCH_MAX must be a whole number of vectors (0 or more), not {raw!r}")
-    return value
-
-
-def pg_vector_search() -> str:
-    """OPENQNA_PG_VECTOR_SEARCH: `memory` or `pgvector`."""
-    raw = get("OPENQNA_PG_VECTOR_SEARCH")
-    if raw not in ("memory", "pgvector"):
-        raise ValueError(f"OPENQNA_PG_VECTOR_SEARCH must be `memory` or `pgvector`, not {raw!r}")
+def text(raw: str) -> str:
     return raw
 
 
-def query_threads() -> int:
-    """OPENQNA_QUERY_THREADS: how many questions are worked on at once."""
-    raw = get("OPENQNA_QUERY_THREADS")
+def whole(minimum: int, unit: str = "") -> Callable[[str], int]:
+    """A parser of whole numbers (of ``unit``), ``minimum`` or more."""
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise ValueError(f"a whole number{' of ' + unit if unit else ''} ({minimum} or more)")
+        return value
+    return parse
+
+
+def seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise ValueError("a positive number of seconds")
+    return value
+
+
+def one_of(*options: str) -> Callable[[str], str]:
+    """A parser that accepts exactly one of ``options``."""
+    def parse(raw: str) -> str:
+        if raw not in options:
+            raise ValueError(" or ".join(f"`{o}`" for o in options))
+        return raw
+    return parse
+
+
+def threads_or_auto(raw: str) -> int:
+    """``auto`` (twice the CPU cores, which measured best) or a whole number of threads."""
     if raw.strip().lower() == "auto":
         return 2 * (os.cpu_count() or 1)
     try:
@@ -79,31 +80,68 @@ def query_threads() -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"OPENQNA_QUERY_THREADS must be `auto` or a whole number of threads (1 or more), not {raw!r}")
+        raise ValueError("`auto` or a whole number of threads (1 or more)")
     return value
 
 
-_DEFAULTS = {s.env: s.default for s in SETTINGS}
+def json_object(raw: str) -> dict[str, Any]:
+    """A JSON object; empty means ``{}``."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise ValueError("a JSON object")
+    return value
 
 
-def get(env: str) -> str:
-    """The setting's value now (read on each call, so a test or an operator can change it)."""
-    return os.environ.get(env, _DEFAULTS[env])
+def switch(raw: str) -> bool:
+    """On unless ``0``."""
+    return raw != "0"
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Request limits; each one answers a 400 that names it (see the README)."""
-
-    question_chars: int = 1000
-    top: int = 50
-    body_bytes: int = 4 * 1024 * 1024
-    text_records: int = 5
-    text_record_chars: int = 5120
-    text_answers_per_record: int = 3
-    span_top: int = 10
-    filter_pairs: int = 50
-    prompts: int = 20
+MODEL_DIR_DEFAULT = "~/.cache/openqna/models"
 
 
-LIMITS = Limits()
+def directory(raw: str) -> Path:
+    """A directory, ``~`` expanded; empty means the default."""
+    return Path(raw or MODEL_DIR_DEFAULT).expanduser()
+
+
+data = Setting("OPENQNA_DATA", "./data", "Directory of the embedded store (SQLite database and caches).", text)
+store = Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embedded SQLite store in OPENQNA_DATA, or a `postgresql://user:password@host:5432/db` URL (PostgreSQL with pgvector 0.8+).", text)
+pg_pool_size = Setting("OPENQNA_PG_POOL_SIZE", "5", "Most connections one process keeps open to PostgreSQL.", whole(1, "connections"))
+job_poll_seconds = Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each process's job worker looks for jobs that other processes accepted (a job a process accepts itself wakes its worker at once).", seconds)
+job_lease_seconds = Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out.", seconds)
+host = Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys.", text)
+port = Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on.", whole(0))
+embedder = Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see 'Choosing the embedding model'), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint).", text)
+embeddings_base_url = Setting("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1", "Base URL of the OpenAI-compatible embeddings endpoint, e.g. `http://localhost:11434/v1`.", text)
+embeddings_api_key = Setting("OPENQNA_EMBEDDINGS_API_KEY", "", "Bearer key for that endpoint.", text)
+embeddings_model = Setting("OPENQNA_EMBEDDINGS_MODEL", "text-embedding-3-small", "Model name sent to that endpoint.", text)
+llm_base_url = Setting("OPENQNA_LLM_BASE_URL", "", "OpenAI-compatible endpoint that writes `/v1/answers` completions (e.g. `http://localhost:11434/v1`); empty: the offline extractive completer answers.", text)
+llm_api_key = Setting("OPENQNA_LLM_API_KEY", "", "Bearer key for that endpoint.", text)
+llm_api = Setting("OPENQNA_LLM_API", "chat", "`chat` (`/chat/completions`) or `completions` (`/completions`).", text)
+llm_model = Setting("OPENQNA_LLM_MODEL", "", "Model sent to the endpoint when OPENQNA_LLM_MODEL_MAP has no entry for the requested engine.", text)
+llm_model_map = Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`.", json_object)
+model_context = Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049).", json_object)
+model_dir = Setting("OPENQNA_MODEL_DIR", MODEL_DIR_DEFAULT, "Where the bundled model's ONNX export is kept.", directory)
+threads = Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model.", whole(0, "threads"))
+query_threads = Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: twice the CPU cores, which measured best (more threads only contend for the CPU).", threads_or_auto)
+public_url = Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at.", text)
+fetch_allow = Setting("OPENQNA_FETCH_ALLOW", "", "Hosts and CIDR ranges that URL sources and `fileUri` imports may fetch from although they are not public addresses, comma-separated (e.g. `wiki.corp.example,10.20.0.0/16`); every other loopback, private, link-local or reserved address is refused.", text)
+token_issuers = Setting("OPENQNA_TOKEN_ISSUERS", "", "Identity providers whose OAuth2/OpenID Connect bearer tokens are accepted beside API keys: a JSON list of `{\"issuer\", \"audience\", \"role_claim\", \"role_map\", ...}` objects (see 'Signing in with tokens'); empty: keys only.", text)
+tools_max_limit = Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept.", whole(1, "results"))
+exact_search_max = Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches.", whole(0, "vectors"))
+pg_vector_search = Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory.", one_of("memory", "pgvector"))
+kb_adapt = Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off).", switch)
+sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip).", switch)
+
+SETTINGS: tuple[Setting[Any], ...] = (
+    data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, host, port, embedder, embeddings_base_url,
+    embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
+    model_context, model_dir, threads, query_threads, public_url, fetch_allow, token_issuers, tools_max_limit, exact_search_max,
+    pg_vector_search, kb_adapt, sample,
+)
+
+

@@ -205,7 +205,7 @@ class TokenValidator:
 
     @classmethod
     def from_settings(cls) -> "TokenValidator":
-        return cls(parse_issuers(settings.get("OPENQNA_TOKEN_ISSUERS")))
+        return cls(parse_issuers(settings.token_issuers()))
 
     def __bool__(self) -> bool:
         return bool(self.issuers)

@@ -9,17 +9,14 @@ the file batches.  Its records are passages (kind ``passage``, ``source`` = the 
   ``chunk_overlap_tokens``, counted with the GPT-2 BPE of ``models.gpt2`` (r50k_base) standing in
   for OpenAI's tokenizer.  A chunk follows its section and never spans two, so a short section is
   a short chunk where OpenAI would cut flat windows.
-* The embedder reads only 256 word pieces of a text.  So a record's answer is the whole chunk
-  (the result text; embedded from its start; BM25-indexed in full) and its questions are
-  sub-windows of at most 256 MiniLM tokens (32 shared between neighbours, each under the
-  section's heading), each embedded.  Retrieval takes the best question unit, so a fact deep in
-  an 800-token chunk is found through its window.
-* ``fields`` holds ``file_id``, ``filename``, ``chunk_index``, pages, ``attributes`` as given, and
-  one typed column per attribute named ``attr_<str|num|bool>_<hex of key>``.  OpenAI filters become
-  the typed filter IR over those columns (``attribute_ref``), so a comparison only meets values of
-  its own type: ``{"type": "gt", "key": "year", "value": 2020}`` never compares a number with a
-  string, and, as in SQL, a file without the attribute (or with another type) matches no
-  comparison, ``ne`` and ``nin`` included.
+* Each chunk becomes one passage record (``vector_store_records.chunk_record``: windows the embedder
+  reads whole as its questions, attributes as typed columns).  OpenAI filters become the typed
+  filter IR over those columns, so a comparison only meets values of its own type:
+  ``{"type": "gt", "key": "year", "value": 2020}`` never compares a number with a string, and, as
+  in SQL, a file without the attribute (or with another type) matches no comparison, ``ne`` and
+  ``nin`` included.
+* Search is ``Service.rank_queries``, the pipeline behind every search, with the passage
+  calibrations of ``retrieval/calibrations.py``.
 
 Files are processed in the background as persisted jobs, claimed by one worker of any server
 process (``jobs.py``).  A file's status is truthful: ``in_progress`` until its records are written, and a file
@@ -42,61 +39,25 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 from . import openai_files
-from .ingest import Block, DocumentError, ParsedDocument, chunk_document, parse_document
-from .ingest.chunker import Chunk
+from .ingest import DocumentError, chunk_document, parse_document
 from .jobs import JobRunner
 from .models import gpt2
 from .records import Conflict, InvalidArgument, NotFound, QnA
-from .retrieval import ranker
+from .retrieval.calibrations import passage_calibration
 from .retrieval.filters import Filter, SourceIn, all_of
-from .filter_ast import Column, Ref
 from .service import Service
 from .store import Job, Project
+from .vector_store_records import attribute_fields, chunk_record
 
 log = logging.getLogger("openqna.vector_stores")
 
 SETTINGS_KEY = "openai_vector_store"
 JOB_KIND = "openai_vector_store_files"
-WINDOW_TOKENS = 256  # what the embedder reads, [CLS] and [SEP] included
-WINDOW_OVERLAP = 32
 ACTIVE_EVERY = 3600  # last_active_at moves at most hourly: each move rewrites the settings
 DAY = 86400
-# Passages are ranked on their best window alone (the answer vector saw only the chunk's first 256
-# word pieces).  Fitted by scripts/fit_passage_calibration.py on SciFact train claims against
-# abstracts recorded as here, with banking77/hwu64 utterances as off-topic queries: 6,051 pairs,
-# 0.951 accuracy at 0.5.  A score is a probability of relevance, so a loose paraphrase scores low.
-# Every field is given: the defaults are the FAQ ranker's (question mean/centroid weights, its typical
-# score and Platt scale), which a fitted logistic model must not inherit.  ``lexical``: the same fit
-# on coverage alone, for questions the embedder cannot read (ranker.rank's ``reads_cjk``).
-PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.023,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None))
-# The same fit on all-mpnet-base-v2's vectors (OPENQNA_EMBEDDER=mpnet scripts/fit_passage_calibration.py, the
-# same data and pairs: 6,046, 0.953 accuracy at 0.5).
-MPNET_PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=8.136, w_asim=0.0, w_qcov=4.966, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.415,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.832, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.982, scale=1.0, shift=0.0, typical=None))
-# And on the accurate model's (OPENQNA_EMBEDDER=accurate: mpnet beside the universal sentence encoder), the same
-# data and pairs: 6,046, 0.952 accuracy at 0.5.
-ACCURATE_PASSAGE_CALIBRATION = ranker.Calibration(
-    w_qsim=9.483, w_asim=0.0, w_qcov=4.827, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.288,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=ranker.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.732, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-5.018, scale=1.0, shift=0.0, typical=None))
-_PASSAGE_CALIBRATIONS = {"mpnet-base-v2/onnx-fp32": MPNET_PASSAGE_CALIBRATION,
-                         "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_PASSAGE_CALIBRATION}
-
-
-def passage_calibration(embedder: str) -> ranker.Calibration:
-    """How a vector store scores chunks embedded by ``embedder`` (MiniLM's fit for any model not fitted)."""
-    return _PASSAGE_CALIBRATIONS.get(embedder, PASSAGE_CALIBRATION)
 
 
 @dataclass(frozen=True)
@@ -170,26 +131,6 @@ class SearchResult:
 
 def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
-
-
-def attribute_column(key: str, value: object) -> Column:
-    """The typed column holding attribute ``key`` when its value has ``value``'s type."""
-    if isinstance(value, bool):
-        kind, ctype = "bool", "Bool"
-    elif isinstance(value, (int, float)):
-        kind, ctype = "num", "Float64"
-    else:
-        kind, ctype = "str", "String"
-    return Column(f"attr_{kind}_{key.encode().hex()}", ctype)
-
-
-def attribute_ref(key: str, value: object) -> Ref:
-    """What a filter on attribute ``key`` with a value like ``value`` reads."""
-    return Ref(attribute_column(key, value))
-
-
-def attribute_fields(attributes: dict | None) -> dict[str, Any]:
-    return {attribute_column(k, v).name: v for k, v in (attributes or {}).items()}
 
 
 T = TypeVar("T")
@@ -538,12 +479,11 @@ class VectorStores:
             raise Conflict(f"Vector store '{store_id}' was built with embedder '{project.embedder}', this server "
                            f"runs '{self.service.embedder.name}'; re-embed it first.")
         index = self.service.indexes.get(store_id)
-        eligible = index.mask(all_of(SourceIn(completed), where))
         best: dict[int, float] = {}
-        for query, vector in zip(queries, self.service.embedder.embed(queries)):
-            for r in ranker.rank(index, query, vector, eligible, top=limit + 1, threshold=threshold,
-                                 calibration=passage_calibration(self.service.embedder.name),
-                                 reads_cjk=self.service.reads_cjk):
+        for ranked in self.service.rank_queries(index, queries, all_of(SourceIn(completed), where), top=limit + 1,
+                                                threshold=threshold,
+                                                calibration=passage_calibration(self.service.embedder.name)):
+            for r in ranked:
                 best[r.record_id] = max(best.get(r.record_id, 0.0), r.confidence)
         order = sorted(best, key=lambda rid: (-best[rid], rid))
         records = self.store.get_qnas(store_id, order[:limit])
@@ -564,25 +504,3 @@ class VectorStores:
 
         with self._lock:
             self._update(store_id, change)
-
-
-def chunk_record(file_id: str, filename: str, chunk: Chunk, attributes: dict | None) -> QnA:
-    """The passage record of one chunk: windows as questions, the chunk as answer, attributes as fields."""
-    fields: dict[str, Any] = {"file_id": file_id, "filename": filename, "chunk_index": chunk.ordinal}
-    if chunk.page_start is not None:
-        fields.update(page_start=chunk.page_start, page_end=chunk.page_end)
-    fields.update(attributes=attributes, **attribute_fields(attributes))
-    return QnA(embedding_windows(chunk) or [chunk.text], chunk.text, source=file_id, kind="passage", fields=fields)
-
-
-def embedding_windows(chunk: Chunk) -> list[str]:
-    """Sub-windows of ``chunk`` that the embedder reads whole, each under the section's heading."""
-    head, sep, body = chunk.text.partition("\n\n")
-    blocks = []
-    if sep and chunk.heading_path and chunk.heading_path[-1].startswith(head):
-        blocks.append(Block("heading", head, level=1))
-    else:
-        body = chunk.text
-    blocks += [Block("paragraph", p) for p in body.split("\n\n") if p.strip()]
-    doc = ParsedDocument(chunk.source, None, blocks)
-    return [c.text for c in chunk_document(doc, max_tokens=WINDOW_TOKENS, overlap_tokens=WINDOW_OVERLAP)]

@@ -1,35 +1,9 @@
-"""API keys: random secrets shown once, stored as SHA-256 hashes (DESIGN decision 9).
+"""Reading an API key out of a request: every surface accepts its own header (DESIGN decision 9).
 
-Keys are 32 random bytes, so a fast hash is enough (there is nothing to brute-force);
-each key has a role (admin > author > query) and optionally a list of projects.
-Every surface accepts its own header; an empty key table means an open server,
-which ``openqna serve`` only allows on loopback.
+What a key may do is core's business (``openqna.keys``); this module only knows headers.
 """
 
 from __future__ import annotations
-
-import hashlib
-import secrets
-
-from ..store import ApiKey, Store
-from ..store.sqlite import now_iso
-
-ROLES = ("admin", "author", "query")
-_RANK = {r: i for i, r in enumerate(reversed(ROLES))}  # query 0 < author 1 < admin 2
-
-
-def hash_key(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def create_key(store: Store, *, name: str = "", role: str = "admin", projects: list[str] | None = None) -> tuple[ApiKey, str]:
-    """Create a key; returns it and the secret, which is never stored."""
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {', '.join(ROLES)}")
-    secret = "oq_" + secrets.token_urlsafe(32)
-    key = ApiKey(secrets.token_hex(6), name, role, projects, now_iso())
-    store.add_key(key, hash_key(secret))
-    return key, secret
 
 
 def secret_from_headers(headers) -> str | None:
@@ -54,29 +28,3 @@ def _without_scheme(value: str, schemes: tuple[str, ...]) -> str:
         if value.lower().startswith(scheme):
             return value[len(scheme):].strip()
     return value
-
-
-class Authorizer:
-    def __init__(self, store: Store):
-        self.store = store
-
-    def open(self) -> bool:
-        return not self.store.list_keys()
-
-    def check(self, headers) -> tuple[ApiKey | None, str | None]:
-        """(key, None) when allowed — key None on an open server — or (None, reason) when refused."""
-        if self.open():
-            return None, None
-        secret = secret_from_headers(headers)
-        if secret is None:
-            return None, "missing"
-        key = self.store.find_key(hash_key(secret))
-        return (key, None) if key is not None else (None, "invalid")
-
-
-def allows(key: ApiKey | None, *, role: str, project: str | None = None) -> bool:
-    if key is None:
-        return True
-    if _RANK[key.role] < _RANK[role]:
-        return False
-    return project is None or key.projects is None or project.lower() in {p.lower() for p in key.projects}

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..formats.limits import LIMITS
+from ..keys import Authorizer
 from ..records import InvalidArgument
 from ..retrieval.filters import And, Filter, MetaEq, Or, SourceIn
 from ..service import Answer, AskRequest, Service, SpanRequest
-from ..settings import LIMITS
-from .auth import Authorizer
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .concurrency import run_query
 

@@ -18,13 +18,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..authoring import Authoring
+from ..catalog import LIVE, Job, Project, Source
 from ..formats import read_json as read_assets
 from ..jobs import JobRunner
+from ..keys import Authorizer
 from ..records import FormatError, InvalidArgument, NotFound, QnA
 from ..service import Service
-from ..store import Job, Project, Source
-from ..store.base import LIVE
-from .auth import Authorizer
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .errors import azure_error
 
@@ -107,7 +106,6 @@ def _paged(request: Request, items: list) -> dict:
 class AzureAuthoring:
     def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
         self.service = service
-        self.store = service.store
         self.authoring = Authoring(service)
         self.authorizer = authorizer
         self.jobs = jobs
@@ -145,13 +143,13 @@ class AzureAuthoring:
         return self._accepted(request, self.jobs.submit(kind, project, params), path)
 
     def _existing(self, project: str) -> Project:
-        return self.store.get_project(project)
+        return self.service.project(project)
 
     # -- projects ----------------------------------------------------------------------------------
     @handle_errors
     async def list_projects(self, request: Request) -> Response:
         key = authorize(self.authorizer, request, role="author")
-        projects = [p for p in self.store.list_projects() if not p.settings.get("openai_file")
+        projects = [p for p in self.service.projects() if not p.settings.get("openai_file")
                     and not p.settings.get("openai_vector_store") and (
                     key is None or key.projects is None or p.name.lower() in {x.lower() for x in key.projects})]
         return JSONResponse(_paged(request, [project_json(p) for p in projects]))
@@ -175,7 +173,7 @@ class AzureAuthoring:
         settings = body.obj("settings")
         default_answer = settings.string("defaultAnswer", max_len=300) if settings else None
         try:
-            project = self.store.get_project(name)
+            project = self.service.project(name)
         except NotFound:
             if not PROJECT_NAME.match(name) or len(name) > 100:
                 raise InvalidArgument(f"Project name '{name}' must be 1-100 letters, digits, '-' or '_', starting and "
@@ -184,7 +182,7 @@ class AzureAuthoring:
                                                   default_answer=default_answer)
             if multilingual is not None:
                 project.multilingual = multilingual
-                self.store.update_project(project)
+                self.service.update_project(project)
             return JSONResponse(project_json(project), status_code=201)
         if description is not None:
             project.description = description
@@ -194,14 +192,14 @@ class AzureAuthoring:
             project.multilingual = multilingual
         if default_answer is not None:
             project.settings["defaultAnswer"] = default_answer
-        return JSONResponse(project_json(self.store.update_project(project)), status_code=200)
+        return JSONResponse(project_json(self.service.update_project(project)), status_code=200)
 
     # -- jobs ----------------------------------------------------------------------------------------
     @handle_errors
     async def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        job = self.store.get_job(request.path_params["jobId"])
+        job = self.jobs.get(request.path_params["jobId"])
         segment = request.url.path[len(_prefix(request)):].split("/")
         kind = JOB_KINDS.get(segment[1] if project is None else segment[2])
         if job is None or job.kind != kind or (project is not None and job.project.lower() != project.lower()) \
@@ -232,7 +230,7 @@ class AzureAuthoring:
     async def export_result(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name, api_version=False)
-        job = self.store.get_job(request.path_params["jobId"])
+        job = self.jobs.get(request.path_params["jobId"])
         if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None:
             return azure_error(404, "OperationNotFound", "There is no finished export job with this id.")
         return Response(job.result, media_type=job.result_media,
@@ -263,7 +261,7 @@ class AzureAuthoring:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         items = [{"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed}
-                 for d in self.store.list_deployments(name)]
+                 for d in self.service.deployments(name)]
         return JSONResponse(_paged(request, items))
 
     @handle_errors
@@ -277,7 +275,7 @@ class AzureAuthoring:
             self._existing(name)
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
                                 deployment=deployment)
-        for d in self.store.list_deployments(name):
+        for d in self.service.deployments(name):
             if d.name == deployment:
                 return JSONResponse({"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed})
         return azure_error(404, "NotFound", f"Deployment '{deployment}' of project '{name}' was not found.")
@@ -288,7 +286,7 @@ class AzureAuthoring:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
-            groups = self.store.get_synonyms(name)
+            groups = self.service.synonyms(name)
             return JSONResponse(_paged(request, [{"alterations": g} for g in groups]))
         raw = await read_json(request)
         body = Body(raw if isinstance(raw, dict) else {})
@@ -300,7 +298,7 @@ class AzureAuthoring:
         except FormatError as exc:
             raise InvalidArgument(exc.message.replace("Assets.Synonyms", "value"), target="value") from None
         self._existing(name)
-        self.store.set_synonyms(name, groups)
+        self.service.set_synonyms(name, groups)
         return Response(status_code=204)
 
     # -- sources -------------------------------------------------------------------------------------------
@@ -354,7 +352,7 @@ class AzureAuthoring:
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
             source = request.query_params.get("source")
-            items = self.store.list_qnas(name)
+            items = self.service.records(name)
             if source:
                 items = [q for q in items if q.source.lower() == source.lower()]
             feedback = self.authoring.suggestions(name)

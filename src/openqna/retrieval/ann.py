@@ -26,6 +26,7 @@ import threading
 
 import numpy as np
 
+
 def _faiss():
     """faiss (imported only by knowledge bases large enough to need it), on the calling thread only.
 

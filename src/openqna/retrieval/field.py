@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from .. import settings
-from .postings import B, K1, Postings, bm25_idf
+from .postings import K1, B, Postings, bm25_idf
 
 GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
 _NO_ROWS = np.zeros(0, np.int64)

@@ -3,7 +3,7 @@
 Every eligible record (or candidate, on a large index) gets features: best, mean and centroid
 cosine of its questions, answer cosine, idf-weighted query coverage of its best question and of
 its answer, and for passages the answer BM25 over the query's largest possible BM25.  A linear
-logit of them (``Calibration``, fitted by scripts/fit_ranker.py on development data only) plus,
+logit of them (``calibrations.Calibration``, fitted by scripts/fit_ranker.py on development data only) plus,
 where it helps, the KB's own classifier (``adapt``), is read against the KB's typical in-scope
 logit and rescaled into a confidence in 0..1 meant to read the same on every knowledge base.
 An exact question match scores 1.0, as in Azure.
@@ -11,7 +11,7 @@ An exact question match scores 1.0, as in Azure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,81 +20,9 @@ from .. import settings
 from ..filter_ast import Filter
 from . import adapt
 from .analyze import analyze, cjk_share, exact_key
+from .calibrations import CALIBRATION, Calibration
 from .memindex import MemIndex
 from .postings import K1
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Weights over the features (a logit), then a Platt rescaling of it into a confidence.
-
-    Default weights: scripts/fit_ranker.py, a softmax over each question's records fitted on
-    development questions only (banking77 training utterances not in the KB, hwu64's validation
-    split, chit-chat questions the evaluation indexes); ``scale`` and ``shift`` put confidence 0.5
-    where a threshold keeps ~97% of right answers on those KBs.  ``typical`` is the logit of a right
-    answer on a typical KB: a KB with enough alternate questions measures its own (``adapt``) and
-    its logits are shifted by the difference, so a threshold reads the same on every KB; None turns
-    KB adaptation off.  ``passages``: own weights for passage records (None: these, reading the text).
-    """
-
-    w_qsim: float = 7.765
-    w_asim: float = 2.379
-    w_qcov: float = 1.887
-    w_acov: float = 1.889
-    bias: float = 0.0
-    w_qmean: float = -12.307
-    w_qcent: float = 21.163
-    w_bm25: float = 0.0
-    context_boost: float = 1.0  # logit added to follow-ups of the previous answer
-    scale: float = 0.681
-    shift: float = 5.037
-    typical: float | None = 21.874
-    passages: Calibration | None = None
-    lexical: Calibration | None = None  # keyword features only, for what the embedder cannot read
-
-    def logit(self, f, question_only: bool = False):
-        """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape)."""
-        out = self.w_qsim * f.qsim + self.w_qcov * f.qcov + self.w_bm25 * f.bm25 + self.bias
-        if self.w_qmean or self.w_qcent:
-            out = out + self.w_qmean * f.qmean + self.w_qcent * f.qcent
-        if not question_only:
-            out = out + self.w_asim * f.asim + self.w_acov * f.acov
-        return out
-
-
-# Passages (SciFact train claims): text cosine, text coverage and text BM25.
-PASSAGES = Calibration(w_qsim=0.0, w_asim=13.634, w_qcov=0.0, w_acov=5.211, w_qmean=0.0, w_qcent=0.0, w_bm25=6.932,
-                       scale=0.566, shift=-8.649, typical=None)
-# For the share of a question the embedder cannot read (``rank``'s ``reads_cjk``): the same fits
-# with the keyword features alone (``scripts/fit_ranker.py --lexical``, the same development data).
-LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0,
-                      scale=0.851, shift=-2.383, typical=None,
-                      passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
-                                           w_bm25=14.345, scale=0.62, shift=-6.908, typical=None))
-CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL)
-# The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines are spread differently (its KBs'
-# typical right-answer logit is 16.3 against MiniLM's 21.9), so the accurate model, all-mpnet-base-v2, has the
-# same fits of its own, made by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development
-# data.  The lexical part reads keywords only and is shared.
-MPNET_CALIBRATION = Calibration(
-    w_qsim=8.292, w_asim=3.121, w_qcov=2.338, w_acov=1.932, w_qmean=-13.466, w_qcent=21.327, scale=0.798,
-    shift=5.907, typical=16.279, lexical=LEXICAL,
-    passages=Calibration(w_qsim=0.0, w_asim=13.891, w_qcov=0.0, w_acov=4.937, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=7.079, scale=0.577, shift=-9.186, typical=None))
-# OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
-# fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
-ACCURATE_CALIBRATION = Calibration(
-    w_qsim=7.964, w_asim=3.667, w_qcov=1.649, w_acov=1.53, w_qmean=-13.704, w_qcent=23.431, scale=0.778,
-    shift=5.91, typical=18.337, lexical=LEXICAL,
-    passages=Calibration(w_qsim=0.0, w_asim=17.586, w_qcov=0.0, w_acov=5.398, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=5.545, scale=0.562, shift=-9.176, typical=None))
-_FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION,
-           "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_CALIBRATION}
-
-
-def calibration_for(embedder: str) -> Calibration:
-    """The shipped calibration for vectors of the embedder named ``embedder`` (MiniLM's for any model not fitted)."""
-    return _FITTED.get(embedder, CALIBRATION)
 
 
 @dataclass
@@ -178,6 +106,7 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         bm25 = bm25_share(index, terms, rows)
     if all_passages:
         return Features(rows, asim, asim, acov, acov, asim, asim, bm25)
+    assert qcov is not None  # None only in a KB of passages only, answered above
     qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units))
     return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
                     np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
@@ -200,7 +129,7 @@ def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> ad
 
 def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
     """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it."""
-    if c.typical is None or settings.get("OPENQNA_KB_ADAPT") == "0":
+    if c.typical is None or not settings.kb_adapt():
         return None
     return adapt.of(index, lambda *a: _held_out_logits(c, *a))
 
@@ -237,21 +166,6 @@ def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, v
                             qcov=zero, bm25=zero)
     gain = c.scale * (c.logit(after, question_only=True) - c.logit(before, question_only=True))
     return np.where(index.passage[rows], 0.0, gain)
-
-
-def rescaled(c: Calibration, scale: float, shift: float) -> Calibration:
-    """``c`` with the Platt rescaling ``scale``, ``shift`` (``openqna calibrate``'s fit), its lexical part alike.
-
-    A new rescaling is an affine map of the old calibrated logit (a·z + b); the lexical logit a question's
-    CJK share is ranked by gets the same map, so a fit of ``scale`` and ``shift`` predicts the served
-    confidence of a Chinese question as it does an English one's.  Passages keep their own calibration.
-    """
-    a = scale / c.scale
-    b = shift - a * c.shift
-    lexical = c.lexical
-    if lexical is not None:
-        lexical = replace(lexical, scale=a * lexical.scale, shift=a * lexical.shift + b)
-    return replace(c, scale=scale, shift=shift, lexical=lexical)
 
 
 def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.ndarray) -> np.ndarray:
@@ -318,9 +232,9 @@ def rank(
     logit = c.scale * logit + c.shift
     passages = index.passage[f.rows]
     logit = _calibrated(c, logit, f, passages)
-    unread = 0.0 if reads_cjk or c.lexical is None else cjk_share(question)
-    if unread:
-        lex = c.lexical
+    lex = c.lexical
+    unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
+    if unread and lex is not None:
         lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages)
         logit = (1.0 - unread) * logit + unread * lexical
     for row in boosted_rows:

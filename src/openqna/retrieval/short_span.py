@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from .analyze import STOP_WORDS, _stem, normalise
+from .analyze import STOP_WORDS, normalise, stem
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_]+(?:[.,'’-][^\W_]+)*|[^\s]")
@@ -97,7 +97,7 @@ def question_kind(question: str) -> str | None:
 def _question_material(question: str) -> tuple[set[str], set[str]]:
     """The question's Latin word stems (no stop words) and its CJK character bigrams."""
     q = normalise(question)
-    words = {_stem(w) for w in re.findall(r"[^\W_]+", q) if not _IS_CJK.match(w[0]) and w not in STOP_WORDS}
+    words = {stem(w) for w in re.findall(r"[^\W_]+", q) if not _IS_CJK.match(w[0]) and w not in STOP_WORDS}
     cjk = re.sub(rf"[^{_CJK}]", " ", q)
     bigrams = {cjk[i:i + 2] for i in range(len(cjk) - 1) if " " not in cjk[i:i + 2]}
     return words, bigrams
@@ -120,7 +120,7 @@ class _Sentence:
                 self.function[i] = bool(_HIRAGANA.match(t)) or t in _ZH_FUNCTION
             elif t[0].isalnum():
                 low = normalise(t)
-                self.covered[i] = low not in STOP_WORDS and _stem(low) in words
+                self.covered[i] = low not in STOP_WORDS and stem(low) in words
                 self.function[i] = low in STOP_WORDS
             else:
                 self.function[i] = True

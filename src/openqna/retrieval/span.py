@@ -71,7 +71,8 @@ def best_spans(
     for (i, s, e), sim in zip(pieces, sims):
         overlap = len(q_terms & set(analyze(texts[i][s:e], bigrams=False))) / max(len(q_terms), 1)
         score = float(np.clip(0.8 * sim + 0.2 * overlap, 0.0, 1.0))
-        if best[i] is None or score > best[i].confidence:
+        current = best[i]
+        if current is None or score > current.confidence:
             best[i] = Span(texts[i][s:e], round(score, 4), s, e - s)
     if short:
         for i, span in enumerate(best):

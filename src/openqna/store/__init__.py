@@ -11,7 +11,7 @@ def open_store(location: str, cache_dir: str | None = None) -> Store:
         from .. import settings
         from .postgres import PostgresStore
 
-        return PostgresStore(location, pool_size=int(settings.get("OPENQNA_PG_POOL_SIZE")), cache_dir=cache_dir)
+        return PostgresStore(location, pool_size=settings.pg_pool_size(), cache_dir=cache_dir)
     from .sqlite import SQLiteStore
 
     return SQLiteStore(location)

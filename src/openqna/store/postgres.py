@@ -48,6 +48,7 @@ from .postgres_rows import PostgresIndexRows, dialog_from_json, dialog_json, jso
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .postgres_vector import VectorSearch, filter_to_sql
 
+
 def _not_found(name: str) -> ProjectNotFound:
     return ProjectNotFound(f"The specified project was not found: {name}.")
 

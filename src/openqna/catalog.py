@@ -1,0 +1,65 @@
+"""What the knowledge bases hold, read and written without a model: projects, deployments,
+records and synonyms.
+
+``Service`` adds everything that embeds or ranks on top of this.  Commands that need no
+model (``openqna deploy``, ``projects``, ``export``, ``keys``) use a ``Catalog`` so they never
+load one.  Surfaces reach the store only through these calls, so the types they hand back
+(``Project``, ``Deployment``, ``Job``, ``Source``, ``StoredFile``, ``LIVE``) are exported here too.
+"""
+
+from __future__ import annotations
+
+from . import settings
+from .records import KnowledgeBaseContent, QnA
+from .store import Deployment, Job, Project, Source, Store, StoredFile, open_store
+from .store.base import LIVE
+
+__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "open_data",
+           "open_store"]
+
+
+def open_data(data_dir: str) -> Store:
+    """The store the settings name: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in
+    ``data_dir`` (which also keeps PostgreSQL's saved indexes)."""
+    return open_store(settings.store() or data_dir, cache_dir=data_dir)
+
+
+class Catalog:
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- projects ----------------------------------------------------------------------------
+    def project(self, name: str) -> Project:
+        """The project named ``name`` (``ProjectNotFound`` when there is none)."""
+        return self.store.get_project(name)
+
+    def projects(self) -> list[Project]:
+        return self.store.list_projects()
+
+    def update_project(self, project: Project) -> Project:
+        return self.store.update_project(project)
+
+    # -- deployments -------------------------------------------------------------------------
+    def deploy(self, project: str, deployment: str) -> Deployment:
+        """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2)."""
+        return self.store.deploy(project, deployment)
+
+    def deployments(self, project: str) -> list[Deployment]:
+        return self.store.list_deployments(project)
+
+    # -- records -----------------------------------------------------------------------------
+    def records(self, project: str, deployment: str = LIVE) -> list[QnA]:
+        return self.store.list_qnas(project, deployment)
+
+    def count(self, project: str, deployment: str = LIVE) -> int:
+        return self.store.count_qnas(project, deployment)
+
+    def synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
+        return self.store.get_synonyms(project, deployment)
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        self.store.set_synonyms(project, groups)
+
+    def content(self, project: str, deployment: str = LIVE) -> KnowledgeBaseContent:
+        """Records and synonyms of one deployment, as the file formats write them."""
+        return KnowledgeBaseContent(self.records(project, deployment), self.synonyms(project, deployment))
