@@ -54,7 +54,13 @@ serve: $(VENV)/.installed
 	.venv-legacy/bin/pip install -q openai==0.25.0
 	touch $@
 
-test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
+# botbuilder-ai 4.17 (QnA Maker bots) pins its own aiohttp and msrest: a venv of its own as well.
+.venv-botbuilder/.installed:
+	$(PYTHON) -m venv .venv-botbuilder
+	.venv-botbuilder/bin/pip install -q botbuilder-ai==4.17.0 botbuilder-core==4.17.0
+	touch $@
+
+test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbuilder/.installed
 	$(BIN)/python -m pytest -q
 
 # Answer quality on ../shared/data: writes eval/report.md and plots (not part of `make test`).
@@ -66,4 +72,4 @@ bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache
+	rm -rf $(VENV) .venv-preview .venv-legacy .venv-botbuilder .pytest_cache

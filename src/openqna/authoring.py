@@ -6,6 +6,8 @@ knows records, not wire formats or HTTP routes.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -18,6 +20,7 @@ from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFoun
 from .service import Service
 from .store import Job, Project, Source
 
+KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 FETCH_TIMEOUT = 30.0
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 
@@ -57,10 +60,50 @@ def fetch(uri: str) -> tuple[bytes, str]:
     return b"".join(chunks), name
 
 
+def file_metadata(data: bytes) -> dict | None:
+    """The ``Metadata`` object of an Azure JSON export file (read_file has checked the JSON), if it has one."""
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
 class Authoring:
     def __init__(self, service: Service):
         self.service = service
         self.store = service.store
+
+    # -- QnA Maker knowledge-base ids ------------------------------------------------------
+    def project_for_kb(self, kb_id: str) -> Project:
+        """The project a QnA Maker ``kbId`` names: its own name, or the kbId it was migrated with.
+
+        Bots keep their kbId in configuration; an alias lets them move here by changing only
+        the host and the key.
+        """
+        try:
+            return self.store.get_project(kb_id)
+        except NotFound:
+            pass
+        for p in self.store.list_projects():
+            if str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                return p
+        raise NotFound(f"There is no knowledge base with id or name '{kb_id}'.")
+
+    def set_kb_id(self, project: str, kb_id: str) -> Project:
+        """Keep a QnA Maker kbId on ``project`` so generateAnswer and train calls reach it."""
+        if not KB_ID.match(kb_id):
+            raise InvalidArgument(f"'{kb_id}' is not a QnA Maker kbId; it is a GUID such as "
+                                  "'1a2b3c4d-0000-4000-8000-123456789abc'.", target="kbId")
+        for p in self.store.list_projects():
+            if p.name.lower() != project.lower() and str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                raise InvalidArgument(f"kbId {kb_id} already belongs to project '{p.name}'.", target="kbId")
+        proj = self.store.get_project(project)
+        if proj.settings.get("kbId") != kb_id.lower():
+            proj.settings["kbId"] = kb_id.lower()
+            proj = self.store.update_project(proj)
+        return proj
 
     # -- QnAs ------------------------------------------------------------------------------
     def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
@@ -184,16 +227,19 @@ class Authoring:
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
+        metadata = lowered.get("metadata")
         try:
             if file_uri:
                 data, name = fetch(file_uri)
                 suffix = {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
                 content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+                if metadata is None and fmt == "json":  # an export file carries its project's settings
+                    metadata = file_metadata(data)
             else:
                 content = read_json(body, "import body")
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
-        self._ensure_project(project, lowered.get("metadata"))
+        self._ensure_project(project, metadata)
         if asset_kind == "synonyms":
             self.store.set_synonyms(project, content.synonyms)
             return
@@ -212,22 +258,39 @@ class Authoring:
         try:
             proj = self.store.get_project(project)
         except NotFound:
-            return self.service.create_project(project, description=str(meta.get("description") or ""),
+            proj = self.service.create_project(project, description=str(meta.get("description") or ""),
                                                language=str(meta.get("language") or "en"),
                                                default_answer=default_answer)
+            return self._keep_kb_id(proj, meta)
         if meta:
             proj.description = str(meta.get("description", proj.description) or "")
             proj.language = str(meta.get("language", proj.language) or proj.language)
             if default_answer:
                 proj.settings["defaultAnswer"] = default_answer
             self.store.update_project(proj)
-        return proj
+        return self._keep_kb_id(proj, meta)
+
+    def _keep_kb_id(self, proj: Project, meta: dict) -> Project:
+        """An export of a project that kept its QnA Maker kbId keeps it when imported again.
+
+        A copy imported beside the original (the kbId already taken) or a malformed id is imported
+        without it: a project's content must not fail to import over an alias.
+        """
+        kb_id = meta.get("kbid")
+        if not isinstance(kb_id, str) or not kb_id:
+            return proj
+        try:
+            return self.set_kb_id(proj.name, kb_id)
+        except InvalidArgument:
+            return proj
 
     def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
         proj = self.store.get_project(project)
         content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
         metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
                     "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
+        if proj.settings.get("kbId"):
+            metadata["KbId"] = proj.settings["kbId"]
         return export_bytes(content, fmt, asset_kind, metadata)
 
     # -- job handlers -------------------------------------------------------------------------
