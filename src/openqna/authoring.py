@@ -14,7 +14,8 @@ from urllib.parse import urlparse
 import httpx
 
 from .documents import ingest_document, is_document
-from .formats import export_bytes, read_file, read_json
+from .formats import export_archive, is_archive, read_file, read_json
+from .formats.azure_json import hoist_prompt_qnas
 from .ingest import parse_document
 from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .service import Service
@@ -29,6 +30,7 @@ FETCH_MAX_BYTES = 10 * 1024 * 1024
 class QnaOp:
     op: str  # add | replace | delete
     qna: QnA
+    keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
 
 
 @dataclass
@@ -68,6 +70,27 @@ def file_metadata(data: bytes) -> dict | None:
         return None
     meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None
     return meta if isinstance(meta, dict) else None
+
+
+def without_questions(clusters: list[dict], questions: set[str]) -> list[dict]:
+    """Suggestion clusters (QnA Maker's shape) without ``questions`` (any case); emptied clusters are dropped."""
+    drop = {q.lower() for q in questions}
+    out = []
+    for cluster in clusters:
+        fields = {k.lower(): k for k in cluster}
+        alternates = [a for a in cluster.get(fields.get("alternatequestionlist", ""), [])
+                      if str({k.lower(): v for k, v in a.items()}.get("question", "")).lower() not in drop]
+        if not alternates:
+            continue
+        kept = dict(cluster)
+        kept[fields["alternatequestionlist"]] = alternates
+        for total, count in (("totalautosuggestedcount", "autosuggestedcount"),
+                             ("totalusersuggestedcount", "usersuggestedcount")):
+            if total in fields:
+                kept[fields[total]] = sum(int({k.lower(): v for k, v in a.items()}.get(count) or 0)
+                                          for a in alternates)
+        out.append(kept)
+    return out
 
 
 class Authoring:
@@ -121,17 +144,32 @@ class Authoring:
             elif op.op == "delete":
                 deletes.append(qid)
             else:
+                if op.op == "replace" and op.keep_questions:
+                    op.qna.questions = list(existing[qid].questions)
                 writes.append(op.qna)
         if errors:
             raise InvalidArgument(" ".join(errors))
+        feedback = self.store.list_feedback(project)
         for q in writes:
             q.normalised()
+            if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
+                q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self._check_prompts(project, writes, set(existing) - set(deletes))
         self.service.upsert(project, writes, match_content=False)
         if deletes:
             self.store.delete_qnas(project, deletes)
             for qid in deletes:
                 self.store.delete_feedback(project, qid)
+            self.touch(project)
+
+    def touch(self, project: str) -> Project:
+        """Move ``lastModifiedDateTime``: apps such as FAQ Plus republish when it is later than the last deploy."""
+        return self.store.update_project(self.store.get_project(project))
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        """Replace the project's synonym groups (a change to what it answers, so it moves lastModifiedDateTime)."""
+        self.store.set_synonyms(project, groups)
+        self.touch(project)
 
     def _check_prompts(self, project: str, writes: list[QnA], kept: set[int]) -> None:
         known = kept | {q.id for q in writes if q.id is not None}
@@ -206,7 +244,8 @@ class Authoring:
         if looks_html and not name.lower().endswith((".htm", ".html")):
             name += ".html"  # a web page's URL rarely ends in .html
         if is_document(name, data):
-            ingest_document(self.service, project, parse_document(name, data), source=src.source)
+            ingest_document(self.service, project, parse_document(name, data), source=src.source,
+                            unstructured=src.content_structure_kind.lower() == "unstructured")
             return
         content = read_file(name, data)
         for q in content.qnas:
@@ -231,7 +270,7 @@ class Authoring:
         try:
             if file_uri:
                 data, name = fetch(file_uri)
-                suffix = {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
+                suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
                 content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
                 if metadata is None and fmt == "json":  # an export file carries its project's settings
                     metadata = file_metadata(data)
@@ -241,7 +280,7 @@ class Authoring:
             raise InvalidArgument(exc.message) from None
         self._ensure_project(project, metadata)
         if asset_kind == "synonyms":
-            self.store.set_synonyms(project, content.synonyms)
+            self.set_synonyms(project, content.synonyms)
             return
         report = self.service.upsert(project, content.qnas)
         keep = set(report.ids)
@@ -249,7 +288,7 @@ class Authoring:
         if stale:
             self.store.delete_qnas(project, stale)
         if content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}:
-            self.store.set_synonyms(project, content.synonyms)
+            self.set_synonyms(project, content.synonyms)
 
     def _ensure_project(self, project: str, metadata) -> Project:
         meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
@@ -291,7 +330,7 @@ class Authoring:
                     "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
         if proj.settings.get("kbId"):
             metadata["KbId"] = proj.settings["kbId"]
-        return export_bytes(content, fmt, asset_kind, metadata)
+        return export_archive(content, fmt, asset_kind, metadata)  # type: ignore[arg-type]
 
     # -- job handlers -------------------------------------------------------------------------
     def handlers(self) -> dict:
@@ -313,8 +352,12 @@ class Authoring:
             for o in job.params["ops"]:
                 if o["op"] == "delete":
                     ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"])))
-                else:
-                    ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0]))
+                    continue
+                # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
+                inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
+                ops.extend(QnaOp("add", q) for q in read_json({"assets": {"qnas": inline}}).qnas)
+                ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
+                                 keep_questions=bool(o.get("keepQuestions"))))
             self.update_qnas(job.project, ops)
 
         def sources(job: Job) -> None:

@@ -38,7 +38,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPENQNA_MODEL_DIR", "~/.cache/openqna/models", "Where the bundled model's ONNX export is kept."),
     Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model."),
     Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: twice the CPU cores, which measured best (more threads only contend for the CPU)."),
-    Setting("OPENQNA_PUBLIC_URL", "", "Base URL put in the tool OpenAPI documents' `servers` (for GPT Actions); default: the URL the document was requested at."),
+    Setting("OPENQNA_PUBLIC_URL", "", "The server's URL as clients reach it (behind a TLS proxy): put in the tool OpenAPI documents' `servers` (for GPT Actions) and in the authoring API's `Operation-Location`, `nextLink` and export `resultUrl`; default: the URL each request arrived at."),
     Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept."),
     Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches."),
     Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory."),
