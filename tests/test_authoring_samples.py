@@ -211,3 +211,16 @@ def test_feedback_suggestions_survive_a_read_modify_write_once(live, authoring, 
     assert suggestion["clusterHead"] == "battery full how soon"
     assert suggestion["suggestedQuestions"] == [{"question": "battery full how soon", "userSuggestedCount": 2,
                                                  "autoSuggestedCount": 0}]
+
+
+def test_the_json_export_sample_imports_its_own_export(live, authoring, admin):
+    """sample_export_import_project: GET resultUrl with the client, send the JSON back as the import options."""
+    authoring.update_synonyms("faq", {"value": [{"alterations": ["charging", "recharging"]}]})
+    url = authoring.begin_export(project_name="faq", file_format="json").result()["resultUrl"]
+    exported = authoring.send_request(HttpRequest("GET", url)).json()
+    authoring.begin_delete_project("faq").result()
+    authoring.begin_import_assets(project_name="faq", options=exported).result()
+    [project] = [p for p in authoring.list_projects() if p["projectName"] == "faq"]
+    assert project["language"] == "en" and project["description"] == "sample"
+    assert {q["answer"] for q in authoring.list_qnas("faq")} == {f["value"]["answer"] for f in FAQ}
+    assert [s["alterations"] for s in authoring.list_synonyms("faq")] == [["charging", "recharging"]]
