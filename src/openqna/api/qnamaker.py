@@ -120,8 +120,7 @@ def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
         if req.previous_qna_id is not None:
             req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
     req.question_only = body.choice("rankerType", RANKERS) == "QuestionOnly"
-    req.filter = parse_strict_filters(body)
-    body.string("userId", max_len=200)
+    req.filter = parse_strict_filters(body)  # userId is ignored, as QnA Maker's runtime only logged it
     span = body.obj("answerSpanRequest")
     if span is not None and span.boolean("enable"):
         req.span = SpanRequest(scale(span.number("scoreThreshold", hi=100.0)),
