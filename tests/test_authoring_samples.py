@@ -16,6 +16,7 @@ from azure.ai.language.questionanswering.authoring.aio import (
     AuthoringClient as AsyncAuthoringClient,
 )
 from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError
 from azure.core.rest import HttpRequest
 
 from openqna.api.auth import create_key
@@ -224,3 +225,25 @@ def test_the_json_export_sample_imports_its_own_export(live, authoring, admin):
     assert project["language"] == "en" and project["description"] == "sample"
     assert {q["answer"] for q in authoring.list_qnas("faq")} == {f["value"]["answer"] for f in FAQ}
     assert [s["alterations"] for s in authoring.list_synonyms("faq")] == [["charging", "recharging"]]
+
+
+def test_an_export_url_behind_a_proxy_imports_without_fetching(live, authoring, admin, monkeypatch):
+    """The server reads its own signed export from the job: a public URL it cannot reach from inside still imports."""
+    headers = {"Ocp-Apim-Subscription-Key": admin}
+    monkeypatch.setenv("OPENQNA_PUBLIC_URL", "https://qna.example.invalid")
+    r = httpx.post(f"{live.url}{P}/faq/:export", params={"api-version": "2023-04-01", "format": "tsv"},
+                   headers=headers, timeout=30)
+    monkeypatch.delenv("OPENQNA_PUBLIC_URL")  # the SDK below polls this server directly
+    status = r.headers["Operation-Location"].replace("https://qna.example.invalid", live.url)
+    for _ in range(100):
+        job = httpx.get(status, headers=headers, timeout=30).json()
+        if job["status"] == "succeeded":
+            break
+        time.sleep(0.1)
+    url = job["resultUrl"]
+    assert url.startswith("https://qna.example.invalid/")
+    authoring.begin_import_assets("copy", {"fileUri": url}, file_format="tsv").result()
+    assert {q["answer"] for q in authoring.list_qnas("copy")} == {f["value"]["answer"] for f in FAQ}
+    forged = url.replace("sig=", "sig=forged")
+    with pytest.raises(HttpResponseError, match="qna.example.invalid"):
+        authoring.begin_import_assets("forged", {"fileUri": forged}, file_format="tsv").result()

@@ -6,10 +6,12 @@ knows records, not wire formats or HTTP routes.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 
@@ -22,6 +24,7 @@ from .service import Service
 from .store import Job, Project, Source
 
 KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+EXPORT_RESULT = re.compile(r"/projects/[^/]+/export/jobs/(?P<job>[^/]+)/result$")
 FETCH_TIMEOUT = 30.0
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 
@@ -269,7 +272,7 @@ class Authoring:
         metadata = lowered.get("metadata")
         try:
             if file_uri:
-                data, name = fetch(file_uri)
+                data, name = self.own_export(file_uri) or fetch(file_uri)
                 suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
                 content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
                 if metadata is None and fmt == "json":  # an export file carries its project's settings
@@ -331,6 +334,34 @@ class Authoring:
         if proj.settings.get("kbId"):
             metadata["KbId"] = proj.settings["kbId"]
         return export_archive(content, fmt, asset_kind, metadata)  # type: ignore[arg-type]
+
+    def signed_export(self, job_id: str, signature: str) -> Job | None:
+        """The export job whose resultUrl carries ``signature``, while the job has not expired; else None.
+
+        Export jobs get a random token when submitted (the API puts it in ``resultUrl`` as ``sig``):
+        the URL is a credential for that one file, as Azure's export URLs are, so it can be handed
+        to ``:import`` as a ``fileUri`` on a server with keys.
+        """
+        job = self.store.get_job(job_id)
+        if job is None or job.kind != "export" or not job.params.get("token") or not signature:
+            return None
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the jobs' timestamp format
+        return job if now < job.expires and hmac.compare_digest(signature, job.params["token"]) else None
+
+    def own_export(self, uri: str) -> tuple[bytes, str] | None:
+        """The file behind one of this server's signed export URLs, read from the job, not over HTTP.
+
+        Whatever host the URL names (OPENQNA_PUBLIC_URL behind a proxy the server cannot reach from
+        inside, or loopback, which URL fetching refuses), the signature identifies the file.
+        """
+        parsed = urlparse(uri)
+        match = EXPORT_RESULT.search(parsed.path)
+        if match is None:
+            return None
+        job = self.signed_export(match["job"], parse_qs(parsed.query).get("sig", [""])[0])
+        if job is None or job.result is None:
+            return None
+        return job.result, job.result_name or "export"
 
     # -- job handlers -------------------------------------------------------------------------
     def handlers(self) -> dict:

@@ -10,11 +10,9 @@ calls whatever api-version it is given).  Long operations answer 202 with an abs
 from __future__ import annotations
 
 import copy
-import hmac
 import itertools
 import re
 import secrets
-from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -63,14 +61,6 @@ def _signature(job: Job) -> dict[str, str]:
     """The query parameter that lets an export's resultUrl be fetched without a key (empty for older jobs)."""
     token = job.params.get("token")
     return {"sig": token} if token else {}
-
-
-def _signed(request: Request, job: Job) -> bool:
-    """Whether the request carries the export job's signature and the job has not expired."""
-    expected = _signature(job).get("sig")
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the jobs' timestamp format
-    return bool(expected) and job.kind == "export" and now < job.expires and \
-        hmac.compare_digest(request.query_params.get("sig", ""), expected)
 
 
 def project_json(p: Project) -> dict:
@@ -258,9 +248,10 @@ class AzureAuthoring:
         fetches it without a key), as Azure's export URLs are importable; it opens nothing else.
         """
         name = request.path_params["project"]
-        job = self.store.get_job(request.path_params["jobId"])
-        if job is None or not _signed(request, job):
+        job = self.authoring.signed_export(request.path_params["jobId"], request.query_params.get("sig", ""))
+        if job is None:
             authorize(self.authorizer, request, role="author", project=name, api_version=False)
+            job = self.store.get_job(request.path_params["jobId"])
         if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None:
             return azure_error(404, "OperationNotFound", "There is no finished export job with this id.")
         return Response(job.result, media_type=job.result_media,
