@@ -54,8 +54,14 @@ serve: $(VENV)/.installed
 	.venv-legacy/bin/pip install -q openai==0.25.0
 	touch $@
 
+# botbuilder-ai 4.17 (QnA Maker bots) pins its own aiohttp and msrest: a venv of its own as well.
+.venv-botbuilder/.installed:
+	$(PYTHON) -m venv .venv-botbuilder
+	.venv-botbuilder/bin/pip install -q botbuilder-ai==4.17.0 botbuilder-core==4.17.0
+	touch $@
+
 # Style and imports (ruff), types (mypy: the strictness per module is in pyproject.toml), then the tests.
-test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed
+test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbuilder/.installed
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
@@ -74,4 +80,4 @@ soak: $(VENV)/.dev
 	$(BIN)/python bench/soak.py --seconds 300
 
 clean:
-	rm -rf $(VENV) .venv-preview .venv-legacy .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-preview .venv-legacy .venv-botbuilder .pytest_cache .mypy_cache .ruff_cache

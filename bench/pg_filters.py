@@ -24,6 +24,7 @@ import numpy as np
 from openqna.filter_ast import Column, MetaEq
 from openqna.records import Dialog, QnA
 from openqna.retrieval.analyze import analyze
+from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.retrieval.where_parse import parse_where
 from openqna.store import Project, StoredQnA, Unit
 from openqna.store.postgres import PostgresStore
@@ -85,7 +86,7 @@ def main() -> None:
     t = time.perf_counter()
     build(store, n)
     store.ensure_vector_index(DIM)
-    index = store.search_index("bench")
+    index = IndexCache(store, nearest=engine_search(store)).get("bench")
     print(f"{n} records, {DIM} dims, HNSW built: {time.perf_counter() - t:.0f}s")
     rng = np.random.default_rng(1)
     queries = rng.standard_normal((nq, DIM)).astype(np.float32)

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from openqna.authoring import Authoring
 from openqna.service import AskRequest
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
+README_KB_ID = "5f0b1c2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"  # the kbId the Bot Framework section keeps
 
 
 def blocks(lang: str) -> list[str]:
@@ -90,8 +92,9 @@ def test_curl_examples_run(service, tmp_path):
     service.deploy("openqna-faq", "production")
     table = next(b for b in blocks("sh") if "openqna table create" in b)
     run_block(table, tmp_path, service.store.directory)
+    Authoring(service).set_kb_id("openqna-faq", README_KB_ID)  # what the QnA Maker section's import keeps
     curls = [b for b in blocks("sh") if b.startswith("curl")]
-    assert len(curls) == 2
+    assert len(curls) == 3
     with LiveServer(service) as live:
         outputs = []
         for curl in curls:
@@ -99,8 +102,29 @@ def test_curl_examples_run(service, tmp_path):
                                   capture_output=True, text=True, timeout=60)
             assert proc.returncode == 0
             outputs.append(json.loads(proc.stdout))
-    assert outputs[0]["answers"][0]["id"] == 3
-    assert outputs[1]["num_retrieved"] == 1 and "Attention in translation" in outputs[1]["documents"]
+    azure, qnamaker, tools = (next(o for c, o in zip(curls, outputs) if marker in c)
+                              for marker in (":query-knowledgebases", "/generateAnswer", "get_related"))
+    assert azure["answers"][0]["id"] == 3
+    assert tools["num_retrieved"] == 1 and "Attention in translation" in tools["documents"]
+    assert qnamaker["answers"][0]["id"] == 3 and qnamaker["answers"][0]["score"] > 30
+
+
+def test_botbuilder_example_runs(service):
+    """The Bot Framework example, run by botbuilder-ai 4.17 in its own venv as a bot would."""
+    from conftest import LiveServer
+    from openqna.formats import read_file
+
+    python = REPO / ".venv-botbuilder" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-botbuilder with botbuilder-ai 4.17)"
+    service.import_content("openqna-faq", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
+    service.deploy("openqna-faq", "production")
+    Authoring(service).set_kb_id("openqna-faq", README_KB_ID)
+    example = next(b for b in blocks("python") if "QnAMakerEndpoint" in b)
+    with LiveServer(service) as live:
+        proc = subprocess.run([str(python), "-c", example.replace("http://127.0.0.1:8000", live.url)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "make serve" in proc.stdout
 
 
 @pytest.mark.parametrize("marker, printed", [

@@ -6,16 +6,24 @@ knows records, not wire formats or HTTP routes.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlparse
 
 from .documents import ingest_document, is_document
 from .fetch import fetch as safe_fetch
-from .formats import export_bytes, read_file, read_json
+from .formats import export_archive, is_archive, read_file, read_json
+from .formats.azure_json import hoist_prompt_qnas
 from .ingest import parse_document
 from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .service import Service
 from .store import Job, Project, Source
 
+KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+EXPORT_RESULT = re.compile(r"/projects/[^/]+/export/jobs/(?P<job>[^/]+)/result$")
 FETCH_MAX_BYTES = 10 * 1024 * 1024
 
 
@@ -23,6 +31,7 @@ FETCH_MAX_BYTES = 10 * 1024 * 1024
 class QnaOp:
     op: str  # add | replace | delete
     qna: QnA
+    keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
 
 
 @dataclass
@@ -37,10 +46,71 @@ def fetch(uri: str) -> tuple[bytes, str]:
     return safe_fetch(uri, max_bytes=FETCH_MAX_BYTES)
 
 
+def file_metadata(data: bytes) -> dict | None:
+    """The ``Metadata`` object of an Azure JSON export file (read_file has checked the JSON), if it has one."""
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def without_questions(clusters: list[dict], questions: set[str]) -> list[dict]:
+    """Suggestion clusters (QnA Maker's shape) without ``questions`` (any case); emptied clusters are dropped."""
+    drop = {q.lower() for q in questions}
+    out = []
+    for cluster in clusters:
+        fields = {k.lower(): k for k in cluster}
+        alternates = [a for a in cluster.get(fields.get("alternatequestionlist", ""), [])
+                      if str({k.lower(): v for k, v in a.items()}.get("question", "")).lower() not in drop]
+        if not alternates:
+            continue
+        kept = dict(cluster)
+        kept[fields["alternatequestionlist"]] = alternates
+        for total, count in (("totalautosuggestedcount", "autosuggestedcount"),
+                             ("totalusersuggestedcount", "usersuggestedcount")):
+            if total in fields:
+                kept[fields[total]] = sum(int({k.lower(): v for k, v in a.items()}.get(count) or 0)
+                                          for a in alternates)
+        out.append(kept)
+    return out
+
+
 class Authoring:
     def __init__(self, service: Service):
         self.service = service
         self.store = service.store
+
+    # -- QnA Maker knowledge-base ids ------------------------------------------------------
+    def project_for_kb(self, kb_id: str) -> Project:
+        """The project a QnA Maker ``kbId`` names: its own name, or the kbId it was migrated with.
+
+        Bots keep their kbId in configuration; an alias lets them move here by changing only
+        the host and the key.
+        """
+        try:
+            return self.store.get_project(kb_id)
+        except NotFound:
+            pass
+        for p in self.store.list_projects():
+            if str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                return p
+        raise NotFound(f"There is no knowledge base with id or name '{kb_id}'.")
+
+    def set_kb_id(self, project: str, kb_id: str) -> Project:
+        """Keep a QnA Maker kbId on ``project`` so generateAnswer and train calls reach it."""
+        if not KB_ID.match(kb_id):
+            raise InvalidArgument(f"'{kb_id}' is not a QnA Maker kbId; it is a GUID such as "
+                                  "'1a2b3c4d-0000-4000-8000-123456789abc'.", target="kbId")
+        for p in self.store.list_projects():
+            if p.name.lower() != project.lower() and str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                raise InvalidArgument(f"kbId {kb_id} already belongs to project '{p.name}'.", target="kbId")
+        proj = self.store.get_project(project)
+        if proj.settings.get("kbId") != kb_id.lower():
+            proj.settings["kbId"] = kb_id.lower()
+            proj = self.store.update_project(proj)
+        return proj
 
     # -- QnAs ------------------------------------------------------------------------------
     def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
@@ -58,17 +128,32 @@ class Authoring:
             elif op.op == "delete":
                 deletes.append(qid)
             else:
+                if op.op == "replace" and op.keep_questions:
+                    op.qna.questions = list(existing[qid].questions)
                 writes.append(op.qna)
         if errors:
             raise InvalidArgument(" ".join(errors))
+        feedback = self.store.list_feedback(project)
         for q in writes:
             q.normalised()
+            if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
+                q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self._check_prompts(project, writes, set(existing) - set(deletes))
         self.service.upsert(project, writes, match_content=False)
         if deletes:
             self.store.delete_qnas(project, deletes)
             for qid in deletes:
                 self.store.delete_feedback(project, qid)
+            self.touch(project)
+
+    def touch(self, project: str) -> Project:
+        """Move ``lastModifiedDateTime``: apps such as FAQ Plus republish when it is later than the last deploy."""
+        return self.store.update_project(self.store.get_project(project))
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        """Replace the project's synonym groups (a change to what it answers, so it moves lastModifiedDateTime)."""
+        self.store.set_synonyms(project, groups)
+        self.touch(project)
 
     def _check_prompts(self, project: str, writes: list[QnA], kept: set[int]) -> None:
         known = kept | {q.id for q in writes if q.id is not None}
@@ -143,7 +228,8 @@ class Authoring:
         if looks_html and not name.lower().endswith((".htm", ".html")):
             name += ".html"  # a web page's URL rarely ends in .html
         if is_document(name, data):
-            ingest_document(self.service, project, parse_document(name, data), source=src.source)
+            ingest_document(self.service, project, parse_document(name, data), source=src.source,
+                            unstructured=src.content_structure_kind.lower() == "unstructured")
             return
         content = read_file(name, data)
         for q in content.qnas:
@@ -164,18 +250,21 @@ class Authoring:
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
+        metadata = lowered.get("metadata")
         try:
             if file_uri:
-                data, name = fetch(file_uri)
-                suffix = {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
+                data, name = self.own_export(file_uri) or fetch(file_uri)
+                suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
                 content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+                if metadata is None and fmt == "json":  # an export file carries its project's settings
+                    metadata = file_metadata(data)
             else:
                 content = read_json(body, "import body")
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
-        self._ensure_project(project, lowered.get("metadata"))
+        self._ensure_project(project, metadata)
         if asset_kind == "synonyms":
-            self.store.set_synonyms(project, content.synonyms)
+            self.set_synonyms(project, content.synonyms)
             return
         report = self.service.upsert(project, content.qnas)
         keep = set(report.ids)
@@ -183,7 +272,7 @@ class Authoring:
         if stale:
             self.store.delete_qnas(project, stale)
         if content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}:
-            self.store.set_synonyms(project, content.synonyms)
+            self.set_synonyms(project, content.synonyms)
 
     def _ensure_project(self, project: str, metadata) -> Project:
         meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
@@ -192,23 +281,68 @@ class Authoring:
         try:
             proj = self.store.get_project(project)
         except NotFound:
-            return self.service.create_project(project, description=str(meta.get("description") or ""),
+            proj = self.service.create_project(project, description=str(meta.get("description") or ""),
                                                language=str(meta.get("language") or "en"),
                                                default_answer=default_answer)
+            return self._keep_kb_id(proj, meta)
         if meta:
             proj.description = str(meta.get("description", proj.description) or "")
             proj.language = str(meta.get("language", proj.language) or proj.language)
             if default_answer:
                 proj.settings["defaultAnswer"] = default_answer
             self.store.update_project(proj)
-        return proj
+        return self._keep_kb_id(proj, meta)
+
+    def _keep_kb_id(self, proj: Project, meta: dict) -> Project:
+        """An export of a project that kept its QnA Maker kbId keeps it when imported again.
+
+        A copy imported beside the original (the kbId already taken) or a malformed id is imported
+        without it: a project's content must not fail to import over an alias.
+        """
+        kb_id = meta.get("kbid")
+        if not isinstance(kb_id, str) or not kb_id:
+            return proj
+        try:
+            return self.set_kb_id(proj.name, kb_id)
+        except InvalidArgument:
+            return proj
 
     def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
         proj = self.store.get_project(project)
         content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
         metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
                     "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
-        return export_bytes(content, fmt, asset_kind, metadata)
+        if proj.settings.get("kbId"):
+            metadata["KbId"] = proj.settings["kbId"]
+        return export_archive(content, fmt, asset_kind, metadata)  # type: ignore[arg-type]
+
+    def signed_export(self, job_id: str, signature: str) -> Job | None:
+        """The export job whose resultUrl carries ``signature``, while the job has not expired; else None.
+
+        Export jobs get a random token when submitted (the API puts it in ``resultUrl`` as ``sig``):
+        the URL is a credential for that one file, as Azure's export URLs are, so it can be handed
+        to ``:import`` as a ``fileUri`` on a server with keys.
+        """
+        job = self.store.get_job(job_id)
+        if job is None or job.kind != "export" or not job.params.get("token") or not signature:
+            return None
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the jobs' timestamp format
+        return job if now < job.expires and hmac.compare_digest(signature, job.params["token"]) else None
+
+    def own_export(self, uri: str) -> tuple[bytes, str] | None:
+        """The file behind one of this server's signed export URLs, read from the job, not over HTTP.
+
+        Whatever host the URL names (OPENQNA_PUBLIC_URL behind a proxy the server cannot reach from
+        inside, or loopback, which URL fetching refuses), the signature identifies the file.
+        """
+        parsed = urlparse(uri)
+        match = EXPORT_RESULT.search(parsed.path)
+        if match is None:
+            return None
+        job = self.signed_export(match["job"], parse_qs(parsed.query).get("sig", [""])[0])
+        if job is None or job.result is None:
+            return None
+        return job.result, job.result_name or "export"
 
     # -- job handlers -------------------------------------------------------------------------
     def handlers(self) -> dict:
@@ -230,8 +364,12 @@ class Authoring:
             for o in job.params["ops"]:
                 if o["op"] == "delete":
                     ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"])))
-                else:
-                    ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0]))
+                    continue
+                # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
+                inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
+                ops.extend(QnaOp("add", q) for q in read_json({"assets": {"qnas": inline}}).qnas)
+                ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
+                                 keep_questions=bool(o.get("keepQuestions"))))
             self.update_qnas(job.project, ops)
 
         def sources(job: Job) -> None:

@@ -59,21 +59,27 @@ def main() -> None:
 @main.command("import")
 @click.argument("project")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--kb-id", default=None, help="Keep a QnA Maker kbId (GUID) so bots reach the project by it.")
 @data_option
-def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
+def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: str) -> None:
     """Import QnA files (TSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
 
     Every file is parsed before anything is written, so a malformed file leaves the
     project as it was.  Importing the same file twice changes nothing.  A document
     becomes QnAs (from its headings) and passages that cite its pages and sections.
+    QnA Maker's exports do not carry the kbId its bots are configured with: ``--kb-id``
+    keeps it, so generateAnswer and train calls reach this project unchanged.
     """
     from tqdm import tqdm
 
+    from .authoring import KB_ID
     from .documents import ingest_document, is_document
     from .formats import read_file
     from .ingest import parse_document
     from .records import KnowledgeBaseContent
 
+    if kb_id and not KB_ID.match(kb_id):
+        _fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
     content = KnowledgeBaseContent()
     documents = []
     try:
@@ -94,6 +100,11 @@ def import_(project: str, files: tuple[Path, ...], data_dir: str) -> None:
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
                        f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
+        if kb_id:
+            from .authoring import Authoring
+
+            Authoring(service).set_kb_id(project, kb_id)
+            click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")
     except OpenQnAError as exc:
         _fail(exc.message)
 

@@ -53,11 +53,15 @@ def _passage(chunk: Chunk) -> QnA:
 
 
 def ingest_document(service: Service, project: str, doc: ParsedDocument, *, source: str | None = None,
-                    progress: bool = False) -> IngestReport:
-    """Make a parsed document's QnAs and passages the records of ``source`` (default: its file name)."""
+                    progress: bool = False, unstructured: bool = False) -> IngestReport:
+    """Make a parsed document's QnAs and passages the records of ``source`` (default: its file name).
+
+    ``unstructured`` (Azure's ``contentStructureKind: unstructured``) keeps passages only: the
+    author declared the document is not a set of questions and answers.
+    """
     source = source or doc.source
     doc.source = source
-    extracted = extract_qnas(doc)
+    extracted = [] if unstructured else extract_qnas(doc)
     passages = [_passage(c) for c in chunk_document(doc)]
     service.ensure_project(project)
     existing = [q for q in service.store.list_qnas(project) if q.source.lower() == source.lower()]

@@ -15,10 +15,11 @@ from . import __version__
 from .answers import get_completer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
-from .api.errors import azure_error
+from .api.errors import azure_error, qnamaker_error
 from .api.mcp import mcp_app
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
+from .api.qnamaker import QnAMakerRuntime, is_qnamaker_path
 from .api.tools import Tools
 from .authoring import Authoring
 from .jobs import JobRunner
@@ -32,6 +33,7 @@ log = logging.getLogger("openqna")
 def create_app(service: Service) -> Starlette:
     authorizer = Authorizer(service.store)
     azure = AzureRuntime(service, authorizer)
+    qnamaker = QnAMakerRuntime(service, authorizer)
     jobs = JobRunner(service.store, Authoring(service).handlers())
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)
@@ -48,6 +50,10 @@ def create_app(service: Service) -> Starlette:
     async def not_found(request: Request, exc: HTTPException) -> Response:
         if request.url.path.startswith("/v1/"):  # the OpenAI surface answers in its own dialect
             return openai_error(exc.status_code, f"Invalid URL ({request.method} {request.url.path})")
+        if is_qnamaker_path(request.url.path):  # QnA Maker bots log this envelope's message
+            code = "NotFound" if exc.status_code == 404 else "BadArgument"
+            return qnamaker_error(exc.status_code, code, f"No route for {request.method} {request.url.path}; the "
+                                  "runtime serves POST .../knowledgebases/{kbId}/generateAnswer and .../train.")
         if exc.status_code == 405:
             return azure_error(405, "InvalidRequest", f"{request.method} is not allowed on {request.url.path}.")
         return azure_error(exc.status_code, "NotFound", f"No route for {request.method} {request.url.path}.")
@@ -63,7 +69,7 @@ def create_app(service: Service) -> Starlette:
             yield
         jobs.shutdown()
 
-    routes = [Route("/healthz", health), *azure.routes(), *authoring.routes(), *tools.routes(),
+    routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
               *openai.routes(), *vector_stores.routes(), *mcp.routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)

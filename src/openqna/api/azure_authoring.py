@@ -9,7 +9,10 @@ calls whatever api-version it is given).  Long operations answer 202 with an abs
 
 from __future__ import annotations
 
+import copy
+import itertools
 import re
+import secrets
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -17,9 +20,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .. import settings
 from ..authoring import Authoring
 from ..catalog import LIVE, Job, Project, Source
 from ..formats import read_json as read_assets
+from ..formats.azure_json import hoist_prompt_qnas
 from ..jobs import JobRunner
 from ..keys import Authorizer
 from ..records import FormatError, InvalidArgument, NotFound, QnA
@@ -43,11 +48,18 @@ def _prefix(request: Request) -> str:
 
 
 def _base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
+    """The URL clients reach this server at: OPENQNA_PUBLIC_URL behind a TLS proxy, else the request's own."""
+    return (settings.public_url() or str(request.base_url)).rstrip("/")
 
 
 def _api_version(request: Request) -> str:
     return request.query_params.get("api-version") or "2023-04-01"
+
+
+def _signature(job: Job) -> dict[str, str]:
+    """The query parameter that lets an export's resultUrl be fetched without a key (empty for older jobs)."""
+    token = job.params.get("token")
+    return {"sig": token} if token else {}
 
 
 def project_json(p: Project) -> dict:
@@ -211,7 +223,7 @@ class AzureAuthoring:
             body["errors"] = job.errors
         if job.kind == "export" and job.status == "succeeded":
             body["resultUrl"] = (f"{job.params['base']}{job.params['prefix']}/{job.project}/export/jobs/{job.id}"
-                                 f"/result?api-version={job.params['apiVersion']}")
+                                 f"/result?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
         headers = {} if job.status in ("succeeded", "failed") else {"Retry-After": RETRY_AFTER}
         return JSONResponse(body, headers=headers)
 
@@ -224,13 +236,20 @@ class AzureAuthoring:
         kind = body.choice("assetKind", ("qnas", "synonyms")) or "qnas"
         project = self._existing(name)
         return self._submit(request, "export", project.name, f"/{project.name}/export/jobs", format=fmt,
-                            assetKind=kind)
+                            assetKind=kind, token=secrets.token_urlsafe(24))
 
     @handle_errors
     async def export_result(self, request: Request) -> Response:
+        """The exported file, for an author's key or for the signed URL the job reported until the job expires.
+
+        The signature lets ``:import`` take an export's ``resultUrl`` as its ``fileUri`` (the server
+        fetches it without a key), as Azure's export URLs are importable; it opens nothing else.
+        """
         name = request.path_params["project"]
-        authorize(self.authorizer, request, role="author", project=name, api_version=False)
-        job = self.jobs.get(request.path_params["jobId"])
+        job = self.authoring.signed_export(request.path_params["jobId"], request.query_params.get("sig", ""))
+        if job is None:
+            authorize(self.authorizer, request, role="author", project=name, api_version=False)
+            job = self.jobs.get(request.path_params["jobId"])
         if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None:
             return azure_error(404, "OperationNotFound", "There is no finished export job with this id.")
         return Response(job.result, media_type=job.result_media,
@@ -298,7 +317,7 @@ class AzureAuthoring:
         except FormatError as exc:
             raise InvalidArgument(exc.message.replace("Assets.Synonyms", "value"), target="value") from None
         self._existing(name)
-        self.service.set_synonyms(name, groups)
+        self.authoring.set_synonyms(name, groups)
         return Response(status_code=204)
 
     # -- sources -------------------------------------------------------------------------------------------
@@ -378,11 +397,18 @@ class AzureAuthoring:
                 value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime",)}
                 if op == "add" and Body(value).integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
+                # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
+                keep = op == "replace" and Body(value).get("questions") is None
+                check = copy.deepcopy(value)
+                inline = hoist_prompt_qnas(check, itertools.count(1).__next__)  # ids are assigned when the job runs
                 try:
-                    read_assets({"assets": {"qnas": [value]}}, "request body")
+                    read_assets({"assets": {"qnas": [check, *inline]}}, "request body")
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
+                if keep:
+                    parsed.append({"op": op, "value": value, "keepQuestions": True})
+                    continue
             parsed.append({"op": op, "value": value})
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
 

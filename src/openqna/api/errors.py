@@ -22,3 +22,14 @@ def azure_error(status: int, code: str, message: str, *, target: str | None = No
     if inner:
         error["innererror"] = {"code": inner, "message": message}
     return JSONResponse({"error": error}, status_code=status, headers={"x-ms-error-code": code, **(headers or {})})
+
+
+def qnamaker_error(status: int, code: str, message: str, *, target: str | None = None) -> JSONResponse:
+    """QnA Maker's envelope: {"error": {"code", "message", "target"?}} with its codes (BadArgument, KbNotFound...).
+
+    botbuilder-python reads ``answers`` whatever the status, so the message is what a bot's log shows.
+    """
+    error: dict = {"code": code, "message": message}
+    if target:
+        error["target"] = target
+    return JSONResponse({"error": error}, status_code=status)

@@ -25,7 +25,9 @@ from openqna.records import FormatError, KnowledgeBaseContent
 
 __all__ = [
     "ExportFormat",
+    "export_archive",
     "export_bytes",
+    "is_archive",
     "read_file",
     "read_json",
     "read_tsv",
@@ -97,11 +99,50 @@ def _read_replica(data: bytes, name: str) -> KnowledgeBaseContent:
 
     if (workbook := member("KnowledgeBaseReplica.xlsx")) is not None:
         return workbook
-    if (content := member("QnAs.tsv")) is None:
+    content = member("QnAs.tsv")
+    synonyms = member("Synonyms.tsv")
+    if content is None and synonyms is None:
         raise FormatError("the archive holds neither KnowledgeBaseReplica.xlsx nor QnAs.tsv", file=name)
-    if (synonyms := member("Synonyms.tsv")) is not None:
+    content = content or KnowledgeBaseContent()  # a synonyms export holds Synonyms.tsv alone
+    if synonyms is not None:
         content.synonyms = synonyms.synonyms
     return content
+
+
+def is_archive(data: bytes) -> bool:
+    """A .zip that is not itself a workbook (an .xlsx is a zip too), whatever the file was called."""
+    if data[:4] != b"PK\x03\x04":
+        return False
+    try:
+        return "[Content_Types].xml" not in zipfile.ZipFile(BytesIO(data)).namelist()
+    except zipfile.BadZipFile:
+        return False
+
+
+def export_archive(
+    content: KnowledgeBaseContent,
+    fmt: ExportFormat,
+    asset_kind: AssetKind = "qnas",
+    project_metadata: dict | None = None,
+) -> tuple[bytes, str, str]:
+    """What Azure's ``:export`` delivers: the JSON file, or for ``tsv`` and ``excel`` a .zip.
+
+    The REST spec calls those formats a "knowledge base replica including all assets", and the
+    SDK's export sample opens them with ``zipfile``; the archive uses QnA Maker's replica layout
+    (``QnAs.tsv`` and ``Synonyms.tsv``, or ``KnowledgeBaseReplica.xlsx``), which ``read_file``
+    and ``:import`` read back.
+    """
+    if fmt == "json":
+        return export_bytes(content, fmt, asset_kind, project_metadata)
+    buffer = BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        if fmt == "excel":
+            archive.writestr("KnowledgeBaseReplica.xlsx", export_bytes(content, "excel", asset_kind)[0])
+        else:
+            if asset_kind != "synonyms":
+                archive.writestr("QnAs.tsv", export_bytes(content, "tsv", "qnas")[0])
+            archive.writestr("Synonyms.tsv", export_bytes(content, "tsv", "synonyms")[0])
+    return buffer.getvalue(), "KnowledgeBase.zip", "application/zip"
 
 
 def export_bytes(

@@ -23,7 +23,7 @@ Syntax errors carry json's line and column; schema errors name a path such as
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from openqna.formats import limits, table
@@ -204,6 +204,42 @@ def suggestions_to_azure(clusters: list[dict]) -> list[dict]:
             }
         )
     return converted
+
+
+def hoist_prompt_qnas(value: dict[str, Any], new_id: Callable[[], int]) -> list[dict[str, Any]]:
+    """Move QnAs written inline in ``value``'s prompts out, each under an id from ``new_id``.
+
+    Azure's QnaPrompt holds either a ``qnaId`` or a whole ``qna`` record ("Either QnAId or QnA
+    record needs to be present"): that is how one update call adds a QnA and its follow-up
+    together.  The prompt is pointed at the new id (in place) and the records are returned,
+    nested follow-ups included, ready to be added with the same change.
+    """
+    hoisted: list[dict[str, Any]] = []
+
+    def visit(record: dict[str, Any]) -> None:
+        dialog = _get(record, "dialog")
+        prompts = _get(dialog, "prompts") if isinstance(dialog, dict) else None
+        if not isinstance(prompts, list):
+            return
+        for prompt in prompts:
+            inline = _get(prompt, "qna") if isinstance(prompt, dict) else None
+            if not isinstance(inline, Mapping):
+                continue
+            qna_id = new_id()
+            record_out = {k: v for k, v in inline.items() if k.lower() != "id"}
+            record_out["id"] = qna_id
+            for key in [k for k in prompt if k.lower() in ("qna", "qnaid")]:
+                del prompt[key]
+            prompt["qnaId"] = qna_id
+            hoisted.append(record_out)
+            visit(record_out)
+
+    visit(value)
+    return hoisted
+
+
+def _get(mapping: dict[str, Any], name: str) -> Any:
+    return next((v for k, v in mapping.items() if k.lower() == name), None)
 
 
 def write_json(content: KnowledgeBaseContent, project_metadata: dict | None = None) -> dict:

@@ -1,0 +1,258 @@
+"""QnA Maker runtime: ``generateAnswer`` and ``train`` (v4.0 and v5.0-preview), as Bot Framework bots call them.
+
+QnA Maker was retired in March 2025; its bots (botbuilder-python, botbuilder-dotnet, botbuilder-js)
+post to ``{host}/knowledgebases/{kbId}/generateAnswer``, where ``host`` usually ends in ``/qnamaker``.
+This surface serves that path under every prefix those hosts use, matches the last segment
+case-insensitively (C# calls ``generateanswer``) and translates the body to an ``AskRequest``:
+scores are 0..100 on the wire, metadata a name/value array, strict filters (``source_name_metadata``
+is C#'s spelling of a source filter) joined by AND or OR.  The wire contract, read from the clients'
+source, is in ``reference/qnamaker-botframework.md``.  No ranking here: see ``service.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..authoring import Authoring
+from ..catalog import LIVE, Project
+from ..filter_ast import And, Filter, MetaEq, Or, SourceIn
+from ..formats.limits import LIMITS
+from ..keys import Authorizer, allows
+from ..records import InvalidArgument, NotFound, OpenQnAError
+from ..service import Answer, AskRequest, Service, SpanRequest
+from .auth import secret_from_headers
+from .azure import optional_id
+from .azure_wire import Body
+from .concurrency import run_query
+from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, qnamaker_error
+
+log = logging.getLogger("openqna")
+
+# Where bots' hosts point: the QnA Maker App Service (…/qnamaker), the bare host, and the v5 previews.
+PREFIXES = ("", "/qnamaker", "/qnamaker/v4.0", "/qnamaker/v5.0-preview.1", "/qnamaker/v5.0-preview.2")
+PRODUCTION = "production"  # what QnA Maker calls the published index; isTest asks the live (test) one
+SOURCE_FILTER_NAME = "source_name_metadata"  # botbuilder-dotnet's Constants.SourceFilterMetadataKey
+RANKERS = ("Default", "QuestionOnly", "AutoSuggestQuestion")
+MAX_FEEDBACK_RECORDS = 1000
+CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+         413: "BadArgument"}
+
+
+def is_qnamaker_path(path: str) -> bool:
+    """Whether an unmatched path belongs to this surface, so its 404 speaks QnA Maker's dialect."""
+    return any(path.lower().startswith(f"{p}/knowledgebases/") for p in PREFIXES)
+
+
+# -- request parsing ---------------------------------------------------------------------------
+def scale(value: float | None) -> float:
+    """A QnA Maker threshold on 0..100 as 0..1; a value ≤ 1 is already on 0..1 (botbuilder-python sends 0.3)."""
+    if value is None:
+        return 0.0
+    return value if value <= 1.0 else value / 100.0
+
+
+def parse_strict_filters(body: Body) -> Filter | None:
+    """``strictFilters`` [{name, value}] joined by ``strictFiltersCompoundOperationType`` (AND/OR or 0/1)."""
+    operation = compound_operation(body)
+    pairs = body.array("strictFilters") or []
+    if len(pairs) > LIMITS.filter_pairs:
+        raise InvalidArgument(f"'strictFilters' has {len(pairs)} filters; the limit is {LIMITS.filter_pairs}.",
+                              target="strictFilters")
+    nodes: list[Filter] = []
+    sources: list[str] = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            raise InvalidArgument(f"'strictFilters[{i}]' must be an object with name and value.",
+                                  target=f"strictFilters[{i}]")
+        p = Body(pair, f"strictFilters[{i}]")
+        name, value = p.string("name", max_len=100), p.string("value", max_len=500)
+        if not name or value is None:
+            raise InvalidArgument(f"'strictFilters[{i}]' needs both 'name' and 'value'.", target=f"strictFilters[{i}]")
+        if name.lower() == SOURCE_FILTER_NAME:
+            sources.append(value)
+        else:
+            nodes.append(MetaEq(name, value))
+    if sources:
+        nodes.append(SourceIn(tuple(sources)))
+    if not nodes:
+        return None
+    return nodes[0] if len(nodes) == 1 else (Or if operation == "OR" else And)(tuple(nodes))
+
+
+def compound_operation(body: Body) -> str:
+    """AND or OR: botbuilder-python sends the name, C# the enum's number (0 AND, 1 OR) under a PascalCase key."""
+    value = body.get("strictFiltersCompoundOperationType")
+    if value is None:
+        return "AND"
+    if isinstance(value, str) and value.strip().upper() in ("AND", "OR", "0", "1"):
+        value = value.strip().upper()
+        return "OR" if value in ("OR", "1") else "AND"
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return "OR" if value == 1 else "AND"
+    raise InvalidArgument(f"'strictFiltersCompoundOperationType' must be AND, OR, 0 or 1; got {value!r}.",
+                          target="strictFiltersCompoundOperationType")
+
+
+def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
+    """A generateAnswer body as an ``AskRequest`` and the deployment it asks (``isTest``: test, else production)."""
+    if not isinstance(raw, dict):
+        raise InvalidArgument("The request body must be a JSON object such as {\"question\": \"...\", \"top\": 1}.")
+    body = Body(raw)
+    question = body.string("question", max_len=LIMITS.question_chars)
+    qna_id = optional_id(body, "qnaId")
+    if (question is None or not question.strip()) and qna_id is None:
+        raise InvalidArgument("Either 'question' or 'qnaId' must be given.", target="question")
+    req = AskRequest(question=question, qna_id=qna_id)
+    top = body.integer("top", lo=1, hi=LIMITS.top)
+    req.top = 1 if top is None else top
+    req.threshold = scale(body.number("scoreThreshold", hi=100.0))
+    context = body.obj("context")
+    if context is not None:
+        req.previous_qna_id = optional_id(context, "previousQnaId")
+        if req.previous_qna_id is not None:
+            req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
+    req.question_only = body.choice("rankerType", RANKERS) == "QuestionOnly"
+    req.filter = parse_strict_filters(body)  # userId is ignored, as QnA Maker's runtime only logged it
+    span = body.obj("answerSpanRequest")
+    if span is not None and span.boolean("enable"):
+        req.span = SpanRequest(scale(span.number("scoreThreshold", hi=100.0)),
+                               span.integer("topAnswersWithSpan", lo=1, hi=LIMITS.span_top) or 1)
+    req.include_unstructured = preview  # QnA Maker managed (v5) answered from unstructured documents too
+    deployment = LIVE if body.boolean("isTest") else PRODUCTION
+    return req, deployment
+
+
+def parse_feedback(raw: Any) -> list[tuple[int, str, str]]:
+    """``{"feedbackRecords": [{"userId", "userQuestion", "qnaId"}]}`` as (qnaId, question, userId) triples."""
+    records = Body(raw).array("feedbackRecords") if isinstance(raw, dict) else None
+    if not records:
+        raise InvalidArgument("The body must be {\"feedbackRecords\": [{\"userId\", \"userQuestion\", \"qnaId\"}]} "
+                              "with at least one record.", target="feedbackRecords")
+    if len(records) > MAX_FEEDBACK_RECORDS:
+        raise InvalidArgument(f"'feedbackRecords' has {len(records)} records; the limit is {MAX_FEEDBACK_RECORDS}.",
+                              target="feedbackRecords")
+    parsed = []
+    for i, rec in enumerate(records):
+        r = Body(rec if isinstance(rec, dict) else {}, f"feedbackRecords[{i}]")
+        question, qna_id = r.string("userQuestion", max_len=LIMITS.question_chars), optional_id(r, "qnaId")
+        if not question or not question.strip() or qna_id is None:
+            raise InvalidArgument(f"'feedbackRecords[{i}]' needs 'userQuestion' and a positive 'qnaId'.",
+                                  target=f"feedbackRecords[{i}]")
+        parsed.append((qna_id, question, r.string("userId", max_len=200) or ""))
+    return parsed
+
+
+# -- responses ------------------------------------------------------------------------------------
+def answer_json(a: Answer) -> dict:
+    """One answer as QnA Maker returns it: score on 0..100 (both clients divide it by 100), metadata as pairs."""
+    if a.qna is None:
+        return {"questions": [], "answer": a.default_text, "score": 0.0, "id": -1, "source": None, "metadata": []}
+    q = a.qna
+    out: dict = {
+        "questions": q.questions,
+        "answer": q.answer,
+        "score": round(a.confidence * 100.0, 2),
+        "id": q.id,
+        "source": q.source,
+        "metadata": [{"name": k, "value": v} for k, v in q.metadata.items()],
+        "context": {"isContextOnly": q.dialog.is_context_only,
+                    "prompts": [{"displayOrder": p.display_order, "qnaId": p.qna_id, "qna": None,
+                                 "displayText": p.display_text} for p in q.dialog.prompts]},
+    }
+    if a.span is not None:  # v5.0-preview; endIndex is exclusive, as in the spec's example
+        out["answerSpan"] = {"text": a.span.text, "score": round(a.span.confidence * 100.0, 2),
+                             "startIndex": a.span.offset, "endIndex": a.span.offset + a.span.length}
+    return out
+
+
+class Refusal(Exception):
+    """A caller error already in QnA Maker's envelope."""
+
+    def __init__(self, status: int, code: str, message: str):
+        self.response = qnamaker_error(status, code, message)
+
+
+def answers_errors(endpoint: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+    """Every refusal, caller error or failure of ``endpoint`` in QnA Maker's envelope (bots log its message)."""
+
+    @functools.wraps(endpoint)
+    async def wrapper(*args, **kwargs) -> Response:
+        try:
+            return await endpoint(*args, **kwargs)
+        except Refusal as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            code = "KbNotFound" if exc.code == "ProjectNotFound" else CODES.get(exc.status, "BadArgument")
+            return qnamaker_error(exc.status, code, exc.message, target=exc.target)
+        except Exception:
+            log.exception("QnA Maker route failed")
+            return qnamaker_error(500, "QnaRuntimeError", "The server failed to answer; see its log.")
+
+    return wrapper
+
+
+# -- routes ---------------------------------------------------------------------------------------
+class QnAMakerRuntime:
+    def __init__(self, service: Service, authorizer: Authorizer):
+        self.service = service
+        self.authoring = Authoring(service)
+        self.authorizer = authorizer
+
+    def routes(self) -> list[Route]:
+        return [Route(f"{prefix}/knowledgebases/{{kbId}}/{{action}}", self.dispatch, methods=["POST"])
+                for prefix in PREFIXES]
+
+    @answers_errors
+    async def dispatch(self, request: Request) -> Response:
+        action = request.path_params["action"].lower()
+        if action not in ("generateanswer", "train"):
+            raise Refusal(404, "NotFound", f"No route for POST {request.url.path}; the QnA Maker runtime serves "
+                                           ".../knowledgebases/{kbId}/generateAnswer and .../train.")
+        project = self._project(request)
+        raw = await self._read_json(request)
+        if action == "train":
+            self.authoring.add_feedback(project.name, parse_feedback(raw))
+            return Response(status_code=204)
+        req, deployment = parse_generate_answer(raw, preview="/v5.0-preview" in request.url.path)
+        try:
+            answers = await run_query(self.service.ask, project.name, deployment, req)
+        except NotFound as exc:
+            if deployment != PRODUCTION or "Deployment" not in exc.message:
+                raise
+            raise Refusal(404, "KbNotFound", f"Knowledge base '{project.name}' has not been published: deploy it to "
+                                             "'production', or send \"isTest\": true to ask its test index.") from None
+        return JSONResponse({"answers": [answer_json(a) for a in answers], "debugInfo": None,
+                             "activeLearningEnabled": True})
+
+    def _project(self, request: Request) -> Project:
+        """The kbId's project, if the key may query it (a key scoped elsewhere gets 404, so names do not leak)."""
+        key, refused = self.authorizer.check(secret_from_headers(request.headers))
+        if refused:
+            raise Refusal(401, "Unauthorized", MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE)
+        kb_id = request.path_params["kbId"]
+        try:
+            project = self.authoring.project_for_kb(kb_id)
+        except NotFound:
+            project = None
+        if project is None or not allows(key, role="query", project=project.name):
+            raise Refusal(404, "KbNotFound", f"No knowledge base found for kbId '{kb_id}'. Use the project's name "
+                                             "or the kbId it was imported with (openqna import --kb-id).")
+        return project
+
+    @staticmethod
+    async def _read_json(request: Request) -> Any:
+        raw = await request.body()
+        if len(raw) > LIMITS.body_bytes:
+            raise Refusal(413, "BadArgument", f"The request body is larger than {LIMITS.body_bytes} bytes.")
+        try:
+            return json.loads(raw or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None

@@ -1,0 +1,213 @@
+"""The QnA Maker runtime over real HTTP: botbuilder-ai 4.17 unchanged, the C# body byte for byte, the wire details."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import httpx
+import pytest
+
+from openqna.api.auth import create_key
+from openqna.authoring import Authoring
+from openqna.records import QnA
+from test_service import surface_kb
+
+KB_ID = "5f0b1c2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
+
+
+@pytest.fixture
+def server(live):
+    live.service.import_content("surface", surface_kb())
+    live.service.deploy("surface", "production")
+    # a draft only the test index holds, so isTest is seen to choose the index
+    live.service.upsert("surface", [QnA(["What is the draft answer?"], "Drafts answer from the test index.", id=8)])
+    Authoring(live.service).set_kb_id("surface", KB_ID)
+    return live
+
+
+@pytest.fixture
+def key(server):
+    return create_key(server.service.store, name="bot", role="query")[1]
+
+
+def post(server, path, body, key=None, *, raw: bytes | None = None, headers=None):
+    sent = {"Authorization": f"EndpointKey {key}"} if key else {}
+    sent.update(headers or {})
+    if raw is not None:
+        return httpx.post(server.url + path, content=raw, headers={"Content-Type": "application/json", **sent},
+                          timeout=30)
+    return httpx.post(server.url + path, json=body, headers=sent, timeout=30)
+
+
+def test_botbuilder_python_get_answers_and_train(server, key):
+    from conftest import REPO
+
+    python = REPO / ".venv-botbuilder" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-botbuilder with botbuilder-ai 4.17)"
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "botbuilder_qna.py"), server.url, KB_ID, key],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    [plain] = seen["plain"]
+    assert plain["id"] == 1 and 0.5 < plain["score"] <= 1.0 and plain["source"] == "manual.pdf"
+    assert plain["metadata"] == {"category": "power", "product": "surface"} and plain["prompts"] == [3, 4]
+    scores = [a["score"] for a in seen["top3"]]
+    assert seen["top3"][0]["id"] == 5 and len(scores) == 3 and scores == sorted(scores, reverse=True)
+    assert seen["filtered_out"] == []  # only the default answer (score 0) passed, and the bot drops score 0
+    assert seen["filtered_or"][0]["id"] == 1
+    assert seen["follow_up"][0]["id"] == 3
+    assert seen["by_id"] == [{**seen["by_id"][0], "id": 4, "score": 1.0}]
+    assert seen["test_index"][0]["id"] == 8
+    assert seen["trained"]
+    assert ("battery full after how long?", 1) in Authoring(server.service).suggestions("surface")[1]
+
+
+CSHARP_FIRST_TURN = (b'{"question":"how long does it take to charge the battery?","top":3,"strictFilters":[],'
+                     b'"scoreThreshold":30.0,"context":null,"qnaId":0,"isTest":false,"rankerType":"Default",'
+                     b'"StrictFiltersCompoundOperationType":0}')
+CSHARP_FOLLOW_UP = (b'{"question":"Fast charging","top":3,"strictFilters":[{"name":"category","value":"power"},'
+                    b'{"name":"source_name_metadata","value":"manual.pdf"}],"scoreThreshold":30.0,'
+                    b'"context":{"previousQnAId":1,"previousUserQuery":"charging time"},"qnaId":3,"isTest":false,'
+                    b'"rankerType":"Default","StrictFiltersCompoundOperationType":0}')
+
+
+def test_csharp_generate_answer_body_replayed(server, key):
+    """botbuilder-dotnet GenerateAnswerUtils' body and HttpRequestUtils' headers, byte for byte."""
+    headers = {"Authorization": f"EndpointKey {key}", "Ocp-Apim-Subscription-Key": key}
+    r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/generateanswer", None, raw=CSHARP_FIRST_TURN, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"answers", "debugInfo", "activeLearningEnabled"} and body["activeLearningEnabled"] is True
+    top = body["answers"][0]
+    assert top["id"] == 1 and 30 < top["score"] <= 100
+    assert {"name": "category", "value": "power"} in top["metadata"]
+    assert top["context"] == {"isContextOnly": False, "prompts": [
+        {"displayOrder": 0, "qnaId": 3, "qna": None, "displayText": "Fast charging"},
+        {"displayOrder": 1, "qnaId": 4, "qna": None, "displayText": "Battery care"}]}
+    assert all(a["score"] > 30 for a in body["answers"])
+    r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/generateanswer", None, raw=CSHARP_FOLLOW_UP, headers=headers)
+    assert r.status_code == 200 and [a["id"] for a in r.json()["answers"]] == [3]
+
+
+@pytest.mark.parametrize("prefix", ["", "/qnamaker", "/qnamaker/v4.0", "/qnamaker/v5.0-preview.1",
+                                    "/qnamaker/v5.0-preview.2"])
+@pytest.mark.parametrize("kb", [KB_ID, KB_ID.upper(), "surface"])
+def test_every_prefix_and_kb_name(server, prefix, kb):
+    for action in ("generateAnswer", "GENERATEANSWER"):
+        r = post(server, f"{prefix}/knowledgebases/{kb}/{action}", {"question": "I forgot my password", "isTest": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["answers"][0]["id"] == 5
+
+
+def test_default_answer_and_score_scales(server):
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    question = {"question": "how many hours until my battery is full?"}
+    confidence = post(server, path, question).json()["answers"][0]["score"]
+    assert 1 < confidence < 99
+    for above in (confidence + 0.5, (confidence + 0.5) / 100):  # 0..100, and ≤ 1 read as 0..1
+        r = post(server, path, {**question, "scoreThreshold": above})
+        assert r.json() == {"answers": [{"questions": [], "answer": "No good match found in KB.", "score": 0.0,
+                                         "id": -1, "source": None, "metadata": []}],
+                            "debugInfo": None, "activeLearningEnabled": True}
+    for below in (confidence - 1, (confidence - 1) / 100):
+        assert post(server, path, {**question, "scoreThreshold": below}).json()["answers"][0]["id"] == 1
+
+
+def test_strict_filters(server):
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    battery = "how long does it take to charge the battery?"
+    only_faq = {"question": battery, "top": 3, "strictFilters": [{"name": "source_name_metadata", "value": "faq.tsv"}]}
+    assert {a["source"] for a in post(server, path, only_faq).json()["answers"]} <= {"faq.tsv", None}
+    both = [{"name": "category", "value": "account"}, {"name": "product", "value": "surface"}]
+    assert post(server, path, {"question": battery, "strictFilters": both}).json()["answers"][0]["id"] == -1
+    for op in ("OR", "or", 1, "1"):
+        body = {"question": battery, "strictFilters": both, "strictFiltersCompoundOperationType": op}
+        assert post(server, path, body).json()["answers"][0]["id"] == 1
+
+
+def test_answer_span_v5(server):
+    body = {"question": "how long does it take to charge the battery?", "answerSpanRequest": {"enable": True}}
+    [answer] = post(server, f"/qnamaker/v5.0-preview.2/knowledgebases/{KB_ID}/generateAnswer", body).json()["answers"]
+    span = answer["answerSpan"]
+    assert set(span) == {"text", "score", "startIndex", "endIndex"} and 0 < span["score"] <= 100
+    assert answer["answer"][span["startIndex"]:span["endIndex"]] == span["text"] and "hours" in span["text"]
+
+
+def test_train_feeds_suggestions(server):
+    path = f"/qnamaker/knowledgebases/{KB_ID}/train"
+    records = [{"userId": "u1", "userQuestion": "my screen needs a second display", "qnaId": 2},
+               {"userId": "u2", "userQuestion": "my screen needs a second display", "qnaId": "2"}]
+    r = post(server, path, {"feedbackRecords": records})
+    assert r.status_code == 204 and r.content == b""
+    assert Authoring(server.service).suggestions("surface")[2] == [("my screen needs a second display", 2)]
+
+
+@pytest.mark.parametrize("path, body, status, code, says", [
+    ("/knowledgebases/{kb}/generateAnswer", {"top": 2}, 400, "BadArgument", "'question' or 'qnaId'"),
+    ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "top": 0}, 400, "BadArgument", "'top'"),
+    ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "scoreThreshold": 150}, 400, "BadArgument",
+     "scoreThreshold"),
+    ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "strictFiltersCompoundOperationType": "XOR"}, 400,
+     "BadArgument", "AND, OR, 0 or 1"),
+    ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "strictFilters": [{"name": "k"}]}, 400, "BadArgument",
+     "strictFilters[0]"),
+    ("/knowledgebases/{kb}/generateAnswer", [1], 400, "BadArgument", "JSON object"),
+    ("/knowledgebases/{kb}/generateAnswer", "not json", 400, "BadArgument", "not valid JSON"),
+    ("/knowledgebases/{kb}/train", {"feedbackRecords": []}, 400, "BadArgument", "feedbackRecords"),
+    ("/knowledgebases/{kb}/train", {"feedbackRecords": [{"userQuestion": "q", "qnaId": 999}]}, 400, "BadArgument",
+     "999"),
+    ("/knowledgebases/{kb}/train", {"feedbackRecords": [{"qnaId": 1}]}, 400, "BadArgument", "userQuestion"),
+    ("/knowledgebases/00000000-0000-4000-8000-000000000000/generateAnswer", {"question": "x"}, 404, "KbNotFound",
+     "kbId"),
+    ("/knowledgebases/{kb}/publish", {"question": "x"}, 404, "NotFound", "generateAnswer"),
+    ("/qnamaker/knowledgebases/{kb}", {}, 404, "NotFound", "generateAnswer"),
+])
+def test_errors_in_qnamaker_envelope(server, key, path, body, status, code, says):
+    path = path.format(kb=KB_ID)
+    r = post(server, path, None, key, raw=body.encode()) if isinstance(body, str) else post(server, path, body, key)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["code"] == code and says in error["message"], error
+
+
+def test_keys_and_publishing(server, key):
+    path = f"/qnamaker/knowledgebases/{KB_ID}/generateAnswer"
+    question = {"question": "I forgot my password"}
+    assert post(server, path, question).json()["error"]["code"] == "Unauthorized"
+    r = post(server, path, question, headers={"Ocp-Apim-Subscription-Key": "EndpointKey wrong"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
+    assert post(server, path, question, headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {key}"}).status_code == 200
+    scoped = create_key(server.service.store, name="other", role="query", projects=["other"])[1]
+    r = post(server, path, question, scoped)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "KbNotFound"
+    server.service.create_project("draft")
+    r = post(server, "/knowledgebases/draft/generateAnswer", question, key)
+    assert r.status_code == 404 and "isTest" in r.json()["error"]["message"]
+    r = post(server, "/knowledgebases/draft/generateAnswer", {**question, "isTest": True}, key)
+    assert r.json()["answers"][0]["id"] == -1
+
+
+def test_kb_id_alias_rules(server):
+    authoring = Authoring(server.service)
+    server.service.create_project("other")
+    from openqna.records import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="GUID"):
+        authoring.set_kb_id("other", "not-a-guid")
+    with pytest.raises(InvalidArgument, match="already belongs to project 'surface'"):
+        authoring.set_kb_id("other", KB_ID.upper())
+    assert authoring.project_for_kb(KB_ID.upper()).name == "surface"
+
+
+def test_an_export_keeps_the_kb_id(server, files):
+    """An Azure JSON export carries the kbId; importing it elsewhere (here: a fresh server) keeps it."""
+    authoring = Authoring(server.service)
+    data, name, _ = authoring.export("surface", "json", "qnas")
+    assert json.loads(data)["Metadata"]["KbId"] == KB_ID
+    (files.root / name).write_bytes(data)
+    server.service.store.delete_project("surface")
+    authoring.import_assets("moved", "json", "qnas", {"fileUri": f"{files.url}/{name}"})
+    assert authoring.project_for_kb(KB_ID).name == "moved"
+    authoring.import_assets("copy", "json", "qnas", {"fileUri": f"{files.url}/{name}"})  # kbId taken: kept by moved
+    assert authoring.project_for_kb(KB_ID).name == "moved" and server.service.store.count_qnas("copy") == 8
