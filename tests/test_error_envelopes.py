@@ -54,9 +54,19 @@ def mcp(body: Any) -> bool:
         and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
 
 
+def qnamaker(body: Any) -> bool:
+    """QnA Maker's runtime: {"error": {"code", "message"}} with its own codes (BadArgument, KbNotFound, ...)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get("code") in QNAMAKER_CODES and isinstance(error.get("message"), str)
+
+
+QNAMAKER_CODES = {"BadArgument", "Unauthorized", "Forbidden", "KbNotFound", "NotFound", "QuotaExceeded"}
+
 # path prefix → the envelope that surface answers in
 DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/language/": azure,
+    "/qnamaker/": qnamaker,
+    "/knowledgebases/": qnamaker,
     "/v1/": openai,
     "/tools/": tools,
     "/get_related_": tools,
@@ -92,8 +102,11 @@ UNKNOWN = "nope-"
 
 
 def fill(path: str) -> str:
-    """The path with every parameter set to ``UNKNOWN`` (a knowledge base ``get_related_{kb}`` too)."""
-    return re.sub(r"\{[^}]+\}", UNKNOWN, path)
+    """The path with every parameter set to ``UNKNOWN`` (a knowledge base ``get_related_{kb}`` too).
+
+    QnA Maker's ``{action}`` is a verb, matched in any case, not a name: it gets a real one.
+    """
+    return re.sub(r"\{[^}]+\}", UNKNOWN, path.replace("{action}", "generateAnswer"))
 
 
 QUERY = {"api-version": "2023-04-01", "projectName": UNKNOWN, "deploymentName": "production"}
