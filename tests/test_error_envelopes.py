@@ -54,6 +54,12 @@ def mcp(body: Any) -> bool:
         and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
 
 
+def qnamaker(body: Any) -> bool:
+    """QnA Maker: {"error": {"code", "message", "target"?}} with its own codes (BadArgument, KbNotFound...)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("code"), str) and isinstance(error.get("message"), str)
+
+
 # path prefix → the envelope that surface answers in
 DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/language/": azure,
@@ -61,6 +67,8 @@ DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/tools/": tools,
     "/get_related_": tools,
     "/mcp": mcp,
+    "/knowledgebases/": qnamaker,
+    "/qnamaker/": qnamaker,
 }
 
 
@@ -92,8 +100,11 @@ UNKNOWN = "nope-"
 
 
 def fill(path: str) -> str:
-    """The path with every parameter set to ``UNKNOWN`` (a knowledge base ``get_related_{kb}`` too)."""
-    return re.sub(r"\{[^}]+\}", UNKNOWN, path)
+    """The path with every name set to ``UNKNOWN`` (a knowledge base ``get_related_{kb}`` too).
+
+    QnA Maker's ``{action}`` is a verb, not a name: an unknown one is an unknown route, so it is ``generateAnswer``.
+    """
+    return re.sub(r"\{[^}]+\}", UNKNOWN, path.replace("{action}", "generateAnswer"))
 
 
 QUERY = {"api-version": "2023-04-01", "projectName": UNKNOWN, "deploymentName": "production"}
