@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from .. import __version__, settings
 from ..catalog import LIVE
 from ..formats.limits import LIMITS
-from ..keys import ApiKey, Authorizer, allows
+from ..keys import Authorizer, Caller, allows
 from ..records import OpenQnAError, ProjectNotFound, QnA
 from ..retrieval.where import allowed_syntax
 from ..service import AskRequest, Service
@@ -151,13 +151,14 @@ class KnowledgeBaseTools:
         self.authorizer = authorizer
         self.deployment = deployment
 
-    def caller(self, ctx: Context) -> ApiKey | None:
+    def caller(self, ctx: Context) -> Caller | None:
         if self.authorizer is None:
             return None
-        key, refused = self.authorizer.check(secret_from_headers(ctx.headers or {}))
-        if refused:  # the HTTP guard refuses these first; kept so the tools never trust a mount
-            raise ToolError("A valid API key is required (Authorization: Bearer <key> or api-key: <key>).")
-        return key
+        caller, denied = self.authorizer.check(secret_from_headers(ctx.headers or {}))
+        if denied:  # the HTTP guard refuses these first; kept so the tools never trust a mount
+            raise ToolError(f"A valid API key or bearer token is required (Authorization: Bearer <key> or "
+                            f"api-key: <key>): {denied.reason}.")
+        return caller
 
     def reachable(self, ctx: Context, kb: str) -> None:
         if not allows(self.caller(ctx), role="query", project=kb):
