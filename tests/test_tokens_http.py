@@ -170,7 +170,7 @@ def forgeries(issuer: LocalIssuer) -> dict[str, tuple[str, str]]:
     header, payload, signature = good.split(".")
     claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
     tampered = b64(json.dumps({**claims, "sub": "someone-else"}).encode())
-    public_pem = issuer.keys[issuer.kid][1].public_key().public_bytes(  # type: ignore[attr-defined]
+    public_pem = issuer.keys[issuer.kid][1].public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     signing_input = f"{b64(json.dumps({'alg': 'HS256', 'typ': 'JWT', 'kid': issuer.kid}).encode())}.{payload}"
     confused = f"{signing_input}.{b64(hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest())}"

@@ -6,8 +6,8 @@
 * ``mcp_app(service, authorizer)`` is an ASGI app for streamable HTTP that ``server.py`` routes at
   ``/mcp``. It runs *stateless* with JSON responses: every POST carries one JSON-RPC message and gets
   one JSON answer, no session lives between requests, so any replica can answer any request. Every
-  request needs a valid key (``Authorization: Bearer <key>`` or ``api-key: <key>``) once keys exist,
-  else it gets a 401 before the SDK sees it.
+  request needs a valid key (``Authorization: Bearer <key>`` or ``api-key: <key>``) or bearer token
+  once keys or token issuers exist, else it gets a 401 before the SDK sees it.
 
 The SDK's session manager owns a task group that must be running while requests arrive: enter
 ``app.lifespan()`` in the enclosing Starlette app's lifespan (a mounted app's own lifespan never

@@ -6,8 +6,8 @@ or streamable HTTP. Every error a caller can cause comes back as a tool result w
 message an LLM can correct itself from (a refused ``where`` names the problem and the allowed syntax),
 never as a crash or a protocol error.
 
-Keys: on HTTP the tools read the caller's key from the request headers (``api/mcp.py`` has already
-refused requests without a valid one); a key scoped to other knowledge bases neither lists nor
+Keys and tokens: on HTTP the tools read the caller's key or token from the request headers (``api/mcp.py``
+has already refused requests without a valid one); a caller scoped to other knowledge bases neither lists nor
 reaches this one — it is reported as unknown, exactly like a name that does not exist. On stdio there
 are no headers and no authorizer: the process belongs to whoever could open the data directory.
 """
