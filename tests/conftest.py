@@ -43,18 +43,24 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """The real app under uvicorn on a loopback port, in a background thread."""
+    """The real app under uvicorn on a loopback port, in a background thread.
 
-    def __init__(self, service):
+    ``tls`` (a certificate and its key, PEM files) serves https, for clients such as azure-core that
+    send bearer tokens only over TLS.
+    """
+
+    def __init__(self, service, tls: tuple[Path, Path] | None = None):
         import uvicorn
 
         from openqna.server import create_app
 
         self.service = service
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.app = create_app(service)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        certfile, keyfile = (str(tls[0]), str(tls[1])) if tls else (None, None)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+                                ssl_certfile=certfile, ssl_keyfile=keyfile)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -71,6 +71,8 @@ DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/tools/": tools,
     "/get_related_": tools,
     "/mcp": mcp,
+    "/knowledgebases/": qnamaker,
+    "/qnamaker/": qnamaker,
 }
 
 

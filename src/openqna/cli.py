@@ -450,16 +450,19 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
 
     from .keys import list_keys
     from .server import create_app
+    from .tokens import parse_issuers
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
         settings.query_threads()
         settings.pg_vector_search()
-    except ValueError as e:
+        issuers = parse_issuers(settings.token_issuers())
+    except ValueError as e:  # IssuerConfigError is one; its message names the field
         _fail(str(e))
     service = _service(data_dir)
-    if not _is_loopback(host) and not list_keys(service.store):
-        _fail(f"refusing to serve on {host} without API keys; create one with `openqna keys create --data {data_dir}`")
+    if not _is_loopback(host) and not issuers and not list_keys(service.store):
+        _fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
+              f"`openqna keys create --data {data_dir}` or set OPENQNA_TOKEN_ISSUERS")
     if sample and not service.projects():
         from .formats import read_file
 

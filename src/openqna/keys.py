@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 
 from .clock import now_iso
 from .store import ApiKey, Store
+from .tokens import Principal, TokenRefused, TokenValidator, looks_like_jwt
 
-__all__ = ["ROLES", "ApiKey", "Authorizer", "allows", "create_key", "hash_key", "list_keys", "revoke_key"]
+__all__ = ["ROLES", "ApiKey", "Authorizer", "Caller", "Denied", "Principal", "allows", "create_key", "hash_key",
+           "list_keys", "lacks_role", "revoke_key"]
 
 ROLES = ("admin", "author", "query")
 _RANK = {r: i for i, r in enumerate(reversed(ROLES))}  # query 0 < author 1 < admin 2
@@ -46,29 +49,69 @@ def revoke_key(store: Store, key_id: str) -> bool:
     return store.delete_key(key_id)
 
 
-class Authorizer:
-    """Finds the key behind a secret; an open server (no keys at all) lets everyone in."""
+Caller = ApiKey | Principal
+"""Who a request speaks for: an API key, or the principal of a verified bearer token."""
 
-    def __init__(self, store: Store):
+
+@dataclass(frozen=True)
+class Denied:
+    """Why a request's credential was refused, in words a caller can act on (never the secret itself).
+
+    ``missing``: nothing was sent (Azure and QnA Maker answer their own text for that);
+    ``token``: a bearer token was refused, and ``reason`` says what was wrong with it.
+    """
+
+    reason: str
+    missing: bool = False
+    token: bool = False
+
+
+class Authorizer:
+    """Finds the caller behind a secret: an API key, or a token from a trusted issuer.
+
+    A server with no keys and no issuers lets everyone in; configuring an issuer closes it,
+    even before the first key exists.
+    """
+
+    def __init__(self, store: Store, tokens: TokenValidator | None = None):
         self.store = store
+        self.tokens = tokens
 
     def open(self) -> bool:
-        return not self.store.list_keys()
+        return not self.tokens and not self.store.list_keys()
 
-    def check(self, secret: str | None) -> tuple[ApiKey | None, str | None]:
-        """(key, None) when allowed — key None on an open server — or (None, reason) when refused."""
+    def check(self, secret: str | None) -> tuple[Caller | None, Denied | None]:
+        """(caller, None) when allowed — caller None on an open server — or (None, why) when refused."""
         if self.open():
             return None, None
         if secret is None:
-            return None, "missing"
+            return None, Denied("no API key or bearer token was sent", missing=True)
+        if looks_like_jwt(secret):  # keys never look like a JWT, so a token is never hashed and looked up
+            if not self.tokens:
+                return None, Denied("this server accepts API keys, not bearer tokens", token=True)
+            try:
+                return self.tokens.principal(secret), None
+            except TokenRefused as exc:
+                return None, Denied(exc.reason, token=True)
         key = self.store.find_key(hash_key(secret))
-        return (key, None) if key is not None else (None, "invalid")
+        return (key, None) if key is not None else (None, Denied("the API key is not valid"))
 
 
-def allows(key: ApiKey | None, *, role: str, project: str | None = None) -> bool:
-    """Whether ``key`` (None: an open server) has at least ``role``, on ``project`` when one is named."""
-    if key is None:
+def allows(caller: Caller | None, *, role: str, project: str | None = None) -> bool:
+    """Whether ``caller`` (None: an open server) has at least ``role``, on ``project`` when one is named."""
+    if caller is None:
         return True
-    if _RANK[key.role] < _RANK[role]:
+    if isinstance(caller, Principal):
+        return caller.allows(role, project)
+    if _RANK[caller.role] < _RANK[role]:
         return False
-    return project is None or key.projects is None or project.lower() in {p.lower() for p in key.projects}
+    return project is None or caller.projects is None or project.lower() in {p.lower() for p in caller.projects}
+
+
+def lacks_role(caller: Caller, role: str, project: str | None = None) -> str:
+    """The reason for a 403: what the caller has against what the operation needs."""
+    if isinstance(caller, Principal):
+        where = f" on project '{project}'" if project else ""
+        return (f"This token's roles ({', '.join(sorted({g.role for g in caller.grants}))}) do not include "
+                f"'{role}' or higher{where}.")
+    return f"This key has the role '{caller.role}'; this operation needs '{role}' or higher."

@@ -25,13 +25,18 @@ from .authoring import Authoring
 from .jobs import JobRunner
 from .keys import Authorizer
 from .service import Service
+from .tokens import TokenValidator
 from .vector_stores import VectorStores
 
 log = logging.getLogger("openqna")
 
 
 def create_app(service: Service) -> Starlette:
-    authorizer = Authorizer(service.store)
+    """The app over ``service``; callers sign in with its keys or with tokens of ``OPENQNA_TOKEN_ISSUERS``.
+
+    A bad issuer setting raises ``IssuerConfigError`` here, before anything listens.
+    """
+    authorizer = Authorizer(service.store, TokenValidator.from_settings())
     azure = AzureRuntime(service, authorizer)
     qnamaker = QnAMakerRuntime(service, authorizer)
     jobs = JobRunner(service.store, Authoring(service).handlers())

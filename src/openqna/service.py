@@ -21,7 +21,7 @@ from tqdm import tqdm
 from .catalog import Catalog
 from .filter_ast import Column
 from .formats.limits import LIMITS
-from .keys import ApiKey, allows
+from .keys import Caller, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import calibrations, followup, ranker
@@ -313,7 +313,7 @@ class Service(Catalog):
             ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
         return loaded
 
-    def knowledge_bases(self, key: ApiKey | None = None) -> list[KnowledgeBaseInfo]:
+    def knowledge_bases(self, key: Caller | None = None) -> list[KnowledgeBaseInfo]:
         out = []
         for p in self.store.list_projects():
             if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):

@@ -1,13 +1,14 @@
-"""Reading an API key out of a request: every surface accepts its own header (DESIGN decision 9).
+"""Reading an API key or bearer token out of a request: every surface accepts its own header (DESIGN decision 9).
 
-What a key may do is core's business (``openqna.keys``); this module only knows headers.
+Whether the secret is a key or a token, and what its caller may do, is core's business
+(``openqna.keys``, ``openqna.tokens``); this module only knows headers.
 """
 
 from __future__ import annotations
 
 
 def secret_from_headers(headers) -> str | None:
-    """The key from any header a supported client sends.
+    """The key or token from any header a supported client sends.
 
     QnA Maker clients prefix the key with ``EndpointKey `` in ``Authorization`` and, in
     botbuilder-python, in ``Ocp-Apim-Subscription-Key`` too: the prefix is dropped wherever it is.

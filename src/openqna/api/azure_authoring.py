@@ -26,7 +26,7 @@ from ..catalog import LIVE, Job, Project, Source
 from ..formats import read_json as read_assets
 from ..formats.azure_json import hoist_prompt_qnas
 from ..jobs import JobRunner
-from ..keys import Authorizer
+from ..keys import Authorizer, allows
 from ..records import FormatError, InvalidArgument, NotFound, QnA
 from ..service import Service
 from .azure_wire import Body, authorize, handle_errors, read_json
@@ -160,10 +160,9 @@ class AzureAuthoring:
     # -- projects ----------------------------------------------------------------------------------
     @handle_errors
     async def list_projects(self, request: Request) -> Response:
-        key = authorize(self.authorizer, request, role="author")
+        caller = authorize(self.authorizer, request, role="author")
         projects = [p for p in self.service.projects() if not p.settings.get("openai_file")
-                    and not p.settings.get("openai_vector_store") and (
-                    key is None or key.projects is None or p.name.lower() in {x.lower() for x in key.projects})]
+                    and not p.settings.get("openai_vector_store") and allows(caller, role="author", project=p.name)]
         return JSONResponse(_paged(request, [project_json(p) for p in projects]))
 
     @handle_errors

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..formats.limits import LIMITS
-from ..keys import ApiKey, Authorizer, allows
+from ..keys import Authorizer, Caller, allows, lacks_role
 from ..records import InvalidArgument, OpenQnAError
 from . import json_body
 from .auth import secret_from_headers
-from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, azure_error
+from .errors import azure_error, unauthorized_message
 
 
 class Body:
@@ -123,22 +123,21 @@ class Refused(Exception):
 
 
 def authorize(authorizer: Authorizer, request: Request, *, role: str, project: str | None = None,
-              api_version: bool = True) -> ApiKey | None:
-    key, refused = authorizer.check(secret_from_headers(request.headers))
-    if refused:
-        message = MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE
-        raise Refused(azure_error(401, "401", message,
-                                  headers={"WWW-Authenticate": 'AzureApiManagementKey realm="openqna"'}))
-    if key is not None and project is not None and not allows(key, role="query", project=project):
+              api_version: bool = True) -> Caller | None:
+    caller, denied = authorizer.check(secret_from_headers(request.headers))
+    if denied:
+        challenge = 'Bearer realm="openqna", error="invalid_token"' if denied.token \
+            else 'AzureApiManagementKey realm="openqna"'
+        raise Refused(azure_error(401, "401", unauthorized_message(denied), headers={"WWW-Authenticate": challenge}))
+    if caller is not None and project is not None and not allows(caller, role="query", project=project):
         raise Refused(azure_error(404, "ProjectNotFound", f"The specified project was not found: {project}."))
-    if not allows(key, role=role):
-        assert key is not None  # an open server (no key) allows every role
-        raise Refused(azure_error(403, "Forbidden", f"This key has the role '{key.role}'; this operation needs "
-                                                    f"'{role}' or higher."))
+    if not allows(caller, role=role, project=project):  # a token may grant author on one project, query on all
+        assert caller is not None  # an open server (no caller) allows every role
+        raise Refused(azure_error(403, "Forbidden", lacks_role(caller, role, project)))
     if api_version and not request.query_params.get("api-version"):
         raise Refused(azure_error(400, "InvalidArgument", "The 'api-version' query parameter is required, e.g. "
                                   "api-version=2023-04-01.", target="api-version"))
-    return key
+    return caller
 
 
 async def read_json(request: Request) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from ..keys import Denied
+
 UNAUTHORIZED_MESSAGE = (
     "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an "
     "active subscription and use a correct regional API endpoint for your resource."
@@ -11,6 +13,15 @@ UNAUTHORIZED_MESSAGE = (
 MISSING_KEY_MESSAGE = (
     "Access denied due to missing subscription key. Make sure to include subscription key when making requests to an API."
 )
+
+
+def unauthorized_message(denied: Denied) -> str:
+    """Azure's and QnA Maker's 401 text: their own words for keys, the reason for a refused bearer token."""
+    if denied.missing:
+        return MISSING_KEY_MESSAGE
+    if denied.token:
+        return f"Access denied due to an invalid bearer token: {denied.reason}."
+    return UNAUTHORIZED_MESSAGE
 
 
 def azure_error(status: int, code: str, message: str, *, target: str | None = None,

@@ -6,8 +6,8 @@
 * ``mcp_app(service, authorizer)`` is an ASGI app for streamable HTTP that ``server.py`` routes at
   ``/mcp``. It runs *stateless* with JSON responses: every POST carries one JSON-RPC message and gets
   one JSON answer, no session lives between requests, so any replica can answer any request. Every
-  request needs a valid key (``Authorization: Bearer <key>`` or ``api-key: <key>``) once keys exist,
-  else it gets a 401 before the SDK sees it.
+  request needs a valid key (``Authorization: Bearer <key>`` or ``api-key: <key>``) or bearer token
+  once keys or token issuers exist, else it gets a 401 before the SDK sees it.
 
 The SDK's session manager owns a task group that must be running while requests arrive: enter
 ``app.lifespan()`` in the enclosing Starlette app's lifespan (a mounted app's own lifespan never
@@ -39,16 +39,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..catalog import LIVE, open_data
-from ..keys import Authorizer
+from ..keys import Authorizer, Denied
 from ..service import Service
 from .auth import secret_from_headers
 from .mcp_tools import build_server
 
 PATH = "/mcp"
-_REFUSALS = {
-    "missing": "An API key is required: send 'Authorization: Bearer <key>' or 'api-key: <key>'.",
-    "invalid": "The API key is not valid.",
-}
+MISSING = ("An API key is required: send 'Authorization: Bearer <key>' or 'api-key: <key>' (or a bearer token "
+           "from a trusted identity provider).")
 
 
 def run_stdio(service: Service, *, deployment: str = LIVE) -> None:
@@ -83,9 +81,9 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            _, refused = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
-            if refused:
-                await _unauthorized(refused)(scope, receive, send)
+            _, denied = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
+            if denied:
+                await _unauthorized(denied)(scope, receive, send)
                 return
         await self.session_manager.handle_request(scope, receive, send)
 
@@ -96,10 +94,12 @@ def mcp_app(service: Service, authorizer: Authorizer, *, deployment: str = LIVE,
     return McpHttp(service, authorizer, deployment=deployment, transport_security=transport_security)
 
 
-def _unauthorized(reason: str) -> JSONResponse:
+def _unauthorized(denied: Denied) -> JSONResponse:
     """401 with a JSON-RPC error body (MCP's own dialect) and the challenge RFC 9110 asks for."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": _REFUSALS[reason]}}
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="openqna"'})
+    message = MISSING if denied.missing else f"Access denied: {denied.reason}."
+    challenge = 'Bearer realm="openqna", error="invalid_token"' if denied.token else 'Bearer realm="openqna"'
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": challenge})
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,8 +6,8 @@ or streamable HTTP. Every error a caller can cause comes back as a tool result w
 message an LLM can correct itself from (a refused ``where`` names the problem and the allowed syntax),
 never as a crash or a protocol error.
 
-Keys: on HTTP the tools read the caller's key from the request headers (``api/mcp.py`` has already
-refused requests without a valid one); a key scoped to other knowledge bases neither lists nor
+Keys and tokens: on HTTP the tools read the caller's key or token from the request headers (``api/mcp.py``
+has already refused requests without a valid one); a caller scoped to other knowledge bases neither lists nor
 reaches this one — it is reported as unknown, exactly like a name that does not exist. On stdio there
 are no headers and no authorizer: the process belongs to whoever could open the data directory.
 """
@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from .. import __version__, settings
 from ..catalog import LIVE
 from ..formats.limits import LIMITS
-from ..keys import ApiKey, Authorizer, allows
+from ..keys import Authorizer, Caller, allows
 from ..records import OpenQnAError, ProjectNotFound, QnA
 from ..retrieval.where import allowed_syntax
 from ..service import AskRequest, Service
@@ -151,13 +151,14 @@ class KnowledgeBaseTools:
         self.authorizer = authorizer
         self.deployment = deployment
 
-    def caller(self, ctx: Context) -> ApiKey | None:
+    def caller(self, ctx: Context) -> Caller | None:
         if self.authorizer is None:
             return None
-        key, refused = self.authorizer.check(secret_from_headers(ctx.headers or {}))
-        if refused:  # the HTTP guard refuses these first; kept so the tools never trust a mount
-            raise ToolError("A valid API key is required (Authorization: Bearer <key> or api-key: <key>).")
-        return key
+        caller, denied = self.authorizer.check(secret_from_headers(ctx.headers or {}))
+        if denied:  # the HTTP guard refuses these first; kept so the tools never trust a mount
+            raise ToolError(f"A valid API key or bearer token is required (Authorization: Bearer <key> or "
+                            f"api-key: <key>): {denied.reason}.")
+        return caller
 
     def reachable(self, ctx: Context, kb: str) -> None:
         if not allows(self.caller(ctx), role="query", project=kb):

@@ -19,7 +19,7 @@ from .. import openai_files
 from ..answers import Answering, AnswersRequest
 from ..catalog import StoredFile
 from ..formats.limits import LIMITS
-from ..keys import Authorizer, allows
+from ..keys import Authorizer, Denied, allows, lacks_role
 from ..models.completer import Completer
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
@@ -37,6 +37,14 @@ def openai_error(status: int, message: str, *, param: str | None = None, code: s
                  kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
                         status_code=status)
+
+
+def unauthorized(denied: Denied) -> JSONResponse:
+    """OpenAI's 401: its own words for a wrong key, the reason for a refused bearer token."""
+    if denied.token:
+        return openai_error(401, f"Invalid bearer token: {denied.reason}.", code="invalid_token")
+    return openai_error(401, "Incorrect API key provided. Send an openqna key as 'Authorization: Bearer <key>'.",
+                        code="invalid_api_key")
 
 
 class Refused(Exception):
@@ -148,13 +156,12 @@ class OpenAIRoutes:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _auth(self, request: Request, role: str) -> None:
-        key, refused = self.authorizer.check(secret_from_headers(request.headers))
-        if refused:
-            raise Refused(openai_error(401, "Incorrect API key provided. Send an openqna key as "
-                                            "'Authorization: Bearer <key>'.", code="invalid_api_key"))
-        if not allows(key, role=role):
-            raise Refused(openai_error(403, f"This key's role '{key.role}' may not call this endpoint.",
-                                       kind="permission_error"))
+        caller, denied = self.authorizer.check(secret_from_headers(request.headers))
+        if denied:
+            raise Refused(unauthorized(denied))
+        if not allows(caller, role=role):
+            assert caller is not None  # an open server (no caller) allows every role
+            raise Refused(openai_error(403, lacks_role(caller, role), kind="permission_error"))
 
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..filter_ast import And, Compare, Filter, InList, Or
-from ..keys import Authorizer, allows
+from ..keys import Authorizer, Principal, allows
 from ..records import InvalidArgument, OpenQnAError
 from ..vector_store_records import attribute_column, attribute_ref
 from ..vector_stores import (
@@ -40,7 +40,7 @@ from ..vector_stores import (
 )
 from .auth import secret_from_headers
 from .concurrency import run_query
-from .openai import Body, Refused, error_response, openai_error, read_json
+from .openai import Body, Refused, error_response, openai_error, read_json, unauthorized
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}
@@ -253,14 +253,14 @@ class VectorStoreRoutes:
     # -- plumbing ------------------------------------------------------------------------------------
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
-            key, refused = self.authorizer.check(secret_from_headers(request.headers))
-            if refused:
-                return openai_error(401, "Incorrect API key provided. Send an openqna key as "
-                                         "'Authorization: Bearer <key>'.", code="invalid_api_key")
+            key, denied = self.authorizer.check(secret_from_headers(request.headers))
+            if denied:
+                return unauthorized(denied)
             store_id = request.path_params.get("vector_store_id")
             if not allows(key, role=role, project=store_id):
                 scope = f" vector store '{store_id}'" if store_id and allows(key, role=role) else " this endpoint"
-                return openai_error(403, f"This key may not call{scope}.", kind="permission_error")
+                noun = "token" if isinstance(key, Principal) else "key"
+                return openai_error(403, f"This {noun} may not call{scope}.", kind="permission_error")
             request.state.key = key
             return await work()
         except Refused as exc:

@@ -32,7 +32,7 @@ from .auth import secret_from_headers
 from .azure import optional_id
 from .azure_wire import Body
 from .concurrency import run_query
-from .errors import MISSING_KEY_MESSAGE, UNAUTHORIZED_MESSAGE, qnamaker_error
+from .errors import qnamaker_error, unauthorized_message
 
 log = logging.getLogger("openqna")
 
@@ -234,9 +234,9 @@ class QnAMakerRuntime:
 
     def _project(self, request: Request) -> Project:
         """The kbId's project, if the key may query it (a key scoped elsewhere gets 404, so names do not leak)."""
-        key, refused = self.authorizer.check(secret_from_headers(request.headers))
-        if refused:
-            raise Refusal(401, "Unauthorized", MISSING_KEY_MESSAGE if refused == "missing" else UNAUTHORIZED_MESSAGE)
+        key, denied = self.authorizer.check(secret_from_headers(request.headers))
+        if denied:
+            raise Refusal(401, "Unauthorized", unauthorized_message(denied))
         kb_id = request.path_params["kbId"]
         try:
             project = self.authoring.project_for_kb(kb_id)

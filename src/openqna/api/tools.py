@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from .. import settings
 from ..formats.limits import LIMITS
-from ..keys import Authorizer, allows
+from ..keys import Authorizer, allows, lacks_role
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
 from .auth import secret_from_headers
@@ -65,14 +65,17 @@ class Tools:
         ]
 
     def _key(self, request: Request, kb: str | None = None):
-        key, refused = self.authorizer.check(secret_from_headers(request.headers))
-        if refused:
+        key, denied = self.authorizer.check(secret_from_headers(request.headers))
+        if denied and denied.token:
+            raise _Refused(tools_error(401, "unauthorized", f"The bearer token was refused: {denied.reason}."))
+        if denied:
             raise _Refused(tools_error(401, "unauthorized", "A valid API key is required in the 'api-key' header "
                                                             "or as 'Authorization: Bearer <key>'."))
         if kb is not None and not allows(key, role="query", project=kb):
             raise _Refused(tools_error(404, "not_found", f"There is no knowledge base '{kb}'."))
         if not allows(key, role="query"):
-            raise _Refused(tools_error(403, "forbidden", "This key may not search knowledge bases."))
+            assert key is not None  # an open server (no caller) allows every role
+            raise _Refused(tools_error(403, "forbidden", lacks_role(key, "query")))
         return key
 
     async def _hits(self, request: Request, kb: str) -> list[Hit]:
