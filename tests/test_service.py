@@ -116,6 +116,20 @@ def test_synonyms_expand_the_query(kb):
     assert with_syn.confidence > without.confidence
 
 
+def test_synonyms_never_lower_an_exact_match(service):
+    service.import_content("hours", KnowledgeBaseContent(qnas=[
+        QnA(["What are your opening hours?"], "We are open 9 to 5, Monday to Friday.", id=1),
+        QnA(["Where are you?"], "At 1 Main Street.", id=2)]))
+    asked = AskRequest(question="What are your opening hours?", top=1)
+    paraphrase = AskRequest(question="what are your business hours", top=1)
+    assert service.ask("hours", "test", asked)[0].confidence == 1.0
+    before = service.ask("hours", "test", paraphrase)[0]
+    service.store.set_synonyms("hours", [["opening hours", "business hours"]])
+    assert service.ask("hours", "test", asked)[0].confidence == 1.0
+    after = service.ask("hours", "test", paraphrase)[0]
+    assert after.qna.id == before.qna.id == 1 and after.confidence > before.confidence
+
+
 def test_chinese_and_japanese_questions_without_spaces(kb):
     zh = ask(kb, "你们的退货政策", top=1)[0]
     ja = ask(kb, "配送の時間", top=1)[0]

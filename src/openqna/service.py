@@ -414,7 +414,9 @@ class Service(Catalog):
         synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
         previous = (req.previous_user_query or "").strip()
-        # one text a call: the embedder caches single queries, and the previous one was asked a turn ago
+        # The expanded question is what the vector and the keyword features read; the exact match reads the
+        # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
+        # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
         vectors = np.concatenate([self.embedder.embed([text]) for text in
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
@@ -424,19 +426,20 @@ class Service(Catalog):
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
                                               vectors, options)
-        ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
-                             threshold=req.threshold, **options)
+        ranked = ranker.rank(index, question, vector, eligible, logit_offsets=offsets, top=req.top,
+                             keywords=expanded, threshold=req.threshold, **options)
         return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
                    expanded: str, vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
         """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
-        alone = ranker.rank(index, expanded, vectors[0], eligible, top=1, **options)
+        alone = ranker.rank(index, question, vectors[0], eligible, top=1, keywords=expanded, **options)
         confidence = alone[0].confidence if alone else 0.0
         if confidence >= 1.0 or not followup.needs_context(question, confidence):
             return vectors[0], {}
         vector = followup.context_vector(vectors[0], vectors[1])
-        candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
+        candidates = ranker.rank(index, question, vector, eligible, top=followup.CANDIDATES, keywords=expanded,
+                                 **options)
         qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
         qsims = dict(zip(qnas, index.q.dense_rows(vector, np.asarray([index.row_of[i] for i in qnas], np.int64))))
 

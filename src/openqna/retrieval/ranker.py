@@ -198,6 +198,7 @@ def rank(
     calibration: Calibration = CALIBRATION,
     flt: Filter | None = None,
     reads_cjk: bool = True,
+    keywords: str | None = None,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -209,6 +210,9 @@ def rank(
     question written in them (``cjk_share``) is then ranked by ``calibration.lexical``, the
     keyword features alone, and the rest by the full calibration (the two calibrated logits are
     mixed in that proportion).
+    ``keywords`` (default: ``question``) is the text whose words the keyword features read, such as the
+    question expanded with its synonyms; the exact match reads ``question`` itself, so an expansion never
+    hides a stored question asked word for word.
     """
     if index.n == 0 or not eligible.any():
         return []
@@ -217,7 +221,7 @@ def rank(
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
     offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
-    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
+    f = features(index, analyze(question if keywords is None else keywords), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
     if not len(f.rows):
         return []
     logit = c.logit(f, question_only)
