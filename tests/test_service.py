@@ -191,6 +191,15 @@ def test_query_text_ranks_passages(service):
     assert answers == sorted(answers, key=lambda a: -a.confidence)
 
 
+def test_query_text_confidence_is_calibrated(service):
+    """calibrations.QUERY_TEXT (XQuAD dev): a passage that answers reads above 0.5, an off-topic question far below."""
+    records = [("doc1", "Power and charging. It takes two to four hours to charge the battery fully."),
+               ("doc2", "You can use the USB port to connect accessories such as a mouse.")]
+    mouse = service.answer_from_text("how do I connect a mouse", records)
+    assert mouse[0].record_id == "doc2" and mouse[0].confidence > 0.5 > mouse[1].confidence
+    assert all(a.confidence < 0.05 for a in service.answer_from_text("what is the capital of peru", records))
+
+
 # -- import/export round trips through the store, on the real files -------------------------
 from conftest import SAMPLE_DOCS, SHARED_DATA  # noqa: E402
 

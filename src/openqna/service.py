@@ -25,7 +25,7 @@ from .keys import ApiKey, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import calibrations, followup, ranker
-from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
+from .retrieval.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.index_cache import IndexCache, engine_search
 from .retrieval.memindex import MemIndex
@@ -465,7 +465,7 @@ class Service(Catalog):
         """Azure's :query-text: the best passages of ad-hoc records, ≤3 per record, best first."""
         passages: list[tuple[str, int, int]] = []
         for rid, text in records:
-            for s, e in _passages(text):
+            for s, e in passages_of(text):
                 passages.append((rid, s, e))
         if not passages:
             return []
@@ -473,10 +473,10 @@ class Service(Catalog):
         vectors = self.embedder.embed([question] + texts)
         qv, pv = vectors[0], vectors[1:]
         q_terms = set(analyze(question, bigrams=False))
-        scores = []
-        for text, sim in zip(texts, pv @ qv):
-            overlap = len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1)
-            scores.append(float(ranker.sigmoid(np.float64(9.0 * sim + 2.0 * overlap - 6.0))))
+        overlaps = [len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1) for text in texts]
+        unread = 0.0 if self.reads_cjk else cjk_share(question)
+        scores = ranker.text_confidences(calibrations.QUERY_TEXT, pv @ qv,
+                                         np.asarray(overlaps), unread).tolist()
         order = sorted(range(len(passages)), key=lambda i: -scores[i])
         out: list[TextAnswer] = []
         per_record: dict[str, int] = {}
@@ -492,7 +492,7 @@ class Service(Catalog):
         return out
 
 
-def _passages(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
+def passages_of(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
     """Group consecutive sentences into passages of up to ``max_chars``."""
     out: list[tuple[int, int]] = []
     for s, e in sentence_spans(text):
