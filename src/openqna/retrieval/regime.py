@@ -14,7 +14,8 @@ a probability that the answer is right.  Adapted KBs keep their own scale, fitte
 questions.
 
 The gap term is increasing in a record's own logit and the other terms are constants of a record,
-so the step moves confidences without reordering records of the same kind.
+so the step moves confidences without reordering records of the same kind (passages, QnAs whose
+questions read as headings, other QnAs).
 """
 
 from __future__ import annotations
