@@ -15,6 +15,9 @@ from azure.ai.language.questionanswering.models import (
 from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
 
+from conftest import SAMPLE_DOCS
+from openqna.documents import ingest_document
+from openqna.ingest import parse_document
 from openqna.keys import create_key
 from test_service import surface_kb
 
@@ -65,6 +68,20 @@ def test_sdk_get_answers_with_every_option(secured):
     assert top.short_answer is not None and "two to four hours" in top.short_answer.text
     assert 0.2 <= top.confidence <= 1
 
+
+
+def test_sdk_azure_sample_request_on_the_product_manual(live):
+    """Azure's documented sample request on the Surface Pro 4 manual, imported as ``openqna import`` does (issue 22)."""
+    manual = SAMPLE_DOCS / "data-source-formats" / "product-manual.pdf"
+    ingest_document(live.service, "manual", parse_document(manual.name, manual.read_bytes()))
+    with client(live) as c:
+        result = c.get_answers(
+            question="how long it takes to charge surface?", project_name="manual", deployment_name="test", top=3,
+            confidence_threshold=0.2, include_unstructured_sources=True,
+            short_answer_options=ShortAnswerOptions(confidence_threshold=0.2, top=1))
+    top = result.answers[0]
+    assert top.answer.startswith("Power and charging") and top.confidence >= 0.5
+    assert top.short_answer is not None and top.short_answer.text == "two to four hours"
 
 def test_sdk_follow_up_and_qna_id(server):
     with client(server) as c:

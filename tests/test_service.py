@@ -116,6 +116,20 @@ def test_synonyms_expand_the_query(kb):
     assert with_syn.confidence > without.confidence
 
 
+def test_synonyms_never_lower_an_exact_match(service):
+    service.import_content("hours", KnowledgeBaseContent(qnas=[
+        QnA(["What are your opening hours?"], "We are open 9 to 5, Monday to Friday.", id=1),
+        QnA(["Where are you?"], "At 1 Main Street.", id=2)]))
+    asked = AskRequest(question="What are your opening hours?", top=1)
+    paraphrase = AskRequest(question="what are your business hours", top=1)
+    assert service.ask("hours", "test", asked)[0].confidence == 1.0
+    before = service.ask("hours", "test", paraphrase)[0]
+    service.store.set_synonyms("hours", [["opening hours", "business hours"]])
+    assert service.ask("hours", "test", asked)[0].confidence == 1.0
+    after = service.ask("hours", "test", paraphrase)[0]
+    assert after.qna.id == before.qna.id == 1 and after.confidence > before.confidence
+
+
 def test_chinese_and_japanese_questions_without_spaces(kb):
     zh = ask(kb, "你们的退货政策", top=1)[0]
     ja = ask(kb, "配送の時間", top=1)[0]
@@ -175,6 +189,15 @@ def test_query_text_ranks_passages(service):
     assert text[answers[0].offset : answers[0].offset + answers[0].length] == answers[0].text
     assert answers[0].span is not None and "hours" in answers[0].span.text
     assert answers == sorted(answers, key=lambda a: -a.confidence)
+
+
+def test_query_text_confidence_is_calibrated(service):
+    """calibrations.QUERY_TEXT (XQuAD dev): a passage that answers reads above 0.5, an off-topic question far below."""
+    records = [("doc1", "Power and charging. It takes two to four hours to charge the battery fully."),
+               ("doc2", "You can use the USB port to connect accessories such as a mouse.")]
+    mouse = service.answer_from_text("how do I connect a mouse", records)
+    assert mouse[0].record_id == "doc2" and mouse[0].confidence > 0.5 > mouse[1].confidence
+    assert all(a.confidence < 0.05 for a in service.answer_from_text("what is the capital of peru", records))
 
 
 # -- import/export round trips through the store, on the real files -------------------------

@@ -25,7 +25,7 @@ from .keys import Caller, allows
 from .models.embedder import Embedder
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import calibrations, followup, ranker
-from .retrieval.analyze import analyze, exact_key, expand_with_synonyms
+from .retrieval.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.index_cache import IndexCache, engine_search
 from .retrieval.memindex import MemIndex
@@ -414,7 +414,9 @@ class Service(Catalog):
         synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
         previous = (req.previous_user_query or "").strip()
-        # one text a call: the embedder caches single queries, and the previous one was asked a turn ago
+        # The expanded question is what the vector and the keyword features read; the exact match reads the
+        # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
+        # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
         vectors = np.concatenate([self.embedder.embed([text]) for text in
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
@@ -424,19 +426,20 @@ class Service(Catalog):
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
                                               vectors, options)
-        ranked = ranker.rank(index, expanded, vector, eligible, logit_offsets=offsets, top=req.top,
-                             threshold=req.threshold, **options)
+        ranked = ranker.rank(index, question, vector, eligible, logit_offsets=offsets, top=req.top,
+                             keywords=expanded, threshold=req.threshold, **options)
         return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
                    expanded: str, vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
         """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
-        alone = ranker.rank(index, expanded, vectors[0], eligible, top=1, **options)
+        alone = ranker.rank(index, question, vectors[0], eligible, top=1, keywords=expanded, **options)
         confidence = alone[0].confidence if alone else 0.0
         if confidence >= 1.0 or not followup.needs_context(question, confidence):
             return vectors[0], {}
         vector = followup.context_vector(vectors[0], vectors[1])
-        candidates = ranker.rank(index, expanded, vector, eligible, top=followup.CANDIDATES, **options)
+        candidates = ranker.rank(index, question, vector, eligible, top=followup.CANDIDATES, keywords=expanded,
+                                 **options)
         qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
         qsims = dict(zip(qnas, index.q.dense_rows(vector, np.asarray([index.row_of[i] for i in qnas], np.int64))))
 
@@ -462,7 +465,7 @@ class Service(Catalog):
         """Azure's :query-text: the best passages of ad-hoc records, ≤3 per record, best first."""
         passages: list[tuple[str, int, int]] = []
         for rid, text in records:
-            for s, e in _passages(text):
+            for s, e in passages_of(text):
                 passages.append((rid, s, e))
         if not passages:
             return []
@@ -470,10 +473,10 @@ class Service(Catalog):
         vectors = self.embedder.embed([question] + texts)
         qv, pv = vectors[0], vectors[1:]
         q_terms = set(analyze(question, bigrams=False))
-        scores = []
-        for text, sim in zip(texts, pv @ qv):
-            overlap = len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1)
-            scores.append(float(ranker.sigmoid(np.float64(9.0 * sim + 2.0 * overlap - 6.0))))
+        overlaps = [len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1) for text in texts]
+        unread = 0.0 if self.reads_cjk else cjk_share(question)
+        scores = ranker.text_confidences(calibrations.QUERY_TEXT, pv @ qv,
+                                         np.asarray(overlaps), unread).tolist()
         order = sorted(range(len(passages)), key=lambda i: -scores[i])
         out: list[TextAnswer] = []
         per_record: dict[str, int] = {}
@@ -489,7 +492,7 @@ class Service(Catalog):
         return out
 
 
-def _passages(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
+def passages_of(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
     """Group consecutive sentences into passages of up to ``max_chars``."""
     out: list[tuple[int, int]] = []
     for s, e in sentence_spans(text):

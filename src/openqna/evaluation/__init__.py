@@ -126,7 +126,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                 for name, limit in plan.span_questions.items()}
                 step("spans", t)
                 t = time.perf_counter()
-                metrics["regimes"] = _regimes(service, data_dir, plan, seed, threshold, kbs)
+                metrics["regimes"] = regime_results(service, data_dir, plan, seed, threshold, kbs)
                 step("regimes", t)
             finally:
                 store.close()
@@ -186,7 +186,7 @@ def _faq_and_offtopic(service: Service, data_dir: Path, plan: Plan, seed: int, t
     return kbs, faq_results, off
 
 
-def _regimes(service: Service, data_dir: Path, plan: Plan, seed: int, threshold: float,
+def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, threshold: float,
              faq_kbs: list[faq.KnowledgeBase]) -> dict:
     """Every regime's knowledge bases built in ``service`` and asked; summaries and per-question outcomes."""
     banking, hwu = datasets.banking77(data_dir), datasets.hwu64(data_dir)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from .. import settings
 from ..filter_ast import Filter
-from . import adapt
+from . import adapt, regime
 from .analyze import analyze, cjk_share, exact_key
 from .calibrations import CALIBRATION, Calibration
 from .memindex import MemIndex
@@ -122,6 +123,22 @@ def bm25_share(index: MemIndex, terms: list[str], rows: np.ndarray) -> np.ndarra
     return fld.max_per_row(fld.bm25_at(terms, units), starts, has, 0.0) / np.float32(most)
 
 
+def text_confidences(c: Calibration, cosines: np.ndarray, coverages: np.ndarray, unread: float = 0.0) -> np.ndarray:
+    """Azure :query-text's confidence of ad-hoc passages: ``c`` (``calibrations.QUERY_TEXT``) over each passage's
+    cosine with the question and the share of the question's words it holds (a handful of ad-hoc records gives
+    no idf, so words weigh alike).  ``unread``: the share of the question the embedder cannot read, ranked by
+    ``c.lexical`` as in ``rank``.
+    """
+    zero = np.zeros(len(cosines))
+    f = SimpleNamespace(qsim=np.maximum(cosines, 0.0), qcov=coverages, asim=zero, acov=zero, bm25=zero, qmean=zero,
+                        qcent=zero)
+    logit = c.scale * c.logit(f) + c.shift
+    if unread and c.lexical is not None:
+        lex = c.lexical
+        logit = (1.0 - unread) * logit + unread * (lex.scale * lex.logit(f) + lex.shift)
+    return sigmoid(logit)
+
+
 def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> adapt.Adaptation | None:
     """The adaptation ``calibration`` uses on ``index`` (None: none fitted or turned off)."""
     return _adaptation(index, calibration)
@@ -176,6 +193,17 @@ def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.nda
     return np.where(passages, p.scale * p.logit(f) + p.shift, logit)
 
 
+_HEADINGS: WeakKeyDictionary[MemIndex, np.ndarray] = WeakKeyDictionary()
+
+
+def headings(index: MemIndex) -> np.ndarray:
+    """Which records' questions all read as headings or statements (``regime.heading_rows``), once per index."""
+    found = _HEADINGS.get(index)
+    if found is None:
+        found = _HEADINGS[index] = regime.heading_rows(index.exact, index.n, index.q.counts > 0)
+    return found
+
+
 def _position(rows: np.ndarray, row: int | None) -> int | None:
     if row is None:
         return None
@@ -198,6 +226,7 @@ def rank(
     calibration: Calibration = CALIBRATION,
     flt: Filter | None = None,
     reads_cjk: bool = True,
+    keywords: str | None = None,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -209,6 +238,9 @@ def rank(
     question written in them (``cjk_share``) is then ranked by ``calibration.lexical``, the
     keyword features alone, and the rest by the full calibration (the two calibrated logits are
     mixed in that proportion).
+    ``keywords`` (default: ``question``) is the text whose words the keyword features read, such as the
+    question expanded with its synonyms; the exact match reads ``question`` itself, so an expansion never
+    hides a stored question asked word for word.
     """
     if index.n == 0 or not eligible.any():
         return []
@@ -217,7 +249,7 @@ def rank(
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
     offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
-    f = features(index, analyze(question), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
+    f = features(index, analyze(question if keywords is None else keywords), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
     if not len(f.rows):
         return []
     logit = c.logit(f, question_only)
@@ -232,6 +264,8 @@ def rank(
     logit = c.scale * logit + c.shift
     passages = index.passage[f.rows]
     logit = _calibrated(c, logit, f, passages)
+    if c.regime is not None and adaptation is None:  # a KB not on the adapted scale: one scale across kinds of KB
+        logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows]))
     lex = c.lexical
     unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
     if unread and lex is not None:

@@ -185,6 +185,16 @@ def _phrase_candidates(s: _Sentence) -> list[tuple[float, int, int]]:
     return out
 
 
+def holds_kind(question: str, text: str, start: int, end: int) -> bool:
+    """Whether the sentence ``text[start:end]`` holds the kind of answer the question asks for (False: no kind)."""
+    kind = question_kind(question)
+    if kind is None:
+        return False
+    sentence = text[start:end]
+    s = _Sentence(question, sentence)
+    return len(s.tokens) >= 3 and bool(s.anchors) and bool(_kind_candidates(s, sentence, kind))
+
+
 def short_span(question: str, text: str, start: int, end: int) -> tuple[int, int]:
     """(start, end) in ``text`` of the short answer within the sentence ``text[start:end]``.
 
