@@ -71,8 +71,6 @@ DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/tools/": tools,
     "/get_related_": tools,
     "/mcp": mcp,
-    "/knowledgebases/": qnamaker,
-    "/qnamaker/": qnamaker,
 }
 
 
