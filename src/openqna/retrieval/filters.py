@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..filter_ast import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
+__all__ = ["And", "Filter", "IdIn", "KindIn", "MetaEq", "Not", "Or", "SourceIn", "all_of", "matches"]
+
 
 def all_of(*filters: Filter | None) -> Filter | None:
     """AND of the given filters, skipping None; None when nothing is left."""

@@ -24,6 +24,7 @@ from ..filter_ast import (
     Between,
     Compare,
     Empty,
+    Filter,
     HasAll,
     HasAny,
     InList,
@@ -76,7 +77,7 @@ class WhereColumns:
 
     def __init__(self, rows: list[dict] | None, *, n: int | None = None,
                  columns: Callable[[], dict[str, Column]] | None = None,
-                 basic: Callable[[object], np.ndarray] | None = None):
+                 basic: Callable[[Filter], np.ndarray] | None = None):
         self.rows = rows
         self.n = len(rows) if rows is not None else int(n or 0)
         if rows is not None:
