@@ -20,8 +20,11 @@ def all_of(*filters: Filter | None) -> Filter | None:
     return kept[0] if len(kept) == 1 else And(kept)
 
 
-def matches(f: Filter | None, *, metadata: dict[str, str], source: str, kind: str, record_id: int) -> bool:
-    """Evaluate a filter against one record (reference semantics for every store)."""
+def matches(f: Filter | None, *, metadata: dict[str, str], source: str, kind: str, record_id: int | None) -> bool:
+    """Evaluate a filter against one record (reference semantics for every store).
+
+    ``record_id`` None: a row that names no record (``where.evaluate`` on plain rows); no IdIn holds it.
+    """
     if f is None:
         return True
     if isinstance(f, MetaEq):
