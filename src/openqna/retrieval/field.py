@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
 _NO_ROWS = np.zeros(0, np.int64)
 COVERAGE_SAMPLE = 2048  # postings coverage_top samples
+UnitsOf = tuple[np.ndarray, np.ndarray, np.ndarray]  # Field.units_of: unit ids, segment starts, rows with units
 
 
 class FieldAnn:
@@ -153,7 +154,7 @@ class Field:
         """``record_mask`` (a bool per record row) as a bool per unit; read only (it may be ``record_mask``)."""
         return record_mask if self.one_per_record else record_mask[self.rows]
 
-    def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def units_of(self, rows: np.ndarray) -> UnitsOf:
         """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
         if self.one_per_record:  # answers, and single-question QnAs: unit i is row i
             return rows.astype(np.int64, copy=False), np.arange(len(rows)), np.ones(len(rows), dtype=bool)
@@ -173,7 +174,7 @@ class Field:
             out[has] = np.maximum.reduceat(values, starts)
         return out
 
-    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None) -> np.ndarray:
         """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly.
 
         ``units_of``: ``self.units_of(rows)`` when the caller has it already.
@@ -181,7 +182,7 @@ class Field:
         units, starts, has = units_of or self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
 
-    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none).
 

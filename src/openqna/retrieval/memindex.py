@@ -89,7 +89,8 @@ class MemIndex:
     _where_rows: list[dict[str, Any]]
     _hashes: dict[int, str] | None
     _row_of: dict[int, int] | None = None
-    _where_source: Callable[[], dict[str, Column]] | None = None  # a saved index's where_str columns (where_numpy.encode_columns)
+    # a saved index's where_str columns (where_numpy.encode_columns)
+    _where_source: Callable[[], dict[str, Column]] | None = None
 
     def _load_lazy(self) -> None:
         if self._lazy is not None:
@@ -153,7 +154,8 @@ class MemIndex:
     def from_saved(cls, *, version: int, dim: int, n: int, ids: np.ndarray, context_only: np.ndarray,
                    passage: np.ndarray, exact: dict[str, list[int]], meta_rows: dict[tuple[str, str], np.ndarray],
                    source_rows: dict[str, np.ndarray], kind_rows: dict[str, np.ndarray], metadata_keys: list[str],
-                   q: Field, a: Field, records: Callable[[], dict[str, Any]], where_columns: Callable[[], dict[str, Column]]) -> MemIndex:
+                   q: Field, a: Field, records: Callable[[], dict[str, Any]],
+                   where_columns: Callable[[], dict[str, Column]]) -> MemIndex:
         """An index read back from disk (``retrieval/saved_index.py``), its arrays possibly memory maps.
 
         ``records()`` reads the per-record state (metadata, where_str rows, content hashes) and

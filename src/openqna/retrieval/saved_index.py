@@ -54,7 +54,8 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
     tmp = folder.parent / f".{folder.name}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir()
     try:
-        meta: dict[str, Any] = {"format": FORMAT, "source": source, "version": index.version, "dim": index.dim, "n": index.n, "fields": {}}
+        meta: dict[str, Any] = {"format": FORMAT, "source": source, "version": index.version, "dim": index.dim,
+                                "n": index.n, "fields": {}}
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
         for f in ("q", "a"):
