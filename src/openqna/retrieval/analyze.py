@@ -47,7 +47,8 @@ _stemmer = Stemmer.Stemmer("english")
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The English Snowball stem that every analysed term uses (shared with the short-span finder)."""
-    return _stemmer.stemWord(word)
+    stemmed: str = _stemmer.stemWord(word)  # PyStemmer ships no type hints
+    return stemmed
 
 
 def _cjk_terms(run: str) -> list[str]:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numpy as np
 
 
-def _faiss():
+def _faiss() -> Any:  # faiss ships no type stubs: its objects are Any
     """faiss (imported only by knowledge bases large enough to need it), on the calling thread only.
 
     Its OpenMP threads spin while they wait; beside other busy threads (the server's questions,
@@ -75,7 +76,7 @@ class IVFIndex:
         index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), np.ascontiguousarray(keys, dtype=np.int64))
         self._adopt(faiss, index, quantizer)
 
-    def _adopt(self, faiss, index, quantizer) -> None:
+    def _adopt(self, faiss: Any, index: Any, quantizer: Any) -> None:
         self.nlist = index.nlist
         # enough lists probed that recall@10 stays ≈ 0.98 (about 4% of the vectors scanned)
         self.nprobe = min(self.nlist, max(8, int(round(self.nlist * 0.04))))
@@ -128,5 +129,5 @@ class IVFIndex:
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
         with self._lock:
             _, ids = self._index.search(q, k, params=params)
-        ids = ids[0]
-        return ids[ids >= 0]
+        found: np.ndarray = ids[0]
+        return found[found >= 0]

@@ -13,15 +13,20 @@ import math
 import threading
 from collections.abc import Iterable
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import settings
 from .postings import K1, B, Postings, bm25_idf
 
+if TYPE_CHECKING:
+    from .ann import IVFIndex
+
 GATHER_MAX = 5000  # a filter leaving at most this many units of a field is searched exactly
 _NO_ROWS = np.zeros(0, np.int64)
 COVERAGE_SAMPLE = 2048  # postings coverage_top samples
+UnitsOf = tuple[np.ndarray, np.ndarray, np.ndarray]  # Field.units_of: unit ids, segment starts, rows with units
 
 
 class FieldAnn:
@@ -149,7 +154,7 @@ class Field:
         """``record_mask`` (a bool per record row) as a bool per unit; read only (it may be ``record_mask``)."""
         return record_mask if self.one_per_record else record_mask[self.rows]
 
-    def units_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def units_of(self, rows: np.ndarray) -> UnitsOf:
         """(unit ids of ``rows`` in order, segment start of each row that has units, which rows have units)."""
         if self.one_per_record:  # answers, and single-question QnAs: unit i is row i
             return rows.astype(np.int64, copy=False), np.arange(len(rows)), np.ones(len(rows), dtype=bool)
@@ -169,7 +174,7 @@ class Field:
             out[has] = np.maximum.reduceat(values, starts)
         return out
 
-    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None) -> np.ndarray:
+    def dense_rows(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None) -> np.ndarray:
         """Best cosine of each of ``rows`` (−1 where the record has no unit here), computed exactly.
 
         ``units_of``: ``self.units_of(rows)`` when the caller has it already.
@@ -177,7 +182,7 @@ class Field:
         units, starts, has = units_of or self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
 
-    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: tuple | None = None
+    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none).
 
@@ -214,8 +219,7 @@ class Field:
         k = min(k, count)
         if k <= 0:
             return np.zeros(0, np.int64)
-        if count > max(GATHER_MAX, 20 * k) and self.ann() is not None:
-            ivf = self.shared_ann.ivf
+        if count > max(GATHER_MAX, 20 * k) and (ivf := self.ann()) is not None:
             position = self._positions()
             key_allowed = allowed
             if allowed is not None and self.next_key != self.n:  # else keys are positions: no change since built
@@ -236,7 +240,8 @@ class Field:
         units = np.arange(self.n) if allowed is None else np.flatnonzero(allowed)
         sims = (self.matrix @ query) if allowed is None else self.matrix[units] @ query
         best = np.argpartition(-sims, k - 1)[:k] if k < len(units) else np.arange(len(units))
-        return units[best[np.argsort(-sims[best], kind="stable")]]
+        nearest: np.ndarray = units[best[np.argsort(-sims[best], kind="stable")]]
+        return nearest
 
     def _positions(self) -> np.ndarray:
         if self._position is None:
@@ -245,7 +250,7 @@ class Field:
             self._position = position
         return self._position
 
-    def ann(self):
+    def ann(self) -> IVFIndex | None:
         """The IVF index of this field, built on first use; None while the field is small enough to scan."""
         if self.n <= settings.exact_search_max():
             return None
@@ -273,7 +278,8 @@ class Field:
         """``bm25_units(terms)[units]`` (the same floats), reading only ``units``: for a few candidates of a large
         field, a binary search in each term's postings instead of a pass over every unit."""
         if len(units) * 8 > self.n:
-            return self.bm25_units(terms)[units]
+            at_units: np.ndarray = self.bm25_units(terms)[units]
+            return at_units
         scores = np.zeros(len(units), np.float32)
         norm = K1 * (1.0 - B + B * self.lengths[units] / self.avgdl)
         for term in terms:

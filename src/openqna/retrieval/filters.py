@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..filter_ast import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 
+__all__ = ["And", "Filter", "IdIn", "KindIn", "MetaEq", "Not", "Or", "SourceIn", "all_of", "matches"]
+
 
 def all_of(*filters: Filter | None) -> Filter | None:
     """AND of the given filters, skipping None; None when nothing is left."""
@@ -18,8 +20,11 @@ def all_of(*filters: Filter | None) -> Filter | None:
     return kept[0] if len(kept) == 1 else And(kept)
 
 
-def matches(f: Filter | None, *, metadata: dict[str, str], source: str, kind: str, record_id: int) -> bool:
-    """Evaluate a filter against one record (reference semantics for every store)."""
+def matches(f: Filter | None, *, metadata: dict[str, str], source: str, kind: str, record_id: int | None) -> bool:
+    """Evaluate a filter against one record (reference semantics for every store).
+
+    ``record_id`` None: a row that names no record (``where.evaluate`` on plain rows); no IdIn holds it.
+    """
     if f is None:
         return True
     if isinstance(f, MetaEq):

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ def incremental_update(old: MemIndex, hashes: dict[int, str], version: int,
     return old.updated(removed, list(records.values()), version, {**kept, **fetched})
 
 
-def _date_columns(settings: dict) -> list[str]:
+def _date_columns(settings: dict[str, Any]) -> list[str]:
     return [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
 
 

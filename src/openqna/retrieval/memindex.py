@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from .. import settings
 from .field import Field
 from .filters import And, Filter, IdIn, KindIn, MetaEq, Not, Or, SourceIn
 from .postings import Postings
+
+if TYPE_CHECKING:
+    from .where_numpy import Column, WhereColumns
 
 
 @dataclass
@@ -36,9 +40,10 @@ class IndexRecord:
     q_terms: list[list[str]]
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
-    fields: dict = field(default_factory=dict)  # typed column values (where_str)
+    fields: dict[str, Any] = field(default_factory=dict)  # typed column values (where_str)
 
 
+Units = tuple[list[int], list[np.ndarray], list[list[str]]]  # a field's new units: record rows, vectors, terms
 _BASIC = (MetaEq, SourceIn, KindIn, IdIn)
 _NO_ROWS = np.zeros(0, np.int64)
 
@@ -66,9 +71,9 @@ class MemIndex:
         self.context_only = np.asarray([r.context_only for r in records], dtype=bool)
         self.passage = np.asarray([r.kind != "qna" for r in records], dtype=bool)
         self.metadata: list[dict[str, str]] = []
-        self.rows: list[dict] = []
+        self.rows: list[dict[str, Any]] = []
         self.exact: dict[str, list[int]] = {}
-        self._where_columns = None
+        self._where_columns: WhereColumns | None = None
         maps = self._maps(records, 0)
         self.meta_rows, self.source_rows = maps[0], maps[1]
         self.kind_masks = {k: self._rows_mask(v) for k, v in maps[2].items()}
@@ -79,12 +84,13 @@ class MemIndex:
 
     # Per-record Python state.  An index loaded from disk (retrieval/saved_index.py) reads it
     # from disk on first use: a query without a where_str or an id filter never needs it.
-    _lazy: Callable[[], dict] | None = None
+    _lazy: Callable[[], dict[str, Any]] | None = None
     _metadata: list[dict[str, str]]
-    _where_rows: list[dict]
+    _where_rows: list[dict[str, Any]]
     _hashes: dict[int, str] | None
     _row_of: dict[int, int] | None = None
-    _where_source: Callable[[], dict] | None = None  # a saved index's where_str columns (where_numpy.encode_columns)
+    # a saved index's where_str columns (where_numpy.encode_columns)
+    _where_source: Callable[[], dict[str, Column]] | None = None
 
     def _load_lazy(self) -> None:
         if self._lazy is not None:
@@ -102,13 +108,13 @@ class MemIndex:
         self._metadata = value
 
     @property
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         """Per record, what where_str filters read (see ``_maps``)."""
         self._load_lazy()
         return self._where_rows
 
     @rows.setter
-    def rows(self, value: list[dict]) -> None:
+    def rows(self, value: list[dict[str, Any]]) -> None:
         self._where_rows = value
 
     @property
@@ -148,7 +154,8 @@ class MemIndex:
     def from_saved(cls, *, version: int, dim: int, n: int, ids: np.ndarray, context_only: np.ndarray,
                    passage: np.ndarray, exact: dict[str, list[int]], meta_rows: dict[tuple[str, str], np.ndarray],
                    source_rows: dict[str, np.ndarray], kind_rows: dict[str, np.ndarray], metadata_keys: list[str],
-                   q: Field, a: Field, records: Callable[[], dict], where_columns: Callable[[], dict]) -> MemIndex:
+                   q: Field, a: Field, records: Callable[[], dict[str, Any]],
+                   where_columns: Callable[[], dict[str, Column]]) -> MemIndex:
         """An index read back from disk (``retrieval/saved_index.py``), its arrays possibly memory maps.
 
         ``records()`` reads the per-record state (metadata, where_str rows, content hashes) and
@@ -179,14 +186,15 @@ class MemIndex:
         new.metadata = [m for p in parts for m in p.metadata]
         new.rows = [r for p in parts for r in p.rows]
         new.exact = {}
-        maps: tuple[dict, dict, dict] = ({}, {}, {})
+        maps: tuple[dict[Any, list[np.ndarray]], ...] = ({}, {}, {})  # meta_rows, source_rows, kind rows
         for part, first in zip(parts, firsts):
             for key, rows in part.exact.items():
                 new.exact.setdefault(key, []).extend(r + int(first) for r in rows)
             kinds = {k: np.flatnonzero(m) for k, m in part.kind_masks.items()}
-            for joined, own in zip(maps, (part.meta_rows, part.source_rows, kinds)):
-                for key, rows in own.items():
-                    joined.setdefault(key, []).append(rows + first)
+            owns: tuple[dict[Any, np.ndarray], ...] = (part.meta_rows, part.source_rows, kinds)
+            for joined, own in zip(maps, owns):
+                for key, key_rows in own.items():
+                    joined.setdefault(key, []).append(key_rows + first)
         new.meta_rows, new.source_rows, kinds = ({k: np.concatenate(v) for k, v in m.items()} for m in maps)
         new._where_columns = None
         new.kind_masks = {k: new._rows_mask(v) for k, v in kinds.items()}
@@ -196,17 +204,17 @@ class MemIndex:
             vocab: dict[str, int] = {}
             tids, units, tfs = [], [], []
             for fld, first in zip(fields, unit_firsts):
-                own = np.fromiter((vocab.setdefault(t, len(vocab)) for t in fld.postings.vocab), np.int64,
-                                  count=len(fld.postings.vocab))  # this part's term ids -> joined ids
-                tids.append(own[fld.postings.tids].astype(np.int32))
+                joined_tids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in fld.postings.vocab), np.int64,
+                                          count=len(fld.postings.vocab))  # this part's term ids -> joined ids
+                tids.append(joined_tids[fld.postings.tids].astype(np.int32))
                 units.append((fld.postings.units + first).astype(np.int32))
                 tfs.append(fld.postings.tfs)
             tids_all = np.concatenate(tids) if tids else np.zeros(0, np.int32)
             order = np.argsort(tids_all, kind="stable")  # parts come in unit order: units stay sorted per term
             postings = Postings(vocab, tids_all[order], np.concatenate(units)[order] if units else tids_all,
                                  np.concatenate(tfs)[order] if tfs else np.zeros(0, np.float32))
-            rows = np.concatenate([f.rows + first for f, first in zip(fields, firsts)]) if fields else None
-            setattr(new, name, Field(rows if rows is not None else np.zeros(0, np.int64),
+            field_rows = np.concatenate([f.rows + first for f, first in zip(fields, firsts)]) if fields else None
+            setattr(new, name, Field(field_rows if field_rows is not None else np.zeros(0, np.int64),
                                       np.concatenate([f.matrix for f in fields]) if fields else np.zeros((0, dim)),
                                       None, new.n, dim, lengths=np.concatenate([f.lengths for f in fields]),
                                       postings=postings, sum_norms=np.concatenate([f.sum_norms for f in fields])))
@@ -233,7 +241,8 @@ class MemIndex:
             self._metadata_keys = sorted({k for metadata in self.metadata for k in metadata})
         return self._metadata_keys
 
-    def _maps(self, records: list[IndexRecord], first_row: int) -> tuple[dict, dict, dict]:
+    def _maps(self, records: list[IndexRecord], first_row: int
+              ) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, np.ndarray], dict[str, list[int]]]:
         """Appends ``records`` (rows from ``first_row``) to metadata, rows and exact; returns their filter maps."""
         meta: dict[tuple[str, str], list[int]] = {}
         source: dict[str, list[int]] = {}
@@ -257,8 +266,13 @@ class MemIndex:
                 {k: np.asarray(v, np.int64) for k, v in source.items()}, kind)
 
     @staticmethod
-    def _units(records: list[IndexRecord], first_row: int) -> tuple[tuple, tuple]:
-        q_rows, q_vecs, q_terms, a_rows, a_vecs, a_terms = [], [], [], [], [], []
+    def _units(records: list[IndexRecord], first_row: int) -> tuple[Units, Units]:
+        q_rows: list[int] = []
+        q_vecs: list[np.ndarray] = []
+        q_terms: list[list[str]] = []
+        a_rows: list[int] = []
+        a_vecs: list[np.ndarray] = []
+        a_terms: list[list[str]] = []
         for row, r in enumerate(records, first_row):
             for i in range(len(r.q_terms)):
                 q_rows.append(row)
@@ -286,7 +300,8 @@ class MemIndex:
         n_kept = len(kept)
 
         def renumber(rows: np.ndarray) -> np.ndarray:
-            return rec_new[rows[rec_keep[rows]]]
+            renumbered: np.ndarray = rec_new[rows[rec_keep[rows]]]
+            return renumbered
 
         new = object.__new__(MemIndex)
         new.version, new.dim, new.hashes = version, self.dim, hashes
@@ -304,7 +319,7 @@ class MemIndex:
         new._where_columns = None
         meta, source, kind = new._maps(added, n_kept)
 
-        def merged(old: dict, extra: dict) -> dict:
+        def merged(old: dict[Any, np.ndarray], extra: dict[Any, np.ndarray]) -> dict[Any, np.ndarray]:
             out = {k: renumber(v) for k, v in old.items()}
             for k, v in extra.items():
                 out[k] = np.concatenate((out[k], v)) if k in out else v

@@ -25,6 +25,7 @@ import pickle
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,8 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
     tmp = folder.parent / f".{folder.name}.{uuid.uuid4().hex}.tmp"
     tmp.mkdir()
     try:
-        meta = {"format": FORMAT, "source": source, "version": index.version, "dim": index.dim, "n": index.n, "fields": {}}
+        meta: dict[str, Any] = {"format": FORMAT, "source": source, "version": index.version, "dim": index.dim,
+                                "n": index.n, "fields": {}}
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
         for f in ("q", "a"):
@@ -68,6 +70,7 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
             ann = None
             if ivf is not None:
                 ivf.write(str(tmp / f"{f}.ivf"))
+                assert fld.shared_ann is not None  # ann() returned an index: it built shared_ann
                 ann = {"trained_on": fld.shared_ann.trained_on, "changed": fld.shared_ann.changed}
             meta["fields"][f] = {"n": fld.n, "next_key": fld.next_key, "ann": ann}
         with open(tmp / "maps.pickle", "wb") as out:
@@ -89,7 +92,7 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _meta(folder: Path, source: str) -> dict | None:
+def _meta(folder: Path, source: str) -> dict[str, Any] | None:
     try:
         meta = json.loads((Path(folder) / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -111,18 +114,21 @@ def load(folder: Path, source: str = "") -> MemIndex | None:
         return None
 
     def array(name: str) -> np.ndarray:
-        return np.load(folder / f"{name}.npy", mmap_mode="r")
+        loaded: np.ndarray = np.load(folder / f"{name}.npy", mmap_mode="r")
+        return loaded
 
     with open(folder / "maps.pickle", "rb") as f:
         maps = pickle.load(f)
 
-    def records() -> dict:
+    def records() -> dict[str, Any]:
         with open(folder / "records.pickle", "rb") as f:
-            return pickle.load(f)
+            saved: dict[str, Any] = pickle.load(f)
+            return saved
 
-    def columns() -> dict:
+    def columns() -> dict[str, Any]:
         with open(folder / "columns.pickle", "rb") as f:
-            return pickle.load(f)
+            saved: dict[str, Any] = pickle.load(f)
+            return saved
 
     fields = {}
     for f, spec in meta["fields"].items():

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from ..filter_ast import (
     RECORD_NODES,
@@ -103,7 +104,7 @@ def like_regex(pattern: str, case_insensitive: bool) -> re.Pattern[str]:
 
 
 # Python's operators are the reference comparisons: values are already typed alike (where_values.coerce).
-COMPARE_OPS: dict[str, Callable[[object, object], bool]] = {
+COMPARE_OPS: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -113,9 +114,12 @@ COMPARE_OPS: dict[str, Callable[[object, object], bool]] = {
 }
 
 
-def read_value(ref: Ref, row: Mapping[str, object]) -> object:
-    """The value ``ref`` yields for ``row`` (None for NULL), normalised as the module docstring says."""
-    raw = row.get(ref.column.name)
+def read_value(ref: Ref, row: Mapping[str, Any]) -> Any:
+    """The value ``ref`` yields for ``row`` (None for NULL), normalised as the module docstring says.
+
+    Row values are dynamic (see ``evaluate``); the schema, not the checker, says what type each column holds.
+    """
+    raw: Any = row.get(ref.column.name)
     if ref.column.type == "Array(String)":
         raw = list(raw) if raw is not None else []
     elif raw is None:
@@ -137,7 +141,7 @@ def _not(v: bool | None) -> bool | None:
     return None if v is None else not v
 
 
-def _truth(f: Filter, row: Mapping[str, object]) -> bool | None:
+def _truth(f: Filter, row: Mapping[str, Any]) -> bool | None:
     """Three-valued truth of ``f`` on ``row``: True, False or None (unknown)."""
     if isinstance(f, (And, Or)):
         decisive = isinstance(f, Or)  # the child value that decides the whole node
@@ -183,7 +187,7 @@ def _truth(f: Filter, row: Mapping[str, object]) -> bool | None:
     raise TypeError(f"unknown filter node {f!r}")
 
 
-def evaluate(f: Filter, row: Mapping[str, object]) -> bool:
+def evaluate(f: Filter, row: Mapping[str, Any]) -> bool:
     """Whether ``row`` passes ``f``: the reference semantics every store must reproduce.
 
     ``row`` maps column names to values (str, int, float, bool, datetime or ISO-8601 text for DateTime,

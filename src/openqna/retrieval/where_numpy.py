@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from ..filter_ast import (
     Between,
     Compare,
     Empty,
+    Filter,
     HasAll,
     HasAny,
     InList,
@@ -39,16 +41,16 @@ from .where import COMPARE_OPS, evaluate, like_regex, read_value
 Masks = tuple[np.ndarray, np.ndarray]  # (true, unknown)
 
 
-Column = tuple[np.ndarray, list]  # (a code per row, -1 where NULL or absent; the distinct values)
+Column = tuple[np.ndarray, list[Any]]  # (a code per row, -1 where NULL or absent; the distinct values)
 
 
-def encode_columns(rows: list[dict]) -> dict[str, Column]:
+def encode_columns(rows: list[dict[str, Any]]) -> dict[str, Column]:
     """The columns of ``rows`` (every key but the record's own "@" keys), each as codes into its distinct values."""
     out: dict[str, Column] = {}
     for name in sorted({k for row in rows for k in row if not k.startswith("@")}):
         codes = np.full(len(rows), -1, np.int32)
-        values: list = []
-        seen: dict = {}
+        values: list[Any] = []
+        seen: dict[tuple[type, object], int] = {}
         for i, row in enumerate(rows):
             v = row.get(name)
             if v is None:
@@ -74,28 +76,31 @@ class WhereColumns:
     MetaEq/SourceIn/KindIn/IdIn (the rows' "@" keys are not encoded).
     """
 
-    def __init__(self, rows: list[dict] | None, *, n: int | None = None,
+    def __init__(self, rows: list[dict[str, Any]] | None, *, n: int | None = None,
                  columns: Callable[[], dict[str, Column]] | None = None,
-                 basic: Callable[[object], np.ndarray] | None = None):
+                 basic: Callable[[Filter], np.ndarray] | None = None):
         self.rows = rows
         self.n = len(rows) if rows is not None else int(n or 0)
         if rows is not None:
             columns = columns or (lambda: encode_columns(rows))
             basic = basic or (lambda f: np.fromiter((evaluate(f, row) for row in rows), dtype=bool, count=self.n))
-        self._load_columns, self._columns = columns, None
+        # Made from rows, or from a saved index's columns and basic: neither is None once in use.
+        self._load_columns = columns
+        self._columns: dict[str, Column] | None = None
         self.basic = basic
-        self._cache: dict = {}
-        self.masks: dict = {}  # the last filters' masks (read only): a repeated filter costs a copy
+        self._cache: dict[Any, Any] = {}  # by Ref: values(); by (what, Ref): coded(), numbers(), members()
+        self.masks: dict[Filter, np.ndarray] = {}  # the last filters' masks (read only): a repeated filter costs a copy
 
     def _column(self, name: str) -> Column:
         if self._columns is None:
+            assert self._load_columns is not None  # see __init__: given rows or a saved index's columns
             self._columns = self._load_columns()
         return self._columns.get(name) or (np.full(self.n, -1, np.int32), [])
 
     def coded(self, ref: Ref) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(a code per row, what ``ref`` reads from each distinct value, which of those are NULL); code -1 is last."""
         key = ("coded", ref)
-        hit = self._cache.get(key)
+        hit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = self._cache.get(key)
         if hit is None:
             codes, distinct = self._column(ref.column.name)
             mapped = np.empty(len(distinct) + 1, dtype=object)
@@ -107,7 +112,7 @@ class WhereColumns:
         return hit
 
     def values(self, ref: Ref) -> tuple[np.ndarray, np.ndarray]:
-        hit = self._cache.get(ref)
+        hit: tuple[np.ndarray, np.ndarray] | None = self._cache.get(ref)
         if hit is None:
             codes, mapped, null = self.coded(ref)
             hit = self._cache[ref] = (mapped[codes], null[codes])
@@ -119,14 +124,15 @@ class WhereColumns:
         if key not in self._cache:
             codes, mapped, null = self.coded(ref)
             live = mapped[~null]
-            out = None
+            out: np.ndarray | None = None
             if all(type(v) is float or (type(v) is int and abs(v) < 2**53) for v in live):
                 out = np.where(null, 0.0, mapped).astype(np.float64)
             elif all(isinstance(v, datetime) for v in live):
                 out = np.zeros(len(mapped), np.float64)
                 out[~null] = [v.timestamp() for v in live]
-            self._cache[key] = (out[codes], null[codes]) if out is not None else None  # type: ignore[index]
-        return self._cache[key]  # type: ignore[return-value]
+            self._cache[key] = (out[codes], null[codes]) if out is not None else None
+        found: tuple[np.ndarray, np.ndarray] | None = self._cache[key]
+        return found
 
     def members(self, ref: Ref) -> dict[str, np.ndarray]:
         """For an Array(String) column: each element value and the rows whose array holds it."""
@@ -137,19 +143,20 @@ class WhereColumns:
             for i, items in enumerate(vals):
                 for item in set(items):
                     rows.setdefault(item, []).append(i)
-            index = {}
+            index: dict[str, np.ndarray] = {}
             for item, where in rows.items():
                 mask = np.zeros(self.n, dtype=bool)
                 mask[where] = True
                 index[item] = mask
-            self._cache[key] = index  # type: ignore[assignment]
-        return self._cache[key]  # type: ignore[return-value]
+            self._cache[key] = index
+        members: dict[str, np.ndarray] = self._cache[key]
+        return members
 
     def present(self, name: str) -> np.ndarray:
         return self._column(name)[0] >= 0
 
 
-def _apply(cols: WhereColumns, ref: Ref, test: Callable[[object], bool]) -> Masks:
+def _apply(cols: WhereColumns, ref: Ref, test: Callable[[Any], bool]) -> Masks:
     """``test`` run once per distinct non-NULL value of ``ref``, spread to the rows by their codes."""
     codes, mapped, null = cols.coded(ref)
     ok = np.zeros(len(mapped), dtype=bool)
@@ -159,7 +166,7 @@ def _apply(cols: WhereColumns, ref: Ref, test: Callable[[object], bool]) -> Mask
     return ok[codes], null[codes]
 
 
-def _masks(f, cols: WhereColumns) -> Masks:
+def _masks(f: Filter, cols: WhereColumns) -> Masks:
     n = cols.n
     none = np.zeros(n, dtype=bool)
     if isinstance(f, And):
@@ -176,6 +183,7 @@ def _masks(f, cols: WhereColumns) -> Masks:
         t, u = _masks(f.child, cols)
         return ~t & ~u, u
     if isinstance(f, RECORD_NODES):
+        assert cols.basic is not None  # see WhereColumns.__init__: given rows or a saved index's basic
         return cols.basic(f), none
     if isinstance(f, IsNull):
         present = cols.present(f.column.name)
@@ -216,18 +224,18 @@ _NP_OPS = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
            ">=": np.greater_equal}
 
 
-def _numeric(v: object) -> bool:
+def _numeric(v: object) -> TypeGuard[int | float | datetime]:  # float64 holds it exactly
     return type(v) is float or (type(v) is int and abs(v) < 2**53) or isinstance(v, datetime)
 
 
-def _as_float(v: object) -> float:
-    return v.timestamp() if isinstance(v, datetime) else float(v)  # type: ignore[arg-type]
+def _as_float(v: int | float | datetime) -> float:
+    return v.timestamp() if isinstance(v, datetime) else float(v)
 
 
 _MASKS_KEPT = 16
 
 
-def where_mask(f, cols: WhereColumns) -> np.ndarray:
+def where_mask(f: Filter, cols: WhereColumns) -> np.ndarray:
     """Rows for which ``f`` is true (unknown counts as not selected, as in SQL); a new array the caller may change."""
     mask = cols.masks.get(f)
     if mask is None:

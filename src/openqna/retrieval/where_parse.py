@@ -81,13 +81,13 @@ def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Fi
     return _Lowering(schema, moment).condition(tree)
 
 
-def _unparen(node: exp.Expression) -> exp.Expression:
+def _unparen(node: exp.Expr) -> exp.Expr:
     while isinstance(node, exp.Paren):
         node = node.this
     return node
 
 
-def _has_column(node: exp.Expression) -> bool:
+def _has_column(node: exp.Expr) -> bool:
     return node.find(exp.Column) is not None
 
 
@@ -101,13 +101,13 @@ class _Lowering:
     def refuse(self, reason: str) -> NoReturn:
         raise WhereError(reason, self.schema)
 
-    def only(self, node: exp.Expression, *allowed: str) -> None:
+    def only(self, node: exp.Expr, *allowed: str) -> None:
         """Refuse syntax this node carries beyond the arguments we understand (GLOBAL IN, SYMMETRIC, ...)."""
         for key, value in node.args.items():
             if key not in allowed and value not in (None, False, [], ""):
                 self.refuse(f"not allowed: {self.what(node)} with {key.upper().replace('_', ' ')}")
 
-    def what(self, node: exp.Expression) -> str:
+    def what(self, node: exp.Expr) -> str:
         if isinstance(node, exp.Anonymous):
             return f"function {node.name}()"
         for kind, name in _NAMED_NODES.items():
@@ -119,7 +119,7 @@ class _Lowering:
 
     # ------------------------------------------------------------------ conditions
 
-    def condition(self, node: exp.Expression) -> Filter:
+    def condition(self, node: exp.Expr) -> Filter:
         node = _unparen(node)
         if isinstance(node, (exp.And, exp.Or)):
             return self.chain(node)
@@ -169,7 +169,7 @@ class _Lowering:
                 children.append(self.condition(current))
         return (And if kind is exp.And else Or)(tuple(children))
 
-    def comparison(self, node: exp.Expression, op: CompareOp) -> Filter:
+    def comparison(self, node: exp.Expr, op: CompareOp) -> Filter:
         self.only(node, "this", "expression")
         left, right = node.this, node.expression
         if _has_column(right) and not _has_column(left):
@@ -233,7 +233,9 @@ class _Lowering:
             like_parts(pattern)
         except ValueError as e:
             self.refuse(str(e))
-        return Like(ref, self.coerce(pattern, ref), isinstance(node, exp.ILike), bool(node.args.get("negate")))
+        checked = self.coerce(pattern, ref)
+        assert isinstance(checked, str)  # a String column (checked above) coerces a str pattern to itself
+        return Like(ref, checked, isinstance(node, exp.ILike), bool(node.args.get("negate")))
 
     def is_null(self, node: exp.Is, *, negated: bool) -> Filter:
         self.only(node, "this", "expression")
@@ -268,9 +270,9 @@ class _Lowering:
             distinct = tuple(dict.fromkeys(self.element(v, node.name) for v in values))
             return (HasAny if name == "hasany" else HasAll)(column, distinct)
         if name in ("empty", "notempty"):
-            if len(args) != 1 or not isinstance(_unparen(args[0]), exp.Column):
+            if len(args) != 1 or not isinstance(target := _unparen(args[0]), exp.Column):
                 self.refuse(f"{node.name}() takes one column")
-            column = self.column(_unparen(args[0]))
+            column = self.column(target)
             if column.type not in ("String", "Array(String)"):
                 self.refuse(f"{node.name}() applies to String and Array(String); {column.name} is {column.type}")
             return Empty(column, negated=name == "notempty")
@@ -278,7 +280,7 @@ class _Lowering:
             self.refuse(f"{node.name}() is a value, not a condition: compare it, e.g. {node.name}(...) = ...")
         self.refuse(f"function not allowed: {node.name}()")
 
-    def array_column(self, node: exp.Expression, function: str) -> Column:
+    def array_column(self, node: exp.Expr, function: str) -> Column:
         node = _unparen(node)
         if not isinstance(node, exp.Column):
             self.refuse(f"{function}() takes an Array(String) column as its first argument")
@@ -318,18 +320,20 @@ class _Lowering:
             self.refuse(f"unknown column {clip(name, 40)!r}{hint}")
         return found
 
-    def term(self, node: exp.Expression) -> Ref:
+    def term(self, node: exp.Expr) -> Ref:
         """The column side of a predicate: ``column`` or ``f(column)`` for an allowed f."""
         node = _unparen(node)
         if isinstance(node, exp.Column):
             return Ref(self.column(node))
         if isinstance(node, exp.Anonymous) and node.name.lower() in _TERM_FUNCS:
             name = node.name.lower()
-            if len(node.expressions) != 1 or not isinstance(_unparen(node.expressions[0]), exp.Column):
+            if len(node.expressions) != 1 or not isinstance(target := _unparen(node.expressions[0]), exp.Column):
                 self.refuse(f"{node.name}() takes exactly one column here (functions apply to a column directly)")
-            column = self.column(_unparen(node.expressions[0]))
-            if name in ("lower", "upper") and column.type == "String":
-                return Ref(column, name)
+            column = self.column(target)
+            if name == "lower" and column.type == "String":
+                return Ref(column, "lower")
+            if name == "upper" and column.type == "String":
+                return Ref(column, "upper")
             if name == "length" and column.type in ("String", "Array(String)"):
                 return Ref(column, "length")
             if name == "todate" and column.type == "DateTime":
@@ -345,7 +349,7 @@ class _Lowering:
 
     # ------------------------------------------------------------------ constants
 
-    def constant(self, node: exp.Expression) -> object:
+    def constant(self, node: exp.Expr) -> object:
         """Fold a column-free expression to a Python value (None for NULL, list for [..], Interval)."""
         node = _unparen(node)
         try:

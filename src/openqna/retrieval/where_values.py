@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal, TypeGuard, overload
 
 from ..filter_ast import Value, ValueType
 
@@ -42,11 +43,11 @@ class Interval:
         return moment + timedelta(seconds=seconds)
 
 
-def is_plain_date(value: object) -> bool:
+def is_plain_date(value: object) -> TypeGuard[date]:
     return isinstance(value, date) and not isinstance(value, datetime)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:  # bool is not a number here
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -123,6 +124,12 @@ def number(text: str) -> int | float:
 _NUMERIC_TEXT = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*\Z")
 
 
+@overload
+def coerce(value: object, kind: Literal["String"], label: str) -> str: ...
+@overload
+def coerce(value: object, kind: Literal["DateTime"], label: str) -> datetime: ...
+@overload
+def coerce(value: object, kind: ValueType, label: str) -> Value: ...
 def coerce(value: object, kind: ValueType, label: str) -> Value:
     """``value`` as the type a predicate compares with (``label`` names the column side in messages).
 

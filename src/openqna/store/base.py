@@ -9,6 +9,7 @@ rows and never builds a search index: ``retrieval/index_cache.py`` builds those 
 
 from __future__ import annotations
 
+import builtins
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..filter_ast import Filter
 from ..records import QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
@@ -27,7 +29,7 @@ class Project:
     description: str = ""
     language: str = "en"
     multilingual: bool = False
-    settings: dict = field(default_factory=lambda: {"defaultAnswer": "No good match found in KB."})
+    settings: dict[str, Any] = field(default_factory=lambda: {"defaultAnswer": "No good match found in KB."})
     embedder: str | None = None  # name of the embedder that built this project's vectors
     created: str = ""
     modified: str = ""
@@ -68,7 +70,7 @@ class IndexRow:
     metadata: dict[str, str]
     context_only: bool
     questions: list[str]
-    fields: dict  # typed column values, as stored (DateTime still ISO 8601 text)
+    fields: dict[str, Any]  # typed column values, as stored (DateTime still ISO 8601 text)
     content_hash: str
     q_terms: list[list[str]] = field(default_factory=list)  # one list per question, in order
     q_vectors: list[np.ndarray] = field(default_factory=list)
@@ -89,7 +91,7 @@ class IndexRows(Protocol):
 
     version: int
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The project's settings (its typed schema says which fields are DateTime)."""
 
     def content_hashes(self) -> dict[int, str]:
@@ -105,6 +107,13 @@ class IndexRows(Protocol):
         """The records of ``ids``, or those from ``id_range``'s first to last id, or all of them."""
 
 
+class RowsById(Protocol):
+    """What a store's nearest-neighbour search reads of an index (``MemIndex``): the index row of each record id."""
+
+    @property
+    def row_of(self) -> dict[int, int]: ...
+
+
 @runtime_checkable
 class NearestNeighbours(Protocol):
     """A store whose engine searches vectors itself (PostgreSQL's pgvector HNSW).
@@ -113,8 +122,8 @@ class NearestNeighbours(Protocol):
     candidates before searching in memory, and it answers None to leave the search there.
     """
 
-    def nearest_rows(self, project_id: int, deployment: str, index: Any, field: str, query: np.ndarray, k: int,
-                     flt: Any, eligible: np.ndarray) -> np.ndarray | None: ...
+    def nearest_rows(self, project_id: int, deployment: str, index: RowsById, field: str, query: np.ndarray, k: int,
+                     flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None: ...
 
 
 @dataclass
@@ -147,8 +156,8 @@ class Job:
     created: str = ""
     updated: str = ""
     expires: str = ""
-    errors: list[dict] = field(default_factory=list)
-    params: dict = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
     owner: str = ""  # the worker that claimed it (host:pid:nonce), empty until then
     result: bytes | None = None
     result_name: str | None = None
@@ -166,7 +175,7 @@ class StoredFile:
     bytes: int
     created_at: int
     status: str = "processed"
-    data: bytes = b""
+    data: builtins.bytes = b""  # builtins: the field above is named ``bytes``
     project: str | None = None
 
 
@@ -186,7 +195,7 @@ class ProjectStore(Protocol):
     def get_project(self, name: str) -> Project: ...
     def list_projects(self) -> list[Project]: ...
     def update_project(self, project: Project) -> Project: ...
-    def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
+    def update_settings(self, name: str, expected: dict[str, Any], settings: dict[str, Any]) -> bool:
         """Replace project ``name``'s settings with ``settings`` if they still equal ``expected`` (compare-and-set
         across processes); False, and nothing written, when another writer changed them first."""
     def delete_project(self, name: str) -> None: ...
@@ -258,7 +267,7 @@ class JobStore(Protocol):
         """Extend the lease of a job ``owner`` runs; False when it is no longer theirs to run."""
     def finish_job(self, job: Job) -> bool:
         """Write the outcome of a job its owner ran; False (nothing written) when the lease was lost."""
-    def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+    def fail_expired_jobs(self, errors: list[dict[str, Any]]) -> list[str]:
         """Mark ``failed`` (with ``errors``) every running job whose lease ran out; returns their ids."""
     def delete_finished_jobs(self, before: str) -> int:
         """Delete the finished jobs (and their results) that expired before ``before`` (ISO 8601 UTC; a job with

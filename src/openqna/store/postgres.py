@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -111,13 +112,14 @@ class PostgresStore(VectorSearch):
                            + (" FOR NO KEY UPDATE" if lock else ""), (name,)).fetchone()
         if row is None:
             raise _not_found(name)
-        return row[0]
+        project_id: int = row[0]
+        return project_id
 
     # -- projects ----------------------------------------------------------------------
     _PROJECT_COLS = "name, description, language, multilingual, settings, embedder, created, modified, last_deployed"
 
     @staticmethod
-    def _project_row(row: tuple) -> Project:
+    def _project_row(row: tuple[Any, ...]) -> Project:
         name, desc, lang, multi, settings, embedder, created, modified, deployed = row
         return Project(name, desc, lang, bool(multi), settings, embedder, created, modified, deployed)
 
@@ -126,12 +128,14 @@ class PostgresStore(VectorSearch):
         project.created = project.created or stamp
         project.modified = stamp
         with self._tx() as db:
-            pid = db.execute(
+            inserted = db.execute(
                 "INSERT INTO projects(name, description, language, multilingual, settings, embedder, created, modified)"
                 " VALUES(%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
                 (project.name, project.description, project.language, bool(project.multilingual),
                  json_value(project.settings), project.embedder, project.created, project.modified),
-            ).fetchone()[0]
+            ).fetchone()
+            assert inserted is not None  # INSERT ... RETURNING returns its row (or raises)
+            pid = inserted[0]
             self._bump(db, pid, LIVE)
         return project
 
@@ -161,10 +165,12 @@ class PostgresStore(VectorSearch):
             self._bump(db, pid, LIVE)
         return project
 
-    def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
+    def update_settings(self, name: str, expected: dict[str, Any], settings: dict[str, Any]) -> bool:
         with self._tx() as db:
             pid = self._project_id(db, name, lock=True)  # FOR UPDATE: no other writer until this commits
-            current = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()[0]
+            row = db.execute("SELECT settings FROM projects WHERE id=%s", (pid,)).fetchone()
+            assert row is not None  # _project_id found and locked the row
+            current = row[0]
             if current != expected:
                 return False
             db.execute("UPDATE projects SET settings=%s, modified=%s WHERE id=%s", (json_value(settings), now_iso(), pid))
@@ -189,7 +195,9 @@ class PostgresStore(VectorSearch):
         ids: list[int] = []
         with self._tx() as db:
             pid = self._project_id(db, project, lock=True)
-            next_id = db.execute("SELECT next_id FROM projects WHERE id=%s", (pid,)).fetchone()[0]
+            row = db.execute("SELECT next_id FROM projects WHERE id=%s", (pid,)).fetchone()
+            assert row is not None  # _project_id found and locked the row
+            next_id = row[0]
             latest: dict[int, StoredQnA] = {}  # an id given twice: the later item replaces the earlier, as in SQLite
             for item in items:
                 q = item.qna
@@ -230,8 +238,10 @@ class PostgresStore(VectorSearch):
         """Ids no record has or will get; for records that must point at each other before they exist."""
         with self._tx() as db:
             pid = self._project_id(db, project, lock=True)
-            first = db.execute("UPDATE projects SET next_id=next_id+%s WHERE id=%s RETURNING next_id-%s",
-                               (count, pid, count)).fetchone()[0]
+            row = db.execute("UPDATE projects SET next_id=next_id+%s WHERE id=%s RETURNING next_id-%s",
+                             (count, pid, count)).fetchone()
+            assert row is not None  # _project_id found and locked the row
+            first: int = row[0]
         return list(range(first, first + count))
 
     def get_vectors(self, project: str, ids: list[int],
@@ -268,7 +278,7 @@ class PostgresStore(VectorSearch):
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
     @staticmethod
-    def _qna_row(row: tuple) -> QnA:
+    def _qna_row(row: tuple[Any, ...]) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
         return QnA(questions, answer, rid, source, metadata, dialog_from_json(dialog), kind, suggestions, fields, modified)
 
@@ -281,7 +291,8 @@ class PostgresStore(VectorSearch):
             raise _not_found(project)
         if not row[1]:
             raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
-        return row[0]
+        project_id: int = row[0]
+        return project_id
 
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:
         with self._conn() as db:
@@ -300,8 +311,11 @@ class PostgresStore(VectorSearch):
     def count_qnas(self, project: str, deployment: str = LIVE) -> int:
         with self._conn() as db:
             pid = self._deployment_pid(db, project, deployment)
-            return db.execute("SELECT count(*) FROM records WHERE project_id=%s AND deployment=%s",
-                              (pid, deployment)).fetchone()[0]
+            row = db.execute("SELECT count(*) FROM records WHERE project_id=%s AND deployment=%s",
+                             (pid, deployment)).fetchone()
+            assert row is not None  # an aggregate without GROUP BY returns one row
+            count: int = row[0]
+            return count
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         with self._conn() as db:
@@ -456,7 +470,7 @@ class PostgresStore(VectorSearch):
                         job.result_name, job.result_media, job.lease_until))
 
     @staticmethod
-    def _job_row(row: tuple) -> Job:
+    def _job_row(row: tuple[Any, ...]) -> Job:
         jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
         return Job(jid, kind, project, status, created, updated, expires, errors, params, owner,
                    None if result is None else bytes(result), name, media, lease)
@@ -498,7 +512,7 @@ class PostgresStore(VectorSearch):
                               (job.status, job.updated, Json(job.errors), job.result, job.result_name,
                                job.result_media, job.id, job.owner)).rowcount > 0
 
-    def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+    def fail_expired_jobs(self, errors: list[dict[str, Any]]) -> list[str]:
         with self._conn() as db:
             rows = db.execute("UPDATE jobs SET status='failed', errors=%s, updated=%s, lease_until=NULL"
                               " WHERE status='running' AND (lease_until IS NULL OR lease_until < now()) RETURNING id",
@@ -520,7 +534,7 @@ class PostgresStore(VectorSearch):
                        (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project))
 
     @staticmethod
-    def _file_row(row: tuple) -> StoredFile:
+    def _file_row(row: tuple[Any, ...]) -> StoredFile:
         fid, filename, purpose, size, created_at, status, data, project = row
         return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
@@ -19,7 +21,7 @@ from .base import IndexRow
 _DUMPS = partial(json.dumps, ensure_ascii=False)
 
 
-def json_value(value) -> Json:
+def json_value(value: Any) -> Json:
     """``value`` as a json column, its text unescaped (``ensure_ascii=False``) as SQLite's."""
     return Json(value, dumps=_DUMPS)
 
@@ -29,7 +31,7 @@ class _VectorLoader(Loader):
 
     format = Format.BINARY
 
-    def load(self, data) -> np.ndarray:
+    def load(self, data: Buffer) -> np.ndarray:
         dim = int.from_bytes(bytes(data[:2]), "big")
         return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32)
 
@@ -37,25 +39,26 @@ class _VectorLoader(Loader):
 class _VectorTextLoader(Loader):
     format = Format.TEXT
 
-    def load(self, data) -> np.ndarray:
+    def load(self, data: Buffer) -> np.ndarray:
         text = bytes(data).decode()[1:-1]
         return np.asarray([float(x) for x in text.split(",")] if text else [], dtype=np.float32)
 
 
-def register_vector_types(conn: psycopg.Connection) -> None:
+def register_vector_types(conn: psycopg.Connection[Any]) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)  # dumpers for numpy arrays and pgvector.Vector
     info = TypeInfo.fetch(conn, "vector")
+    assert info is not None  # register_vector above raises ProgrammingError when the type is missing
     conn.adapters.register_loader(info.oid, _VectorTextLoader)
     conn.adapters.register_loader(info.oid, _VectorLoader)
 
 
-def dialog_json(d: Dialog) -> dict:
+def dialog_json(d: Dialog) -> dict[str, Any]:
     return {"isContextOnly": d.is_context_only, "prompts": [[p.display_order, p.qna_id, p.display_text] for p in d.prompts]}
 
 
-def dialog_from_json(raw: dict) -> Dialog:
+def dialog_from_json(raw: dict[str, Any]) -> Dialog:
     return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
 
 
@@ -67,7 +70,7 @@ class PostgresIndexRows:
         row = db.execute("SELECT seq FROM versions WHERE project_id=%s AND deployment=%s", self._where).fetchone()
         self.version: int = row[0] if row else 0
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         row = self._db.execute("SELECT settings FROM projects WHERE id=%s", self._where[:1]).fetchone()
         return row[0] if row else {}
 

@@ -87,4 +87,7 @@ def migrate(conn: psycopg.Connection) -> str:
         conn.execute("INSERT INTO meta VALUES('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value=EXCLUDED.value",
                      (str(SCHEMA_VERSION),))
         conn.execute("INSERT INTO meta VALUES('instance', %s) ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
-        return conn.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
+        row = conn.execute("SELECT value FROM meta WHERE key='instance'").fetchone()
+        assert row is not None  # the INSERT above leaves the row in place
+        instance: str = row[0]
+        return instance

@@ -13,11 +13,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
+import psycopg
 
 from .. import settings
 from ..filter_ast import Column, Filter
+from .base import RowsById
 from .sql_filter import RecordSQL, compile_postgres
 
 _VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
@@ -47,7 +52,7 @@ def record_column(column: Column) -> str:
     return f"(({value} #>> '{{}}'){_CASTS[column.type]})"
 
 
-def filter_to_sql(f: Filter | None) -> tuple[str | None, list]:
+def filter_to_sql(f: Filter | None) -> tuple[str | None, list[Any]]:
     """A retrieval filter as an SQL condition on ``records r`` (for ``vector_search_sql``) and its parameters."""
     if f is None:
         return None, []
@@ -56,6 +61,14 @@ def filter_to_sql(f: Filter | None) -> tuple[str | None, list]:
 
 class VectorSearch:
     """Search in the database: a mixin of PostgresStore (uses its _conn, _read_tx, current, _hnsw_ready)."""
+
+    # What PostgresStore provides, declared so the checker knows the mixin's host.
+    _hnsw_ready: set[str]
+    _hnsw_checked: dict[str, float]
+    _hnsw_building: set[str]
+    _conn: Callable[[], AbstractContextManager[psycopg.Connection]]
+    _read_tx: Callable[[], AbstractContextManager[psycopg.Connection]]
+    current: Callable[[str, str], tuple[int, int]]
 
     @staticmethod
     def _hnsw_name(dim: int) -> str:
@@ -108,7 +121,7 @@ class VectorSearch:
         return name
 
     def _vector_search_query(self, pid: int, deployment: str, dim: int, field: str, limit: int,
-                             filter_sql: str | None, params: tuple | list) -> tuple[str, list]:
+                             filter_sql: str | None, params: tuple[Any, ...] | list[Any]) -> tuple[str, list[Any]]:
         dim = int(dim)
         kind = self._hnsw_type(dim)
         cast = f"::vector({dim})" + (f"::{kind}({dim})" if kind != "vector" else "")
@@ -125,7 +138,7 @@ class VectorSearch:
         return sql, [_QUERY, pid, deployment, field, *params, _QUERY, limit]
 
     def vector_search_sql(self, project: str, deployment: str, vector: np.ndarray, k: int,
-                          filter_sql: str | None = None, params: tuple | list = (), *,
+                          filter_sql: str | None = None, params: tuple[Any, ...] | list[Any] = (), *,
                           field: str = "q") -> list[tuple[int, float]]:
         """The ``k`` records nearest ``vector``, searched by PostgreSQL: [(record id, cosine similarity)], best first.
 
@@ -144,7 +157,7 @@ class VectorSearch:
         return self._vector_search(pid, deployment, query, k, filter_sql, params, field)
 
     def _vector_search(self, pid: int, deployment: str, query: np.ndarray, k: int, filter_sql: str | None,
-                       params: tuple | list, field: str) -> list[tuple[int, float]]:
+                       params: tuple[Any, ...] | list[Any], field: str) -> list[tuple[int, float]]:
         dim = query.shape[0]
         limit = k if field == "a" else 2 * k
         while True:
@@ -195,7 +208,7 @@ class VectorSearch:
             threading.Thread(target=build, name=f"openqna-{name}", daemon=True).start()
         return False
 
-    def nearest_rows(self, project_id: int, deployment: str, index, field: str, query: np.ndarray, k: int,
+    def nearest_rows(self, project_id: int, deployment: str, index: RowsById, field: str, query: np.ndarray, k: int,
                      flt: Filter | None, eligible: np.ndarray) -> np.ndarray | None:
         """Candidate rows of ``index`` from pgvector's HNSW (``MemIndex.nearest_rows``); None: search in memory.
 
@@ -217,4 +230,5 @@ class VectorSearch:
         filter_sql, params = filter_to_sql(flt)
         hits = self._vector_search(project_id, deployment, query, k, filter_sql, params, field)
         rows = np.asarray([index.row_of[rid] for rid, _ in hits if rid in index.row_of], dtype=np.int64)
-        return rows[eligible[rows]]
+        kept: np.ndarray = rows[eligible[rows]]
+        return kept

@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..filter_ast import (
     RECORD_NODES,
@@ -89,13 +89,13 @@ class RecordSQL:
     id: str
 
 
-def compile_sqlite(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list]:
+def compile_sqlite(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list[Any]]:
     """``(sql, params)`` for SQLite's ``WHERE``; ``?`` placeholders. Needs JSON1 for arrays and metadata."""
     dialect = SQLite(column_sql, record)
     return dialect.emit(f), dialect.params
 
 
-def compile_postgres(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list]:
+def compile_postgres(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list[Any]]:
     """``(sql, params)`` for PostgreSQL's ``WHERE``; ``%s`` placeholders (psycopg), each with its cast."""
     dialect = Postgres(column_sql, record)
     return dialect.emit(f), dialect.params
@@ -116,7 +116,7 @@ class Dialect(ABC):
     def __init__(self, column_sql: ColumnSQL, record: RecordSQL | None):
         self.column_sql = column_sql
         self.record = record
-        self.params: list = []
+        self.params: list[Any] = []
 
     def emit(self, f: Filter) -> str:
         if isinstance(f, (And, Or)):
@@ -151,7 +151,7 @@ class Dialect(ABC):
         raise TypeError(f"unknown filter node {f!r}")
 
     @abstractmethod
-    def bind(self, value: Value | list, kind: BindType) -> str:
+    def bind(self, value: Value | list[Any], kind: BindType) -> str:
         """Append ``value`` (of SQL type ``kind``) to the parameters; return its placeholder."""
 
     @abstractmethod
@@ -169,7 +169,7 @@ class Dialect(ABC):
 
 
 class SQLite(Dialect):
-    def bind(self, value: Value | list, kind: BindType) -> str:
+    def bind(self, value: Value | list[Any], kind: BindType) -> str:
         if isinstance(value, datetime):
             value = value.isoformat(" ")[:19]  # 'YYYY-MM-DD HH:MM:SS', as SQLite's datetime() prints
         elif isinstance(value, date):
@@ -232,7 +232,7 @@ class Postgres(Dialect):
         "DateTime": "timestamptz", "Date": "date", "Array(String)": "text[]", "Array(Int64)": "bigint[]",
     }  # fmt: skip
 
-    def bind(self, value: Value | list, kind: BindType) -> str:
+    def bind(self, value: Value | list[Any], kind: BindType) -> str:
         self.params.append(value)
         return f"%s::{self._CASTS[kind]}"
 
@@ -286,7 +286,7 @@ class ClickHouse(Dialect):
 
     _TYPES: ClassVar[dict[str, str]] = {"DateTime": "DateTime('UTC')"}
 
-    def bind(self, value: Value | list, kind: BindType) -> str:
+    def bind(self, value: Value | list[Any], kind: BindType) -> str:
         name = f"p{len(self.params)}"
         self.params.append(value)
         return f"{{{name}:{self._TYPES.get(kind, kind)}}}"

@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -81,11 +81,12 @@ class SQLiteStore:
         row = db.execute("SELECT id FROM projects WHERE name=?", (name,)).fetchone()
         if row is None:
             raise ProjectNotFound(f"The specified project was not found: {name}.")
-        return row[0]
+        project_id: int = row[0]
+        return project_id
 
     # -- projects ----------------------------------------------------------------------
     @staticmethod
-    def _project_row(row: tuple) -> Project:
+    def _project_row(row: tuple[Any, ...]) -> Project:
         name, desc, lang, multi, settings, embedder, created, modified, deployed = row
         return Project(name, desc, lang, bool(multi), json.loads(settings), embedder, created, modified, deployed)
 
@@ -129,7 +130,7 @@ class SQLiteStore:
             self._bump(db, pid, LIVE)
         return project
 
-    def update_settings(self, name: str, expected: dict, settings: dict) -> bool:
+    def update_settings(self, name: str, expected: dict[str, Any], settings: dict[str, Any]) -> bool:
         with self._tx() as db:  # BEGIN IMMEDIATE: no other writer between the read and the write
             row = db.execute("SELECT id, settings FROM projects WHERE name=?", (name,)).fetchone()
             if row is None:
@@ -222,7 +223,7 @@ class SQLiteStore:
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
     @staticmethod
-    def _qna_row(row: tuple) -> QnA:
+    def _qna_row(row: tuple[Any, ...]) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
         return QnA(json.loads(questions), answer, rid, source, json_object(metadata), dialog_from_json(dialog), kind,
                    json_list(suggestions), json_object(fields), modified)
@@ -256,8 +257,9 @@ class SQLiteStore:
 
     def count_qnas(self, project: str, deployment: str = LIVE) -> int:
         pid = self._deployment_pid(project, deployment)
-        return self._db.execute("SELECT count(*) FROM records WHERE project_id=? AND deployment=?",
-                                (pid, deployment)).fetchone()[0]
+        count: int = self._db.execute("SELECT count(*) FROM records WHERE project_id=? AND deployment=?",
+                                      (pid, deployment)).fetchone()[0]
+        return count
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         pid = self._deployment_pid(project, deployment)
@@ -393,7 +395,7 @@ class SQLiteStore:
                  " result_media, lease_until")
 
     @staticmethod
-    def _job_row(row: tuple) -> Job:
+    def _job_row(row: tuple[Any, ...]) -> Job:
         jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
         return Job(jid, kind, project, status, created, updated, expires, json.loads(errors), json.loads(params),
                    owner, result, name, media, lease)
@@ -435,7 +437,7 @@ class SQLiteStore:
                               (job.status, job.updated, json.dumps(job.errors), job.result, job.result_name,
                                job.result_media, job.id, job.owner)).rowcount > 0
 
-    def fail_expired_jobs(self, errors: list[dict]) -> list[str]:
+    def fail_expired_jobs(self, errors: list[dict[str, Any]]) -> list[str]:
         expired = "SELECT id FROM jobs WHERE status='running' AND (lease_until IS NULL OR lease_until < ?)"
         if self._db.execute(expired, (time.time(),)).fetchone() is None:
             return []  # an idle poll takes no write lock
@@ -482,7 +484,7 @@ class SQLiteStore:
                         None if key.projects is None else json.dumps(key.projects), key.created))
 
     @staticmethod
-    def _key_row(row: tuple) -> ApiKey:
+    def _key_row(row: tuple[Any, ...]) -> ApiKey:
         kid, name, role, projects, created = row
         return ApiKey(kid, name, role, None if projects is None else json.loads(projects), created)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 import numpy as np
 
@@ -28,11 +29,11 @@ def dialog_from_json(s: str) -> Dialog:
     return Dialog(raw["isContextOnly"], [Prompt(o, q, t) for o, q, t in raw["prompts"]])
 
 
-def json_object(s: str) -> dict:
+def json_object(s: str) -> dict[str, Any]:
     return {} if s == "{}" else json.loads(s)
 
 
-def json_list(s: str) -> list:
+def json_list(s: str) -> list[Any]:
     return [] if s == "[]" else json.loads(s)
 
 
@@ -44,7 +45,7 @@ class SQLiteIndexRows:
         row = db.execute("SELECT seq FROM versions WHERE project_id=? AND deployment=?", self._where).fetchone()
         self.version: int = row[0] if row else 0
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         row = self._db.execute("SELECT settings FROM projects WHERE id=?", self._where[:1]).fetchone()
         return json.loads(row[0]) if row else {}
 

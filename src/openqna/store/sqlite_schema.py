@@ -61,7 +61,7 @@ def migrate(db: sqlite3.Connection) -> str:
         db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
         # names this database in its saved indexes: versions restart in a new database file
         db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
-        instance = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
+        instance: str = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = int(row[0]) if row else SCHEMA_VERSION
         if version < 2 and "fields" not in {c[1] for c in db.execute("PRAGMA table_info(records)")}:
