@@ -47,6 +47,12 @@ def tools(body: Any) -> bool:
     return isinstance(error, dict) and isinstance(error.get("code"), str) and isinstance(error.get("message"), str)
 
 
+def qnamaker(body: Any) -> bool:
+    """QnA Maker: {"error": {"code", "message"}} with its own codes (BadArgument, KbNotFound, ...)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and isinstance(error.get("code"), str) and isinstance(error.get("message"), str)
+
+
 def mcp(body: Any) -> bool:
     """MCP: a JSON-RPC 2.0 error object."""
     error = body.get("error") if isinstance(body, dict) else None
@@ -61,6 +67,8 @@ DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/tools/": tools,
     "/get_related_": tools,
     "/mcp": mcp,
+    "/knowledgebases/": qnamaker,
+    "/qnamaker/": qnamaker,
 }
 
 
@@ -93,6 +101,7 @@ UNKNOWN = "nope-"
 
 def fill(path: str) -> str:
     """The path with every parameter set to ``UNKNOWN`` (a knowledge base ``get_related_{kb}`` too)."""
+    path = path.replace("{action}", "generateAnswer")  # QnA Maker's one route dispatches on its last segment
     return re.sub(r"\{[^}]+\}", UNKNOWN, path)
 
 
