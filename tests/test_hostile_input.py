@@ -76,3 +76,46 @@ def test_import_into_a_name_patch_would_refuse_creates_nothing(client, name):
 def test_import_into_an_existing_project_keeps_working(client):
     make_project(client, "Kb_1")
     assert [p["projectName"] for p in client.get(A, params=V).json()["value"]] == ["Kb_1"]
+
+
+# -- contracts against the vendors' specs -----------------------------------------------------------
+def test_sources_carry_the_required_source_uri_and_only_the_spec_structure_kind(client):
+    make_project(client)  # its QnAs came from an import: a source with no URL of its own
+    [source] = client.get(f"{A}/kb/sources", params=V).json()["value"]
+    assert source["source"] == "Editorial"
+    assert "contentStructureKind" not in source  # semi-structured: the spec's enum has only 'unstructured'
+    uri = source["sourceUri"]
+    assert uri.startswith("http") and "/kb/qnas?" in uri
+    assert [q["id"] for q in client.get(uri).json()["value"]] == [1]  # it lists the source's QnAs
+
+
+def test_empty_202_and_204_responses_have_no_body(client):
+    """The spec declares no schema for them, so no content and no Content-Type (RFC 9110 §8.3)."""
+    make_project(client)
+    put = client.put(f"{A}/kb/synonyms", params=V, json={"value": [{"alterations": ["ship", "send"]}]})
+    deploy = client.put(f"{A}/kb/deployments/production", params=V)
+    for response in (put, deploy):
+        assert response.status_code in (202, 204) and response.content == b""
+        assert "content-type" not in response.headers
+
+
+def test_a_vector_store_without_expiry_omits_expires_after(client):
+    created = client.post("/v1/vector_stores", json={"name": "docs"}).json()
+    assert "expires_after" not in created and created["expires_at"] is None
+    listed = client.get("/v1/vector_stores").json()["data"][0]
+    assert "expires_after" not in listed
+    expiring = client.post("/v1/vector_stores", json={"expires_after": {"anchor": "last_active_at", "days": 2}})
+    assert expiring.json()["expires_after"] == {"anchor": "last_active_at", "days": 2}
+
+
+def test_files_keep_the_real_apis_nulls(client):
+    """The spec types status_details and first_id/last_id as strings; the real API sends null, the openai
+    client types them Optional, and openai<1 code reads ``f.status_details`` as an attribute: kept."""
+    empty = client.get("/v1/files").json()
+    assert empty == {"object": "list", "data": [], "first_id": None, "last_id": None, "has_more": False}
+    uploaded = client.post("/v1/files", data={"purpose": "answers"},
+                           files={"file": ("a.jsonl", b'{"text": "Ten days."}\n', "application/jsonl")}).json()
+    assert uploaded["status_details"] is None
+    content = client.get(f"/v1/files/{uploaded['id']}/content")
+    assert content.headers["content-type"] == "application/octet-stream"  # the client asks for application/binary
+    assert content.content == b'{"text": "Ten days."}\n'

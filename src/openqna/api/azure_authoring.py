@@ -102,11 +102,16 @@ def qna_json(q: QnA, feedback: list[tuple[str, int]]) -> dict:
             "activeLearningSuggestions": suggestions, "lastUpdatedDateTime": q.last_updated}
 
 
-def source_json(s: Source) -> dict:
+def source_json(s: Source, records_url: str) -> dict:
+    """A QnaSourceRecord as the spec has it: ``sourceUri`` is required and ``contentStructureKind`` is
+    ``unstructured`` or absent (a semi-structured source, the default, has no value in the spec's enum).
+
+    A source with no URL of its own (a file import, editorial QnAs) points at ``records_url``: its QnAs here.
+    """
     out = {"displayName": s.display_name, "source": s.source, "sourceKind": s.source_kind,
-           "contentStructureKind": s.content_structure_kind}
-    if s.source_uri:
-        out["sourceUri"] = s.source_uri
+           "sourceUri": s.source_uri or records_url}
+    if s.content_structure_kind.lower() == "unstructured":
+        out["contentStructureKind"] = "unstructured"
     if s.last_updated:
         out["lastUpdatedDateTime"] = s.last_updated
     return out
@@ -346,7 +351,10 @@ class AzureAuthoring:
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
             items = await run_in_threadpool(self.authoring.list_sources, name)
-            return JSONResponse(_paged(request, [source_json(s) for s in items]))
+            qnas = f"{_base(request)}{_url_path(f'{_prefix(request)}/{name}/qnas')}"
+            version = _api_version(request)
+            return JSONResponse(_paged(request, [
+                source_json(s, f"{qnas}?{urlencode({'api-version': version, 'source': s.source})}") for s in items]))
         ops = await read_json(request)
         self._existing(name)
         parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]

@@ -174,10 +174,13 @@ def counts_json(c: FileCounts) -> dict:
 
 
 def store_json(s: VectorStore) -> dict:
-    return {"id": s.id, "object": "vector_store", "created_at": s.created_at, "name": s.name,
-            "usage_bytes": s.usage_bytes, "status": s.status, "file_counts": counts_json(s.file_counts),
-            "expires_after": s.expires_after, "expires_at": s.expires_at, "last_active_at": s.last_active_at,
-            "metadata": s.metadata}
+    """A VectorStoreObject; ``expires_after`` is an optional object in the spec, so it is absent when unset."""
+    out = {"id": s.id, "object": "vector_store", "created_at": s.created_at, "name": s.name,
+           "usage_bytes": s.usage_bytes, "status": s.status, "file_counts": counts_json(s.file_counts),
+           "expires_at": s.expires_at, "last_active_at": s.last_active_at, "metadata": s.metadata}
+    if s.expires_after is not None:
+        out["expires_after"] = s.expires_after
+    return out
 
 
 def vs_file_json(f: VectorStoreFile) -> dict:
