@@ -8,8 +8,8 @@ import subprocess
 import httpx
 import pytest
 
-from openqna.api.auth import create_key
 from openqna.authoring import Authoring
+from openqna.keys import create_key
 from openqna.records import QnA
 from test_service import surface_kb
 
