@@ -119,3 +119,86 @@ def test_files_keep_the_real_apis_nulls(client):
     content = client.get(f"/v1/files/{uploaded['id']}/content")
     assert content.headers["content-type"] == "application/octet-stream"  # the client asks for application/binary
     assert content.content == b'{"text": "Ten days."}\n'
+
+
+# -- accepted silently before ---------------------------------------------------------------------
+QUERY = "/language/:query-knowledgebases"
+
+
+def ask(client: TestClient, **fields):
+    return client.post(QUERY, params={**V, "projectName": "kb", "deploymentName": "test"},
+                       json={"question": "How long is shipping?", **fields})
+
+
+@pytest.mark.parametrize(("field", "value"), [("userId", [1]), ("userId", 7), ("includeUnstructuredSources", "true"),
+                                              ("includeUnstructuredSources", 1)])
+def test_query_fields_of_the_wrong_type_are_refused_by_name(client, field, value):
+    make_project(client)
+    response = ask(client, **{field: value})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["target"] == field and field in error["message"]
+
+
+def test_query_fields_real_clients_send_are_accepted(client):
+    """botbuilder-dotnet and the Azure SDK send userId as a string and booleans as JSON booleans."""
+    make_project(client)
+    response = ask(client, userId="29:1a2b-user", includeUnstructuredSources=True)
+    assert response.status_code == 200 and response.json()["answers"][0]["id"] == 1
+
+
+@pytest.mark.parametrize("limit", ["٣", "²", "3.0", "-1", "0"])
+def test_tool_limits_take_ascii_digits_only(client, limit):
+    make_project(client)
+    response = client.get("/get_related_kb", params={"subject": "shipping", "limit": limit})
+    assert response.status_code == 400, response.text
+    assert "ASCII digits" in response.json()["error"]["message"]
+    assert client.get("/get_related_kb", params={"subject": "shipping", "limit": "3"}).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/files", "/v1/vector_stores"])
+def test_openai_list_limits_take_ascii_digits_only(client, path):
+    response = client.get(path, params={"limit": "٣"})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "limit"
+
+
+@pytest.mark.parametrize("purpose", ["fine-tune", "batch", "vision", "classifications"])
+def test_files_of_a_purpose_openqna_does_not_serve_are_refused(client, purpose):
+    garbage = bytes(range(256)) * 4
+    response = client.post("/v1/files", data={"purpose": purpose}, files={"file": ("x.jsonl", garbage)})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "purpose" and "assistants" in error["message"]
+    assert client.get("/v1/files").json()["data"] == []
+
+
+def test_assistants_files_are_still_stored_for_vector_stores(client):
+    response = client.post("/v1/files", data={"purpose": "assistants"}, files={"file": ("a.pdf", b"%PDF-1.4 ...")})
+    assert response.status_code == 200 and response.json()["purpose"] == "assistants"
+
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("request_id", [{"a": 1}, [1], True, 1.5, None])
+def test_an_mcp_request_whose_id_is_not_a_string_or_integer_is_an_invalid_request(client, request_id):
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+    response = client.post("/mcp", json=message, headers=MCP_HEADERS)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"]["code"] == -32600 and body["id"] is None and "'id'" in body["error"]["message"]
+
+
+def test_mcp_requests_and_notifications_still_work(client):
+    listed = client.post("/mcp", json={"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}},
+                         headers=MCP_HEADERS)
+    assert listed.status_code == 200 and listed.json()["id"] == "a" and listed.json()["result"]["tools"]
+    note = client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=MCP_HEADERS)
+    assert note.status_code == 202
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_mcp_offers_no_stream_and_no_session(client, method):
+    response = client.request(method, "/mcp", headers={"accept": "text/event-stream"})
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == -32600

@@ -23,7 +23,7 @@ from ..keys import Authorizer, allows
 from ..models.completer import Completer
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
-from . import json_body
+from . import json_body, numbers
 from .auth import secret_from_headers
 from .concurrency import run_query
 
@@ -179,7 +179,10 @@ class OpenAIRoutes:
         if q.get("after"):
             ids = [f.id for f in files]
             files = files[ids.index(q["after"]) + 1:] if q["after"] in ids else []
-        limit = int(q["limit"]) if (q.get("limit") or "").isdigit() else 10000
+        limit = numbers.count(q.get("limit", "10000"))
+        if limit is None or not 1 <= limit <= 10000:
+            return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
+                                param="limit")
         page = files[:limit]
         return JSONResponse({"object": "list", "data": [file_json(f) for f in page], "has_more": len(files) > limit,
                              "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
@@ -274,7 +277,8 @@ class OpenAIRoutes:
             raise InvalidArgument("'stop' must be a string or 1 to 4 strings.", target="stop")
         bias = body.raw.get("logit_bias")
         if bias is not None and (not isinstance(bias, dict) or not all(
-                str(k).isdigit() and isinstance(v, (int, float)) and -100 <= v <= 100 for k, v in bias.items())):
+                numbers.count(k) is not None and isinstance(v, (int, float)) and -100 <= v <= 100
+                for k, v in bias.items())):
             raise InvalidArgument("'logit_bias' maps token ids to numbers from -100 to 100.", target="logit_bias")
         expand = body.strings("expand", max_items=2) or []
         if set(expand) - {"completion", "file"}:
