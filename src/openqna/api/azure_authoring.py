@@ -26,7 +26,7 @@ from ..catalog import LIVE, Job, Project, Source
 from ..formats import read_json as read_assets
 from ..formats.azure_json import hoist_prompt_qnas
 from ..jobs import JobRunner
-from ..keys import Authorizer
+from ..keys import Authorizer, allows
 from ..records import FormatError, InvalidArgument, NotFound, QnA
 from ..service import Service
 from .azure_wire import Body, authorize, handle_errors, read_json
@@ -229,8 +229,10 @@ class AzureAuthoring:
     @handle_errors
     async def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
         job = self.jobs.get(request.path_params["jobId"])
+        if job is not None and not allows(key, role="author", project=job.project):
+            job = None  # a deletion job names no project in its URL: a key scoped elsewhere does not see it
         segment = request.url.path[len(_prefix(request)):].split("/")
         kind = JOB_KINDS.get(segment[1] if project is None else segment[2])
         if job is None or job.kind != kind or (project is not None and job.project.lower() != project.lower()) \

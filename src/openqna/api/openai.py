@@ -155,10 +155,20 @@ class OpenAIRoutes:
         if not allows(key, role=role):
             raise Refused(openai_error(403, f"This key's role '{key.role}' may not call this endpoint.",
                                        kind="permission_error"))
+        request.state.key = key
+
+    @staticmethod
+    def _reachable(request: Request, file_id: str) -> None:
+        """A key scoped to projects reaches the files it names (a file is its own project), as vector stores do."""
+        if not allows(request.state.key, role="query", project=file_id):
+            raise Refused(openai_error(403, f"This key may not use file '{file_id}'.", param="file",
+                                       kind="permission_error"))
 
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
             self._auth(request, role)
+            if "file_id" in request.path_params:
+                self._reachable(request, request.path_params["file_id"])
             return await work()
         except Refused as exc:
             return exc.response
@@ -173,7 +183,8 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = openai_files.list_files(self.service, q.get("purpose"))
+        files = [f for f in openai_files.list_files(self.service, q.get("purpose"))
+                 if allows(request.state.key, role="query", project=f.id)]
         if q.get("order") == "asc":
             files.reverse()
         if q.get("after"):
@@ -226,6 +237,7 @@ class OpenAIRoutes:
             body = Body(await read_json(request), ANSWERS_FIELDS)
             req, file_id, expand = self._answers_request(body)
             if file_id:
+                self._reachable(request, file_id)
                 f = openai_files.searchable(self.service, file_id, ("answers",))
                 hits = await run_query(self.service.search, f.project, req.alternative_question or
                                        req.question, limit=req.max_rerank)
@@ -308,6 +320,7 @@ class OpenAIRoutes:
                 scores = await run_in_threadpool(self.answering.search_scores, query, documents)
                 data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
             else:
+                self._reachable(request, file_id)
                 f = openai_files.searchable(self.service, file_id, ("search", "answers"))
                 hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
                 metadata = body.boolean("return_metadata")
