@@ -113,3 +113,36 @@ def test_kill_during_an_import_loses_nothing_acknowledged_and_applies_no_half(tm
         assert deployed["answers"][0]["answer"] == "Acknowledged."
     finally:
         server.stop()
+
+
+def test_kill_during_a_vector_store_file_batch_leaves_every_file_final(tmp_path):
+    log = tmp_path / "server.log"
+    server = Server(tmp_path, log)
+    try:
+        ids = []
+        for n in range(12):
+            text = "\n\n".join(f"Paragraph {i} of document {n} about shipping, returns and warranty." for i in range(60))
+            r = httpx.post(f"{server.url}/v1/files", data={"purpose": "assistants"},
+                           files={"file": (f"doc{n}.txt", text.encode())})
+            assert r.status_code == 200, r.text
+            ids.append(r.json()["id"])
+        store = httpx.post(f"{server.url}/v1/vector_stores", json={"name": "docs"}).json()["id"]
+        batch = httpx.post(f"{server.url}/v1/vector_stores/{store}/file_batches", json={"file_ids": ids}).json()
+        assert batch["status"] == "in_progress"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(30)
+    finally:
+        server.stop()
+
+    server = Server(tmp_path, log)
+    try:
+        deadline = time.monotonic() + 120
+        while (got := httpx.get(f"{server.url}/v1/vector_stores/{store}/file_batches/{batch['id']}").json())[
+                "status"] == "in_progress":
+            assert time.monotonic() < deadline, got
+            time.sleep(0.2)
+        assert got["file_counts"]["in_progress"] == 0
+        files = httpx.get(f"{server.url}/v1/vector_stores/{store}/files", params={"limit": 100}).json()["data"]
+        assert len(files) == len(ids) and all(f["status"] in ("completed", "failed", "cancelled") for f in files)
+    finally:
+        server.stop()
