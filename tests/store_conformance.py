@@ -356,3 +356,23 @@ def test_files(store):
     assert [f.id for f in store.list_files()] == ["file-b", "file-a"]
     assert [f.id for f in store.list_files("answers")] == ["file-a"]
     assert store.delete_file("file-a") and not store.delete_file("file-a") and store.get_file("file-a") is None
+
+
+def test_replace_qnas_applies_an_import_whole_or_not_at_all(kb):
+    """An import's upserts, deletions and synonyms are one transaction: no half-applied import is ever visible."""
+    kb.set_synonyms("kb1", [["pen", "stylus"]])
+    new = item(["Where is the charger?"], "In the box.", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))
+    changed = item(["Where is the pen?"], "Clipped to the side.", id=2, vectors=[vec(0, 1, 0, 0)],
+                   answer_vector=vec(0, 1, 0, 0))
+    broken = item(["broken"], "x", id=3, vectors=[vec(1, 0, 0, 0)], answer_vector=vec(1, 0, 0, 0))
+    broken.units[0] = Unit("q", 0, ["broken"], "not a vector")  # type: ignore[arg-type]
+    with pytest.raises((ValueError, TypeError)):
+        kb.replace_qnas("kb1", [changed, broken], [4], [["charger", "adapter"]])
+    assert kb.get_qnas("kb1", [2])[2].answer == "The pen attaches magnetically."
+    assert kb.count_qnas("kb1") == 4 and kb.get_synonyms("kb1") == [["pen", "stylus"]]
+
+    assert kb.replace_qnas("kb1", [changed, new], [3, 4], [["charger", "adapter"]]) == [2, 5]
+    assert sorted(q.id for q in kb.list_qnas("kb1")) == [1, 2, 5]
+    assert kb.get_qnas("kb1", [2])[2].answer == "Clipped to the side."
+    assert kb.get_synonyms("kb1") == [["charger", "adapter"]]
+    assert kb.replace_qnas("kb1", [], [], None) == [] and kb.get_synonyms("kb1") == [["charger", "adapter"]]

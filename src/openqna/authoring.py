@@ -266,13 +266,8 @@ class Authoring:
         if asset_kind == "synonyms":
             self.set_synonyms(project, content.synonyms)
             return
-        report = self.service.upsert(project, content.qnas)
-        keep = set(report.ids)
-        stale = [i for i in self.store.content_hashes(project) if i not in keep]
-        if stale:
-            self.store.delete_qnas(project, stale)
-        if content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}:
-            self.set_synonyms(project, content.synonyms)
+        given = content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}
+        self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
 
     def _ensure_project(self, project: str, metadata) -> Project:
         meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}

@@ -5,7 +5,9 @@ Each line must be a JSON object with a non-empty ``text`` and an optional ``meta
 ``answers`` file's texts are split on newlines, as OpenAI did, so each line of text is its own
 document.  The documents become a hidden knowledge base (one passage each, with its
 document index and metadata as fields), so file-mode Search and Answers use the same
-retrieval as everything else.  Files of other purposes are stored as given.
+retrieval as everything else.  ``assistants`` and ``user_data`` files are stored as given, for
+vector stores to parse.  Purposes openqna serves nothing for (``fine-tune``, ``batch``, ``vision``)
+are refused: storing them unchecked would accept anything and promise a use that never comes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .service import Service
 from .store import StoredFile
 
 SEARCHABLE = ("answers", "search")
-PURPOSES = ("answers", "search", "assistants", "fine-tune", "batch", "user_data", "vision", "classifications")
+PURPOSES = ("answers", "search", "assistants", "user_data")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_DOCUMENTS = 100_000
 
@@ -60,7 +62,9 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
 
 def upload(service: Service, filename: str, data: bytes, purpose: str) -> StoredFile:
     if purpose not in PURPOSES:
-        raise InvalidArgument(f"'{purpose}' is not a valid purpose; use one of {', '.join(PURPOSES)}.",
+        raise InvalidArgument(f"'{purpose}' is not a purpose this server serves; use one of {', '.join(PURPOSES)} "
+                              "(answers and search for /v1/answers and /v1/search, assistants or user_data for "
+                              "vector stores).",
                               target="purpose")
     if len(data) > MAX_FILE_BYTES:
         raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")

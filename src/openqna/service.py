@@ -227,6 +227,35 @@ class Service(Catalog):
         matched to an existing record with the same content, else to the one existing record
         with its source and answer; without it (explicit "add" edits) it becomes a new record.
         """
+        report, items = self.plan_upsert(project, qnas, progress=progress, match_content=match_content)
+        if items:
+            report.ids.extend(self.store.put_qnas(project, items))
+        self._record_embedder(project)
+        return report
+
+    def replace_records(self, project: str, qnas: Iterable[QnA], *, synonyms: list[list[str]] | None = None,
+                        progress: bool = False) -> ImportReport:
+        """Make ``qnas`` (and ``synonyms``, when given) the project's whole live content in one transaction.
+
+        An import upserts, deletes the records that are gone and sets synonyms: written apart, a crash
+        between them would leave a half-applied import that queries answer from.
+        """
+        report, items = self.plan_upsert(project, qnas, progress=progress)
+        keep = set(report.ids) | {item.qna.id for item in items if item.qna.id is not None}
+        stale = [i for i in self.store.content_hashes(project) if i not in keep]
+        report.ids.extend(self.store.replace_qnas(project, items, stale, synonyms))
+        self._record_embedder(project)
+        return report
+
+    def _record_embedder(self, project: str) -> None:
+        proj = self.store.get_project(project)
+        if proj.embedder is None:
+            proj.embedder = self.embedder.name
+            self.store.update_project(proj)
+
+    def plan_upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
+                    match_content: bool = True) -> tuple[ImportReport, list[StoredQnA]]:
+        """What ``upsert`` would write: the report (unchanged ids in it) and the analysed, embedded records."""
         qnas = list(qnas)
         proj = self.store.get_project(project)
         self._check_embedder(proj)
@@ -259,13 +288,10 @@ class Service(Catalog):
                 report.added += 1
             todo.append(q)
             hashes.append(h)
+        items: list[StoredQnA] = []
         if todo:
             items, report.embedded = self.prepare(todo, hashes, progress, self._reusable(project, todo))
-            report.ids.extend(self.store.put_qnas(project, items))
-        if proj.embedder is None:
-            proj.embedder = self.embedder.name
-            self.store.update_project(proj)
-        return report
+        return report, items
 
     def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
         self.ensure_project(project)

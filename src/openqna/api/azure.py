@@ -65,6 +65,7 @@ def parse_filters(body: Body | None) -> Filter | None:
 
 
 QNA_ID_MAX = 2**31 - 1  # Azure types QnA ids as int32
+USER_ID_CHARS = 1000  # a Bot Framework channel's user id is far shorter
 
 
 def optional_id(body: Body, key: str) -> int | None:
@@ -103,6 +104,7 @@ def parse_ask(raw: Any) -> AskRequest:
         req.span = SpanRequest(span.number("confidenceScoreThreshold") or 0.0,
                                span.integer("topAnswersWithSpan", lo=1, hi=LIMITS.span_top) or 1)
     req.include_unstructured = bool(body.boolean("includeUnstructuredSources"))
+    body.string("userId", max_len=USER_ID_CHARS)  # only checked: answers do not depend on who asks
     return req
 
 

@@ -13,7 +13,7 @@ import copy
 import itertools
 import re
 import secrets
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,7 +33,9 @@ from .azure_wire import Body, authorize, handle_errors, read_json
 from .errors import azure_error
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
-PROJECT_NAME = re.compile(r"^(?=[a-zA-Z0-9])[a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+# The spec's projectName pattern, with '_' kept because earlier releases accepted it.  The spec
+# gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
+NAME = re.compile(r"^(?=[a-zA-Z0-9])[a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 MAX_OPS = 1000
@@ -50,6 +52,19 @@ def _prefix(request: Request) -> str:
 def _base(request: Request) -> str:
     """The URL clients reach this server at: OPENQNA_PUBLIC_URL behind a TLS proxy, else the request's own."""
     return (settings.public_url() or str(request.base_url)).rstrip("/")
+
+
+def _check_name(name: str, target: str) -> None:
+    """Refuse a project or deployment name before anything is created under it."""
+    if not NAME.match(name):
+        what = "Project" if target == "projectName" else "Deployment"
+        raise InvalidArgument(f"{what} name '{name}' must be 1-100 ASCII letters, digits, '-' or '_', starting and "
+                              "ending with a letter or digit.", target=target)
+
+
+def _url_path(path: str) -> str:
+    """A path as it may appear in a URL or a header: percent-encoded, so any name stays ASCII."""
+    return quote(path, safe="/:")
 
 
 def _api_version(request: Request) -> str:
@@ -87,11 +102,16 @@ def qna_json(q: QnA, feedback: list[tuple[str, int]]) -> dict:
             "activeLearningSuggestions": suggestions, "lastUpdatedDateTime": q.last_updated}
 
 
-def source_json(s: Source) -> dict:
+def source_json(s: Source, records_url: str) -> dict:
+    """A QnaSourceRecord as the spec has it: ``sourceUri`` is required and ``contentStructureKind`` is
+    ``unstructured`` or absent (a semi-structured source, the default, has no value in the spec's enum).
+
+    A source with no URL of its own (a file import, editorial QnAs) points at ``records_url``: its QnAs here.
+    """
     out = {"displayName": s.display_name, "source": s.source, "sourceKind": s.source_kind,
-           "contentStructureKind": s.content_structure_kind}
-    if s.source_uri:
-        out["sourceUri"] = s.source_uri
+           "sourceUri": s.source_uri or records_url}
+    if s.content_structure_kind.lower() == "unstructured":
+        out["contentStructureKind"] = "unstructured"
     if s.last_updated:
         out["lastUpdatedDateTime"] = s.last_updated
     return out
@@ -111,7 +131,7 @@ def _paged(request: Request, items: list) -> dict:
         params["skip"] = str(skip + len(page))
         if top is not None:
             params["top"] = str(top - len(page))
-        out["nextLink"] = f"{_base(request)}{request.url.path}?{urlencode(params)}"
+        out["nextLink"] = f"{_base(request)}{_url_path(request.url.path)}?{urlencode(params)}"
     return out
 
 
@@ -147,7 +167,8 @@ class AzureAuthoring:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _accepted(self, request: Request, job: Job, path: str) -> Response:
-        location = f"{_base(request)}{_prefix(request)}{path}/{job.id}?api-version={_api_version(request)}"
+        location = (f"{_base(request)}{_url_path(_prefix(request) + path + '/' + job.id)}?"
+                    f"{urlencode({'api-version': _api_version(request)})}")
         return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": FIRST_POLL_MS})
 
     def _submit(self, request: Request, kind: str, project: str, path: str, **params) -> Response:
@@ -186,9 +207,7 @@ class AzureAuthoring:
         try:
             project = self.service.project(name)
         except NotFound:
-            if not PROJECT_NAME.match(name) or len(name) > 100:
-                raise InvalidArgument(f"Project name '{name}' must be 1-100 letters, digits, '-' or '_', starting and "
-                                      "ending with a letter or digit.", target="projectName") from None
+            _check_name(name, "projectName")
             project = self.service.create_project(name, description=description or "", language=language or "en",
                                                   default_answer=default_answer)
             if multilingual is not None:
@@ -209,8 +228,10 @@ class AzureAuthoring:
     @handle_errors
     async def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
         job = self.jobs.get(request.path_params["jobId"])
+        if job is not None and not allows(key, role="author", project=job.project):
+            job = None  # a deletion job names no project in its URL: a key scoped elsewhere does not see it
         segment = request.url.path[len(_prefix(request)):].split("/")
         kind = JOB_KINDS.get(segment[1] if project is None else segment[2])
         if job is None or job.kind != kind or (project is not None and job.project.lower() != project.lower()) \
@@ -265,6 +286,10 @@ class AzureAuthoring:
         if raw is not None and not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
         raw = raw or {}
+        try:
+            self._existing(name)
+        except NotFound:
+            _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
         has_file = any(k.lower() == "fileuri" and v for k, v in raw.items())
         if not has_file:
             try:
@@ -290,6 +315,7 @@ class AzureAuthoring:
             if deployment.lower() == LIVE:
                 raise InvalidArgument("'test' always answers the live state; deploy to another name such as "
                                       "'production'.", target="deploymentName")
+            _check_name(deployment, "deploymentName")
             self._existing(name)
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
                                 deployment=deployment)
@@ -326,7 +352,10 @@ class AzureAuthoring:
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
             items = await run_in_threadpool(self.authoring.list_sources, name)
-            return JSONResponse(_paged(request, [source_json(s) for s in items]))
+            qnas = f"{_base(request)}{_url_path(f'{_prefix(request)}/{name}/qnas')}"
+            version = _api_version(request)
+            return JSONResponse(_paged(request, [
+                source_json(s, f"{qnas}?{urlencode({'api-version': version, 'source': s.source})}") for s in items]))
         ops = await read_json(request)
         self._existing(name)
         parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]

@@ -1,7 +1,7 @@
 """Azure's wire conventions shared by the runtime and authoring routes.
 
 Property names are read case-insensitively and numbers may arrive as strings, as
-the service accepts; every refusal is Azure's error envelope with the field named
+the service accepts (booleans may not); every refusal is Azure's error envelope with the field named
 in ``target``.  Keys are checked here: a query key cannot author (403), and a key
 scoped to other projects gets 404 so project names do not leak.
 """
@@ -16,7 +16,7 @@ from starlette.responses import Response
 from ..formats.limits import LIMITS
 from ..keys import Authorizer, Caller, allows, lacks_role
 from ..records import InvalidArgument, OpenQnAError
-from . import json_body
+from . import json_body, numbers
 from .auth import secret_from_headers
 from .errors import azure_error, unauthorized_message
 
@@ -50,10 +50,7 @@ class Body:
         if value is None:
             return None
         if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                value = None
+            value = numbers.integer(value)
         if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
             raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
         value = int(value)
@@ -79,11 +76,11 @@ class Body:
         return float(value)
 
     def boolean(self, key: str) -> bool | None:
+        """A JSON true or false: the string "true" is refused, as the service refuses it (the SDKs and
+        Bot Framework clients all send JSON booleans)."""
         value = self.get(key)
         if value is None:
             return None
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
         if not isinstance(value, bool):
             raise InvalidArgument(f"'{self._name(key)}' must be true or false.", target=self._name(key))
         return value
@@ -142,7 +139,8 @@ def authorize(authorizer: Authorizer, request: Request, *, role: str, project: s
 
 async def read_json(request: Request) -> Any:
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > LIMITS.body_bytes:
+    size = numbers.count(declared)
+    if size is not None and size > LIMITS.body_bytes:
         raise Refused(too_large())
     raw = await request.body()
     if len(raw) > LIMITS.body_bytes:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -36,11 +37,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..catalog import LIVE, open_data
+from ..formats.limits import LIMITS
 from ..keys import Authorizer, Denied
 from ..service import Service
+from . import json_body
 from .auth import secret_from_headers
 from .mcp_tools import build_server
 
@@ -85,6 +88,22 @@ class McpHttp:
             if denied:
                 await _unauthorized(denied)(scope, receive, send)
                 return
+            if scope["method"] in ("GET", "DELETE"):
+                # Stateless JSON: no SSE stream to open and no session to end.  The streamable-HTTP spec
+                # lets a server answer both with 405; the SDK would hold a GET open forever instead.
+                await _no_stream()(scope, receive, send)
+                return
+            if scope["method"] == "POST":
+                body = await _read_body(receive)
+                if len(body) > LIMITS.body_bytes:
+                    await _invalid(413, f"The request body is larger than {LIMITS.body_bytes} bytes.")(
+                        scope, receive, send)
+                    return
+                problem = bad_request_id(body)
+                if problem:
+                    await _invalid(400, problem)(scope, receive, send)
+                    return
+                receive = _replay(body)
         await self.session_manager.handle_request(scope, receive, send)
 
 
@@ -92,6 +111,65 @@ def mcp_app(service: Service, authorizer: Authorizer, *, deployment: str = LIVE,
             transport_security: TransportSecuritySettings | None = None) -> McpHttp:
     """The ASGI app for ``/mcp``; see the module docstring for mounting it and its lifespan."""
     return McpHttp(service, authorizer, deployment=deployment, transport_security=transport_security)
+
+
+def bad_request_id(body: bytes) -> str | None:
+    """Why a JSON-RPC message's ``id`` is invalid (an object, array, boolean or fraction), or None.
+
+    JSON-RPC 2.0 allows a string, a number or null, and MCP forbids null; the SDK takes a message whose
+    id it cannot read for a notification and answers 202, so the caller waits for a reply that never
+    comes.  A body that is not JSON is left to the SDK, which answers -32700.
+    """
+    try:
+        message = json_body.parse(body)
+    except json_body.BadBody:
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    request_id = message["id"]
+    if isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
+        return None
+    return (f"The request 'id' must be a string or an integer; got {json.dumps(request_id)[:100]}. "
+            "Leave 'id' out to send a notification.")
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body, or the first bytes past the limit (enough to refuse it)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body") or size > LIMITS.body_bytes:
+            return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A receive channel that hands the SDK the body already read, then waits for the disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def _invalid(status: int, message: str) -> JSONResponse:
+    """JSON-RPC's Invalid Request (-32600); the id could not be read, so it is null."""
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}},
+                        status_code=status)
+
+
+def _no_stream() -> JSONResponse:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": (
+        "This MCP server is stateless: it offers no event stream (GET) and no sessions to end (DELETE); "
+        "POST each JSON-RPC message and read the JSON reply.")}}
+    return JSONResponse(body, status_code=405, headers={"Allow": "POST"})
 
 
 def _unauthorized(denied: Denied) -> JSONResponse:

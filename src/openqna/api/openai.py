@@ -23,7 +23,7 @@ from ..keys import Authorizer, Denied, allows, lacks_role
 from ..models.completer import Completer
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Service
-from . import json_body
+from . import json_body, numbers
 from .auth import secret_from_headers
 from .concurrency import run_query
 
@@ -162,10 +162,20 @@ class OpenAIRoutes:
         if not allows(caller, role=role):
             assert caller is not None  # an open server (no caller) allows every role
             raise Refused(openai_error(403, lacks_role(caller, role), kind="permission_error"))
+        request.state.key = caller
+
+    @staticmethod
+    def _reachable(request: Request, file_id: str) -> None:
+        """A key scoped to projects reaches the files it names (a file is its own project), as vector stores do."""
+        if not allows(request.state.key, role="query", project=file_id):
+            raise Refused(openai_error(403, f"This key may not use file '{file_id}'.", param="file",
+                                       kind="permission_error"))
 
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
             self._auth(request, role)
+            if "file_id" in request.path_params:
+                self._reachable(request, request.path_params["file_id"])
             return await work()
         except Refused as exc:
             return exc.response
@@ -180,13 +190,17 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = openai_files.list_files(self.service, q.get("purpose"))
+        files = [f for f in openai_files.list_files(self.service, q.get("purpose"))
+                 if allows(request.state.key, role="query", project=f.id)]
         if q.get("order") == "asc":
             files.reverse()
         if q.get("after"):
             ids = [f.id for f in files]
             files = files[ids.index(q["after"]) + 1:] if q["after"] in ids else []
-        limit = int(q["limit"]) if (q.get("limit") or "").isdigit() else 10000
+        limit = numbers.count(q.get("limit", "10000"))
+        if limit is None or not 1 <= limit <= 10000:
+            return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
+                                param="limit")
         page = files[:limit]
         return JSONResponse({"object": "list", "data": [file_json(f) for f in page], "has_more": len(files) > limit,
                              "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
@@ -230,6 +244,7 @@ class OpenAIRoutes:
             body = Body(await read_json(request), ANSWERS_FIELDS)
             req, file_id, expand = self._answers_request(body)
             if file_id:
+                self._reachable(request, file_id)
                 f = openai_files.searchable(self.service, file_id, ("answers",))
                 hits = await run_query(self.service.search, f.project, req.alternative_question or
                                        req.question, limit=req.max_rerank)
@@ -281,7 +296,8 @@ class OpenAIRoutes:
             raise InvalidArgument("'stop' must be a string or 1 to 4 strings.", target="stop")
         bias = body.raw.get("logit_bias")
         if bias is not None and (not isinstance(bias, dict) or not all(
-                str(k).isdigit() and isinstance(v, (int, float)) and -100 <= v <= 100 for k, v in bias.items())):
+                numbers.count(k) is not None and isinstance(v, (int, float)) and -100 <= v <= 100
+                for k, v in bias.items())):
             raise InvalidArgument("'logit_bias' maps token ids to numbers from -100 to 100.", target="logit_bias")
         expand = body.strings("expand", max_items=2) or []
         if set(expand) - {"completion", "file"}:
@@ -311,6 +327,7 @@ class OpenAIRoutes:
                 scores = await run_in_threadpool(self.answering.search_scores, query, documents)
                 data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
             else:
+                self._reachable(request, file_id)
                 f = openai_files.searchable(self.service, file_id, ("search", "answers"))
                 hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
                 metadata = body.boolean("return_metadata")

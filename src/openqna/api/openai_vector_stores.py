@@ -38,6 +38,7 @@ from ..vector_stores import (
     VectorStoreFile,
     VectorStores,
 )
+from . import numbers
 from .auth import secret_from_headers
 from .concurrency import run_query
 from .openai import Body, Refused, error_response, openai_error, read_json, unauthorized
@@ -174,10 +175,13 @@ def counts_json(c: FileCounts) -> dict:
 
 
 def store_json(s: VectorStore) -> dict:
-    return {"id": s.id, "object": "vector_store", "created_at": s.created_at, "name": s.name,
-            "usage_bytes": s.usage_bytes, "status": s.status, "file_counts": counts_json(s.file_counts),
-            "expires_after": s.expires_after, "expires_at": s.expires_at, "last_active_at": s.last_active_at,
-            "metadata": s.metadata}
+    """A VectorStoreObject; ``expires_after`` is an optional object in the spec, so it is absent when unset."""
+    out = {"id": s.id, "object": "vector_store", "created_at": s.created_at, "name": s.name,
+           "usage_bytes": s.usage_bytes, "status": s.status, "file_counts": counts_json(s.file_counts),
+           "expires_at": s.expires_at, "last_active_at": s.last_active_at, "metadata": s.metadata}
+    if s.expires_after is not None:
+        out["expires_after"] = s.expires_after
+    return out
 
 
 def vs_file_json(f: VectorStoreFile) -> dict:
@@ -206,9 +210,10 @@ def page(request: Request, items: list, render: Callable[[Any], dict]) -> JSONRe
     """
     q = request.query_params
     raw_limit = q.get("limit", "20")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+    limit = numbers.count(raw_limit)
+    if limit is None or not 1 <= limit <= 100:
         raise _refuse(f"'limit' must be an integer between 1 and 100; got {raw_limit!r}.", "limit")
-    limit, order = int(raw_limit), q.get("order", "desc")
+    order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise _refuse(f"'order' must be 'asc' or 'desc'; got {order!r}.", "order")
     items = items[::-1] if order == "desc" else list(items)

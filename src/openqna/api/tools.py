@@ -23,6 +23,7 @@ from ..formats.limits import LIMITS
 from ..keys import Authorizer, allows, lacks_role
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Hit, Service
+from . import numbers
 from .auth import secret_from_headers
 from .concurrency import run_query
 from .tools_openapi import openapi_document
@@ -88,10 +89,11 @@ class Tools:
             raise InvalidArgument(f"'subject' is {len(subject)} characters long; the limit is "
                                   f"{LIMITS.question_chars}.")
         raw_limit = q.get("limit") or "4"
-        if not raw_limit.strip().isdigit() or not 1 <= int(raw_limit) <= max_limit():
-            raise InvalidArgument(f"'limit' must be an integer from 1 to {max_limit()}; got '{raw_limit}'.")
-        return await run_query(self.service.search, kb, subject, where=q.get("where_str"),
-                               limit=int(raw_limit))
+        limit = numbers.count(raw_limit.strip())
+        if limit is None or not 1 <= limit <= max_limit():
+            raise InvalidArgument(f"'limit' must be an integer (ASCII digits) from 1 to {max_limit()}; "
+                                  f"got '{raw_limit}'.")
+        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit)
 
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]

@@ -191,47 +191,65 @@ class PostgresStore(VectorSearch):
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
         """Insert or replace records; records without an id get the next free one."""
-        stamp = now_iso()
-        ids: list[int] = []
         with self._tx() as db:
             pid = self._project_id(db, project, lock=True)
-            row = db.execute("SELECT next_id FROM projects WHERE id=%s", (pid,)).fetchone()
-            assert row is not None  # _project_id found and locked the row
-            next_id = row[0]
-            latest: dict[int, StoredQnA] = {}  # an id given twice: the later item replaces the earlier, as in SQLite
-            for item in items:
-                q = item.qna
-                if q.id is None:
-                    q.id = next_id
-                next_id = max(next_id, q.id + 1)
-                ids.append(q.id)
-                latest.pop(q.id, None)
-                latest[q.id] = item
-            if latest:
-                db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
-                           (pid, LIVE, list(latest)))
-                with db.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO records VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                        " ON CONFLICT (project_id, deployment, id) DO UPDATE SET kind=EXCLUDED.kind,"
-                        " questions=EXCLUDED.questions, answer=EXCLUDED.answer, source=EXCLUDED.source,"
-                        " metadata=EXCLUDED.metadata, dialog=EXCLUDED.dialog, suggestions=EXCLUDED.suggestions,"
-                        " content_hash=EXCLUDED.content_hash, modified=EXCLUDED.modified, fields=EXCLUDED.fields",
-                        [(pid, LIVE, rid, it.qna.kind, json_value(it.qna.questions), it.qna.answer, it.qna.source,
-                          json_value(it.qna.metadata), json_value(dialog_json(it.qna.dialog)),
-                          json_value(it.qna.suggested_questions), it.content_hash, stamp, json_value(it.qna.fields))
-                         for rid, it in latest.items()],
-                    )
-                    with cur.copy("COPY units(project_id, deployment, record_id, field, ord, terms, embedding)"
-                                  " FROM STDIN (FORMAT BINARY)") as copy:
-                        copy.set_types(["int8", "text", "int8", "text", "int4", "text[]", "vector"])
-                        for rid, it in latest.items():
-                            for u in it.units:
-                                copy.write_row((pid, LIVE, rid, u.field, u.ord, list(u.terms),
-                                                np.asarray(u.vector, dtype=np.float32)))
-            db.execute("UPDATE projects SET next_id=%s, modified=%s WHERE id=%s", (next_id, stamp, pid))
+            ids = self._write_qnas(db, pid, items)
             if items:
                 self._bump(db, pid, LIVE)
+        return ids
+
+    def replace_qnas(self, project: str, items: list[StoredQnA], delete: list[int],
+                     synonyms: list[list[str]] | None = None) -> list[int]:
+        """``put_qnas``, ``delete_qnas`` and ``set_synonyms`` (when given) in one transaction: an import."""
+        with self._tx() as db:
+            pid = self._project_id(db, project, lock=True)
+            ids = self._write_qnas(db, pid, items) if items else []
+            deleted = self._delete_records(db, pid, delete)
+            if synonyms is not None:
+                self._write_synonyms(db, pid, synonyms)
+            if items or deleted or synonyms is not None:
+                db.execute("UPDATE projects SET modified=%s WHERE id=%s", (now_iso(), pid))
+                self._bump(db, pid, LIVE)
+        return ids
+
+    def _write_qnas(self, db: psycopg.Connection, pid: int, items: list[StoredQnA]) -> list[int]:
+        stamp = now_iso()
+        ids: list[int] = []
+        row = db.execute("SELECT next_id FROM projects WHERE id=%s", (pid,)).fetchone()
+        assert row is not None  # the caller found and locked the project's row in this transaction
+        next_id = row[0]
+        latest: dict[int, StoredQnA] = {}  # an id given twice: the later item replaces the earlier, as in SQLite
+        for item in items:
+            q = item.qna
+            if q.id is None:
+                q.id = next_id
+            next_id = max(next_id, q.id + 1)
+            ids.append(q.id)
+            latest.pop(q.id, None)
+            latest[q.id] = item
+        if latest:
+            db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
+                       (pid, LIVE, list(latest)))
+            with db.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO records VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                    " ON CONFLICT (project_id, deployment, id) DO UPDATE SET kind=EXCLUDED.kind,"
+                    " questions=EXCLUDED.questions, answer=EXCLUDED.answer, source=EXCLUDED.source,"
+                    " metadata=EXCLUDED.metadata, dialog=EXCLUDED.dialog, suggestions=EXCLUDED.suggestions,"
+                    " content_hash=EXCLUDED.content_hash, modified=EXCLUDED.modified, fields=EXCLUDED.fields",
+                    [(pid, LIVE, rid, it.qna.kind, json_value(it.qna.questions), it.qna.answer, it.qna.source,
+                      json_value(it.qna.metadata), json_value(dialog_json(it.qna.dialog)),
+                      json_value(it.qna.suggested_questions), it.content_hash, stamp, json_value(it.qna.fields))
+                     for rid, it in latest.items()],
+                )
+                with cur.copy("COPY units(project_id, deployment, record_id, field, ord, terms, embedding)"
+                              " FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(["int8", "text", "int8", "text", "int4", "text[]", "vector"])
+                    for rid, it in latest.items():
+                        for u in it.units:
+                            copy.write_row((pid, LIVE, rid, u.field, u.ord, list(u.terms),
+                                            np.asarray(u.vector, dtype=np.float32)))
+        db.execute("UPDATE projects SET next_id=%s, modified=%s WHERE id=%s", (next_id, stamp, pid))
         return ids
 
     def reserve_ids(self, project: str, count: int) -> list[int]:
@@ -260,12 +278,19 @@ class PostgresStore(VectorSearch):
     def delete_qnas(self, project: str, ids: list[int]) -> int:
         with self._tx() as db:
             pid = self._project_id(db, project, lock=True)
-            deleted = db.execute("DELETE FROM records WHERE project_id=%s AND deployment=%s AND id=ANY(%s)",
-                                 (pid, LIVE, [int(i) for i in ids])).rowcount
-            db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
-                       (pid, LIVE, [int(i) for i in ids]))
+            deleted = self._delete_records(db, pid, ids)
             if deleted:
                 self._bump(db, pid, LIVE)
+        return deleted
+
+    @staticmethod
+    def _delete_records(db: psycopg.Connection, pid: int, ids: list[int]) -> int:
+        if not ids:
+            return 0
+        deleted = db.execute("DELETE FROM records WHERE project_id=%s AND deployment=%s AND id=ANY(%s)",
+                             (pid, LIVE, [int(i) for i in ids])).rowcount
+        db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
+                   (pid, LIVE, [int(i) for i in ids]))
         return deleted
 
     def content_hashes(self, project: str) -> dict[int, str]:
@@ -327,9 +352,13 @@ class PostgresStore(VectorSearch):
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
         with self._tx() as db:
             pid = self._project_id(db, project, lock=True)
-            db.execute("INSERT INTO synonyms VALUES(%s,%s,%s) ON CONFLICT (project_id, deployment)"
-                       " DO UPDATE SET groups=EXCLUDED.groups", (pid, LIVE, json_value(groups)))
+            self._write_synonyms(db, pid, groups)
             self._bump(db, pid, LIVE)
+
+    @staticmethod
+    def _write_synonyms(db: psycopg.Connection, pid: int, groups: list[list[str]]) -> None:
+        db.execute("INSERT INTO synonyms VALUES(%s,%s,%s) ON CONFLICT (project_id, deployment)"
+                   " DO UPDATE SET groups=EXCLUDED.groups", (pid, LIVE, json_value(groups)))
 
     # -- deployments -------------------------------------------------------------------------
     def deploy(self, project: str, deployment: str) -> Deployment:

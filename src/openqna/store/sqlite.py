@@ -152,33 +152,51 @@ class SQLiteStore:
     # -- records -------------------------------------------------------------------------
     def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
         """Insert or replace records; records without an id get the next free one."""
-        stamp = now_iso()
-        ids: list[int] = []
         with self._tx() as db:
             pid = self._project_id(db, project)
-            next_id = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
-            for item in items:
-                q = item.qna
-                if q.id is None:
-                    q.id = next_id
-                next_id = max(next_id, q.id + 1)
-                ids.append(q.id)
-                db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, q.id))
-                db.execute(
-                    "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
-                     json.dumps(q.metadata, ensure_ascii=False), dialog_json(q.dialog),
-                     json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp,
-                     json.dumps(q.fields, ensure_ascii=False)),
-                )
-                db.executemany(
-                    "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
-                    [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms),
-                      np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
-                )
-            db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
+            ids = self._write_qnas(db, pid, items)
             if items:
                 self._bump(db, pid, LIVE)
+        return ids
+
+    def replace_qnas(self, project: str, items: list[StoredQnA], delete: list[int],
+                     synonyms: list[list[str]] | None = None) -> list[int]:
+        """``put_qnas``, ``delete_qnas`` and ``set_synonyms`` (when given) in one transaction: an import."""
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            ids = self._write_qnas(db, pid, items) if items else []
+            deleted = self._delete_records(db, pid, delete)
+            if synonyms is not None:
+                self._write_synonyms(db, pid, synonyms)
+            if items or deleted or synonyms is not None:
+                db.execute("UPDATE projects SET modified=? WHERE id=?", (now_iso(), pid))
+                self._bump(db, pid, LIVE)
+        return ids
+
+    def _write_qnas(self, db: sqlite3.Connection, pid: int, items: list[StoredQnA]) -> list[int]:
+        stamp = now_iso()
+        ids: list[int] = []
+        next_id = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
+        for item in items:
+            q = item.qna
+            if q.id is None:
+                q.id = next_id
+            next_id = max(next_id, q.id + 1)
+            ids.append(q.id)
+            db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, q.id))
+            db.execute(
+                "INSERT OR REPLACE INTO records VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (pid, LIVE, q.id, q.kind, json.dumps(q.questions, ensure_ascii=False), q.answer, q.source,
+                 json.dumps(q.metadata, ensure_ascii=False), dialog_json(q.dialog),
+                 json.dumps(q.suggested_questions, ensure_ascii=False), item.content_hash, stamp,
+                 json.dumps(q.fields, ensure_ascii=False)),
+            )
+            db.executemany(
+                "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
+                [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms),
+                  np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
+            )
+        db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
         return ids
 
     def reserve_ids(self, project: str, count: int) -> list[int]:
@@ -206,13 +224,18 @@ class SQLiteStore:
     def delete_qnas(self, project: str, ids: list[int]) -> int:
         with self._tx() as db:
             pid = self._project_id(db, project)
-            deleted = 0
-            for i in ids:
-                deleted += db.execute("DELETE FROM records WHERE project_id=? AND deployment=? AND id=?",
-                                      (pid, LIVE, i)).rowcount
-                db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, i))
+            deleted = self._delete_records(db, pid, ids)
             if deleted:
                 self._bump(db, pid, LIVE)
+        return deleted
+
+    @staticmethod
+    def _delete_records(db: sqlite3.Connection, pid: int, ids: list[int]) -> int:
+        deleted = 0
+        for i in ids:
+            deleted += db.execute("DELETE FROM records WHERE project_id=? AND deployment=? AND id=?",
+                                  (pid, LIVE, i)).rowcount
+            db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, i))
         return deleted
 
     def content_hashes(self, project: str) -> dict[int, str]:
@@ -270,9 +293,12 @@ class SQLiteStore:
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
         with self._tx() as db:
             pid = self._project_id(db, project)
-            db.execute("INSERT OR REPLACE INTO synonyms VALUES(?,?,?)",
-                       (pid, LIVE, json.dumps(groups, ensure_ascii=False)))
+            self._write_synonyms(db, pid, groups)
             self._bump(db, pid, LIVE)
+
+    @staticmethod
+    def _write_synonyms(db: sqlite3.Connection, pid: int, groups: list[list[str]]) -> None:
+        db.execute("INSERT OR REPLACE INTO synonyms VALUES(?,?,?)", (pid, LIVE, json.dumps(groups, ensure_ascii=False)))
 
     # -- deployments -------------------------------------------------------------------------
     def deploy(self, project: str, deployment: str) -> Deployment:

@@ -1,0 +1,148 @@
+"""kill -9 of `openqna serve` in the middle of an import, with a deploy queued behind it (issue 24).
+
+After a restart on the same data directory: every acknowledged write is there, the import that was cut
+off is not half-applied (the project holds the old QnAs or the new ones, never a mix), and every job
+ends in a final state (the one that was running fails once its lease runs out; the queued deploy runs).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from conftest import free_port
+
+A = "/language/authoring/query-knowledgebases/projects"
+V = {"api-version": "2023-04-01"}
+OLD = 20
+NEW = 600  # enough QnAs that embedding them keeps the import running for a few seconds
+
+
+class Server:
+    def __init__(self, data: Path, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0", "OPENQNA_JOB_POLL_SECONDS": "0.1",
+               "OPENQNA_JOB_LEASE_SECONDS": "2"}
+        with open(log, "a") as out:  # a file, not a pipe nobody drains
+            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data),
+                                          "--port", str(self.port), "--no-sample"],
+                                         stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 180
+        while True:
+            assert self.proc.poll() is None, log.read_text()[-3000:]
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "openqna serve did not start"
+            time.sleep(0.2)
+
+    def job(self, location: str) -> dict:
+        return httpx.get(self.url + location[location.index("/language"):], timeout=10).json()
+
+    def wait(self, location: str, states: tuple[str, ...], seconds: float = 120) -> dict:
+        deadline = time.monotonic() + seconds
+        while (job := self.job(location))["status"] not in states:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.05)
+        return job
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def qnas(prefix: str, n: int) -> dict:
+    return {"assets": {"qnas": [{"id": i + 1, "answer": f"{prefix} answer {i}.", "questions": [f"{prefix} question {i}?"]}
+                                for i in range(n)]}}
+
+
+def accepted(response: httpx.Response) -> str:
+    assert response.status_code == 202, response.text
+    return response.headers["operation-location"]
+
+
+def test_kill_during_an_import_loses_nothing_acknowledged_and_applies_no_half(tmp_path):
+    log = tmp_path / "server.log"
+    server = Server(tmp_path, log)
+    try:
+        assert httpx.patch(f"{server.url}{A}/kb", params=V, json={"language": "en"}).status_code == 201
+        first = accepted(httpx.post(f"{server.url}{A}/kb/:import", params=V, json=qnas("old", OLD)))
+        assert server.wait(first, ("succeeded", "failed"))["status"] == "succeeded"
+        added = accepted(httpx.patch(f"{server.url}{A}/kb/qnas", params=V, json=[
+            {"op": "add", "value": {"answer": "Acknowledged.", "questions": ["Was this kept?"]}}]))
+        assert server.wait(added, ("succeeded", "failed"))["status"] == "succeeded"
+        synonyms = httpx.put(f"{server.url}{A}/kb/synonyms", params=V, json={"value": [{"alterations": ["a", "b"]}]})
+        assert synonyms.status_code == 204
+
+        cut = accepted(httpx.post(f"{server.url}{A}/kb/:import", params=V, json=qnas("new", NEW)))
+        deploy = accepted(httpx.put(f"{server.url}{A}/kb/deployments/production", params=V))
+        assert server.wait(cut, ("running", "succeeded", "failed"))["status"] == "running"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(30)
+    finally:
+        server.stop()
+
+    server = Server(tmp_path, log)  # the same data directory, as after a crash
+    try:
+        assert server.wait(deploy, ("succeeded", "failed"))["status"] == "succeeded"
+        cut_job = server.wait(cut, ("succeeded", "failed"), seconds=60)
+        assert cut_job["status"] == "failed"  # its worker died; the lease ran out
+        answers = [q["answer"] for q in httpx.get(f"{server.url}{A}/kb/qnas", params={**V, "maxpagesize": 1000}).json()["value"]]
+        old = [a for a in answers if a.startswith("old ")]
+        new = [a for a in answers if a.startswith("new ")]
+        assert (len(old), len(new)) == (OLD, 0), "the import that was cut off is half-applied"
+        assert "Acknowledged." in answers
+        groups = httpx.get(f"{server.url}{A}/kb/synonyms", params=V).json()["value"]
+        assert groups == [{"alterations": ["a", "b"]}]
+        deployed = httpx.post(f"{server.url}/language/:query-knowledgebases", json={"question": "Was this kept?"},
+                              params={**V, "projectName": "kb", "deploymentName": "production"}).json()
+        assert deployed["answers"][0]["answer"] == "Acknowledged."
+    finally:
+        server.stop()
+
+
+def test_kill_during_a_vector_store_file_batch_leaves_every_file_final(tmp_path):
+    log = tmp_path / "server.log"
+    server = Server(tmp_path, log)
+    try:
+        ids = []
+        for n in range(12):
+            text = "\n\n".join(f"Paragraph {i} of document {n} about shipping, returns and warranty." for i in range(60))
+            r = httpx.post(f"{server.url}/v1/files", data={"purpose": "assistants"},
+                           files={"file": (f"doc{n}.txt", text.encode())})
+            assert r.status_code == 200, r.text
+            ids.append(r.json()["id"])
+        store = httpx.post(f"{server.url}/v1/vector_stores", json={"name": "docs"}).json()["id"]
+        batch = httpx.post(f"{server.url}/v1/vector_stores/{store}/file_batches", json={"file_ids": ids}).json()
+        assert batch["status"] == "in_progress"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(30)
+    finally:
+        server.stop()
+
+    server = Server(tmp_path, log)
+    try:
+        deadline = time.monotonic() + 120
+        while (got := httpx.get(f"{server.url}/v1/vector_stores/{store}/file_batches/{batch['id']}").json())[
+                "status"] == "in_progress":
+            assert time.monotonic() < deadline, got
+            time.sleep(0.2)
+        assert got["file_counts"]["in_progress"] == 0
+        files = httpx.get(f"{server.url}/v1/vector_stores/{store}/files", params={"limit": 100}).json()["data"]
+        assert len(files) == len(ids) and all(f["status"] in ("completed", "failed", "cancelled") for f in files)
+    finally:
+        server.stop()
