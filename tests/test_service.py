@@ -233,3 +233,22 @@ def test_export_then_import_gives_back_the_same_kb(service, path, fmt):
     again = service.import_content("original", read_file(path))
     assert again.added == again.updated == 0
     assert service.store.version("original") == version
+
+
+def test_a_filter_that_leaves_one_record_does_not_make_it_sure(kb):
+    """The confidence's last step reads how far a record stands above its best rival; a lone record left by
+    a filter has none, which once read as the widest gap and put a wrong answer above Bot Framework's 0.3."""
+    alone = ask(kb, "how long does it take to charge the battery?", top=1, filter=MetaEq("category", "account"))
+    assert alone[0].qna.id == 5 and alone[0].confidence < 0.3
+    unfiltered = ask(kb, "how long does it take to charge the battery?", top=1)
+    assert unfiltered[0].qna.id == 1 and unfiltered[0].confidence >= 0.9
+
+
+def test_lone_candidates_have_no_gap():
+    import numpy as np
+
+    from openqna.retrieval import regime
+
+    assert regime.gaps(np.array([2.0]), np.array([True])).tolist() == [0.0]
+    assert regime.gaps(np.array([2.0, 5.0]), np.array([True, False])).tolist() == [0.0, 0.0]
+    assert regime.gaps(np.array([2.0, 1.0, -9.0]), np.array([True, True, True])).tolist() == [1.0, -1.0, -4.0]

@@ -43,10 +43,15 @@ class RegimeTerms:
 
 
 def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Each candidate's logit minus the best other allowed candidate's, clipped to ±``GAP_CLIP``."""
+    """Each candidate's logit minus the best other allowed candidate's, clipped to ±``GAP_CLIP``.
+
+    A lone allowed candidate (a filter that leaves one record, say) has no rival to stand clear of:
+    its gap is 0, no evidence either way, not the largest gap (which made a wrong answer that a filter
+    left alone look sure of itself).
+    """
     z = np.where(allowed, logit, -np.inf)
     if len(z) < 2 or allowed.sum() < 2:
-        return np.full(len(z), GAP_CLIP, np.float64)
+        return np.zeros(len(z), np.float64)
     order = np.argsort(-z, kind="stable")
     first, second = z[order[0]], z[order[1]]
     other = np.where(np.arange(len(z)) == order[0], second, first)
