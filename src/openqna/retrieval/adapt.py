@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,9 +55,10 @@ class Adaptation:
 
     def logit(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
         """The classifier's logit term for record ``rows`` (None when it is not used)."""
-        if not self.weight or self.W is None:
-            return None
-        return self.weight * class_scores(query_vector[None, :], self.W, self.b, self.has_q)[0, rows]
+        if not self.weight or self.W is None or self.b is None or self.has_q is None:
+            return None  # the three are set together when the classifier is used (see ``fit``)
+        scores: np.ndarray = class_scores(query_vector[None, :], self.W, self.b, self.has_q)[0, rows]
+        return self.weight * scores
 
 
 def class_scores(V: np.ndarray, W: np.ndarray, b: np.ndarray, has_q: np.ndarray) -> np.ndarray:
@@ -110,7 +112,7 @@ def held_out_units(index: MemIndex, limit: int = HELD_OUT, seed: int = 0) -> np.
     if not q.n:
         return np.zeros(0, np.int64)
     units = canonical_units(index)
-    units = units[(q.counts[q.rows[units]] >= 2) & ~index.passage[q.rows[units]]]
+    units = np.asarray(units[(q.counts[q.rows[units]] >= 2) & ~index.passage[q.rows[units]]], np.int64)
     if len(units) > limit:
         units = units[np.sort(np.random.default_rng(seed).choice(len(units), limit, replace=False))]
     return units
@@ -198,7 +200,10 @@ def _classifier(index: MemIndex, units: np.ndarray) -> tuple[np.ndarray, np.ndar
     return W[:, by_id], b[by_id]
 
 
-def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation | None:
+BaseLogits = Callable[[MemIndex, np.ndarray, list[list[str]], np.ndarray], np.ndarray]
+
+
+def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) -> Adaptation | None:
     """Fit the adaptation of ``index``.
 
     ``base_logits(index, vectors, terms, units)`` returns the ranker's logits (held-out questions
@@ -227,7 +232,7 @@ def fit(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation 
             Wk, bk = _classifier(index, order[keep[order]])
             extra[folds == k] = class_scores(q.matrix[units[folds == k]], Wk, bk, has_q)
     weight, without, with_ = select(base, extra, gold)
-    logits = base if not weight else base + weight * extra
+    logits = base if not weight or extra is None else base + weight * extra
     right = logits.argmax(axis=1) == gold
     right = logits[np.arange(len(units)), gold][right]
     if not len(right):
@@ -242,7 +247,7 @@ _cache: "weakref.WeakKeyDictionary[MemIndex, dict[bool, Adaptation | None]]" = w
 _lock = threading.Lock()
 
 
-def of(index: MemIndex, base_logits, *, classifier: bool = True) -> Adaptation | None:
+def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) -> Adaptation | None:
     """The adaptation of ``index``, fitted on first use and kept as long as the index lives."""
     with _lock:
         fitted = _cache.setdefault(index, {})

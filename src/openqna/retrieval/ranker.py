@@ -52,7 +52,8 @@ class Features:
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return out
 
 
 def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
@@ -151,7 +152,8 @@ def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
     return adapt.of(index, lambda *a: _held_out_logits(c, *a))
 
 
-def _held_out_logits(c: Calibration, index: MemIndex, V, terms, units) -> np.ndarray:
+def _held_out_logits(c: Calibration, index: MemIndex, V: np.ndarray, terms: list[list[str]],
+                     units: np.ndarray) -> np.ndarray:
     f = SimpleNamespace(**adapt.held_out_features(index, V, terms, units))
     return np.where(index.passage[None, :], -np.inf, c.logit(f))
 

@@ -7,6 +7,10 @@ catches up on its next query.  Deployments are copies of the live rows.  The ind
 cache saves the indexes of large knowledge bases next to the database (``indexes/``).
 The schema and its migrations are in ``sqlite_schema.py``, the column codecs and the reader
 of index rows in ``sqlite_rows.py``.
+
+Why this file is over 500 lines: it is one Store method per statement, grouped by concern like
+``postgres.py``, so the two engines' SQL for each method can be read side by side; the parts with
+a job of their own are in the modules above.
 """
 
 from __future__ import annotations
