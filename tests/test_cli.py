@@ -62,7 +62,7 @@ def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):
     proc = run("import", "kb", str(bad), data=tmp_path / "data", check=False)
     assert proc.returncode == 2
     assert "line 3" in proc.stderr and "column 4" in proc.stderr
-    assert "kb" not in run("projects", data=tmp_path / "data").stdout
+    assert not (tmp_path / "data").exists()
 
 
 def test_ask_rejects_bad_input(tmp_path):
@@ -182,3 +182,21 @@ def test_a_project_embedded_by_one_model_is_refused_by_the_other(tmp_path):
     proc = subprocess.run([OPENQNA, "ask", "chitchat", "hello"], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "openqna reembed chitchat" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("projects",), ("ask", "kb", "hi"), ("export", "kb", "out.tsv"), ("sources", "kb"),
+                                  ("suggestions", "kb"), ("keys", "list"), ("deploy", "kb"), ("keys", "revoke", "k")])
+def test_a_read_only_command_without_a_store_says_where_it_looked(tmp_path, args):
+    data = tmp_path / "elsewhere"
+    proc = run(*args, data=data, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: no openqna store in {data} (looked for {data / 'openqna.sqlite3'}); "
+                                        "pass --data or set OPENQNA_DATA to the folder that has one"]
+    assert not data.exists()
+
+
+def test_a_command_that_creates_a_store_says_where(tmp_path):
+    data = tmp_path / "new"
+    first = run("keys", "create", data=data)
+    assert f"created a new openqna store at {data / 'openqna.sqlite3'}" in first.stderr
+    assert "created a new openqna store" not in run("keys", "create", data=data).stderr

@@ -9,13 +9,28 @@ load one.  Surfaces reach the store only through these calls, so the types they 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import settings
 from .records import KnowledgeBaseContent, QnA
 from .store import Deployment, Job, Project, Source, Store, StoredFile, open_store
 from .store.base import LIVE
 
 __all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "open_data",
-           "open_store"]
+           "open_store", "store_exists", "store_file"]
+
+STORE_FILE = "openqna.sqlite3"
+
+
+def store_file(data_dir: str) -> Path:
+    """The SQLite file the embedded store keeps in ``data_dir`` (an absolute path, for messages)."""
+    return (Path(data_dir) / STORE_FILE).absolute()
+
+
+def store_exists(data_dir: str) -> bool:
+    """Whether the store the settings name is already there: a PostgreSQL URL always counts, since
+    its database is made by its administrator; opening a missing SQLite store would create it."""
+    return bool(settings.store()) or store_file(data_dir).exists()
 
 
 def open_data(data_dir: str) -> Store:

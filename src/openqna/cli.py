@@ -18,22 +18,38 @@ from .records import OpenQnAError
 from .retrieval.filters import MetaEq, all_of
 
 if TYPE_CHECKING:
-    from .catalog import Catalog
+    from .catalog import Catalog, Store
     from .service import Service
 
 data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
                            show_default=True, help="Directory of the embedded store.")
 
 
-def _catalog(data_dir: str) -> Catalog:
+def _open(data_dir: str, create: bool) -> Store:
+    """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
+    creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
+    from .catalog import open_data, store_exists, store_file
+
+    if store_exists(data_dir):
+        return open_data(data_dir)
+    path = store_file(data_dir)
+    if not create:
+        click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
+                   "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
+        sys.exit(1)
+    store = open_data(data_dir)
+    click.echo(f"created a new openqna store at {path}", err=True)
+    return store
+
+
+def _catalog(data_dir: str, create: bool = False) -> Catalog:
     """The knowledge bases without a model, for the commands that embed nothing."""
-    from .catalog import Catalog, open_data
+    from .catalog import Catalog
 
-    return Catalog(open_data(data_dir))
+    return Catalog(_open(data_dir, create))
 
 
-def _service(data_dir: str) -> Service:
-    from .catalog import open_data
+def _service(data_dir: str, create: bool = False) -> Service:
     from .models.embedder import get_embedder
     from .service import Service
 
@@ -41,7 +57,7 @@ def _service(data_dir: str) -> Service:
         embedder = get_embedder()
     except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
         _fail(str(exc))
-    return Service(open_data(data_dir), embedder)
+    return Service(_open(data_dir, create), embedder)
 
 
 def _fail(message: str) -> None:
@@ -91,7 +107,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             part = read_file(f, data)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
-        service = _service(data_dir)
+        service = _service(data_dir, create=True)
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
@@ -243,7 +259,7 @@ def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], tit
 
     try:
         schema = TableSchema([parse_column(c) for c in columns], list(text), title)
-        create_table(_service(data_dir), name, schema, description=description)
+        create_table(_service(data_dir, create=True), name, schema, description=description)
     except OpenQnAError as exc:
         _fail(exc.message)
     click.echo(f"created table {name} with {len(columns)} columns")
@@ -277,7 +293,8 @@ def keys() -> None:
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
     from .keys import create_key
 
-    key, secret = create_key(_catalog(data_dir).store, name=name, role=role, projects=list(projects_) or None)
+    store = _catalog(data_dir, create=True).store
+    key, secret = create_key(store, name=name, role=role, projects=list(projects_) or None)
     click.echo(secret)
     click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
 
@@ -459,7 +476,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         _fail(str(e))
-    service = _service(data_dir)
+    service = _service(data_dir, create=True)
     if not _is_loopback(host) and not issuers and not list_keys(service.store):
         _fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
               f"`openqna keys create --data {data_dir}` or set OPENQNA_TOKEN_ISSUERS")
