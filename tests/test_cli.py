@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from conftest import CHITCHAT, free_port
+from openqna.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
@@ -124,9 +126,10 @@ def test_suggestions_and_key_revocation(tmp_path):
     qid = next(q.id for q in store.list_qnas("chitchat") if q.answer == "Age doesn't really apply to me.")
     store.add_feedback("chitchat", [(qid, "how many birthdays have you had", "u1")] * 3)
     listed = run("suggestions", "chitchat", data=tmp_path).stdout
+    assert listed.splitlines()[0] == "QnA\tcount\tuser question"
     assert f"#{qid}\t3\thow many birthdays have you had" in listed
     run("suggestions", "chitchat", "--accept", str(qid), "how many birthdays have you had", data=tmp_path)
-    assert run("suggestions", "chitchat", data=tmp_path).stdout == ""
+    assert run("suggestions", "chitchat", data=tmp_path).stdout.startswith("chitchat has no suggestions")
     assert "how many birthdays have you had" in store.get_qnas("chitchat", [qid])[qid].questions
     answer = run("ask", "chitchat", "how many birthdays have you had", "--top", "1", data=tmp_path).stdout
     assert answer.startswith("[1.0000]")
@@ -200,3 +203,37 @@ def test_a_command_that_creates_a_store_says_where(tmp_path):
     first = run("keys", "create", data=data)
     assert f"created a new openqna store at {data / 'openqna.sqlite3'}" in first.stderr
     assert "created a new openqna store" not in run("keys", "create", data=data).stderr
+
+
+GUIDE = ("# Charging\n\nCharge the battery for eight hours before you first use the scooter; later charges take "
+         "two hours.\n\n# Cleaning\n\nWipe the deck with a damp cloth and never hose the motor down.\n")
+
+
+def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    data = tmp_path / "data"
+    imported = run("import", "manuals", str(guide), data=data).stdout
+    qnas, passages = (int(n) for n in re.search(r"(\d+) QnAs and (\d+) passages", imported).groups())
+    assert qnas and passages
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(data)
+    store.create_project(Project("file-abc"))
+    project = store.get_project("file-abc")
+    project.settings["openai_file"] = "file-abc"
+    store.update_project(project)
+    listed = run("projects", data=data).stdout.splitlines()
+    assert f"manuals\tproject\t{qnas} QnAs, {passages} passages\tdeployments: none" in listed
+    assert "file-abc\tOpenAI file\t0 QnAs, 0 passages\tdeployments: none" in listed
+
+    sources = run("sources", "manuals", data=data).stdout.splitlines()
+    assert sources[0] == "source\tkind\tQnAs\tpassages\tlast updated"
+    assert sources[1].startswith("guide.md\t") and not any(line.endswith("-") for line in sources)
+
+    question = "how long do I charge it the first time?"
+    assert "(passage)" not in run("ask", "manuals", question, "--top", "5", data=data).stdout
+    assert "(passage)" in run("ask", "manuals", question, "--top", "5", "--unstructured", data=data).stdout
+
+    none = run("suggestions", "manuals", data=data)
+    assert none.stdout.startswith("manuals has no suggestions")

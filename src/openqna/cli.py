@@ -137,9 +137,15 @@ def sources(project: str, data_dir: str) -> None:
     try:
         service = _service(data_dir)
         counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
-        for s in Authoring(service).list_sources(project):
+        listed = Authoring(service).list_sources(project)
+        if not listed:
+            click.echo(f"{project} has no sources")
+            return
+        click.echo("source\tkind\tQnAs\tpassages\tlast updated")
+        for s in listed:
             qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
-            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{s.last_updated or '-'}")
+            updated = s.last_updated or "not recorded"
+            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}")
     except OpenQnAError as exc:
         _fail(exc.message)
 
@@ -173,10 +179,16 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
 @click.option("--deployment", default="test", show_default=True)
 @click.option("--question-only", is_flag=True, help="Rank on questions only (rankerType=QuestionOnly).")
+@click.option("--unstructured", is_flag=True,
+              help="Answer from passages too (documents, OpenAI files), as Azure's includeUnstructuredSources.")
 @data_option
 def ask(project: str, question: str, top: int, threshold: float, filters: tuple[str, ...], deployment: str,
-        question_only: bool, data_dir: str) -> None:
-    """Ask PROJECT a QUESTION and print the answers with their confidence."""
+        question_only: bool, unstructured: bool, data_dir: str) -> None:
+    """Ask PROJECT a QUESTION and print the answers with their confidence.
+
+    Only QnAs answer unless --unstructured is given: passages (sections of documents, OpenAI
+    files' texts) answer Azure queries only with includeUnstructuredSources, and so here.
+    """
     from .service import AskRequest
 
     nodes = []
@@ -186,7 +198,7 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
             _fail(f"--filter expects KEY=VALUE, got '{f}'")
         nodes.append(MetaEq(key.strip(), value.strip()))
     req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
-                     filter=all_of(*nodes))
+                     filter=all_of(*nodes), include_unstructured=unstructured)
     if len(question) > LIMITS.question_chars:
         _fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
     try:
@@ -197,7 +209,8 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
         if a.qna is None:
             click.echo(f"[{a.confidence:.4f}] (default answer) {a.default_text}")
             continue
-        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {a.qna.questions[0] if a.qna.questions else ''}")
+        label = "(passage) " if a.qna.kind == "passage" else ""
+        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {label}{a.qna.questions[0] if a.qna.questions else ''}")
         click.echo("    " + a.qna.answer.replace("\n", "\n    "))
         for p in a.qna.dialog.prompts:
             click.echo(f"    -> {p.display_text} (#{p.qna_id})")
@@ -233,11 +246,16 @@ def reembed(project: str, data_dir: str) -> None:
 @main.command()
 @data_option
 def projects(data_dir: str) -> None:
-    """List projects with their QnA counts and deployments."""
+    """List knowledge bases with their kind, QnA and passage counts, and deployments."""
+    from .catalog import kind_of
+
     catalog = _catalog(data_dir)
     for p in catalog.projects():
-        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "-"
-        click.echo(f"{p.name}\t{catalog.count(p.name)} QnAs\tdeployments: {deployments}")
+        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "none"
+        kind, counts = kind_of(p), catalog.counts(p.name)
+        held = (f"{counts['row']} rows" if kind == "table"
+                else f"{counts['qna']} QnAs, {counts['passage']} passages")
+        click.echo(f"{p.name}\t{kind}\t{held}\tdeployments: {deployments}")
 
 
 @main.group()
@@ -336,7 +354,12 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
             click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
             return
         authoring = Authoring(_service(data_dir))
-        for qid, items in authoring.suggestions(project).items():
+        found = authoring.suggestions(project)
+        if not any(found.values()):
+            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
+            return
+        click.echo("QnA\tcount\tuser question")
+        for qid, items in found.items():
             for question, count in items:
                 click.echo(f"#{qid}\t{count}\t{question}")
     except OpenQnAError as exc:
