@@ -237,3 +237,16 @@ def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
 
     none = run("suggestions", "manuals", data=data)
     assert none.stdout.startswith("manuals has no suggestions")
+
+
+def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
+    from openqna.calibrate import MIN_QUESTIONS
+
+    helped = run("calibrate", "--help", data=tmp_path).stdout
+    assert f"at least {MIN_QUESTIONS} questions" in " ".join(helped.split())
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"at least {MIN_QUESTIONS} questions" in " ".join(readme.split())
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    assert "calibration reset to the shipped one" in run("calibrate", "chitchat", "--reset", data=tmp_path).stdout
+    missing = run("calibrate", "chitchat", data=tmp_path, check=False)
+    assert missing.returncode == 2 and "--reset" in missing.stderr

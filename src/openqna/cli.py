@@ -383,24 +383,28 @@ def migrate(source: str, target: str) -> None:
 
 @main.command()
 @click.argument("project")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--deployment", default="test", show_default=True, help="Deployment the questions are asked of.")
 @click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
               help="Threshold the before/after figures are measured at.")
 @click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
 @click.option("--reset", is_flag=True, help="Drop the project's fitted calibration (back to the shipped one).")
 @data_option
-def calibrate(project: str, file: Path, deployment: str, threshold: float, dry_run: bool, reset: bool,
+def calibrate(project: str, file: Path | None, deployment: str, threshold: float, dry_run: bool, reset: bool,
               data_dir: str) -> None:
     """Re-fit PROJECT's confidence on FILE: lines of QUESTION<TAB>QNA_ID, or 'none' for off-topic questions.
 
-    Keeps the fitted scale and shift in the project's settings, which every query reads.
+    FILE needs at least 10 questions, some whose top answer is right and some whose top answer
+    is wrong or off-topic.  Keeps the fitted scale and shift in the project's settings, which
+    every query reads.  `openqna calibrate PROJECT --reset` (no FILE) goes back to the shipped one.
     """
     from . import calibrate as cal
 
+    if file is None and not reset:
+        _fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
     service = _service(data_dir)
     try:
-        if reset:
+        if reset or file is None:
             cal.save(service, project, None)
             click.echo(f"{project}: calibration reset to the shipped one")
             return
