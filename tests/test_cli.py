@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -250,3 +251,65 @@ def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
     assert "calibration reset to the shipped one" in run("calibrate", "chitchat", "--reset", data=tmp_path).stdout
     missing = run("calibrate", "chitchat", data=tmp_path, check=False)
     assert missing.returncode == 2 and "--reset" in missing.stderr
+
+
+def test_every_group_command_has_a_description(tmp_path):
+    for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
+        listed = run(group, "--help", data=tmp_path).stdout
+        for command in commands:
+            line = next(l for l in listed.splitlines() if l.strip().startswith(command + " "))
+            assert len(line.split()) > 2, line
+
+
+def test_data_help_shows_the_effective_default(tmp_path):
+    helped = "".join(run("projects", "--help", data=tmp_path / "mine").stdout.split())  # help wraps anywhere
+    assert f"default:{tmp_path / 'mine'}" in helped and "OPENQNA_DATAwhenset" in helped
+
+
+def test_an_unsupported_file_lists_every_accepted_type(tmp_path):
+    table = tmp_path / "faq.csv"
+    table.write_text("question,answer\nhi,hello\n", encoding="utf-8")
+    proc = run("import", "kb", str(table), data=tmp_path / "data", check=False)
+    assert proc.returncode == 2
+    for suffix in (".tsv", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".md"):
+        assert suffix in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_a_synonyms_file_reports_the_groups_stored(tmp_path):
+    synonyms = tmp_path / "synonyms.tsv"
+    synonyms.write_text('Synonyms\n"tsv","tab separated"\n"kb","knowledge base"\n', encoding="utf-8")
+    out = run("import", "kb", str(synonyms), data=tmp_path / "data").stdout
+    assert "(0 QnAs, 2 synonym groups)" in out
+
+
+def test_one_file_import_leaves_no_parsing_bar(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    assert "parsing" not in run("import", "manuals", str(guide), data=tmp_path / "data").stderr
+
+
+def test_table_load_lists_every_bad_json_row(tmp_path):
+    data = tmp_path / "data"
+    run("table", "create", "papers", "--column", "title:String", "--column", "year:Int64", "--text", "title",
+        data=data)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"title": "a", "year": 2020}\n{"title": \n[1, 2]\n{"title": "b", "year": 2021}\nnope\n',
+                    encoding="utf-8")
+    proc = run("table", "load", "papers", str(rows), data=data, check=False)
+    assert proc.returncode == 2
+    assert "3 bad row(s)" in proc.stderr
+    assert "row 2: not valid JSON" in proc.stderr and "row 3: expected a JSON object" in proc.stderr
+    assert "row 5: not valid JSON" in proc.stderr
+
+
+def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run("serve", "--port", str(port), data=tmp_path / "data", check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == [f"error: port {port} on 127.0.0.1 is already in use; stop what is using it "
+                                        "or choose another with --port"]
+    assert not (tmp_path / "data").exists()

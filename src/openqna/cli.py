@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .service import Service
 
 data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
-                           show_default=True, help="Directory of the embedded store.")
+                           show_default=True, show_envvar=True,
+                           help=f"Directory of the embedded store (OPENQNA_DATA when set, else {settings.data.default}).")
 
 
 def _open(data_dir: str, create: bool) -> Store:
@@ -89,8 +90,8 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     from tqdm import tqdm
 
     from .authoring import KB_ID
-    from .documents import ingest_document, is_document
-    from .formats import read_file
+    from .documents import DOCUMENT_SUFFIXES, ingest_document, is_document
+    from .formats import QNA_SUFFIXES, read_file
     from .ingest import parse_document
     from .records import KnowledgeBaseContent
 
@@ -99,19 +100,23 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     content = KnowledgeBaseContent()
     documents = []
     try:
-        for f in tqdm(files, desc="parsing", unit="file", leave=False):
+        for f in tqdm(files, desc="parsing", unit="file", leave=False, disable=len(files) == 1):
             data = f.read_bytes()
             if is_document(f.name, data):
                 documents.append(parse_document(f.name, data))
                 continue
+            if f.suffix.lower() not in QNA_SUFFIXES:
+                _fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
+                      f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
             part = read_file(f, data)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
         service = _service(data_dir, create=True)
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
+            groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
-                       f"({service.count(project)} QnAs)")
+                       f"({service.counts(project)['qna']} QnAs{groups})")
         for doc in documents:
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
@@ -273,6 +278,10 @@ def table() -> None:
 @data_option
 def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], title: str | None, description: str,
                  data_dir: str) -> None:
+    """Create table NAME with typed --column's; its --text columns are embedded and searched.
+
+    Load rows with `openqna table load`; tools filter them with where_str over the columns.
+    """
     from .tables import TableSchema, create_table, parse_column
 
     try:
@@ -309,6 +318,7 @@ def keys() -> None:
 @click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
 @data_option
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
+    """Create an API key and print it once (admin manages keys, author edits, query asks)."""
     from .keys import create_key
 
     store = _catalog(data_dir, create=True).store
@@ -320,6 +330,7 @@ def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str)
 @keys.command("list")
 @data_option
 def keys_list(data_dir: str) -> None:
+    """List keys: id, role, projects (* for all), created, name; never the secret."""
     from .keys import list_keys
 
     for k in list_keys(_catalog(data_dir).store):
@@ -482,6 +493,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on HOST:PORT.  uvicorn would find out only after the app
+    has started (and logged so), and then exit with a traceback-like message; checking first lets
+    ``serve`` say so in one line.  Other bind errors (a port below 1024, an unknown address) are
+    left to uvicorn."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is not "in use"
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 @main.command()
 @click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
 @click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
@@ -503,6 +532,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         _fail(str(e))
+    if port_in_use(host, port):
+        _fail(f"port {port} on {host} is already in use; stop what is using it or choose another with --port")
     service = _service(data_dir, create=True)
     if not _is_loopback(host) and not issuers and not list_keys(service.store):
         _fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
