@@ -85,7 +85,7 @@ class Catalog:
 
     def counts(self, project: str, deployment: str = LIVE) -> Counter[str]:
         """Records by kind (``qna``, ``passage``, ``row``): a passage is not a QnA to the user."""
-        return Counter(r.kind for r in self.records(project, deployment))
+        return Counter(self.store.count_kinds(project, deployment))
 
     def synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         return self.store.get_synonyms(project, deployment)
