@@ -83,6 +83,14 @@ def test_records_roundtrip_and_ids(kb):
     assert kb.content_hashes("kb1")[2] == "hash-Where is the pen?"
 
 
+def test_records_are_counted_by_kind(kb):
+    """``openqna projects`` counts QnAs and passages apart without reading every record."""
+    assert kb.count_kinds("kb1") == {"qna": 3, "passage": 1}
+    kb.put_qnas("kb1", [item(["a section"], "passage text", vectors=[vec(0, 0, 1, 0)], answer_vector=vec(0, 0, 1, 0),
+                             kind="passage")])
+    assert kb.count_kinds("kb1") == {"qna": 3, "passage": 2} and kb.count_qnas("kb1") == 5
+
+
 def test_delete_never_reuses_ids(kb, indexes):
     assert kb.delete_qnas("kb1", [4, 99]) == 1
     assert kb.count_qnas("kb1") == 3

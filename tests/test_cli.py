@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ import httpx
 import pytest
 
 from conftest import CHITCHAT, free_port
+from openqna.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
@@ -62,7 +65,7 @@ def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):
     proc = run("import", "kb", str(bad), data=tmp_path / "data", check=False)
     assert proc.returncode == 2
     assert "line 3" in proc.stderr and "column 4" in proc.stderr
-    assert "kb" not in run("projects", data=tmp_path / "data").stdout
+    assert not (tmp_path / "data").exists()
 
 
 def test_ask_rejects_bad_input(tmp_path):
@@ -124,9 +127,10 @@ def test_suggestions_and_key_revocation(tmp_path):
     qid = next(q.id for q in store.list_qnas("chitchat") if q.answer == "Age doesn't really apply to me.")
     store.add_feedback("chitchat", [(qid, "how many birthdays have you had", "u1")] * 3)
     listed = run("suggestions", "chitchat", data=tmp_path).stdout
+    assert listed.splitlines()[0] == "QnA\tcount\tuser question"
     assert f"#{qid}\t3\thow many birthdays have you had" in listed
     run("suggestions", "chitchat", "--accept", str(qid), "how many birthdays have you had", data=tmp_path)
-    assert run("suggestions", "chitchat", data=tmp_path).stdout == ""
+    assert run("suggestions", "chitchat", data=tmp_path).stdout.startswith("chitchat has no suggestions")
     assert "how many birthdays have you had" in store.get_qnas("chitchat", [qid])[qid].questions
     answer = run("ask", "chitchat", "how many birthdays have you had", "--top", "1", data=tmp_path).stdout
     assert answer.startswith("[1.0000]")
@@ -182,3 +186,130 @@ def test_a_project_embedded_by_one_model_is_refused_by_the_other(tmp_path):
     proc = subprocess.run([OPENQNA, "ask", "chitchat", "hello"], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "openqna reembed chitchat" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("projects",), ("ask", "kb", "hi"), ("export", "kb", "out.tsv"), ("sources", "kb"),
+                                  ("suggestions", "kb"), ("keys", "list"), ("deploy", "kb"), ("keys", "revoke", "k")])
+def test_a_read_only_command_without_a_store_says_where_it_looked(tmp_path, args):
+    data = tmp_path / "elsewhere"
+    proc = run(*args, data=data, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: no openqna store in {data} (looked for {data / 'openqna.sqlite3'}); "
+                                        "pass --data or set OPENQNA_DATA to the folder that has one"]
+    assert not data.exists()
+
+
+def test_a_command_that_creates_a_store_says_where(tmp_path):
+    data = tmp_path / "new"
+    first = run("keys", "create", data=data)
+    assert f"created a new openqna store at {data / 'openqna.sqlite3'}" in first.stderr
+    assert "created a new openqna store" not in run("keys", "create", data=data).stderr
+
+
+GUIDE = ("# Charging\n\nCharge the battery for eight hours before you first use the scooter; later charges take "
+         "two hours.\n\n# Cleaning\n\nWipe the deck with a damp cloth and never hose the motor down.\n")
+
+
+def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    data = tmp_path / "data"
+    imported = run("import", "manuals", str(guide), data=data).stdout
+    qnas, passages = (int(n) for n in re.search(r"(\d+) QnAs and (\d+) passages", imported).groups())
+    assert qnas and passages
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(data)
+    store.create_project(Project("file-abc"))
+    project = store.get_project("file-abc")
+    project.settings["openai_file"] = "file-abc"
+    store.update_project(project)
+    listed = run("projects", data=data).stdout.splitlines()
+    assert f"manuals\tproject\t{qnas} QnAs, {passages} passages\tdeployments: none" in listed
+    assert "file-abc\tOpenAI file\t0 QnAs, 0 passages\tdeployments: none" in listed
+
+    sources = run("sources", "manuals", data=data).stdout.splitlines()
+    assert sources[0] == "source\tkind\tQnAs\tpassages\tlast updated"
+    assert sources[1].startswith("guide.md\t") and not any(line.endswith("-") for line in sources)
+
+    question = "how long do I charge it the first time?"
+    assert "(passage)" not in run("ask", "manuals", question, "--top", "5", data=data).stdout
+    assert "(passage)" in run("ask", "manuals", question, "--top", "5", "--unstructured", data=data).stdout
+
+    none = run("suggestions", "manuals", data=data)
+    assert none.stdout.startswith("manuals has no suggestions")
+
+
+def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
+    from openqna.calibrate import MIN_QUESTIONS
+
+    helped = run("calibrate", "--help", data=tmp_path).stdout
+    assert f"at least {MIN_QUESTIONS} questions" in " ".join(helped.split())
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"at least {MIN_QUESTIONS} questions" in " ".join(readme.split())
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    assert "calibration reset to the shipped one" in run("calibrate", "chitchat", "--reset", data=tmp_path).stdout
+    missing = run("calibrate", "chitchat", data=tmp_path, check=False)
+    assert missing.returncode == 2 and "--reset" in missing.stderr
+
+
+def test_every_group_command_has_a_description(tmp_path):
+    for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
+        listed = run(group, "--help", data=tmp_path).stdout
+        for command in commands:
+            line = next(l for l in listed.splitlines() if l.strip().startswith(command + " "))
+            assert len(line.split()) > 2, line
+
+
+def test_data_help_shows_the_effective_default(tmp_path):
+    helped = "".join(run("projects", "--help", data=tmp_path / "mine").stdout.split())  # help wraps anywhere
+    assert f"default:{tmp_path / 'mine'}" in helped and "OPENQNA_DATAwhenset" in helped
+
+
+def test_an_unsupported_file_lists_every_accepted_type(tmp_path):
+    table = tmp_path / "faq.csv"
+    table.write_text("question,answer\nhi,hello\n", encoding="utf-8")
+    proc = run("import", "kb", str(table), data=tmp_path / "data", check=False)
+    assert proc.returncode == 2
+    for suffix in (".tsv", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".md"):
+        assert suffix in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_a_synonyms_file_reports_the_groups_stored(tmp_path):
+    synonyms = tmp_path / "synonyms.tsv"
+    synonyms.write_text('Synonyms\n"tsv","tab separated"\n"kb","knowledge base"\n', encoding="utf-8")
+    out = run("import", "kb", str(synonyms), data=tmp_path / "data").stdout
+    assert "(0 QnAs, 2 synonym groups)" in out
+
+
+def test_one_file_import_leaves_no_parsing_bar(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    assert "parsing" not in run("import", "manuals", str(guide), data=tmp_path / "data").stderr
+
+
+def test_table_load_lists_every_bad_json_row(tmp_path):
+    data = tmp_path / "data"
+    run("table", "create", "papers", "--column", "title:String", "--column", "year:Int64", "--text", "title",
+        data=data)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"title": "a", "year": 2020}\n{"title": \n[1, 2]\n{"title": "b", "year": 2021}\nnope\n',
+                    encoding="utf-8")
+    proc = run("table", "load", "papers", str(rows), data=data, check=False)
+    assert proc.returncode == 2
+    assert "3 bad row(s)" in proc.stderr
+    assert "row 2: not valid JSON" in proc.stderr and "row 3: expected a JSON object" in proc.stderr
+    assert "row 5: not valid JSON" in proc.stderr
+
+
+def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run("serve", "--port", str(port), data=tmp_path / "data", check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == [f"error: port {port} on 127.0.0.1 is already in use; stop what is using it "
+                                        "or choose another with --port"]
+    assert not (tmp_path / "data").exists()

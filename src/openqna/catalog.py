@@ -9,19 +9,48 @@ load one.  Surfaces reach the store only through these calls, so the types they 
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 from . import settings
 from .records import KnowledgeBaseContent, QnA
 from .store import Deployment, Job, Project, Source, Store, StoredFile, open_store
 from .store.base import LIVE
 
-__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "open_data",
-           "open_store"]
+__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "kind_of",
+           "open_data", "open_store", "store_exists", "store_file"]
+
+STORE_FILE = "openqna.sqlite3"
+
+
+def store_file(data_dir: str) -> Path:
+    """The SQLite file the embedded store keeps in ``data_dir`` (an absolute path, for messages)."""
+    return (Path(data_dir) / STORE_FILE).absolute()
+
+
+def store_exists(data_dir: str) -> bool:
+    """Whether the store the settings name is already there: a PostgreSQL URL always counts, since
+    its database is made by its administrator; opening a missing SQLite store would create it."""
+    return bool(settings.store()) or store_file(data_dir).exists()
 
 
 def open_data(data_dir: str) -> Store:
     """The store the settings name: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in
     ``data_dir`` (which also keeps PostgreSQL's saved indexes)."""
     return open_store(settings.store() or data_dir, cache_dir=data_dir)
+
+
+def kind_of(project: Project) -> str:
+    """What a knowledge base is to the user who made it: an Azure ``project``, a ``table``
+    (tables.py keeps its schema), an ``OpenAI file`` (openai_files.py) or a ``vector store``
+    (vector_stores.py); each module marks its own in the project's settings under these keys."""
+    if "openai_vector_store" in project.settings:
+        return "vector store"
+    if "openai_file" in project.settings:
+        return "OpenAI file"
+    if "schema" in project.settings:
+        return "table"
+    return "project"
 
 
 class Catalog:
@@ -53,6 +82,10 @@ class Catalog:
 
     def count(self, project: str, deployment: str = LIVE) -> int:
         return self.store.count_qnas(project, deployment)
+
+    def counts(self, project: str, deployment: str = LIVE) -> Counter[str]:
+        """Records by kind (``qna``, ``passage``, ``row``): a passage is not a QnA to the user."""
+        return Counter(self.store.count_kinds(project, deployment))
 
     def synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         return self.store.get_synonyms(project, deployment)

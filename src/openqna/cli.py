@@ -18,22 +18,39 @@ from .records import OpenQnAError
 from .retrieval.filters import MetaEq, all_of
 
 if TYPE_CHECKING:
-    from .catalog import Catalog
+    from .catalog import Catalog, Store
     from .service import Service
 
 data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
-                           show_default=True, help="Directory of the embedded store.")
+                           show_default=True, show_envvar=True,
+                           help=f"Directory of the embedded store (OPENQNA_DATA when set, else {settings.data.default}).")
 
 
-def _catalog(data_dir: str) -> Catalog:
+def _open(data_dir: str, create: bool) -> Store:
+    """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
+    creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
+    from .catalog import open_data, store_exists, store_file
+
+    if store_exists(data_dir):
+        return open_data(data_dir)
+    path = store_file(data_dir)
+    if not create:
+        click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
+                   "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
+        sys.exit(1)
+    store = open_data(data_dir)
+    click.echo(f"created a new openqna store at {path}", err=True)
+    return store
+
+
+def _catalog(data_dir: str, create: bool = False) -> Catalog:
     """The knowledge bases without a model, for the commands that embed nothing."""
-    from .catalog import Catalog, open_data
+    from .catalog import Catalog
 
-    return Catalog(open_data(data_dir))
+    return Catalog(_open(data_dir, create))
 
 
-def _service(data_dir: str) -> Service:
-    from .catalog import open_data
+def _service(data_dir: str, create: bool = False) -> Service:
     from .models.embedder import get_embedder
     from .service import Service
 
@@ -41,7 +58,7 @@ def _service(data_dir: str) -> Service:
         embedder = get_embedder()
     except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
         _fail(str(exc))
-    return Service(open_data(data_dir), embedder)
+    return Service(_open(data_dir, create), embedder)
 
 
 def _fail(message: str) -> None:
@@ -73,8 +90,8 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     from tqdm import tqdm
 
     from .authoring import KB_ID
-    from .documents import ingest_document, is_document
-    from .formats import read_file
+    from .documents import DOCUMENT_SUFFIXES, ingest_document, is_document
+    from .formats import QNA_SUFFIXES, read_file
     from .ingest import parse_document
     from .records import KnowledgeBaseContent
 
@@ -83,19 +100,23 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     content = KnowledgeBaseContent()
     documents = []
     try:
-        for f in tqdm(files, desc="parsing", unit="file", leave=False):
+        for f in tqdm(files, desc="parsing", unit="file", leave=False, disable=len(files) == 1):
             data = f.read_bytes()
             if is_document(f.name, data):
                 documents.append(parse_document(f.name, data))
                 continue
+            if f.suffix.lower() not in QNA_SUFFIXES:
+                _fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
+                      f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
             part = read_file(f, data)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
-        service = _service(data_dir)
+        service = _service(data_dir, create=True)
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
+            groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
-                       f"({service.count(project)} QnAs)")
+                       f"({service.counts(project)['qna']} QnAs{groups})")
         for doc in documents:
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
@@ -121,9 +142,15 @@ def sources(project: str, data_dir: str) -> None:
     try:
         service = _service(data_dir)
         counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
-        for s in Authoring(service).list_sources(project):
+        listed = Authoring(service).list_sources(project)
+        if not listed:
+            click.echo(f"{project} has no sources")
+            return
+        click.echo("source\tkind\tQnAs\tpassages\tlast updated")
+        for s in listed:
             qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
-            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{s.last_updated or '-'}")
+            updated = s.last_updated or "not recorded"
+            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}")
     except OpenQnAError as exc:
         _fail(exc.message)
 
@@ -157,10 +184,16 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
 @click.option("--deployment", default="test", show_default=True)
 @click.option("--question-only", is_flag=True, help="Rank on questions only (rankerType=QuestionOnly).")
+@click.option("--unstructured", is_flag=True,
+              help="Answer from passages too (documents, OpenAI files), as Azure's includeUnstructuredSources.")
 @data_option
 def ask(project: str, question: str, top: int, threshold: float, filters: tuple[str, ...], deployment: str,
-        question_only: bool, data_dir: str) -> None:
-    """Ask PROJECT a QUESTION and print the answers with their confidence."""
+        question_only: bool, unstructured: bool, data_dir: str) -> None:
+    """Ask PROJECT a QUESTION and print the answers with their confidence.
+
+    Only QnAs answer unless --unstructured is given: passages (sections of documents, OpenAI
+    files' texts) answer Azure queries only with includeUnstructuredSources, and so here.
+    """
     from .service import AskRequest
 
     nodes = []
@@ -170,7 +203,7 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
             _fail(f"--filter expects KEY=VALUE, got '{f}'")
         nodes.append(MetaEq(key.strip(), value.strip()))
     req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
-                     filter=all_of(*nodes))
+                     filter=all_of(*nodes), include_unstructured=unstructured)
     if len(question) > LIMITS.question_chars:
         _fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
     try:
@@ -181,7 +214,8 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
         if a.qna is None:
             click.echo(f"[{a.confidence:.4f}] (default answer) {a.default_text}")
             continue
-        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {a.qna.questions[0] if a.qna.questions else ''}")
+        label = "(passage) " if a.qna.kind == "passage" else ""
+        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {label}{a.qna.questions[0] if a.qna.questions else ''}")
         click.echo("    " + a.qna.answer.replace("\n", "\n    "))
         for p in a.qna.dialog.prompts:
             click.echo(f"    -> {p.display_text} (#{p.qna_id})")
@@ -217,11 +251,16 @@ def reembed(project: str, data_dir: str) -> None:
 @main.command()
 @data_option
 def projects(data_dir: str) -> None:
-    """List projects with their QnA counts and deployments."""
+    """List knowledge bases with their kind, QnA and passage counts, and deployments."""
+    from .catalog import kind_of
+
     catalog = _catalog(data_dir)
     for p in catalog.projects():
-        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "-"
-        click.echo(f"{p.name}\t{catalog.count(p.name)} QnAs\tdeployments: {deployments}")
+        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "none"
+        kind, counts = kind_of(p), catalog.counts(p.name)
+        held = (f"{counts['row']} rows" if kind == "table"
+                else f"{counts['qna']} QnAs, {counts['passage']} passages")
+        click.echo(f"{p.name}\t{kind}\t{held}\tdeployments: {deployments}")
 
 
 @main.group()
@@ -239,11 +278,15 @@ def table() -> None:
 @data_option
 def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], title: str | None, description: str,
                  data_dir: str) -> None:
+    """Create table NAME with typed --column's; its --text columns are embedded and searched.
+
+    Load rows with `openqna table load`; tools filter them with where_str over the columns.
+    """
     from .tables import TableSchema, create_table, parse_column
 
     try:
         schema = TableSchema([parse_column(c) for c in columns], list(text), title)
-        create_table(_service(data_dir), name, schema, description=description)
+        create_table(_service(data_dir, create=True), name, schema, description=description)
     except OpenQnAError as exc:
         _fail(exc.message)
     click.echo(f"created table {name} with {len(columns)} columns")
@@ -275,9 +318,11 @@ def keys() -> None:
 @click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
 @data_option
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
+    """Create an API key and print it once (admin manages keys, author edits, query asks)."""
     from .keys import create_key
 
-    key, secret = create_key(_catalog(data_dir).store, name=name, role=role, projects=list(projects_) or None)
+    store = _catalog(data_dir, create=True).store
+    key, secret = create_key(store, name=name, role=role, projects=list(projects_) or None)
     click.echo(secret)
     click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
 
@@ -285,6 +330,7 @@ def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str)
 @keys.command("list")
 @data_option
 def keys_list(data_dir: str) -> None:
+    """List keys: id, role, projects (* for all), created, name; never the secret."""
     from .keys import list_keys
 
     for k in list_keys(_catalog(data_dir).store):
@@ -319,7 +365,12 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
             click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
             return
         authoring = Authoring(_service(data_dir))
-        for qid, items in authoring.suggestions(project).items():
+        found = authoring.suggestions(project)
+        if not any(found.values()):
+            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
+            return
+        click.echo("QnA\tcount\tuser question")
+        for qid, items in found.items():
             for question, count in items:
                 click.echo(f"#{qid}\t{count}\t{question}")
     except OpenQnAError as exc:
@@ -343,24 +394,28 @@ def migrate(source: str, target: str) -> None:
 
 @main.command()
 @click.argument("project")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--deployment", default="test", show_default=True, help="Deployment the questions are asked of.")
 @click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
               help="Threshold the before/after figures are measured at.")
 @click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
 @click.option("--reset", is_flag=True, help="Drop the project's fitted calibration (back to the shipped one).")
 @data_option
-def calibrate(project: str, file: Path, deployment: str, threshold: float, dry_run: bool, reset: bool,
+def calibrate(project: str, file: Path | None, deployment: str, threshold: float, dry_run: bool, reset: bool,
               data_dir: str) -> None:
     """Re-fit PROJECT's confidence on FILE: lines of QUESTION<TAB>QNA_ID, or 'none' for off-topic questions.
 
-    Keeps the fitted scale and shift in the project's settings, which every query reads.
+    FILE needs at least 10 questions, some whose top answer is right and some whose top answer
+    is wrong or off-topic.  Keeps the fitted scale and shift in the project's settings, which
+    every query reads.  `openqna calibrate PROJECT --reset` (no FILE) goes back to the shipped one.
     """
     from . import calibrate as cal
 
+    if file is None and not reset:
+        _fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
     service = _service(data_dir)
     try:
-        if reset:
+        if reset or file is None:
             cal.save(service, project, None)
             click.echo(f"{project}: calibration reset to the shipped one")
             return
@@ -438,6 +493,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on HOST:PORT.  uvicorn would find out only after the app
+    has started (and logged so), and then exit with a traceback-like message; checking first lets
+    ``serve`` say so in one line.  Other bind errors (a port below 1024, an unknown address) are
+    left to uvicorn."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is not "in use"
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 @main.command()
 @click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
 @click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
@@ -459,7 +532,9 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         _fail(str(e))
-    service = _service(data_dir)
+    if port_in_use(host, port):
+        _fail(f"port {port} on {host} is already in use; stop what is using it or choose another with --port")
+    service = _service(data_dir, create=True)
     if not _is_loopback(host) and not issuers and not list_keys(service.store):
         _fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
               f"`openqna keys create --data {data_dir}` or set OPENQNA_TOKEN_ISSUERS")

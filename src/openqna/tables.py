@@ -77,8 +77,11 @@ def table_schema(service: Service, name: str) -> TableSchema | None:
 
 
 # -- reading files ------------------------------------------------------------------------------
-def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict]]:
-    """(row number, raw row) from JSONL, CSV (header row) or Parquet; numbers are 1-based data rows."""
+def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
+    """(row number, raw row) from JSONL, CSV (header row) or Parquet; numbers are 1-based data rows.
+
+    A JSONL line that is not a JSON object comes as the reason instead of a row, so a file's bad
+    lines are reported together rather than one per attempt."""
     suffix = Path(name).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         for number, line in enumerate(data.decode("utf-8-sig").splitlines(), start=1):
@@ -87,10 +90,9 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict]]:
             try:
                 row = json.loads(line)
             except ValueError as exc:
-                raise InvalidArgument(f"{name}, row {number}: not valid JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise InvalidArgument(f"{name}, row {number}: expected a JSON object")
-            yield number, row
+                yield number, f"not valid JSON ({exc})"
+                continue
+            yield number, row if isinstance(row, dict) else "expected a JSON object"
     elif suffix == ".csv":
         reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig")))
         for number, row in enumerate(reader, start=1):
@@ -184,6 +186,9 @@ def load_rows(service: Service, kb: str, name: str, data: bytes, *, progress: bo
     from_text = Path(name).suffix.lower() == ".csv"
     records, errors = [], []
     for number, row in read_rows(name, data):
+        if isinstance(row, str):
+            errors.append(f"row {number}: {row}")
+            continue
         try:
             records.append(row_record(schema, row, source=name, from_text=from_text))
         except ValueError as exc:

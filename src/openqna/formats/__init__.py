@@ -61,6 +61,9 @@ def read_file(path: Path | str, data: bytes | None = None) -> KnowledgeBaseConte
     return _read(name, data)
 
 
+QNA_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip")  # the QnA files read_file reads
+
+
 def _read(name: str, data: bytes) -> KnowledgeBaseContent:
     suffix = PurePosixPath(name).suffix.lower()
     limit = _MAX_BYTES.get(suffix)
@@ -74,9 +77,7 @@ def _read(name: str, data: bytes) -> KnowledgeBaseContent:
         return read_json(data, name)
     if suffix == ".zip":
         return _read_replica(data, name)
-    raise FormatError(
-        f"unsupported file type {suffix or '(none)'!r}; expected .tsv, .txt, .xlsx, .json or .zip", file=name
-    )
+    raise FormatError(f"unsupported file type {suffix or '(none)'!r}; expected {', '.join(QNA_SUFFIXES)}", file=name)
 
 
 def _read_replica(data: bytes, name: str) -> KnowledgeBaseContent:

@@ -342,6 +342,13 @@ class PostgresStore(VectorSearch):
             count: int = row[0]
             return count
 
+    def count_kinds(self, project: str, deployment: str = LIVE) -> dict[str, int]:
+        with self._conn() as db:
+            pid = self._deployment_pid(db, project, deployment)
+            rows = db.execute("SELECT kind, count(*) FROM records WHERE project_id=%s AND deployment=%s GROUP BY kind",
+                              (pid, deployment)).fetchall()
+            return {kind: count for kind, count in rows}
+
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         with self._conn() as db:
             pid = self._deployment_pid(db, project, deployment)

@@ -288,6 +288,12 @@ class SQLiteStore:
                                       (pid, deployment)).fetchone()[0]
         return count
 
+    def count_kinds(self, project: str, deployment: str = LIVE) -> dict[str, int]:
+        pid = self._deployment_pid(project, deployment)
+        rows = self._db.execute("SELECT kind, count(*) FROM records WHERE project_id=? AND deployment=? GROUP BY kind",
+                                (pid, deployment)).fetchall()
+        return {kind: count for kind, count in rows}
+
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         pid = self._deployment_pid(project, deployment)
         row = self._db.execute("SELECT groups FROM synonyms WHERE project_id=? AND deployment=?",
