@@ -77,18 +77,13 @@ def optional_id(body: Body, key: str) -> int | None:
     return qna_id if qna_id is not None and qna_id > 0 else None
 
 
-def parse_ask(raw: Any) -> AskRequest:
-    if not isinstance(raw, dict):
-        raise InvalidArgument("The request body must be a JSON object.")
-    body = Body(raw)
+def question_and_context(body: Body) -> AskRequest:
+    """The question or QnA id, and the previous turn, as the language service and QnA Maker both send them."""
     question = body.string("question", max_len=LIMITS.question_chars)
     qna_id = optional_id(body, "qnaId")
     if (question is None or not question.strip()) and qna_id is None:
         raise InvalidArgument("Either 'question' or 'qnaId' must be given.", target="question")
     req = AskRequest(question=question, qna_id=qna_id)
-    top = body.integer("top", lo=1, hi=LIMITS.top)
-    req.top = 3 if top is None else top
-    req.threshold = body.number("confidenceScoreThreshold") or 0.0
     context = body.obj("context")
     if context is not None:
         # Bot Framework's C# LanguageServiceUtils sends {"previousQnAId": 0, "previousUserQuery": ""}
@@ -96,6 +91,17 @@ def parse_ask(raw: Any) -> AskRequest:
         req.previous_qna_id = optional_id(context, "previousQnaId")
         if req.previous_qna_id is not None:
             req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
+    return req
+
+
+def parse_ask(raw: Any) -> AskRequest:
+    if not isinstance(raw, dict):
+        raise InvalidArgument("The request body must be a JSON object.")
+    body = Body(raw)
+    req = question_and_context(body)
+    top = body.integer("top", lo=1, hi=LIMITS.top)
+    req.top = 3 if top is None else top
+    req.threshold = body.number("confidenceScoreThreshold") or 0.0
     ranker = body.choice("rankerType", ("Default", "QuestionOnly", "AutoSuggestQuestion"))
     req.question_only = ranker == "QuestionOnly"
     req.filter = parse_filters(body.obj("filters"))

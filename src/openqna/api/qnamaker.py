@@ -29,7 +29,7 @@ from ..keys import Authorizer, allows
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Answer, AskRequest, Service, SpanRequest
 from .auth import secret_from_headers
-from .azure import optional_id
+from .azure import optional_id, question_and_context
 from .azure_wire import Body
 from .concurrency import run_query
 from .errors import qnamaker_error, unauthorized_message
@@ -106,19 +106,10 @@ def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
     if not isinstance(raw, dict):
         raise InvalidArgument("The request body must be a JSON object such as {\"question\": \"...\", \"top\": 1}.")
     body = Body(raw)
-    question = body.string("question", max_len=LIMITS.question_chars)
-    qna_id = optional_id(body, "qnaId")
-    if (question is None or not question.strip()) and qna_id is None:
-        raise InvalidArgument("Either 'question' or 'qnaId' must be given.", target="question")
-    req = AskRequest(question=question, qna_id=qna_id)
+    req = question_and_context(body)
     top = body.integer("top", lo=1, hi=LIMITS.top)
     req.top = 1 if top is None else top
     req.threshold = scale(body.number("scoreThreshold", hi=100.0))
-    context = body.obj("context")
-    if context is not None:
-        req.previous_qna_id = optional_id(context, "previousQnaId")
-        if req.previous_qna_id is not None:
-            req.previous_user_query = context.string("previousUserQuery", max_len=LIMITS.question_chars)
     req.question_only = body.choice("rankerType", RANKERS) == "QuestionOnly"
     req.filter = parse_strict_filters(body)  # userId is ignored, as QnA Maker's runtime only logged it
     span = body.obj("answerSpanRequest")
