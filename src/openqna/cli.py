@@ -171,14 +171,18 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     """Export PROJECT to OUT in QnA Maker/Azure format."""
     from .formats import ExportFormat, export_bytes
 
-    chosen = cast(ExportFormat, fmt or {".xlsx": "excel", ".json": "json"}.get(out.suffix.lower(), "tsv"))
+    by_suffix = {".tsv": "tsv", ".txt": "tsv", ".xlsx": "excel", ".json": "json"}
+    if fmt is None and out.suffix.lower() not in by_suffix:
+        _fail(f"cannot tell the format from '{out.name}': name it .tsv, .xlsx or .json, or pass --format")
+    chosen = cast(ExportFormat, fmt or by_suffix[out.suffix.lower()])
     try:
         content = _catalog(data_dir).content(project, deployment)
     except OpenQnAError as exc:
         _fail(exc.message)
     data, _, _ = export_bytes(content, chosen)
     out.write_bytes(data)
-    click.echo(f"wrote {len(content.qnas)} QnAs to {out}")
+    passages = sum(q.kind == "passage" for q in content.qnas)
+    click.echo(f"wrote {len(content.qnas) - passages} QnAs and {passages} passages of {project} ({deployment}) to {out}")
 
 
 @main.command()
@@ -209,6 +213,8 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
         nodes.append(MetaEq(key.strip(), value.strip()))
     req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
                      filter=all_of(*nodes), include_unstructured=unstructured)
+    if not question.strip():
+        _fail("the question is empty")
     if len(question) > LIMITS.question_chars:
         _fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
     try:

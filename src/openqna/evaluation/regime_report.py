@@ -18,7 +18,7 @@ REGIME_TEXT = {
                   " it (section QnAs with the heading as question, and passages), asked hand-written questions"
                   " (`evaluation/questions/documents.tsv`, written and committed before anything was measured)"
                   " with `includeUnstructuredSources`; a record is right when its text contains the labelled snippet"),
-    "tiny": ("the bundled sample KB (12 QnAs) with 40 hand-written paraphrases and 20 off-topic questions"
+    "tiny": ("the bundled sample KB (14 QnAs) with 40 hand-written paraphrases and 20 off-topic questions"
              " (`evaluation/questions/sample-kb.tsv`), cuts of 12, 18 and 24 chit-chat answers and of 15 banking77"
              " intents, asked their held-out questions (*hwu64 tasks*: hwu64's test utterances without its"
              " `general_*` intents, which are chit-chat)"),

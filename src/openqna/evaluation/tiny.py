@@ -1,6 +1,6 @@
 """The tiny-KB regime: knowledge bases of a dozen or two QnAs, asked in-scope and off-topic questions.
 
-* the bundled sample KB (``samples/openqna-faq.tsv``, 12 QnAs, imported as ``openqna serve`` imports
+* the bundled sample KB (``samples/openqna-faq.tsv``, 14 QnAs, imported as ``openqna serve`` imports
   it), asked the hand-written questions of ``questions/sample-kb.tsv`` (40 paraphrases, 20 off-topic);
 * cuts of the chit-chat KBs (``CHITCHAT_CUTS`` seeded-random answers with two or more questions each,
   half of each answer's questions indexed and the rest asked) and of banking77 (``BANKING_CUT``
