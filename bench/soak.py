@@ -205,7 +205,7 @@ async def verify(client: httpx.AsyncClient, out: Outcome) -> list[str]:
     """Every acknowledged write, read back: the QnAs, the files, and a deploy that serves the last QnA."""
     missing: list[str] = []
     answers, url = set(), f"{AUTHORING}/{PROJECT}/qnas"
-    params: dict | None = {**API, "top": "1000"}
+    params: dict | None = {**API, "maxpagesize": "1000"}  # not top: top caps the whole listing, nextLink and all
     while url:
         r = await client.get(url, params=params)
         r.raise_for_status()

@@ -329,3 +329,32 @@ def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
     assert proc.stderr.splitlines() == [f"error: port {port} on 127.0.0.1 is already in use; stop what is using it "
                                         "or choose another with --port"]
     assert not (tmp_path / "data").exists()
+
+
+def test_the_access_log_redacts_export_signatures(tmp_path):
+    """An export's resultUrl carries its signature in the query string: the access log must not show it."""
+    port = free_port()
+    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0"}
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, log.read_text()
+            time.sleep(0.2)
+        path = "/language/authoring/query-knowledgebases/projects/kb/export/jobs/j1/result"
+        r = httpx.get(url + path, params={"api-version": "2023-04-01", "sig": "s3cr3tsignature", "x": "1"})
+        assert r.status_code in (403, 404)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    logged = log.read_text()
+    assert "s3cr3tsignature" not in logged
+    assert f"{path}?api-version=2023-04-01&sig=REDACTED&x=1" in logged

@@ -1,4 +1,5 @@
-"""kill -9 of `openqna serve` in the middle of an import, with a deploy queued behind it (issue 24).
+"""kill -9 of `openqna serve` in the middle of an import (with a deploy queued behind it), a deploy, a
+vector-store file batch and a SQLite checkpoint (issue 24).
 
 After a restart on the same data directory: every acknowledged write is there, the import that was cut
 off is not half-applied (the project holds the old QnAs or the new ones, never a mix), and every job
@@ -146,3 +147,120 @@ def test_kill_during_a_vector_store_file_batch_leaves_every_file_final(tmp_path)
         assert len(files) == len(ids) and all(f["status"] in ("completed", "failed", "cancelled") for f in files)
     finally:
         server.stop()
+
+
+class Fixed:
+    """Random unit vectors: the deploy test needs many records on disk, not meaning (a deploy embeds nothing)."""
+
+    name = "crash-test/384"
+    dim = 384
+
+    def embed(self, texts):
+        import numpy as np
+
+        rng = np.random.default_rng(len(texts))
+        v = rng.standard_normal((len(texts), self.dim)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_kill_during_a_deploy_leaves_the_old_deployment_or_the_new_one_whole(tmp_path):
+    from openqna.records import QnA
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path)  # written directly: thousands of records without embedding them
+    service = Service(store, Fixed())
+    service.create_project("kb")
+    service.upsert("kb", [QnA([f"old question {i}?"], f"old answer {i}.") for i in range(OLD)])
+    store.deploy("kb", "production")
+    big = 8000  # about a second of copying: a deploy is one transaction of INSERT ... SELECT
+    service.upsert("kb", [QnA([f"new question {i}?"], f"new answer {i}. " + "filler " * 400) for i in range(big)])
+    store.close()
+
+    log = tmp_path / "server.log"
+    server = Server(tmp_path, log)
+    try:
+        deploy = accepted(httpx.put(f"{server.url}{A}/kb/deployments/production", params=V))
+        assert server.wait(deploy, ("running", "succeeded", "failed"), seconds=60)["status"] == "running"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(30)
+    finally:
+        server.stop()
+
+    server = Server(tmp_path, log)
+    try:
+        final = server.wait(deploy, ("succeeded", "failed"), seconds=60)["status"]
+    finally:
+        server.stop()
+    store = SQLiteStore(tmp_path)
+    try:
+        answers = [q.answer.split(".")[0] for q in store.list_qnas("kb", "production")]
+        kinds = {a.split()[0] for a in answers}
+        assert kinds in ({"old"}, {"new"}), f"a half-applied deploy: {len(answers)} records of kinds {kinds}"
+        assert len(answers) == (OLD if kinds == {"old"} else big)
+        assert final == "failed" or kinds == {"new"}, "a job that succeeded left the old deployment"
+        assert store.count_qnas("kb") == OLD + big  # the live state is untouched
+        assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        store.close()
+
+
+def test_kill_during_a_sqlite_checkpoint_loses_no_acknowledged_upload(tmp_path):
+    """In WAL mode the database file itself is written only by checkpoints: the server is killed the moment it
+    changes, while 2 MB uploads keep the write-ahead log filling (a checkpoint every 16 MB)."""
+    import hashlib
+    import threading
+
+    database = tmp_path / "openqna.sqlite3"
+    log = tmp_path / "server.log"
+    acknowledged: dict[str, str] = {}
+    for round_ in range(2):
+        server = Server(tmp_path, log)
+        stop = threading.Event()
+
+        def upload(url: str = server.url, r: int = round_) -> None:
+            n = 0
+            with httpx.Client(timeout=30) as client:
+                while not stop.is_set():
+                    body = os.urandom(2 << 20)
+                    try:
+                        got = client.post(f"{url}/v1/files", data={"purpose": "user_data"},
+                                          files={"file": (f"blob-{r}-{n}.bin", body)})
+                    except httpx.TransportError:
+                        return  # the server was killed mid-request: not acknowledged
+                    if got.status_code == 200:
+                        acknowledged[got.json()["id"]] = hashlib.sha256(body).hexdigest()
+                    n += 1
+
+        writer = threading.Thread(target=upload)
+        before = len(acknowledged)
+        try:
+            last = database.stat().st_mtime_ns, database.stat().st_size
+            writer.start()
+            deadline = time.monotonic() + 120
+            while True:
+                now = database.stat().st_mtime_ns, database.stat().st_size
+                if now != last and len(acknowledged) > before:
+                    break  # a checkpoint is writing the database file
+                last = now
+                assert time.monotonic() < deadline, "no checkpoint within 2 minutes"
+                time.sleep(0.0005)
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait(30)
+        finally:
+            stop.set()
+            writer.join(60)
+            server.stop()
+        assert len(acknowledged) > before
+
+    server = Server(tmp_path, log)
+    try:
+        for file_id, digest in acknowledged.items():
+            got = httpx.get(f"{server.url}/v1/files/{file_id}/content", timeout=30)
+            assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == digest, file_id
+    finally:
+        server.stop()
+    import sqlite3
+
+    with sqlite3.connect(database) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -29,6 +30,20 @@ from .tokens import TokenValidator
 from .vector_stores import VectorStores
 
 log = logging.getLogger("openqna")
+
+
+class RedactSignatures(logging.Filter):
+    """uvicorn's access log shows each request's path with its query string; an export's ``resultUrl``
+    carries its signature there (``sig=``), which would let whoever reads the log download the export until
+    its job expires.  The signature is logged as ``sig=REDACTED``."""
+
+    SIG = re.compile(r"(?<=[?&]sig=)[^&\s]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "sig=" in args[2]:
+            record.args = (*args[:2], self.SIG.sub("REDACTED", args[2]), *args[3:])
+        return True
 
 
 def create_app(service: Service) -> Starlette:
