@@ -15,8 +15,10 @@ from . import __version__
 from .answers import get_completer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.console import console_routes
 from .api.errors import azure_error, qnamaker_error
 from .api.mcp import mcp_app
+from .api.native import NativeRoutes
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
 from .api.qnamaker import QnAMakerRuntime, is_qnamaker_path
@@ -48,6 +50,7 @@ def create_app(service: Service) -> Starlette:
                           on_file_deleted=stores_core.detach_everywhere)
     vector_stores = VectorStoreRoutes(stores_core, authorizer)
     mcp = mcp_app(service, authorizer)
+    native = NativeRoutes(service, authorizer, jobs)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -75,7 +78,8 @@ def create_app(service: Service) -> Starlette:
         jobs.shutdown()
 
     routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
-              *openai.routes(), *vector_stores.routes(), *mcp.routes()]
+              *openai.routes(), *vector_stores.routes(), *mcp.routes(), *native.routes(),
+              *console_routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)
     app.state.jobs = jobs

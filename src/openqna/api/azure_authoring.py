@@ -422,7 +422,9 @@ class AzureAuthoring:
                     raise InvalidArgument(f"[{i}].value.id is required to delete a QnA.", target=f"[{i}].value.id")
                 value = {"id": qid}
             else:
-                value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime",)}
+                # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
+                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
                 if op == "add" and Body(value).integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
@@ -434,8 +436,8 @@ class AzureAuthoring:
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
-                if keep:
-                    parsed.append({"op": op, "value": value, "keepQuestions": True})
+                if keep or since:
+                    parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
                     continue
             parsed.append({"op": op, "value": value})
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
