@@ -1,0 +1,157 @@
+"""openqna's own routes (``api/native.py``) and the QnA edit precondition, over a real server with the real model.
+
+These are the calls the web console makes beyond Azure's API; an API user gets them too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from conftest import LiveServer
+
+from openqna.keys import create_key
+
+AUTHORING = "/language/authoring/query-knowledgebases/projects"
+VERSION = {"api-version": "2023-04-01"}
+TSV = ("Question\tAnswer\tSource\tMetadata\n"
+       "How do I reset my password?\tUse the Forgot password link on the sign-in page.\tfaq.tsv\ttopic:account\n"
+       "What are your opening hours?\tWe are open 9 to 5, Monday to Friday.\tfaq.tsv\ttopic:store\n"
+       "Do you ship abroad?\tWe ship to every country in the European Union.\tfaq.tsv\ttopic:shipping\n")
+
+
+def wait(location: str, key: str) -> dict:
+    for _ in range(600):
+        job = httpx.get(location, headers={"api-key": key}, timeout=30).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError("the job did not finish")
+
+
+@pytest.fixture
+def secured(service):
+    _, admin = create_key(service.store, name="admin", role="admin")
+    with LiveServer(service) as server:
+        yield server, admin
+
+
+def upload(server: LiveServer, key: str, project: str, name: str, data: bytes) -> dict:
+    r = httpx.post(f"{server.url}/openqna/projects/{project}/files", params={"name": name}, content=data,
+                   headers={"api-key": key}, timeout=30)
+    assert r.status_code == 202, r.text
+    return wait(r.headers["Operation-Location"], key)
+
+
+def test_whoami_answers_before_a_key_and_names_the_grants(service, secured):
+    server, admin = secured
+    nobody = httpx.get(f"{server.url}/openqna/whoami").json()
+    assert nobody == {"open": False, "signedIn": False, "reason": "no API key or bearer token was sent", "grants": []}
+    _, scoped = create_key(service.store, name="bot", role="query", projects=["faq"])
+    me = httpx.get(f"{server.url}/openqna/whoami", headers={"api-key": scoped}).json()
+    assert me == {"open": False, "signedIn": True, "name": "bot", "grants": [{"role": "query", "projects": ["faq"]}]}
+    assert httpx.get(f"{server.url}/openqna/whoami", headers={"api-key": "oq_wrong"}).json()["reason"] == \
+        "the API key is not valid"
+
+
+def test_an_open_server_signs_everyone_in_as_admin(live):
+    assert httpx.get(f"{live.url}/openqna/whoami").json()["grants"] == [{"role": "admin", "projects": None}]
+
+
+def test_keys_are_created_once_listed_and_revoked_by_an_admin_only(service, secured):
+    server, admin = secured
+    made = httpx.post(f"{server.url}/openqna/keys", json={"name": "writer", "role": "author", "projects": ["faq"]},
+                      headers={"api-key": admin})
+    assert made.status_code == 201
+    key = made.json()
+    assert key["secret"].startswith("oq_") and key["projects"] == ["faq"]
+    listed = httpx.get(f"{server.url}/openqna/keys", headers={"api-key": admin}).json()["value"]
+    assert {k["name"] for k in listed} == {"admin", "writer"} and all("secret" not in k for k in listed)
+    refused = httpx.get(f"{server.url}/openqna/keys", headers={"api-key": key["secret"]})
+    assert refused.status_code == 403 and "'admin'" in refused.json()["error"]["message"]
+    bad = httpx.post(f"{server.url}/openqna/keys", json={"role": "owner"}, headers={"api-key": admin})
+    assert bad.status_code == 400 and bad.json()["error"]["target"] == "role"
+    assert httpx.delete(f"{server.url}/openqna/keys/{key['id']}", headers={"api-key": admin}).status_code == 204
+    assert httpx.get(f"{server.url}/openqna/whoami", headers={"api-key": key["secret"]}).json()["signedIn"] is False
+    assert httpx.delete(f"{server.url}/openqna/keys/{key['id']}", headers={"api-key": admin}).status_code == 404
+
+
+def test_an_uploaded_file_is_imported_as_a_job_and_listed_with_counts(secured):
+    server, admin = secured
+    job = upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    assert job["status"] == "succeeded" and job["kind"] == "upload"
+    listed = httpx.get(f"{server.url}/openqna/projects", headers={"api-key": admin}).json()["value"]
+    assert [(p["projectName"], p["qnas"], p["passages"], p["deployments"]) for p in listed] == [("faq", 3, 0, [])]
+    doc = "# Returns\n\nYou can return any item within 30 days of delivery for a full refund.\n".encode()
+    assert upload(server, admin, "faq", "returns.md", doc)["status"] == "succeeded"
+    passages = httpx.get(f"{server.url}/openqna/projects/faq/passages", headers={"api-key": admin}).json()["value"]
+    assert passages and all(p["source"] == "returns.md" for p in passages)
+    broken = upload(server, admin, "faq", "broken.tsv", b"Question\tAnswer\nonly a question\n")
+    assert broken["status"] == "failed" and broken["errors"][0]["code"] == "InvalidArgument"
+    r = httpx.post(f"{server.url}/openqna/projects/faq/files", params={"name": "notes.exe"}, content=b"x",
+                   headers={"api-key": admin})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "name"
+
+
+def test_the_diff_shows_what_deploying_would_change(secured):
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    diff_url = f"{server.url}/openqna/projects/faq/deployments/production/diff"
+    first = httpx.get(diff_url, headers={"api-key": admin}).json()
+    assert len(first["added"]) == 3 and first["changed"] == first["deleted"] == []
+    r = httpx.put(f"{server.url}{AUTHORING}/faq/deployments/production", params=VERSION, headers={"api-key": admin})
+    assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
+    assert httpx.get(diff_url, headers={"api-key": admin}).json() == {
+        "deploymentName": "production", "added": [], "changed": [], "deleted": []}
+    qnas = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
+    hours = next(q for q in qnas if q["questions"][0] == "What are your opening hours?")
+    ship = next(q for q in qnas if q["questions"][0] == "Do you ship abroad?")
+    ops = [{"op": "replace", "value": {**hours, "answer": "We are open 8 to 6."}}, {"op": "delete", "value": {"id": ship["id"]}},
+           {"op": "add", "value": {"questions": ["Can I pay by card?"], "answer": "Yes, every major card."}}]
+    r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, json=ops, headers={"api-key": admin})
+    assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
+    diff = httpx.get(diff_url, headers={"api-key": admin}).json()
+    assert [x["question"] for x in diff["added"]] == ["Can I pay by card?"]
+    assert [x["id"] for x in diff["changed"]] == [hours["id"]]
+    assert [x["id"] for x in diff["deleted"]] == [ship["id"]]
+    assert httpx.get(f"{server.url}/openqna/projects/faq/deployments/test/diff", headers={"api-key": admin}).status_code == 400
+
+
+def test_an_edit_from_a_stale_copy_is_reported_not_applied(secured):
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    qnas = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
+    hours = next(q for q in qnas if q["questions"][0] == "What are your opening hours?")
+    stale = {**hours, "answer": "Closed on Sundays.", "ifLastUpdated": "2000-01-01T00:00:00Z"}
+    r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, json=[{"op": "replace", "value": stale}],
+                    headers={"api-key": admin})
+    job = wait(r.headers["Operation-Location"], admin)
+    assert job["status"] == "failed" and job["errors"][0]["code"] == "Conflict"
+    assert "was changed elsewhere" in job["errors"][0]["message"]
+    fresh = {**hours, "answer": "Closed on Sundays.", "ifLastUpdated": hours["lastUpdatedDateTime"]}
+    r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, json=[{"op": "replace", "value": fresh}],
+                    headers={"api-key": admin})
+    assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
+    after = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
+    assert next(q for q in after if q["id"] == hours["id"])["answer"] == "Closed on Sundays."
+
+
+def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_was_given(service, secured):
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    _, reader = create_key(service.store, name="reader", role="query", projects=["faq"])
+    url = f"{server.url}/openqna/projects/faq/:inspect"
+    body = {"question": "how can I reset my password", "top": 2, "confidenceScoreThreshold": 0.3}
+    out = httpx.post(url, json=body, headers={"api-key": reader}).json()
+    assert out["defaultAnswerUsed"] is False and out["answers"][0]["questions"] == ["How do I reset my password?"]
+    parts = out["candidates"][0]["parts"]
+    assert {"qsim", "asim", "qcov", "bm25", "kb_adaptation", "context", "logit", "exact_match"} <= set(parts)
+    # the same confidence the runtime gives
+    runtime = httpx.post(f"{server.url}/language/:query-knowledgebases", json=body, headers={"api-key": reader},
+                         params={**VERSION, "projectName": "faq", "deploymentName": "test"}).json()
+    assert runtime["answers"][0]["confidenceScore"] == out["candidates"][0]["confidenceScore"]
+    strict = httpx.post(url, json={**body, "confidenceScoreThreshold": 0.99}, headers={"api-key": reader}).json()
+    assert strict["defaultAnswerUsed"] is True and "below the threshold 0.99" in strict["defaultAnswerReason"]
+    assert strict["answers"][0]["id"] == -1 and strict["candidates"][0]["belowThreshold"] is True
+    assert httpx.post(url, json={"top": 1}, headers={"api-key": reader}).json()["error"]["target"] == "question"
