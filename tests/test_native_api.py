@@ -9,8 +9,8 @@ import time
 
 import httpx
 import pytest
-from conftest import LiveServer
 
+from conftest import LiveServer
 from openqna.keys import create_key
 
 AUTHORING = "/language/authoring/query-knowledgebases/projects"
@@ -155,3 +155,52 @@ def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_w
     assert strict["defaultAnswerUsed"] is True and "below the threshold 0.99" in strict["defaultAnswerReason"]
     assert strict["answers"][0]["id"] == -1 and strict["candidates"][0]["belowThreshold"] is True
     assert httpx.post(url, json={"top": 1}, headers={"api-key": reader}).json()["error"]["target"] == "question"
+
+
+def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(service, secured):
+    from openqna.store import LoggedQuery
+
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    r = httpx.put(f"{server.url}{AUTHORING}/faq/deployments/production", params=VERSION, headers={"api-key": admin})
+    wait(r.headers["Operation-Location"], admin)
+    ask_url = f"{server.url}/language/:query-knowledgebases"
+
+    def ask(question: str, user: str, deployment: str = "production") -> dict:
+        return httpx.post(ask_url, params={**VERSION, "projectName": "faq", "deploymentName": deployment},
+                          json={"question": question, "userId": user, "confidenceScoreThreshold": 0.5},
+                          headers={"api-key": admin}).json()["answers"][0]
+
+    ask("do you sell pizza", "alice")  # before the project opts in: not logged
+    settings_url = f"{server.url}/openqna/projects/faq/analytics/settings"
+    assert httpx.get(settings_url, headers={"api-key": admin}).json() == {"enabled": False, "retentionDays": 30}
+    bad = httpx.put(settings_url, json={"enabled": True, "retentionDays": 400}, headers={"api-key": admin})
+    assert bad.status_code == 400 and bad.json()["error"]["target"] == "retentionDays"
+    on = httpx.put(settings_url, json={"enabled": True, "retentionDays": 7}, headers={"api-key": admin})
+    assert on.json() == {"enabled": True, "retentionDays": 7}
+    for user in ("alice", "bob", "bob"):
+        assert ask("Do you sell pizza?", user)["id"] == -1
+    hours = ask("when are you open during the week", "carol")
+    assert hours["id"] != -1
+    ask("do you sell pizza", "dave", deployment="test")  # authors trying the live state: not logged
+    gen = httpx.post(f"{server.url}/qnamaker/knowledgebases/faq/generateAnswer", headers={"api-key": admin},
+                     json={"question": "can I get a refund on pizza", "userId": "erin", "scoreThreshold": 50})
+    assert gen.status_code == 200
+    report = httpx.get(f"{server.url}/openqna/projects/faq/analytics", params={"days": 7, "lowConfidence": 0.99},
+                       headers={"api-key": admin}).json()
+    assert report["total"] == 5 and report["users"] == 4
+    assert report["unanswered"][0] == {"question": "Do you sell pizza?", "count": 3,
+                                       "lastAsked": report["unanswered"][0]["lastAsked"]}
+    assert report["mostAsked"][0]["count"] == 3 and report["mostAsked"][0]["qnaId"] == -1
+    assert any(x["qnaId"] == hours["id"] for x in report["lowConfidenceAnswers"])  # under 0.99
+    assert len(report["daily"]) == 7 and report["daily"][-1]["total"] == 5
+    stored = service.store.list_queries("faq", "2000-01-01T00:00:00Z")
+    assert not {"alice", "bob", "carol", "erin"} & {q.user_hash for q in stored}
+    # retention: older queries go when the setting is applied, and turning the log off forgets it all
+    service.store.log_queries("faq", [LoggedQuery("2020-01-01T00:00:00Z", "production", "old", "", -1, 0.0)])
+    httpx.put(settings_url, json={"enabled": True, "retentionDays": 1}, headers={"api-key": admin})
+    assert "old" not in {q.question for q in service.store.list_queries("faq", "2000-01-01T00:00:00Z")}
+    httpx.put(settings_url, json={"enabled": False}, headers={"api-key": admin})
+    assert service.store.list_queries("faq", "2000-01-01T00:00:00Z") == []
+    bad_days = httpx.get(f"{server.url}/openqna/projects/faq/analytics", params={"days": 0}, headers={"api-key": admin})
+    assert bad_days.status_code == 400 and bad_days.json()["error"]["target"] == "days"

@@ -26,6 +26,7 @@ from .api.tools import Tools
 from .authoring import Authoring
 from .jobs import JobRunner
 from .keys import Authorizer
+from .query_log import QueryLog
 from .service import Service
 from .tokens import TokenValidator
 from .vector_stores import VectorStores
@@ -39,8 +40,9 @@ def create_app(service: Service) -> Starlette:
     A bad issuer setting raises ``IssuerConfigError`` here, before anything listens.
     """
     authorizer = Authorizer(service.store, TokenValidator.from_settings())
-    azure = AzureRuntime(service, authorizer)
-    qnamaker = QnAMakerRuntime(service, authorizer)
+    query_log = QueryLog(service.store)
+    azure = AzureRuntime(service, authorizer, query_log)
+    qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     jobs = JobRunner(service.store, Authoring(service).handlers())
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)
@@ -50,7 +52,7 @@ def create_app(service: Service) -> Starlette:
                           on_file_deleted=stores_core.detach_everywhere)
     vector_stores = VectorStoreRoutes(stores_core, authorizer)
     mcp = mcp_app(service, authorizer)
-    native = NativeRoutes(service, authorizer, jobs)
+    native = NativeRoutes(service, authorizer, jobs, query_log)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})

@@ -13,14 +13,18 @@ error envelope (the console's other half speaks Azure):
 * ``GET /openqna/projects/{project}/passages`` — a project's passages, apart from its QnAs;
 * ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
 * ``POST /openqna/projects/{project}/:inspect?deploymentName=`` — a ``:query-knowledgebases`` body
-  answered with what each confidence is made of, and why the default answer was given when it was.
+  answered with what each confidence is made of, and why the default answer was given when it was;
+* ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
+  (``openqna.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
 """
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -30,6 +34,7 @@ from ..catalog import LIVE, kind_of
 from ..formats.limits import LIMITS
 from ..jobs import JobRunner
 from ..keys import ApiKey, Authorizer, Caller, allows
+from ..query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
 from ..records import InvalidArgument, NotFound
 from ..service import Answer, Service
 from .auth import secret_from_headers
@@ -42,7 +47,7 @@ PREFIX = "/openqna"
 UPLOAD_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".htm", ".md", ".markdown")
 
 
-def grants_json(caller: Caller | None) -> list[dict]:
+def grants_json(caller: Caller | None) -> list[dict[str, Any]]:
     """A key's one grant, or a token's several; an open server grants admin everywhere."""
     if caller is None:
         return [{"role": "admin", "projects": None}]
@@ -51,11 +56,11 @@ def grants_json(caller: Caller | None) -> list[dict]:
     return [{"role": g.role, "projects": list(g.projects) if g.projects is not None else None} for g in caller.grants]
 
 
-def key_json(key: ApiKey) -> dict:
+def key_json(key: ApiKey) -> dict[str, Any]:
     return {"id": key.id, "name": key.name, "role": key.role, "projects": key.projects, "created": key.created}
 
 
-def _why_default(answers: list, threshold: float, best: float | None) -> str | None:
+def _why_default(answers: list[Answer], threshold: float, best: float | None) -> str | None:
     if answers and answers[0].qna is not None:
         return None
     if best is None:
@@ -65,10 +70,11 @@ def _why_default(answers: list, threshold: float, best: float | None) -> str | N
 
 
 class NativeRoutes:
-    def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
+    def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner, query_log: QueryLog):
         self.service = service
         self.authorizer = authorizer
         self.jobs = jobs
+        self.query_log = query_log
 
     def routes(self) -> list[Route]:
         return [
@@ -81,6 +87,8 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/passages", self.passages, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/diff", self.diff, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/:inspect", self.inspect, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
         ]
 
     async def whoami(self, request: Request) -> Response:
@@ -109,10 +117,17 @@ class NativeRoutes:
                         "canAuthor": allows(caller, role="author", project=p.name)})
         return JSONResponse({"value": out})
 
+    def _key_admin(self, request: Request) -> None:
+        """Keys are managed by an admin of every project: a key limited to some could otherwise mint wider ones."""
+        caller = authorize(self.authorizer, request, role="admin", api_version=False)
+        if caller is not None and not any(g["role"] == "admin" and g["projects"] is None for g in grants_json(caller)):
+            raise Refused(azure_error(403, "Forbidden", "Keys are managed by an admin key (or token) for every "
+                                      "project; this one is limited to some projects."))
+
     # -- keys ------------------------------------------------------------------------------------------
     @handle_errors
     async def keys(self, request: Request) -> Response:
-        authorize(self.authorizer, request, role="admin", api_version=False)
+        self._key_admin(request)
         if request.method == "GET":
             return JSONResponse({"value": [key_json(k) for k in key_store.list_keys(self.service.store)]})
         raw = await read_json(request)
@@ -130,7 +145,7 @@ class NativeRoutes:
 
     @handle_errors
     async def revoke(self, request: Request) -> Response:
-        authorize(self.authorizer, request, role="admin", api_version=False)
+        self._key_admin(request)
         key_id = request.path_params["keyId"]
         if not key_store.revoke_key(self.service.store, key_id):
             raise NotFound(f"There is no key with id '{key_id}'.")
@@ -216,3 +231,35 @@ class NativeRoutes:
         return JSONResponse({"answers": [answer_json(a) for a in given], "candidates": out, "threshold": threshold,
                              "defaultAnswerUsed": given[0].qna is None,
                              "defaultAnswerReason": _why_default(given, threshold, best)})
+
+    # -- analytics -------------------------------------------------------------------------------------
+    @handle_errors
+    async def analytics(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        params = Body(dict(request.query_params))
+        days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+        low = params.number("lowConfidence")
+        limit = params.integer("top", lo=1, hi=100) or 20
+        report = await run_in_threadpool(self.query_log.report, project, days=days,
+                                         low_confidence=0.5 if low is None else low, limit=limit)
+        return JSONResponse(report)
+
+    @handle_errors
+    async def analytics_settings(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        if request.method == "PUT":
+            raw = await read_json(request)
+            if not isinstance(raw, dict):
+                raise InvalidArgument("The body must be {\"enabled\": true|false, \"retentionDays\": 1-365}.")
+            body = Body(raw)
+            enabled = body.boolean("enabled")
+            if enabled is None:
+                raise InvalidArgument("'enabled' is required: true or false.", target="enabled")
+            retention = body.integer("retentionDays", lo=1, hi=MAX_RETENTION_DAYS)
+            current = self.query_log.settings(project)
+            self.query_log.configure(project, enabled=enabled,
+                                     retention_days=current.retention_days if retention is None else retention)
+        settings = self.query_log.settings(project)
+        return JSONResponse({"enabled": settings.enabled, "retentionDays": settings.retention_days})

@@ -26,6 +26,7 @@ from ..catalog import LIVE, Project
 from ..filter_ast import And, Filter, MetaEq, Or, SourceIn
 from ..formats.limits import LIMITS
 from ..keys import Authorizer, allows
+from ..query_log import QueryLog
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Answer, AskRequest, Service, SpanRequest
 from .auth import secret_from_headers
@@ -33,6 +34,7 @@ from .azure import optional_id, question_and_context
 from .azure_wire import Body
 from .concurrency import run_query
 from .errors import qnamaker_error, unauthorized_message
+from .query_log import log_answer
 
 log = logging.getLogger("openqna")
 
@@ -192,10 +194,11 @@ def answers_errors(endpoint: Callable[..., Awaitable[Response]]) -> Callable[...
 
 # -- routes ---------------------------------------------------------------------------------------
 class QnAMakerRuntime:
-    def __init__(self, service: Service, authorizer: Authorizer):
+    def __init__(self, service: Service, authorizer: Authorizer, query_log: QueryLog | None = None):
         self.service = service
         self.authoring = Authoring(service)
         self.authorizer = authorizer
+        self.query_log = query_log or QueryLog(service.store)
 
     def routes(self) -> list[Route]:
         return [Route(f"{prefix}/knowledgebases/{{kbId}}/{{action}}", self.dispatch, methods=["POST"])
@@ -220,6 +223,9 @@ class QnAMakerRuntime:
                 raise
             raise Refusal(404, "KbNotFound", f"Knowledge base '{project.name}' has not been published: deploy it to "
                                              "'production', or send \"isTest\": true to ask its test index.") from None
+        if req.qna_id is None and req.question:
+            user = Body(raw).get("userId") if isinstance(raw, dict) else None
+            await log_answer(self.query_log, project.name, deployment, req.question, user, answers)
         return JSONResponse({"answers": [answer_json(a) for a in answers], "debugInfo": None,
                              "activeLearningEnabled": True})
 
