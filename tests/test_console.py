@@ -2,8 +2,9 @@
 
 One journey, as a KB author makes it: sign in with a key; create a project; import the Surface Pro 4
 manual; edit a QnA and give it a follow-up prompt; ask in the test chat and open Inspect; deploy after
-seeing what changes; add a question that got no good answer to a QnA; then the official Azure SDK checks
-that production answers the edited text.  Keys made in the console show that a query key cannot edit and
+seeing what changes; the official Azure SDK checks that production answers the edited text; then the
+project opts in to the query log, and a question users asked production that got the default answer is
+added to a QnA from Analytics.  Keys made in the console show that a query key cannot edit and
 that a project-scoped key sees only its project.  A QnA whose answer holds ``<script>`` and an ``onerror``
 image is rendered inert.  Any error in the browser's console fails the test.  The screenshots in the
 README are taken here, so they show the console as it is.
@@ -126,6 +127,7 @@ def test_the_console_journey(server, browser):
     page.get_by_role("button", name="Create project").click()
     expect(page.get_by_role("heading", name="surface: QnAs")).to_be_visible()
     page.get_by_role("link", name="← Projects").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     page.get_by_label("Project", exact=True).fill("surface")
     page.get_by_label("File").set_input_files(str(MANUAL))
     page.get_by_role("button", name="Import").click()
@@ -153,6 +155,7 @@ def test_the_console_journey(server, browser):
 
     # the test chat: ask, follow the prompt, open Inspect
     page.get_by_role("link", name="Test").click()
+    expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
     page.get_by_label("Question").fill("How do I charge my Surface?")
     page.get_by_role("button", name="Ask").click()
     answer = page.locator(".chat .bot").first
@@ -181,6 +184,7 @@ def test_the_console_journey(server, browser):
 
     # deploy: the diff first, then production
     page.get_by_role("link", name="Deploy").click()
+    expect(page.get_by_role("heading", name="surface: deployments")).to_be_visible()
     page.get_by_label("Deployment name").fill("production")
     page.get_by_role("button", name="Show changes").click()
     expect(page.locator(".diff")).to_contain_text("Added: 172")
@@ -199,6 +203,32 @@ def test_the_console_journey(server, browser):
     again = client.get_answers(question=unanswered, project_name="surface", deployment_name="production")
     assert again.answers[0].qna_id == 4 and again.answers[0].confidence == 1.0
 
+    # analytics: the project opts in to the query log, a user asks production, and the question that got the
+    # default answer is added to a QnA from there; the next deploy would change that QnA
+    page.get_by_role("link", name="Analytics").click()
+    expect(page.get_by_role("heading", name="surface: analytics")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("The query log is off")
+    page.get_by_label("Log questions").check()
+    page.get_by_role("button", name="Save", exact=True).click()
+    wait_status(page, "The query log is on.")
+    missing = "is there a student discount"
+    for user in ("user-1", "user-2"):
+        got = client.get_answers(question=missing, project_name="surface", deployment_name="production",
+                                 user_id=user, confidence_threshold=0.9)
+        assert got.answers[0].qna_id == -1
+    client.get_answers(question="How do I charge my Surface?", project_name="surface", deployment_name="production",
+                       user_id="user-3")
+    page.get_by_label("Period").select_option("30")
+    unanswered = page.get_by_role("region", name="Unanswered").get_by_role("row", name=missing)
+    expect(unanswered).to_contain_text("2")
+    expect(page.locator("main")).to_contain_text("3 questions from 3 users")
+    page.screenshot(path=str(SHOTS / "console-analytics.png"), full_page=True)
+    unanswered.get_by_label(f'QnA to add "{missing}" to').fill("3")
+    unanswered.get_by_role("button", name="Add to QnA").click()
+    wait_status(page, f'"{missing}" is now an alternate question of QnA 3')
+    page.get_by_role("link", name="Deploy").click()
+    expect(page.locator(".diff")).to_contain_text("Changed: 1")
+
     # keys made in the console
     query_secret = new_key(page, "reader", "query")
     scoped_secret = new_key(page, "surface-author", "author", "surface")
@@ -214,6 +244,7 @@ def test_the_console_journey(server, browser):
     expect(page.locator(".refused")).to_contain_text("needs the author role")
     expect(page.get_by_role("button", name="Save")).to_have_count(0)
     page.get_by_role("link", name="Test").click()  # but it may ask production
+    expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
     page.get_by_label("Ask", exact=True).select_option("production")
     page.get_by_label("Question").fill("How do I charge my Surface?")
     page.get_by_role("button", name="Ask").click()
@@ -258,6 +289,7 @@ def test_hostile_answers_are_rendered_inert(server, browser):
     preview = page.locator(".preview")
     expect(preview).to_contain_text("<script>window.__xss = 1</script>")
     page.goto(f"{url}/#/p/hostile/chat")
+    expect(page.get_by_role("heading", name="hostile: test")).to_be_visible()
     page.get_by_label("Question").fill("is this safe")
     page.get_by_role("button", name="Ask").click()
     answer = page.locator(".chat .bot").first

@@ -6,6 +6,7 @@ import { showEditor } from "./editor.js";
 import { showChat } from "./chat.js";
 import { showDeploy } from "./deploy.js";
 import { showImprove } from "./improve.js";
+import { showAnalytics } from "./analytics.js";
 import { showKeys } from "./keys.js";
 
 const RANK = { query: 0, author: 1, admin: 2 };
@@ -72,6 +73,7 @@ export async function route() {
       if (tab === "chat") return await showChat(parts[1]);
       if (tab === "deploy") return await showDeploy(parts[1]);
       if (tab === "improve") return await showImprove(parts[1]);
+      if (tab === "analytics") return await showAnalytics(parts[1]);
       return await showEditor(parts[1]);
     }
     return await showProjects();

@@ -5,6 +5,7 @@ import { can, guard, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { refused, runJob, tabs } from "./projects.js";
+import { pending } from "./analytics.js";
 
 const PAGE = 25;
 
@@ -141,4 +142,11 @@ export async function showEditor(name) {
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
     h("div", { class: "split" }, listBox, editBox), targets, passageList));
   draw();
+  if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
+    const question = pending.question;
+    pending.question = null;
+    open(null);
+    editBox.querySelector("textarea").value = question;
+    state.dirty = true;
+  }
 }
