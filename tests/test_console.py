@@ -308,3 +308,32 @@ def test_the_page_is_served_with_a_strict_content_policy(server):
     script = httpx.get(url + "/console/app.js")
     assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
     assert httpx.get(url + "/console/nope.js").status_code == 404
+
+
+def test_a_development_file_is_measured_and_plotted(server, browser, tmp_path):
+    """Improve → Calibration on the sample project: the accuracy/rejection curves before and after the fit."""
+    url, secret = server
+    qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/openqna-faq/qnas",
+                     params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
+    ids = {question: q["id"] for q in qnas for question in q["questions"]}
+    dev = [("how do I launch the server", ids["How do I start the server?"]),
+           ("can I bring my QnA Maker export", ids["How do I import my QnA Maker knowledge base?"]),
+           ("does it work without internet", ids["Does it need an internet connection?"]),
+           ("how do I make a key", ids["How do I create an API key?"]),
+           ("can I store it in postgres", ids["Does it work with PostgreSQL?"]),
+           ("what does production mean", ids["What is the difference between test and production?"]),
+           ("what is the weather in Lima", "none"), ("recommend a good novel", "none"),
+           ("how tall is Everest", "none"), ("who painted the Mona Lisa", "none"), ("order a pizza", "none"),
+           ("does it read Japanese", ids["Does it understand Chinese or Japanese?"])]
+    file = tmp_path / "dev.tsv"
+    file.write_text("question\tqnaId\n" + "".join(f"{q}\t{a}\n" for q, a in dev), encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/openqna-faq/improve")
+    card = page.get_by_role("region", name="Calibration")
+    card.get_by_label("Development file").set_input_files(str(file))
+    card.get_by_role("button", name="Measure").click()
+    expect(card).to_contain_text("12 questions (7 in scope, 5 off-topic)", timeout=60_000)
+    assert card.locator("svg.plot polyline").count() == 4
+    card.screenshot(path=str(SHOTS / "console-calibration.png"))
+    tab.done()

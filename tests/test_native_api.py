@@ -204,3 +204,39 @@ def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(servic
     assert service.store.list_queries("faq", "2000-01-01T00:00:00Z") == []
     bad_days = httpx.get(f"{server.url}/openqna/projects/faq/analytics", params={"days": 0}, headers={"api-key": admin})
     assert bad_days.status_code == 400 and bad_days.json()["error"]["target"] == "days"
+
+
+def test_calibration_on_an_uploaded_development_file(secured):
+    """The curve `openqna calibrate` fits, over HTTP: before and after, saved only when asked, and reset."""
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    qnas = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
+    ids = {q["questions"][0]: q["id"] for q in qnas}
+    dev = [("I forgot my password", ids["How do I reset my password?"]),
+           ("how to change my password", ids["How do I reset my password?"]),
+           ("when do you open", ids["What are your opening hours?"]),
+           ("are you open on saturday", ids["What are your opening hours?"]),
+           ("do you deliver to france", ids["Do you ship abroad?"]),
+           ("international shipping", ids["Do you ship abroad?"]),
+           ("what is the capital of peru", "none"), ("tell me a joke", "none"), ("how tall is everest", "none"),
+           ("who won the world cup", "none"), ("my password does not work", ids["How do I reset my password?"]),
+           ("best pizza in town", "none")]
+    body = "question\tqnaId\n" + "".join(f"{q}\t{a}\n" for q, a in dev)
+    url = f"{server.url}/openqna/projects/faq/calibration"
+    out = httpx.post(url, content=body.encode(), headers={"api-key": admin}, timeout=60).json()
+    assert (out["questions"], out["inScope"], out["offTopic"], out["saved"]) == (12, 7, 5, False)
+    assert [p["threshold"] for p in out["fitted"]["curve"]][:3] == [0.0, 0.05, 0.1]
+    assert out["before"]["curve"][0]["rejected"] == 0.0 and out["before"]["curve"][-1]["rejected"] == 1.0
+    project = httpx.get(f"{server.url}{AUTHORING}/faq", params=VERSION, headers={"api-key": admin})
+    assert project.status_code == 200
+    saved = httpx.post(url, params={"save": "true"}, content=body.encode(), headers={"api-key": admin}, timeout=60)
+    assert saved.json()["saved"] is True
+    again = httpx.post(url, content=body.encode(), headers={"api-key": admin}, timeout=60).json()
+    assert again["before"]["scale"] == saved.json()["fitted"]["scale"]  # the fit is what queries now read
+    assert httpx.delete(url, headers={"api-key": admin}).status_code == 204
+    reset = httpx.post(url, content=body.encode(), headers={"api-key": admin}, timeout=60).json()
+    assert reset["before"]["scale"] == out["before"]["scale"]
+    bad = httpx.post(url, content=b"question\tqnaId\nwhat\tsoon\n", headers={"api-key": admin})
+    assert bad.status_code == 400 and "neither a QnA id nor 'none'" in bad.json()["error"]["message"]
+    few = httpx.post(url, content=b"what\tnone\n", headers={"api-key": admin})
+    assert few.status_code == 400 and "too few" in few.json()["error"]["message"]

@@ -14,6 +14,8 @@ error envelope (the console's other half speaks Azure):
 * ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
 * ``POST /openqna/projects/{project}/:inspect?deploymentName=`` — a ``:query-knowledgebases`` body
   answered with what each confidence is made of, and why the default answer was given when it was;
+* ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development
+  file: accuracy and rejection against the threshold before and after the fit (saved with ``save=true``);
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
   (``openqna.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
 """
@@ -21,6 +23,7 @@ error envelope (the console's other half speaks Azure):
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 from urllib.parse import quote
 
@@ -60,6 +63,11 @@ def key_json(key: ApiKey) -> dict[str, Any]:
     return {"id": key.id, "name": key.name, "role": key.role, "projects": key.projects, "created": key.created}
 
 
+def _share(x: float) -> float | None:
+    """A share for JSON: None when there were no questions of its kind (NaN is not JSON)."""
+    return None if math.isnan(x) else round(x, 4)
+
+
 def _why_default(answers: list[Answer], threshold: float, best: float | None) -> str | None:
     if answers and answers[0].qna is not None:
         return None
@@ -87,6 +95,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/passages", self.passages, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/diff", self.diff, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/:inspect", self.inspect, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/calibration", self.calibration, methods=["POST", "DELETE"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
         ]
@@ -231,6 +240,46 @@ class NativeRoutes:
         return JSONResponse({"answers": [answer_json(a) for a in given], "candidates": out, "threshold": threshold,
                              "defaultAnswerUsed": given[0].qna is None,
                              "defaultAnswerReason": _why_default(given, threshold, best)})
+
+    @handle_errors
+    async def calibration(self, request: Request) -> Response:
+        """``openqna calibrate`` over HTTP: the body is a development file (question, QnA id or ``none`` per
+        line); the answer is the accuracy/rejection curve before and after the fit, saved when ``save=true``.
+        DELETE goes back to the shipped calibration."""
+        from .. import calibrate as cal
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        proj = self.service.project(project)
+        if request.method == "DELETE":
+            cal.save(self.service, project, None)
+            return Response(status_code=204)
+        params = Body(dict(request.query_params))
+        deployment = params.string("deploymentName", max_len=100) or LIVE
+        threshold = params.number("threshold")
+        save = (request.query_params.get("save") or "false").lower() == "true"
+        raw = await request.body()
+        if len(raw) > LIMITS.body_bytes:
+            raise Refused(too_large())
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument("The development file must be UTF-8 text.") from None
+        pairs = cal.parse_pairs(text, params.string("name", max_len=200) or "the development file")
+        points = await run_query(cal.collect, self.service, project, pairs, deployment)
+        cal.check(points)
+        before, shipped = self.service.calibration(proj), self.service.shipped_calibration
+        fitted = cal.fit(points, shipped)
+        at = 0.5 if threshold is None else threshold
+        held = cal.cross_validated(points, at, shipped)
+        if save:
+            cal.save(self.service, project, fitted)
+        in_scope = sum(not p.off_topic for p in points)
+        return JSONResponse({
+            "questions": len(points), "inScope": in_scope, "offTopic": len(points) - in_scope, "threshold": at,
+            "before": {"scale": before.scale, "shift": before.shift, "curve": cal.curve(points, before)},
+            "fitted": {"scale": fitted.scale, "shift": fitted.shift, "curve": cal.curve(points, fitted)},
+            "crossValidated": {"answered": _share(held.in_scope), "rejected": _share(held.off_topic)}, "saved": save})
 
     # -- analytics -------------------------------------------------------------------------------------
     @handle_errors

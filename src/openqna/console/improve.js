@@ -3,6 +3,7 @@ import { all, call, get, operation, project } from "./api.js";
 import { can, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs, exportButtons } from "./projects.js";
+import { calibrationCard } from "./calibration.js";
 
 export async function showImprove(name) {
   if (!can("author", name)) return render(refused(name, "improve", "improving"));
@@ -43,5 +44,5 @@ export async function showImprove(name) {
   render(h("section", {}, tabs(name, "improve"), h("h1", {}, `${name}: improve`), progress,
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
       rows.length ? table(["QnA", "Question", "User question", "Count", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
-    h("div", { class: "grid" }, synForm, setForm)));
+    h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author)));
 }
