@@ -240,3 +240,27 @@ def test_calibration_on_an_uploaded_development_file(secured):
     assert bad.status_code == 400 and "neither a QnA id nor 'none'" in bad.json()["error"]["message"]
     few = httpx.post(url, content=b"what\tnone\n", headers={"api-key": admin})
     assert few.status_code == 400 and "too few" in few.json()["error"]["message"]
+
+
+def test_a_suggestion_is_rejected_and_no_longer_listed(secured):
+    server, admin = secured
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    qnas = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
+    qid = next(q["id"] for q in qnas if q["questions"][0] == "Do you ship abroad?")
+    r = httpx.post(f"{server.url}{AUTHORING}/faq/feedback", params=VERSION, headers={"api-key": admin}, json={
+        "records": [{"userId": "u", "userQuestion": "ship to norway?", "qnaId": qid},
+                    {"userId": "v", "userQuestion": "is delivery free", "qnaId": qid}]})
+    assert r.status_code == 204
+
+    def suggested() -> list[str]:
+        listed = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()
+        q = next(x for x in listed["value"] if x["id"] == qid)
+        return sorted(s["question"] for c in q["activeLearningSuggestions"] for s in c["suggestedQuestions"])
+
+    assert suggested() == ["is delivery free", "ship to norway?"]
+    url = f"{server.url}/openqna/projects/faq/suggestions/:reject"
+    assert httpx.post(url, json={"qnaId": qid, "question": "is delivery free"}, headers={"api-key": admin}).status_code == 204
+    assert suggested() == ["ship to norway?"]
+    again = httpx.post(url, json={"qnaId": qid, "question": "is delivery free"}, headers={"api-key": admin})
+    assert again.status_code == 404
+    assert httpx.post(url, json={"qnaId": qid}, headers={"api-key": admin}).status_code == 400

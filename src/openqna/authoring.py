@@ -202,6 +202,20 @@ class Authoring:
         self.store.delete_feedback(project, qna_id, question)
         return qna
 
+    def reject_suggestion(self, project: str, qna_id: int, question: str) -> bool:
+        """Drop a suggested question of a QnA (the user feedback sent with it, and the imported suggestion
+        clusters' copies); False when the QnA had no such suggestion."""
+        qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
+        if qna is None:
+            raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        dropped = self.store.delete_feedback(project, qna_id, question) > 0
+        kept = without_questions(qna.suggested_questions, {question})
+        if kept != qna.suggested_questions:
+            qna.suggested_questions = kept
+            self.service.upsert(project, [qna], match_content=False)
+            dropped = True
+        return dropped
+
     # -- sources -------------------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
         """Registered sources, plus every record source that came from an import or an edit."""

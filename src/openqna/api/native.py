@@ -16,6 +16,7 @@ error envelope (the console's other half speaks Azure):
   answered with what each confidence is made of, and why the default answer was given when it was;
 * ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development
   file: accuracy and rejection against the threshold before and after the fit (saved with ``save=true``);
+* ``POST /openqna/projects/{project}/suggestions/:reject`` — drop an active-learning suggestion;
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
   (``openqna.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
 """
@@ -96,6 +97,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/diff", self.diff, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/:inspect", self.inspect, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/calibration", self.calibration, methods=["POST", "DELETE"]),
+            Route(f"{PREFIX}/projects/{{project}}/suggestions/:reject", self.reject, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
         ]
@@ -280,6 +282,23 @@ class NativeRoutes:
             "before": {"scale": before.scale, "shift": before.shift, "curve": cal.curve(points, before)},
             "fitted": {"scale": fitted.scale, "shift": fitted.shift, "curve": cal.curve(points, fitted)},
             "crossValidated": {"answered": _share(held.in_scope), "rejected": _share(held.off_topic)}, "saved": save})
+
+    @handle_errors
+    async def reject(self, request: Request) -> Response:
+        """Reject an active-learning suggestion: ``{"qnaId", "question"}``; accepting one is a QnA update."""
+        from ..authoring import Authoring
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        raw = await read_json(request)
+        body = Body(raw if isinstance(raw, dict) else {})
+        qna_id, question = body.integer("qnaId", lo=1), body.string("question", max_len=1000)
+        if qna_id is None or not question:
+            raise InvalidArgument("The body must be {\"qnaId\": id, \"question\": \"the suggested question\"}.")
+        self.service.project(project)
+        if not await run_in_threadpool(Authoring(self.service).reject_suggestion, project, qna_id, question):
+            raise NotFound(f"QnA {qna_id} has no suggestion '{question}'.")
+        return Response(status_code=204)
 
     # -- analytics -------------------------------------------------------------------------------------
     @handle_errors

@@ -19,7 +19,14 @@ export async function showImprove(name) {
             const value = { id: q.id, questions: [...q.questions, s.question], answer: q.answer, metadata: q.metadata,
               source: q.source, dialog: q.dialog, ifLastUpdated: q.lastUpdatedDateTime };
             if (await runJob("Accepting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [{ op: "replace", value }], { onStatus }))) route();
-          } }, "Accept") : ""]);
+          } }, "Accept") : "",
+          author ? h("button", { type: "button", class: "secondary", onclick: async () => {
+            try {
+              await call("POST", `/openqna/projects/${encodeURIComponent(name)}/suggestions/:reject`, { qnaId: q.id, question: s.question });
+              say(`Rejected "${s.question}".`);
+              route();
+            } catch (e) { fail(e); }
+          } }, "Reject") : ""]);
       }
     }
   }
@@ -43,6 +50,6 @@ export async function showImprove(name) {
   author ? h("button", { type: "submit" }, "Save settings") : null, exportButtons(name, progress));
   render(h("section", {}, tabs(name, "improve"), h("h1", {}, `${name}: improve`), progress,
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
-      rows.length ? table(["QnA", "Question", "User question", "Count", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
+      rows.length ? table(["QnA", "Question", "User question", "Count", "", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
     h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author)));
 }
