@@ -284,7 +284,20 @@ def test_hostile_answers_are_rendered_inert(server, browser):
     poll_job(hostile.headers["Operation-Location"], secret)
     tab = Console(browser, url, width=390, height=800)  # a narrow window too
     page = tab.sign_in(secret)
-    page.get_by_role("link", name="hostile").click()
+    # by keyboard: a page puts focus on its heading, Tab reaches its controls with a visible focus ring,
+    # and the skip link shows when focused
+    skip = page.get_by_role("link", name="Skip to content")
+    skip.focus()
+    assert skip.bounding_box()["x"] >= 0
+    page.get_by_role("heading", name="Projects").focus()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "hostile":
+            break
+    expect(page.get_by_role("link", name="hostile")).to_be_focused()
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="hostile: QnAs")).to_be_visible()
     page.get_by_role("button", name="is this safe").click()
     preview = page.locator(".preview")
     expect(preview).to_contain_text("<script>window.__xss = 1</script>")

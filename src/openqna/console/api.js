@@ -14,7 +14,7 @@ export class ApiError extends Error {
 }
 
 function withVersion(path) {
-  if (!path.startsWith("/language/")) return path;
+  if (!path.startsWith("/language/") || path.includes("api-version=")) return path;
   return path + (path.includes("?") ? "&" : "?") + "api-version=" + API_VERSION;
 }
 
@@ -46,7 +46,8 @@ export async function all(path) {
   let url = withVersion(path + (path.includes("?") ? "&" : "?") + "maxpagesize=1000");
   const items = [];
   while (url) {
-    const { data } = await call("GET", url.replace(location.origin, ""));
+    const next = new URL(url, location.origin); // nextLink is absolute (OPENQNA_PUBLIC_URL behind a proxy)
+    const { data } = await call("GET", next.pathname + next.search);
     items.push(...data.value);
     url = data.nextLink || null;
   }
