@@ -22,7 +22,7 @@ from ..retrieval.filters import And, Filter, MetaEq, Or, SourceIn
 from ..service import Answer, AskRequest, Service, SpanRequest
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .concurrency import run_query
-from .query_log import log_answer
+from .query_log import ask_and_log
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -171,9 +171,7 @@ class AzureRuntime:
             raise InvalidArgument("The 'deploymentName' query parameter is required.", target="deploymentName")
         raw = await read_json(request)
         req = parse_ask(raw)
-        answers = await run_query(self.service.ask, project, deployment, req)
-        if req.qna_id is None and req.question:
-            await log_answer(self.query_log, project, deployment, req.question, Body(raw).get("userId"), answers)
+        answers = await ask_and_log(self.service, self.query_log, project, deployment, req, Body(raw).get("userId"))
         return JSONResponse({"answers": [answer_json(a) for a in answers]})
 
     @handle_errors

@@ -32,9 +32,8 @@ from ..service import Answer, AskRequest, Service, SpanRequest
 from .auth import secret_from_headers
 from .azure import optional_id, question_and_context
 from .azure_wire import Body
-from .concurrency import run_query
 from .errors import qnamaker_error, unauthorized_message
-from .query_log import log_answer
+from .query_log import ask_and_log
 
 log = logging.getLogger("openqna")
 
@@ -217,15 +216,13 @@ class QnAMakerRuntime:
             return Response(status_code=204)
         req, deployment = parse_generate_answer(raw, preview="/v5.0-preview" in request.url.path)
         try:
-            answers = await run_query(self.service.ask, project.name, deployment, req)
+            user = Body(raw).get("userId") if isinstance(raw, dict) else None
+            answers = await ask_and_log(self.service, self.query_log, project.name, deployment, req, user)
         except NotFound as exc:
             if deployment != PRODUCTION or "Deployment" not in exc.message:
                 raise
             raise Refusal(404, "KbNotFound", f"Knowledge base '{project.name}' has not been published: deploy it to "
                                              "'production', or send \"isTest\": true to ask its test index.") from None
-        if req.qna_id is None and req.question:
-            user = Body(raw).get("userId") if isinstance(raw, dict) else None
-            await log_answer(self.query_log, project.name, deployment, req.question, user, answers)
         return JSONResponse({"answers": [answer_json(a) for a in answers], "debugInfo": None,
                              "activeLearningEnabled": True})
 
