@@ -77,8 +77,9 @@ class Catalog:
         return self.store.list_deployments(project)
 
     # -- records -----------------------------------------------------------------------------
-    def records(self, project: str, deployment: str = LIVE) -> list[QnA]:
-        return self.store.list_qnas(project, deployment)
+    def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None) -> list[QnA]:
+        """The records of one deployment by id; ``offset`` and ``limit`` read one page of them."""
+        return self.store.list_qnas(project, deployment, offset, limit)
 
     def count(self, project: str, deployment: str = LIVE) -> int:
         return self.store.count_qnas(project, deployment)
