@@ -60,8 +60,13 @@ serve: $(VENV)/.installed
 	.venv-botbuilder/bin/pip install -q botbuilder-ai==4.17.0 botbuilder-core==4.17.0
 	touch $@
 
+# The console's browser test (tests/test_console.py) drives Debian's chromium through Playwright; Playwright's
+# own browser download is never used.  Installed here on a fresh machine (needs root, as `make test` has).
+/usr/bin/chromium:
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
 # Style and imports (ruff), types (mypy: the strictness per module is in pyproject.toml), then the tests.
-test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbuilder/.installed
+test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbuilder/.installed /usr/bin/chromium
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

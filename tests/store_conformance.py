@@ -179,6 +179,20 @@ def test_feedback_is_counted_per_question(kb):
     assert kb.list_feedback("kb1") == {1: [("battery dies fast", 2)]}
 
 
+def test_the_query_log_keeps_questions_by_time_and_forgets_old_ones(kb):
+    from openqna.store import LoggedQuery
+
+    old = LoggedQuery("2026-01-01T10:00:00Z", "production", "where is my order", "h1", -1, 0.0)
+    new = [LoggedQuery("2026-03-01T09:00:00Z", "production", "battery dies fast", "h2", 1, 0.4),
+           LoggedQuery("2026-03-02T09:00:00Z", "staging", "battery dies fast", "h1", 1, 0.91)]
+    kb.log_queries("kb1", [old, *new])
+    assert kb.list_queries("kb1", "2026-01-01T00:00:00Z") == [old, *new]
+    assert kb.list_queries("kb1", "2026-02-01T00:00:00Z") == new
+    assert kb.delete_queries("kb1", "2026-02-01T00:00:00Z") == 1
+    assert kb.list_queries("kb1", "2000-01-01T00:00:00Z") == new
+    assert kb.delete_queries("kb1") == 2 and kb.list_queries("kb1", "2000-01-01T00:00:00Z") == []
+
+
 def test_jobs_persist(store):
     from openqna.store import Job
 

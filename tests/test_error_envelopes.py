@@ -16,16 +16,20 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from openqna.api.console import CONSOLE_DIR
 from openqna.keys import create_key
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
 from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
-UNSECURED = {"/healthz"}  # answers load balancers without a key, and takes no input that can be wrong
+# /healthz answers load balancers without a key, /openqna/whoami tells a page whether it needs one, and the
+# console's files (/ and /console/...) are public; none takes input that can be wrong.
+UNSECURED = {"/healthz", "/openqna/whoami", "/", *(f"/console/{p.name}" for p in CONSOLE_DIR.iterdir())}
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 # Azure authoring creates a project that a PATCH or an import names: an unknown name is no error there.
-CREATES = {("PATCH", "/projects/{project}"), ("POST", "/projects/{project}/:import")}
+CREATES = {("PATCH", "/projects/{project}"), ("POST", "/projects/{project}/:import"),
+           ("POST", "/projects/{project}/files")}
 
 
 def azure(body: Any) -> bool:
@@ -71,6 +75,7 @@ DIALECTS: dict[str, Callable[[Any], bool]] = {
     "/tools/": tools,
     "/get_related_": tools,
     "/mcp": mcp,
+    "/openqna/": azure,  # openqna's own routes (api/native.py), beside the Azure routes the console also calls
 }
 
 

@@ -65,9 +65,14 @@ def readme_table() -> dict[tuple[str, str], dict[str, str]]:
 
 
 def row_for(table: dict[tuple[str, str], dict[str, str]], method: str, path: str) -> dict[str, str] | None:
-    """The table row of a route: its exact path, or a row written ``…/rest`` that every prefix shares."""
+    """The table row of a route: its exact path, a row written ``…/rest`` that every prefix shares, or a row
+    written ``/prefix/*`` that covers every file under it (the console's)."""
     if (path, method) in table:
         return table[(path, method)]
+    files = [row for (route, m), row in table.items() if m == method and route.endswith("/*")
+             and path.startswith(route[:-1])]
+    if files:
+        return files[0]
     shared = [row for (route, m), row in table.items()
               if m == method and route.startswith("…") and path.endswith(route[1:])]
     assert len(shared) <= 1, f"{method} {path} matches more than one '…' row"
@@ -163,7 +168,11 @@ class World:
                 attached = self.client.post(f"/v1/vector_stores/{self.store_id}/files", headers=self.headers("admin"),
                                             json={"file_id": values["file_id"]})
                 assert attached.status_code == 200, attached.text
-        if "{jobId}" in route:
+        if route == "/openqna/keys/{keyId}":
+            values["keyId"] = create_key(self.service.store, name="victim", role="query")[0].id
+        if route == "/openqna/jobs/{jobId}":
+            values["jobId"] = self.jobs["import"]
+        elif "{jobId}" in route:
             kind = route.split("/{jobId}")[0].split("/")[-1]
             values["jobId"] = self.jobs[kind if kind == "deletion-jobs" else route.split("/{project}/")[1].split("/")[0]]
         return re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], route)
@@ -172,7 +181,7 @@ class World:
         if route == "/mcp":
             return {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": "search", "arguments": {"kb": "kb", "subject": "shipping"}}}
-        if route in ("/language/:query-knowledgebases",):
+        if route in ("/language/:query-knowledgebases", "/openqna/projects/{project}/:inspect"):
             return {"question": "How long is shipping?"}
         if route == "/language/:query-text":
             return {"question": "How long?", "records": [{"id": "1", "text": "Shipping takes ten days."}]}

@@ -5,6 +5,7 @@ knows records, not wire formats or HTTP routes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -18,7 +19,7 @@ from .fetch import fetch as safe_fetch
 from .formats import export_archive, is_archive, read_file, read_json
 from .formats.azure_json import hoist_prompt_qnas
 from .ingest import parse_document
-from .records import FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from .records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .service import Service
 from .store import Job, Project, Source
 
@@ -32,6 +33,8 @@ class QnaOp:
     op: str  # add | replace | delete
     qna: QnA
     keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
+    # openqna's precondition (``ifLastUpdated`` in the op): the QnA's lastUpdatedDateTime the edit started from
+    if_last_updated: str | None = None
 
 
 @dataclass
@@ -119,12 +122,16 @@ class Authoring:
         writes: list[QnA] = []
         deletes: list[int] = []
         errors = []
+        conflicts = []
         for i, op in enumerate(ops):
             qid = op.qna.id
             if op.op == "add" and qid is not None and qid in existing:
                 errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
             elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
                 errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
+            elif op.if_last_updated and existing[qid].last_updated != op.if_last_updated:
+                conflicts.append(f"[{i}] {op.op}: QnA {qid} was changed elsewhere at {existing[qid].last_updated} "
+                              f"(this edit started from {op.if_last_updated}); reload it and apply the edit again.")
             elif op.op == "delete":
                 deletes.append(qid)
             else:
@@ -133,6 +140,8 @@ class Authoring:
                 writes.append(op.qna)
         if errors:
             raise InvalidArgument(" ".join(errors))
+        if conflicts:
+            raise Conflict(" ".join(conflicts))
         feedback = self.store.list_feedback(project)
         for q in writes:
             q.normalised()
@@ -192,6 +201,20 @@ class Authoring:
             self.service.upsert(project, [qna], match_content=False)
         self.store.delete_feedback(project, qna_id, question)
         return qna
+
+    def reject_suggestion(self, project: str, qna_id: int, question: str) -> bool:
+        """Drop a suggested question of a QnA (the user feedback sent with it, and the imported suggestion
+        clusters' copies); False when the QnA had no such suggestion."""
+        qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
+        if qna is None:
+            raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        dropped = self.store.delete_feedback(project, qna_id, question) > 0
+        kept = without_questions(qna.suggested_questions, {question})
+        if kept != qna.suggested_questions:
+            qna.suggested_questions = kept
+            self.service.upsert(project, [qna], match_content=False)
+            dropped = True
+        return dropped
 
     # -- sources -------------------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
@@ -271,6 +294,20 @@ class Authoring:
             return
         given = content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
+
+    def import_file(self, project: str, name: str, data: bytes) -> None:
+        """One uploaded file, as ``openqna import`` reads it: QnA files merge into the project (creating it),
+        a document's QnAs and passages become the records of its source."""
+        try:
+            document = parse_document(name, data) if is_document(name, data) else None
+            content = read_file(name, data) if document is None else None
+        except FormatError as exc:
+            raise InvalidArgument(exc.message) from None
+        self._ensure_project(project, None)
+        if document is not None:
+            ingest_document(self.service, project, document)
+        elif content is not None:
+            self.service.import_content(project, content)
 
     def _ensure_project(self, project: str, metadata) -> Project:
         meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
@@ -367,13 +404,16 @@ class Authoring:
                 inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
                 ops.extend(QnaOp("add", q) for q in read_json({"assets": {"qnas": inline}}).qnas)
                 ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
-                                 keep_questions=bool(o.get("keepQuestions"))))
+                                 keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated")))
             self.update_qnas(job.project, ops)
 
         def sources(job: Job) -> None:
             self.update_sources(job.project, [SourceOp(o["op"], Source(**o["source"]), o["refresh"])
                                               for o in job.params["ops"]])
 
+        def upload(job: Job) -> None:
+            self.import_file(job.project, job.params["name"], base64.b64decode(job.params["data"]))
+
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
-                "sources": sources}
+                "sources": sources, "upload": upload}
 

@@ -55,14 +55,19 @@ def read_pairs(path: Path) -> list[Pair]:
 
     A first row whose second cell is not a number or ``none`` is taken as a header.
     """
-    text = path.read_text(encoding="utf-8-sig")
+    return parse_pairs(path.read_text(encoding="utf-8-sig"), path.name)
+
+
+def parse_pairs(text: str, name: str) -> list[Pair]:
+    """``read_pairs`` on a file's text (an upload); ``name`` is how messages call it."""
+    text = text.lstrip("\ufeff")
     dialect = "excel-tab" if "\t" in text.split("\n", 1)[0] else "excel"
     pairs: list[Pair] = []
     for line, row in enumerate(csv.reader(text.splitlines(), dialect=dialect), start=1):
         if not row or not any(cell.strip() for cell in row):
             continue
         if len(row) < 2 or not row[0].strip():
-            raise InvalidArgument(f"{path.name} line {line}: expected 'question<TAB>qna id or none'.")
+            raise InvalidArgument(f"{name} line {line}: expected 'question<TAB>qna id or none'.")
         question, expected = row[0].strip(), row[1].strip().lower()
         if expected == "none":
             pairs.append(Pair(question, None))
@@ -71,7 +76,7 @@ def read_pairs(path: Path) -> list[Pair]:
         elif line == 1 and not pairs:
             continue  # header
         else:
-            raise InvalidArgument(f"{path.name} line {line}: '{row[1]}' is neither a QnA id nor 'none'.")
+            raise InvalidArgument(f"{name} line {line}: '{row[1]}' is neither a QnA id nor 'none'.")
     return pairs
 
 
@@ -171,3 +176,17 @@ def save(service: Service, project: str, calibration: Calibration | None) -> Non
     else:
         proj.settings["calibration"] = {"scale": calibration.scale, "shift": calibration.shift}
     service.store.update_project(proj)
+
+
+CURVE_STEPS = 20  # the accuracy/rejection curve is read at thresholds 0, 0.05, ..., 1
+
+
+def curve(points: list[Point], calibration: Calibration) -> list[dict[str, float | None]]:
+    """In-scope answered right and off-topic rejected at each threshold: what a threshold buys and costs."""
+    out: list[dict[str, float | None]] = []
+    for i in range(CURVE_STEPS + 1):
+        t = i / CURVE_STEPS
+        s = score(points, calibration, t)
+        out.append({"threshold": round(t, 2), "answered": round(s.in_scope, 4) if s.in_scope == s.in_scope else None,
+                    "rejected": round(s.off_topic, 4) if s.off_topic == s.off_topic else None})
+    return out  # None where there are no questions of that kind

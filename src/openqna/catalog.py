@@ -77,8 +77,9 @@ class Catalog:
         return self.store.list_deployments(project)
 
     # -- records -----------------------------------------------------------------------------
-    def records(self, project: str, deployment: str = LIVE) -> list[QnA]:
-        return self.store.list_qnas(project, deployment)
+    def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None) -> list[QnA]:
+        """The records of one deployment by id; ``offset`` and ``limit`` read one page of them."""
+        return self.store.list_qnas(project, deployment, offset, limit)
 
     def count(self, project: str, deployment: str = LIVE) -> int:
         return self.store.count_qnas(project, deployment)
@@ -93,6 +94,28 @@ class Catalog:
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
         self.store.set_synonyms(project, groups)
 
+    def diff(self, project: str, deployment: str) -> dict[str, list[dict[str, object]]]:
+        """What deploying would change in ``deployment``: the QnAs and passages ``test`` has and it lacks
+        (``added``), has with other content (``changed``) and lacks (``deleted``), each as id and first question.
+
+        A deployment that does not exist yet holds nothing, so everything is added.
+        """
+        live = {q.id: q for q in self.records(project)}
+        known = {d.name.lower() for d in self.deployments(project)}
+        deployed = {q.id: q for q in self.records(project, deployment)} if deployment.lower() in known else {}
+
+        def item(q: QnA) -> dict[str, object]:
+            return {"id": q.id, "question": q.questions[0] if q.questions else "", "kind": q.kind}
+
+        return {"added": [item(q) for i, q in live.items() if i not in deployed],
+                "changed": [item(q) for i, q in live.items() if i in deployed and _content(q) != _content(deployed[i])],
+                "deleted": [item(q) for i, q in deployed.items() if i not in live]}
+
     def content(self, project: str, deployment: str = LIVE) -> KnowledgeBaseContent:
         """Records and synonyms of one deployment, as the file formats write them."""
         return KnowledgeBaseContent(self.records(project, deployment), self.synonyms(project, deployment))
+
+
+def _content(q: QnA) -> tuple[object, ...]:
+    """What a QnA answers with: everything but its id, its write time and its suggestions."""
+    return (q.questions, q.answer, q.source, q.metadata, q.dialog, q.kind, q.fields)

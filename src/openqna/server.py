@@ -16,8 +16,10 @@ from . import __version__
 from .answers import get_completer
 from .api.azure import AzureRuntime
 from .api.azure_authoring import AzureAuthoring
+from .api.console import console_routes
 from .api.errors import azure_error, qnamaker_error
 from .api.mcp import mcp_app
+from .api.native import NativeRoutes
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
 from .api.qnamaker import QnAMakerRuntime, is_qnamaker_path
@@ -25,6 +27,7 @@ from .api.tools import Tools
 from .authoring import Authoring
 from .jobs import JobRunner
 from .keys import Authorizer
+from .query_log import QueryLog
 from .service import Service
 from .tokens import TokenValidator
 from .vector_stores import VectorStores
@@ -52,8 +55,9 @@ def create_app(service: Service) -> Starlette:
     A bad issuer setting raises ``IssuerConfigError`` here, before anything listens.
     """
     authorizer = Authorizer(service.store, TokenValidator.from_settings())
-    azure = AzureRuntime(service, authorizer)
-    qnamaker = QnAMakerRuntime(service, authorizer)
+    query_log = QueryLog(service.store)
+    azure = AzureRuntime(service, authorizer, query_log)
+    qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     jobs = JobRunner(service.store, Authoring(service).handlers())
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)
@@ -63,6 +67,7 @@ def create_app(service: Service) -> Starlette:
                           on_file_deleted=stores_core.detach_everywhere)
     vector_stores = VectorStoreRoutes(stores_core, authorizer)
     mcp = mcp_app(service, authorizer)
+    native = NativeRoutes(service, authorizer, jobs, query_log)
 
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
@@ -90,7 +95,8 @@ def create_app(service: Service) -> Starlette:
         jobs.shutdown()
 
     routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
-              *openai.routes(), *vector_stores.routes(), *mcp.routes()]
+              *openai.routes(), *vector_stores.routes(), *mcp.routes(), *native.routes(),
+              *console_routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: crashed},
                     lifespan=lifespan)
     app.state.jobs = jobs

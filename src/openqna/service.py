@@ -67,6 +67,7 @@ class AskRequest:
     filter: Filter | None = None
     include_unstructured: bool = False
     span: SpanRequest | None = None
+    explain: bool = False  # fill Answer.parts (the console's Inspect)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Answer:
     confidence: float
     span: Span | None = None
     default_text: str = ""
+    parts: dict[str, float] = field(default_factory=dict)  # ranker.Ranked.parts, when the request asked
 
 
 @dataclass
@@ -420,7 +422,8 @@ class Service(Catalog):
     def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
         ranked, vector = self.rank(project, deployment, index, req)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
-        return [Answer(qnas[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in qnas], vector
+        return [Answer(qnas[r.record_id], round(r.confidence, 4), parts=r.parts) for r in ranked
+                if r.record_id in qnas], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
@@ -457,7 +460,7 @@ class Service(Catalog):
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
                                               vectors, options)
         ranked = ranker.rank(index, question, vector, eligible, logit_offsets=offsets, top=req.top,
-                             keywords=expanded, threshold=req.threshold, **options)
+                             keywords=expanded, threshold=req.threshold, explain=req.explain, **options)
         return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,

@@ -16,11 +16,13 @@ from starlette.routing import Route
 
 from ..formats.limits import LIMITS
 from ..keys import Authorizer
+from ..query_log import QueryLog
 from ..records import InvalidArgument
 from ..retrieval.filters import And, Filter, MetaEq, Or, SourceIn
 from ..service import Answer, AskRequest, Service, SpanRequest
 from .azure_wire import Body, authorize, handle_errors, read_json
 from .concurrency import run_query
+from .query_log import ask_and_log
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -147,9 +149,10 @@ def _index_converter(kind: str, text: str):
 
 # -- routes ----------------------------------------------------------------------------------
 class AzureRuntime:
-    def __init__(self, service: Service, authorizer: Authorizer):
+    def __init__(self, service: Service, authorizer: Authorizer, query_log: QueryLog | None = None):
         self.service = service
         self.authorizer = authorizer
+        self.query_log = query_log or QueryLog(service.store)
 
     def routes(self) -> list[Route]:
         return [
@@ -166,8 +169,9 @@ class AzureRuntime:
             raise InvalidArgument("The 'projectName' query parameter is required.", target="projectName")
         if not deployment:
             raise InvalidArgument("The 'deploymentName' query parameter is required.", target="deploymentName")
-        req = parse_ask(await read_json(request))
-        answers = await run_query(self.service.ask, project, deployment, req)
+        raw = await read_json(request)
+        req = parse_ask(raw)
+        answers = await ask_and_log(self.service, self.query_log, project, deployment, req, Body(raw).get("userId"))
         return JSONResponse({"answers": [answer_json(a) for a in answers]})
 
     @handle_errors

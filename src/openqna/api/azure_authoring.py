@@ -117,20 +117,30 @@ def source_json(s: Source, records_url: str) -> dict:
     return out
 
 
-def _paged(request: Request, items: list) -> dict:
+def _paged(request: Request, items: list, convert=None) -> dict:
+    """One page of ``items``; ``convert`` (item -> JSON) runs on that page only."""
+    return _paged_fetch(request, len(items), lambda skip, count: items[skip : skip + count], convert)
+
+
+def _paged_fetch(request: Request, total: int, fetch, convert=None) -> dict:
+    """One page of a collection of ``total`` items that ``fetch(skip, count)`` reads, so a large collection is
+    read a page at a time (measured: fetching 10k QnAs in pages of 1,000 took 8.0 s when every page read and
+    converted all of them, 1.7 s reading one page at a time; bench/console.py)."""
     q = request.query_params
     body = Body(dict(q))
     skip = body.integer("skip", lo=0) or 0
     top = body.integer("top", lo=0)
     size = body.integer("maxpagesize", lo=1, hi=MAX_PAGE) or DEFAULT_PAGE
-    rest = items[skip:] if top is None else items[skip : skip + top]
-    page = rest[:size]
-    out: dict = {"value": page}
-    if len(rest) > len(page):
+    end = total if top is None else min(total, skip + top)
+    left = max(0, end - skip)
+    count = min(left, size)
+    page = fetch(skip, count) if count else []
+    out: dict = {"value": page if convert is None else [convert(x) for x in page]}
+    if left > count:
         params = {k: v for k, v in q.items() if k not in ("skip", "top")}
-        params["skip"] = str(skip + len(page))
+        params["skip"] = str(skip + count)
         if top is not None:
-            params["top"] = str(top - len(page))
+            params["top"] = str(top - count)
         out["nextLink"] = f"{_base(request)}{_url_path(request.url.path)}?{urlencode(params)}"
     return out
 
@@ -399,11 +409,13 @@ class AzureAuthoring:
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
             source = request.query_params.get("source")
-            items = self.service.records(name)
-            if source:
-                items = [q for q in items if q.source.lower() == source.lower()]
             feedback = self.authoring.suggestions(name)
-            return JSONResponse(_paged(request, [qna_json(q, feedback.get(q.id, [])) for q in items]))
+            convert = lambda q: qna_json(q, feedback.get(q.id, []))  # noqa: E731
+            if not source:  # read one page of records, not all of them for every page
+                return JSONResponse(_paged_fetch(request, self.service.count(name), lambda skip, count:
+                                                 self.service.records(name, offset=skip, limit=count), convert))
+            items = [q for q in self.service.records(name) if q.source.lower() == source.lower()]
+            return JSONResponse(_paged(request, items, convert))
         ops = self._ops(await read_json(request))
         self._existing(name)
         parsed = []
@@ -422,7 +434,9 @@ class AzureAuthoring:
                     raise InvalidArgument(f"[{i}].value.id is required to delete a QnA.", target=f"[{i}].value.id")
                 value = {"id": qid}
             else:
-                value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime",)}
+                # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
+                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
                 if op == "add" and Body(value).integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
@@ -434,8 +448,8 @@ class AzureAuthoring:
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
-                if keep:
-                    parsed.append({"op": op, "value": value, "keepQuestions": True})
+                if keep or since:
+                    parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
                     continue
             parsed.append({"op": op, "value": value})
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)

@@ -26,13 +26,14 @@ from ..catalog import LIVE, Project
 from ..filter_ast import And, Filter, MetaEq, Or, SourceIn
 from ..formats.limits import LIMITS
 from ..keys import Authorizer, allows
+from ..query_log import QueryLog
 from ..records import InvalidArgument, NotFound, OpenQnAError
 from ..service import Answer, AskRequest, Service, SpanRequest
 from .auth import secret_from_headers
 from .azure import optional_id, question_and_context
 from .azure_wire import Body
-from .concurrency import run_query
 from .errors import qnamaker_error, unauthorized_message
+from .query_log import ask_and_log
 
 log = logging.getLogger("openqna")
 
@@ -192,10 +193,11 @@ def answers_errors(endpoint: Callable[..., Awaitable[Response]]) -> Callable[...
 
 # -- routes ---------------------------------------------------------------------------------------
 class QnAMakerRuntime:
-    def __init__(self, service: Service, authorizer: Authorizer):
+    def __init__(self, service: Service, authorizer: Authorizer, query_log: QueryLog | None = None):
         self.service = service
         self.authoring = Authoring(service)
         self.authorizer = authorizer
+        self.query_log = query_log or QueryLog(service.store)
 
     def routes(self) -> list[Route]:
         return [Route(f"{prefix}/knowledgebases/{{kbId}}/{{action}}", self.dispatch, methods=["POST"])
@@ -214,7 +216,8 @@ class QnAMakerRuntime:
             return Response(status_code=204)
         req, deployment = parse_generate_answer(raw, preview="/v5.0-preview" in request.url.path)
         try:
-            answers = await run_query(self.service.ask, project.name, deployment, req)
+            user = Body(raw).get("userId") if isinstance(raw, dict) else None
+            answers = await ask_and_log(self.service, self.query_log, project.name, deployment, req, user)
         except NotFound as exc:
             if deployment != PRODUCTION or "Deployment" not in exc.message:
                 raise

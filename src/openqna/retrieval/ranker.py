@@ -11,7 +11,7 @@ An exact question match scores 1.0, as in Azure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from weakref import WeakKeyDictionary
 
@@ -30,6 +30,9 @@ from .postings import K1
 class Ranked:
     record_id: int
     confidence: float
+    # What the confidence is made of, when ``rank(..., explain=True)`` asked (the console's Inspect):
+    # the features, and the logit parts added to their calibrated sum.
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 # In candidate mode (large indexes), how many of each kind of candidate a query scores: the
@@ -229,6 +232,7 @@ def rank(
     flt: Filter | None = None,
     reads_cjk: bool = True,
     keywords: str | None = None,
+    explain: bool = False,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -243,6 +247,7 @@ def rank(
     ``keywords`` (default: ``question``) is the text whose words the keyword features read, such as the
     question expanded with its synonyms; the exact match reads ``question`` itself, so an expansion never
     hides a stored question asked word for word.
+    ``explain`` fills each result's ``parts`` with its features and the logit parts added to them.
     """
     if index.n == 0 or not eligible.any():
         return []
@@ -255,12 +260,16 @@ def rank(
     if not len(f.rows):
         return []
     logit = c.logit(f, question_only)
+    base = logit.copy()
+    adapted = np.zeros_like(logit)
     adaptation = _adaptation(index, c)
     if adaptation is not None:  # read relative to this KB's typical right answer
         extra = adaptation.logit(query_vector, f.rows)
         if extra is not None:
             logit += extra
+            adapted += extra
         logit -= adaptation.offset
+        adapted -= adaptation.offset
     elif c.typical is not None:
         logit -= c.typical
     logit = c.scale * logit + c.shift
@@ -273,14 +282,16 @@ def rank(
     if unread and lex is not None:
         lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages)
         logit = (1.0 - unread) * logit + unread * lexical
+    context = np.zeros_like(logit)
     for row in boosted_rows:
         i = _position(f.rows, row)
         if i is not None:
-            logit[i] += c.scale * c.context_boost
+            context[i] += c.scale * c.context_boost
     for row, offset in offsets.items():
         i = _position(f.rows, row)
         if i is not None:
-            logit[i] += offset
+            context[i] += offset
+    logit += context
     confidence = sigmoid(logit)
     for row in exact_rows:
         i = _position(f.rows, row)
@@ -291,5 +302,20 @@ def rank(
     k = min(top, len(f.rows))
     best = np.argpartition(-confidence, k - 1)[:k]
     best = best[np.argsort(-confidence[best], kind="stable")]
-    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i])) for i in best
-            if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+    exact = set(exact_rows)
+    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]),
+                   _parts(f, i, base, adapted, context, logit, int(f.rows[i]) in exact) if explain else {})
+            for i in best if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+
+
+FEATURE_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "bm25")
+
+
+def _parts(f: Features, i: int, base: np.ndarray, adapted: np.ndarray, context: np.ndarray, logit: np.ndarray,
+           exact: bool) -> dict[str, float]:
+    """Row ``i``'s features and logit parts: the calibrated sum of the features, the KB adaptation, the
+    follow-up context, and the final logit (after rescaling); ``exact`` 1.0 when a stored question matched."""
+    out = {name: round(float(getattr(f, name)[i]), 4) for name in FEATURE_NAMES}
+    out.update(features_logit=round(float(base[i]), 4), kb_adaptation=round(float(adapted[i]), 4),
+               context=round(float(context[i]), 4), logit=round(float(logit[i]), 4), exact_match=float(exact))
+    return out

@@ -1,6 +1,6 @@
 """Stores: the source of truth behind one protocol (see base.Store)."""
 
-from .base import ApiKey, Deployment, Job, Project, Source, Store, StoredFile, StoredQnA, Unit
+from .base import ApiKey, Deployment, Job, LoggedQuery, Project, Source, Store, StoredFile, StoredQnA, Unit
 
 
 def open_store(location: str, cache_dir: str | None = None) -> Store:
@@ -17,4 +17,4 @@ def open_store(location: str, cache_dir: str | None = None) -> Store:
     return SQLiteStore(location)
 
 
-__all__ = ["ApiKey", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "StoredQnA", "Unit", "open_store"]
+__all__ = ["ApiKey", "Deployment", "Job", "LoggedQuery", "Project", "Source", "Store", "StoredFile", "StoredQnA", "Unit", "open_store"]

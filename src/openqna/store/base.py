@@ -188,6 +188,18 @@ class ApiKey:
     created: str
 
 
+@dataclass
+class LoggedQuery:
+    """One question asked of a deployment, as the opt-in query log keeps it (``user_hash``: never the user id)."""
+
+    created: str  # ISO 8601, UTC
+    deployment: str
+    question: str
+    user_hash: str
+    qna_id: int  # the answer given; -1 for the default answer
+    confidence: float
+
+
 class ProjectStore(Protocol):
     """Projects (knowledge bases): their names, descriptions and settings."""
 
@@ -298,8 +310,20 @@ class KeyStore(Protocol):
     def delete_key(self, key_id: str) -> bool: ...
 
 
+class QueryLogStore(Protocol):
+    """The questions asked of a project's deployments, for its analytics (kept only while the project opts in)."""
+
+    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None: ...
+    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
+        """The queries logged at or after ``since`` (ISO 8601), oldest first."""
+        ...
+    def delete_queries(self, project: str, before: str | None = None) -> int:
+        """Forget the queries logged before ``before`` (all of them when None); returns how many."""
+        ...
+
+
 class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
-            Protocol):
+            QueryLogStore, Protocol):
     """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
     that needs only one concern takes that protocol instead."""
 

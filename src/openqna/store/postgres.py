@@ -43,7 +43,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from ..records import NotFound, ProjectNotFound, QnA
-from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
+from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
 from .postgres_rows import PostgresIndexRows, dialog_from_json, dialog_json, json_value, register_vector_types
 from .postgres_schema import SCHEMA_VERSION, migrate
@@ -184,7 +184,7 @@ class PostgresStore(VectorSearch):
             if row is None:
                 raise _not_found(name)
             pid = row[0]
-            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "deployments"):
+            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 
@@ -485,6 +485,29 @@ class PostgresStore(VectorSearch):
                 return db.execute("DELETE FROM feedback WHERE project_id=%s AND qna_id=%s", (pid, qna_id)).rowcount
             return db.execute("DELETE FROM feedback WHERE project_id=%s AND qna_id=%s AND question=%s",
                               (pid, qna_id, question)).rowcount
+
+    # -- query log ---------------------------------------------------------------------------------
+    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            with db.cursor() as cur:
+                cur.executemany("INSERT INTO queries VALUES(%s,%s,%s,%s,%s,%s,%s)",
+                                [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
+                                 for q in queries])
+
+    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
+        with self._conn() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute("SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
+                              " WHERE project_id=%s AND created>=%s ORDER BY created", (pid, since)).fetchall()
+        return [LoggedQuery(*r) for r in rows]
+
+    def delete_queries(self, project: str, before: str | None = None) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            if before is None:
+                return db.execute("DELETE FROM queries WHERE project_id=%s", (pid,)).rowcount
+            return db.execute("DELETE FROM queries WHERE project_id=%s AND created<%s", (pid, before)).rowcount
 
     # -- jobs --------------------------------------------------------------------------------------
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..records import NotFound, ProjectNotFound, QnA
-from .base import LIVE, ApiKey, Deployment, Job, Project, Source, StoredFile, StoredQnA
+from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
 from .sqlite_rows import TERM_SEP, SQLiteIndexRows, dialog_from_json, dialog_json, json_list, json_object
 from .sqlite_schema import migrate
@@ -148,7 +148,7 @@ class SQLiteStore:
     def delete_project(self, name: str) -> None:
         with self._tx() as db:
             pid = self._project_id(db, name)
-            for table in ("records", "units", "synonyms", "versions", "sources", "feedback"):
+            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
@@ -411,6 +411,27 @@ class SQLiteStore:
                 return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=?", (pid, qna_id)).rowcount
             return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=? AND question=?",
                               (pid, qna_id, question)).rowcount
+
+    # -- query log ---------------------------------------------------------------------------------
+    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.executemany("INSERT INTO queries VALUES(?,?,?,?,?,?,?)",
+                           [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
+                            for q in queries])
+
+    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
+        pid = self._project_id(self._db, project)
+        return [LoggedQuery(*r) for r in self._db.execute(
+            "SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
+            " WHERE project_id=? AND created>=? ORDER BY created", (pid, since))]
+
+    def delete_queries(self, project: str, before: str | None = None) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            if before is None:
+                return db.execute("DELETE FROM queries WHERE project_id=?", (pid,)).rowcount
+            return db.execute("DELETE FROM queries WHERE project_id=? AND created<?", (pid, before)).rowcount
 
     # -- jobs --------------------------------------------------------------------------------------
     def put_job(self, job: Job) -> None:

@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS feedback(
   project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
   created TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
+CREATE TABLE IF NOT EXISTS queries(
+  project_id INTEGER NOT NULL, created TEXT NOT NULL, deployment TEXT NOT NULL, question TEXT NOT NULL,
+  user_hash TEXT NOT NULL, qna_id INTEGER NOT NULL, confidence REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS queries_time ON queries(project_id, created);
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, project TEXT NOT NULL, status TEXT NOT NULL, created TEXT NOT NULL,
   updated TEXT NOT NULL, expires TEXT NOT NULL, errors TEXT NOT NULL, params TEXT NOT NULL, owner TEXT NOT NULL,

@@ -1,0 +1,333 @@
+"""openqna's own HTTP routes, under ``/openqna``: what the Azure API has no call for.
+
+The web console is a client of these and of the Azure routes, with no other door, so whatever it
+does an API user can do too.  They read keys the way every surface does and answer in Azure's
+error envelope (the console's other half speaks Azure):
+
+* ``GET /openqna/whoami`` — the caller's grants (role and projects), whether the server is open, or why the key
+  was refused (always 200: a page asks before it has a key);
+* ``GET|POST /openqna/keys``, ``DELETE /openqna/keys/{keyId}`` — API keys (admin), a new key's secret shown once;
+* ``POST /openqna/projects/{project}/files?name=FILE`` — import one uploaded file (any format ``openqna
+  import`` reads) as a job, creating the project; ``GET /openqna/jobs/{jobId}`` polls any job;
+* ``GET /openqna/projects`` — the projects the caller may query, with QnAs and passages counted apart;
+* ``GET /openqna/projects/{project}/passages`` — a project's passages, apart from its QnAs;
+* ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
+* ``POST /openqna/projects/{project}/:inspect?deploymentName=`` — a ``:query-knowledgebases`` body
+  answered with what each confidence is made of, and why the default answer was given when it was;
+* ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development
+  file: accuracy and rejection against the threshold before and after the fit (saved with ``save=true``);
+* ``POST /openqna/projects/{project}/suggestions/:reject`` — drop an active-learning suggestion;
+* ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
+  (``openqna.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import keys as key_store
+from ..catalog import LIVE, kind_of
+from ..formats.limits import LIMITS
+from ..jobs import JobRunner
+from ..keys import ApiKey, Authorizer, Caller, allows
+from ..query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
+from ..records import InvalidArgument, NotFound
+from ..service import Answer, Service
+from .auth import secret_from_headers
+from .azure import answer_json, parse_ask
+from .azure_wire import Body, Refused, authorize, handle_errors, read_json, too_large
+from .concurrency import run_query
+from .errors import azure_error
+
+PREFIX = "/openqna"
+UPLOAD_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".htm", ".md", ".markdown")
+
+
+def grants_json(caller: Caller | None) -> list[dict[str, Any]]:
+    """A key's one grant, or a token's several; an open server grants admin everywhere."""
+    if caller is None:
+        return [{"role": "admin", "projects": None}]
+    if isinstance(caller, ApiKey):
+        return [{"role": caller.role, "projects": caller.projects}]
+    return [{"role": g.role, "projects": list(g.projects) if g.projects is not None else None} for g in caller.grants]
+
+
+def key_json(key: ApiKey) -> dict[str, Any]:
+    return {"id": key.id, "name": key.name, "role": key.role, "projects": key.projects, "created": key.created}
+
+
+def _share(x: float) -> float | None:
+    """A share for JSON: None when there were no questions of its kind (NaN is not JSON)."""
+    return None if math.isnan(x) else round(x, 4)
+
+
+def _why_default(answers: list[Answer], threshold: float, best: float | None) -> str | None:
+    if answers and answers[0].qna is not None:
+        return None
+    if best is None:
+        return "No QnA could answer: the knowledge base is empty, or the filters left nothing eligible."
+    return (f"The best answer's confidence {best:.2f} is below the threshold {threshold:.2f}, "
+            "so the project's default answer was given.")
+
+
+class NativeRoutes:
+    def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner, query_log: QueryLog):
+        self.service = service
+        self.authorizer = authorizer
+        self.jobs = jobs
+        self.query_log = query_log
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(f"{PREFIX}/whoami", self.whoami, methods=["GET"]),
+            Route(f"{PREFIX}/projects", self.projects, methods=["GET"]),
+            Route(f"{PREFIX}/keys", self.keys, methods=["GET", "POST"]),
+            Route(f"{PREFIX}/keys/{{keyId}}", self.revoke, methods=["DELETE"]),
+            Route(f"{PREFIX}/jobs/{{jobId}}", self.job, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/files", self.upload, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/passages", self.passages, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/diff", self.diff, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/:inspect", self.inspect, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/calibration", self.calibration, methods=["POST", "DELETE"]),
+            Route(f"{PREFIX}/projects/{{project}}/suggestions/:reject", self.reject, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
+        ]
+
+    async def whoami(self, request: Request) -> Response:
+        """Always 200, so a page can ask before it has a key: ``signedIn`` false (and why) when the key is
+        missing or refused, else the caller's grants; an open server signs everyone in as admin."""
+        caller, denied = self.authorizer.check(secret_from_headers(request.headers))
+        if denied:
+            return JSONResponse({"open": False, "signedIn": False, "reason": denied.reason, "grants": []})
+        name = caller.name if isinstance(caller, ApiKey) else getattr(caller, "subject", "")
+        return JSONResponse({"open": caller is None, "signedIn": True, "name": name, "grants": grants_json(caller)})
+
+    @handle_errors
+    async def projects(self, request: Request) -> Response:
+        """The Azure projects the caller may query, with what a listing shows: QnAs and passages counted
+        apart, deployments, and the last deploy and edit."""
+        caller = authorize(self.authorizer, request, role="query", api_version=False)
+        out = []
+        for p in self.service.projects():
+            if kind_of(p) != "project" or not allows(caller, role="query", project=p.name):
+                continue
+            counts = self.service.counts(p.name)
+            out.append({"projectName": p.name, "language": p.language, "qnas": counts.get("qna", 0),
+                        "passages": counts.get("passage", 0), "lastModifiedDateTime": p.modified,
+                        "lastDeployedDateTime": p.last_deployed or None,
+                        "deployments": [d.name for d in self.service.deployments(p.name)],
+                        "canAuthor": allows(caller, role="author", project=p.name)})
+        return JSONResponse({"value": out})
+
+    def _key_admin(self, request: Request) -> None:
+        """Keys are managed by an admin of every project: a key limited to some could otherwise mint wider ones."""
+        caller = authorize(self.authorizer, request, role="admin", api_version=False)
+        if caller is not None and not any(g["role"] == "admin" and g["projects"] is None for g in grants_json(caller)):
+            raise Refused(azure_error(403, "Forbidden", "Keys are managed by an admin key (or token) for every "
+                                      "project; this one is limited to some projects."))
+
+    # -- keys ------------------------------------------------------------------------------------------
+    @handle_errors
+    async def keys(self, request: Request) -> Response:
+        self._key_admin(request)
+        if request.method == "GET":
+            return JSONResponse({"value": [key_json(k) for k in key_store.list_keys(self.service.store)]})
+        raw = await read_json(request)
+        body = Body(raw if isinstance(raw, dict) else {})
+        role = body.choice("role", key_store.ROLES)
+        if role is None:
+            raise InvalidArgument("'role' is required: admin, author or query.", target="role")
+        projects = body.array("projects")
+        if projects is not None and not (projects and all(isinstance(p, str) and p for p in projects)):
+            raise InvalidArgument("'projects' must be a non-empty array of project names, or absent for all.",
+                                  target="projects")
+        key, secret = key_store.create_key(self.service.store, name=body.string("name", max_len=200) or "",
+                                           role=role, projects=projects)
+        return JSONResponse({**key_json(key), "secret": secret}, status_code=201)
+
+    @handle_errors
+    async def revoke(self, request: Request) -> Response:
+        self._key_admin(request)
+        key_id = request.path_params["keyId"]
+        if not key_store.revoke_key(self.service.store, key_id):
+            raise NotFound(f"There is no key with id '{key_id}'.")
+        return Response(status_code=204)
+
+    # -- jobs and uploads ------------------------------------------------------------------------------
+    @handle_errors
+    async def job(self, request: Request) -> Response:
+        caller = authorize(self.authorizer, request, role="author", api_version=False)
+        job = self.jobs.get(request.path_params["jobId"])
+        if job is None or not allows(caller, role="author", project=job.project):
+            return azure_error(404, "OperationNotFound", f"There is no such job: {request.path_params['jobId']}.")
+        body: dict[str, object] = {"jobId": job.id, "kind": job.kind, "project": job.project, "status": job.status,
+                "createdDateTime": job.created, "lastUpdatedDateTime": job.updated,
+                "expirationDateTime": job.expires}
+        if job.errors:
+            body["errors"] = job.errors
+        return JSONResponse(body, headers={} if job.status in ("succeeded", "failed") else {"Retry-After": "1"})
+
+    @handle_errors
+    async def upload(self, request: Request) -> Response:
+        from .azure_authoring import NAME
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        name = (request.query_params.get("name") or "").strip()
+        if not name.lower().endswith(UPLOAD_SUFFIXES):
+            raise InvalidArgument(f"'name' must be the file's name, ending in one of {', '.join(UPLOAD_SUFFIXES)}; "
+                                  f"got '{name}'.", target="name")
+        if not NAME.match(project):
+            raise InvalidArgument(f"Project name '{project}' must be 1-100 ASCII letters, digits, '-' or '_'.",
+                                  target="projectName")
+        data = await request.body()
+        if len(data) > LIMITS.body_bytes:
+            raise Refused(too_large())
+        if not data:
+            raise InvalidArgument("The request body must hold the file's bytes.")
+        job = self.jobs.submit("upload", project, {"name": name, "data": base64.b64encode(data).decode()})
+        location = f"{str(request.base_url).rstrip('/')}{PREFIX}/jobs/{quote(job.id)}"
+        return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "200"})
+
+    @handle_errors
+    async def passages(self, request: Request) -> Response:
+        """The passages of the live state, apart from its QnAs (the Azure listing mixes them)."""
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        self.service.project(project)
+        return JSONResponse({"value": [{"id": q.id, "title": q.questions[0] if q.questions else "", "text": q.answer,
+                                        "source": q.source, "metadata": q.metadata}
+                                       for q in self.service.records(project) if q.kind == "passage"]})
+
+    # -- deploy and test -------------------------------------------------------------------------------
+    @handle_errors
+    async def diff(self, request: Request) -> Response:
+        project, deployment = request.path_params["project"], request.path_params["deployment"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        self.service.project(project)
+        if deployment.lower() == LIVE:
+            raise InvalidArgument("'test' is the live state itself; name a deployment such as 'production'.",
+                                  target="deployment")
+        return JSONResponse({"deploymentName": deployment, **self.service.diff(project, deployment)})
+
+    @handle_errors
+    async def inspect(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        deployment = request.query_params.get("deploymentName") or LIVE
+        authorize(self.authorizer, request, role="query", project=project, api_version=False)
+        req = parse_ask(await read_json(request))
+        req.explain = True
+        threshold, top = req.threshold, req.top
+        req.threshold = 0.0  # the answers under the threshold are what Inspect explains
+        ranked = await run_query(self.service.ask, project, deployment, req)
+        best = ranked[0].confidence if ranked and ranked[0].qna is not None else None
+        given = [a for a in ranked if a.qna is None or a.confidence >= threshold][:top]
+        if not given or given[0].qna is None:
+            given = [Answer(None, 0.0, default_text=self.service.project(project).default_answer)]
+        out = []
+        for a in ranked:
+            item = answer_json(a)
+            item["parts"] = a.parts
+            item["belowThreshold"] = a.qna is not None and a.confidence < threshold
+            out.append(item)
+        return JSONResponse({"answers": [answer_json(a) for a in given], "candidates": out, "threshold": threshold,
+                             "defaultAnswerUsed": given[0].qna is None,
+                             "defaultAnswerReason": _why_default(given, threshold, best)})
+
+    @handle_errors
+    async def calibration(self, request: Request) -> Response:
+        """``openqna calibrate`` over HTTP: the body is a development file (question, QnA id or ``none`` per
+        line); the answer is the accuracy/rejection curve before and after the fit, saved when ``save=true``.
+        DELETE goes back to the shipped calibration."""
+        from .. import calibrate as cal
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        proj = self.service.project(project)
+        if request.method == "DELETE":
+            cal.save(self.service, project, None)
+            return Response(status_code=204)
+        params = Body(dict(request.query_params))
+        deployment = params.string("deploymentName", max_len=100) or LIVE
+        threshold = params.number("threshold")
+        save = (request.query_params.get("save") or "false").lower() == "true"
+        raw = await request.body()
+        if len(raw) > LIMITS.body_bytes:
+            raise Refused(too_large())
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument("The development file must be UTF-8 text.") from None
+        pairs = cal.parse_pairs(text, params.string("name", max_len=200) or "the development file")
+        points = await run_query(cal.collect, self.service, project, pairs, deployment)
+        cal.check(points)
+        before, shipped = self.service.calibration(proj), self.service.shipped_calibration
+        fitted = cal.fit(points, shipped)
+        at = 0.5 if threshold is None else threshold
+        held = cal.cross_validated(points, at, shipped)
+        if save:
+            cal.save(self.service, project, fitted)
+        in_scope = sum(not p.off_topic for p in points)
+        return JSONResponse({
+            "questions": len(points), "inScope": in_scope, "offTopic": len(points) - in_scope, "threshold": at,
+            "before": {"scale": before.scale, "shift": before.shift, "curve": cal.curve(points, before)},
+            "fitted": {"scale": fitted.scale, "shift": fitted.shift, "curve": cal.curve(points, fitted)},
+            "crossValidated": {"answered": _share(held.in_scope), "rejected": _share(held.off_topic)}, "saved": save})
+
+    @handle_errors
+    async def reject(self, request: Request) -> Response:
+        """Reject an active-learning suggestion: ``{"qnaId", "question"}``; accepting one is a QnA update."""
+        from ..authoring import Authoring
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        raw = await read_json(request)
+        body = Body(raw if isinstance(raw, dict) else {})
+        qna_id, question = body.integer("qnaId", lo=1), body.string("question", max_len=1000)
+        if qna_id is None or not question:
+            raise InvalidArgument("The body must be {\"qnaId\": id, \"question\": \"the suggested question\"}.")
+        self.service.project(project)
+        if not await run_in_threadpool(Authoring(self.service).reject_suggestion, project, qna_id, question):
+            raise NotFound(f"QnA {qna_id} has no suggestion '{question}'.")
+        return Response(status_code=204)
+
+    # -- analytics -------------------------------------------------------------------------------------
+    @handle_errors
+    async def analytics(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        params = Body(dict(request.query_params))
+        days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+        low = params.number("lowConfidence")
+        limit = params.integer("top", lo=1, hi=100) or 20
+        report = await run_in_threadpool(self.query_log.report, project, days=days,
+                                         low_confidence=0.5 if low is None else low, limit=limit)
+        return JSONResponse(report)
+
+    @handle_errors
+    async def analytics_settings(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        if request.method == "PUT":
+            raw = await read_json(request)
+            if not isinstance(raw, dict):
+                raise InvalidArgument("The body must be {\"enabled\": true|false, \"retentionDays\": 1-365}.")
+            body = Body(raw)
+            enabled = body.boolean("enabled")
+            if enabled is None:
+                raise InvalidArgument("'enabled' is required: true or false.", target="enabled")
+            retention = body.integer("retentionDays", lo=1, hi=MAX_RETENTION_DAYS)
+            current = self.query_log.settings(project)
+            self.query_log.configure(project, enabled=enabled,
+                                     retention_days=current.retention_days if retention is None else retention)
+        settings = self.query_log.settings(project)
+        return JSONResponse({"enabled": settings.enabled, "retentionDays": settings.retention_days})

@@ -1,0 +1,104 @@
+// The console's shell: sign-in, what the caller may do, navigation and the unsaved-changes guard.
+import { call, saveKey, savedKey } from "./api.js";
+import { fail, h, field, say } from "./dom.js";
+import { showProjects } from "./projects.js";
+import { showEditor } from "./editor.js";
+import { showChat } from "./chat.js";
+import { showDeploy } from "./deploy.js";
+import { showImprove } from "./improve.js";
+import { showAnalytics } from "./analytics.js";
+import { showKeys } from "./keys.js";
+
+const RANK = { query: 0, author: 1, admin: 2 };
+export const session = { open: false, name: "", grants: [] };
+
+// Whether the signed-in caller has `role` (on `project`, when named): what the server will allow.
+export function can(role, project) {
+  return session.grants.some((g) => RANK[g.role] >= RANK[role] &&
+    (!project || g.projects === null || g.projects.map((p) => p.toLowerCase()).includes(project.toLowerCase())));
+}
+
+let dirty = null; // a function answering whether the open form has unsaved changes
+export function guard(fn) { dirty = fn; }
+let current = location.hash;
+
+function main() { return document.getElementById("main"); }
+
+export function render(view) {
+  const node = main();
+  node.replaceChildren(view);
+  const heading = node.querySelector("h1");
+  if (heading) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); }
+}
+
+function nav() {
+  const links = [["#/projects", "Projects"]];
+  if (can("admin")) links.push(["#/keys", "Keys"]);
+  const who = session.open ? "Open server (loopback, no keys)" : `Signed in: ${session.name || "key"} · ${session.grants.map((g) => g.role + (g.projects ? ` on ${g.projects.join(", ")}` : "")).join("; ")}`;
+  const out = session.open ? null : h("button", { type: "button", class: "link", onclick: signOut }, "Sign out");
+  document.getElementById("nav").replaceChildren(
+    h("ul", {}, links.map(([href, text]) => h("li", {}, h("a", { href }, text)))),
+    h("p", { class: "who" }, who, " ", out));
+}
+
+function signOut() { saveKey(""); session.grants = []; location.hash = "#/projects"; start(); }
+
+async function whoami() {
+  const { data } = await call("GET", "/openqna/whoami");
+  Object.assign(session, data);
+  return data.signedIn;
+}
+
+function signIn(message) {
+  const key = h("input", { type: "password", autocomplete: "off", required: true });
+  const form = h("form", { class: "card signin", onsubmit: async (event) => {
+    event.preventDefault();
+    saveKey(key.value.trim());
+    if (await whoami()) { start(); } else { saveKey(""); say("That key was refused by the server.", "error"); key.focus(); }
+  } }, h("h1", {}, "Sign in to openqna"),
+  h("p", {}, message || "This server needs an API key. It is kept in this tab only (session storage)."),
+  field("API key", key, "A key from `openqna keys create` or from an admin."),
+  h("button", { type: "submit" }, "Sign in"));
+  document.getElementById("nav").replaceChildren();
+  render(form);
+}
+
+export async function route() {
+  const hash = location.hash || "#/projects";
+  const parts = hash.slice(2).split("/").map(decodeURIComponent);
+  try {
+    if (parts[0] === "keys") return await showKeys();
+    if (parts[0] === "p" && parts[1]) {
+      const tab = parts[2] || "edit";
+      if (tab === "chat") return await showChat(parts[1]);
+      if (tab === "deploy") return await showDeploy(parts[1]);
+      if (tab === "improve") return await showImprove(parts[1]);
+      if (tab === "analytics") return await showAnalytics(parts[1]);
+      return await showEditor(parts[1]);
+    }
+    return await showProjects();
+  } catch (error) { fail(error); }
+}
+
+window.addEventListener("hashchange", () => {
+  if (dirty && dirty() && !confirm("You have unsaved changes. Leave without saving?")) {
+    history.replaceState(null, "", current);
+    return;
+  }
+  dirty = null;
+  current = location.hash;
+  say("");
+  route();
+});
+window.addEventListener("beforeunload", (event) => { if (dirty && dirty()) event.preventDefault(); });
+
+export async function start() {
+  try {
+    if (!(await whoami())) return signIn(savedKey() ? "The saved key is no longer accepted; sign in again." : "");
+    nav();
+    current = location.hash;
+    await route();
+  } catch (error) { fail(error); }
+}
+
+start();

@@ -1,0 +1,152 @@
+// The QnA editor: search, sort and page the QnAs (all in memory: 10,000 QnAs filter in milliseconds,
+// and only one page is drawn), edit one as a QnA update operation, passages listed apart by source.
+import { all, get, operation, project } from "./api.js";
+import { can, guard, render } from "./app.js";
+import { fail, field, h, say, table } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { refused, runJob, tabs } from "./projects.js";
+import { pending } from "./analytics.js";
+
+const PAGE = 25;
+
+function metadataText(meta) { return Object.entries(meta || {}).map(([k, v]) => `${k}:${v}`).join("\n"); }
+function parseMetadata(text) {
+  const out = {};
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const i = line.indexOf(":");
+    if (i < 1) throw new Error(`Metadata line "${line}" must be key:value.`);
+    out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+export async function showEditor(name) {
+  if (!can("author", name)) return render(refused(name, "edit", "editing QnAs"));
+  const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
+  const passageIds = new Set(passages.value.map((p) => p.id));
+  const state = { items: qnas.filter((q) => !passageIds.has(q.id)), query: "", sort: "id", page: 0, open: null };
+  for (const q of state.items) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
+  const byId = new Map(state.items.map((q) => [q.id, q]));
+  const editable = can("author", name);
+  const progress = h("p", { class: "progress", role: "status", hidden: true });
+
+  const search = h("input", { type: "search", placeholder: "Search questions and answers", oninput: () => { state.query = search.value.toLowerCase(); state.page = 0; draw(); } });
+  const sort = h("select", { onchange: () => { state.sort = sort.value; draw(); } },
+    h("option", { value: "id" }, "Id"), h("option", { value: "question" }, "Question"), h("option", { value: "updated" }, "Last updated"));
+  const listBox = h("div", { class: "list" });
+  const editBox = h("div", { class: "editpane" });
+
+  function visible() {
+    const words = state.query.split(/\s+/).filter(Boolean);
+    const found = words.length ? state.items.filter((q) => words.every((w) => q._text.includes(w))) : state.items.slice();
+    const key = { id: (q) => q.id, question: (q) => (q.questions[0] || "").toLowerCase(), updated: (q) => q.lastUpdatedDateTime || "" }[state.sort];
+    return found.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0) * (state.sort === "updated" ? -1 : 1));
+  }
+
+  function draw() {
+    const found = visible();
+    const pages = Math.max(1, Math.ceil(found.length / PAGE));
+    state.page = Math.min(state.page, pages - 1);
+    const rows = found.slice(state.page * PAGE, (state.page + 1) * PAGE).map((q) => [String(q.id),
+      h("button", { type: "button", class: "link", onclick: () => open(q) }, q.questions[0] || "(no question)")]);
+    listBox.replaceChildren(table(["Id", "Question"], rows, `${found.length} of ${state.items.length} QnAs`),
+      h("div", { class: "row pager" },
+        h("button", { type: "button", class: "secondary", disabled: state.page === 0, onclick: () => { state.page--; draw(); } }, "Previous"),
+        h("span", {}, `Page ${state.page + 1} of ${pages}`),
+        h("button", { type: "button", class: "secondary", disabled: state.page >= pages - 1, onclick: () => { state.page++; draw(); } }, "Next")));
+  }
+
+  function promptRow(p = { displayText: "", qnaId: "", displayOrder: 0 }) {
+    const text = h("input", { value: p.displayText, "aria-label": "Prompt display text", class: "prompt-text" });
+    const target = h("input", { value: p.qnaId ? String(p.qnaId) : "", list: "qna-targets", "aria-label": "Prompt target QnA (id or question)", class: "prompt-target" });
+    const order = h("input", { type: "number", value: String(p.displayOrder || 0), min: "0", "aria-label": "Prompt order", class: "prompt-order" });
+    const row = h("li", { class: "prompt" }, text, target, order,
+      h("button", { type: "button", class: "secondary", "aria-label": "Remove prompt", onclick: () => { row.remove(); } }, "Remove"));
+    row.read = () => {
+      const raw = target.value.trim();
+      const id = /^\d+/.test(raw) ? parseInt(raw, 10) : (state.items.find((q) => q.questions[0] === raw) || {}).id;
+      if (!id || !byId.has(id)) throw new Error(`Prompt "${text.value}": no QnA "${raw}" in this project.`);
+      return { displayText: text.value.trim(), qnaId: id, displayOrder: parseInt(order.value, 10) || 0 };
+    };
+    return row;
+  }
+
+  function open(q) {
+    if (state.dirty && !confirm("You have unsaved changes. Discard them?")) return;
+    state.open = q;
+    state.dirty = false;
+    const isNew = !q;
+    q = q || { id: 0, questions: [], answer: "", metadata: {}, source: "Editorial", dialog: { isContextOnly: false, prompts: [] } };
+    const questions = h("textarea", { rows: 4, value: q.questions.join("\n") });
+    const answer = h("textarea", { rows: 6, value: q.answer });
+    const preview = h("div", { class: "preview", "aria-label": "Answer preview" }, renderMarkdown(q.answer));
+    answer.addEventListener("input", () => preview.replaceChildren(renderMarkdown(answer.value)));
+    const meta = h("textarea", { rows: 3, value: metadataText(q.metadata) });
+    const source = h("input", { value: q.source || "Editorial" });
+    const contextOnly = h("input", { type: "checkbox", checked: q.dialog.isContextOnly });
+    const prompts = h("ol", { class: "prompts" }, q.dialog.prompts.map(promptRow));
+    const form = h("form", { class: "card", oninput: () => { state.dirty = true; }, onsubmit: async (event) => {
+      event.preventDefault();
+      let value;
+      try {
+        value = { questions: questions.value.split("\n").map((s) => s.trim()).filter(Boolean), answer: answer.value,
+          metadata: parseMetadata(meta.value), source: source.value.trim() || "Editorial",
+          dialog: { isContextOnly: contextOnly.checked, prompts: [...prompts.children].map((li) => li.read()) } };
+      } catch (error) { return fail(error); }
+      if (!isNew) { value.id = q.id; value.ifLastUpdated = q.lastUpdatedDateTime; }
+      const ok = await runJob("Saving", progress, (onStatus) =>
+        operation("PATCH", `${project(name)}/qnas`, [{ op: isNew ? "add" : "replace", value }], { onStatus }));
+      if (ok) { state.dirty = false; say(isNew ? "QnA added." : `QnA ${q.id} saved.`); await reload(isNew ? null : q.id); }
+    } },
+    h("h2", {}, isNew ? "New QnA" : `QnA ${q.id}`),
+    field("Questions (one per line; the first is the primary one)", questions),
+    field("Answer (Markdown)", answer), h("p", { class: "hint" }, "Preview:"), preview,
+    field("Metadata (key:value, one per line)", meta), field("Source", source),
+    h("div", { class: "field check" }, h("label", {}, contextOnly, " Context-only (reachable only as a follow-up)")),
+    h("fieldset", {}, h("legend", {}, "Follow-up prompts"), prompts,
+      h("button", { type: "button", class: "secondary", onclick: () => { prompts.append(promptRow()); state.dirty = true; } }, "Add follow-up prompt")),
+    editable ? h("div", { class: "row" }, h("button", { type: "submit" }, isNew ? "Add QnA" : "Save"),
+      isNew ? null : h("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(`Delete QnA ${q.id}?`)) return;
+        if (await runJob("Deleting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [{ op: "delete", value: { id: q.id } }], { onStatus }))) {
+          state.dirty = false; await reload(null);
+        }
+      } }, "Delete")) : h("p", { class: "hint" }, "This key may read but not edit this project."));
+    if (!editable) for (const c of form.querySelectorAll("input, textarea, button")) c.disabled = true;
+    editBox.replaceChildren(form);
+    questions.focus();
+  }
+
+  async function reload(openId) {
+    try {
+      const fresh = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
+      for (const q of fresh) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
+      state.items = fresh;
+      byId.clear();
+      for (const q of fresh) byId.set(q.id, q);
+      draw();
+      targets.replaceChildren(...fresh.slice(0, 2000).map((q) => h("option", { value: String(q.id) }, q.questions[0] || "")));
+      if (openId !== null) open(byId.get(openId)); else editBox.replaceChildren();
+    } catch (error) { fail(error); }
+  }
+
+  const targets = h("datalist", { id: "qna-targets" }, state.items.slice(0, 2000).map((q) => h("option", { value: String(q.id) }, q.questions[0] || "")));
+  const sources = new Map();
+  for (const p of passages.value) sources.set(p.source, (sources.get(p.source) || []).concat([p]));
+  const passageList = h("details", { class: "card" }, h("summary", {}, `Passages (${passages.value.length})`),
+    [...sources].map(([src, items]) => h("section", {}, h("h3", {}, `${src} (${items.length})`),
+      h("ul", { class: "passages" }, items.slice(0, 200).map((p) => h("li", {}, h("strong", {}, p.title), " — ", p.text.slice(0, 240)))))));
+  guard(() => state.dirty);
+  render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
+    h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
+      editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
+    h("div", { class: "split" }, listBox, editBox), targets, passageList));
+  draw();
+  if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
+    const question = pending.question;
+    pending.question = null;
+    open(null);
+    editBox.querySelector("textarea").value = question;
+    state.dirty = true;
+  }
+}

@@ -1,0 +1,105 @@
+// Projects: list, create, delete, import (an uploaded file or a URL source, with the job's progress), export.
+import { AUTHORING, all, call, get, operation, project } from "./api.js";
+import { can, render, route } from "./app.js";
+import { fail, field, h, say, table } from "./dom.js";
+
+const FILES = ".tsv,.txt,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
+
+export function tabs(name, active) {
+  const items = [["edit", "QnAs"], ["chat", "Test"], ["deploy", "Deploy"], ["improve", "Improve"], ["analytics", "Analytics"]];
+  return h("nav", { class: "tabs", "aria-label": `Project ${name}` },
+    h("a", { href: "#/projects" }, "← Projects"),
+    items.map(([tab, text]) => h("a", { href: `#/p/${encodeURIComponent(name)}/${tab}`,
+      "aria-current": tab === active ? "page" : null }, text)));
+}
+
+// The page a tab shows instead of calling what the server would refuse, saying why.
+export function refused(name, active, what) {
+  return h("section", {}, tabs(name, active), h("h1", {}, `${name}: ${what}`),
+    h("p", { class: "card refused" }, `This key has the query role on ${name}: it may ask the test chat, but ${what} `
+      + "needs the author role (the authoring API answers a query key with 403)."));
+}
+
+function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "never"; }
+
+export async function runJob(label, progress, send) {
+  progress.hidden = false;
+  progress.textContent = `${label}: submitted`;
+  try {
+    await send((status) => { progress.textContent = `${label}: ${status}`; });
+    progress.textContent = `${label}: succeeded`;
+    return true;
+  } catch (error) {
+    progress.textContent = `${label}: failed`;
+    fail(error);
+    return false;
+  }
+}
+
+function importForm(progress, fixedName) {
+  const name = h("input", { name: "project", required: true, pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*", value: fixedName || "" });
+  const file = h("input", { type: "file", accept: FILES });
+  const url = h("input", { type: "url", placeholder: "https://example.com/faq.html" });
+  const form = h("form", { class: "card", onsubmit: async (event) => {
+    event.preventDefault();
+    const target = name.value.trim();
+    if (file.files.length) {
+      const f = file.files[0];
+      const ok = await runJob(`Importing ${f.name}`, progress, (onStatus) =>
+        operation("POST", `/openqna/projects/${encodeURIComponent(target)}/files?name=${encodeURIComponent(f.name)}`,
+                  f, { raw: true, onStatus }));
+      if (ok) { say(`Imported ${f.name} into ${target}.`); route(); }
+    } else if (url.value) {
+      await call("PATCH", project(target), { language: "en" }).catch(() => {});
+      const ok = await runJob(`Adding ${url.value}`, progress, (onStatus) =>
+        operation("PATCH", `${project(target)}/sources`,
+                  [{ op: "add", value: { displayName: url.value, sourceUri: url.value, sourceKind: "url" } }], { onStatus }));
+      if (ok) { say(`Added the source ${url.value} to ${target}.`); route(); }
+    } else say("Choose a file or give a URL to import.", "error");
+  } }, h("h2", {}, "Import"),
+  h("p", { class: "hint" }, "TSV, XLSX, Azure JSON or a QnA Maker .zip; PDF, Word, HTML or Markdown documents; or a URL."),
+  fixedName ? null : field("Project", name, "An existing project, or a new one to create."),
+  field("File", file), field("or URL source", url), h("button", { type: "submit" }, "Import"));
+  return form;
+}
+
+export function exportButtons(name, progress) {
+  const links = h("span", { class: "downloads" });
+  const run = (format) => runJob(`Exporting ${format}`, progress, async (onStatus) => {
+    const job = await operation("POST", `${project(name)}/:export?format=${format}`, undefined, { onStatus });
+    links.append(h("a", { href: job.resultUrl, download: "" }, `Download ${format}`), " ");
+  });
+  return h("div", { class: "row" }, h("span", {}, "Export: "),
+    ["json", "tsv", "excel"].map((f) => h("button", { type: "button", class: "secondary", onclick: () => run(f) }, f)), links);
+}
+
+export async function showProjects() {
+  const { value } = await get("/openqna/projects");
+  const progress = h("p", { class: "progress", role: "status", hidden: true });
+  const rows = value.map((p) => [
+    h("a", { href: `#/p/${encodeURIComponent(p.projectName)}/edit` }, p.projectName),
+    String(p.qnas), String(p.passages), when(p.lastDeployedDateTime), when(p.lastModifiedDateTime),
+    p.canAuthor ? h("button", { type: "button", class: "danger", "aria-label": `Delete ${p.projectName}`, onclick: async () => {
+      if (!confirm(`Delete project ${p.projectName} and all its deployments?`)) return;
+      if (await runJob(`Deleting ${p.projectName}`, progress, (onStatus) => operation("DELETE", project(p.projectName), undefined, { onStatus }))) route();
+    } }, "Delete") : "",
+  ]);
+  const author = can("author");
+  const name = h("input", { required: true, pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*", autocomplete: "off" });
+  const answer = h("input", { value: "No good match found in KB." });
+  const language = h("input", { value: "en", size: 6 });
+  const create = h("form", { class: "card", onsubmit: async (event) => {
+    event.preventDefault();
+    try {
+      await call("PATCH", project(name.value.trim()), { language: language.value, settings: { defaultAnswer: answer.value } });
+      location.hash = `#/p/${encodeURIComponent(name.value.trim())}/edit`;
+    } catch (error) { fail(error); }
+  } }, h("h2", {}, "New project"), field("Name", name, "Letters, digits, - and _."), field("Language", language),
+  field("Default answer", answer), h("button", { type: "submit" }, "Create project"));
+  render(h("section", {}, h("h1", {}, "Projects"),
+    value.length ? table(["Project", "QnAs", "Passages", "Last deployed", "Last modified", ""], rows)
+      : h("p", {}, "No projects yet" + (author ? ": create one or import a file." : ".")),
+    progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null));
+}
+
+export { importForm, all, AUTHORING };

@@ -1,0 +1,352 @@
+"""The web console, driven in a real browser (Debian's chromium under Playwright) against a real `openqna serve`.
+
+One journey, as a KB author makes it: sign in with a key; create a project; import the Surface Pro 4
+manual; edit a QnA and give it a follow-up prompt; ask in the test chat and open Inspect; deploy after
+seeing what changes; the official Azure SDK checks that production answers the edited text; then the
+project opts in to the query log, and a question users asked production that got the default answer is
+added to a QnA from Analytics.  Keys made in the console show that a query key cannot edit and
+that a project-scoped key sees only its project.  A QnA whose answer holds ``<script>`` and an ``onerror``
+image is rendered inert.  Any error in the browser's console fails the test.  The screenshots in the
+README are taken here, so they show the console as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from azure.ai.language.questionanswering import QuestionAnsweringClient
+from azure.core.credentials import AzureKeyCredential
+from playwright.sync_api import Page, expect, sync_playwright
+
+from conftest import REPO, SAMPLE_DOCS, free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+MANUAL = SAMPLE_DOCS / "data-source-formats" / "product-manual.pdf"
+SHOTS = REPO / "docs"
+EDITED = "Use the 36-watt charger that came in the box"
+HOSTILE = ("Question\tAnswer\tSource\tMetadata\n"
+           "is this safe\tHello <script>window.__xss = 1</script> and <img src=x onerror=\"window.__xss = 2\"> "
+           "and [click](javascript:window.__xss=3)\tEditorial\t\n")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`openqna serve` on a fresh SQLite store with one admin key (made by `openqna keys create`)."""
+    data = tmp_path_factory.mktemp("console")
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1"}
+    cli = [sys.executable, "-m", "openqna.cli"]
+    made = subprocess.run([*cli, "keys", "create", "--name", "owner", "--role", "admin"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=True)
+    secret = next(w for w in made.stdout.split() if w.startswith("oq_"))
+    port = free_port()
+    proc = subprocess.Popen([*cli, "serve", "--port", str(port)], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            pytest.fail(f"openqna serve did not start:\n{proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.2)
+    yield url, secret
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Console:
+    """A browser tab on the console that records every console error and uncaught exception."""
+
+    def __init__(self, browser, url: str, width: int = 1280, height: int = 800):
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.page: Page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: d.accept())
+        self.page.set_default_timeout(30_000)
+        self.url = url
+
+    def sign_in(self, secret: str) -> Page:
+        page = self.page
+        page.goto(self.url + "/")
+        expect(page.get_by_role("heading", name="Sign in to openqna")).to_be_visible()
+        page.get_by_label("API key").fill(secret)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Projects")).to_be_visible()
+        return page
+
+    def done(self) -> None:
+        self.context.close()
+        assert not self.errors, "errors in the browser console:\n" + "\n".join(self.errors)
+
+
+def wait_status(page: Page, text: str, timeout: int = 240_000) -> None:
+    expect(page.locator("#status")).to_contain_text(text, timeout=timeout)
+
+
+def new_key(page: Page, name: str, role: str, projects: str = "") -> str:
+    page.get_by_role("link", name="Keys").click()
+    expect(page.get_by_role("heading", name="API keys")).to_be_visible()
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Role").select_option(role)
+    page.get_by_label("Projects (comma-separated)").fill(projects)
+    page.get_by_role("button", name="Create key").click()
+    card = page.locator(".secret", has=page.get_by_role("heading", name=f"Key {name} created"))
+    return card.locator("code.key").inner_text(timeout=30_000).strip()
+
+
+def test_the_console_journey(server, browser):
+    url, secret = server
+    SHOTS.mkdir(exist_ok=True)
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    expect(page.locator(".who")).to_contain_text("admin")
+
+    # create a project, then import the Surface Pro 4 manual into it, watching the job
+    page.get_by_label("Name").fill("surface")
+    page.get_by_role("button", name="Create project").click()
+    expect(page.get_by_role("heading", name="surface: QnAs")).to_be_visible()
+    page.get_by_role("link", name="← Projects").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
+    page.get_by_label("Project", exact=True).fill("surface")
+    page.get_by_label("File").set_input_files(str(MANUAL))
+    page.get_by_role("button", name="Import").click()
+    expect(page.locator(".progress")).to_contain_text("Importing product-manual.pdf")
+    wait_status(page, "Imported product-manual.pdf into surface.")
+    row = page.get_by_role("row", name="surface")
+    expect(row).to_contain_text("81")  # QnAs, passages counted apart
+    expect(row).to_contain_text("91")
+    page.screenshot(path=str(SHOTS / "console-projects.png"))
+
+    # edit a QnA: an alternate question, a new answer, a follow-up prompt
+    page.get_by_role("link", name="surface").click()
+    page.get_by_label("Search").fill("charge your surface")
+    page.get_by_role("button", name="Charge your Surface Pro 4").click()
+    questions = page.get_by_label("Questions (one per line; the first is the primary one)")
+    questions.fill("Charge your Surface Pro 4\nHow do I charge my Surface?")
+    page.get_by_label("Answer (Markdown)").fill(f"**Charging**\n\n1. Connect the power cord.\n2. {EDITED}.")
+    expect(page.locator(".preview strong")).to_have_text("Charging")
+    page.get_by_role("button", name="Add follow-up prompt").click()
+    page.get_by_label("Prompt display text").fill("Battery life")
+    page.get_by_label("Prompt target QnA (id or question)").fill("7")
+    page.screenshot(path=str(SHOTS / "console-editor.png"))
+    page.get_by_role("button", name="Save").click()
+    wait_status(page, "saved.")
+
+    # the test chat: ask, follow the prompt, open Inspect
+    page.get_by_role("link", name="Test").click()
+    expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
+    page.get_by_label("Question").fill("How do I charge my Surface?")
+    page.get_by_role("button", name="Ask").click()
+    answer = page.locator(".chat .bot").first
+    expect(answer).to_contain_text(EDITED)
+    expect(answer.locator("strong")).to_have_text("Charging")  # Markdown rendered
+    answer.get_by_role("button", name="Battery life").click()
+    expect(page.locator(".chat .bot").nth(1)).to_contain_text("two to four hours")
+    answer.get_by_role("button", name="Inspect").click()
+    inspect = page.get_by_role("region", name="Inspect")
+    expect(inspect).to_contain_text("Answered by QnA 4")
+    expect(inspect.locator("td code").first).to_contain_text("qsim=")
+    page.screenshot(path=str(SHOTS / "console-test-chat.png"))
+
+    # a question with no good answer: Inspect says why, and it becomes an alternate question of QnA 4
+    page.get_by_role("button", name="New conversation").click()
+    unanswered = "where can I plug the power thing in"
+    page.get_by_label("Threshold").fill("0.95")
+    page.get_by_label("Question").fill(unanswered)
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator(".chat .bot").first).to_contain_text("Default answer")
+    page.locator(".chat .bot").first.get_by_role("button", name="Inspect").click()
+    expect(inspect).to_contain_text("Default answer given")
+    inspect.get_by_label("Add this question to QnA").fill("4")
+    inspect.get_by_role("button", name="Add as alternate question").click()
+    wait_status(page, "is now an alternate question of QnA 4")
+
+    # deploy: the diff first, then production
+    page.get_by_role("link", name="Deploy").click()
+    expect(page.get_by_role("heading", name="surface: deployments")).to_be_visible()
+    page.get_by_label("Deployment name").fill("production")
+    page.get_by_role("button", name="Show changes").click()
+    expect(page.locator(".diff")).to_contain_text("Added: 172")
+    page.screenshot(path=str(SHOTS / "console-deploy.png"))
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    wait_status(page, "Deployed surface to production.")
+    expect(page.get_by_role("heading", name="production")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("Identical to test.")
+
+    # the official Azure SDK: production answers the edited text
+    client = QuestionAnsweringClient(url, AzureKeyCredential(secret))
+    result = client.get_answers(question="How do I charge my Surface?", project_name="surface",
+                                deployment_name="production")
+    assert EDITED in result.answers[0].answer
+    assert result.answers[0].dialog.prompts[0].qna_id == 7
+    again = client.get_answers(question=unanswered, project_name="surface", deployment_name="production")
+    assert again.answers[0].qna_id == 4 and again.answers[0].confidence == 1.0
+
+    # analytics: the project opts in to the query log, a user asks production, and the question that got the
+    # default answer is added to a QnA from there; the next deploy would change that QnA
+    page.get_by_role("link", name="Analytics").click()
+    expect(page.get_by_role("heading", name="surface: analytics")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("The query log is off")
+    page.get_by_label("Log questions").check()
+    page.get_by_role("button", name="Save", exact=True).click()
+    wait_status(page, "The query log is on.")
+    missing = "is there a student discount"
+    for user in ("user-1", "user-2"):
+        got = client.get_answers(question=missing, project_name="surface", deployment_name="production",
+                                 user_id=user, confidence_threshold=0.9)
+        assert got.answers[0].qna_id == -1
+    client.get_answers(question="How do I charge my Surface?", project_name="surface", deployment_name="production",
+                       user_id="user-3")
+    page.get_by_label("Period").select_option("30")
+    unanswered = page.get_by_role("region", name="Unanswered").get_by_role("row", name=missing)
+    expect(unanswered).to_contain_text("2")
+    expect(page.locator("main")).to_contain_text("3 questions from 3 users")
+    page.screenshot(path=str(SHOTS / "console-analytics.png"), full_page=True)
+    unanswered.get_by_label(f'QnA to add "{missing}" to').fill("3")
+    unanswered.get_by_role("button", name="Add to QnA").click()
+    wait_status(page, f'"{missing}" is now an alternate question of QnA 3')
+    page.get_by_role("link", name="Deploy").click()
+    expect(page.locator(".diff")).to_contain_text("Changed: 1")
+
+    # keys made in the console
+    query_secret = new_key(page, "reader", "query")
+    scoped_secret = new_key(page, "surface-author", "author", "surface")
+    expect(page.get_by_role("row", name="reader")).to_contain_text("query")
+    page.screenshot(path=str(SHOTS / "console-keys.png"))
+    tab.done()
+
+    # a query key reads but cannot edit: no Save button, and the API refuses it
+    reader = Console(browser, url)
+    page = reader.sign_in(query_secret)
+    expect(page.locator(".who")).to_contain_text("query")
+    page.get_by_role("link", name="surface").click()
+    expect(page.locator(".refused")).to_contain_text("needs the author role")
+    expect(page.get_by_role("button", name="Save")).to_have_count(0)
+    page.get_by_role("link", name="Test").click()  # but it may ask production
+    expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
+    page.get_by_label("Ask", exact=True).select_option("production")
+    page.get_by_label("Question").fill("How do I charge my Surface?")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator(".chat .bot").first).to_contain_text(EDITED)
+    refused = httpx.patch(f"{url}/language/authoring/query-knowledgebases/projects/surface/qnas",
+                          params={"api-version": "2023-04-01"}, headers={"api-key": query_secret},
+                          json=[{"op": "delete", "value": {"id": 4}}])
+    assert refused.status_code == 403 and "'query'" in refused.json()["error"]["message"]
+    reader.done()
+
+    # a key scoped to one project sees only that project
+    scoped = Console(browser, url)
+    page = scoped.sign_in(scoped_secret)
+    expect(page.get_by_role("link", name="surface")).to_be_visible()
+    expect(page.get_by_role("link", name="openqna-faq")).to_have_count(0)
+    expect(page.get_by_role("link", name="Keys")).to_have_count(0)
+    scoped.done()
+
+
+def poll_job(location: str, secret: str) -> dict:
+    for _ in range(600):
+        job = httpx.get(location, headers={"api-key": secret}, timeout=30).json()
+        if job["status"] in ("succeeded", "failed"):
+            assert job["status"] == "succeeded", job
+            return job
+        time.sleep(0.2)
+    raise AssertionError("the job did not finish")
+
+
+def test_hostile_answers_are_rendered_inert(server, browser):
+    """An imported answer with <script>, an onerror image and a javascript: link runs nothing, in the chat
+    and in the editor's preview (the journey imported it into the project `hostile`)."""
+    url, secret = server
+    hostile = httpx.post(f"{url}/openqna/projects/hostile/files", params={"name": "hostile.tsv"},
+                         content=HOSTILE.encode(), headers={"api-key": secret}, timeout=30)
+    assert hostile.status_code == 202
+    poll_job(hostile.headers["Operation-Location"], secret)
+    tab = Console(browser, url, width=390, height=800)  # a narrow window too
+    page = tab.sign_in(secret)
+    # by keyboard: a page puts focus on its heading, Tab reaches its controls with a visible focus ring,
+    # and the skip link shows when focused
+    skip = page.get_by_role("link", name="Skip to content")
+    skip.focus()
+    assert skip.bounding_box()["x"] >= 0
+    page.get_by_role("heading", name="Projects").focus()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "hostile":
+            break
+    expect(page.get_by_role("link", name="hostile")).to_be_focused()
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="hostile: QnAs")).to_be_visible()
+    page.get_by_role("button", name="is this safe").click()
+    preview = page.locator(".preview")
+    expect(preview).to_contain_text("<script>window.__xss = 1</script>")
+    page.goto(f"{url}/#/p/hostile/chat")
+    expect(page.get_by_role("heading", name="hostile: test")).to_be_visible()
+    page.get_by_label("Question").fill("is this safe")
+    page.get_by_role("button", name="Ask").click()
+    answer = page.locator(".chat .bot").first
+    expect(answer).to_contain_text("onerror")
+    assert answer.locator("script, img, a[href^='javascript']").count() == 0
+    assert page.evaluate("window.__xss") is None
+    page.screenshot(path=str(SHOTS / "console-narrow.png"))
+    tab.done()
+
+
+def test_the_page_is_served_with_a_strict_content_policy(server):
+    url, _ = server
+    page = httpx.get(url + "/")
+    assert page.status_code == 200 and '<main id="main"' in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = httpx.get(url + "/console/app.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert httpx.get(url + "/console/nope.js").status_code == 404
+
+
+def test_a_development_file_is_measured_and_plotted(server, browser, tmp_path):
+    """Improve → Calibration on the sample project: the accuracy/rejection curves before and after the fit."""
+    url, secret = server
+    qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/openqna-faq/qnas",
+                     params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
+    ids = {question: q["id"] for q in qnas for question in q["questions"]}
+    dev = [("how do I launch the server", ids["How do I start the server?"]),
+           ("can I bring my QnA Maker export", ids["How do I import my QnA Maker knowledge base?"]),
+           ("does it work without internet", ids["Does it need an internet connection?"]),
+           ("how do I make a key", ids["How do I create an API key?"]),
+           ("can I store it in postgres", ids["Does it work with PostgreSQL?"]),
+           ("what does production mean", ids["What is the difference between test and production?"]),
+           ("what is the weather in Lima", "none"), ("recommend a good novel", "none"),
+           ("how tall is Everest", "none"), ("who painted the Mona Lisa", "none"), ("order a pizza", "none"),
+           ("does it read Japanese", ids["Does it understand Chinese or Japanese?"])]
+    file = tmp_path / "dev.tsv"
+    file.write_text("question\tqnaId\n" + "".join(f"{q}\t{a}\n" for q, a in dev), encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/openqna-faq/improve")
+    card = page.get_by_role("region", name="Calibration")
+    card.get_by_label("Development file").set_input_files(str(file))
+    card.get_by_role("button", name="Measure").click()
+    expect(card).to_contain_text("12 questions (7 in scope, 5 off-topic)", timeout=60_000)
+    assert card.locator("svg.plot polyline").count() == 4
+    card.screenshot(path=str(SHOTS / "console-calibration.png"))
+    tab.done()
