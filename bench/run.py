@@ -79,6 +79,8 @@ def main() -> None:
                    for line in r["lines"] if not line.startswith("plot: "))
         out.extend(f"\n![{name}]({line[6:]})" for line in r["lines"] if line.startswith("plot: "))
         out.append("")
+    # `make soak` (10 minutes) and the crash tests are not part of `make bench`: their figures are kept by hand
+    out.append((HERE / "soak-and-crash.md").read_text(encoding="utf-8"))
     (HERE / "results.md").write_text("\n".join(out) + "\n", encoding="utf-8")
     (HERE / "results.json").write_text(json.dumps({"when": earlier_when or stamp, "machine": machine(), "results": results},
                                                   indent=2) + "\n", encoding="utf-8")
