@@ -189,7 +189,7 @@ def main() -> None:
     print(f"embedder alone, in-process, one query at a time: {floor_qps:.0f} queries/s "
           f"(p50 {np.median(floor) * 1000:.1f} ms, CPU {floor_cpu:.1f} ms/query); server: one `openqna serve` "
           f"process, OPENQNA_THREADS={os.environ.get('OPENQNA_THREADS', '2')}, "
-          f"OPENQNA_QUERY_THREADS={os.environ.get('OPENQNA_QUERY_THREADS', 'auto')} (= 2 x cores by default)")
+          f"OPENQNA_QUERY_THREADS={os.environ.get('OPENQNA_QUERY_THREADS', 'auto')} (= 8 x cores by default)")
     del embedder
 
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "wb") as log:

@@ -114,6 +114,18 @@ def test_a_lone_call_runs_alone_within_the_window():
     batcher.close()
 
 
+def test_two_workers_run_batches_side_by_side():
+    both = threading.Barrier(2, timeout=10)  # each batch waits for the other: one worker alone would time out
+
+    def run(items: list[int]) -> list[int]:
+        both.wait()
+        return items
+
+    batcher = MicroBatcher(run, max_batch=1, workers=2)
+    assert together(batcher.submit, [1, 2], threads=2) == [1, 2]
+    batcher.close()
+
+
 def test_close_stops_the_worker_and_refuses_new_calls():
     batcher = MicroBatcher(lambda items: items, max_batch=4, name="test-batcher")
     assert batcher.submit(1) == 1

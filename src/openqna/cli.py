@@ -527,6 +527,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     import uvicorn
 
     from .keys import list_keys
+    from .models.embedder import LocalEncoder
     from .server import create_app
     from .tokens import parse_issuers
 
@@ -552,6 +553,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         service.deploy("openqna-faq", "production")
         click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
     service.embedder.embed(["warm up"])
+    if isinstance(service.embedder, LocalEncoder):  # the session of batched questions, before the first burst
+        service.embedder.embed_questions(["warm up", "and a batch"])
     started = time.perf_counter()
     if loaded := service.warm():
         click.echo(f"loaded {len(loaded)} saved index(es) in {time.perf_counter() - started:.1f} s: "

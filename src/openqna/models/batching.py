@@ -34,15 +34,19 @@ class MicroBatcher(Generic[T, R]):
     """``submit(item)`` returns ``run([... item ...])``'s result for it; concurrent submits share one ``run``.
 
     ``run`` gets a list of items and returns one result per item, in order.  An exception
-    raised by ``run`` is raised in every caller of that batch.  The worker thread starts on the
-    first call and is a daemon, so an unclosed batcher never keeps a process alive; ``close``
-    stops it and fails the calls still queued.
+    raised by ``run`` is raised in every caller of that batch.  ``workers`` threads take batches
+    (``run`` must then be safe to call from several threads): one runs batches back to back; more
+    run them side by side on more cores, each taking what has queued when it comes free.  The
+    workers start on the first call and are daemons, so an unclosed batcher never keeps a process
+    alive; ``close`` stops them and fails the calls still queued.
     """
 
     def __init__(self, run: Callable[[list[T]], Collection[R]], *, max_batch: int = 16, wait: float = 0.0,
-                 name: str = "openqna-batcher") -> None:
+                 workers: int = 1, name: str = "openqna-batcher") -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
         if wait < 0:
             raise ValueError(f"wait must be >= 0 seconds, got {wait}")
         self.max_batch = max_batch
@@ -52,7 +56,8 @@ class MicroBatcher(Generic[T, R]):
         self._name = name
         self._queue: deque[tuple[T, Future[R]]] = deque()
         self._ready = threading.Condition()
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
+        self._n_workers = workers
         self._closed = False
 
     @property
@@ -67,25 +72,28 @@ class MicroBatcher(Generic[T, R]):
         with self._ready:
             if self._closed:
                 raise BatcherClosed("the batcher is closed")
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
-                self._worker.start()
+            if not self._workers:
+                self._workers = [threading.Thread(target=self._serve, name=self._name, daemon=True)
+                                 for _ in range(self._n_workers)]
+                for worker in self._workers:
+                    worker.start()
             self._queue.append((item, future))
             self._ready.notify()
         return future.result()
 
     def close(self) -> None:
-        """Stop the worker after the batch it is running; queued calls raise ``BatcherClosed``."""
+        """Stop the workers after the batches they are running; queued calls raise ``BatcherClosed``."""
         with self._ready:
             self._closed = True
             pending = list(self._queue)
             self._queue.clear()
             self._ready.notify_all()
-            worker = self._worker
+            workers = list(self._workers)
         for _, future in pending:
             future.set_exception(BatcherClosed("the batcher was closed before this call ran"))
-        if worker is not None and worker is not threading.current_thread():
-            worker.join()
+        for worker in workers:
+            if worker is not threading.current_thread():
+                worker.join()
 
     def _take(self) -> list[tuple[T, Future[R]]] | None:
         """The next batch (None once closed): what is queued, after up to ``wait`` for more to arrive."""
@@ -116,6 +124,7 @@ class MicroBatcher(Generic[T, R]):
                 for _, future in batch:
                     future.set_exception(exc)
                 continue
-            self.batches += 1
+            with self._ready:
+                self.batches += 1
             for (_, future), result in zip(batch, results):
                 future.set_result(result)

@@ -8,6 +8,7 @@ by embedders of different names must never be compared.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -75,8 +76,9 @@ class QueryCache:
     Questions not in the cache are embedded through a ``MicroBatcher`` (at most ``max_batch`` at a
     time, default ``OPENQNA_QUERY_BATCH``): questions asked at the same moment by different callers
     are embedded in one call of ``run_batch`` (default ``run``).  ``max_batch=1`` embeds each alone,
-    on the calling thread.  Thread-safe; a text being embedded by two threads at once is embedded
-    twice (and cached once).
+    on the calling thread.  Batches run on half the cores (one worker on two cores): the other half
+    ranks, parses and answers the requests whose questions are being embedded.  Thread-safe; a text
+    being embedded by two threads at once is embedded twice (and cached once).
     """
 
     def __init__(self, run: Callable[[list[str]], np.ndarray], size: int = 4096, *,
@@ -89,7 +91,8 @@ class QueryCache:
         self.batcher: MicroBatcher[str, np.ndarray] | None = None
         if max_batch > 1:
             self.batcher = MicroBatcher(run_batch or run, max_batch=max_batch,
-                                        wait=settings.query_batch_wait_ms() / 1000, name="openqna-embed")
+                                        wait=settings.query_batch_wait_ms() / 1000,
+                                        workers=max(1, (os.cpu_count() or 1) // 2), name="openqna-embed")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [valid_unicode(t) for t in texts]
