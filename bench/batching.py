@@ -11,6 +11,10 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
   question at a time that is a matrix-vector product that reads both matrices from memory per
   question; a batch reads them once.  Measured on random unit vectors of that shape, one BLAS thread
   (as the server runs).
+* End to end in-process: 16 threads asking ``Service.ask`` at once on ``bench/throughput.py``'s
+  knowledge base (10,000 QnAs), the real model, no HTTP: CPU per question (this process's CPU time,
+  which the shared machine's other load does not inflate as it does wall time) with batching off,
+  with the embedder's batching alone, and with scoring batched too; rounds interleaved.
 
 Usage: python bench/batching.py [--rounds 5]
 """
@@ -95,12 +99,59 @@ def product_table(rounds: int) -> None:
           "ms per question, by batch size: " + "; ".join(row) + f"; largest cosine difference {diff:.1e}")
 
 
+def pipeline_table(rounds: int) -> None:
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    import corpus
+
+    from openqna.cli import one_blas_thread
+    from openqna.models.batching import MicroBatcher
+    from openqna.models.embedder import LocalMiniLM
+    from openqna.retrieval import products
+    from openqna.service import AskRequest, Service
+    from openqna.store.sqlite import SQLiteStore
+
+    one_blas_thread()  # as the server runs
+    texts, vectors, questions, _ = corpus.real_data(LocalMiniLM(cache_size=0, max_batch=1))
+    kb_texts, kb_vectors = corpus.grow(texts, vectors, 10_000)
+    with tempfile.TemporaryDirectory() as data:
+        store = SQLiteStore(data)
+        corpus.fill_openqna(Service(store, corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors)), "bank",
+                            kb_texts)
+        services = {batch: Service(store, LocalMiniLM(cache_size=0, max_batch=batch)) for batch in (1, 16)}
+        for service in services.values():
+            service.ask("bank", "test", AskRequest(question=questions[0]))
+            service.embedder.embed_questions(["warm up", "a batch"])
+        configs = {"batching off": (1, 1), "embedding batched": (16, 1), "embedding and scoring batched": (16, 16)}
+        cpu: dict[str, list[float]] = {name: [] for name in configs}
+        cursor, per_round = 0, 320
+        for _ in range(rounds * 2):
+            for name, (embed_batch, score_batch) in configs.items():
+                service = services[embed_batch]
+                products.set_batcher(MicroBatcher(products.multiply, max_batch=score_batch, name="openqna-products"))
+                start = cursor % (len(questions) - per_round)
+                asked = questions[start : start + per_round]
+                cursor += per_round
+                c = time.process_time()
+                with ThreadPoolExecutor(16) as pool:
+                    list(pool.map(lambda q: service.ask("bank", "test", AskRequest(question=q, top=3)), asked))
+                cpu[name].append((time.process_time() - c) / len(asked) * 1000)
+        products.set_batcher(None)
+        store.close()
+    off = np.asarray(cpu["batching off"])
+    print(f"Service.ask from 16 threads at once, 10,000 QnAs, real model, {rounds * 2} interleaved rounds of "
+          f"{per_round} questions: CPU ms per question (mean; median of the paired ratios to batching off) "
+          + "; ".join(f"{name} {np.mean(v):.2f} ({np.median(np.asarray(v) / off):.2f}x)" for name, v in cpu.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     embedder_table(args.rounds)
     product_table(args.rounds)
+    pipeline_table(args.rounds)
 
 
 if __name__ == "__main__":

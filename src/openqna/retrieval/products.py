@@ -51,6 +51,13 @@ def multiply(items: list[Item]) -> list[Products]:
     return [p for p in out if p is not None]
 
 
+def set_batcher(batcher: MicroBatcher[Item, Products] | None) -> None:
+    """Use ``batcher`` from now on (None: a new one from the settings on the next call); for benchmarks."""
+    global _batcher
+    with _lock:
+        _batcher = batcher
+
+
 def unit_products(questions: np.ndarray, answers: np.ndarray, vector: np.ndarray) -> Products:
     """``(questions @ vector, answers @ vector)``, computed with the products of questions asked at the same time."""
     global _batcher
