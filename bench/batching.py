@@ -13,8 +13,12 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
   (as the server runs).
 * End to end in-process: 16 threads asking ``Service.ask`` at once on ``bench/throughput.py``'s
   knowledge base (10,000 QnAs), the real model, no HTTP: CPU per question (this process's CPU time,
-  which the shared machine's other load does not inflate as it does wall time) with batching off,
-  with the embedder's batching alone, and with scoring batched too; rounds interleaved.
+  which the shared machine's other load does not inflate as it does wall time) with batching off and
+  with the embedder's batching; rounds interleaved.  Scoring batched in one product as well was
+  measured this way and not adopted: alone the product is 0.17-0.30x the time per question in batches
+  of 8-16, but end to end the question threads then wait in line for one thread's product, and CPU per
+  question came out worse than with the embedder's batching alone (8.39 against 7.86 ms, 10 rounds,
+  bench/results.md of 2026-12-02 08:03 UTC, at commit d0ce288).
 
 Usage: python bench/batching.py [--rounds 5]
 """
@@ -106,9 +110,7 @@ def pipeline_table(rounds: int) -> None:
     import corpus
 
     from openqna.cli import one_blas_thread
-    from openqna.models.batching import MicroBatcher
     from openqna.models.embedder import LocalMiniLM
-    from openqna.retrieval import products
     from openqna.service import AskRequest, Service
     from openqna.store.sqlite import SQLiteStore
 
@@ -123,13 +125,12 @@ def pipeline_table(rounds: int) -> None:
         for service in services.values():
             service.ask("bank", "test", AskRequest(question=questions[0]))
             service.embedder.embed_questions(["warm up", "a batch"])
-        configs = {"batching off": (1, 1), "embedding batched": (16, 1), "embedding and scoring batched": (16, 16)}
+        configs = {"batching off": 1, "embedding batched": 16}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
         cursor, per_round = 0, 320
         for _ in range(rounds * 2):
-            for name, (embed_batch, score_batch) in configs.items():
+            for name, embed_batch in configs.items():
                 service = services[embed_batch]
-                products.set_batcher(MicroBatcher(products.multiply, max_batch=score_batch, name="openqna-products"))
                 start = cursor % (len(questions) - per_round)
                 asked = questions[start : start + per_round]
                 cursor += per_round
@@ -137,7 +138,6 @@ def pipeline_table(rounds: int) -> None:
                 with ThreadPoolExecutor(16) as pool:
                     list(pool.map(lambda q: service.ask("bank", "test", AskRequest(question=q, top=3)), asked))
                 cpu[name].append((time.process_time() - c) / len(asked) * 1000)
-        products.set_batcher(None)
         store.close()
     off = np.asarray(cpu["batching off"])
     print(f"Service.ask from 16 threads at once, 10,000 QnAs, real model, {rounds * 2} interleaved rounds of "

@@ -1,5 +1,5 @@
 """Where a busy server's time goes: py-spy samples of a real ``openqna serve`` answering Azure queries
-at concurrency 16, with batching off (``OPENQNA_QUERY_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``: how
+at concurrency 16, with batching off (``OPENQNA_EMBED_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``: how
 questions were served before issue 29) and with the defaults, in one run.
 
 The knowledge base and the questions are ``bench/throughput.py``'s (10,000 QnAs, distinct test
@@ -67,8 +67,8 @@ def main() -> None:
         service.deploy(tp.KB, "production")
         service.store.close()
         cursor = 0
-        runs = {"batching off (OPENQNA_QUERY_BATCH=1, OPENQNA_QUERY_THREADS=4)":
-                {"OPENQNA_QUERY_BATCH": "1", "OPENQNA_QUERY_THREADS": "4"}, "defaults (batching on)": {}}
+        runs = {"batching off (OPENQNA_EMBED_BATCH=1, OPENQNA_QUERY_THREADS=4)":
+                {"OPENQNA_EMBED_BATCH": "1", "OPENQNA_QUERY_THREADS": "4"}, "defaults (batching on)": {}}
         for label, env in runs.items():
             port = tp.free_port()
             base = f"http://127.0.0.1:{port}"
@@ -93,7 +93,7 @@ def main() -> None:
             print(f"{label}: Azure query at c=16, {rps:.0f} req/s while sampled; {total} samples; top self: "
                   + "; ".join(f"{c / total:.1%} {f}" for f, c in own.most_common(TOP)))
             parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
-                     "rank (openqna/retrieval/ranker.py)", "multiply (openqna/retrieval/products.py)",
+                     "rank (openqna/retrieval/ranker.py)", "MicroBatcher._serve (openqna/models/batching.py)",
                      "Runner.run (asyncio/runners.py)"]
             print(f"{label}: inclusive: " + "; ".join(f"{inclusive[p] / total:.1%} {p}" for p in parts)
                   + " (Runner.run: the event loop's own work: HTTP, JSON, routing)")

@@ -13,7 +13,7 @@ Endpoints: the Azure query (``POST /language/:query-knowledgebases``), the tool 
 same run: ``GET /healthz`` of the same server (HTTP stack alone), the embedder's own
 single-query throughput in-process (the model alone, no batcher), ``Service.ask`` in-process one
 question at a time, and the same server restarted with batching off and the query pool of before
-(``OPENQNA_QUERY_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``).  Targets (issue 29): the Azure query at
+(``OPENQNA_EMBED_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``).  Targets (issue 29): the Azure query at
 concurrency 16 at >= 1.0x the embedder's one-at-a-time rate (>= 150 queries/s) with no errors and
 p99 <= 150 ms; at concurrency 1, p50 over HTTP <= 1.3x the in-process ask; server CPU per request
 <= 1.2x the in-process ask's.
@@ -269,7 +269,7 @@ def main() -> None:
             stop_server(proc)
         # Same run, one change: batching off, with the query pool of before (4 threads), i.e. every question
         # embedded and scored alone as before issue 29: what batching buys.
-        proc = start_server(data, port, log, OPENQNA_QUERY_BATCH="1", OPENQNA_QUERY_THREADS="4")
+        proc = start_server(data, port, log, OPENQNA_EMBED_BATCH="1", OPENQNA_QUERY_THREADS="4")
         alone: dict[int, float] = {}
         try:
             wait_ready(base, proc)
@@ -282,7 +282,7 @@ def main() -> None:
                     cursor = r["cursor"]
                     n = len(r["latencies"])
                     alone[c] = n / r["seconds"]
-                    print(f"Azure query with batching off (OPENQNA_QUERY_BATCH=1, OPENQNA_QUERY_THREADS=4; server "
+                    print(f"Azure query with batching off (OPENQNA_EMBED_BATCH=1, OPENQNA_QUERY_THREADS=4; server "
                           f"restarted), c={c}: {alone[c]:.0f} req/s, p50 {np.median(r['latencies']):.1f} / p99 "
                           f"{corpus.pct(r['latencies'], 99):.1f} ms, {len(r['errors'])} errors, server CPU "
                           f"{server_cpu / max(n, 1) * 1000:.1f} ms/request")

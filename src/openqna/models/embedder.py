@@ -74,7 +74,7 @@ class QueryCache:
     """``run(texts)`` with single-text calls (user questions, which repeat) served from an LRU of ``size``.
 
     Questions not in the cache are embedded through a ``MicroBatcher`` (at most ``max_batch`` at a
-    time, default ``OPENQNA_QUERY_BATCH``): questions asked at the same moment by different callers
+    time, default ``OPENQNA_EMBED_BATCH``): questions asked at the same moment by different callers
     are embedded in one call of ``run_batch`` (default ``run``).  ``max_batch=1`` embeds each alone,
     on the calling thread.  Batches run on half the cores (one worker on two cores): the other half
     ranks, parses and answers the requests whose questions are being embedded.  Thread-safe; a text
@@ -87,11 +87,11 @@ class QueryCache:
         self._size = size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        max_batch = settings.query_batch() if max_batch is None else max_batch
+        max_batch = settings.embed_batch() if max_batch is None else max_batch
         self.batcher: MicroBatcher[str, np.ndarray] | None = None
         if max_batch > 1:
             self.batcher = MicroBatcher(run_batch or run, max_batch=max_batch,
-                                        wait=settings.query_batch_wait_ms() / 1000,
+                                        wait=settings.embed_batch_wait_ms() / 1000,
                                         workers=max(1, (os.cpu_count() or 1) // 2), name="openqna-embed")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
