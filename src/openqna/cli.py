@@ -534,6 +534,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
         settings.query_threads()
+        settings.embed_batch()
+        settings.embed_batch_wait_ms()
         settings.pg_vector_search()
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
