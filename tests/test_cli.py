@@ -188,6 +188,16 @@ def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
     assert proc.returncode == 2 and "OPENQNA_QUERY_THREADS must be `auto` or a whole number" in proc.stderr
 
 
+@pytest.mark.parametrize("name, value, says", [
+    ("OPENQNA_EMBED_BATCH", "0", "a whole number of questions (1 or more)"),
+    ("OPENQNA_EMBED_BATCH_WAIT_MS", "-2", "a number of milliseconds from 0 to 1000"),
+])
+def test_serve_refuses_a_bad_batching_setting(tmp_path, monkeypatch, name, value, says):
+    monkeypatch.setenv(name, value)
+    proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
+    assert proc.returncode == 2 and f"{name} must be {says}" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_unknown_embedder_is_a_clear_error(tmp_path):
     env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1", "OPENQNA_EMBEDDER": "minilm-xl"}
     proc = subprocess.run([OPENQNA, "ask", "sample", "hello"], capture_output=True, text=True, env=env, timeout=300)

@@ -50,13 +50,13 @@ def test_other_blocking_work_does_not_wait_for_the_query_pool(monkeypatch):
     assert asyncio.run(main()) == ("upload done", True)
 
 
-def test_query_threads_default_to_twice_the_cores(monkeypatch):
+def test_query_threads_default_to_eight_per_core(monkeypatch):
     import os
 
     from openqna import settings
 
     monkeypatch.delenv("OPENQNA_QUERY_THREADS", raising=False)
-    assert settings.query_threads() == 2 * os.cpu_count()
+    assert settings.query_threads() == 8 * os.cpu_count()
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "3")
     assert settings.query_threads() == 3
 

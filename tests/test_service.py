@@ -252,3 +252,26 @@ def test_lone_candidates_have_no_gap():
     assert regime.gaps(np.array([2.0]), np.array([True])).tolist() == [0.0]
     assert regime.gaps(np.array([2.0, 5.0]), np.array([True, False])).tolist() == [0.0, 0.0]
     assert regime.gaps(np.array([2.0, 1.0, -9.0]), np.array([True, True, True])).tolist() == [1.0, -1.0, -4.0]
+
+
+def test_gaps_match_the_full_sort_they_replaced():
+    """The best and runner-up found without sorting give the gaps a stable sort gave, ties and filters included."""
+    import numpy as np
+
+    from openqna.retrieval import regime
+
+    def by_sorting(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        z = np.where(allowed, logit, -np.inf)
+        if len(z) < 2 or allowed.sum() < 2:
+            return np.zeros(len(z), np.float64)
+        order = np.argsort(-z, kind="stable")
+        other = np.where(np.arange(len(z)) == order[0], z[order[1]], z[order[0]])
+        return np.clip(np.where(allowed, logit - other, -regime.GAP_CLIP), -regime.GAP_CLIP, regime.GAP_CLIP)
+
+    rng = np.random.default_rng(7)
+    for trial in range(500):
+        n = int(rng.integers(1, 40))
+        ties = trial % 2 == 0  # whole numbers: equal logits, the best shared by several candidates
+        logit = (rng.integers(-3, 3, n) if ties else rng.standard_normal(n)).astype(np.float32)
+        allowed = rng.random(n) < 0.7
+        assert np.array_equal(regime.gaps(logit, allowed), by_sorting(logit, allowed))

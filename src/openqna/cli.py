@@ -534,12 +534,15 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     import uvicorn
 
     from .keys import list_keys
+    from .models.embedder import LocalEncoder
     from .server import RedactSignatures, create_app
     from .tokens import parse_issuers
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
         settings.query_threads()
+        settings.embed_batch()
+        settings.embed_batch_wait_ms()
         settings.pg_vector_search()
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
@@ -559,6 +562,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         service.deploy("openqna-faq", "production")
         click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
     service.embedder.embed(["warm up"])
+    if isinstance(service.embedder, LocalEncoder):  # the session of batched questions, before the first burst
+        service.embedder.embed_questions(["warm up", "and a batch"])
     started = time.perf_counter()
     if loaded := service.warm():
         click.echo(f"loaded {len(loaded)} saved index(es) in {time.perf_counter() - started:.1f} s: "

@@ -395,7 +395,7 @@ class Service(Catalog):
             found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
             answers = [Answer(found, 1.0)] if found else []
         else:
-            answers, vector = self._search(project, deployment, index, req)
+            answers, vector = self._search(project, deployment, index, req, self.calibration(proj))
             if answers and req.span is not None:
                 self._add_spans(req, vector, answers)
         if not answers:
@@ -419,8 +419,9 @@ class Service(Catalog):
             return self.shipped_calibration
         return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
 
-    def _search(self, project: str, deployment: str, index, req: AskRequest) -> tuple[list[Answer], np.ndarray]:
-        ranked, vector = self.rank(project, deployment, index, req)
+    def _search(self, project: str, deployment: str, index, req: AskRequest,
+                calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
+        ranked, vector = self.rank(project, deployment, index, req, calibration)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         return [Answer(qnas[r.record_id], round(r.confidence, 4), parts=r.parts) for r in ranked
                 if r.record_id in qnas], vector

@@ -62,6 +62,16 @@ def seconds(raw: str) -> float:
     return value
 
 
+def milliseconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1000:
+        raise ValueError("a number of milliseconds from 0 to 1000")
+    return value
+
+
 def one_of(*options: str) -> Callable[[str], str]:
     """A parser that accepts exactly one of ``options``."""
     def parse(raw: str) -> str:
@@ -72,9 +82,9 @@ def one_of(*options: str) -> Callable[[str], str]:
 
 
 def threads_or_auto(raw: str) -> int:
-    """``auto`` (twice the CPU cores, which measured best) or a whole number of threads."""
+    """``auto`` (eight per CPU core, which measured best with batching) or a whole number of threads."""
     if raw.strip().lower() == "auto":
-        return 2 * (os.cpu_count() or 1)
+        return 8 * (os.cpu_count() or 1)
     try:
         value = int(raw)
     except ValueError:
@@ -126,8 +136,10 @@ llm_model = Setting("OPENQNA_LLM_MODEL", "", "Model sent to the endpoint when OP
 llm_model_map = Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`.", json_object)
 model_context = Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049).", json_object)
 model_dir = Setting("OPENQNA_MODEL_DIR", MODEL_DIR_DEFAULT, "Where the bundled model's ONNX export is kept.", directory)
-threads = Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model.", whole(0, "threads"))
-query_threads = Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: twice the CPU cores, which measured best (more threads only contend for the CPU).", threads_or_auto)
+threads = Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model when it embeds one question alone or imports; questions that arrive together are embedded as one batch on one thread (bench/batching.py).", whole(0, "threads"))
+embed_batch = Setting("OPENQNA_EMBED_BATCH", "16", "Most questions embedded in one call of the model when they arrive at once (`openqna serve` under load, bench/batching.py); 1: every question alone.", whole(1, "questions"))
+embed_batch_wait_ms = Setting("OPENQNA_EMBED_BATCH_WAIT_MS", "0", "How long the first question of a batch waits for others to join it, in milliseconds; 0: a question is embedded at once when the model is idle, and the questions that arrive while it is busy form the next batch.", milliseconds)
+query_threads = Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: eight per CPU core, so that the questions of a busy server meet in batches (OPENQNA_EMBED_BATCH); with batching the threads wait for the model instead of contending for the CPU (bench/throughput.py).", threads_or_auto)
 public_url = Setting("OPENQNA_PUBLIC_URL", "", "The server's URL as clients reach it (behind a TLS proxy): put in the tool OpenAPI documents' `servers` (for GPT Actions) and in the authoring API's `Operation-Location`, `nextLink` and export `resultUrl`; default: the URL each request arrived at.", text)
 fetch_allow = Setting("OPENQNA_FETCH_ALLOW", "", "Hosts and CIDR ranges that URL sources and `fileUri` imports may fetch from although they are not public addresses, comma-separated (e.g. `wiki.corp.example,10.20.0.0/16`); every other loopback, private, link-local or reserved address is refused.", text)
 token_issuers = Setting("OPENQNA_TOKEN_ISSUERS", "", "Identity providers whose OAuth2/OpenID Connect bearer tokens are accepted beside API keys: a JSON list of `{\"issuer\", \"audience\", \"role_claim\", \"role_map\", ...}` objects (see 'Signing in with tokens'); empty: keys only.", text)
@@ -140,7 +152,7 @@ sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the f
 SETTINGS: tuple[Setting[Any], ...] = (
     data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, host, port, embedder, embeddings_base_url,
     embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
-    model_context, model_dir, threads, query_threads, public_url, fetch_allow, token_issuers, tools_max_limit, exact_search_max,
+    model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, fetch_allow, token_issuers, tools_max_limit, exact_search_max,
     pg_vector_search, kb_adapt, sample,
 )
 

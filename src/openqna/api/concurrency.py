@@ -4,7 +4,11 @@ Starlette runs blocking work on anyio's default pool of 40 threads.  For CPU-bou
 work on a small machine that is the wrong size: 16 questions at once on 2 cores means 16
 threads contending for the GIL and for onnxruntime, and each question waits for all of them.
 Measured with ``bench/throughput.py`` (10k QnAs, Azure query at concurrency 16): 154
-queries/s with the default pool, 181/s with 4 query threads, and p99 195 -> 112 ms.
+queries/s with the default pool, 181/s with 4 query threads, and p99 195 -> 112 ms.  Since
+questions are embedded and scored in batches (``models/batching.py``) a query thread spends most
+of its time waiting for a batch, not contending for the CPU, and more of them make larger batches:
+the default is eight per core (server CPU per question at concurrency 16, batching on: 12.4 ms
+with 4 threads, 10.9 with 8, 9.0 with 16).
 Other blocking work (uploads, authoring) keeps the default pool, so a long upload never
 holds a query's place.
 """
@@ -34,5 +38,5 @@ def _limiter() -> anyio.CapacityLimiter:
 
 
 async def run_query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run ``fn`` on the query pool (OPENQNA_QUERY_THREADS threads, twice the cores by default) and wait for it."""
+    """Run ``fn`` on the query pool (OPENQNA_QUERY_THREADS threads, eight per core by default) and wait for it."""
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter())

@@ -8,9 +8,10 @@ by embedders of different names must never be compared.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +20,7 @@ import numpy as np
 import onnxruntime as ort
 
 from openqna import settings
+from openqna.models.batching import MicroBatcher
 from openqna.models.onnx_export import (
     MINILM,
     MPNET,
@@ -71,14 +73,26 @@ def valid_unicode(text: str) -> str:
 class QueryCache:
     """``run(texts)`` with single-text calls (user questions, which repeat) served from an LRU of ``size``.
 
-    Thread-safe; a text being embedded by two threads at once is embedded twice (and cached once).
+    Questions not in the cache are embedded through a ``MicroBatcher`` (at most ``max_batch`` at a
+    time, default ``OPENQNA_EMBED_BATCH``): questions asked at the same moment by different callers
+    are embedded in one call of ``run_batch`` (default ``run``).  ``max_batch=1`` embeds each alone,
+    on the calling thread.  Batches run on half the cores (one worker on two cores): the other half
+    ranks, parses and answers the requests whose questions are being embedded.  Thread-safe; a text
+    being embedded by two threads at once is embedded twice (and cached once).
     """
 
-    def __init__(self, run, size: int = 4096) -> None:
+    def __init__(self, run: Callable[[list[str]], np.ndarray], size: int = 4096, *,
+                 run_batch: Callable[[list[str]], np.ndarray] | None = None, max_batch: int | None = None) -> None:
         self._run = run
         self._size = size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        max_batch = settings.embed_batch() if max_batch is None else max_batch
+        self.batcher: MicroBatcher[str, np.ndarray] | None = None
+        if max_batch > 1:
+            self.batcher = MicroBatcher(run_batch or run, max_batch=max_batch,
+                                        wait=settings.embed_batch_wait_ms() / 1000,
+                                        workers=max(1, (os.cpu_count() or 1) // 2), name="openqna-embed")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [valid_unicode(t) for t in texts]
@@ -90,7 +104,8 @@ class QueryCache:
             if vector is not None:
                 self._vectors.move_to_end(text)
                 return vector[None, :].copy()
-        vector = self._run([text])[0]
+        # a row of a batch is a view of it: copied, so the cache never holds a whole batch alive
+        vector = (self.batcher.submit(text) if self.batcher is not None else self._run([text])[0]).copy()
         vector.setflags(write=False)
         with self._lock:
             self._vectors[text] = vector
@@ -109,7 +124,14 @@ class LocalEncoder:
     missing (needs the ``openqna[export]`` extra).  Texts are tokenised once,
     sorted by length and run in small batches: padding is then minimal and
     memory stays low (batches of 128 paragraphs took 4 GB).  Single-text calls,
-    i.e. user queries, go through an LRU cache because queries repeat.
+    i.e. user queries, go through an LRU cache because queries repeat, and
+    those that arrive together are embedded as one batch (``QueryCache``).
+    Threads by load (``bench/batching.py``): a question embedded alone, and an
+    import, run on ``threads`` intra-op threads (``OPENQNA_THREADS``), which
+    shortens the wait of one question; a batch of questions, which only forms
+    when the server is busy, runs on a session of one thread, which spends
+    less CPU per question.  That session is made on the first batch, so a
+    process that never serves concurrent questions never holds it.
     Safe to call from several threads: ORT sessions allow concurrent ``run``.
     """
 
@@ -127,6 +149,7 @@ class LocalEncoder:
         batch_size: int = 16,
         max_tokens: int = 256,
         cache_size: int = 4096,
+        max_batch: int | None = None,
     ) -> None:
         if not 2 <= max_tokens <= 512:  # 512 = the models' position embeddings
             raise ValueError(f"max_tokens must be in [2, 512], got {max_tokens}")
@@ -139,31 +162,50 @@ class LocalEncoder:
         if not self.onnx_path.exists():
             export(self.onnx_path, self.model)
 
+        self.threads = threads or settings.threads()
+        self._session = self._new_session(self.threads)
+        self._batch_session: ort.InferenceSession | None = None
+        self._batch_session_lock = threading.Lock()
+        self._tokenizer = load_tokenizer(max_tokens, self.model)
+        self._queries = QueryCache(self._run, cache_size, run_batch=self.embed_questions, max_batch=max_batch)
+
+    def _new_session(self, threads: int) -> ort.InferenceSession:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or settings.threads()
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         # Idle intra-op threads spin for a while after each run by default: for one query at a
         # time that buys ~1 ms, but a server embedding many queries at once burns the CPU the
         # other requests need (bench/throughput.py, Azure query at concurrency 16: 23 -> 13 ms of CPU per query,
         # 98 -> 154 queries/s).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(
-            str(self.onnx_path), options, providers=["CPUExecutionProvider"]
-        )
-        self._tokenizer = load_tokenizer(max_tokens, self.model)
-        self._queries = QueryCache(self._run, cache_size)
+        return ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
+
+    @property
+    def batcher(self) -> MicroBatcher[str, np.ndarray] | None:
+        """What gathers concurrent questions into batches (None when ``max_batch`` is 1)."""
+        return self._queries.batcher
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._queries.embed(texts)
 
-    def _run(self, texts: list[str]) -> np.ndarray:
+    def embed_questions(self, texts: list[str]) -> np.ndarray:
+        """Questions as one batch, as the batcher runs them: one alone on the intra-op threads, several on one thread."""
+        if len(texts) == 1 or self.threads == 1:
+            return self._run(texts)
+        with self._batch_session_lock:
+            if self._batch_session is None:
+                self._batch_session = self._new_session(1)
+        return self._run(texts, self._batch_session)
+
+    def _run(self, texts: list[str], session: ort.InferenceSession | None = None) -> np.ndarray:
+        session = session or self._session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             feed = pad_batch([encodings[i] for i in rows], self.model)
-            (hidden,) = self._session.run([OUTPUT_NAME], feed)
+            (hidden,) = session.run([OUTPUT_NAME], feed)
             mask = feed["attention_mask"][..., None].astype(np.float32)
             out[rows] = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         return _l2_normalise(out)

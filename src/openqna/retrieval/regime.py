@@ -52,9 +52,12 @@ def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     z = np.where(allowed, logit, -np.inf)
     if len(z) < 2 or allowed.sum() < 2:
         return np.zeros(len(z), np.float64)
-    order = np.argsort(-z, kind="stable")
-    first, second = z[order[0]], z[order[1]]
-    other = np.where(np.arange(len(z)) == order[0], second, first)
+    # the best and the runner-up, without sorting every candidate (the sort was a sixth of ranking at 10,000 QnAs)
+    best = int(np.argmax(z))
+    first = z[best]
+    z[best] = -np.inf
+    second = z.max()
+    other = np.where(np.arange(len(z)) == best, second, first)
     return np.clip(np.where(allowed, logit - other, -GAP_CLIP), -GAP_CLIP, GAP_CLIP)
 
 

@@ -1,0 +1,104 @@
+"""Where a busy server's time goes: py-spy samples of a real ``openqna serve`` answering Azure queries
+at concurrency 16, with batching off (``OPENQNA_EMBED_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``: how
+questions were served before issue 29) and with the defaults, in one run.
+
+The knowledge base and the questions are ``bench/throughput.py``'s (10,000 QnAs, distinct test
+questions, so every request pays for its embedding).  py-spy samples every Python thread 200 times a
+second; the figures are the share of the samples (of threads that were not idle) in which a function
+is running (self) or on the stack (inclusive).  onnxruntime's own threads are native and not
+sampled: the model's time shows as ``Session.run`` on the thread that called it.
+
+Usage: python bench/hotspots.py [--seconds 8]   (needs py-spy, the bench extra)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TOP = 12
+
+
+def summary(raw: Path) -> tuple[int, collections.Counter[str], collections.Counter[str]]:
+    """(samples, self counts, inclusive counts) by function from py-spy's raw (collapsed stacks) output."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [re.sub(r" \((.*?):\d+\)$", r" (\1)", f) for f in stack.split(";")[1:]]  # [0] is the thread
+        if not frames:
+            continue
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for f in set(frames):
+            inclusive[f] += int(count)
+    return total, own, inclusive
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+
+    import corpus
+    import throughput as tp
+
+    from openqna.models.embedder import LocalMiniLM
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    texts, vectors, questions, _ = corpus.real_data(LocalMiniLM(cache_size=0, max_batch=1))
+    kb_texts, kb_vectors = corpus.grow(texts, vectors, 10_000)
+    with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "wb") as log:
+        service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors))
+        corpus.fill_openqna(service, tp.KB, kb_texts)
+        service.deploy(tp.KB, "production")
+        service.store.close()
+        cursor = 0
+        runs = {"batching off (OPENQNA_EMBED_BATCH=1, OPENQNA_QUERY_THREADS=4)":
+                {"OPENQNA_EMBED_BATCH": "1", "OPENQNA_QUERY_THREADS": "4"}, "defaults (batching on)": {}}
+        for label, env in runs.items():
+            port = tp.free_port()
+            base = f"http://127.0.0.1:{port}"
+            proc = tp.start_server(data, port, log, **env)
+            raw = Path(data) / "profile.txt"
+            try:
+                tp.wait_ready(base, proc)
+                with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as client:
+                    client.submit(tp.load, base, "azure", tp.KB, questions, cursor, 16, 2.0, 1.0).result()  # warm
+                    record = subprocess.Popen([spy, "record", "-p", str(proc.pid), "-d", str(int(args.seconds)),
+                                               "-r", "200", "-f", "raw", "-o", str(raw), "--nonblocking"],
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(0.5)
+                    r = client.submit(tp.load, base, "azure", tp.KB, questions, cursor + 2000, 16,
+                                      args.seconds, 0.0).result()
+                    record.wait()
+                cursor = r["cursor"]
+            finally:
+                tp.stop_server(proc)
+            total, own, inclusive = summary(raw)
+            rps = len(r["latencies"]) / r["seconds"]
+            print(f"{label}: Azure query at c=16, {rps:.0f} req/s while sampled; {total} samples; top self: "
+                  + "; ".join(f"{c / total:.1%} {f}" for f, c in own.most_common(TOP)))
+            parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
+                     "rank (openqna/retrieval/ranker.py)", "MicroBatcher._serve (openqna/models/batching.py)",
+                     "Runner.run (asyncio/runners.py)"]
+            print(f"{label}: inclusive: " + "; ".join(f"{inclusive[p] / total:.1%} {p}" for p in parts)
+                  + " (Runner.run: the event loop's own work: HTTP, JSON, routing)")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    main()

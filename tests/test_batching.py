@@ -1,0 +1,216 @@
+"""Micro-batching (issue 29): concurrent questions embedded in one model call, with the same vectors and
+the same answers as one at a time.
+
+The real model, a real SQLite store and real threads; no timing asserts (bench/throughput.py and
+bench/batching.py measure what batching buys).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from conftest import CHITCHAT
+from openqna.models.batching import BatcherClosed, MicroBatcher
+from openqna.models.embedder import LocalMiniLM
+
+# Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
+QUESTIONS = [
+    "hi",
+    "How do I reset my password after my account was locked for too many failed sign-in attempts?",
+    "card declined",
+    "What is the exchange rate from euros to dollars today, and do you charge a fee for converting?",
+    "thanks",
+    "Can I get a refund for an item I bought with my card last week if the shop has closed down?",
+    "are you a robot",
+    "where is my money",
+    "Why was I charged twice for the same cash withdrawal at an ATM abroad yesterday evening?",
+    "tell me a joke",
+    "change PIN",
+    "I lost my phone with the banking app on it; how do I stop someone from using my account?",
+]
+
+
+def together(submit, items, threads: int = 12):
+    """``submit(item)`` for every item from ``threads`` threads released at once, results in item order."""
+    start = threading.Barrier(min(threads, len(items)))
+
+    def one(item):
+        start.wait()
+        return submit(item)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(one, items))
+
+
+# -- the batcher -----------------------------------------------------------------------------------
+def until(condition, seconds: float = 10.0) -> None:
+    """Wait for ``condition()`` (another thread's progress), failing after ``seconds``."""
+    deadline = threading.Event()
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        deadline.wait(0.005)
+    raise AssertionError("timed out")
+
+
+def test_concurrent_calls_share_batches_and_get_their_own_results():
+    release = threading.Event()
+    sizes: list[int] = []
+
+    def run(items: list[int]) -> list[int]:
+        sizes.append(len(items))
+        release.wait(10)  # the first batch holds the worker while the other calls queue behind it
+        return [i * i for i in items]
+
+    batcher = MicroBatcher(run, max_batch=4)
+    with ThreadPoolExecutor(max_workers=9) as pool:
+        futures = [pool.submit(batcher.submit, i) for i in range(9)]
+        until(lambda: bool(sizes) and sizes[0] + batcher.queued == 9)
+        release.set()
+        results = [f.result(10) for f in futures]
+    assert results == [i * i for i in range(9)]
+    assert sum(sizes) == 9 and max(sizes) == 4 and len(sizes) <= 4  # batched, never above max_batch
+    batcher.close()
+
+
+def test_an_error_reaches_every_caller_of_its_batch_and_the_worker_lives_on():
+    def run(items: list[str]) -> list[str]:
+        if "bad" in items:
+            raise ValueError("refused: bad")
+        return [s.upper() for s in items]
+
+    batcher = MicroBatcher(run, max_batch=8)
+    outcomes = together(lambda s: _outcome(batcher.submit, s), ["ok", "bad", "fine", "also"] * 3)
+    errors = [o for o in outcomes if isinstance(o, ValueError)]
+    assert any(isinstance(o, ValueError) and str(o) == "refused: bad" for o in outcomes)
+    assert len(errors) >= 3  # each caller with "bad" failed, and so did whoever shared its batch
+    assert all(o in ("OK", "FINE", "ALSO") for o in outcomes if not isinstance(o, ValueError))
+    assert batcher.submit("after") == "AFTER"
+    batcher.close()
+
+
+def _outcome(submit, item):
+    try:
+        return submit(item)
+    except ValueError as exc:
+        return exc
+
+
+def test_a_wrong_number_of_results_is_an_error_not_a_hang():
+    batcher = MicroBatcher(lambda items: items[:-1], max_batch=4)
+    with pytest.raises(RuntimeError, match="gave 0 results"):
+        batcher.submit("x")
+    batcher.close()
+
+
+def test_a_lone_call_runs_alone_within_the_window():
+    batcher = MicroBatcher(lambda items: [len(items)] * len(items), max_batch=16, wait=0.05)
+    assert batcher.submit("alone") == 1  # nobody joined in 50 ms: it ran as a batch of one
+    batcher.close()
+
+
+def test_two_workers_run_batches_side_by_side():
+    both = threading.Barrier(2, timeout=10)  # each batch waits for the other: one worker alone would time out
+
+    def run(items: list[int]) -> list[int]:
+        both.wait()
+        return items
+
+    batcher = MicroBatcher(run, max_batch=1, workers=2)
+    assert together(batcher.submit, [1, 2], threads=2) == [1, 2]
+    batcher.close()
+
+
+def test_close_stops_the_worker_and_refuses_new_calls():
+    batcher = MicroBatcher(lambda items: items, max_batch=4, name="test-batcher")
+    assert batcher.submit(1) == 1
+    workers = [t for t in threading.enumerate() if t.name == "test-batcher"]
+    batcher.close()
+    assert len(workers) == 1 and not workers[0].is_alive()
+    with pytest.raises(BatcherClosed):
+        batcher.submit(2)
+
+
+def test_close_fails_the_calls_still_queued():
+    release, started = threading.Event(), threading.Event()
+
+    def run(items: list[int]) -> list[int]:
+        started.set()
+        release.wait(10)
+        return items
+
+    batcher = MicroBatcher(run, max_batch=1)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(batcher.submit, 1)
+        assert started.wait(10)
+        second = pool.submit(batcher.submit, 2)
+        until(lambda: batcher.queued == 1)
+        closer = threading.Thread(target=batcher.close)
+        closer.start()
+        with pytest.raises(BatcherClosed):
+            second.result(10)
+        release.set()
+        assert first.result(10) == 1  # the batch that was running finishes
+        closer.join(10)
+        assert not closer.is_alive()
+
+
+# -- the real model -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model() -> LocalMiniLM:
+    return LocalMiniLM(cache_size=0)
+
+
+def test_batched_questions_get_the_vectors_they_get_alone(model):
+    alone = LocalMiniLM(cache_size=0, max_batch=1)
+    assert alone.batcher is None
+    expected = np.concatenate([alone.embed([q]) for q in QUESTIONS])
+    before = model.batcher.batches
+    got = np.concatenate(together(lambda q: model.embed([q]), QUESTIONS))
+    assert model.batcher.batches - before < len(QUESTIONS)  # some questions shared a model call
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    # and a padded batch straight through the one-thread session
+    np.testing.assert_allclose(model.embed_questions(QUESTIONS), expected, atol=1e-6, rtol=0)
+
+
+def test_a_model_error_reaches_every_waiting_question():
+    def broken(texts):
+        raise RuntimeError(f"model failed on {len(texts)} texts")
+
+    batcher = MicroBatcher(broken, max_batch=16)
+    outcomes = together(lambda q: _any_outcome(batcher.submit, q), QUESTIONS)
+    assert all(isinstance(o, RuntimeError) and "model failed" in str(o) for o in outcomes)
+    batcher.close()
+
+
+def _any_outcome(submit, item):
+    try:
+        return submit(item)
+    except Exception as exc:  # noqa: BLE001 (the test collects every outcome)
+        return exc
+
+
+# -- answers --------------------------------------------------------------------------------------------
+def test_questions_asked_together_get_the_answers_they_get_alone(tmp_path, monkeypatch):
+    """The same answers and confidences (to the 4 decimals the API returns; a padded batch may differ from a lone
+    question in a vector's last float bit, which must never move a confidence by more than its last digit)."""
+    from openqna.formats import read_file
+    from openqna.service import AskRequest, Service
+    from openqna.store.sqlite import SQLiteStore
+
+    monkeypatch.setenv("OPENQNA_EMBED_BATCH", "1")
+    alone = Service(SQLiteStore(tmp_path / "data"), LocalMiniLM(cache_size=0))
+    alone.import_content("chitchat", read_file(CHITCHAT))
+    expected = [alone.ask("chitchat", "test", AskRequest(question=q, top=3)) for q in QUESTIONS]
+    monkeypatch.delenv("OPENQNA_EMBED_BATCH")
+    batched = Service(alone.store, LocalMiniLM(cache_size=0))
+    got = together(lambda q: batched.ask("chitchat", "test", AskRequest(question=q, top=3)), QUESTIONS)
+    assert batched.embedder.batcher.batches < len(QUESTIONS)
+    for question, want, have in zip(QUESTIONS, expected, got):
+        assert [a.qna.id if a.qna else None for a in have] == [a.qna.id if a.qna else None for a in want], question
+        assert np.allclose([a.confidence for a in have], [a.confidence for a in want], atol=1e-4, rtol=0), question
+    alone.store.close()
