@@ -135,6 +135,15 @@ def _paged(request: Request, items: list) -> dict:
     return out
 
 
+def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, str | None]:
+    """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
+    multilingualResource and settings.defaultAnswer, each of its own type."""
+    settings = body.obj("settings")
+    return (body.string("description", max_len=1000), body.string("language", max_len=20),
+            body.boolean("multilingualResource"),
+            settings.string("defaultAnswer", max_len=300) if settings else None)
+
+
 class AzureAuthoring:
     def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
         self.service = service
@@ -198,12 +207,7 @@ class AzureAuthoring:
         raw = await read_json(request)
         if not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object with the project's settings.")
-        body = Body(raw)
-        description = body.string("description", max_len=1000)
-        language = body.string("language", max_len=20)
-        multilingual = body.boolean("multilingualResource")
-        settings = body.obj("settings")
-        default_answer = settings.string("defaultAnswer", max_len=300) if settings else None
+        description, language, multilingual, default_answer = _project_settings(Body(raw))
         try:
             project = self.service.project(name)
         except NotFound:
@@ -290,6 +294,9 @@ class AzureAuthoring:
             self._existing(name)
         except NotFound:
             _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
+        metadata = Body(raw).obj("metadata")
+        if metadata is not None:
+            _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
         has_file = any(k.lower() == "fileuri" and v for k, v in raw.items())
         if not has_file:
             try:
