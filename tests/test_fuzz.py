@@ -196,11 +196,12 @@ def operations(spec: dict) -> list[tuple[str, str, str]]:
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 
-def config(ids: dict[str, str], allow: dict, ops: list[tuple[str, str, str]]) -> str:
+def config(ids: dict[str, str], allow: dict, ops: list[tuple[str, str, str]], cache: Path) -> str:
     """schemathesis.toml: the scratch data's names in every path, the destructive calls pointed at spares,
     the seeded jobs' ids in their status calls, and the allow-list's checks turned off where it says (an entry
     for operations this spec lacks is left out)."""
-    lines = ["[checks]", "enabled = false", *(f"{check}.enabled = true" for check in CHECKS), "",
+    lines = [f"[cache]\ndirectory = {toml_value(str(cache))}", "",  # `st replay` finds failures there
+             "[checks]", "enabled = false", *(f"{check}.enabled = true" for check in CHECKS), "",
              "[parameters]", 'projectName = "kb"', 'deploymentName = "production"', '"api-version" = "2023-04-01"',
              f"file_id = {toml_value(ids['file'])}", f"vector_store_id = {toml_value(ids['vector_store'])}",
              f"batch_id = {toml_value(ids['batch'])}", ""]
@@ -257,13 +258,13 @@ def test_vendor_contract(live, name, request):
     location.write_text(json.dumps(patched(spec, allow)))
     request.addfinalizer(lambda: location.unlink(missing_ok=True))
     settings = root / "schemathesis.toml"
-    settings.write_text(config(ids, allow, operations(spec)))
+    settings.write_text(config(ids, allow, operations(spec), root / "schemathesis-cache"))
     command = [str(SCHEMATHESIS), "--no-color", "--config-file", str(settings), "run", str(location),
                "--url", base_url(server.url, spec), "--max-time", str(SECONDS),
                "--workers", "1", "--suppress-health-check", "all", "--request-timeout", "30",
                *(["--seed", SEED] if SEED != "random" else [])]
     logged = server.log.stat().st_size
-    run = subprocess.run(command, capture_output=True, text=True, timeout=SECONDS * 3 + 120)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=SECONDS * 3 + 120, cwd=root)
     report = root / f"{Path(name).stem}.schemathesis.txt"
     report.write_text(run.stdout + run.stderr)
     print(run.stdout[-3000:])

@@ -244,3 +244,13 @@ def test_a_vector_store_filter_whose_type_is_not_a_string_is_refused(client):
     for kind in ([], ["eq"], 1, None):
         body["filters"] = {"type": kind, "key": "k", "value": 1}
         assert client.post(f"/v1/vector_stores/{store}/search", json=body).status_code == 400
+
+
+@pytest.mark.parametrize("uri", [[None], ["https://example.com/kb.tsv"], 7, {"url": "https://example.com"}, True])
+def test_an_import_whose_file_uri_is_not_a_string_is_refused(client, uri):
+    """schemathesis sent a list as fileUri: 202, then the job crashed in urlparse (AttributeError)."""
+    make_project(client)
+    response = client.post(f"{A}/kb/:import", params=V, json={"fileUri": uri})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["target"] == "fileUri"
+    assert [q["id"] for q in client.get(f"{A}/kb/qnas", params=V).json()["value"]] == [1]  # nothing replaced

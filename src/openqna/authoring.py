@@ -253,6 +253,8 @@ class Authoring:
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
+        if file_uri is not None and not isinstance(file_uri, str):
+            raise InvalidArgument("'fileUri' must be a string: the URL of the file to import.", target="fileUri")
         metadata = lowered.get("metadata")
         try:
             if file_uri:

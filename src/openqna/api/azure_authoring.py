@@ -294,11 +294,11 @@ class AzureAuthoring:
             self._existing(name)
         except NotFound:
             _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
-        metadata = Body(raw).obj("metadata")
+        body = Body(raw)
+        metadata = body.obj("metadata")
         if metadata is not None:
             _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
-        has_file = any(k.lower() == "fileuri" and v for k, v in raw.items())
-        if not has_file:
+        if not body.string("fileUri"):  # a URL is a string: anything else was accepted and crashed the job
             try:
                 read_assets(raw, "request body")
             except FormatError as exc:
