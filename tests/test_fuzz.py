@@ -14,6 +14,7 @@ on purpose, each with its reason; anything else fails.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -161,10 +162,9 @@ def patched(spec: dict, allow: dict) -> dict:
     spec["paths"] = {path: item for path, item in spec.get("paths", {}).items() if SERVED.search(path)}
     named = schemas(spec)
     for entry in allow.get("nullable", []):
-        field = named.get(entry["schema"], {}).get("properties", {}).get(entry["property"])
-        if field is not None:
-            field["nullable"] = True
-            field.setdefault("x-nullable", True)  # Swagger 2
+        fields = named.get(entry["schema"], {}).get("properties", {})
+        if entry["property"] in fields:
+            fields[entry["property"]] = nullable(fields[entry["property"]], spec)
     for entry in allow.get("enum", []):
         field = named.get(entry["schema"], {}).get("properties", {}).get(entry["property"])
         if field is not None and "enum" in field:
@@ -177,10 +177,24 @@ def patched(spec: dict, allow: dict) -> dict:
                 continue
             for method, operation in item.items():
                 if isinstance(operation, dict) and "responses" in operation:
-                    operation["responses"].setdefault("default", {
-                        "description": "Error", "content": {"application/json": {"schema": {
-                            "$ref": f"#/components/schemas/{entry['schema']}"}}}})
+                    operation["responses"].setdefault("default", error_response(entry["schema"], spec))
     return spec
+
+
+def nullable(field: dict, spec: dict) -> dict:
+    """The field's schema, null allowed, in the spec's own dialect (OpenAPI 3.0, 3.1 or Swagger 2)."""
+    if "swagger" in spec:
+        return {**field, "x-nullable": True}
+    if str(spec.get("openapi", "")).startswith("3.0"):
+        return {**field, "nullable": True} if "$ref" not in field else {"allOf": [field], "nullable": True}
+    return {"anyOf": [field, {"type": "null"}]}
+
+
+def error_response(schema: str, spec: dict) -> dict:
+    if "swagger" in spec:
+        return {"description": "Error", "schema": {"$ref": f"#/definitions/{schema}"}}
+    return {"description": "Error",
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
 
 
 def toml_value(value: object) -> str:
@@ -273,3 +287,20 @@ def test_vendor_contract(live, name, request):
         log.seek(logged)
         during = log.read()
     assert "Traceback" not in during, during[max(0, during.index("Traceback") - 2000):][:8000]
+
+
+def test_every_allowlist_entry_says_why_and_applies_to_a_spec_here():
+    """A stale entry would let a regression through unseen: each must change one of tests/specs/."""
+    allow = allowlist()
+    specs = [yaml.safe_load(p.read_text()) for p in SPECS.glob("*.yaml")]
+    entries = [(kind, entry) for kind in ("nullable", "enum", "errors", "skip") for entry in allow.get(kind, [])]
+    assert len(entries) >= 5
+    for kind, entry in entries:
+        assert entry.get("why", "").strip(), entry
+        if kind == "skip":
+            applies = any(re.search(entry["path"], path) and method == entry.get("method", method)
+                          for spec in specs for method, path, _ in operations(spec))
+        else:
+            applies = any(patched(copy.deepcopy(spec), {kind: [entry]}) != patched(copy.deepcopy(spec), {})
+                          for spec in specs)
+        assert applies, f"{kind} entry matches nothing in tests/specs/: {entry}"
