@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test model model-mpnet eval bench soak clean
+.PHONY: serve test model model-mpnet eval bench soak fuzz clean
 
 # Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
 # multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
@@ -83,6 +83,12 @@ bench: $(VENV)/.bench
 # every acknowledged write read back (`make test` runs 30 s of each).
 soak: $(VENV)/.dev
 	$(BIN)/python bench/soak.py --seconds 300
+
+# schemathesis with the vendors' API contracts (tests/specs/) and the tools OpenAPI against a live server, 10 minutes
+# of each (`make test` runs 25 s of each, seed 24); SPECS=dir runs every spec in dir instead, e.g. the vendors' own
+# files; SEED=n repeats a run (each report prints its seed).
+fuzz: $(VENV)/.dev
+	FUZZ_SECONDS=600 FUZZ_SEED=$(or $(SEED),random) FUZZ_SPECS=$(SPECS) $(BIN)/python -m pytest -q -s tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) .venv-preview .venv-legacy .venv-botbuilder .pytest_cache .mypy_cache .ruff_cache

@@ -202,3 +202,55 @@ def test_mcp_offers_no_stream_and_no_session(client, method):
     response = client.request(method, "/mcp", headers={"accept": "text/event-stream"})
     assert response.status_code == 405 and response.headers["allow"] == "POST"
     assert response.json()["error"]["code"] == -32600
+
+
+# -- found by `make fuzz` (tests/test_fuzz.py) --------------------------------------------------------
+def test_an_import_whose_metadata_has_the_wrong_types_is_refused_and_changes_nothing(client):
+    """schemathesis sent this: the project's language became the text "[None, None]" and its default
+    answer a JSON array, which GET then returned against the spec's string types."""
+    make_project(client)
+    body = {"metadata": {"language": [None, None], "settings": {"defaultAnswer": [None, None]}}}
+    response = client.post(f"{A}/kb/:import", params=V, json=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["target"] == "metadata.language"
+    project = client.get(f"{A}/kb", params=V).json()
+    assert project["language"] == "en" and project["settings"]["defaultAnswer"] == "No good match found in KB."
+    wrong_answer = client.post(f"{A}/kb/:import", params=V, json={"Metadata": {"Settings": {"DefaultAnswer": 7}}})
+    assert wrong_answer.status_code == 400
+    assert wrong_answer.json()["error"]["target"] == "metadata.settings.defaultAnswer"
+
+
+def test_an_import_with_good_metadata_still_sets_the_project(client):
+    make_project(client)
+    body = {"metadata": {"language": "de", "description": "Versand", "settings": {"defaultAnswer": "Keine Antwort."}},
+            "assets": {"qnas": [{"id": 1, "answer": "Zehn Tage.", "questions": ["Wie lange dauert der Versand?"]}]}}
+    response = client.post(f"{A}/kb/:import", params=V, json=body)
+    assert finish(client, response.headers["operation-location"]) == "succeeded"
+    project = client.get(f"{A}/kb", params=V).json()
+    assert (project["language"], project["description"], project["settings"]["defaultAnswer"]) == \
+        ("de", "Versand", "Keine Antwort.")
+
+
+def test_a_vector_store_filter_whose_type_is_not_a_string_is_refused(client):
+    """schemathesis sent this nested filter with "type": {}: a TypeError (unhashable dict) and a 500."""
+    store = client.post("/v1/vector_stores", json={"name": "docs"}).json()["id"]
+    body = {"filters": {"filters": [{"filters": [{"key": "k", "type": {}, "value": False}], "type": "or"}],
+                        "type": "or"}, "max_num_results": 10, "query": "What is the return policy?",
+            "ranking_options": {"ranker": "auto", "score_threshold": 0.1}, "rewrite_query": False}
+    response = client.post(f"/v1/vector_stores/{store}/search", json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "filters" and "'type' must be one of" in error["message"]
+    for kind in ([], ["eq"], 1, None):
+        body["filters"] = {"type": kind, "key": "k", "value": 1}
+        assert client.post(f"/v1/vector_stores/{store}/search", json=body).status_code == 400
+
+
+@pytest.mark.parametrize("uri", [[None], ["https://example.com/kb.tsv"], 7, {"url": "https://example.com"}, True])
+def test_an_import_whose_file_uri_is_not_a_string_is_refused(client, uri):
+    """schemathesis sent a list as fileUri: 202, then the job crashed in urlparse (AttributeError)."""
+    make_project(client)
+    response = client.post(f"{A}/kb/:import", params=V, json={"fileUri": uri})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["target"] == "fileUri"
+    assert [q["id"] for q in client.get(f"{A}/kb/qnas", params=V).json()["value"]] == [1]  # nothing replaced

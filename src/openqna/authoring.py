@@ -276,6 +276,8 @@ class Authoring:
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
+        if file_uri is not None and not isinstance(file_uri, str):
+            raise InvalidArgument("'fileUri' must be a string: the URL of the file to import.", target="fileUri")
         metadata = lowered.get("metadata")
         try:
             if file_uri:
@@ -312,17 +314,17 @@ class Authoring:
     def _ensure_project(self, project: str, metadata) -> Project:
         meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
         settings = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
-        default_answer = {k.lower(): v for k, v in settings.items()}.get("defaultanswer")
+        default_answer = _text({k.lower(): v for k, v in settings.items()}.get("defaultanswer"), "") or None
         try:
             proj = self.store.get_project(project)
         except NotFound:
-            proj = self.service.create_project(project, description=str(meta.get("description") or ""),
-                                               language=str(meta.get("language") or "en"),
+            proj = self.service.create_project(project, description=_text(meta.get("description"), ""),
+                                               language=_text(meta.get("language"), "en"),
                                                default_answer=default_answer)
             return self._keep_kb_id(proj, meta)
         if meta:
-            proj.description = str(meta.get("description", proj.description) or "")
-            proj.language = str(meta.get("language", proj.language) or proj.language)
+            proj.description = _text(meta.get("description", proj.description), "")
+            proj.language = _text(meta.get("language"), proj.language)
             if default_answer:
                 proj.settings["defaultAnswer"] = default_answer
             self.store.update_project(proj)
@@ -417,3 +419,8 @@ class Authoring:
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
                 "sources": sources, "upload": upload}
 
+
+def _text(value: object, fallback: str) -> str:
+    """A setting from an import's metadata or an export file: a non-empty string, else the fallback (a
+    file's other values are not settings; the HTTP surface refuses them in a request body)."""
+    return value if isinstance(value, str) and value else fallback

@@ -23,7 +23,7 @@ from .api.native import NativeRoutes
 from .api.openai import OpenAIRoutes, openai_error
 from .api.openai_vector_stores import VectorStoreRoutes
 from .api.qnamaker import QnAMakerRuntime, is_qnamaker_path
-from .api.tools import Tools
+from .api.tools import Tools, tools_error
 from .authoring import Authoring
 from .jobs import JobRunner
 from .keys import Authorizer
@@ -84,8 +84,18 @@ def create_app(service: Service) -> Starlette:
         return azure_error(exc.status_code, "NotFound", f"No route for {request.method} {request.url.path}.")
 
     async def crashed(request: Request, exc: Exception) -> Response:
+        """A 500 in the caller's dialect too: the clients read their own envelope whatever the status."""
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return azure_error(500, "InternalServerError", "The server failed to handle the request; see its log.")
+        message = "The server failed to handle the request; see its log."
+        path = request.url.path
+        if path.startswith("/v1/"):
+            return openai_error(500, message, kind="server_error")
+        if path.startswith(("/tools/", "/get_related_")):
+            return tools_error(500, "internal_error", message)
+        if path == "/mcp":
+            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}},
+                                status_code=500)
+        return azure_error(500, "InternalServerError", message)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):

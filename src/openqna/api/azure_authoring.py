@@ -145,6 +145,15 @@ def _paged_fetch(request: Request, total: int, fetch, convert=None) -> dict:
     return out
 
 
+def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, str | None]:
+    """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
+    multilingualResource and settings.defaultAnswer, each of its own type."""
+    settings = body.obj("settings")
+    return (body.string("description", max_len=1000), body.string("language", max_len=20),
+            body.boolean("multilingualResource"),
+            settings.string("defaultAnswer", max_len=300) if settings else None)
+
+
 class AzureAuthoring:
     def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
         self.service = service
@@ -208,12 +217,7 @@ class AzureAuthoring:
         raw = await read_json(request)
         if not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object with the project's settings.")
-        body = Body(raw)
-        description = body.string("description", max_len=1000)
-        language = body.string("language", max_len=20)
-        multilingual = body.boolean("multilingualResource")
-        settings = body.obj("settings")
-        default_answer = settings.string("defaultAnswer", max_len=300) if settings else None
+        description, language, multilingual, default_answer = _project_settings(Body(raw))
         try:
             project = self.service.project(name)
         except NotFound:
@@ -300,8 +304,11 @@ class AzureAuthoring:
             self._existing(name)
         except NotFound:
             _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
-        has_file = any(k.lower() == "fileuri" and v for k, v in raw.items())
-        if not has_file:
+        body = Body(raw)
+        metadata = body.obj("metadata")
+        if metadata is not None:
+            _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
+        if not body.string("fileUri"):  # a URL is a string: anything else was accepted and crashed the job
             try:
                 read_assets(raw, "request body")
             except FormatError as exc:

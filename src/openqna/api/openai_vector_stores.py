@@ -149,7 +149,7 @@ def filter_from(raw: Any, depth: int = 0) -> Filter:
             raise refuse(f"an '{kind}' filter needs a non-empty 'filters' array.")
         nodes = tuple(filter_from(child, depth + 1) for child in children)
         return And(nodes) if kind == "and" else Or(nodes)
-    if kind not in COMPARISONS and kind not in ("in", "nin"):
+    if not isinstance(kind, str) or kind not in COMPARISONS and kind not in ("in", "nin"):
         raise refuse(f"'type' must be one of eq, ne, gt, gte, lt, lte, in, nin, and, or; got {kind!r}.")
     _only(raw, {"type", "key", "value"}, "filters")
     key, value = raw.get("key"), raw.get("value")
