@@ -9,6 +9,7 @@ openqna's in-memory evaluator of the same where_str on the same rows, ordered by
 from __future__ import annotations
 
 import json
+import re
 import logging
 from urllib.parse import quote
 
@@ -258,3 +259,19 @@ def test_mcp_search_reads_a_connected_table(live, arxiv, embedder):
     want = [i for i, _ in expected(arxiv, embedder, subject, where, 5)]
     positions = [text.find(json.dumps(i)) for i in want]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), text[:500]
+
+
+def test_the_readme_examples_connect(tmp_path, clickhouse, postgres):
+    """The README's `openqna table connect` examples, run as written but for the servers they name."""
+    from conftest import REPO
+    from test_readme import README, run_block
+
+    (tmp_path / "src").symlink_to(REPO / "src")
+    [block] = [b for b in re.findall(r"```shell\n(.*?)```", README, flags=re.S) if "table connect" in b]
+    block = (block.replace("clickhouse://gpt_reader@msc-example.myscale.com:8123/default", clickhouse)
+             .replace("'postgresql://gpt_reader:PASSWORD@db.example.org:5432/library'", f"'{postgres[0]}'")
+             .replace("public.chat_arxiv", postgres[1]))
+    close_chdb()  # the CLI's process opens the chdb directory; this one reopens it on its next query
+    out = run_block(block, tmp_path, tmp_path / "data")
+    assert "connected table arxiv: default.ChatArXiv" in out and "connected table papers_pg" in out
+    assert PASSWORD not in out
