@@ -34,6 +34,7 @@ SCRIPTS = {
     "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
     "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",
     "million": "1M passages: start-up, tool search latency and RSS vs the query embedding",
+    "connected": "tool search on a connected chdb (ClickHouse) table of 1M rows vs the same rows loaded into openqna",
 }
 
 

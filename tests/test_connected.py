@@ -9,8 +9,8 @@ openqna's in-memory evaluator of the same where_str on the same rows, ordered by
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 from urllib.parse import quote
 
 import anyio

@@ -187,6 +187,13 @@ class ConnectedTables:
             out.append((record, round(max(0.0, min(1.0, score)), 4)))
         return out
 
+    def drop(self, name: str) -> None:
+        """Close the engine of a knowledge base that was deleted (the table itself is untouched)."""
+        with self.lock:
+            held = self.engines.pop(name, None)
+        if held is not None:
+            held[1].close()
+
     def close(self) -> None:
         with self.lock:
             for _, engine in self.engines.values():

@@ -317,6 +317,7 @@ class Service(Catalog):
         pid = self.store.current(project)[0]
         self.store.delete_project(project)
         self.indexes.drop(pid)
+        self.connected.drop(project)
 
     # -- knowledge bases as tools -------------------------------------------------------------
     def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
