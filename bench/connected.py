@@ -13,7 +13,7 @@ Measured, over HTTP one at a time: ``GET /get_related_{kb}?limit=10`` unfiltered
 ``where_str=group = '3'`` (10% of rows), p50/p99, with the query embedding alone as the baseline.
 Both stores are cached under ``bench/.cache/connected-{rows}``.
 
-Usage: python bench/connected.py [--rows 1000000] [--queries 50]
+Usage: python bench/connected.py [--rows 1000000] [--queries 15]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=15)  # a brute-force search of 1M rows takes seconds
     args = parser.parse_args()
     t = time.perf_counter()
     folder, how = ensure(args.rows)
@@ -136,7 +136,7 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     results: dict[str, list[float]] = {}
     with open(folder / "server.log", "wb") as log, httpx.Client(timeout=300) as client:
-        proc = start_server(str(folder), port, log)
+        proc = start_server(str(folder), port, log, OPENQNA_CONNECTED_TIMEOUT="120")  # brute force takes seconds
         try:
             wait_ready(base, proc)
             k = 0
