@@ -20,8 +20,8 @@ from openqna.catalog import Project
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
 
-def run(*args: str, data: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1"}
+def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"openqna {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")

@@ -47,6 +47,8 @@ NOT_RUN = {
     "HTTP/1.1 401 Unauthorized": "a response, not a command; tests/test_tokens_http.py checks it",
     "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as the README "
                                       "says); tests/test_calibrate.py runs calibrate",
+    "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
+                                   "runs it against chdb and pgserver with only their URLs swapped (run_block)",
 }
 
 
@@ -78,6 +80,14 @@ def test_every_not_run_block_exists_once():
     markers = [b.marker() for b in readme_blocks()]
     for marker in NOT_RUN:
         assert markers.count(marker) == 1, f"NOT_RUN lists {marker!r}, found in {markers.count(marker)} blocks"
+
+
+def run_block(code: str, cwd: Path, data: Path) -> str:
+    """One shell block run as pasted, with the virtual environment's bin on PATH and OPENQNA_DATA set."""
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-e", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+    return proc.stdout
 
 
 class Walk:

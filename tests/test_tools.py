@@ -129,7 +129,8 @@ def test_get_related_speaks_myscale(live_arxiv):
     assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
 
 
-@pytest.mark.parametrize("params,code,fragment", [
+# The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
+REFUSALS = [
     ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),
     ({"subject": "x", "where_str": "id IN (SELECT id FROM api_keys)"}, "invalid_where", "subquer"),
     ({"subject": "x", "where_str": "sleep(3) = 0"}, "invalid_where", "sleep"),
@@ -138,7 +139,10 @@ def test_get_related_speaks_myscale(live_arxiv):
     ({"subject": "x", "limit": "0"}, "invalid_request", "limit"),
     ({"subject": "x", "limit": "21"}, "invalid_request", "limit"),
     ({"where_str": "id = '1'"}, "invalid_request", "subject"),
-])
+]
+
+
+@pytest.mark.parametrize("params,code,fragment", REFUSALS)
 def test_refusals_are_400s_that_explain(live_arxiv, params, code, fragment):
     r = get(live_arxiv, "/get_related_arxiv", **params)
     assert r.status_code == 400, r.text

@@ -319,6 +319,52 @@ def table_load(name: str, file: Path, data_dir: str) -> None:
     click.echo(f"{name}: {rows} rows from {file.name} ({embedded} texts embedded, {deleted} stale rows deleted)")
 
 
+@table.command("connect")
+@click.argument("name")
+@click.option("--url", required=True, help="clickhouse://USER[:PASSWORD]@HOST:8123/DB (clickhouses:// for TLS), "
+              "postgresql://USER[:PASSWORD]@HOST:5432/DB, or chdb:///DIR. Use a read-only user.")
+@click.option("--password-env", default=None, metavar="VAR", help="Read the password from this environment variable "
+              "instead of the URL (keeps it out of shell history).")
+@click.option("--table", "table_", required=True, help="TABLE or DATABASE.TABLE (SCHEMA.TABLE on PostgreSQL).")
+@click.option("--vector", required=True, help="The column of vectors (Array(Float32), or pgvector's vector).")
+@click.option("--text", "text", multiple=True, required=True, help="A String column whose text each hit returns. Repeat.")
+@click.option("--title", default=None, help="A String column shown as each row's title.")
+@click.option("--embedder", default="local", show_default=True,
+              help="The embedder that wrote the table's vectors (as OPENQNA_EMBEDDER names them).")
+@click.option("--metric", type=click.Choice(["cosine", "l2"]), default="cosine", show_default=True)
+@click.option("--description", default="", help="What the table holds (shown to LLMs in the tool description).")
+@data_option
+def table_connect(name: str, url: str, password_env: str | None, table_: str, vector: str, text: tuple[str, ...],
+                  title: str | None, embedder: str, metric: str, description: str, data_dir: str) -> None:
+    """Connect a ClickHouse/MyScale or PostgreSQL (pgvector) table as knowledge base NAME, without copying it.
+
+    Searches run in that database; openqna never writes to it. The password is stored encrypted and never
+    shown again.
+    """
+    from .connected import connect_table
+
+    if password_env:
+        password = os.environ.get(password_env)
+        if password is None:
+            _fail(f"the environment variable {password_env} is not set")
+        url = with_password(url, password or "")
+    try:
+        info = connect_table(_service(data_dir, create=True), name, url, table_, vector=vector, text=list(text),
+                             title=title, embedder=embedder, metric=metric, description=description)
+    except OpenQnAError as exc:
+        _fail(exc.message)
+    click.echo(f"connected table {name}: {info.table} at {info.url}, {info.dim}-dimensional vectors in {info.vector}")
+
+
+def with_password(url: str, password: str) -> str:
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    user, _, host = parts.netloc.rpartition("@")
+    user = user.split(":")[0] or "default"
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
+
+
 @main.group()
 def keys() -> None:
     """Manage API keys (stored hashed; a key is shown only when created)."""

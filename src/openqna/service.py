@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .catalog import Catalog
+from .connected import ConnectedTables
 from .filter_ast import Column
 from .formats.limits import LIMITS
 from .keys import Caller, allows
@@ -102,6 +103,7 @@ class KnowledgeBaseInfo:
     kind: str  # "table" (typed schema) or "project" (QnAs and passages, metadata as strings)
     count: int
     columns: list[Column]
+    connected: dict | None = None  # a connected table's engine, table and described columns (no secret)
 
 
 @dataclass
@@ -126,6 +128,7 @@ class Service(Catalog):
         super().__init__(store)
         self.embedder = embedder
         self.indexes = IndexCache(store, nearest=engine_search(store))
+        self.connected = ConnectedTables(store, embedder)
 
     # -- projects ----------------------------------------------------------------------
     def create_project(self, name: str, *, description: str = "", language: str = "en",
@@ -316,6 +319,7 @@ class Service(Catalog):
         pid = self.store.current(project)[0]
         self.store.delete_project(project)
         self.indexes.drop(pid)
+        self.connected.drop(project)
 
     # -- knowledge bases as tools -------------------------------------------------------------
     def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
@@ -327,6 +331,8 @@ class Service(Catalog):
         raw = proj.settings.get("schema")
         if raw:
             columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
+            if proj.settings.get("connected"):  # its engine's columns, nothing of openqna's own
+                return columns
             return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
         names = [k for k in index().metadata_keys() if _IDENT.match(k) and k != "source"]
         return [Column(k, "String") for k in names] + [Column("source", "String")]
@@ -351,14 +357,18 @@ class Service(Catalog):
             if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):
                 continue
             kind = "table" if p.settings.get("schema") else "project"
-            out.append(KnowledgeBaseInfo(p.name, p.description, kind, self.store.count_qnas(p.name),
-                                         self.columns(p.name)))
+            link = p.settings.get("connected")
+            count = p.settings["connected_rows"] if link else self.store.count_qnas(p.name)
+            out.append(KnowledgeBaseInfo(p.name, p.description, kind, count, self.columns(p.name),
+                                         connected=link))
         return out
 
     def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
+        if proj.settings.get("connected"):
+            return self._search_connected(proj, subject, where, limit)
         index = self.indexes.get(kb, deployment)
         flt = None
         if where and where.strip():  # the columns read the index's metadata keys (once per index version)
@@ -371,6 +381,18 @@ class Service(Catalog):
         ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
+
+    def _search_connected(self, proj: Project, subject: str, where: str | None, limit: int) -> list[Hit]:
+        """A connected table's search runs in its own engine (``connected.py``); where_str is parsed here."""
+        if not subject.strip():
+            raise InvalidArgument("'subject' must not be empty.", target="subject")
+        columns = tuple(self._columns(proj, lambda: self.indexes.get(proj.name)))
+        flt = None
+        if where and where.strip():
+            flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
+                   else _parsed_where(where, columns))
+        return [Hit(record, score) for record, score in self.connected.search(proj, subject, flt, list(columns),
+                                                                               limit)]
 
     def rank_queries(self, index: MemIndex, queries: list[str], flt: Filter | None, *, top: int,
                      calibration: calibrations.Calibration, threshold: float = 0.0) -> list[list[ranker.Ranked]]:

@@ -183,6 +183,9 @@ def load_rows(service: Service, kb: str, name: str, data: bytes, *, progress: bo
     schema = table_schema(service, kb)
     if schema is None:
         raise InvalidArgument(f"'{kb}' has no table schema; create it with `openqna table create`")
+    if service.store.get_project(kb).settings.get("connected"):
+        raise InvalidArgument(f"'{kb}' is a connected table: its rows live in its own database, and openqna "
+                              "never writes there")
     from_text = Path(name).suffix.lower() == ".csv"
     records, errors = [], []
     for number, row in read_rows(name, data):

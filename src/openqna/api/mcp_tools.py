@@ -88,7 +88,8 @@ class KnowledgeBaseList(BaseModel):
 
 
 class SearchHit(BaseModel):
-    id: int
+    id: int | None = Field(description="the record's id; null for a row of a connected table without an integer "
+                                       "id column")
     score: float = Field(description="relevance, 0 to 1")
     kind: str = Field(description='record kind, e.g. "qna" (question-answer pair) or "passage" (document chunk)')
     title: str | None = Field(description="the record's (first) question or title")

@@ -28,6 +28,10 @@ from .auth import secret_from_headers
 from .concurrency import run_query
 from .tools_openapi import openapi_document
 
+# A connected table's engine failing (store/connected.py), in this dialect's words.
+ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_timeout",
+                "EngineUnavailable": "engine_unavailable"}
+
 
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
@@ -113,7 +117,7 @@ class Tools:
         except NotFound:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
         except OpenQnAError as exc:
-            code = "invalid_where" if exc.target == "where_str" else "invalid_request"
+            code = "invalid_where" if exc.target == "where_str" else ENGINE_CODES.get(exc.code, "invalid_request")
             return tools_error(exc.status, code, exc.message)
 
     def _server(self, request: Request) -> str:

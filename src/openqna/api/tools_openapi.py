@@ -20,12 +20,28 @@ def _clip(text: str, limit: int) -> str:
 
 
 def where_description(kb: KnowledgeBaseInfo) -> str:
+    if kb.connected:
+        return _clip(connected_description(kb), PARAMETER_CHARS)
     columns = ", ".join(f"{c.name} {c.type}" for c in kb.columns) or "(none)"
     example = _example(kb)
     text = (f"Optional SQL-like filter, ClickHouse syntax, over the columns: {columns}. Use =, !=, <, >, IN, "
             f"BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), length(), "
             f"parseDateTime32BestEffort('2024-01-31'), toDate(), now() - INTERVAL 30 DAY. No subqueries. {example}")
     return _clip(text, PARAMETER_CHARS)
+
+
+def connected_description(kb: KnowledgeBaseInfo) -> str:
+    """A connected table's schema as MyScale's tool descriptions show it: a ``CREATE TABLE`` sketch of the
+    columns where_str may name, with the engine's types and column comments."""
+    assert kb.connected is not None
+    names = {c.name for c in kb.columns}
+    shown = [c for c in kb.connected["columns"] if c["name"] in names]
+    lines = [f"  {c['name']} {c['type']}" + ("," if i < len(shown) - 1 else "") +
+             (f" -- {c['comment']}" if c["comment"] else "") for i, c in enumerate(shown)]
+    sketch = f"CREATE TABLE {kb.connected['table']} (\n" + "\n".join(lines) + "\n)"
+    return (f"Optional SQL WHERE condition, ClickHouse syntax, over this table:\n{sketch}\nUse =, !=, <, >, IN, "
+            f"BETWEEN, LIKE, IS NULL, AND/OR/NOT, has/hasAny(array, ...), lower(), length(), "
+            f"parseDateTime32BestEffort('2024-01-31'). No subqueries. {_example(kb)}")
 
 
 def _example(kb: KnowledgeBaseInfo) -> str:

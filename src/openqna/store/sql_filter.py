@@ -19,9 +19,11 @@ Which path runs where (``retrieval/where.py`` says the same from the other side)
   against 41/110, 4% 0.16/0.14 against 106/359.  The mask itself is cached per filter; its first
   evaluation costs 13-240 ms (the column's distinct values), once per index version.
 * ClickHouse: for knowledge bases that live in a user's own ClickHouse/MyScale table (typed columns
-  String, Int64, Float64, Bool, DateTime, Array(String), any of them Nullable but the arrays); no
-  store calls it yet.  Placeholders are ClickHouse query parameters (``{p0:String}``) and the values
-  come back as a dict of Python values for the client to send.
+  String, Int64, Float64, Bool, DateTime, Array(String), any of them Nullable but the arrays):
+  ``store.connected_clickhouse`` sends it with the vector search of a connected table (and
+  ``store.connected_postgres`` sends the PostgreSQL dialect for a connected pgvector table).
+  Placeholders are ClickHouse query parameters (``{p0:String}``) and the values come back as a dict
+  of Python values for the client to send.
 * SQLite: no store calls it (openqna's SQLite store filters its index in memory); it is the engine
   the where_str corpus and fuzzers of ``tests/test_where.py`` run against, and ``bench/tools.py``
   times it.
