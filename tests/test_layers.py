@@ -42,7 +42,7 @@ PACKAGE = "openqna"
 
 FOUNDATION = {"openqna", "openqna.records", "openqna.filter_ast", "openqna.settings", "openqna.clock"}
 SURFACE_PACKAGES = {"api", "evaluation"}
-SURFACE_MODULES = {"openqna.cli", "openqna.server"}
+SURFACE_MODULES = {"openqna.cli", "openqna.cli_common", "openqna.cli_keys", "openqna.cli_table", "openqna.server"}
 COMPONENTS = {"retrieval", "ingest", "formats"}
 SEAMS = {"models", "store"}
 LAYER_NAMES = {0: "foundation", 1: "seams", 2: "components", 3: "core", 4: "surfaces"}

@@ -1,8 +1,8 @@
-"""The ``openqna`` command: serve, import, export, ask, deploy, calibrate, projects, keys.
+"""The ``openqna`` command: serve, import, export, ask, deploy, calibrate, projects, and the ``table`` and
+``keys`` groups (``cli_table.py``, ``cli_keys.py``); what every command shares is in ``cli_common.py``.
 
-Why this file is over 500 lines: it is click's flat list of commands, each a thin translation of
-options into core calls (no logic of its own lives here), read top to bottom as ``openqna --help``
-lists them.  Its natural cut, when it grows, is one module per command group (``keys``, ``table``).
+Each command is a thin translation of options into core calls (no logic of its own lives here), read top
+to bottom as ``openqna --help`` lists them.
 """
 
 from __future__ import annotations
@@ -10,66 +10,20 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import click
 
 from . import settings
+from .cli_common import data_option, fail, open_catalog, open_service
+from .cli_keys import keys
+from .cli_table import table
 from .formats.limits import LIMITS
 from .records import OpenQnAError
 from .retrieval.filters import MetaEq, all_of
-
-if TYPE_CHECKING:
-    from .catalog import Catalog, Store
-    from .service import Service
-
-data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
-                           show_default=True, show_envvar=True,
-                           help=f"Directory of the embedded store (OPENQNA_DATA when set, else {settings.data.default}).")
-
-
-def _open(data_dir: str, create: bool) -> Store:
-    """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
-    creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
-    from .catalog import open_data, store_exists, store_file
-
-    if store_exists(data_dir):
-        return open_data(data_dir)
-    path = store_file(data_dir)
-    if not create:
-        click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
-                   "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
-        sys.exit(1)
-    store = open_data(data_dir)
-    click.echo(f"created a new openqna store at {path}", err=True)
-    return store
-
-
-def _catalog(data_dir: str, create: bool = False) -> Catalog:
-    """The knowledge bases without a model, for the commands that embed nothing."""
-    from .catalog import Catalog
-
-    return Catalog(_open(data_dir, create))
-
-
-def _service(data_dir: str, create: bool = False) -> Service:
-    from .models.embedder import get_embedder
-    from .service import Service
-
-    try:
-        embedder = get_embedder()
-    except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
-        _fail(str(exc))
-    return Service(_open(data_dir, create), embedder)
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.group()
@@ -77,6 +31,10 @@ def _fail(message: str) -> None:
 def main() -> None:
     """openqna: knowledge-base question answering you host yourself."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+main.add_command(table)
+main.add_command(keys)
 
 
 @main.command("import")
@@ -102,7 +60,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     from .records import KnowledgeBaseContent
 
     if kb_id and not KB_ID.match(kb_id):
-        _fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
+        fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
     content = KnowledgeBaseContent()
     documents = []
     try:
@@ -112,12 +70,12 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
                 documents.append(parse_document(f.name, data))
                 continue
             if f.suffix.lower() not in QNA_SUFFIXES:
-                _fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
+                fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
                       f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
             part = read_file(f, data)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
-        service = _service(data_dir, create=True)
+        service = open_service(data_dir, create=True)
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
@@ -133,7 +91,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             Authoring(service).set_kb_id(project, kb_id)
             click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
 
 
 @main.command()
@@ -146,7 +104,7 @@ def sources(project: str, data_dir: str) -> None:
     from .authoring import Authoring
 
     try:
-        service = _service(data_dir)
+        service = open_service(data_dir)
         counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
         listed = Authoring(service).list_sources(project)
         if not listed:
@@ -158,7 +116,7 @@ def sources(project: str, data_dir: str) -> None:
             updated = s.last_updated or "not recorded"
             click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}")
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
 
 
 @main.command()
@@ -174,12 +132,12 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 
     by_suffix = {".tsv": "tsv", ".txt": "tsv", ".xlsx": "excel", ".json": "json"}
     if fmt is None and out.suffix.lower() not in by_suffix:
-        _fail(f"cannot tell the format from '{out.name}': name it .tsv, .xlsx or .json, or pass --format")
+        fail(f"cannot tell the format from '{out.name}': name it .tsv, .xlsx or .json, or pass --format")
     chosen = cast(ExportFormat, fmt or by_suffix[out.suffix.lower()])
     try:
-        content = _catalog(data_dir).content(project, deployment)
+        content = open_catalog(data_dir).content(project, deployment)
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     data, _, _ = export_bytes(content, chosen)
     out.write_bytes(data)
     passages = sum(q.kind == "passage" for q in content.qnas)
@@ -210,18 +168,18 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
     for f in filters:
         key, sep, value = f.partition("=")
         if not sep or not key.strip():
-            _fail(f"--filter expects KEY=VALUE, got '{f}'")
+            fail(f"--filter expects KEY=VALUE, got '{f}'")
         nodes.append(MetaEq(key.strip(), value.strip()))
     req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
                      filter=all_of(*nodes), include_unstructured=unstructured)
     if not question.strip():
-        _fail("the question is empty")
+        fail("the question is empty")
     if len(question) > LIMITS.question_chars:
-        _fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
+        fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
     try:
-        answers = _service(data_dir).ask(project, deployment, req)
+        answers = open_service(data_dir).ask(project, deployment, req)
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     for a in answers:
         if a.qna is None:
             click.echo(f"[{a.confidence:.4f}] (default answer) {a.default_text}")
@@ -240,11 +198,11 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
 def deploy(project: str, deployment: str, data_dir: str) -> None:
     """Copy PROJECT's live (test) state to DEPLOYMENT (default: production)."""
     if deployment == "test":
-        _fail("'test' is the live state; deploy to another name such as 'production'")
+        fail("'test' is the live state; deploy to another name such as 'production'")
     try:
-        d = _catalog(data_dir).deploy(project, deployment)
+        d = open_catalog(data_dir).deploy(project, deployment)
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     click.echo(f"deployed {project} to {d.name} at {d.last_deployed}")
 
 
@@ -254,9 +212,9 @@ def deploy(project: str, deployment: str, data_dir: str) -> None:
 def reembed(project: str, data_dir: str) -> None:
     """Re-embed PROJECT's live state with the configured embedder (then deploy again)."""
     try:
-        count = _service(data_dir).reembed(project, progress=True)
+        count = open_service(data_dir).reembed(project, progress=True)
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     click.echo(f"re-embedded {count} QnAs of {project}; deploy to update other deployments")
 
 
@@ -266,145 +224,13 @@ def projects(data_dir: str) -> None:
     """List knowledge bases with their kind, QnA and passage counts, and deployments."""
     from .catalog import kind_of
 
-    catalog = _catalog(data_dir)
+    catalog = open_catalog(data_dir)
     for p in catalog.projects():
         deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "none"
         kind, counts = kind_of(p), catalog.counts(p.name)
         held = (f"{counts['row']} rows" if kind == "table"
                 else f"{counts['qna']} QnAs, {counts['passage']} passages")
         click.echo(f"{p.name}\t{kind}\t{held}\tdeployments: {deployments}")
-
-
-@main.group()
-def table() -> None:
-    """Typed knowledge bases: tables with typed columns that where_str filters read."""
-
-
-@table.command("create")
-@click.argument("name")
-@click.option("--column", "columns", multiple=True, required=True, metavar="NAME:TYPE",
-              help="A column: String, Int64, Float64, Bool, DateTime or Array(String). Repeat.")
-@click.option("--text", "text", multiple=True, required=True, help="A String column to embed and search. Repeat.")
-@click.option("--title", default=None, help="A String column shown as each row's title.")
-@click.option("--description", default="", help="What the table holds (shown to LLMs in the tool description).")
-@data_option
-def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], title: str | None, description: str,
-                 data_dir: str) -> None:
-    """Create table NAME with typed --column's; its --text columns are embedded and searched.
-
-    Load rows with `openqna table load`; tools filter them with where_str over the columns.
-    """
-    from .tables import TableSchema, create_table, parse_column
-
-    try:
-        schema = TableSchema([parse_column(c) for c in columns], list(text), title)
-        create_table(_service(data_dir, create=True), name, schema, description=description)
-    except OpenQnAError as exc:
-        _fail(exc.message)
-    click.echo(f"created table {name} with {len(columns)} columns")
-
-
-@table.command("load")
-@click.argument("name")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@data_option
-def table_load(name: str, file: Path, data_dir: str) -> None:
-    """Load rows from a .jsonl, .csv or .parquet FILE; every row is checked before any is written."""
-    from .tables import load_rows
-
-    try:
-        rows, embedded, deleted = load_rows(_service(data_dir), name, file.name, file.read_bytes(), progress=True)
-    except OpenQnAError as exc:
-        _fail(exc.message)
-    click.echo(f"{name}: {rows} rows from {file.name} ({embedded} texts embedded, {deleted} stale rows deleted)")
-
-
-@table.command("connect")
-@click.argument("name")
-@click.option("--url", required=True, help="clickhouse://USER[:PASSWORD]@HOST:8123/DB (clickhouses:// for TLS), "
-              "postgresql://USER[:PASSWORD]@HOST:5432/DB, or chdb:///DIR. Use a read-only user.")
-@click.option("--password-env", default=None, metavar="VAR", help="Read the password from this environment variable "
-              "instead of the URL (keeps it out of shell history).")
-@click.option("--table", "table_", required=True, help="TABLE or DATABASE.TABLE (SCHEMA.TABLE on PostgreSQL).")
-@click.option("--vector", required=True, help="The column of vectors (Array(Float32), or pgvector's vector).")
-@click.option("--text", "text", multiple=True, required=True, help="A String column whose text each hit returns. Repeat.")
-@click.option("--title", default=None, help="A String column shown as each row's title.")
-@click.option("--embedder", default="local", show_default=True,
-              help="The embedder that wrote the table's vectors (as OPENQNA_EMBEDDER names them).")
-@click.option("--metric", type=click.Choice(["cosine", "l2"]), default="cosine", show_default=True)
-@click.option("--description", default="", help="What the table holds (shown to LLMs in the tool description).")
-@data_option
-def table_connect(name: str, url: str, password_env: str | None, table_: str, vector: str, text: tuple[str, ...],
-                  title: str | None, embedder: str, metric: str, description: str, data_dir: str) -> None:
-    """Connect a ClickHouse/MyScale or PostgreSQL (pgvector) table as knowledge base NAME, without copying it.
-
-    Searches run in that database; openqna never writes to it. The password is stored encrypted and never
-    shown again.
-    """
-    from .connected import connect_table
-
-    if password_env:
-        password = os.environ.get(password_env)
-        if password is None:
-            _fail(f"the environment variable {password_env} is not set")
-        url = with_password(url, password or "")
-    try:
-        info = connect_table(_service(data_dir, create=True), name, url, table_, vector=vector, text=list(text),
-                             title=title, embedder=embedder, metric=metric, description=description)
-    except OpenQnAError as exc:
-        _fail(exc.message)
-    click.echo(f"connected table {name}: {info.table} at {info.url}, {info.dim}-dimensional vectors in {info.vector}")
-
-
-def with_password(url: str, password: str) -> str:
-    from urllib.parse import quote, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    user, _, host = parts.netloc.rpartition("@")
-    user = user.split(":")[0] or "default"
-    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
-
-
-@main.group()
-def keys() -> None:
-    """Manage API keys (stored hashed; a key is shown only when created)."""
-
-
-@keys.command("create")
-@click.option("--name", default="", help="A label to recognise the key by.")
-@click.option("--role", type=click.Choice(["admin", "author", "query"]), default="admin", show_default=True)
-@click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
-@data_option
-def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
-    """Create an API key and print it once (admin manages keys, author edits, query asks)."""
-    from .keys import create_key
-
-    store = _catalog(data_dir, create=True).store
-    key, secret = create_key(store, name=name, role=role, projects=list(projects_) or None)
-    click.echo(secret)
-    click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
-
-
-@keys.command("list")
-@data_option
-def keys_list(data_dir: str) -> None:
-    """List keys: id, role, projects (* for all), created, name; never the secret."""
-    from .keys import list_keys
-
-    for k in list_keys(_catalog(data_dir).store):
-        click.echo(f"{k.id}\t{k.role}\t{','.join(k.projects) if k.projects else '*'}\t{k.created}\t{k.name}")
-
-
-@keys.command("revoke")
-@click.argument("key_id")
-@data_option
-def keys_revoke(key_id: str, data_dir: str) -> None:
-    """Revoke a key by its id (see `keys list`); it stops working on the next request."""
-    from .keys import revoke_key
-
-    if not revoke_key(_catalog(data_dir).store, key_id):
-        _fail(f"no key with id {key_id}")
-    click.echo(f"revoked key {key_id}")
 
 
 @main.command()
@@ -418,11 +244,11 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
 
     try:
         if accept:
-            authoring = Authoring(_service(data_dir))
+            authoring = Authoring(open_service(data_dir))
             qna = authoring.accept_suggestion(project, accept[0], accept[1])
             click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
             return
-        authoring = Authoring(_service(data_dir))
+        authoring = Authoring(open_service(data_dir))
         found = authoring.suggestions(project)
         if not any(found.values()):
             click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
@@ -432,7 +258,7 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
             for question, count in items:
                 click.echo(f"#{qid}\t{count}\t{question}")
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
 
 
 @main.command()
@@ -446,7 +272,7 @@ def migrate(source: str, target: str) -> None:
     try:
         counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
 
 
@@ -470,8 +296,8 @@ def calibrate(project: str, file: Path | None, deployment: str, threshold: float
     from . import calibrate as cal
 
     if file is None and not reset:
-        _fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
-    service = _service(data_dir)
+        fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
+    service = open_service(data_dir)
     try:
         if reset or file is None:
             cal.save(service, project, None)
@@ -481,7 +307,7 @@ def calibrate(project: str, file: Path | None, deployment: str, threshold: float
         points = cal.collect(service, project, cal.read_pairs(file), deployment)
         cal.check(points)
     except OpenQnAError as exc:
-        _fail(exc.message)
+        fail(exc.message)
     before = service.calibration(proj)
     shipped = service.shipped_calibration
     fitted = cal.fit(points, shipped)
@@ -526,7 +352,7 @@ def mcp_(deployment: str, data_dir: str) -> None:
     """Serve the knowledge bases as MCP tools over stdio (for desktop assistants, IDEs and agents)."""
     from .api.mcp import run_stdio
 
-    run_stdio(_service(data_dir), deployment=deployment)
+    run_stdio(open_service(data_dir), deployment=deployment)
 
 
 def one_blas_thread() -> None:
@@ -592,12 +418,12 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.pg_vector_search()
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
-        _fail(str(e))
+        fail(str(e))
     if port_in_use(host, port):
-        _fail(f"port {port} on {host} is already in use; stop what is using it or choose another with --port")
-    service = _service(data_dir, create=True)
+        fail(f"port {port} on {host} is already in use; stop what is using it or choose another with --port")
+    service = open_service(data_dir, create=True)
     if not _is_loopback(host) and not issuers and not list_keys(service.store):
-        _fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
+        fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
               f"`openqna keys create --data {data_dir}` or set OPENQNA_TOKEN_ISSUERS")
     if sample and not service.projects():
         from .formats import read_file
