@@ -11,7 +11,7 @@ project, each uploaded file can be read back, each deploy that succeeded is serv
 ``make soak`` runs it for 5 minutes on SQLite and on PostgreSQL (pgserver); ``make test``
 runs 30 seconds of each (tests/test_soak.py).
 
-Usage: python bench/soak.py [--seconds 300] [--clients 32] [--store sqlite|postgres|both]
+Usage: python bench/soak.py [--seconds 300] [--clients 32] [--store sqlite|postgres|both] [--reads-only]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ QUESTIONS = ["How do I reset my password?", "what are your opening hours", "can 
 # (operation, weight): reads dominate, as in production
 MIX = (("azure_query", 30), ("tool_search", 14), ("mcp_search", 10), ("vector_search", 12),
        ("qna_update", 14), ("deploy", 5), ("file_upload", 8), ("healthz", 7))
+# --reads-only: the same reads with no writes, so the data stays constant and RSS may not grow with it
+READS = tuple((op, w) for op, w in MIX if op not in ("qna_update", "deploy", "file_upload"))
 
 
 @dataclass
@@ -158,12 +160,12 @@ def expect(r: httpx.Response, status: int, out: Outcome, op: str) -> bool:
     return True
 
 
-async def soak(base: str, pid: int, *, seconds: float, clients: int, seed: int = 7) -> dict:
+async def soak(base: str, pid: int, *, seconds: float, clients: int, seed: int = 7, reads_only: bool = False) -> dict:
     out = Outcome()
     limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
         store = await setup(client)
-        ops, weights = zip(*MIX)
+        ops, weights = zip(*(READS if reads_only else MIX))
         started = time.monotonic()
         out.rss_mb.append((0.0, rss_mb(pid)))
 
@@ -243,7 +245,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: str = "") -> dict:
+def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: str = "",
+                    reads_only: bool = False) -> dict:
     """Start ``openqna serve`` on ``data_dir`` (and ``store_url``, if PostgreSQL), soak it, stop it."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0", "OPENQNA_JOB_POLL_SECONDS": "0.1"}
@@ -267,7 +270,7 @@ def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: 
             if time.monotonic() > deadline:
                 raise RuntimeError("openqna serve did not start")
             time.sleep(0.1)
-        result = asyncio.run(soak(base, proc.pid, seconds=seconds, clients=clients))
+        result = asyncio.run(soak(base, proc.pid, seconds=seconds, clients=clients, reads_only=reads_only))
     finally:
         proc.terminate()
         try:
@@ -285,12 +288,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--store", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--reads-only", action="store_true",
+                        help="only queries and searches: constant data, so RSS growth would be a leak")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="openqna-soak-") as tmp:
         if args.store in ("sqlite", "both"):
             (Path(tmp) / "sqlite").mkdir()
-            results["sqlite"] = run_server_soak(Path(tmp) / "sqlite", seconds=args.seconds, clients=args.clients)
+            results["sqlite"] = run_server_soak(Path(tmp) / "sqlite", seconds=args.seconds, clients=args.clients,
+                                                reads_only=args.reads_only)
         if args.store in ("postgres", "both"):
             import pgserver
 
@@ -299,7 +305,8 @@ def main() -> None:
                 pg.psql("CREATE EXTENSION IF NOT EXISTS vector;")
                 (Path(tmp) / "postgres").mkdir()
                 results["postgres"] = run_server_soak(Path(tmp) / "postgres", seconds=args.seconds,
-                                                      clients=args.clients, store_url=pg.get_uri())
+                                                      clients=args.clients, store_url=pg.get_uri(),
+                                                      reads_only=args.reads_only)
             finally:
                 pg.cleanup()
     print(json.dumps(results, indent=2))
