@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,6 +41,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc, log: Path | None = None, seconds: float = 180) -> None:
+    """Wait until a started ``openqna serve`` answers /healthz; fail with its log if it exits or never does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        said = log.read_text()[-3000:] if log is not None and log.exists() else ""
+        assert proc.poll() is None, f"openqna serve exited with {proc.returncode}:\n{said}"
+        assert time.monotonic() < deadline, f"openqna serve did not answer /healthz in {seconds:.0f} s:\n{said}"
+        time.sleep(0.2)
 
 
 class LiveServer:

@@ -8,13 +8,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import CHITCHAT, free_port
+from conftest import CHITCHAT, free_port, wait_healthy
 from openqna.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
@@ -113,16 +112,7 @@ def test_serve_loads_the_sample_and_answers(tmp_path):
     proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail(f"server did not start:\n{proc.stdout.read() if proc.stdout else ''}")
-            time.sleep(0.2)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         r = httpx.post(f"http://127.0.0.1:{port}/language/:query-knowledgebases",
                        params={"projectName": "openqna-faq", "deploymentName": "production", "api-version": "2023-04-01"},
                        json={"question": "how do I import a tsv file?", "top": 1}, timeout=30)
@@ -350,15 +340,7 @@ def test_the_access_log_redacts_export_signatures(tmp_path):
         proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.time() < deadline, log.read_text()
-            time.sleep(0.2)
+        wait_healthy(url, proc, log)
         path = "/language/authoring/query-knowledgebases/projects/kb/export/jobs/j1/result"
         r = httpx.get(url + path, params={"api-version": "2023-04-01", "sig": "s3cr3tsignature", "x": "1"})
         assert r.status_code in (403, 404)

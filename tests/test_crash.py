@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import free_port
+from conftest import free_port, wait_healthy
 
 A = "/language/authoring/query-knowledgebases/projects"
 V = {"api-version": "2023-04-01"}
@@ -35,16 +35,7 @@ class Server:
             self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data),
                                           "--port", str(self.port), "--no-sample"],
                                          stdout=out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 180
-        while True:
-            assert self.proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "openqna serve did not start"
-            time.sleep(0.2)
+        wait_healthy(self.url, self.proc, log)
 
     def job(self, location: str) -> dict:
         return httpx.get(self.url + location[location.index("/language"):], timeout=10).json()

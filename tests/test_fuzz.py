@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from conftest import free_port
+from conftest import free_port, wait_healthy
 
 SPECS = Path(__file__).parent / "specs"
 ALLOWLIST = SPECS / "allowlist.toml"
@@ -70,16 +70,7 @@ class Server:
             self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data / "data"),
                                           "--port", str(self.port), "--no-sample"],
                                          stdout=out, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 180
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "openqna serve did not start"
-            time.sleep(0.2)
+        wait_healthy(self.url, self.proc, self.log)
 
     def job(self, response: httpx.Response) -> str:
         """Waits for the job a 202 started; returns its id."""
