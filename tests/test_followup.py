@@ -157,7 +157,8 @@ def test_a_sentence_gains_what_one_more_question_would_gain(service):
         f = ranker.features(idx, terms, query, np.ones(idx.n, bool), [])
         order = np.argsort(idx.ids[f.rows])  # records in id order: the same in both indexes
         zero = np.zeros(len(f.rows), np.float32)
-        c = calibrations.CALIBRATION
+        c = ranker.weights(index)  # a KB of three QnAs: the weights of FAQ pages (calibrations.SPARSE)
+        assert c is calibrations.CALIBRATION.sparse
         return c.scale * c.logit(SimpleNamespace(qsim=f.qsim, qmean=f.qmean, qcent=f.qcent, qcov=zero, bm25=zero),
                                  question_only=True)[order]
 

@@ -44,6 +44,8 @@ class Calibration:
     passages: Calibration | None = None
     lexical: Calibration | None = None  # keyword features only, for what the embedder cannot read
     regime: RegimeTerms | None = None  # the last step, one scale across kinds of KB (``regime``); None: none
+    # the weights of a KB of QnAs the adaptation does not reach (an FAQ page, one question per QnA); None: these
+    sparse: Calibration | None = None
 
     def logit(self, f: Any, question_only: bool = False) -> Any:
         """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape)."""
@@ -64,10 +66,20 @@ LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmea
                       scale=0.851, shift=-2.383, typical=None,
                       passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
                                            w_bm25=14.345, scale=0.62, shift=-6.908, typical=None))
-# KBs the adaptation does not reach (one question per QnA, documents): scripts/fit_regimes.py on the dev splits
-# of ``make eval``'s one-question and document regimes (3,746 questions; the top answer right or not).
-REGIME = RegimeTerms(w_logit=0.383, w_gap=0.542, w_passage=0.365, w_heading=0.225, bias=0.037)
-CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL, regime=REGIME)
+# A KB of QnAs the adaptation does not reach (one question per QnA, as FAQ pages are): scripts/fit_regimes.py, a
+# softmax over each question's records fitted on the dev splits of ``make eval``'s one-question and document
+# regimes (each KB weighing the same).  With one question per QnA the answer carries more of the evidence: the
+# question weights sum to 8.8 against the shipped 16.6, the answer cosine's is 4.35 against 2.38.
+SPARSE = Calibration(w_qsim=2.938, w_asim=4.351, w_qcov=0.225, w_acov=4.058, w_qmean=2.938, w_qcent=2.938,
+                     w_bm25=0.0, scale=0.423, shift=-3.088, typical=None)
+# The last step on every KB, one scale across kinds of KB (``regime``): scripts/fit_regimes.py on the dev splits of
+# every regime of ``make eval`` (many questions, one question, documents, tiny; each regime weighs the same).
+# Its output is the probability that the top answer is right, less ``shift`` (0.75 logit units), so that 0.5 stands
+# where that probability is 0.68 (see scripts/fit_regimes.py for the choice).
+REGIME = RegimeTerms(w_logit=0.237, w_gap=0.543, w_share=0.695, w_passage=-0.097, w_heading=-0.124, w_adapted=-1.886,
+                     w_adapted_logit=0.269, w_adapted_gap=-0.255, w_log_records=0.067, bias=0.998, shift=0.75,
+                     rival=-2.0)
+CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL, regime=REGIME, sparse=SPARSE)
 # The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines are spread differently (its KBs'
 # typical right-answer logit is 16.3 against MiniLM's 21.9), so the accurate model, all-mpnet-base-v2, has the
 # same fits of its own, made by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development
@@ -97,17 +109,20 @@ def rescaled(c: Calibration, scale: float, shift: float) -> Calibration:
     """``c`` with the Platt rescaling ``scale``, ``shift`` (``openqna calibrate``'s fit), its lexical part alike.
 
     A new rescaling is an affine map of the old calibrated logit (a·z + b); the lexical logit a question's
-    CJK share is ranked by gets the same map, so a fit of ``scale`` and ``shift`` predicts the served
-    confidence of a Chinese question as it does an English one's.  Passages keep their own calibration.  The
+    CJK share is ranked by, and the logit of a KB ranked by the ``sparse`` weights, get the same map, so a fit
+    of ``scale`` and ``shift`` predicts the served confidence of a Chinese question as it does an English one's,
+    on every kind of KB.  Passages keep their own calibration.  The
     shipped last step across kinds of KB (``regime``) is left out: the project's own fit, on its own questions,
     replaces it.
     """
     a = scale / c.scale
     b = shift - a * c.shift
-    lexical = c.lexical
+    lexical, sparse = c.lexical, c.sparse
     if lexical is not None:
         lexical = replace(lexical, scale=a * lexical.scale, shift=a * lexical.shift + b)
-    return replace(c, scale=scale, shift=shift, lexical=lexical, regime=None)
+    if sparse is not None:
+        sparse = replace(sparse, scale=a * sparse.scale, shift=a * sparse.shift + b)
+    return replace(c, scale=scale, shift=shift, lexical=lexical, sparse=sparse, regime=None)
 
 
 # -- vector stores (``vector_stores.py``): passages ranked on their best window --------------------

@@ -235,6 +235,11 @@ class MemIndex:
         """Whether every record is a passage (a vector store, a document KB): nothing reads its question fields."""
         return bool(self.passage.all())
 
+    @cached_property
+    def has_passages(self) -> bool:
+        """Whether some record is a passage (a document KB, say, rather than an FAQ page)."""
+        return bool(self.passage.any())
+
     def metadata_keys(self) -> list[str]:
         """Every metadata key some record has, sorted (computed once per index version)."""
         if self._metadata_keys is None:

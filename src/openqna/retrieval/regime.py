@@ -1,21 +1,33 @@
 """One confidence scale across the kinds of knowledge base (issue 22, DESIGN decision 4).
 
-The ranker's calibrated logit was fitted where every QnA has many alternate questions, and a KB
-with enough of them adapts itself to that scale (``adapt``).  A KB the adaptation cannot reach (one
-question per QnA, document sections and passages: fewer than ``adapt.MIN_HELD_OUT`` alternate
-questions) read the same logit too low: on ``make eval``'s one-question dev split 36% of right top
-answers reached 0.5.  For those KBs this last step reads the logit together with what is known at
-query time at no cost: how far a record stands above the best other candidate (a right answer
-usually stands clear; the strongest term), whether it is a passage, and whether its questions read
-as a heading or a statement rather than a question.  ``RegimeTerms`` is a logistic regression of
-"the top answer is right" on these, fitted by scripts/fit_regimes.py on the dev splits of the
-one-question and document regimes (each weighing the same), so the confidence of such a KB reads as
-a probability that the answer is right.  Adapted KBs keep their own scale, fitted on their own
-questions.
+The ranker's calibrated logit was fitted where every QnA has many alternate questions.  A KB with
+enough of them adapts itself to that scale (``adapt``); a KB the adaptation cannot reach (one
+question per QnA, document sections and passages) is ranked by its own feature weights
+(``calibrations.SPARSE`` for FAQ pages, the shipped ones for documents).  Either way the logit read
+alone meant different things on different kinds of KB: at 0.5, 84% of the many-question KBs' top
+answers were right against 67% of the one-question KBs'.
 
-The gap term is increasing in a record's own logit and the other terms are constants of a record,
-so the step moves confidences without reordering records of the same kind (passages, QnAs whose
-questions read as headings, other QnAs).
+This last step, applied to every KB, reads the logit together with what is known at query time at
+no cost, and turns it into one scale:
+
+* how far a record stands above the best other candidate (*gap*) and its share of the probability
+  mass of all eligible candidates and of a rival that stands for "none of these" (*share*: its logit
+  minus the log-sum-exp of theirs); a right answer usually stands clear of every rival, not only of the
+  runner-up, and of "none of these";
+* the record's kind: a passage, or a QnA whose questions read as a heading or a statement;
+* the KB's kind: adapted or not (with the logit and the gap read apart for adapted KBs, whose
+  logits are on their own fitted scale), and its size (log of its records: more rivals).
+
+``RegimeTerms`` is a logistic regression of "the top answer is right" on these, fitted by
+scripts/fit_regimes.py on the dev splits of every regime of ``make eval`` (many questions per QnA,
+one question, documents, tiny KBs; each regime weighs the same), with the logit, gap and share
+weights bounded at 0 so that a record's confidence never falls as its own logit rises.  Its output
+is the probability that the top answer is right; ``shift`` moves it so that 0.5 stands where the
+dev splits' answers at or above it are right about nine times in ten (the issue's target), the
+same function on every kind of KB.
+
+The gap and share terms are increasing in a record's own logit and the others are constants of a
+record or of the KB, so the step moves confidences without reordering records of the same kind.
 """
 
 from __future__ import annotations
@@ -33,13 +45,23 @@ class RegimeTerms:
 
     w_logit: float = 1.0
     w_gap: float = 0.0
+    w_share: float = 0.0
     w_passage: float = 0.0
     w_heading: float = 0.0  # a QnA whose questions do not read as questions (a document section's heading)
+    w_adapted: float = 0.0  # the KB is adapted (``adapt``): its logits are on its own scale ...
+    w_adapted_logit: float = 0.0  # ... so its logit and gap get weights of their own, added to the above
+    w_adapted_gap: float = 0.0
+    w_log_records: float = 0.0  # log of the KB's records
     bias: float = 0.0
+    shift: float = 0.0  # subtracted last: where 0.5 stands on the fitted probability's logit
+    rival: float | None = None  # the logit of "none of these", a rival every share counts (None: none)
 
     def logit(self, x: dict[str, np.ndarray]) -> np.ndarray:
-        return (self.w_logit * x["logit"] + self.w_gap * x["gap"] + self.w_passage * x["passage"]
-                + self.w_heading * x["heading"] + self.bias)
+        a = x["adapted"]
+        out: np.ndarray = ((self.w_logit + self.w_adapted_logit * a) * x["logit"] + (self.w_gap + self.w_adapted_gap * a) * x["gap"]
+                + self.w_share * x["share"] + self.w_passage * x["passage"] + self.w_heading * x["heading"]
+                + self.w_adapted * a + self.w_log_records * x["log_records"] + self.bias - self.shift)
+        return out
 
 
 def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -61,10 +83,31 @@ def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return np.clip(np.where(allowed, logit - other, -GAP_CLIP), -GAP_CLIP, GAP_CLIP)
 
 
-def inputs(logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray) -> dict[str, np.ndarray]:
-    """The terms' inputs for candidates with calibrated logits ``logit`` (one value per candidate)."""
-    return {"logit": logit.astype(np.float64), "gap": gaps(logit, allowed), "passage": passage.astype(np.float64),
-            "heading": (heading & ~passage).astype(np.float64)}
+def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None) -> np.ndarray:
+    """Each candidate's logit minus the log-sum-exp of the allowed candidates' and of ``rival`` (≤ 0).
+
+    ``rival`` is "none of these": without it a lone candidate (a filter that leaves one record) would hold all
+    the mass however poorly it matches, and a question no record answers would still give its best record a
+    large share of a little mass.
+    """
+    z = logit[allowed].astype(np.float64)
+    if rival is not None:
+        z = np.append(z, rival)
+    if not len(z):
+        return np.zeros(len(logit), np.float64)
+    top = float(z.max())
+    out: np.ndarray = logit.astype(np.float64) - (top + float(np.log(np.exp(z - top).sum())))
+    return out
+
+
+def inputs(logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
+           adapted: bool = False, records: int = 1, rival: float | None = None) -> dict[str, np.ndarray]:
+    """The terms' inputs for candidates with calibrated logits ``logit`` (one value per candidate) of a KB of
+    ``records`` records, ``adapted`` or not (``rival``: see ``shares``)."""
+    n = len(logit)
+    return {"logit": logit.astype(np.float64), "gap": gaps(logit, allowed), "share": shares(logit, allowed, rival),
+            "passage": passage.astype(np.float64), "heading": (heading & ~passage).astype(np.float64),
+            "adapted": np.full(n, float(adapted)), "log_records": np.full(n, float(np.log(max(records, 1))))}
 
 
 # First words of a question (exact-match keys are lower-cased words): a record none of whose questions
