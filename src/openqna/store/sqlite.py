@@ -558,6 +558,9 @@ class SQLiteStore:
         rows = self._db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id")
         return [self._key_row(r) for r in rows]
 
+    def has_keys(self) -> bool:
+        return bool(self._db.execute("SELECT EXISTS(SELECT 1 FROM api_keys)").fetchone()[0])
+
     def delete_key(self, key_id: str) -> bool:
         with self._tx() as db:
             return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0
