@@ -23,6 +23,8 @@ class LocalIssuer:
     def __init__(self):
         self.keys: dict[str, tuple[str, object]] = {}  # kid -> (alg, private key)
         self.jwks_fetches = 0
+        self.jwks_delay = 0.0  # seconds the JWKS takes to answer: a slow or distant identity provider
+        self.jwks_asked = threading.Event()  # set when a JWKS fetch arrives
         self.rotate()
         self.add_key("ES256")
         issuer = self
@@ -36,6 +38,8 @@ class LocalIssuer:
                     body = {"issuer": issuer.url, "jwks_uri": issuer.url + "/keys"}
                 elif self.path == "/keys":
                     issuer.jwks_fetches += 1
+                    issuer.jwks_asked.set()
+                    time.sleep(issuer.jwks_delay)
                     body = issuer.jwks()
                 else:
                     self.send_response(404)

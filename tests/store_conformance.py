@@ -142,12 +142,14 @@ def test_versions_move_on_every_write(kb):
 
 def test_keys(store):
     key = ApiKey("k1", "ci", "query", ["kb1"], "2026-01-01T00:00:00Z")
+    assert not store.has_keys()
     store.add_key(key, "hash1")
+    assert store.has_keys()
     assert store.find_key("hash1") == key
     assert store.find_key("other") is None
     assert store.list_keys() == [key]
     assert store.delete_key("k1") and not store.delete_key("k1")
-    assert store.list_keys() == []
+    assert store.list_keys() == [] and not store.has_keys()
 
 
 def test_delete_project_removes_everything(kb, indexes):

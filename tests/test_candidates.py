@@ -173,3 +173,25 @@ def test_bm25_of_a_few_units_is_the_full_pass_read_at_them(bank):
             full = field.bm25_units(terms)
             assert np.array_equal(field.bm25_at(terms, units), full[units])
             assert (full[units] > 0).any() or field is index.a
+
+
+@pytest.mark.parametrize("rows", [[0, 1, 2, 4], [0, 0, 1, 2, 2, 2, 4]], ids=["one unit a record", "several"])
+def test_field_scores_every_record_as_its_units_say(rows):
+    """Best, mean and centroid cosine per record, as read off the units one by one: a field of one unit a
+    record skips the per-segment reduction, which must not change a value (row 3 has no unit)."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(rows), 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    fld = field_module.Field(rows, vectors, [["w"]] * len(rows), 5, 8)
+    query = vectors[-1] * 0.5 + vectors[0] * 0.5
+    best, mean, centroid = fld.similarities(query, np.arange(5))
+    dense = fld.dense(query)
+    for r in range(5):
+        mine = vectors[[i for i, row in enumerate(rows) if row == r]]
+        if not len(mine):
+            assert best[r] == mean[r] == centroid[r] == dense[r] == -1.0
+            continue
+        sims = mine @ query
+        assert best[r] == dense[r] == pytest.approx(sims.max(), abs=1e-6)
+        assert mean[r] == pytest.approx(sims.mean(), abs=1e-6)
+        assert centroid[r] == pytest.approx(sims.sum() / np.linalg.norm(mine.sum(axis=0)), abs=1e-6)

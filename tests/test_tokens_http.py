@@ -14,6 +14,7 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -270,6 +271,32 @@ def test_keys_keep_working_beside_tokens_and_issuers_close_the_server(secure, is
         assert client.get_answers(question="when are you open?", project_name="faq", deployment_name="production")
     assert ask(secure, issuer.token(roles=["QnA.Reader"])).status_code == 200
     assert secure.http.get("/v1/files", headers={"api-key": secret}).status_code == 200
+
+
+def test_a_slow_issuer_stalls_no_other_request(kbs, issuer, monkeypatch):
+    """A token whose issuer takes 2 s to publish its keys waits for them on a thread of its own: a key's
+    query and /healthz sent meanwhile are answered at once (on the event loop they waited the 2 s)."""
+    issuer.jwks_delay = 2.0
+    monkeypatch.setenv("OPENQNA_TOKEN_ISSUERS", json.dumps([issuer.config()]))
+    _, key = create_key(kbs.store, role="query")
+    params = {"projectName": "faq", "deploymentName": "production", "api-version": "2023-04-01"}
+    body = {"question": "when are you open?", "top": 1}
+    with LiveServer(kbs) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        http.post(QKB, params=params, json=body, headers={"api-key": key}).raise_for_status()  # warm
+        slow: list[httpx.Response] = []
+        token = issuer.token(roles=["QnA.Reader"])
+        waiting = threading.Thread(target=lambda: slow.append(
+            httpx.post(server.url + QKB, params=params, json=body, headers=bearer(token), timeout=30)))
+        waiting.start()
+        assert issuer.jwks_asked.wait(10)
+        t = time.perf_counter()
+        assert http.get("/healthz").status_code == 200
+        answered = http.post(QKB, params=params, json=body, headers={"api-key": key})
+        meanwhile = time.perf_counter() - t
+        waiting.join(30)
+    assert answered.status_code == 200 and answered.json()["answers"][0]["answer"] == "9 to 5, Monday to Friday."
+    assert meanwhile < 1.0, f"requests waited {meanwhile:.2f} s for another request's JWKS fetch"
+    assert slow[0].status_code == 200 and slow[0].json()["answers"][0]["answer"] == "9 to 5, Monday to Friday."
 
 
 def test_tokens_are_never_logged(secure, issuer, caplog):

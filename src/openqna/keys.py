@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .clock import now_iso
@@ -66,6 +69,11 @@ class Denied:
     token: bool = False
 
 
+Checked = tuple[Caller | None, Denied | None]
+# A check made before the request reached its handler (``Authorizer.checked``): (who, the secret, its answer).
+_CHECKED: ContextVar[tuple["Authorizer", str, Checked] | None] = ContextVar("openqna_checked", default=None)
+
+
 class Authorizer:
     """Finds the caller behind a secret: an API key, or a token from a trusted issuer.
 
@@ -78,23 +86,57 @@ class Authorizer:
         self.tokens = tokens
 
     def open(self) -> bool:
-        return not self.tokens and not self.store.list_keys()
+        """Whether everyone is let in: no issuer configured and no key in the store (asked of the store each
+        time, one indexed read, so a key created by another process closes this one at once)."""
+        return not self.tokens and not self.store.has_keys()
 
-    def check(self, secret: str | None) -> tuple[Caller | None, Denied | None]:
-        """(caller, None) when allowed — caller None on an open server — or (None, why) when refused."""
-        if self.open():
-            return None, None
-        if secret is None:
-            return None, Denied("no API key or bearer token was sent", missing=True)
+    def may_block(self, secret: str | None) -> bool:
+        """Whether ``check(secret)`` may wait on the network: a token may need its issuer's keys (JWKS) fetched.
+
+        An async caller runs such a check on a thread (``api/auth.py``) so that a slow issuer never
+        stalls the event loop; a key's check is one indexed read of the store and runs where it is.
+        """
+        return secret is not None and bool(self.tokens) and looks_like_jwt(secret)
+
+    @contextmanager
+    def checked(self, secret: str, answer: Checked) -> Iterator[None]:
+        """Within the block (its task, and the tasks and threads started from it), ``check(secret)`` is ``answer``.
+
+        How a check made on a thread before routing (``api/auth.py``) reaches the surfaces' own ``check``
+        calls without each of them waiting on the network again; only for one request's own secret.
+        """
+        token = _CHECKED.set((self, secret, answer))
+        try:
+            yield
+        finally:
+            _CHECKED.reset(token)
+
+    def check(self, secret: str | None) -> Checked:
+        """(caller, None) when allowed — caller None on an open server — or (None, why) when refused.
+
+        A sent key is looked up first: a key that is found proves the server is not open, so a server
+        with keys answers its callers with one store read (``open`` is only asked when nothing valid
+        was sent).  An open server lets in any secret, as it always did.
+        """
+        done = _CHECKED.get()
+        if done is not None and done[0] is self and secret is not None and done[1] == secret:
+            return done[2]
+        if secret is None or (looks_like_jwt(secret) and not self.tokens):
+            if self.open():
+                return None, None
+            if secret is None:
+                return None, Denied("no API key or bearer token was sent", missing=True)
+            return None, Denied("this server accepts API keys, not bearer tokens", token=True)
         if looks_like_jwt(secret):  # keys never look like a JWT, so a token is never hashed and looked up
-            if not self.tokens:
-                return None, Denied("this server accepts API keys, not bearer tokens", token=True)
+            assert self.tokens  # a token without issuers was answered above
             try:
                 return self.tokens.principal(secret), None
             except TokenRefused as exc:
                 return None, Denied(exc.reason, token=True)
         key = self.store.find_key(hash_key(secret))
-        return (key, None) if key is not None else (None, Denied("the API key is not valid"))
+        if key is not None:
+            return key, None
+        return (None, None) if self.open() else (None, Denied("the API key is not valid"))
 
 
 def allows(caller: Caller | None, *, role: str, project: str | None = None) -> bool:

@@ -8,7 +8,9 @@ queries/s with the default pool, 181/s with 4 query threads, and p99 195 -> 112 
 questions are embedded and scored in batches (``models/batching.py``) a query thread spends most
 of its time waiting for a batch, not contending for the CPU, and more of them make larger batches:
 the default is eight per core (server CPU per question at concurrency 16, batching on: 12.4 ms
-with 4 threads, 10.9 with 8, 9.0 with 16).
+with 4 threads, 10.9 with 8, 9.0 with 16).  With batches of at most ``OPENQNA_EMBED_BATCH`` (8) the sixteen
+threads of two cores form two batches that take turns: one is embedded while the other's questions are
+ranked, so neither core waits for the other (``bench/tail.py``).
 Other blocking work (uploads, authoring) keeps the default pool, so a long upload never
 holds a query's place.
 """

@@ -135,8 +135,13 @@ class Field:
     def per_record_max(self, unit_scores: np.ndarray, fill: float) -> np.ndarray:
         out = np.full(self.n_records, fill, dtype=np.float32)
         if self.n:
-            out[self.seg_rows] = np.maximum.reduceat(unit_scores, self.starts)
+            out[self.seg_rows] = self._per_segment(np.maximum, unit_scores)
         return out
+
+    def _per_segment(self, op: np.ufunc, unit_values: np.ndarray) -> np.ndarray:
+        """``op`` reduced over each record's units; a field of one unit per record (answers, one-question QnAs)
+        skips the reduceat, which would only copy them (a tenth of an exhaustive query's time at 10,000 QnAs)."""
+        return unit_values if len(self.starts) == self.n else op.reduceat(unit_values, self.starts)
 
     def dense(self, query: np.ndarray) -> np.ndarray:
         """Best cosine per record (−1 where the record has no unit in this field)."""
@@ -195,7 +200,7 @@ class Field:
             best = self.per_record_max(sims, -1.0)
             total = np.zeros(self.n_records, np.float32)
             if self.n:
-                total[self.seg_rows] = np.add.reduceat(sims, self.starts)
+                total[self.seg_rows] = self._per_segment(np.add, sims)
         else:
             units, starts, has = units_of or self.units_of(rows)
             sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)

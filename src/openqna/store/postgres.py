@@ -638,6 +638,11 @@ class PostgresStore(VectorSearch):
             rows = db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id").fetchall()
         return [ApiKey(*r) for r in rows]
 
+    def has_keys(self) -> bool:
+        with self._conn() as db:
+            row = db.execute("SELECT EXISTS(SELECT 1 FROM api_keys)").fetchone()
+        return row is not None and bool(row[0])
+
     def delete_key(self, key_id: str) -> bool:
         with self._tx() as db:
             return db.execute("DELETE FROM api_keys WHERE id=%s", (key_id,)).rowcount > 0
