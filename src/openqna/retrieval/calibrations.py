@@ -84,6 +84,14 @@ ACCURATE_CALIBRATION = Calibration(
     shift=5.91, typical=18.337, lexical=LEXICAL,
     passages=Calibration(w_qsim=0.0, w_asim=17.586, w_qcov=0.0, w_acov=5.398, w_qmean=0.0, w_qcent=0.0,
                          w_bm25=5.545, scale=0.562, shift=-9.176, typical=None))
+# Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.multilingual``): the
+# universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py on
+# the dev splits of ``make eval``'s CJK knowledge bases (placeholder until fitted).
+MULTILINGUAL = Calibration(
+    w_qsim=8.0, w_asim=4.0, w_qcov=2.0, w_acov=2.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-7.0, scale=1.0,
+    shift=0.0, typical=None,
+    passages=Calibration(w_qsim=0.0, w_asim=10.0, w_qcov=0.0, w_acov=4.0, w_qmean=0.0, w_qcent=0.0, w_bm25=4.0,
+                         bias=-7.0, scale=1.0, shift=0.0, typical=None))
 _FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION,
            "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_CALIBRATION}
 

@@ -293,6 +293,8 @@ def rank(
             context[i] += offset
     logit += context
     confidence = sigmoid(logit)
+    if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
+        confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (context == 0)] = 0.0
     for row in exact_rows:
         i = _position(f.rows, row)
         if i is not None:
