@@ -156,7 +156,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, host, port, embedder, embeddings_base_url,
     embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, fetch_allow,
-    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, kb_adapt, connected_timeout, secret_key, sample,
+    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, connected_timeout,
+    secret_key, sample,
 )
 
 
