@@ -214,3 +214,11 @@ def test_azure_sdk_on_a_chinese_kb_through_the_http_server(service):
         off = client.get_answers(question="今天天气怎么样", project_name="faq", deployment_name="production",
                                  confidence_threshold=0.5)
         assert off.answers[0].qna_id == -1  # the default answer
+
+
+def test_tool_search_ranks_cjk_subjects_in_the_space(service):
+    """``Service.search`` (the tools, MCP and vector stores' path): English and CJK subjects in one call each."""
+    ids = _kb(service, "faq", ZH + [(["How long is the warranty?"], "One year from the date of purchase.")])
+    hits = service.search("faq", "密码忘了怎么重置", limit=2)
+    assert hits[0].record.id == ids[2] and hits[0].score >= 0.5
+    assert service.search("faq", "warranty period", limit=1)[0].record.id == ids[-1]
