@@ -5,9 +5,10 @@ Records are analysed and embedded here, once, before the store sees them;
 unchanged records (same content hash and embedder) are never re-embedded, which
 makes importing the same file twice a no-op.
 
-Why this file is a little over 500 lines: writing records and asking share the project's embedder
-check and calibration; its next cut is the asking half (``ask``, ``rank``, follow-ups, spans and
-``:query-text``) into a module of its own.
+Why this file is over 500 lines: writing records and asking share the project's embedder check,
+calibration and the multilingual space (``openqna.multilingual``: which records get its vectors,
+which questions are ranked in it); its next cut is the asking half (``ask``, ``rank``, follow-ups,
+spans and ``:query-text``) into a module of its own.
 """
 
 from __future__ import annotations

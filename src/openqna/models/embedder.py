@@ -432,5 +432,6 @@ def _create(spec: str) -> Embedder:
     if spec == "hash":
         return HashEmbedder()
     if spec == "multilingual":
-        return UniversalSentenceEncoder()
+        # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
+        return UniversalSentenceEncoder(threads=1)
     raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'accurate', 'mpnet', 'openai' or 'hash'")
