@@ -133,7 +133,7 @@ def memory() -> list[str]:
         mem, disk = sizes[multilingual]
         out.append(f"| {'with the space (float32 in memory, float16 on disk)' if multilingual else 'MiniLM only'}"
                    f" | {mem:,.0f} | {disk:,.0f} |")
-    out.append(f"- the space adds {sizes[True][0] - sizes[False][0]:,.0f} bytes/record in memory"
+    out.append(f"the space adds {sizes[True][0] - sizes[False][0]:,.0f} bytes/record in memory"
                f" ({sizes[True][0] / sizes[False][0]:.2f}x) and {sizes[True][1] - sizes[False][1]:,.0f} on disk"
                f" ({sizes[True][1] / sizes[False][1]:.2f}x), only in knowledge bases that have it")
     return out
