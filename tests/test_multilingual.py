@@ -222,3 +222,21 @@ def test_tool_search_ranks_cjk_subjects_in_the_space(service):
     hits = service.search("faq", "密码忘了怎么重置", limit=2)
     assert hits[0].record.id == ids[2] and hits[0].score >= 0.5
     assert service.search("faq", "warranty period", limit=1)[0].record.id == ids[-1]
+
+
+def test_auto_needs_a_share_of_cjk_records_before_embedding_a_whole_kb(service):
+    """A Chinese QnA added to a large English KB does not make it embed every record again (its question is ranked
+    by keywords); a write whose CJK records are 5% of the KB fills the space."""
+    service.create_project("big")
+    service.upsert("big", [QnA([f"How do I configure option number {i}?"], f"Set option {i} in the settings page.")
+                           for i in range(40)])
+    service.upsert("big", [QnA(["如何重置密码？"], "在设置页面点击“忘记密码”。")])
+    assert service.indexes.get("big").mq is None
+    answers = _ask(service, "big", "忘记密码怎么重置")
+    assert answers[0].qna.answer.startswith("在设置页面")  # the keyword path
+    service.reembed("big")  # decides on all 41 records: 1 is not 5%
+    assert service.indexes.get("big").mq is None
+    service.upsert("big", [QnA(["营业时间是几点？"], "每天九点到六点。"), QnA(["可以退货吗？"], "三十天内可以退货。"),
+                           QnA(["保修期是多久？"], "一年有限保修。")])
+    index = service.indexes.get("big")  # 3 CJK records written beside 41: 5% or more, the space for all 44
+    assert index.multilingual() is not None and _units(index) == 2 * 44

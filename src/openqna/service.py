@@ -333,7 +333,7 @@ class Service(Catalog):
         for q in self.store.list_qnas(project) if match_content else ():  # "add" edits match nothing
             by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
         claimed = {q.id for q in qnas if q.id is not None}
-        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas))
+        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, len(existing)))
         space = hashed_space(self.embedder.name, report.multilingual)
         todo, hashes = [], []
         for q in qnas:
