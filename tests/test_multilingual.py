@@ -136,9 +136,9 @@ def any_service(request, tmp_path, embedder, encoder):
     store.close()
 
 
-def test_a_kb_stored_without_the_space_answers_lexically_and_gains_it_on_its_next_edit(any_service, monkeypatch):
-    """Old data (written before the space, or with ``off``): keyword ranking meanwhile; the next edit fills every
-    record, a deploy copies it, and ``openqna reembed`` does too."""
+def test_a_kb_stored_without_the_space_answers_lexically_and_gains_it_on_a_cjk_write(any_service, monkeypatch):
+    """Old data (written before the space, or with ``off``): keyword ranking meanwhile; a write of CJK records (here
+    one of eleven, past the 5%) fills every record, a deploy copies it, and ``openqna reembed`` does too."""
     service = any_service
     monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")
     ids = _kb(service, "faq", ZH)

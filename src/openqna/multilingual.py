@@ -12,9 +12,9 @@ PyPI), stored beside the main vectors as units "mq" and "ma" (``store.base.MULTI
   every one (then a Chinese question also finds the English QnA that answers it); ``off``, none.  English-only
   knowledge bases under ``auto`` hold and compute exactly what they did before.
 * When: records written to such a knowledge base get both vectors.  A knowledge base that should have the space
-  but lacks it (data written before, or the setting changed) gains it on its next import or edit (the records
-  without it are embedded then, ``Service.fill_multilingual``) or with ``openqna reembed``; deployments get it on
-  their next deploy.  Until then it still answers: such questions are ranked by their keywords, as before.
+  but lacks it (data written before, or the setting changed) gains it with ``openqna reembed``, or on the next write
+  that ``wanted`` accepts, such as an import of its content (the records without it are embedded then,
+  ``Service.fill_multilingual``); deployments get it on their next deploy.  Until then it still answers: such questions are ranked by their keywords, as before.
 * Answer spans of a CJK question (``span.best_spans``: the sentence nearest the question) are read by the encoder
   too, whatever the knowledge base holds: the sentences are embedded when asked.
 * Asking: a question with CJK text (``cjk_share`` > 0, so "Surface Pro 4の充電時間は" too) asked of an index whose
