@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {
     "foundation": "import throughput vs the embedder; Azure SDK latency vs in-process",
+    "multilingual": "a Chinese question in the multilingual space vs the same question in English; its memory at 100k records; install size",
     "models": "the accurate embedding model (all-mpnet-base-v2 with the universal sentence encoder) and mpnet alone vs the default (all-MiniLM-L6-v2)",
     "answers": "/v1/answers with 200 documents vs the question embedding",
     "stores": "100k QnAs on SQLite and PostgreSQL vs the query embedding",

@@ -324,3 +324,24 @@ def test_quick_run_covers_every_regime(quick):
     assert "tiny-sample-kb" in r["tiny"]["kbs"] and all(k["records"] < 30 for k in r["tiny"]["kbs"].values())
     charge = [q for q in r["documents"]["questions"] if q["question"] == "how long it takes to charge surface?"]
     assert len(charge) == 1 and charge[0]["gold"] == "two to four hours"
+
+
+def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
+    """The CJK KBs (issue 23): each asked in-scope and off-topic questions, English and Chinese XQuAD in the same
+    splits, paragraphs on the same side in both languages, and the section in report.md."""
+    out, m = quick
+    r = m["cjk"]
+    kinds = ("paragraphs", "faq")
+    assert set(r["kbs"]) == {f"cjk-{s}-{k}" for s in ("xquad-zh", "jsquad", "xquad-en") for k in kinds} | {
+        "cjk-sample-asked-in-zh"}
+    by_kb: dict = {}
+    for q in r["questions"]:
+        by_kb.setdefault(q["kb"], []).append(q)
+        assert not (q["right"] and q["gold"] is None)
+    for kind in kinds:
+        en, zh = by_kb[f"cjk-xquad-en-{kind}"], by_kb[f"cjk-xquad-zh-{kind}"]
+        assert [(q["gold"], q["split"]) for q in en] == [(q["gold"], q["split"]) for q in zh]
+    sample = by_kb["cjk-sample-asked-in-zh"]
+    assert len(sample) == 60 and sum(q["gold"] is None for q in sample) == 20
+    assert r["summary"]["all"]["test"]["inscope"] > 0
+    assert "## Chinese and Japanese" in (out / "report.md").read_text(encoding="utf-8")

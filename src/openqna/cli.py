@@ -336,12 +336,14 @@ def calibrate(project: str, file: Path | None, deployment: str, threshold: float
 @click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
               help="Confidence threshold of the off-topic figures.")
 @click.option("--quick", is_flag=True, help="Small seeded subsets, under a minute: a smoke test, not a measurement.")
-def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool) -> None:
+@click.option("--only", type=click.Choice(["cjk"]), default=None,
+              help="Run one part alone: `cjk`, the Chinese and Japanese knowledge bases and the span sets.")
+def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool, only: str | None) -> None:
     """Measure answer quality on the public data sets; writes OUT/report.md and plots."""
     from .evaluation import run_eval
 
-    metrics = run_eval(datasets_dir, out_dir, quick=quick, threshold=threshold, progress=True)
-    click.echo(f"wrote {out_dir / 'report.md'} and {len(metrics['plots'])} plots"
+    metrics = run_eval(datasets_dir, out_dir, quick=quick, threshold=threshold, progress=True, only=only)
+    click.echo(f"wrote {out_dir / 'report.md'} and {len(metrics.get('plots', []))} plots"
                f" in {metrics['timing']['total_seconds']:.0f} s")
 
 

@@ -13,7 +13,7 @@ import copy
 
 from .records import Conflict, NotFound
 from .retrieval.analyze import analyze
-from .service import content_hash
+from .service import content_hash, hashed_space
 from .store import Store, StoredQnA, Unit
 from .store.base import LIVE
 
@@ -26,7 +26,10 @@ def _stored(source: Store, project: str, deployment: str, embedder: str | None) 
         v = vectors.get(q.id, {})
         units = [Unit("q", n, analyze(t), v[("q", n)]) for n, t in enumerate(q.questions)]
         units.append(Unit("a", 0, analyze(q.answer), v[("a", 0)]))
-        out.append(StoredQnA(q, units, content_hash(q, embedder or "")))
+        multilingual = ("ma", 0) in v  # the record's vectors in the multilingual space come along
+        if multilingual:
+            units += [Unit("mq", n, [], v[("mq", n)]) for n in range(len(q.questions))] + [Unit("ma", 0, [], v[("ma", 0)])]
+        out.append(StoredQnA(q, units, content_hash(q, hashed_space(embedder or "", multilingual))))
     return out
 
 

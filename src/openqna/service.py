@@ -5,9 +5,10 @@ Records are analysed and embedded here, once, before the store sees them;
 unchanged records (same content hash and embedder) are never re-embedded, which
 makes importing the same file twice a no-op.
 
-Why this file is a little over 500 lines: writing records and asking share the project's embedder
-check and calibration; its next cut is the asking half (``ask``, ``rank``, follow-ups, spans and
-``:query-text``) into a module of its own.
+Why this file is over 500 lines: writing records and asking share the project's embedder check,
+calibration and the multilingual space (``openqna.multilingual``: which records get its vectors,
+which questions are ranked in it); its next cut is the asking half (``ask``, ``rank``, follow-ups,
+spans and ``:query-text``) into a module of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .filter_ast import Column
 from .formats.limits import LIMITS
 from .keys import Caller, allows
 from .models.embedder import Embedder
+from .multilingual import FILLED, MultilingualSpace, hashed_space
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from .retrieval import calibrations, followup, ranker
 from .retrieval.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
@@ -113,6 +115,7 @@ class ImportReport:
     unchanged: int = 0
     embedded: int = 0  # texts sent to the embedder
     ids: list[int] = field(default_factory=list)
+    multilingual: bool = False  # the records were written with vectors in the multilingual space
 
 
 def content_hash(q: QnA, embedder: str) -> str:
@@ -124,9 +127,12 @@ def content_hash(q: QnA, embedder: str) -> str:
 
 
 class Service(Catalog):
-    def __init__(self, store: Store, embedder: Embedder):
+    def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None):
+        """``multilingual``: the encoder of the multilingual space (``openqna.multilingual``; default: the bundled one,
+        loaded on first need)."""
         super().__init__(store)
         self.embedder = embedder
+        self.multilingual = MultilingualSpace(embedder, multilingual)
         self.indexes = IndexCache(store, nearest=engine_search(store))
         self.connected = ConnectedTables(store, embedder)
 
@@ -144,41 +150,49 @@ class Service(Catalog):
             return self.create_project(name)
 
     # -- writing ---------------------------------------------------------------------
-    def _embed(self, texts: list[str], progress: bool) -> np.ndarray:
+    def _embed(self, texts: list[str], progress: bool, embedder: Embedder | None = None) -> np.ndarray:
         """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little."""
+        embedder = embedder or self.embedder
         if not texts:
-            return np.zeros((0, self.embedder.dim), np.float32)
+            return np.zeros((0, embedder.dim), np.float32)
         unique = list(dict.fromkeys(texts))
         order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
-        vectors = np.zeros((len(unique), self.embedder.dim), np.float32)
+        vectors = np.zeros((len(unique), embedder.dim), np.float32)
         bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
         for start in range(0, len(order), EMBED_BATCH * 8):
             batch = order[start : start + EMBED_BATCH * 8]
-            vectors[batch] = self.embedder.embed([unique[i] for i in batch])
+            vectors[batch] = embedder.embed([unique[i] for i in batch])
             bar.update(len(batch))
         bar.close()
         position = {t: i for i, t in enumerate(unique)}
         return vectors[[position[t] for t in texts]]
 
     def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
-                reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None) -> tuple[list[StoredQnA], int]:
+                reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None,
+                multilingual: bool = False) -> tuple[list[StoredQnA], int]:
         """Analyse and embed records: one unit per question and one for the answer.
 
         ``reuse`` holds vectors already stored for these records' ids; a record whose
-        question and answer texts are unchanged keeps them.  Returns the records and how
-        many texts were embedded.
+        question and answer texts are unchanged keeps them.  ``multilingual``: each unit
+        also gets its vector in the multilingual space (units "mq" and "ma", no terms).
+        Returns the records and how many texts were embedded.
         """
         reuse = reuse or {}
-        texts: list[str] = []
-        slots: list[tuple[int, str, int]] = []
-        for i, q in enumerate(qnas):
-            stored = reuse.get(q.id, {}) if q.id is not None else {}
-            for fld, ord_, text in [("q", n, t) for n, t in enumerate(q.questions)] + [("a", 0, q.answer)]:
-                if (fld, ord_) not in stored:
-                    texts.append(text)
-                    slots.append((i, fld, ord_))
-        vectors = self._embed(texts, progress)
-        fresh = {slot: vectors[j] for j, slot in enumerate(slots)}
+        spaces = (("q", "a", None),) + ((("mq", "ma", self.multilingual.embedder),) if multilingual else ())
+        fresh: dict[tuple[int, str, int], np.ndarray] = {}
+        embedded = 0
+        for q_field, a_field, embedder in spaces:
+            texts: list[str] = []
+            slots: list[tuple[int, str, int]] = []
+            for i, q in enumerate(qnas):
+                stored = reuse.get(q.id, {}) if q.id is not None else {}
+                for fld, ord_, text in [(q_field, n, t) for n, t in enumerate(q.questions)] + [(a_field, 0, q.answer)]:
+                    if (fld, ord_) not in stored:
+                        texts.append(text)
+                        slots.append((i, fld, ord_))
+            vectors = self._embed(texts, progress, embedder)
+            fresh.update({slot: vectors[j] for j, slot in enumerate(slots)})
+            embedded += len(texts)
         items = []
         for i, (q, h) in enumerate(zip(qnas, hashes)):
             stored = reuse.get(q.id, {}) if q.id is not None else {}
@@ -188,8 +202,11 @@ class Service(Catalog):
 
             units = [Unit("q", n, analyze(question), vector("q", n)) for n, question in enumerate(q.questions)]
             units.append(Unit("a", 0, analyze(q.answer), vector("a", 0)))
+            if multilingual:
+                units += [Unit("mq", n, [], vector("mq", n)) for n in range(len(q.questions))]
+                units.append(Unit("ma", 0, [], vector("ma", 0)))
             items.append(StoredQnA(q, units, h))
-        return items, len(texts)
+        return items, embedded
 
     def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
         """Stored vectors of ``qnas``' units whose text did not change (same question or answer)."""
@@ -203,8 +220,10 @@ class Service(Catalog):
             prev, vectors = old.get(q.id), stored.get(q.id, {})
             if prev is None:
                 continue
-            texts = {("a", 0): q.answer, **{("q", n): t for n, t in enumerate(q.questions)}}
-            before = {("a", 0): prev.answer, **{("q", n): t for n, t in enumerate(prev.questions)}}
+            texts = {(f, 0): q.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(q.questions)
+                                                              for f in ("q", "mq")}
+            before = {(f, 0): prev.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(prev.questions)
+                                                                   for f in ("q", "mq")}
             keep = {unit: vectors[unit] for unit, text in texts.items() if before.get(unit) == text and unit in vectors}
             if keep:
                 out[q.id] = keep
@@ -219,14 +238,50 @@ class Service(Catalog):
             )
 
     def reembed(self, project: str, *, progress: bool = False) -> int:
-        """Re-embed every record of the live state with this server's embedder; returns the count."""
+        """Re-embed every record of the live state with this server's embedder; returns the count.
+
+        Vectors in the multilingual space are made where ``OPENQNA_MULTILINGUAL`` wants them now (``auto``: the
+        project has CJK text), dropped elsewhere; those already stored are kept, as are the main vectors when the
+        project was embedded by this server's embedder already.
+        """
         proj = self.store.get_project(project)
         qnas = self.store.list_qnas(project)
-        hashes = [content_hash(q, self.embedder.name) for q in qnas]
-        self.store.put_qnas(project, self.prepare(qnas, hashes, progress)[0])
+        proj.settings.pop(FILLED, None)  # decided again from every record
+        multilingual = self.multilingual.wanted(proj, qnas)
+        hashes = [content_hash(q, hashed_space(self.embedder.name, multilingual)) for q in qnas]
+        reuse = self._reusable(project, qnas)
+        if proj.embedder != self.embedder.name:  # another model's vectors: only the multilingual ones still serve
+            reuse = {i: {u: v for u, v in units.items() if u[0] in ("mq", "ma")} for i, units in reuse.items()}
+        self.store.put_qnas(project, self.prepare(qnas, hashes, progress, reuse, multilingual)[0])
+        proj = self.store.get_project(project)
         proj.embedder = self.embedder.name
+        proj.settings[FILLED] = multilingual
         self.store.update_project(proj)
         return len(qnas)
+
+    def fill_multilingual(self, project: str, *, progress: bool = False) -> int:
+        """Give every live record of ``project`` its vectors in the multilingual space (those written without them:
+        the content hash tells); returns how many records were filled."""
+        qnas = self.store.list_qnas(project)
+        existing = self.store.content_hashes(project)
+        name = hashed_space(self.embedder.name, True)
+        todo = [q for q in qnas if existing.get(q.id) != content_hash(q, name)]
+        if todo:
+            items, _ = self.prepare(todo, [content_hash(q, name) for q in todo], progress,
+                                    self._reusable(project, todo), multilingual=True)
+            self.store.put_qnas(project, items)
+        return len(todo)
+
+    def _settle_multilingual(self, project: str, multilingual: bool, progress: bool) -> None:
+        """After a write: fill the space if the records just written have it and the others may not; note it."""
+        proj = self.store.get_project(project)
+        if bool(proj.settings.get(FILLED)) == multilingual:
+            return
+        if multilingual:
+            self.fill_multilingual(project, progress=progress)
+        proj = self.store.get_project(project)
+        proj.settings[FILLED] = multilingual
+        self.store.update_project(proj)
 
     def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
                match_content: bool = True) -> ImportReport:
@@ -240,6 +295,7 @@ class Service(Catalog):
         if items:
             report.ids.extend(self.store.put_qnas(project, items))
         self._record_embedder(project)
+        self._settle_multilingual(project, report.multilingual, progress)
         return report
 
     def replace_records(self, project: str, qnas: Iterable[QnA], *, synonyms: list[list[str]] | None = None,
@@ -254,6 +310,7 @@ class Service(Catalog):
         stale = [i for i in self.store.content_hashes(project) if i not in keep]
         report.ids.extend(self.store.replace_qnas(project, items, stale, synonyms))
         self._record_embedder(project)
+        self._settle_multilingual(project, report.multilingual, progress)
         return report
 
     def _record_embedder(self, project: str) -> None:
@@ -276,11 +333,12 @@ class Service(Catalog):
         for q in self.store.list_qnas(project) if match_content else ():  # "add" edits match nothing
             by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
         claimed = {q.id for q in qnas if q.id is not None}
-        report = ImportReport()
+        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, len(existing)))
+        space = hashed_space(self.embedder.name, report.multilingual)
         todo, hashes = [], []
         for q in qnas:
             q.normalised()
-            h = content_hash(q, self.embedder.name)
+            h = content_hash(q, space)
             if q.id is None and match_content:
                 same = [i for i in by_hash.get(h, ()) if i not in claimed]
                 similar = [i for i in by_answer.get((q.source.lower(), q.answer), ()) if i not in claimed]
@@ -299,7 +357,8 @@ class Service(Catalog):
             hashes.append(h)
         items: list[StoredQnA] = []
         if todo:
-            items, report.embedded = self.prepare(todo, hashes, progress, self._reusable(project, todo))
+            items, report.embedded = self.prepare(todo, hashes, progress, self._reusable(project, todo),
+                                                  report.multilingual)
         return report, items
 
     def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
@@ -402,9 +461,15 @@ class Service(Catalog):
         several queries at once, embedded in one call, and keeps each record's best).
         """
         eligible = index.mask(flt)
-        return [ranker.rank(index, query, vector, eligible, top=top, threshold=threshold, flt=flt,
-                            calibration=calibration, reads_cjk=self.reads_cjk)
-                for query, vector in zip(queries, self.embedder.embed(queries))]
+        views = [self.multilingual.index_for(index, query) for query in queries]
+        main = iter(self.embedder.embed([q for q, view in zip(queries, views) if view is None]))
+        spaced = [q for q, view in zip(queries, views) if view is not None]
+        other = iter(self.multilingual.embedder.embed(spaced) if spaced else [])
+        return [ranker.rank(index, query, next(main), eligible, top=top, threshold=threshold, flt=flt,
+                            calibration=calibration, reads_cjk=self.reads_cjk) if view is None else
+                ranker.rank(view, query, next(other), eligible, top=top, threshold=threshold,
+                            calibration=calibrations.MULTILINGUAL)
+                for query, view in zip(queries, views)]
 
     # -- asking -----------------------------------------------------------------------
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
@@ -450,8 +515,16 @@ class Service(Catalog):
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
-        """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's."""
+        """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's.
+
+        A question with Chinese, Japanese or Korean text asked of a knowledge base with the multilingual space is
+        ranked there, with that space's own calibration (``openqna.multilingual``).
+        """
         question = req.question or ""
+        embedder, reads_cjk = self.embedder, self.reads_cjk
+        view = self.multilingual.index_for(index, question)
+        if view is not None:
+            index, embedder, reads_cjk, calibration = view, self.multilingual.embedder, True, calibrations.MULTILINGUAL
         calibration = calibration or self.calibration(self.store.get_project(project))
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
         flt = all_of(req.filter, KindIn(kinds))
@@ -473,21 +546,22 @@ class Service(Catalog):
         # The expanded question is what the vector and the keyword features read; the exact match reads the
         # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
         # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
-        vectors = np.concatenate([self.embedder.embed([text]) for text in
+        vectors = np.concatenate([embedder.embed([text]) for text in
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
-                       calibration=calibration, flt=flt, reads_cjk=self.reads_cjk)
+                       calibration=calibration, flt=None if view is not None else flt, reads_cjk=reads_cjk)
         offsets: dict[int, float] = {}
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
-                                              vectors, options)
+                                              vectors, options, embedder)
         ranked = ranker.rank(index, question, vector, eligible, logit_offsets=offsets, top=req.top,
                              keywords=expanded, threshold=req.threshold, explain=req.explain, **options)
         return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
-                   expanded: str, vectors: np.ndarray, options: dict) -> tuple[np.ndarray, dict[int, float]]:
+                   expanded: str, vectors: np.ndarray, options: dict,
+                   embedder: Embedder) -> tuple[np.ndarray, dict[int, float]]:
         """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
         alone = ranker.rank(index, question, vectors[0], eligible, top=1, keywords=expanded, **options)
         confidence = alone[0].confidence if alone else 0.0
@@ -505,13 +579,22 @@ class Service(Catalog):
 
         offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
                                             {i: float(qsims[i]) for i in qnas},
-                                            self.embedder.embed, gain, f"{question} {previous}")
+                                            embedder.embed, gain, f"{question} {previous}")
         return vector, offsets
 
+    def reader(self, question: str) -> Embedder:
+        """The embedder that reads ``question``'s answer spans: the multilingual one for a CJK question (when the
+        setting is not ``off``), else this service's."""
+        return self.multilingual.embedder if self.multilingual.reads(question) else self.embedder
+
     def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
+        """Answer spans; ``vector``, the question's in the space it was ranked in, is made again by ``reader``."""
         assert req.span is not None
         chosen = answers[: req.span.top_answers]
-        spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], self.embedder.embed)
+        reader = self.reader(req.question or "")
+        if reader is not self.embedder:
+            vector = reader.embed([req.question or ""])[0]  # a cache hit when it was ranked in that space
+        spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], reader.embed)
         for answer, span in zip(chosen, spans):
             if span is not None and span.confidence >= req.span.threshold:
                 answer.span = span
@@ -543,7 +626,10 @@ class Service(Catalog):
             per_record[rid] = per_record.get(rid, 0) + 1
             out.append(TextAnswer(rid, texts[i], scores[i], s, e - s))
         if span and out:
-            best = best_spans(question, qv, [out[0].text], self.embedder.embed)[0]
+            reader = self.reader(question)
+            if reader is not self.embedder:
+                qv = reader.embed([question])[0]
+            best = best_spans(question, qv, [out[0].text], reader.embed)[0]
             out[0].span = best
         return out
 

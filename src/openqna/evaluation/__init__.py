@@ -33,6 +33,8 @@ from ..models.embedder import get_embedder
 from ..retrieval import ranker
 from ..service import Service
 from . import (
+    cjk,
+    cjk_report,
     datasets,
     faq,
     faq_regimes,
@@ -78,15 +80,20 @@ QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_quer
 
 
 def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: float = DEFAULT_THRESHOLD,
-             seed: int = SEED, progress: bool = False) -> dict:
+             seed: int = SEED, progress: bool = False, only: str | None = None) -> dict:
     """Run every task, write ``out_dir/report.md`` and its plots, and return all metrics.
 
     ``quick`` runs small seeded subsets (well under a minute, for tests); ``threshold`` is the
     confidence below which a question gets the default answer.  Vectors are cached in
-    ``out_dir/.cache``; ``out_dir/metrics.json`` holds the returned dict.
+    ``out_dir/.cache``; ``out_dir/metrics.json`` holds the returned dict.  ``only="cjk"`` runs the
+    Chinese and Japanese part alone (``cjk`` and the CJK span sets; a few minutes warm), for work on it.
     """
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     plan = QUICK if quick else FULL
+    if only == CJK_ONLY:
+        return _run_cjk(data_dir, out_dir, plan, quick, threshold, seed)
+    if only is not None:
+        raise ValueError(f"only must be None or {CJK_ONLY!r}, not {only!r}")
     started = time.perf_counter()
     timing: dict[str, float] = {}
 
@@ -97,12 +104,13 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
 
     out_dir.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(get_embedder("local"), out_dir / ".cache" / "embeddings.sqlite3")
+    multilingual = CachedEmbedder(get_embedder("multilingual"), out_dir / ".cache" / "embeddings.sqlite3")
     metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed, "embedder": embedder.name,
                                 "data_dir": str(data_dir), "per_intent_questions": faq.PER_INTENT}}
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
             store = open_store(tmp)
-            service = Service(store, embedder)
+            service = Service(store, embedder, multilingual)
             try:
                 kbs, faq_results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, step)
                 banking, hwu = kbs[0], kbs[1]
@@ -128,10 +136,15 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                 t = time.perf_counter()
                 metrics["regimes"] = regime_results(service, data_dir, plan, seed, threshold, kbs)
                 step("regimes", t)
+                t = time.perf_counter()
+                metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
+                                              limit=plan.paragraphs["jsquad"])
+                step("cjk", t)
             finally:
                 store.close()
     finally:
         embedder.close()
+        multilingual.close()
 
     metrics["faq"] = {name: {"records": r.kb.records, "indexed_questions": r.kb.indexed_questions,
                              "queries": len(r.kb.queries), "top1": r.top1, "mrr5": r.mrr5}
@@ -232,6 +245,38 @@ def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, thre
                         for group, by_split in regimes.summaries(outcomes, threshold).items()},
             "questions": [asdict(o) for o in outcomes]}
     return out
+
+
+CJK_ONLY = "cjk"
+
+
+def _run_cjk(data_dir: Path, out_dir: Path, plan: Plan, quick: bool, threshold: float, seed: int) -> dict:
+    """``run_eval(only="cjk")``: the CJK knowledge bases and the span sets, report.md with their sections only."""
+    started = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache = out_dir / ".cache" / "embeddings.sqlite3"
+    embedder = CachedEmbedder(get_embedder("local"), cache)
+    multilingual = CachedEmbedder(get_embedder("multilingual"), cache)
+    metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed, "embedder": embedder.name,
+                                "data_dir": str(data_dir), "only": CJK_ONLY}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
+            store = open_store(tmp)
+            try:
+                service = Service(store, embedder, multilingual)
+                metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
+                                              limit=plan.paragraphs["jsquad"])
+                metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
+                                    for name, limit in plan.span_questions.items()}
+            finally:
+                store.close()
+    finally:
+        embedder.close()
+        multilingual.close()
+    metrics["timing"] = {"total_seconds": round(time.perf_counter() - started, 1)}
+    (out_dir / "report.md").write_text(cjk_report.render_only(metrics), encoding="utf-8")
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return metrics
 
 
 ACCURATE = "accurate"

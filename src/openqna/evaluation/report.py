@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import regime_report
+from . import cjk_report, regime_report
 from .baselines import METHOD_NAMES, METHODS
 from .spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -244,6 +244,8 @@ def render(metrics: dict) -> str:
         out += ["", (f"{', '.join(sampled)}: all questions of seeded-random paragraphs until the sample size is"
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
     out += regime_report.section(metrics)
+    if "cjk" in metrics:
+        out += cjk_report.section(metrics)
     out += [
         "",
         "## Caveats",

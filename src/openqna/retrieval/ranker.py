@@ -318,6 +318,8 @@ def rank(
         logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows],
                                              adapted=adaptation is not None, records=index.n, rival=c.regime.rival))
     confidence = sigmoid(logit)
+    if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
+        confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (context == 0)] = 0.0
     for row in exact_rows:
         i = _position(f.rows, row)
         if i is not None:

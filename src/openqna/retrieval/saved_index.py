@@ -34,7 +34,7 @@ from .memindex import MemIndex
 from .postings import Postings
 from .where_numpy import encode_columns
 
-FORMAT = 4  # 4: IVF codes are fast-scan PQ (3 held 8-bit codes)
+FORMAT = 5  # 5: the multilingual fields "mq" and "ma" when the index has them; 4: IVF codes are fast-scan PQ
 log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than saving would pay for.
@@ -58,8 +58,10 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
                                 "n": index.n, "fields": {}}
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
-        for f in ("q", "a"):
-            fld: Field = getattr(index, f)
+        for f in ("q", "a", "mq", "ma"):
+            fld: Field | None = getattr(index, f)
+            if fld is None:  # an index without the multilingual space
+                continue
             ivf = fld.ann()  # trained here when the field is large enough to need it
             for name in _FIELD_ARRAYS:
                 np.save(tmp / f"{f}.{name}.npy", getattr(fld, name))
@@ -138,14 +140,14 @@ def load(folder: Path, source: str = "") -> MemIndex | None:
         if spec["ann"] is not None:
             ann = FieldAnn.read(str(folder / f"{f}.ivf"), spec["ann"]["trained_on"], spec["ann"]["changed"])
         a = {name: array(f"{f}.{name}") for name in _FIELD_ARRAYS}
-        fields[f] = Field(a["rows"], a["matrix"], None, meta["n"], meta["dim"], lengths=a["lengths"],
+        fields[f] = Field(a["rows"], a["matrix"], None, meta["n"], a["matrix"].shape[1], lengths=a["lengths"],
                           postings=postings, keys=a["keys"], next_key=spec["next_key"], ann=ann,
                           sum_norms=a["sum_norms"])
     return MemIndex.from_saved(
         version=meta["version"], dim=meta["dim"], n=meta["n"], ids=array("ids"), context_only=array("context_only"),
         passage=array("passage"), exact=maps["exact"], meta_rows=maps["meta"], source_rows=maps["source"],
         kind_rows=maps["kind"], metadata_keys=maps["metadata_keys"], q=fields["q"], a=fields["a"],
-        records=records, where_columns=columns)
+        records=records, where_columns=columns, mq=fields.get("mq"), ma=fields.get("ma"))
 
 
 class SavedIndexes:

@@ -28,8 +28,10 @@ import re
 from .analyze import STOP_WORDS, normalise, stem
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_]+(?:[.,'’-][^\W_]+)*|[^\s]")
+# a CJK character is a token of its own, also after a digit or a Latin letter ("2時間" is 2, 時, 間)
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,'’-][^\W_{_CJK}]+)*|[^\s]")
 _HIRAGANA = re.compile("[\u3040-\u309f]")
+_KANA = re.compile("[\u3040-\u30ff]")
 _IS_CJK = re.compile(rf"[{_CJK}]")
 _PUNCT_BREAK = frozenset(",;:()[]{}\"“”「」『』（）、，。；：！？!?—–")
 _CLAUSE_BREAK = frozenset("is was were are be been being has had have which who whom whose that when where while "
@@ -44,6 +46,8 @@ _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve
                  "sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|"
                  "hundred|thousand|million|billion|dozen|half")
 _CJK_NUM = "0-9０-９一二三四五六七八九十百千万億亿两〇零半数"
+# CJK units of more than one character; any other unit is the one character after the number ("四次", "38岁")
+_CJK_UNITS = "か月|ヶ月|ヵ月|个小时|個小時|小时|小時|时间|時間|个月|個月|分钟|分鐘|公里|英里|平方公里|平方英里|美元|英镑|キロ|メートル|パーセント"
 _LATIN_NUM = rf"(?:[$€£¥]?\d[\d,.]*|(?:{_NUMBER_WORDS})(?:[- ](?:{_NUMBER_WORDS}))*)"
 
 QUESTION_KINDS = [  # (kind, question pattern), first match wins
@@ -51,12 +55,12 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
         r"\bwhen\b|\bwhat (year|years|date|day|month|century|decade|period|time)\b"
         r"|\bwhich (year|century|decade|month|day|date)\b|\bhow long ago\b"
         r"|什么时候|哪一年|哪年|何时|哪个世纪|哪一天|哪天|几月|几年|什么年代|多少年|哪个时期"
-        r"|いつ|何年|何月|何日|何世紀|何時|何時代|何年代")),
+        r"|いつ|何年|何月|何日|何世紀|何時(?!間)|何時代|何年代")),  # 何時間: how many hours, a number
     ("number", re.compile(
         r"\bhow (many|much|long|far|old|large|big|tall|high|often|wide|deep|fast|heavy)\b"
         r"|\bwhat (percentage|percent|number|amount|proportion|fraction)\b"
         r"|多少|几|多大|多长|多久|多高|多远|多重"
-        r"|何人|いくつ|いくら|何個|何回|何歳|何%|どれくらい|どのくらい|何本|何度|何倍|何キロ|何メートル|何円|何割"
+        r"|何人|いくつ|いくら|何個|何回|何歳|何%|どれくらい|どのくらい|何本|何度|何倍|何キロ|何メートル|何円|何割|何時間|何分"
         r"|何か国|何種類|何台|何名|何件|何点|何パーセント|何万|何億")),
     ("name", re.compile(
         r"^\s*(who|whom|whose)\b|\bwho\b|\b(what|which)( \w+)? (player|players|actor|actress|person|man|woman|team"
@@ -77,7 +81,7 @@ _KIND_PATTERNS = {
         rf"(?i)\b\d{{1,2}}:\d{{2}}\b"
         rf"|\b{_LATIN_NUM}(?:\s*(?:to|-|–|or)\s*{_LATIN_NUM})?(?:\s*(?:%|percent|per cent)\b)?(?:\s+[a-z]+)?\b"
         rf"|[{_CJK_NUM}][{_CJK_NUM},.，．]*(?:[到至～~–-][{_CJK_NUM}]+)?"
-        rf" ?(?:か月|ヶ月|ヵ月|[^\s{_CJK_NUM}\u3040-\u309f、，。（）]{{0,2}})"),
+        rf" ?(?:{_CJK_UNITS}|[^\s{_CJK_NUM}\u3040-\u309f、，。（）]?)"),
     "name": re.compile(
         r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|von|van|the|and|du|la|del)?\s*[A-Z][\w'’.-]*)*"  # capitalised words
         r"|[\u4e00-\u9fff\u30a0-\u30ff]+(?:[·・][\u4e00-\u9fff\u30a0-\u30ff]+)+"  # transliterated full names
@@ -125,6 +129,7 @@ class _Sentence:
             else:
                 self.function[i] = True
         self.anchors = [i for i in range(n) if self.covered[i]]
+        self.japanese = _KANA.search(question) is not None
 
     def token_at(self, offset: int) -> int:
         return next(k for k, (_, e, _) in enumerate(self.tokens) if e > offset)
@@ -142,11 +147,16 @@ def _kind_candidates(s: _Sentence, sentence: str, kind: str) -> list[tuple[float
         a, b = s.token_at(m.start()), s.token_at(m.end() - 1) + 1
         while a < b and kind == "name" and normalise(s.tokens[a][2]) in _NOT_NAMES:
             a += 1  # "He", "Then Anderson", "March"
+        end = b
         while b > a + 1 and s.covered[b - 1]:
             b -= 1  # "1,200 employees" asked "how many employees"
+        if kind != "name" and _IS_CJK.match(s.tokens[end - 1][2]):
+            end = max(b, end)  # but "2時間" asked "何時間": a CJK counter or unit stays with its number
+        else:
+            end = b
         if a < b and not any(s.covered[a:b]):
             out.append((3.0 - 0.5 * s.distance(a, b), s.tokens[a][0] if kind == "name" else m.start(),
-                        min(m.end(), s.tokens[b - 1][1])))
+                        min(m.end(), s.tokens[end - 1][1])))
     if kind == "name":  # Chinese names of teams, firms and places: the suffix and up to 7 characters before it
         for m in _ORG_SUFFIX.finditer(sentence):
             a, b = s.token_at(m.start()), s.token_at(m.end() - 1) + 1
@@ -181,7 +191,12 @@ def _phrase_candidates(s: _Sentence) -> list[tuple[float, int, int]]:
         while b > a and s.function[b - 1]:
             b -= 1
         if a < b:
-            out.append((-0.5 * s.distance(a, b) - 0.08 * max(0, b - a - 4), toks[a][0], toks[b - 1][1]))
+            score = -0.5 * s.distance(a, b) - 0.08 * max(0, b - a - 4)
+            end = b  # a CJK term ends with the word the question asked about: "荒梅雨" asked "梅雨を何と呼ぶ"
+            while (s.japanese and end < n and end - b < 4 and _IS_CJK.match(toks[end - 1][2]) and s.covered[end]
+                   and _IS_CJK.match(toks[end][2]) and not s.function[end]):
+                end += 1
+            out.append((score, toks[a][0], toks[end - 1][1]))
     return out
 
 

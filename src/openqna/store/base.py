@@ -21,6 +21,9 @@ from ..filter_ast import Filter
 from ..records import QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
+# Units of the multilingual vector space (``Service``'s second embedder, for Chinese, Japanese and Korean), stored
+# beside the main ones under these field names: "mq" holds a question's vector, "ma" the answer's, with no terms.
+MULTILINGUAL_FIELDS = ("mq", "ma")
 
 
 @dataclass
@@ -76,14 +79,21 @@ class IndexRow:
     q_vectors: list[np.ndarray] = field(default_factory=list)
     a_terms: list[str] = field(default_factory=list)
     a_vector: np.ndarray | None = None
+    mq_vectors: list[np.ndarray] = field(default_factory=list)  # the multilingual space's, one per question
+    ma_vector: np.ndarray | None = None
 
     def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
-        """One stored unit of this record: a question ("q", in order) or its answer ("a")."""
+        """One stored unit of this record: a question ("q", in order), its answer ("a"), or their vectors in the
+        multilingual space ("mq", "ma")."""
         if field_name == "q":
             self.q_vectors.append(vector)
             self.q_terms.append(terms)
-        else:
+        elif field_name == "a":
             self.a_vector, self.a_terms = vector, terms
+        elif field_name == "mq":
+            self.mq_vectors.append(vector)
+        else:
+            self.ma_vector = vector
 
 
 class IndexRows(Protocol):

@@ -84,7 +84,7 @@ class PostgresIndexRows:
 
     def dim(self) -> int:
         row = self._db.execute("SELECT vector_dims(embedding) FROM units WHERE project_id=%s AND deployment=%s"
-                               " LIMIT 1", self._where).fetchone()
+                               " AND field IN ('q', 'a') LIMIT 1", self._where).fetchone()
         return row[0] if row else 1
 
     def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:

@@ -28,7 +28,16 @@ import numpy as np
 from ..records import NotFound, ProjectNotFound, QnA
 from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
-from .sqlite_rows import TERM_SEP, SQLiteIndexRows, dialog_from_json, dialog_json, json_list, json_object
+from .sqlite_rows import (
+    TERM_SEP,
+    SQLiteIndexRows,
+    blob_vector,
+    dialog_from_json,
+    dialog_json,
+    json_list,
+    json_object,
+    vector_blob,
+)
 from .sqlite_schema import migrate
 
 PAGE_SIZE = 16384
@@ -197,8 +206,8 @@ class SQLiteStore:
             )
             db.executemany(
                 "INSERT INTO units VALUES(?,?,?,?,?,?,?)",
-                [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms),
-                  np.asarray(u.vector, dtype=np.float32).tobytes()) for u in item.units],
+                [(pid, LIVE, q.id, u.field, u.ord, TERM_SEP.join(u.terms), vector_blob(u.field, u.vector))
+                 for u in item.units],
             )
         db.execute("UPDATE projects SET next_id=?, modified=? WHERE id=?", (next_id, stamp, pid))
         return ids
@@ -222,7 +231,7 @@ class SQLiteStore:
                 f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
                 f" AND record_id IN ({','.join('?' * len(batch))})", (pid, deployment, *batch))
             for rid, field, ord_, blob in rows:
-                out.setdefault(rid, {})[(field, ord_)] = np.frombuffer(blob, dtype=np.float32)
+                out.setdefault(rid, {})[(field, ord_)] = blob_vector(field, blob)
         return out
 
     def delete_qnas(self, project: str, ids: list[int]) -> int:

@@ -9,9 +9,22 @@ from typing import Any
 import numpy as np
 
 from ..records import Dialog, Prompt
-from .base import IndexRow
+from .base import MULTILINGUAL_FIELDS, IndexRow
 
 TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
+
+
+def vector_blob(field: str, vector: np.ndarray) -> bytes:
+    """A unit's vector as stored: float32, or float16 in the multilingual space (half the bytes; its cosines move
+    by about 1e-3, far below what ranks or calibrates anything: tests/test_multilingual.py)."""
+    return np.asarray(vector, dtype=np.float16 if field in MULTILINGUAL_FIELDS else np.float32).tobytes()
+
+
+def blob_vector(field: str, blob: bytes) -> np.ndarray:
+    """``vector_blob``'s inverse: a float32 vector (a read-only view of ``blob`` when stored as float32)."""
+    if field in MULTILINGUAL_FIELDS:
+        return np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+    return np.frombuffer(blob, dtype=np.float32)
 
 
 def dialog_json(d: Dialog) -> str:
@@ -58,8 +71,8 @@ class SQLiteIndexRows:
                                                self._where)]
 
     def dim(self) -> int:
-        row = self._db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=? LIMIT 1",
-                               self._where).fetchone()
+        row = self._db.execute("SELECT length(vector) / 4 FROM units WHERE project_id=? AND deployment=?"
+                               " AND field IN ('q', 'a') LIMIT 1", self._where).fetchone()
         return row[0] if row else 1
 
     def rows(self, ids: list[int] | None = None, id_range: tuple[int, int] | None = None) -> list[IndexRow]:
@@ -84,5 +97,5 @@ class SQLiteIndexRows:
             row = rows.get(rid)
             if row is None:  # written between the two reads: the next version picks it up
                 continue
-            row.add_unit(field, terms.split(TERM_SEP) if terms else [], np.frombuffer(blob, dtype=np.float32))
+            row.add_unit(field, terms.split(TERM_SEP) if terms else [], blob_vector(field, blob))
         return list(rows.values())

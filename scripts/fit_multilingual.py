@@ -1,0 +1,145 @@
+"""Fit ``calibrations.MULTILINGUAL`` (CJK questions ranked in the multilingual space) on CJK dev splits only.
+
+Builds ``make eval``'s Chinese and Japanese knowledge bases (``evaluation/cjk.py``: XQuAD-zh and JSQuAD, a
+paragraphs KB and a FAQ KB each) as the evaluation does, and reads the ranker's features (``ranker.features``
+on ``MemIndex.multilingual()``: the universal sentence encoder's cosines beside the keyword features) of every
+record for every **dev** question:
+
+1. weights: a softmax over each in-scope question's records (the right one against all others), for passages
+   (text cosine, text coverage, text BM25) and for QnAs (question cosine, answer cosine, question and answer
+   coverage) apart, as scripts/fit_ranker.py fits the English ones;
+2. the last step (``regime.RegimeTerms``: the top logit, its gap to the runner-up, passage or not): a logistic
+   regression of "the top answer is right" over dev questions in scope and off-topic (an off-topic question's
+   top answer is never right), each KB weighing the same, so a confidence reads as the chance the answer is right.
+
+Prints the Calibration and the dev figures at 0.5 (precision, recall, top-1).
+
+Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]]   (~2 min with a warm eval/.cache; CACHE: another
+embedding cache file, such as an `openqna eval --out DIR` run's DIR/.cache/embeddings.sqlite3)
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.linear_model import LogisticRegression
+
+from openqna.catalog import open_store
+from openqna.evaluation import SEED, cjk
+from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.models.embedder import get_embedder
+from openqna.retrieval import calibrations, ranker, regime
+from openqna.retrieval.analyze import analyze
+from openqna.service import Service
+
+QNA_NAMES = ("qsim", "asim", "qcov", "acov")
+PASSAGE_NAMES = ("asim", "acov", "bm25")
+TERMS = ("logit", "gap", "passage")
+THRESHOLD = 0.5
+
+
+def softmax_fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = 1e-4) -> np.ndarray:
+    dim = groups[0][0].shape[1]
+
+    def loss(w):
+        total, grad = 0.0, np.zeros(dim)
+        for X, target in groups:
+            z = X @ w
+            z -= z.max()
+            p = np.exp(z)
+            p /= p.sum()
+            total -= float(target @ np.log(p + 1e-12))
+            grad -= target @ X - p @ X
+        return total / len(groups) + l2 * w @ w, grad / len(groups) + 2 * l2 * w
+
+    return minimize(loss, np.zeros(dim), jac=True, method="L-BFGS-B").x
+
+
+def collect(service: Service, data_dir: Path) -> list[dict]:
+    """Per question of the CJK KBs: its KB, split, the features of every record, which records are right."""
+    out = []
+    for name in ("xquad-zh", "jsquad"):
+        for kb in cjk.paragraph_kbs(service, data_dir, name, seed=SEED):
+            index = service.indexes.get(kb.project)
+            view = index.multilingual()
+            assert view is not None, kb.project
+            everything = np.ones(index.n, bool)
+            vectors = service.multilingual.embedder.embed([q.text for q in kb.questions])
+            for q, v in zip(kb.questions, vectors):
+                f = ranker.features(view, analyze(q.text), v, everything, [])
+                right = np.array([q.gold is not None and kb.is_right(int(index.ids[r]), q.gold) for r in f.rows])
+                out.append({"kb": kb.project, "split": q.split, "f": f, "right": right,
+                            "passage": kb.include_unstructured, "inscope": q.gold is not None})
+    return out
+
+
+def matrix(f: ranker.Features, names: tuple[str, ...]) -> np.ndarray:
+    return np.stack([getattr(f, n) for n in names], axis=1).astype(np.float64)
+
+
+def main() -> None:
+    data_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
+    cache = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("eval") / ".cache" / "embeddings.sqlite3"
+    with tempfile.TemporaryDirectory(prefix="openqna-fit-multilingual-") as tmp:
+        store = open_store(tmp)
+        service = Service(store, CachedEmbedder(get_embedder("local"), cache),
+                          CachedEmbedder(get_embedder("multilingual"), cache))
+        questions = collect(service, data_dir)
+        store.close()
+    dev = [q for q in questions if q["split"] == "dev"]
+    weights = {}
+    for passage, names in ((True, PASSAGE_NAMES), (False, QNA_NAMES)):
+        groups = [(matrix(q["f"], names), q["right"].astype(float)) for q in dev
+                  if q["passage"] == passage and q["inscope"] and q["right"].any()]
+        weights[passage] = np.round(softmax_fit(groups), 3)
+        print("passages" if passage else "QnAs", dict(zip(names, weights[passage])), f"({len(groups)} questions)")
+
+    def logits(q: dict) -> np.ndarray:
+        names = PASSAGE_NAMES if q["passage"] else QNA_NAMES
+        return matrix(q["f"], names) @ weights[q["passage"]]
+
+    X, y, w = [], [], []
+    per_kb = {kb: sum(q["kb"] == kb for q in dev) for kb in {q["kb"] for q in dev}}
+    for q in dev:
+        z = logits(q)
+        x = regime.inputs(z, np.ones(len(z), bool), np.full(len(z), q["passage"]), np.zeros(len(z), bool))
+        top = int(np.argmax(z))
+        X.append([x[t][top] for t in TERMS])
+        y.append(bool(q["right"][top]))
+        w.append(1.0 / per_kb[q["kb"]])
+    model = LogisticRegression(C=10.0).fit(np.asarray(X), np.asarray(y), sample_weight=np.asarray(w) * len(w))
+    coef = np.round(model.coef_[0], 3)
+    terms = regime.RegimeTerms(w_logit=float(coef[0]), w_gap=float(coef[1]), w_passage=float(coef[2]),
+                               bias=round(float(model.intercept_[0]), 3))
+    qna = dict(zip(("w_" + n for n in QNA_NAMES), weights[False].tolist()))
+    passage = dict(zip(("w_" + n for n in PASSAGE_NAMES), weights[True].tolist()))
+    zero = dict(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0)
+    c = calibrations.Calibration(**{**zero, **qna}, scale=1.0, shift=0.0, typical=None, regime=terms,
+                                 passages=calibrations.Calibration(**{**zero, **passage}, scale=1.0, shift=0.0,
+                                                                   typical=None))
+    print(c)
+    for split in ("dev", "test"):
+        for kb in sorted({q["kb"] for q in questions}) + ["all"]:
+            rows = [q for q in questions if q["split"] == split and kb in ("all", q["kb"])]
+            conf, right, inscope = [], [], []
+            for q in rows:
+                z = logits(q)
+                x = regime.inputs(z, np.ones(len(z), bool), np.full(len(z), q["passage"]), np.zeros(len(z), bool))
+                top = int(np.argmax(z))
+                conf.append(float(1 / (1 + np.exp(-terms.logit({k: v[top:top + 1] for k, v in x.items()})[0]))))
+                right.append(bool(q["right"][top]))
+                inscope.append(q["inscope"])
+            conf_a, right_a, in_a = np.asarray(conf), np.asarray(right), np.asarray(inscope)
+            answered = conf_a >= THRESHOLD
+            precision = right_a[answered].mean() if answered.any() else float("nan")
+            recall = answered[right_a].mean() if right_a.any() else float("nan")
+            print(f"{split:4} {kb:32} top-1 {right_a[in_a].mean():.3f}  P {precision:.3f}  R {recall:.3f}"
+                  f"  off-topic rejected {(~answered[~in_a]).mean():.3f}")
+
+
+if __name__ == "__main__":
+    main()

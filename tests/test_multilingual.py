@@ -1,0 +1,242 @@
+"""The multilingual space (issue 23): CJK questions ranked by the universal sentence encoder's vectors.
+
+Real parts throughout: the bundled MiniLM and the real encoder, real SQLite and PostgreSQL stores, the
+real HTTP server asked through Azure's own SDK.  What must hold: English is untouched (same ids and
+confidences, nothing more stored), CJK knowledge bases get the space by default and answer paraphrases
+confidently, a knowledge base stored without it still answers and gains it by the documented steps.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+from azure.ai.language.questionanswering import QuestionAnsweringClient
+from azure.ai.language.questionanswering.models import ShortAnswerOptions
+from azure.core.credentials import AzureKeyCredential
+
+from conftest import LiveServer
+from openqna.evaluation.documents import read_questions
+from openqna.formats import read_file
+from openqna.multilingual import FILLED
+from openqna.records import QnA
+from openqna.retrieval.index_cache import IndexCache
+from openqna.retrieval.saved_index import load, save
+from openqna.service import AskRequest, Service
+from openqna.store.sqlite import SQLiteStore
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from test_cjk import JA, JA_ASKED, ZH, ZH_ASKED
+
+SAMPLE = Path(str(resources.files("openqna") / "samples" / "openqna-faq.tsv"))
+QUESTIONS = Path(str(resources.files("openqna") / "evaluation" / "questions"))
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    from openqna.models.embedder import get_embedder
+
+    return get_embedder("multilingual")
+
+
+def _kb(service, project, qnas):
+    service.create_project(project)
+    service.upsert(project, [QnA(list(q), a) for q, a in qnas])
+    ids = {q.answer: q.id for q in service.store.list_qnas(project)}
+    return [ids[a] for _, a in qnas]
+
+
+def _ask(service, project, question, deployment="test", **kw):
+    return service.ask(project, deployment, AskRequest(question=question, top=3, **kw))
+
+
+def _units(index) -> int:
+    return index.multilingual_units()
+
+
+def test_english_questions_get_the_same_ids_and_confidences_with_or_without_the_space(service, monkeypatch):
+    """The sample KB and its 60 evaluation questions: English-only under ``auto`` holds nothing more, and the same
+    KB given the space (``on``) ranks every English question exactly as it did."""
+    english = [q.question for q in read_questions(QUESTIONS / "sample-kb.tsv")]
+    service.import_content("auto", read_file(SAMPLE))
+    assert service.indexes.get("auto").mq is None and not service.store.get_project("auto").settings.get(FILLED)
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
+    service.import_content("on", read_file(SAMPLE))
+    assert _units(service.indexes.get("on")) > 0
+    for question in english:
+        before = [(a.qna.id, a.confidence) for a in _ask(service, "auto", question) if a.qna]
+        after = [(a.qna.id, a.confidence) for a in _ask(service, "on", question) if a.qna]
+        assert before == after, question
+
+
+@pytest.mark.parametrize("qnas, asked", [(ZH, ZH_ASKED), (JA, JA_ASKED)], ids=["zh", "ja"])
+def test_cjk_paraphrases_find_their_qna_in_the_space(service, qnas, asked):
+    ids = _kb(service, "faq", qnas)
+    index = service.indexes.get("faq")
+    assert index.multilingual() is not None and service.store.get_project("faq").settings[FILLED]
+    for question, k in asked:
+        answers = _ask(service, "faq", question)
+        assert answers[0].qna.id == ids[k], (question, [a.qna.answer for a in answers])
+        assert answers[0].confidence >= 0.5, (question, answers[0].confidence)
+
+
+@pytest.mark.parametrize("qnas, off_topic", [
+    (ZH, ["今天天气怎么样", "你喜欢吃什么水果", "北京有哪些好玩的地方", "怎么学习英语", "推荐一本好书"]),
+    (JA, ["今日の天気はどうですか", "おすすめのレストランは", "東京の人口は"]),
+], ids=["zh", "ja"])
+def test_off_topic_cjk_questions_stay_below_the_threshold_in_the_space(service, qnas, off_topic):
+    _kb(service, "faq", qnas)
+    for question in off_topic:
+        answers = _ask(service, "faq", question)
+        assert not answers[0].qna or answers[0].confidence < 0.5, (question, answers[0].confidence)
+
+
+def test_a_mixed_question_reads_both_its_latin_and_cjk_words(service):
+    """"Surface Pro 4の充電時間は" on a Japanese manual: the product name (keywords) and the CJK words (vectors)."""
+    ids = _kb(service, "manual", [
+        (["Surface Pro 4 について"], "Surface Pro 4 は 12.3 インチのタッチスクリーンを備えたタブレットです。"),
+        (["電源と充電"], "Surface Pro 4 のバッテリーは、付属の電源アダプターで約2時間でフル充電できます。"),
+        (["Surface Book の充電"], "Surface Book は付属の電源で約3時間で充電できます。"),
+        (["Wi-Fi に接続する"], "設定を開き、ネットワークを選んでから接続先を選択します。")])
+    answers = _ask(service, "manual", "Surface Pro 4の充電時間は")
+    assert answers[0].qna.id == ids[1], [a.qna.questions for a in answers]
+    assert answers[0].confidence >= 0.5
+
+
+def test_a_cjk_question_of_an_english_kb_gets_the_default_answer_without_the_space(service):
+    """``auto`` on an English KB: no space, keyword ranking, and a question sharing no keyword gets no QnA (it
+    used to get three arbitrary ones at 0.0845)."""
+    service.import_content("sample", read_file(SAMPLE))
+    for question in ("如何启动服务器？", "日本語は使えますか"):
+        answers = _ask(service, "sample", question)
+        assert len(answers) == 1 and answers[0].qna is None, [(a.qna.id, a.confidence) for a in answers if a.qna]
+
+
+def test_cross_lingual_with_the_setting_on(service, monkeypatch):
+    """``on``: the English sample KB gets the space, and a Chinese question finds the English QnA answering it."""
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
+    service.import_content("sample", read_file(SAMPLE))
+    answers = _ask(service, "sample", "怎么启动服务器？")
+    assert "make serve" in answers[0].qna.answer
+
+
+def _stores(request, tmp_path):
+    if request.param == "sqlite":
+        return SQLiteStore(tmp_path / "data")
+    from openqna.store.postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("pg_dsn"), pool_size=2)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_service(request, tmp_path, embedder, encoder):
+    store = _stores(request, tmp_path)
+    yield Service(store, embedder, encoder)
+    store.close()
+
+
+def test_a_kb_stored_without_the_space_answers_lexically_and_gains_it_on_a_cjk_write(any_service, monkeypatch):
+    """Old data (written before the space, or with ``off``): keyword ranking meanwhile; a write of CJK records (here
+    one of eleven, past the 5%) fills every record, a deploy copies it, and ``openqna reembed`` does too."""
+    service = any_service
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")
+    ids = _kb(service, "faq", ZH)
+    service.deploy("faq", "production")
+    assert service.indexes.get("faq").multilingual() is None
+    lexical = _ask(service, "faq", "密码忘了怎么重置")[0]
+    assert lexical.qna.id == ids[2]  # the keyword path still answers
+
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "auto")
+    assert service.indexes.get("faq").multilingual() is None  # nothing changes until a write
+    service.upsert("faq", [QnA(["营业时间是几点？"], "每天上午九点到晚上六点。")])
+    index = service.indexes.get("faq")
+    assert index.multilingual() is not None and _units(index) == 2 * (len(ZH) + 1)
+    assert service.store.get_project("faq").settings[FILLED]
+    answered = _ask(service, "faq", "密码忘了怎么重置")[0]
+    assert answered.qna.id == ids[2] and answered.confidence != lexical.confidence  # ranked in the space now
+    # production is the old snapshot until the next deploy
+    assert service.indexes.get("faq", "production").multilingual() is None
+    service.deploy("faq", "production")
+    assert service.indexes.get("faq", "production").multilingual() is not None
+
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")  # reembed drops it where the setting says so ...
+    service.reembed("faq")
+    assert service.indexes.get("faq").multilingual() is None
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "auto")  # ... and makes it where it says so
+    service.reembed("faq")
+    assert service.indexes.get("faq").multilingual() is not None
+    assert _ask(service, "faq", "密码忘了怎么重置")[0].qna.id == ids[2]
+
+
+def test_sqlite_stores_the_space_as_float16(service, encoder, tmp_path):
+    """Half the bytes, cosines within 1e-3 of the float32 vectors."""
+    _kb(service, "faq", ZH)
+    store = service.store
+    pid = store.current("faq")[0]
+    sizes = dict(store._db.execute("SELECT field, max(length(vector)) FROM units WHERE project_id=? GROUP BY field",
+                                   (pid,)).fetchall())
+    assert sizes == {"q": 384 * 4, "a": 384 * 4, "mq": 512 * 2, "ma": 512 * 2}
+    index = service.indexes.get("faq")
+    stored = index.multilingual().q.matrix
+    fresh = encoder.embed([q[0] for q, _ in ZH])
+    assert np.abs((stored * fresh).sum(axis=1) - 1.0).max() < 1e-3
+
+
+def test_the_space_survives_updates_and_a_saved_index(service, tmp_path):
+    """An index caught up change by change holds the same multilingual vectors as one built afresh, and a saved
+    index reads them back."""
+    _kb(service, "faq", ZH[:6])
+    service.indexes.get("faq")  # built now: what follows is caught up incrementally
+    service.upsert("faq", [QnA(list(q), a) for q, a in ZH[6:]])
+    first = service.store.list_qnas("faq")[0]
+    service.store.delete_qnas("faq", [first.id])
+    updated = service.indexes.get("faq")
+    rebuilt = IndexCache(service.store).get("faq")
+    for name in ("q", "a"):
+        a, b = getattr(updated.multilingual(), name), getattr(rebuilt.multilingual(), name)
+        order_a, order_b = np.argsort(updated.ids[a.rows], kind="stable"), np.argsort(rebuilt.ids[b.rows], kind="stable")
+        assert np.allclose(a.matrix[order_a], b.matrix[order_b])
+    save(rebuilt, tmp_path / "saved")
+    loaded = load(tmp_path / "saved")
+    assert np.array_equal(loaded.multilingual().a.matrix, rebuilt.multilingual().a.matrix)
+
+
+def test_azure_sdk_on_a_chinese_kb_through_the_http_server(service):
+    ids = _kb(service, "faq", ZH)
+    service.deploy("faq", "production")
+    with LiveServer(service) as server, QuestionAnsweringClient(server.url, AzureKeyCredential("k")) as client:
+        result = client.get_answers(question="充电要多久才能充满", project_name="faq", deployment_name="production",
+                                    top=1, short_answer_options=ShortAnswerOptions(confidence_threshold=0.0, top=1))
+        top = result.answers[0]
+        assert top.qna_id == ids[0] and top.confidence >= 0.5
+        assert top.short_answer is not None and top.short_answer.text == "两个小时"  # 多久 asks a number
+        off = client.get_answers(question="今天天气怎么样", project_name="faq", deployment_name="production",
+                                 confidence_threshold=0.5)
+        assert off.answers[0].qna_id == -1  # the default answer
+
+
+def test_tool_search_ranks_cjk_subjects_in_the_space(service):
+    """``Service.search`` (the tools, MCP and vector stores' path): English and CJK subjects in one call each."""
+    ids = _kb(service, "faq", ZH + [(["How long is the warranty?"], "One year from the date of purchase.")])
+    hits = service.search("faq", "密码忘了怎么重置", limit=2)
+    assert hits[0].record.id == ids[2] and hits[0].score >= 0.5
+    assert service.search("faq", "warranty period", limit=1)[0].record.id == ids[-1]
+
+
+def test_auto_needs_a_share_of_cjk_records_before_embedding_a_whole_kb(service):
+    """A Chinese QnA added to a large English KB does not make it embed every record again (its question is ranked
+    by keywords); a write whose CJK records are 5% of the KB fills the space."""
+    service.create_project("big")
+    service.upsert("big", [QnA([f"How do I configure option number {i}?"], f"Set option {i} in the settings page.")
+                           for i in range(40)])
+    service.upsert("big", [QnA(["如何重置密码？"], "在设置页面点击“忘记密码”。")])
+    assert service.indexes.get("big").mq is None
+    answers = _ask(service, "big", "忘记密码怎么重置")
+    assert answers[0].qna.answer.startswith("在设置页面")  # the keyword path
+    service.reembed("big")  # decides on all 41 records: 1 is not 5%
+    assert service.indexes.get("big").mq is None
+    service.upsert("big", [QnA(["营业时间是几点？"], "每天九点到六点。"), QnA(["可以退货吗？"], "三十天内可以退货。"),
+                           QnA(["保修期是多久？"], "一年有限保修。")])
+    index = service.indexes.get("big")  # 3 CJK records written beside 41: 5% or more, the space for all 44
+    assert index.multilingual() is not None and _units(index) == 2 * 44
