@@ -309,14 +309,14 @@ def rank(
         if i is not None:
             context[i] += offset
     logit += context
+    if c.regime is not None:  # one scale across kinds of KB
+        logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows],
+                                             adapted=adaptation is not None, records=index.n, rival=c.regime.rival))
     lex = c.lexical
     unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
     if unread and lex is not None:
         lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages) + context
         logit = (1.0 - unread) * logit + unread * lexical
-    if c.regime is not None:  # one scale across kinds of KB
-        logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows],
-                                             adapted=adaptation is not None, records=index.n, rival=c.regime.rival))
     confidence = sigmoid(logit)
     if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
         confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (context == 0)] = 0.0
