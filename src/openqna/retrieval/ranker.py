@@ -191,6 +191,17 @@ def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, v
     return np.where(index.passage[rows], 0.0, gain)
 
 
+# The logit of the share of a question that neither the embedder nor the keywords can read ("Surface Pro 4の充電時間は"
+# asked of an English KB: the Japanese asks what the question is about): an answer is hardly ever right on it alone.
+UNREAD_LOGIT = -4.0
+
+
+def _unmatched_cjk(index: MemIndex, terms: list[str]) -> bool:
+    """Whether the question has CJK terms and no record holds any of them."""
+    cjk = [t for t in terms if cjk_share(t) > 0]
+    return bool(cjk) and not any(fld.postings.get(t) is not None for t in cjk for fld in (index.q, index.a))
+
+
 def weights(index: MemIndex, calibration: Calibration = CALIBRATION) -> Calibration:
     """The feature weights (and their scale and shift) ``rank`` reads ``index``'s records with."""
     return _sparse(index, calibration, _adaptation(index, calibration)) or calibration
@@ -315,7 +326,11 @@ def rank(
     lex = c.lexical
     unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
     if unread and lex is not None:
-        lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages) + context
+        if _unmatched_cjk(index, analyze(question if keywords is None else keywords)):
+            # the CJK part is read by neither path (no record holds one of its words): it says "none of these"
+            lexical = np.full_like(logit, UNREAD_LOGIT) + context
+        else:
+            lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages) + context
         logit = (1.0 - unread) * logit + unread * lexical
     confidence = sigmoid(logit)
     if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
