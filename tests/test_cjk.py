@@ -118,6 +118,21 @@ def test_english_questions_rank_exactly_as_before(service, monkeypatch):
     assert before == after and len(before) == 3
 
 
+def test_a_mixed_question_whose_cjk_part_no_record_holds_is_not_answered(service):
+    """On an English KB the Japanese half of "Surface Pro 4の充電時間は" is read by neither the model nor the keywords:
+    the record that matches its product name is no answer (it was, at 0.48, on the Surface Pro 4 manual)."""
+    ids = _kb(service, "en", [(["Meet Surface Pro 4"], "Surface Pro 4 is a tablet with a kickstand and a keyboard."),
+                              (["Power and charging"], "It takes two to four hours to charge the battery fully.")])
+    english = _ask(service, "en", "what is Surface Pro 4?")
+    assert english[0].qna.id == ids[0] and english[0].confidence >= 0.5
+    mixed = _ask(service, "en", "Surface Pro 4の充電時間は", threshold=0.0)
+    assert mixed[0].qna is None or mixed[0].confidence < 0.2, [(a.qna and a.qna.questions, a.confidence) for a in mixed]
+    # the same question of a KB that holds its Japanese words is answered by them
+    ja = _kb(service, "ja", [(["Surface Pro 4の充電時間"], "充電には2〜4時間かかります。"),
+                             (["Surface Pro 4の保証"], "保証期間は1年です。")])
+    assert _ask(service, "ja", "Surface Pro 4の充電時間は")[0].qna.id == ja[0]
+
+
 def test_a_mixed_question_mixes_the_two_calibrations(service, monkeypatch):
     """A Japanese question naming a product in Latin letters is ranked partly by its vector.
 
