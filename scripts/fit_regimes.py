@@ -77,6 +77,7 @@ def collect(data_dir: Path) -> list[tuple[str, dict, dict]]:
                             f={k: np.asarray(getattr(f, k), np.float64) for k in ranker.FEATURE_NAMES},
                             passage=index.passage[f.rows].copy(), heading=ranker.headings(index)[f.rows].copy(),
                             eligible=eligible[f.rows].copy(), n=index.n, has_passages=index.has_passages,
+                            one_question=index.mostly_one_question,
                             extra=None if extra is None else np.asarray(extra, np.float64),
                             offset=None if adaptation is None else adaptation.offset,
                             exact=np.isin(f.rows, exact))
@@ -146,7 +147,7 @@ def logits(cap: dict, sparse: calibrations.Calibration) -> np.ndarray:
     """Every candidate's logit before the last step, as ``ranker.rank`` computes it with ``sparse``."""
     c = calibrations.CALIBRATION
     f = SimpleNamespace(**cap["f"])
-    if cap["offset"] is None and not cap["has_passages"]:
+    if cap["offset"] is None and not cap["has_passages"] and cap["one_question"]:
         return np.asarray(sparse.scale * sparse.logit(f) + sparse.shift, np.float64)
     z = c.logit(f)
     if cap["offset"] is not None:

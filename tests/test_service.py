@@ -244,6 +244,36 @@ def test_a_filter_that_leaves_one_record_does_not_make_it_sure(kb):
     assert unfiltered[0].qna.id == 1 and unfiltered[0].confidence >= 0.9
 
 
+def test_faq_pages_get_their_own_weights_and_intent_sets_keep_the_shipped_ones(service, monkeypatch):
+    """An FAQ page that cannot adapt (one question per QnA) is ranked by ``calibrations.SPARSE``; a KB of QnAs with
+    many questions keeps the weights fitted there even when it cannot adapt (too large, or adaptation off), and so
+    does a document KB."""
+    from openqna.retrieval import calibrations, ranker
+
+    monkeypatch.setenv("OPENQNA_KB_ADAPT", "0")
+    kbs = {"faq": [QnA([f"question {i}"], f"answer {i}") for i in range(6)],
+           "intents": [QnA([f"question {i}", f"other {i}", f"third {i}"], f"answer {i}") for i in range(6)],
+           "docs": [QnA([f"question {i}"], f"answer {i}") for i in range(3)] + [QnA([], "a passage", kind="passage")]}
+    for name, records in kbs.items():
+        service.create_project(name)
+        service.upsert(name, records)
+    assert ranker.weights(service.indexes.get("faq")) is calibrations.CALIBRATION.sparse
+    assert ranker.weights(service.indexes.get("intents")) is calibrations.CALIBRATION
+    assert ranker.weights(service.indexes.get("docs")) is calibrations.CALIBRATION
+
+
+def test_shares_count_none_of_these():
+    import numpy as np
+
+    from openqna.retrieval import regime
+
+    # a lone candidate holds all the mass without a rival, and only part of it beside "none of these"
+    assert regime.shares(np.array([-2.0]), np.array([True])).tolist() == [0.0]
+    assert regime.shares(np.array([-2.0]), np.array([True]), rival=-2.0)[0] == pytest.approx(np.log(0.5))
+    both = regime.shares(np.array([1.0, 1.0, 9.0]), np.array([True, True, False]), rival=None)
+    assert both[:2] == pytest.approx([np.log(0.5)] * 2)  # a candidate the filter left out is no rival
+
+
 def test_lone_candidates_have_no_gap():
     import numpy as np
 

@@ -280,6 +280,12 @@ class MemIndex:
         return bool(self.passage.all())
 
     @cached_property
+    def mostly_one_question(self) -> bool:
+        """Whether at least half of the QnA records have a single question (an FAQ page, not an intent set)."""
+        counts = self.q.counts[~self.passage] if self.n else np.zeros(0)
+        return bool(len(counts)) and float(np.mean(counts <= 1)) >= 0.5
+
+    @cached_property
     def has_passages(self) -> bool:
         """Whether some record is a passage (a document KB, say, rather than an FAQ page)."""
         return bool(self.passage.any())
