@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 
 from openqna.catalog import open_store
@@ -36,27 +35,13 @@ from openqna.retrieval import calibrations, ranker, regime
 from openqna.retrieval.analyze import analyze
 from openqna.service import Service
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fit_ranker import softmax_fit  # noqa: E402  (the same softmax over each question's records)
+
 QNA_NAMES = ("qsim", "asim", "qcov", "acov")
 PASSAGE_NAMES = ("asim", "acov", "bm25")
 TERMS = ("logit", "gap", "passage")
 THRESHOLD = 0.5
-
-
-def softmax_fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = 1e-4) -> np.ndarray:
-    dim = groups[0][0].shape[1]
-
-    def loss(w):
-        total, grad = 0.0, np.zeros(dim)
-        for X, target in groups:
-            z = X @ w
-            z -= z.max()
-            p = np.exp(z)
-            p /= p.sum()
-            total -= float(target @ np.log(p + 1e-12))
-            grad -= target @ X - p @ X
-        return total / len(groups) + l2 * w @ w, grad / len(groups) + 2 * l2 * w
-
-    return minimize(loss, np.zeros(dim), jac=True, method="L-BFGS-B").x
 
 
 def collect(service: Service, data_dir: Path) -> list[dict]:
@@ -95,7 +80,7 @@ def main() -> None:
     for passage, names in ((True, PASSAGE_NAMES), (False, QNA_NAMES)):
         groups = [(matrix(q["f"], names), q["right"].astype(float)) for q in dev
                   if q["passage"] == passage and q["inscope"] and q["right"].any()]
-        weights[passage] = np.round(softmax_fit(groups), 3)
+        weights[passage] = np.round(softmax_fit(groups, l2=1e-4), 3)
         print("passages" if passage else "QnAs", dict(zip(names, weights[passage])), f"({len(groups)} questions)")
 
     def logits(q: dict) -> np.ndarray:
