@@ -126,7 +126,8 @@ def test_a_mixed_question_whose_cjk_part_no_record_holds_is_not_answered(service
     english = _ask(service, "en", "what is Surface Pro 4?")
     assert english[0].qna.id == ids[0] and english[0].confidence >= 0.5
     mixed = _ask(service, "en", "Surface Pro 4の充電時間は", threshold=0.0)
-    assert mixed[0].qna is None or mixed[0].confidence < 0.2, [(a.qna and a.qna.questions, a.confidence) for a in mixed]
+    # not answered at Bot Framework's default threshold (on the manual itself it is now 0.06)
+    assert mixed[0].qna is None or mixed[0].confidence < 0.3, [(a.qna and a.qna.questions, a.confidence) for a in mixed]
     # the same question of a KB that holds its Japanese words is answered by them
     ja = _kb(service, "ja", [(["Surface Pro 4の充電時間"], "充電には2〜4時間かかります。"),
                              (["Surface Pro 4の保証"], "保証期間は1年です。")])

@@ -262,6 +262,60 @@ def test_faq_pages_get_their_own_weights_and_intent_sets_keep_the_shipped_ones(s
     assert ranker.weights(service.indexes.get("docs")) is calibrations.CALIBRATION
 
 
+def test_faq_pages_read_their_gap_with_weights_of_their_own(service, monkeypatch):
+    """The last step knows an FAQ page (ranked by ``calibrations.SPARSE``) from an intent set and a document KB, and
+    the same logit and gap say more on it (a right answer stands clear of fewer rivals on an FAQ page)."""
+    import numpy as np
+
+    from openqna.retrieval import calibrations, regime
+
+    monkeypatch.setenv("OPENQNA_KB_ADAPT", "0")
+    kbs = {"faq": [QnA([f"question {i}"], f"answer {i}") for i in range(6)],
+           "intents": [QnA([f"question {i}", f"other {i}", f"third {i}"], f"answer {i}") for i in range(6)],
+           "docs": [QnA([f"question {i}"], f"answer {i}") for i in range(3)] + [QnA([], "a passage", kind="passage")]}
+    seen: dict[str, float] = {}
+    inputs = regime.inputs
+    for name, records in kbs.items():
+        service.create_project(name)
+        service.upsert(name, records)
+
+        def spy(*args, name=name, **kw):
+            x = inputs(*args, **kw)
+            seen[name] = float(x["faq_page"][0])
+            return x
+
+        monkeypatch.setattr(regime, "inputs", spy)
+        service.ask(name, "test", AskRequest(question="question 1", top=1))
+    assert seen == {"faq": 1.0, "intents": 0.0, "docs": 0.0}
+    terms = calibrations.REGIME
+    x = regime.inputs(np.array([1.0, -1.0]), np.array([True, True]), np.zeros(2, bool), np.zeros(2, bool))
+    page = dict(x, faq_page=np.ones(2))
+    assert terms.logit(page)[0] > terms.logit(x)[0]
+
+
+@pytest.mark.parametrize("adapted,faq_page", [(False, False), (True, False), (False, True)])
+def test_a_records_confidence_never_falls_as_its_own_logit_rises(adapted, faq_page):
+    """On every kind of KB the shipped last step is increasing in a record's own logit (through its logit, gap and
+    share), so it never reorders the records it reads and a better match is never less confident."""
+    import numpy as np
+
+    from openqna.retrieval import calibrations, regime
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        logit = rng.normal(0, 3, 8)
+        allowed = np.ones(8, bool)
+        kinds = np.zeros(8, bool)
+
+        def final(z: np.ndarray) -> float:
+            return float(calibrations.REGIME.logit(regime.inputs(z, allowed, kinds, kinds, adapted=adapted,
+                                                                 faq_page=faq_page, records=50, rival=-2.0))[0])
+
+        higher = logit.copy()
+        higher[0] += rng.uniform(0.01, 2.0)
+        assert final(higher) >= final(logit) - 1e-9
+
+
 def test_shares_count_none_of_these():
     import numpy as np
 

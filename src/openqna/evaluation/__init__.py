@@ -222,6 +222,12 @@ def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, thre
                                                    answers=plan.chitchat_answers,
                                                    per_answer_queries=plan.per_answer_queries, source="banking77")
               for p in datasets.CHITCHAT_PERSONALITIES]
+    # an FAQ page whose answers say a lot: Wikipedia paragraphs, each stored with one question written about it
+    # and asked the others (cjk.paragraph_kbs; the same splits as the CJK section's English FAQ KB)
+    for kb in cjk.paragraph_kbs(service, data_dir, "xquad-en", seed=seed, limit=plan.paragraphs["xquad-en"],
+                                kinds=("faq",), prefix="one-question", regime=faq_regimes.ONE):
+        kb.offtopic_source = "questions about paragraphs left out"
+        built.append(kb)
     built += document_kbs(service, data_dir, seed=seed, documents=plan.documents,
                           per_document=plan.document_questions)
     built.append(tiny.sample_kb(service, seed=seed))

@@ -49,9 +49,11 @@ def _held_out(i: int, seed: int) -> bool:
     return int(hashlib.sha256(f"{seed}:cjk-held-out:{i}".encode()).hexdigest(), 16) % HELD_OUT == 0
 
 
-def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, limit: int | None = None
+def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, limit: int | None = None,
+                  kinds: tuple[str, ...] = ("paragraphs", "faq"), prefix: str = "cjk", regime: str = CJK
                   ) -> list[RegimeKB]:
-    """The paragraphs KB and the FAQ KB of span set ``name`` (see the module docstring)."""
+    """The paragraphs KB and the FAQ KB of span set ``name`` (see the module docstring), or those of ``kinds``,
+    as projects ``{prefix}-{name}-{kind}`` of ``regime`` (the one-question regime has XQuAD's English FAQ)."""
     relative, _ = datasets.SPAN_SETS[name]
     questions = datasets.squad(data_dir, relative)
     paragraphs = list(dict.fromkeys(q.context for q in questions))
@@ -66,8 +68,8 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
     split = split_of_keys(range(len(paragraphs)), seed, f"cjk:{name.split('-')[0]}")  # xquad-en/zh alike
     kept = [i for i in range(len(paragraphs)) if not _held_out(i, seed)]
     out = []
-    for kind in ("paragraphs", "faq"):
-        project = f"cjk-{name}-{kind}"
+    for kind in kinds:
+        project = f"{prefix}-{name}-{kind}"
         service.create_project(project)
         if kind == "paragraphs":
             records = [QnA([], paragraphs[i], source=str(i), kind="passage") for i in kept]
@@ -79,7 +81,7 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
         for i, texts in asked.items():
             for text in texts if kind == "paragraphs" else texts[1:]:
                 qs.append(Question(text, None if _held_out(i, seed) else str(i), split[i]))
-        out.append(RegimeKB(project, CJK, len(records), qs,
+        out.append(RegimeKB(project, regime, len(records), qs,
                             lambda record_id, gold, source=source: source.get(record_id) == gold,
                             include_unstructured=kind == "paragraphs",
                             notes=f"{name} {kind}, {len(kept)} of {len(paragraphs)} paragraphs"))

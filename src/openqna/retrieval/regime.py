@@ -15,8 +15,10 @@ no cost, and turns it into one scale:
   minus the log-sum-exp of theirs); a right answer usually stands clear of every rival, not only of the
   runner-up, and of "none of these";
 * the record's kind: a passage, or a QnA whose questions read as a heading or a statement;
-* the KB's kind: adapted or not (with the logit and the gap read apart for adapted KBs, whose
-  logits are on their own fitted scale), and its size (log of its records: more rivals).
+* the KB's kind: adapted or not, an FAQ page ranked by its own weights (``calibrations.SPARSE``) or not
+  (with the logit and the gap read apart for each, whose logits are on scales of their own: on FAQ pages a
+  right answer stands clear of the runner-up by less than on intent sets, so the same gap says more), and
+  its size (log of its records: more rivals).
 
 ``RegimeTerms`` is a logistic regression of "the top answer is right" on these, fitted by
 scripts/fit_regimes.py on the dev splits of every regime of ``make eval`` (many questions per QnA,
@@ -51,16 +53,21 @@ class RegimeTerms:
     w_adapted: float = 0.0  # the KB is adapted (``adapt``): its logits are on its own scale ...
     w_adapted_logit: float = 0.0  # ... so its logit and gap get weights of their own, added to the above
     w_adapted_gap: float = 0.0
+    w_faq_page: float = 0.0  # the KB is an FAQ page ranked by its own weights (``calibrations.SPARSE``) ...
+    w_faq_page_logit: float = 0.0  # ... so its logit and gap get weights of their own too
+    w_faq_page_gap: float = 0.0
     w_log_records: float = 0.0  # log of the KB's records
     bias: float = 0.0
     shift: float = 0.0  # subtracted last: where 0.5 stands on the fitted probability's logit
     rival: float | None = None  # the logit of "none of these", a rival every share counts (None: none)
 
     def logit(self, x: dict[str, np.ndarray]) -> np.ndarray:
-        a = x["adapted"]
-        out: np.ndarray = ((self.w_logit + self.w_adapted_logit * a) * x["logit"] + (self.w_gap + self.w_adapted_gap * a) * x["gap"]
-                + self.w_share * x["share"] + self.w_passage * x["passage"] + self.w_heading * x["heading"]
-                + self.w_adapted * a + self.w_log_records * x["log_records"] + self.bias - self.shift)
+        a, page = x["adapted"], x["faq_page"]
+        out: np.ndarray = ((self.w_logit + self.w_adapted_logit * a + self.w_faq_page_logit * page) * x["logit"]
+                           + (self.w_gap + self.w_adapted_gap * a + self.w_faq_page_gap * page) * x["gap"]
+                           + self.w_share * x["share"] + self.w_passage * x["passage"] + self.w_heading * x["heading"]
+                           + self.w_adapted * a + self.w_faq_page * page + self.w_log_records * x["log_records"]
+                           + self.bias - self.shift)
         return out
 
 
@@ -101,13 +108,16 @@ def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None) -
 
 
 def inputs(logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
-           adapted: bool = False, records: int = 1, rival: float | None = None) -> dict[str, np.ndarray]:
+           adapted: bool = False, faq_page: bool = False, records: int = 1, rival: float | None = None
+           ) -> dict[str, np.ndarray]:
     """The terms' inputs for candidates with calibrated logits ``logit`` (one value per candidate) of a KB of
-    ``records`` records, ``adapted`` or not (``rival``: see ``shares``)."""
+    ``records`` records, ``adapted`` or not, an FAQ page ranked by its own weights or not (``rival``: see
+    ``shares``)."""
     n = len(logit)
     return {"logit": logit.astype(np.float64), "gap": gaps(logit, allowed), "share": shares(logit, allowed, rival),
             "passage": passage.astype(np.float64), "heading": (heading & ~passage).astype(np.float64),
-            "adapted": np.full(n, float(adapted)), "log_records": np.full(n, float(np.log(max(records, 1))))}
+            "adapted": np.full(n, float(adapted)), "faq_page": np.full(n, float(faq_page)),
+            "log_records": np.full(n, float(np.log(max(records, 1))))}
 
 
 # First words of a question (exact-match keys are lower-cased words): a record none of whose questions
