@@ -15,7 +15,7 @@ import pytest
 
 from conftest import CHITCHAT
 from openqna.models.batching import BatcherClosed, MicroBatcher
-from openqna.models.embedder import LocalMiniLM
+from openqna.models.embedder import LocalMiniLM, length_groups
 
 # Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
 QUESTIONS = [
@@ -157,6 +157,45 @@ def test_close_fails_the_calls_still_queued():
         assert first.result(10) == 1  # the batch that was running finishes
         closer.join(10)
         assert not closer.is_alive()
+
+
+# -- runs of similar lengths ------------------------------------------------------------------------------
+def cost(lengths, runs, run_tokens):
+    return sum(run_tokens + (end - start) * lengths[end - 1] for start, end in runs)
+
+
+def test_texts_of_one_length_fill_runs_of_the_most_allowed():
+    runs = length_groups([12] * 20, 8)
+    assert len(runs) == 3 and sorted(end - start for start, end in runs) == [4, 8, 8]
+
+
+def test_a_long_text_gets_a_run_of_its_own_instead_of_padding_the_others():
+    # eight 10-token questions padded to 60 would cost 13 + 480 tokens; apart, 13 + 70 and 13 + 60
+    assert length_groups([10] * 7 + [60], 16) == [(0, 7), (7, 8)]
+    # a few tokens of padding cost less than another run of the model
+    assert length_groups([10, 11, 12, 14], 16) == [(0, 4)]
+
+
+def test_the_runs_cost_least_of_every_split():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, most = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        lengths = sorted(int(x) for x in rng.integers(2, 60, n))
+        runs = length_groups(lengths, most)
+        assert runs[0][0] == 0 and runs[-1][1] == n and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+        assert all(0 < end - start <= most for start, end in runs)
+        cheapest = min(cost(lengths, split, 13) for split in splits(n, most))
+        assert cost(lengths, runs, 13) == cheapest
+
+
+def splits(n, most, start=0):
+    """Every split of range(start, n) into consecutive runs of at most ``most``."""
+    if start == n:
+        yield []
+        return
+    for end in range(start + 1, min(n, start + most) + 1):
+        for rest in splits(n, most, end):
+            yield [(start, end), *rest]
 
 
 # -- the real model -------------------------------------------------------------------------------------
