@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import CHITCHAT
+from openqna import settings
 from openqna.models.batching import BatcherClosed, MicroBatcher
 from openqna.models.embedder import LocalMiniLM, length_groups
+from openqna.retrieval import products
 
 # Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
 QUESTIONS = [
@@ -198,6 +200,24 @@ def splits(n, most, start=0):
             yield [(start, end), *rest]
 
 
+# -- question vectors scored in one product ----------------------------------------------------------------
+def unit(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_questions_on_one_index_share_a_product_and_get_the_cosines_they_get_alone():
+    rng = np.random.default_rng(1)
+    q, a, other, vectors = (unit(rng.standard_normal((n, 384))) for n in (300, 120, 50, 6))
+    items = [(q, a, v) for v in vectors[:5]] + [(other, a, vectors[5])]
+    got = products.multiply(items)
+    for (qm, am, v), (q_sims, a_sims) in zip(items, got):
+        np.testing.assert_allclose(q_sims, qm @ v, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(a_sims, am @ v, atol=1e-6, rtol=0)
+    # the one question on its own matrices is multiplied as it would be alone: the same floats
+    assert np.array_equal(got[5][0], other @ vectors[5])
+    assert products.multiply([(q, a, vectors[0])])[0][0].tobytes() == (q @ vectors[0]).tobytes()
+
+
 # -- the real model -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def model() -> LocalMiniLM:
@@ -249,6 +269,7 @@ def test_questions_asked_together_get_the_answers_they_get_alone(tmp_path, monke
     batched = Service(alone.store, LocalMiniLM(cache_size=0))
     got = together(lambda q: batched.ask("chitchat", "test", AskRequest(question=q, top=3)), QUESTIONS)
     assert batched.embedder.batcher.batches < len(QUESTIONS)
+    assert products.batcher(settings.embed_batch()).batches < len(QUESTIONS)  # scored in shared products too
     for question, want, have in zip(QUESTIONS, expected, got):
         assert [a.qna.id if a.qna else None for a in have] == [a.qna.id if a.qna else None for a in want], question
         assert np.allclose([a.confidence for a in have], [a.confidence for a in want], atol=1e-4, rtol=0), question
