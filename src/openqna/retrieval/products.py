@@ -27,6 +27,10 @@ Products = tuple[np.ndarray, np.ndarray]  # cosines with every question unit and
 
 _batchers: dict[int, MicroBatcher[Item, Products]] = {}  # by OPENQNA_EMBED_BATCH, read at each call
 _lock = threading.Lock()
+# How long a product waits for company while questions arrive together (``MicroBatcher.busy_wait``): the vectors
+# of one embedding batch reach their products over a millisecond or two, one thread after another, and a question
+# multiplied alone costs as much as a batch of eight (the matrices' reading is the cost).
+BUSY_WAIT = 0.002
 
 
 @functools.lru_cache(maxsize=8)
@@ -69,5 +73,6 @@ def batcher(most: int) -> MicroBatcher[Item, Products]:
         with _lock:
             found = _batchers.get(most)
             if found is None:
-                found = _batchers[most] = MicroBatcher(multiply, max_batch=most, name="openqna-products")
+                found = _batchers[most] = MicroBatcher(multiply, max_batch=most, busy_wait=BUSY_WAIT,
+                                                           name="openqna-products")
     return found
