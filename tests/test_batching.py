@@ -115,6 +115,30 @@ def test_a_lone_call_runs_alone_within_the_window():
     batcher.close()
 
 
+def test_a_busy_batcher_holds_a_call_for_company_and_a_quiet_one_does_not():
+    gate, running = threading.Event(), threading.Event()
+
+    def run(items):
+        running.set()
+        gate.wait(10)
+        return [len(items)] * len(items)
+
+    batcher = MicroBatcher(run, max_batch=2, busy_wait=30.0)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        first = pool.submit(batcher.submit, "a")  # a quiet batcher runs a lone call at once
+        running.wait(10)
+        pair = [pool.submit(batcher.submit, x) for x in "bc"]
+        until(lambda: batcher.queued == 2)
+        gate.set()
+        assert first.result(10) == 1 and [f.result(10) for f in pair] == [2, 2]
+        # busy now (its last batch had company): a lone call waits (up to 30 s) for a second one
+        lone = pool.submit(batcher.submit, "d")
+        until(lambda: batcher.queued == 1)
+        assert not lone.done()
+        assert batcher.submit("e") == 2 and lone.result(10) == 2
+    batcher.close()
+
+
 def test_two_workers_run_batches_side_by_side():
     both = threading.Barrier(2, timeout=10)  # each batch waits for the other: one worker alone would time out
 
