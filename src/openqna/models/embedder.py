@@ -152,8 +152,9 @@ class LocalEncoder:
 
     The ``.onnx`` file is exported from the bundled model on first use if it is
     missing (needs the ``openqna[export]`` extra).  Texts are tokenised once,
-    sorted by length and run in small batches: padding is then minimal and
-    memory stays low (batches of 128 paragraphs took 4 GB).  Single-text calls,
+    sorted by length and run in small batches of similar lengths
+    (``length_groups``): padding is then minimal and memory stays low (batches
+    of 128 paragraphs took 4 GB).  Single-text calls,
     i.e. user queries, go through an LRU cache because queries repeat, and
     those that arrive together are embedded as one batch (``QueryCache``).
     Threads by load (``bench/batching.py``): a question embedded alone, and an
