@@ -14,11 +14,11 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
 * End to end in-process: 16 threads asking ``Service.ask`` at once on ``bench/throughput.py``'s
   knowledge base (10,000 QnAs), the real model, no HTTP: CPU per question (this process's CPU time,
   which the shared machine's other load does not inflate as it does wall time) with batching off and
-  with the embedder's batching; rounds interleaved.  Scoring batched in one product as well was
-  measured this way and not adopted: alone the product is 0.17-0.30x the time per question in batches
-  of 8-16, but end to end the question threads then wait in line for one thread's product, and CPU per
-  question came out worse than with the embedder's batching alone (8.39 against 7.86 ms, 10 rounds,
-  bench/results.md of 2026-12-02 08:03 UTC, at commit d0ce288).
+  with the embedder's batching and the shared products (``retrieval/products.py``); rounds interleaved.
+  On the morning's Intel Xeon the shared products were measured this way and not adopted (8.39 against
+  7.86 ms with the embedder's batching alone, bench/results.md of 2026-12-02 08:03 UTC, at d0ce288); on
+  the AMD EPYC a 10,000 x 384 matrix-vector product costs ~2.6 ms (memory-bound), and with batches padded
+  within groups of similar lengths they paid at c=16 over HTTP (bench/tail.py, branch perf2).
 
 Usage: python bench/batching.py [--rounds 5]
 """
@@ -26,6 +26,7 @@ Usage: python bench/batching.py [--rounds 5]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -125,12 +126,14 @@ def pipeline_table(rounds: int) -> None:
         for service in services.values():
             service.ask("bank", "test", AskRequest(question=questions[0]))
             service.embedder.embed_questions(["warm up", "a batch"])
-        configs = {"batching off": 1, "embedding batched": 16}
+        # OPENQNA_EMBED_BATCH is read at each ask by the products (retrieval/products.py): 1 scores each question alone
+        configs = {"batching off": 1, "embedding and scoring batched": 16}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
         cursor, per_round = 0, 320
         for _ in range(rounds * 2):
             for name, embed_batch in configs.items():
                 service = services[embed_batch]
+                os.environ["OPENQNA_EMBED_BATCH"] = str(embed_batch)
                 start = cursor % (len(questions) - per_round)
                 asked = questions[start : start + per_round]
                 cursor += per_round

@@ -93,10 +93,12 @@ def main() -> None:
             print(f"{label}: Azure query at c=16, {rps:.0f} req/s while sampled; {total} samples; top self: "
                   + "; ".join(f"{c / total:.1%} {f}" for f, c in own.most_common(TOP)))
             parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
-                     "rank (openqna/retrieval/ranker.py)", "MicroBatcher._serve (openqna/models/batching.py)",
-                     "Runner.run (asyncio/runners.py)"]
+                     "rank (openqna/retrieval/ranker.py)", "multiply (openqna/retrieval/products.py)",
+                     "MicroBatcher._serve (openqna/models/batching.py)", "Runner.run (asyncio/runners.py)"]
             print(f"{label}: inclusive: " + "; ".join(f"{inclusive[p] / total:.1%} {p}" for p in parts)
-                  + " (Runner.run: the event loop's own work: HTTP, JSON, routing)")
+                  + " (multiply: the batch's question vectors times the KB's, on the products worker, outside rank; "
+                  "MicroBatcher._serve: the embedding and products workers; Runner.run: the event loop's own work: "
+                  "HTTP, JSON, routing)")
 
 
 if __name__ == "__main__":

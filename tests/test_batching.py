@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import CHITCHAT
+from openqna import settings
 from openqna.models.batching import BatcherClosed, MicroBatcher
-from openqna.models.embedder import LocalMiniLM
+from openqna.models.embedder import LocalMiniLM, length_groups
+from openqna.retrieval import products
 
 # Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
 QUESTIONS = [
@@ -113,6 +115,30 @@ def test_a_lone_call_runs_alone_within_the_window():
     batcher.close()
 
 
+def test_a_busy_batcher_holds_a_call_for_company_and_a_quiet_one_does_not():
+    gate, running = threading.Event(), threading.Event()
+
+    def run(items):
+        running.set()
+        gate.wait(10)
+        return [len(items)] * len(items)
+
+    batcher = MicroBatcher(run, max_batch=2, busy_wait=30.0)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        first = pool.submit(batcher.submit, "a")  # a quiet batcher runs a lone call at once
+        running.wait(10)
+        pair = [pool.submit(batcher.submit, x) for x in "bc"]
+        until(lambda: batcher.queued == 2)
+        gate.set()
+        assert first.result(10) == 1 and [f.result(10) for f in pair] == [2, 2]
+        # busy now (its last batch had company): a lone call waits (up to 30 s) for a second one
+        lone = pool.submit(batcher.submit, "d")
+        until(lambda: batcher.queued == 1)
+        assert not lone.done()
+        assert batcher.submit("e") == 2 and lone.result(10) == 2
+    batcher.close()
+
+
 def test_two_workers_run_batches_side_by_side():
     both = threading.Barrier(2, timeout=10)  # each batch waits for the other: one worker alone would time out
 
@@ -157,6 +183,63 @@ def test_close_fails_the_calls_still_queued():
         assert first.result(10) == 1  # the batch that was running finishes
         closer.join(10)
         assert not closer.is_alive()
+
+
+# -- runs of similar lengths ------------------------------------------------------------------------------
+def cost(lengths, runs, run_tokens):
+    return sum(run_tokens + (end - start) * lengths[end - 1] for start, end in runs)
+
+
+def test_texts_of_one_length_fill_runs_of_the_most_allowed():
+    runs = length_groups([12] * 20, 8)
+    assert len(runs) == 3 and sorted(end - start for start, end in runs) == [4, 8, 8]
+
+
+def test_a_long_text_gets_a_run_of_its_own_instead_of_padding_the_others():
+    # eight 10-token questions padded to 60 would cost 13 + 480 tokens; apart, 13 + 70 and 13 + 60
+    assert length_groups([10] * 7 + [60], 16) == [(0, 7), (7, 8)]
+    # a few tokens of padding cost less than another run of the model
+    assert length_groups([10, 11, 12, 14], 16) == [(0, 4)]
+
+
+def test_the_runs_cost_least_of_every_split():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, most = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        lengths = sorted(int(x) for x in rng.integers(2, 60, n))
+        runs = length_groups(lengths, most)
+        assert runs[0][0] == 0 and runs[-1][1] == n and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+        assert all(0 < end - start <= most for start, end in runs)
+        cheapest = min(cost(lengths, split, 13) for split in splits(n, most))
+        assert cost(lengths, runs, 13) == cheapest
+
+
+def splits(n, most, start=0):
+    """Every split of range(start, n) into consecutive runs of at most ``most``."""
+    if start == n:
+        yield []
+        return
+    for end in range(start + 1, min(n, start + most) + 1):
+        for rest in splits(n, most, end):
+            yield [(start, end), *rest]
+
+
+# -- question vectors scored in one product ----------------------------------------------------------------
+def unit(x):
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_questions_on_one_index_share_a_product_and_get_the_cosines_they_get_alone():
+    rng = np.random.default_rng(1)
+    q, a, other, vectors = (unit(rng.standard_normal((n, 384))) for n in (300, 120, 50, 6))
+    items = [(q, a, v) for v in vectors[:5]] + [(other, a, vectors[5])]
+    got = products.multiply(items)
+    for (qm, am, v), (q_sims, a_sims) in zip(items, got):
+        np.testing.assert_allclose(q_sims, qm @ v, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(a_sims, am @ v, atol=1e-6, rtol=0)
+    # the one question on its own matrices is multiplied as it would be alone: the same floats
+    assert np.array_equal(got[5][0], other @ vectors[5])
+    assert products.multiply([(q, a, vectors[0])])[0][0].tobytes() == (q @ vectors[0]).tobytes()
 
 
 # -- the real model -------------------------------------------------------------------------------------
@@ -210,6 +293,7 @@ def test_questions_asked_together_get_the_answers_they_get_alone(tmp_path, monke
     batched = Service(alone.store, LocalMiniLM(cache_size=0))
     got = together(lambda q: batched.ask("chitchat", "test", AskRequest(question=q, top=3)), QUESTIONS)
     assert batched.embedder.batcher.batches < len(QUESTIONS)
+    assert products.batcher(settings.embed_batch()).batches < len(QUESTIONS)  # scored in shared products too
     for question, want, have in zip(QUESTIONS, expected, got):
         assert [a.qna.id if a.qna else None for a in have] == [a.qna.id if a.qna else None for a in want], question
         assert np.allclose([a.confidence for a in have], [a.confidence for a in want], atol=1e-4, rtol=0), question

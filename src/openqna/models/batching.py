@@ -10,7 +10,11 @@ block; a worker thread takes what is queued, up to ``max_batch``, and runs it.
 A lone call is never held back for company: when the worker is idle it runs a call at once
 (``wait`` 0, the default), and calls that arrive while a batch runs form the next batch.  With
 ``wait`` > 0 the worker holds the first call of a batch up to that long for others to join, so
-a lone call waits at most ``wait`` seconds more.
+a lone call waits at most ``wait`` seconds more.  ``busy_wait`` does the same only while the
+batcher is busy (its last batch had company): calls that come in a burst but not at one instant
+(the questions of one embedding batch, each reaching its ranking after some Python of its own)
+then share a batch instead of the first running alone, and a lone caller of a quiet server waits
+for nobody.
 """
 
 from __future__ import annotations
@@ -42,15 +46,17 @@ class MicroBatcher(Generic[T, R]):
     """
 
     def __init__(self, run: Callable[[list[T]], Collection[R]], *, max_batch: int = 16, wait: float = 0.0,
-                 workers: int = 1, name: str = "openqna-batcher") -> None:
+                 busy_wait: float = 0.0, workers: int = 1, name: str = "openqna-batcher") -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if wait < 0:
-            raise ValueError(f"wait must be >= 0 seconds, got {wait}")
+        if wait < 0 or busy_wait < 0:
+            raise ValueError(f"wait and busy_wait must be >= 0 seconds, got {wait} and {busy_wait}")
         self.max_batch = max_batch
         self.wait = wait
+        self.busy_wait = busy_wait
+        self._busy = False  # the last batch had more than one call
         self.batches = 0  # batches run so far (how the tests see that calls were batched)
         self._run = run
         self._name = name
@@ -102,14 +108,16 @@ class MicroBatcher(Generic[T, R]):
                 self._ready.wait()
             if self._closed:
                 return None
-            if self.wait > 0:
-                deadline = time.monotonic() + self.wait
+            wait = max(self.wait, self.busy_wait if self._busy else 0.0)
+            if wait > 0:
+                deadline = time.monotonic() + wait
                 while len(self._queue) < self.max_batch and not self._closed:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self._ready.wait(left)
             n = min(self.max_batch, len(self._queue))
+            self._busy = n > 1
             return [self._queue.popleft() for _ in range(n)]
 
     def _serve(self) -> None:

@@ -157,11 +157,14 @@ class Field:
         skips the reduceat, which would only copy them (a tenth of an exhaustive query's time at 10,000 QnAs)."""
         return unit_values if len(self.starts) == self.n else op.reduceat(unit_values, self.starts)
 
-    def dense(self, query: np.ndarray) -> np.ndarray:
-        """Best cosine per record (−1 where the record has no unit in this field)."""
+    def dense(self, query: np.ndarray, products: np.ndarray | None = None) -> np.ndarray:
+        """Best cosine per record (−1 where the record has no unit in this field).
+
+        ``products``: ``self.matrix @ query`` when the caller has it already (``products.unit_products``).
+        """
         if not self.n:
             return np.full(self.n_records, -1.0, np.float32)
-        return self.per_record_max(self.matrix @ query, -1.0)
+        return self.per_record_max(self.matrix @ query if products is None else products, -1.0)
 
     # -- candidate mode: scores for some record rows only -----------------------------
     @cached_property
@@ -201,15 +204,18 @@ class Field:
         units, starts, has = units_of or self.units_of(rows)
         return self.max_per_row(self.matrix[units] @ query if len(units) else units, starts, has, -1.0)
 
-    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def similarities(self, query: np.ndarray, rows: np.ndarray, units_of: UnitsOf | None = None,
+                     products: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each of ``rows``: best, mean, and centroid cosine of its units (−1 where it has none).
 
-        ``units_of``: ``self.units_of(rows)`` when the caller has it already.
+        ``units_of``: ``self.units_of(rows)`` when the caller has it already; ``products``: ``self.matrix @ query``,
+        when it has that (every unit's, on the exhaustive path).
         """
         if units_of is None and len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
             # every record, in order (the exhaustive path): no gather, one product
-            sims = self.matrix @ query if self.n else np.zeros(0, np.float32)
+            if products is None:
+                products = self.matrix @ query if self.n else np.zeros(0, np.float32)
+            sims = products
             has = self.hi > self.lo
             best = self.per_record_max(sims, -1.0)
             total = np.zeros(self.n_records, np.float32)

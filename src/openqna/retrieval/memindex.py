@@ -475,9 +475,10 @@ class MemIndex:
         scores[~allowed] = 0.0
         return scores
 
-    def dense(self, query: np.ndarray, field: str, allowed: np.ndarray) -> np.ndarray:
+    def dense(self, query: np.ndarray, field: str, allowed: np.ndarray, products: np.ndarray | None = None
+              ) -> np.ndarray:
         fld = self.q if field == "q" else self.a
-        sims = fld.dense(query)
+        sims = fld.dense(query, products)
         sims[~allowed] = -1.0
         return sims
 

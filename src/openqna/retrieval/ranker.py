@@ -24,6 +24,7 @@ from .analyze import analyze, cjk_share, exact_key
 from .calibrations import CALIBRATION, Calibration
 from .memindex import MemIndex
 from .postings import K1
+from .products import no_units, unit_products
 
 
 @dataclass
@@ -74,10 +75,14 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708); in a KB
     # of passages only (a vector store) the question fields are not scored at all.
     all_passages = index.only_passages
+    q_products = None  # every question unit's cosine, on the exhaustive path
     if index.exhaustive():
         rows = np.arange(index.n)
+        # a KB of passages only scores no question field: its (empty) products cost nothing
+        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.matrix,
+                                               index.a.matrix, query_vector)
         qcov = None if all_passages else index.coverage(terms, "q", eligible)
-        asim = np.maximum(index.dense(query_vector, "a", eligible), 0.0)
+        asim = np.maximum(index.dense(query_vector, "a", eligible, a_products), 0.0)
         acov = index.coverage(terms, "a", eligible)
     else:
         allowed = None if eligible.all() else eligible
@@ -112,7 +117,7 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     if all_passages:
         return Features(rows, asim, asim, acov, acov, asim, asim, bm25)
     assert qcov is not None  # None only in a KB of passages only, answered above
-    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units))
+    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units, q_products))
     return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
                     np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
 
