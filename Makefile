@@ -85,7 +85,7 @@ soak: $(VENV)/.dev
 	$(BIN)/python bench/soak.py --seconds 300
 
 # schemathesis with the vendors' API contracts (tests/specs/) and the tools OpenAPI against a live server, 10 minutes
-# of each (`make test` runs 25 s of each, seed 24); SPECS=dir runs every spec in dir instead, e.g. the vendors' own
+# of each (`make test` runs 15 s of each, seed 24); SPECS=dir runs every spec in dir instead, e.g. the vendors' own
 # files; SEED=n repeats a run (each report prints its seed).
 fuzz: $(VENV)/.dev
 	FUZZ_SECONDS=600 FUZZ_SEED=$(or $(SEED),random) FUZZ_SPECS=$(SPECS) $(BIN)/python -m pytest -q -s tests/test_fuzz.py

@@ -49,7 +49,7 @@ SEARCHES = [
 @pytest.fixture(scope="module")
 def arxiv(embedder):
     rows = arxiv_rows(N_ROWS)
-    texts = [f"{r['title']}\n\n{r['abstract'][:400]}" for r in rows]  # the vectors' text: short, to embed fast
+    texts = [f"{r['title']}\n\n{r['abstract'][:160]}" for r in rows]  # the vectors' text: short, to embed fast
     vectors = np.vstack([embedder.embed(texts[i:i + 16]) for i in range(0, len(texts), 16)]).astype(np.float32)
     return rows, vectors
 
