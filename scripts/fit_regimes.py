@@ -28,7 +28,7 @@ import os
 import pickle
 import sys
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -36,7 +36,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from openqna.catalog import open_store
-from openqna.evaluation import FULL, SEED, datasets, faq, faq_regimes, regime_results
+from openqna.evaluation import FULL, SEED, datasets, faq, faq_regimes, regime_results, setting
 from openqna.evaluation import regimes as regimes_module
 from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.models.embedder import get_embedder
@@ -111,12 +111,9 @@ def collect(data_dir: Path) -> list[tuple[str, dict, dict]]:
         results = regime_results(service, data_dir, FULL, SEED, THRESHOLD, kbs)
         # the same intent sets ranked as a KB that cannot adapt (too large, or adaptation off) ranks them
         many = [kb for kb in kbs_seen.values() if kb.regime == faq_regimes.MANY]
-        os.environ["OPENQNA_KB_ADAPT"] = "0"
-        try:
+        with setting("OPENQNA_KB_ADAPT", "0"):
             results[NOT_ADAPTED] = {"questions": [dataclasses.asdict(o) for kb in many
                                                   for o in regimes_module.ask_all(service, kb)]}
-        finally:
-            del os.environ["OPENQNA_KB_ADAPT"]
         store.close()
     embedder.close()
     outcomes = [(name, o) for name, r in results.items() for o in r["questions"]]
@@ -214,11 +211,13 @@ def platt(found: list[tuple[str, dict, dict]], w: calibrations.Calibration) -> t
     return float(v[0]), float(v[1])
 
 
-def regime_share(name: str, regimes: list[str]) -> float:
-    """How much of its regime's weight a group of questions carries (the not-adapted half shares many questions')."""
-    halves = NOT_ADAPTED in regimes and name in (faq_regimes.MANY, NOT_ADAPTED)
-    return (len(regimes) / (len(regimes) - 1) / 2 if halves else len(regimes) / (len(regimes) - 1)) \
-        if NOT_ADAPTED in regimes else 1.0
+def question_weights(names: list[str]) -> np.ndarray:
+    """Each question's weight: every regime weighs the same, each of a regime's groups of questions the same
+    within it (the not-adapted half shares the many-question regime's weight), and each question of a group too."""
+    count = Counter(names)
+    regime_of = {n: faq_regimes.MANY if n == NOT_ADAPTED else n for n in count}
+    groups = Counter(regime_of.values())
+    return np.asarray([len(names) / len(groups) / groups[regime_of[n]] / count[n] for n in names])
 
 
 def fit_terms(X: np.ndarray, y: np.ndarray, weight: np.ndarray,
@@ -282,8 +281,7 @@ def main() -> None:
         y = np.asarray([o["right_top"] for _, o, _ in dev], np.float64)
         names = [name for name, _, _ in dev]
         regimes = list(dict.fromkeys(names))
-        weight = np.asarray([len(dev) / len(regimes) / names.count(n) for n in names])
-        weight *= np.asarray([regime_share(n, regimes) for n in names])
+        weight = question_weights(names)
         v = fit_terms(X, y, weight)
         loss = log_loss(X, y, weight, v)
         print(f"rival {rival}: dev log-loss {loss:.4f}")

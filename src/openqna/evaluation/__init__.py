@@ -116,7 +116,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                 banking, hwu = kbs[0], kbs[1]
                 t = time.perf_counter()
                 adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
-                with _setting("OPENQNA_KB_ADAPT", "0"):  # the same ranker without each KB's own adaptation
+                with setting("OPENQNA_KB_ADAPT", "0"):  # the same ranker without each KB's own adaptation
                     plain = {kb.project: faq.evaluate(service, kb, baselines=False) for kb in kbs}
                     plain_off = {kb.project: offtopic.evaluate(service, kb, plain[kb.project], other, threshold)
                                  for kb, other in ((banking, hwu), (hwu, banking))}
@@ -326,7 +326,8 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
 
 
 @contextmanager
-def _setting(env: str, value: str):
+def setting(env: str, value: str):
+    """``env`` set to ``value`` for the block (as it was after it): a ranker setting read at query time."""
     before = os.environ.get(env)
     os.environ[env] = value
     try:
