@@ -71,7 +71,7 @@ class Denied:
 
 Checked = tuple[Caller | None, Denied | None]
 # A check made before the request reached its handler (``Authorizer.checked``): (who, the secret, its answer).
-_CHECKED: ContextVar[tuple["Authorizer", str, Checked] | None] = ContextVar("openqna_checked", default=None)
+_CHECKED: ContextVar[tuple["Authorizer", str | None, Checked] | None] = ContextVar("openqna_checked", default=None)
 
 
 class Authorizer:
@@ -91,15 +91,16 @@ class Authorizer:
         return not self.tokens and not self.store.has_keys()
 
     def may_block(self, secret: str | None) -> bool:
-        """Whether ``check(secret)`` may wait on the network: a token may need its issuer's keys (JWKS) fetched.
+        """Whether ``check(secret)`` may wait on the network: any read of a remote store (PostgreSQL, where a lock
+        or the network can hold a read up), or a token whose issuer's keys (JWKS) may need fetching.
 
-        An async caller runs such a check on a thread (``api/auth.py``) so that a slow issuer never
-        stalls the event loop; a key's check is one indexed read of the store and runs where it is.
+        An async caller runs such a check on a thread (``api/auth.py``) so that neither stalls the event loop;
+        a check in a local store is one indexed read and runs where it is.
         """
-        return secret is not None and bool(self.tokens) and looks_like_jwt(secret)
+        return self.store.remote or (secret is not None and bool(self.tokens) and looks_like_jwt(secret))
 
     @contextmanager
-    def checked(self, secret: str, answer: Checked) -> Iterator[None]:
+    def checked(self, secret: str | None, answer: Checked) -> Iterator[None]:
         """Within the block (its task, and the tasks and threads started from it), ``check(secret)`` is ``answer``.
 
         How a check made on a thread before routing (``api/auth.py``) reaches the surfaces' own ``check``
@@ -119,7 +120,7 @@ class Authorizer:
         was sent).  An open server lets in any secret, as it always did.
         """
         done = _CHECKED.get()
-        if done is not None and done[0] is self and secret is not None and done[1] == secret:
+        if done is not None and done[0] is self and done[1] == secret:
             return done[2]
         if secret is None or (looks_like_jwt(secret) and not self.tokens):
             if self.open():

@@ -313,6 +313,10 @@ class FileStore(Protocol):
 class KeyStore(Protocol):
     """API keys, stored hashed, with their roles."""
 
+    remote: bool
+    """Whether a read may wait on the network (PostgreSQL): a server then checks keys on a worker thread, so that a
+    slow or locked read never stalls its event loop (``api/auth.py``)."""
+
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...
     def find_key(self, key_hash: str) -> ApiKey | None: ...
     def key_hash(self, key_id: str) -> str | None: ...

@@ -62,6 +62,8 @@ class PostgresStore(VectorSearch):
     largest number of connections this store holds open at once.
     """
 
+    remote = True  # every read is a round trip to the server, which a lock or the network can hold up
+
     def __init__(self, dsn: str, *, pool_size: int = 5, cache_dir: str | Path | None = None):
         """``cache_dir``: where this process's index cache saves the indexes of large knowledge bases, so that a
         restart loads them instead of reading every record again; None: never saved."""

@@ -44,6 +44,8 @@ PAGE_SIZE = 16384
 class SQLiteStore:
     """Store protocol on SQLite; safe to share across threads and processes."""
 
+    remote = False  # reads are local file reads (``KeyStore.remote``)
+
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
