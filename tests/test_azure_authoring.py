@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 
 import httpx
 import pytest
@@ -17,6 +20,7 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
 from openqna.formats import read_file
 from openqna.keys import create_key
+from openqna.records import QnA
 from openqna.store import Job
 
 P1 = "/language/query-knowledgebases/projects"
@@ -258,3 +262,40 @@ def test_preview_sdk_lifecycle(live, admin, files):
     assert seen["created"] == "preview" and seen["imported"] == expected and seen["after_add"] == expected + 1
     assert seen["synonyms"] == [["robot", "machine"]] and seen["deployments"] == ["production"]
     assert seen["answer"] == ["A robot.", 1.0] and seen["deleted"] is True
+
+
+def test_a_write_waiting_for_the_database_stalls_no_query(live, admin):
+    """An `openqna import` in another process holds SQLite's writer lock: an authoring write waits for it on a
+    worker thread, and a query sent meanwhile is answered at once (when authoring ran on the event loop, the query
+    waited for the lock too); the write lands once the lock is released."""
+    service = live.service
+    service.create_project("faq")
+    service.upsert("faq", [QnA(["When are you open?"], "9 to 5, Monday to Friday.")])
+    service.store.deploy("faq", "production")
+    query = {"projectName": "faq", "deploymentName": "production", "api-version": "2023-04-01"}
+    headers = {"api-key": admin}
+    locker = sqlite3.connect(service.store.path, isolation_level=None)
+    try:
+        locker.execute("BEGIN IMMEDIATE")
+        writes: list[httpx.Response] = []
+        writer = threading.Thread(target=lambda: writes.append(httpx.patch(
+            f"{live.url}{P2}/faq", params={"api-version": "2023-04-01"}, headers=headers,
+            json={"description": "written while locked"}, timeout=60)))
+        writer.start()
+        time.sleep(0.5)  # the write is waiting for the lock
+        t = time.perf_counter()
+        try:
+            answered = httpx.post(f"{live.url}/language/:query-knowledgebases", params=query, headers=headers,
+                                  json={"question": "when are you open?", "top": 1}, timeout=5)
+        except httpx.ReadTimeout:
+            answered = None
+        meanwhile = time.perf_counter() - t
+        assert not writes, "the write was answered while the database was locked"
+    finally:
+        if locker.in_transaction:
+            locker.execute("ROLLBACK")
+        locker.close()
+    writer.join(60)
+    assert answered is not None and meanwhile < 1.0, f"the query waited {meanwhile:.2f} s for a locked database"
+    assert answered.json()["answers"][0]["answer"] == "9 to 5, Monday to Friday."
+    assert writes and writes[0].status_code == 200 and writes[0].json()["description"] == "written while locked"

@@ -15,7 +15,6 @@ import re
 import secrets
 from urllib.parse import quote, urlencode
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,7 +28,7 @@ from ..jobs import JobRunner
 from ..keys import Authorizer, allows
 from ..records import FormatError, InvalidArgument, NotFound, QnA
 from ..service import Service
-from .azure_wire import Body, authorize, handle_errors, read_json
+from .azure_wire import Body, authorize, body_json, handle_errors_off_loop
 from .errors import azure_error
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
@@ -198,15 +197,15 @@ class AzureAuthoring:
         return self.service.project(project)
 
     # -- projects ----------------------------------------------------------------------------------
-    @handle_errors
-    async def list_projects(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def list_projects(self, request: Request) -> Response:
         caller = authorize(self.authorizer, request, role="author")
         projects = [p for p in self.service.projects() if not p.settings.get("openai_file")
                     and not p.settings.get("openai_vector_store") and allows(caller, role="author", project=p.name)]
         return JSONResponse(_paged(request, [project_json(p) for p in projects]))
 
-    @handle_errors
-    async def project(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def project(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
@@ -214,7 +213,7 @@ class AzureAuthoring:
         if request.method == "DELETE":
             self._existing(name)
             return self._submit(request, "delete", name, "/deletion-jobs")
-        raw = await read_json(request)
+        raw = body_json(request)
         if not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object with the project's settings.")
         description, language, multilingual, default_answer = _project_settings(Body(raw))
@@ -239,8 +238,8 @@ class AzureAuthoring:
         return JSONResponse(project_json(self.service.update_project(project)), status_code=200)
 
     # -- jobs ----------------------------------------------------------------------------------------
-    @handle_errors
-    async def job_status(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
         key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
         job = self.jobs.get(request.path_params["jobId"])
@@ -261,8 +260,8 @@ class AzureAuthoring:
         headers = {} if job.status in ("succeeded", "failed") else {"Retry-After": RETRY_AFTER}
         return JSONResponse(body, headers=headers)
 
-    @handle_errors
-    async def export(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def export(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         body = Body(dict(request.query_params))
@@ -272,8 +271,8 @@ class AzureAuthoring:
         return self._submit(request, "export", project.name, f"/{project.name}/export/jobs", format=fmt,
                             assetKind=kind, token=secrets.token_urlsafe(24))
 
-    @handle_errors
-    async def export_result(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def export_result(self, request: Request) -> Response:
         """The exported file, for an author's key or for the signed URL the job reported until the job expires.
 
         The signature lets ``:import`` take an export's ``resultUrl`` as its ``fileUri`` (the server
@@ -289,14 +288,14 @@ class AzureAuthoring:
         return Response(job.result, media_type=job.result_media,
                         headers={"Content-Disposition": f'attachment; filename="{job.result_name}"'})
 
-    @handle_errors
-    async def import_(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def import_(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         params = Body(dict(request.query_params))
         fmt = params.choice("format", ("json", "tsv", "excel")) or "json"
         kind = params.choice("assetKind", ("qnas", "synonyms")) or "qnas"
-        raw = await read_json(request)
+        raw = body_json(request)
         if raw is not None and not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
         raw = raw or {}
@@ -316,16 +315,16 @@ class AzureAuthoring:
         return self._submit(request, "import", name, f"/{name}/import/jobs", format=fmt, assetKind=kind, body=raw)
 
     # -- deployments -----------------------------------------------------------------------------------
-    @handle_errors
-    async def list_deployments(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def list_deployments(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         items = [{"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed}
                  for d in self.service.deployments(name)]
         return JSONResponse(_paged(request, items))
 
-    @handle_errors
-    async def deployment(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def deployment(self, request: Request) -> Response:
         name, deployment = request.path_params["project"], request.path_params["deployment"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "PUT":
@@ -342,14 +341,14 @@ class AzureAuthoring:
         return azure_error(404, "NotFound", f"Deployment '{deployment}' of project '{name}' was not found.")
 
     # -- synonyms ----------------------------------------------------------------------------------------
-    @handle_errors
-    async def synonyms(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def synonyms(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
             groups = self.service.synonyms(name)
             return JSONResponse(_paged(request, [{"alterations": g} for g in groups]))
-        raw = await read_json(request)
+        raw = body_json(request)
         body = Body(raw if isinstance(raw, dict) else {})
         value = body.array("value")
         if value is None:
@@ -363,17 +362,17 @@ class AzureAuthoring:
         return Response(status_code=204)
 
     # -- sources -------------------------------------------------------------------------------------------
-    @handle_errors
-    async def sources(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def sources(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
-            items = await run_in_threadpool(self.authoring.list_sources, name)
+            items = self.authoring.list_sources(name)
             qnas = f"{_base(request)}{_url_path(f'{_prefix(request)}/{name}/qnas')}"
             version = _api_version(request)
             return JSONResponse(_paged(request, [
                 source_json(s, f"{qnas}?{urlencode({'api-version': version, 'source': s.source})}") for s in items]))
-        ops = await read_json(request)
+        ops = body_json(request)
         self._existing(name)
         parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]
         return self._submit(request, "sources", name, f"/{name}/sources/jobs", ops=parsed)
@@ -410,8 +409,8 @@ class AzureAuthoring:
                            "content_structure_kind": structure or "semistructured"}}
 
     # -- QnAs ---------------------------------------------------------------------------------------------
-    @handle_errors
-    async def qnas(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def qnas(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=name)
         if request.method == "GET":
@@ -423,7 +422,7 @@ class AzureAuthoring:
                                                  self.service.records(name, offset=skip, limit=count), convert))
             items = [q for q in self.service.records(name) if q.source.lower() == source.lower()]
             return JSONResponse(_paged(request, items, convert))
-        ops = self._ops(await read_json(request))
+        ops = self._ops(body_json(request))
         self._existing(name)
         parsed = []
         for i, raw in enumerate(ops):
@@ -462,11 +461,11 @@ class AzureAuthoring:
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
 
     # -- feedback ------------------------------------------------------------------------------------------
-    @handle_errors
-    async def feedback(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def feedback(self, request: Request) -> Response:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="query", project=name)
-        raw = await read_json(request)
+        raw = body_json(request)
         records = Body(raw if isinstance(raw, dict) else {}).array("records")
         if not records:
             raise InvalidArgument("The body must be {\"records\": [{\"userId\", \"userQuestion\", \"qnaId\"}]}.",

@@ -8,8 +8,10 @@ scoped to other projects gets 404 so project names do not leak.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -164,7 +166,6 @@ def error_response(exc: OpenQnAError) -> Response:
 
 def handle_errors(endpoint):
     """Turn refusals and caller errors raised in ``endpoint`` into Azure error responses."""
-    import functools
 
     @functools.wraps(endpoint)
     async def wrapper(*args, **kwargs) -> Response:
@@ -176,3 +177,37 @@ def handle_errors(endpoint):
             return error_response(exc)
 
     return wrapper
+
+
+def handle_errors_off_loop(endpoint: Callable[[Any, Request], Response]):
+    """``handle_errors`` for a handler that reads or writes the store: ``endpoint`` is a plain function, run on a
+    worker thread once the request's body has been read on the event loop (``body_json`` hands it over).
+
+    A store write waits for the database's lock (SQLite's writer lock, held by an ``openqna import`` in another
+    process, up to its 30 s timeout), and every PostgreSQL read for the network; on the event loop either would
+    stall every other request of the server, queries included.  The body is read first, but a refusal of it (too
+    large, not JSON) is raised only where the handler asks for it, so a caller still learns of a missing key first.
+    """
+
+    @functools.wraps(endpoint)
+    async def wrapper(self, request: Request) -> Response:
+        try:
+            request.state.body = (True, await read_json(request))
+        except (Refused, OpenQnAError) as exc:
+            request.state.body = (False, exc)
+        try:
+            return await anyio.to_thread.run_sync(endpoint, self, request)
+        except Refused as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            return error_response(exc)
+
+    return wrapper
+
+
+def body_json(request: Request) -> Any:
+    """The JSON body that ``handle_errors_off_loop`` read (None when there was none), or its refusal raised."""
+    read, value = request.state.body
+    if not read:
+        raise value
+    return value

@@ -43,7 +43,7 @@ from ..records import InvalidArgument, NotFound
 from ..service import Answer, Service
 from .auth import secret_from_headers
 from .azure import answer_json, parse_ask
-from .azure_wire import Body, Refused, authorize, handle_errors, read_json, too_large
+from .azure_wire import Body, Refused, authorize, body_json, handle_errors, handle_errors_off_loop, read_json, too_large
 from .concurrency import run_query
 from .errors import azure_error
 
@@ -111,8 +111,8 @@ class NativeRoutes:
         name = caller.name if isinstance(caller, ApiKey) else getattr(caller, "subject", "")
         return JSONResponse({"open": caller is None, "signedIn": True, "name": name, "grants": grants_json(caller)})
 
-    @handle_errors
-    async def projects(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def projects(self, request: Request) -> Response:
         """The Azure projects the caller may query, with what a listing shows: QnAs and passages counted
         apart, deployments, and the last deploy and edit."""
         caller = authorize(self.authorizer, request, role="query", api_version=False)
@@ -136,12 +136,12 @@ class NativeRoutes:
                                       "project; this one is limited to some projects."))
 
     # -- keys ------------------------------------------------------------------------------------------
-    @handle_errors
-    async def keys(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def keys(self, request: Request) -> Response:
         self._key_admin(request)
         if request.method == "GET":
             return JSONResponse({"value": [key_json(k) for k in key_store.list_keys(self.service.store)]})
-        raw = await read_json(request)
+        raw = body_json(request)
         body = Body(raw if isinstance(raw, dict) else {})
         role = body.choice("role", key_store.ROLES)
         if role is None:
@@ -154,8 +154,8 @@ class NativeRoutes:
                                            role=role, projects=projects)
         return JSONResponse({**key_json(key), "secret": secret}, status_code=201)
 
-    @handle_errors
-    async def revoke(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def revoke(self, request: Request) -> Response:
         self._key_admin(request)
         key_id = request.path_params["keyId"]
         if not key_store.revoke_key(self.service.store, key_id):
@@ -163,8 +163,8 @@ class NativeRoutes:
         return Response(status_code=204)
 
     # -- jobs and uploads ------------------------------------------------------------------------------
-    @handle_errors
-    async def job(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def job(self, request: Request) -> Response:
         caller = authorize(self.authorizer, request, role="author", api_version=False)
         job = self.jobs.get(request.path_params["jobId"])
         if job is None or not allows(caller, role="author", project=job.project):
@@ -194,12 +194,13 @@ class NativeRoutes:
             raise Refused(too_large())
         if not data:
             raise InvalidArgument("The request body must hold the file's bytes.")
-        job = self.jobs.submit("upload", project, {"name": name, "data": base64.b64encode(data).decode()})
+        job = await run_in_threadpool(self.jobs.submit, "upload", project,
+                                      {"name": name, "data": base64.b64encode(data).decode()})
         location = f"{str(request.base_url).rstrip('/')}{PREFIX}/jobs/{quote(job.id)}"
         return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "200"})
 
-    @handle_errors
-    async def passages(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def passages(self, request: Request) -> Response:
         """The passages of the live state, apart from its QnAs (the Azure listing mixes them)."""
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
@@ -209,8 +210,8 @@ class NativeRoutes:
                                        for q in self.service.records(project) if q.kind == "passage"]})
 
     # -- deploy and test -------------------------------------------------------------------------------
-    @handle_errors
-    async def diff(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def diff(self, request: Request) -> Response:
         project, deployment = request.path_params["project"], request.path_params["deployment"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         self.service.project(project)
@@ -252,9 +253,9 @@ class NativeRoutes:
 
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        proj = self.service.project(project)
+        proj = await run_in_threadpool(self.service.project, project)
         if request.method == "DELETE":
-            cal.save(self.service, project, None)
+            await run_in_threadpool(cal.save, self.service, project, None)
             return Response(status_code=204)
         params = Body(dict(request.query_params))
         deployment = params.string("deploymentName", max_len=100) or LIVE
@@ -271,11 +272,16 @@ class NativeRoutes:
         points = await run_query(cal.collect, self.service, project, pairs, deployment)
         cal.check(points)
         before, shipped = self.service.calibration(proj), self.service.shipped_calibration
-        fitted = cal.fit(points, shipped)
         at = 0.5 if threshold is None else threshold
-        held = cal.cross_validated(points, at, shipped)
-        if save:
-            cal.save(self.service, project, fitted)
+
+        def fit() -> tuple[Any, Any]:  # fitting, and saving the fit, off the event loop
+            fitted = cal.fit(points, shipped)
+            held = cal.cross_validated(points, at, shipped)
+            if save:
+                cal.save(self.service, project, fitted)
+            return fitted, held
+
+        fitted, held = await run_in_threadpool(fit)
         in_scope = sum(not p.off_topic for p in points)
         return JSONResponse({
             "questions": len(points), "inScope": in_scope, "offTopic": len(points) - in_scope, "threshold": at,
@@ -283,42 +289,42 @@ class NativeRoutes:
             "fitted": {"scale": fitted.scale, "shift": fitted.shift, "curve": cal.curve(points, fitted)},
             "crossValidated": {"answered": _share(held.in_scope), "rejected": _share(held.off_topic)}, "saved": save})
 
-    @handle_errors
-    async def reject(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def reject(self, request: Request) -> Response:
         """Reject an active-learning suggestion: ``{"qnaId", "question"}``; accepting one is a QnA update."""
         from ..authoring import Authoring
 
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        raw = await read_json(request)
+        raw = body_json(request)
         body = Body(raw if isinstance(raw, dict) else {})
         qna_id, question = body.integer("qnaId", lo=1), body.string("question", max_len=1000)
         if qna_id is None or not question:
             raise InvalidArgument("The body must be {\"qnaId\": id, \"question\": \"the suggested question\"}.")
         self.service.project(project)
-        if not await run_in_threadpool(Authoring(self.service).reject_suggestion, project, qna_id, question):
+        if not Authoring(self.service).reject_suggestion(project, qna_id, question):
             raise NotFound(f"QnA {qna_id} has no suggestion '{question}'.")
         return Response(status_code=204)
 
     # -- analytics -------------------------------------------------------------------------------------
-    @handle_errors
-    async def analytics(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def analytics(self, request: Request) -> Response:
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         params = Body(dict(request.query_params))
         days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
         low = params.number("lowConfidence")
         limit = params.integer("top", lo=1, hi=100) or 20
-        report = await run_in_threadpool(self.query_log.report, project, days=days,
-                                         low_confidence=0.5 if low is None else low, limit=limit)
+        report = self.query_log.report(project, days=days,
+                                       low_confidence=0.5 if low is None else low, limit=limit)
         return JSONResponse(report)
 
-    @handle_errors
-    async def analytics_settings(self, request: Request) -> Response:
+    @handle_errors_off_loop
+    def analytics_settings(self, request: Request) -> Response:
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         if request.method == "PUT":
-            raw = await read_json(request)
+            raw = body_json(request)
             if not isinstance(raw, dict):
                 raise InvalidArgument("The body must be {\"enabled\": true|false, \"retentionDays\": 1-365}.")
             body = Body(raw)

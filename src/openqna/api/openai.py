@@ -190,7 +190,7 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = [f for f in openai_files.list_files(self.service, q.get("purpose"))
+        files = [f for f in await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"))
                  if allows(request.state.key, role="query", project=f.id)]
         if q.get("order") == "asc":
             files.reverse()
@@ -227,13 +227,13 @@ class OpenAIRoutes:
                 await run_in_threadpool(openai_files.delete, self.service, file_id)
                 await run_in_threadpool(self.on_file_deleted, file_id)
                 return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-            return JSONResponse(file_json(openai_files.get(self.service, file_id)))
+            return JSONResponse(file_json(await run_in_threadpool(openai_files.get, self.service, file_id)))
 
         return await self._guard(request, "author" if request.method == "DELETE" else "query", work)
 
     async def file_content(self, request: Request) -> Response:
         async def work() -> Response:
-            f = openai_files.get(self.service, request.path_params["file_id"], with_data=True)
+            f = await run_in_threadpool(openai_files.get, self.service, request.path_params["file_id"], with_data=True)
             return Response(f.data, media_type="application/octet-stream")
 
         return await self._guard(request, "query", work)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -209,10 +210,10 @@ class QnAMakerRuntime:
         if action not in ("generateanswer", "train"):
             raise Refusal(404, "NotFound", f"No route for POST {request.url.path}; the QnA Maker runtime serves "
                                            ".../knowledgebases/{kbId}/generateAnswer and .../train.")
-        project = self._project(request)
+        project = await run_in_threadpool(self._project, request)  # store reads and writes never on the event loop
         raw = await self._read_json(request)
         if action == "train":
-            self.authoring.add_feedback(project.name, parse_feedback(raw))
+            await run_in_threadpool(self.authoring.add_feedback, project.name, parse_feedback(raw))
             return Response(status_code=204)
         req, deployment = parse_generate_answer(raw, preview="/v5.0-preview" in request.url.path)
         try:
