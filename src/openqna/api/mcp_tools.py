@@ -16,6 +16,7 @@ are no headers and no authorizer: the process belongs to whoever could open the 
 
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -165,6 +166,14 @@ class KnowledgeBaseTools:
         if not allows(self.caller(ctx), role="query", project=kb):
             raise _unknown(kb)
 
+    async def reach(self, ctx: Context, kb: str) -> None:
+        """``reachable`` from an async tool: on a thread when the check may wait (a remote store's key lookup, a
+        token's JWKS fetch), so that it never stalls the event loop (``Authorizer.may_block``)."""
+        if self.authorizer is not None and self.authorizer.may_block(secret_from_headers(ctx.headers or {})):
+            await anyio.to_thread.run_sync(self.reachable, ctx, kb)
+        else:
+            self.reachable(ctx, kb)
+
     def call(self, kb: str, fn, *args, **kwargs):
         """Run a Service call, turning the errors a caller can cause into tool errors."""
         try:
@@ -185,14 +194,14 @@ class KnowledgeBaseTools:
     # search and ask run on the query pool, as the HTTP surfaces' questions do (api/concurrency.py)
     async def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
                      limit: Limit = 4) -> Annotated[CallToolResult, SearchResult]:
-        self.reachable(ctx, kb)
+        await self.reach(ctx, kb)
         hits = await run_query(self.call, kb, self.service.search, kb, subject, where=where, limit=limit,
                                deployment=self.deployment)
         return _result(SearchResult(kb=kb, num_retrieved=len(hits), hits=[_hit(h.record, h.score) for h in hits]))
 
     async def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
                   threshold: Threshold = ASK_THRESHOLD) -> Annotated[CallToolResult, AskResult]:
-        self.reachable(ctx, project)
+        await self.reach(ctx, project)
         req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
         answers = await run_query(self.call, project, self.service.ask, project, self.deployment, req)
         out = []
