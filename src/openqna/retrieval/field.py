@@ -160,11 +160,17 @@ class Field:
     def dense(self, query: np.ndarray, products: np.ndarray | None = None) -> np.ndarray:
         """Best cosine per record (−1 where the record has no unit in this field).
 
-        ``products``: ``self.matrix @ query`` when the caller has it already (``products.unit_products``).
+        ``products``: every unit's cosine with ``query`` when the caller has it already (``products.unit_products``).
         """
         if not self.n:
             return np.full(self.n_records, -1.0, np.float32)
         return self.per_record_max(self.matrix @ query if products is None else products, -1.0)
+
+    @cached_property
+    def columns(self) -> np.ndarray:
+        """The unit matrix transposed into a C-contiguous copy (dimensions x units), made on first use: what
+        ``products.unit_products`` multiplies question vectors with, 2-3x faster than the unit matrix itself."""
+        return np.ascontiguousarray(self.matrix.T)
 
     # -- candidate mode: scores for some record rows only -----------------------------
     @cached_property

@@ -79,8 +79,8 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     if index.exhaustive():
         rows = np.arange(index.n)
         # a KB of passages only scores no question field: its (empty) products cost nothing
-        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.matrix,
-                                               index.a.matrix, query_vector)
+        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.columns,
+                                               index.a.columns, query_vector)
         qcov = None if all_passages else index.coverage(terms, "q", eligible)
         asim = np.maximum(index.dense(query_vector, "a", eligible, a_products), 0.0)
         acov = index.coverage(terms, "a", eligible)
