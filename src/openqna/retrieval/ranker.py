@@ -328,9 +328,8 @@ def rank(
             context[i] += offset
     logit += context
     if c.regime is not None:  # one scale across kinds of KB
-        logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows],
-                                             adapted=adaptation is not None, faq_page=sparse is not None,
-                                             records=index.n, rival=c.regime.rival))
+        logit = c.regime.of(logit, eligible[f.rows], passages, headings(index)[f.rows],
+                            adapted=adaptation is not None, faq_page=sparse is not None, records=index.n)
     lex = c.lexical
     unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
     if unread and lex is not None:
