@@ -9,9 +9,10 @@ The matrices are multiplied in their column layout (``Field.columns``: one row p
 copy of the unit matrix transposed), not as the unit matrix itself.  OpenBLAS multiplies
 ``vectors @ columns`` 2-3x faster than ``units @ vector`` or ``vectors @ units.T`` on the AMD EPYC
 (one thread, a 10,000 x 384 matrix: one question 0.8 against 2.6 ms, eight 2.6 against 5.7 ms;
-bench/batching.py): one question's product then adds each dimension's row of the columns into the
-result, which stays in cache, instead of a dot product per unit; a copy of the matrices per field
-of an exhaustive index is the price (15 MB per 10,000 units).  A batch gets the same floats either way; a question alone gets
+bench/batching.py on the shared machine: 0.45-0.55x the time at every batch size): one question's
+product then adds each dimension's row of the columns into the result, which stays in cache,
+instead of a dot product per unit.  The price is a copy of the matrices per field of an exhaustive
+index (15 MB per 10,000 units).  A batch gets the same floats either way; a question alone gets
 cosines within ~1e-7 of ``units @ vector`` (the order of the additions differs), as a batch always did.
 ``OPENQNA_EMBED_BATCH=1`` turns the batching off with the embedder's.
 """
