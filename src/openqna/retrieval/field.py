@@ -147,6 +147,8 @@ class Field:
         return bm25_idf(self.n, 0 if hit is None else len(hit[0]))
 
     def per_record_max(self, unit_scores: np.ndarray, fill: float) -> np.ndarray:
+        if self.one_per_record:  # unit i is record row i: the scores are the records' (copied, as float32)
+            return unit_scores.astype(np.float32)
         out = np.full(self.n_records, fill, dtype=np.float32)
         if self.n:
             out[self.seg_rows] = self._per_segment(np.maximum, unit_scores)
