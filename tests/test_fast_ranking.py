@@ -19,6 +19,7 @@ from conftest import SHARED_DATA
 from openqna.formats import read_file
 from openqna.records import KnowledgeBaseContent, QnA
 from openqna.retrieval import calibrations, products, ranker, regime
+from openqna.retrieval.field import Field
 from openqna.service import AskRequest
 
 
@@ -94,3 +95,21 @@ def test_real_kbs_rank_as_on_the_plain_path(service, monkeypatch, kb):
     for got, want in zip(fast, plain):
         assert [i for i, _ in got] == [i for i, _ in want]
         np.testing.assert_allclose([c for _, c in got], [c for _, c in want], atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize("rows_of_units", [[0, 0, 1, 3, 3, 3], [0, 1, 2, 3]])
+def test_every_records_similarities_are_those_of_the_gathered_path(rows_of_units):
+    """The exhaustive path's best, mean and centroid cosines (divisors made once per field) are the floats that
+    the candidates' path gathers, for records with several units, one, or none (row 2 of the first field)."""
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((len(rows_of_units), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    fld = Field(rows_of_units, vectors, [["w"]] * len(rows_of_units), 4, 384)
+    query = vectors[0] * 0.5 + vectors[-1] * 0.5
+    rows = np.arange(4)
+    for _ in range(2):  # the second call reads the divisors the first one made
+        fast = fld.similarities(query, rows, products=query @ fld.columns)
+        gathered = fld.similarities(query, rows, fld.units_of(rows))
+        for got, want in zip(fast, gathered):
+            assert got.dtype == want.dtype and np.allclose(got, want, atol=1e-6, rtol=0)
+        assert (fast[0] == -1.0).sum() == (0 if len(set(rows_of_units)) == 4 else 1)
