@@ -10,7 +10,8 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
   of the knowledge base (10,000 QnAs: two 10,000 x 384 float32 matrices, 15 MB each).  One
   question at a time that is a matrix-vector product that reads both matrices from memory per
   question; a batch reads them once.  Measured on random unit vectors of that shape, one BLAS thread
-  (as the server runs).
+  (as the server runs); and the same products with each matrix transposed into a C-contiguous copy
+  (``Field.columns``), the layout the ranker multiplies since branch perf3.
 * End to end in-process: 16 threads asking ``Service.ask`` at once on ``bench/throughput.py``'s
   knowledge base (10,000 QnAs), the real model, no HTTP: CPU per question (this process's CPU time,
   which the shared machine's other load does not inflate as it does wall time) with batching off and
@@ -102,6 +103,29 @@ def product_table(rounds: int) -> None:
     diff = max(float(np.abs(both[:, i] - questions @ queries[i]).max()) for i in range(len(queries)))
     print("ranking, 10,000 QnAs (two 10,000 x 384 matrices), question vectors scored one by one -> in one product, "
           "ms per question, by batch size: " + "; ".join(row) + f"; largest cosine difference {diff:.1e}")
+    # The layout the ranker multiplies (``Field.columns``, ``retrieval/products.py``): each matrix transposed into a
+    # C-contiguous copy, against the unit-major matrix, interleaved, one question alone and batches.
+    q_columns, a_columns = np.ascontiguousarray(questions.T), np.ascontiguousarray(answers.T)
+    row = []
+    for size in SIZES:
+        units, columns = [], []
+        for _ in range(rounds * 6):
+            batch = queries[:size] if size > 1 else queries[0]
+            t = time.perf_counter()
+            questions @ batch.T
+            answers @ batch.T
+            t1 = time.perf_counter()
+            batch @ q_columns
+            batch @ a_columns
+            units.append((t1 - t) / size * 1000)
+            columns.append((time.perf_counter() - t1) / size * 1000)
+        row.append(f"{size}: {np.median(units):.3f} -> {np.median(columns):.3f} ms "
+                   f"({np.median(columns) / np.median(units):.2f}x)")
+    diff = max(float(np.abs(queries[i] @ q_columns - questions @ queries[i]).max()) for i in range(len(queries)))
+    same = np.array_equal(queries @ q_columns, queries @ questions.T)
+    print("ranking, the same products with the unit matrices -> their columns (the ranker's layout), ms per question, "
+          "by batch size: " + "; ".join(row) + f"; a question alone within {diff:.1e} of the unit-major product, "
+          f"a batch of 16 {'the same floats' if same else 'not the same floats'}")
 
 
 def pipeline_table(rounds: int) -> None:

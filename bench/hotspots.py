@@ -6,7 +6,11 @@ The knowledge base and the questions are ``bench/throughput.py``'s (10,000 QnAs,
 questions, so every request pays for its embedding).  py-spy samples every Python thread 200 times a
 second; the figures are the share of the samples (of threads that were not idle) in which a function
 is running (self) or on the stack (inclusive).  onnxruntime's own threads are native and not
-sampled: the model's time shows as ``Session.run`` on the thread that called it.
+sampled: the model's time shows as ``Session.run`` on the thread that called it.  py-spy's samples are
+wall time of threads it finds running, so beside them the server's CPU time is read per thread
+(``psutil``, named from py-spy's thread names) over the same load: the event loop (HTTP, routing,
+JSON), the query threads (ranking, the store), the embedding and products workers, and onnxruntime's
+own threads.
 
 Usage: python bench/hotspots.py [--seconds 8]   (needs py-spy, the bench extra)
 """
@@ -46,6 +50,22 @@ def summary(raw: Path) -> tuple[int, collections.Counter[str], collections.Count
     return total, own, inclusive
 
 
+def thread_names(raw: Path) -> dict[int, str]:
+    """Thread id -> name, from py-spy's raw output recorded with ``--threads`` (``thread (TID): NAME;frame;...``)."""
+    names = {}
+    for line in raw.read_text().splitlines():
+        if m := re.match(r"thread \((\d+)\): ([^;]*)", line):
+            names[int(m.group(1))] = m.group(2).strip()
+    return names
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process ``pid``."""
+    import psutil
+
+    return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=8.0)
@@ -79,11 +99,13 @@ def main() -> None:
                 with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as client:
                     client.submit(tp.load, base, "azure", tp.KB, questions, cursor, 16, 2.0, 1.0).result()  # warm
                     record = subprocess.Popen([spy, "record", "-p", str(proc.pid), "-d", str(int(args.seconds)),
-                                               "-r", "200", "-f", "raw", "-o", str(raw), "--nonblocking"],
+                                               "-r", "200", "-f", "raw", "--threads", "-o", str(raw), "--nonblocking"],
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(0.5)
+                    before = thread_cpu(proc.pid)
                     r = client.submit(tp.load, base, "azure", tp.KB, questions, cursor + 2000, 16,
                                       args.seconds, 0.0).result()
+                    after = thread_cpu(proc.pid)
                     record.wait()
                 cursor = r["cursor"]
             finally:
@@ -95,6 +117,16 @@ def main() -> None:
             parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
                      "rank (openqna/retrieval/ranker.py)", "multiply (openqna/retrieval/products.py)",
                      "MicroBatcher._serve (openqna/models/batching.py)", "Runner.run (asyncio/runners.py)"]
+            names = thread_names(raw)
+            by_thread: collections.Counter[str] = collections.Counter()
+            for tid, seconds in after.items():
+                by_thread[names.get(tid, "onnxruntime's own threads (not sampled)")] += seconds - before.get(tid, 0.0)
+            n = max(len(r["latencies"]), 1)
+            print(f"{label}: server CPU by thread, ms a request ({sum(by_thread.values()) / n * 1000:.1f} in all): "
+                  + "; ".join(f"{cpu / n * 1000:.2f} {name}" for name, cpu in by_thread.most_common()
+                              if cpu / n * 1000 >= 0.005)
+                  + " (MainThread: the event loop, HTTP, routing, JSON; AnyIO worker thread: the query threads, "
+                  "ranking and the store; openqna-embed, openqna-products: the batchers' workers)")
             print(f"{label}: inclusive: " + "; ".join(f"{inclusive[p] / total:.1%} {p}" for p in parts)
                   + " (multiply: the batch's question vectors times the KB's, on the products worker, outside rank; "
                   "MicroBatcher._serve: the embedding and products workers; Runner.run: the event loop's own work: "

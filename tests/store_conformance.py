@@ -109,6 +109,28 @@ def test_replace_keeps_id_and_drops_old_units(kb, indexes):
     assert index.bm25(analyze("pen"), "q", index.mask(None)).max() == 0.0
 
 
+def test_query_reads_say_what_does_not_exist(kb):
+    """The reads every question makes (``current``, synonyms, the answers' records) answer in one read where they
+    can, and still tell a missing project from a missing deployment, however the name is cased."""
+    kb.deploy("kb1", "production")
+    kb.set_synonyms("kb1", [["pen", "stylus"]])
+    assert kb.get_synonyms("KB1") == [["pen", "stylus"]] and kb.get_synonyms("kb1", "production") == []
+    assert sorted(kb.get_qnas("KB1", [1, 2], "production")) == [1, 2]
+    assert kb.get_qnas("kb1", [999], "production") == {} and kb.get_qnas("kb1", []) == {}
+    pid, version = kb.current("Kb1", "production")
+    assert version == kb.version("kb1", "production") > 0 and kb.current("kb1")[0] == pid
+    for read in (lambda d: kb.get_qnas("kb1", [1], d), lambda d: kb.get_qnas("kb1", [], d),
+                 lambda d: kb.get_synonyms("kb1", d), lambda d: kb.current("kb1", d)):
+        with pytest.raises(NotFound) as raised:
+            read("staging")
+        assert not isinstance(raised.value, ProjectNotFound)
+    for read in (lambda: kb.get_qnas("nope", [1]), lambda: kb.get_qnas("nope", [1], "production"),
+                 lambda: kb.get_synonyms("nope"), lambda: kb.get_synonyms("nope", "production"),
+                 lambda: kb.current("nope"), lambda: kb.current("nope", "production")):
+        with pytest.raises(ProjectNotFound):
+            read()
+
+
 def test_deployments_are_copies(kb, indexes):
     with pytest.raises(NotFound):
         indexes.get("kb1", "production")

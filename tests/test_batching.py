@@ -18,6 +18,7 @@ from openqna import settings
 from openqna.models.batching import BatcherClosed, MicroBatcher
 from openqna.models.embedder import LocalMiniLM, length_groups
 from openqna.retrieval import products
+from openqna.retrieval.field import Field
 
 # Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
 QUESTIONS = [
@@ -232,14 +233,27 @@ def unit(x):
 def test_questions_on_one_index_share_a_product_and_get_the_cosines_they_get_alone():
     rng = np.random.default_rng(1)
     q, a, other, vectors = (unit(rng.standard_normal((n, 384))) for n in (300, 120, 50, 6))
-    items = [(q, a, v) for v in vectors[:5]] + [(other, a, vectors[5])]
+    columns = {id(m): np.ascontiguousarray(m.T) for m in (q, a, other)}  # as Field.columns lays them out
+    items = [(columns[id(q)], columns[id(a)], v) for v in vectors[:5]] + [(columns[id(other)], columns[id(a)],
+                                                                         vectors[5])]
     got = products.multiply(items)
-    for (qm, am, v), (q_sims, a_sims) in zip(items, got):
+    for (qm, am, v), (q_sims, a_sims) in zip([(q, a, v) for v in vectors[:5]] + [(other, a, vectors[5])], got):
         np.testing.assert_allclose(q_sims, qm @ v, atol=1e-6, rtol=0)
         np.testing.assert_allclose(a_sims, am @ v, atol=1e-6, rtol=0)
     # the one question on its own matrices is multiplied as it would be alone: the same floats
-    assert np.array_equal(got[5][0], other @ vectors[5])
-    assert products.multiply([(q, a, vectors[0])])[0][0].tobytes() == (q @ vectors[0]).tobytes()
+    assert np.array_equal(got[5][0], vectors[5] @ columns[id(other)])
+    alone = products.multiply([(columns[id(q)], columns[id(a)], vectors[0])])[0]
+    assert alone[0].tobytes() == (vectors[0] @ columns[id(q)]).tobytes()
+    assert alone[0].shape == (300,) and alone[1].shape == (120,)
+
+
+def test_field_columns_are_its_unit_matrix_transposed():
+    rng = np.random.default_rng(2)
+    vectors = unit(rng.standard_normal((7, 384)))
+    fld = Field([0, 0, 1, 2, 2, 2, 3], vectors, [["a"]] * 7, 4, 384)
+    assert fld.columns.shape == (384, 7) and fld.columns.flags.c_contiguous
+    assert np.array_equal(fld.columns, vectors.T)
+    assert fld.columns is fld.columns  # made once per field (a field is never changed: updates make a new one)
 
 
 # -- the real model -------------------------------------------------------------------------------------

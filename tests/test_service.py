@@ -274,17 +274,16 @@ def test_faq_pages_read_their_gap_with_weights_of_their_own(service, monkeypatch
            "intents": [QnA([f"question {i}", f"other {i}", f"third {i}"], f"answer {i}") for i in range(6)],
            "docs": [QnA([f"question {i}"], f"answer {i}") for i in range(3)] + [QnA([], "a passage", kind="passage")]}
     seen: dict[str, float] = {}
-    inputs = regime.inputs
+    last_step = regime.RegimeTerms.of
     for name, records in kbs.items():
         service.create_project(name)
         service.upsert(name, records)
 
-        def spy(*args, name=name, **kw):
-            x = inputs(*args, **kw)
-            seen[name] = float(x["faq_page"][0])
-            return x
+        def spy(self, *args, name=name, **kw):
+            seen[name] = float(kw["faq_page"])
+            return last_step(self, *args, **kw)
 
-        monkeypatch.setattr(regime, "inputs", spy)
+        monkeypatch.setattr(regime.RegimeTerms, "of", spy)
         service.ask(name, "test", AskRequest(question="question 1", top=1))
     assert seen == {"faq": 1.0, "intents": 0.0, "docs": 0.0}
     terms = calibrations.REGIME

@@ -147,6 +147,8 @@ class Field:
         return bm25_idf(self.n, 0 if hit is None else len(hit[0]))
 
     def per_record_max(self, unit_scores: np.ndarray, fill: float) -> np.ndarray:
+        if self.one_per_record:  # unit i is record row i: the scores are the records' (copied, as float32)
+            return unit_scores.astype(np.float32)
         out = np.full(self.n_records, fill, dtype=np.float32)
         if self.n:
             out[self.seg_rows] = self._per_segment(np.maximum, unit_scores)
@@ -160,11 +162,17 @@ class Field:
     def dense(self, query: np.ndarray, products: np.ndarray | None = None) -> np.ndarray:
         """Best cosine per record (−1 where the record has no unit in this field).
 
-        ``products``: ``self.matrix @ query`` when the caller has it already (``products.unit_products``).
+        ``products``: every unit's cosine with ``query`` when the caller has it already (``products.unit_products``).
         """
         if not self.n:
             return np.full(self.n_records, -1.0, np.float32)
         return self.per_record_max(self.matrix @ query if products is None else products, -1.0)
+
+    @cached_property
+    def columns(self) -> np.ndarray:
+        """The unit matrix transposed into a C-contiguous copy (dimensions x units), made on first use: what
+        ``products.unit_products`` multiplies question vectors with, 2-3x faster than the unit matrix itself."""
+        return np.ascontiguousarray(self.matrix.T)
 
     # -- candidate mode: scores for some record rows only -----------------------------
     @cached_property
@@ -212,27 +220,37 @@ class Field:
         when it has that (every unit's, on the exhaustive path).
         """
         if units_of is None and len(rows) == self.n_records and np.array_equal(rows, np.arange(self.n_records)):
-            # every record, in order (the exhaustive path): no gather, one product
+            # every record, in order (the exhaustive path): no gather, one product, the divisors made once
             if products is None:
                 products = self.matrix @ query if self.n else np.zeros(0, np.float32)
             sims = products
-            has = self.hi > self.lo
+            has, counts, norms = self._all_rows_divisors
             best = self.per_record_max(sims, -1.0)
-            total = np.zeros(self.n_records, np.float32)
-            if self.n:
-                total[self.seg_rows] = self._per_segment(np.add, sims)
-        else:
-            units, starts, has = units_of or self.units_of(rows)
-            sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
-            best = self.max_per_row(sims, starts, has, -1.0)
-            total = np.zeros(len(rows), np.float32)
-            if len(starts) == len(sims):
-                total[has] = sims
-            elif len(starts):
-                total[has] = np.add.reduceat(sims, starts)
+            if self.one_per_record:
+                total = sims.astype(np.float32)
+            else:
+                total = np.zeros(self.n_records, np.float32)
+                if self.n:
+                    total[self.seg_rows] = self._per_segment(np.add, sims)
+            mean = np.where(has, total / counts, -1.0).astype(np.float32)
+            centroid = np.where(has, total / norms, -1.0).astype(np.float32)
+            return best, mean, centroid
+        units, starts, has = units_of or self.units_of(rows)
+        sims = self.matrix[units] @ query if len(units) else np.zeros(0, np.float32)
+        best = self.max_per_row(sims, starts, has, -1.0)
+        total = np.zeros(len(rows), np.float32)
+        if len(starts) == len(sims):
+            total[has] = sims
+        elif len(starts):
+            total[has] = np.add.reduceat(sims, starts)
         mean = np.where(has, total / np.maximum(self.counts[rows], 1), -1.0).astype(np.float32)
         centroid = np.where(has, total / np.maximum(self.sum_norms[rows], 1e-9), -1.0).astype(np.float32)
         return best, mean, centroid
+
+    @cached_property
+    def _all_rows_divisors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``similarities`` of every record: which have units here, and the divisors of their mean and centroid."""
+        return self.hi > self.lo, np.maximum(self.counts, 1), np.maximum(self.sum_norms, 1e-9)
 
     def nearest_units(self, query: np.ndarray, k: int, allowed: np.ndarray | None) -> np.ndarray:
         """About the ``k`` units nearest ``query`` among ``allowed`` (a bool per unit; None: all).

@@ -1,15 +1,20 @@
 """Question vectors times a knowledge base's unit vectors: questions ranked at the same time share one product.
 
 The exhaustive path (knowledge bases up to ``OPENQNA_EXACT_SEARCH_MAX`` vectors) scores a question
-against every question and answer vector.  One question at a time that is a matrix-vector product,
-which reads both matrices from memory for every question: at 10,000 QnAs two 15 MB matrices, 5 of
-the 8.5 ms of CPU an in-process ``ask`` spent ranking on this AMD EPYC, the memory bus, not the
-arithmetic, being the limit.  Questions that arrive together (the embedder's batches hand them over
-at the same moment) are multiplied in one matrix-matrix product, which reads the matrices once.
+against every question and answer vector.  Questions that arrive together (the embedder's batches
+hand them over at the same moment) are multiplied in one matrix-matrix product, which reads the
+matrices once.
 
-A question alone, or the only one on its index, is multiplied exactly as before, so its scores are bit
-for bit the same; in a batch they may differ in the last float bit (a cosine by ~1e-7), as the
-embedder's batches do.  ``OPENQNA_EMBED_BATCH=1`` turns this off with the embedder's batching.
+The matrices are multiplied in their column layout (``Field.columns``: one row per dimension, a
+copy of the unit matrix transposed), not as the unit matrix itself.  OpenBLAS multiplies
+``vectors @ columns`` 2-3x faster than ``units @ vector`` or ``vectors @ units.T`` on the AMD EPYC
+(one thread, a 10,000 x 384 matrix: one question 0.8 against 2.6 ms, eight 2.6 against 5.7 ms;
+bench/batching.py on the shared machine: 0.45-0.55x the time at every batch size): one question's
+product then adds each dimension's row of the columns into the result, which stays in cache,
+instead of a dot product per unit.  The price is a copy of the matrices per field of an exhaustive
+index (15 MB per 10,000 units).  A batch gets the same floats either way; a question alone gets
+cosines within ~1e-7 of ``units @ vector`` (the order of the additions differs), as a batch always did.
+``OPENQNA_EMBED_BATCH=1`` turns the batching off with the embedder's.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import numpy as np
 from .. import settings
 from ..models.batching import MicroBatcher
 
-Item = tuple[np.ndarray, np.ndarray, np.ndarray]  # question matrix, answer matrix, question vector
+Item = tuple[np.ndarray, np.ndarray, np.ndarray]  # question columns, answer columns (dim x units), question vector
 Products = tuple[np.ndarray, np.ndarray]  # cosines with every question unit and every answer unit
 
 _batchers: dict[int, MicroBatcher[Item, Products]] = {}  # by OPENQNA_EMBED_BATCH, read at each call
@@ -35,12 +40,13 @@ BUSY_WAIT = 0.002
 
 @functools.lru_cache(maxsize=8)
 def no_units(dim: int) -> np.ndarray:
-    """An empty matrix of ``dim`` columns, one object per ``dim`` (so the products that use it batch together)."""
-    return np.zeros((0, dim), np.float32)
+    """The columns of no unit of ``dim`` dimensions, one object per ``dim`` (so the products that use it batch
+    together)."""
+    return np.zeros((dim, 0), np.float32)
 
 
 def multiply(items: list[Item]) -> list[Products]:
-    """Each item's products: one matrix product per pair of matrices, for the items that share it."""
+    """Each item's products: one matrix product per pair of column matrices, for the items that share it."""
     out: list[Products | None] = [None] * len(items)
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (questions, answers, _) in enumerate(items):
@@ -49,20 +55,21 @@ def multiply(items: list[Item]) -> list[Products]:
         questions, answers, _ = items[members[0]]
         if len(members) == 1:
             vector = items[members[0]][2]
-            out[members[0]] = (questions @ vector, answers @ vector)
+            out[members[0]] = (vector @ questions, vector @ answers)
             continue
         vectors = np.stack([items[i][2] for i in members])
-        q_sims, a_sims = vectors @ questions.T, vectors @ answers.T
+        q_sims, a_sims = vectors @ questions, vectors @ answers
         for j, i in enumerate(members):
             out[i] = (q_sims[j], a_sims[j])
     return [p for p in out if p is not None]
 
 
 def unit_products(questions: np.ndarray, answers: np.ndarray, vector: np.ndarray) -> Products:
-    """``(questions @ vector, answers @ vector)``, computed with those of the questions ranked at the same time."""
+    """``(vector @ questions, vector @ answers)`` (``Field.columns``: every unit's cosine), computed with those of the
+    questions ranked at the same time."""
     most = settings.embed_batch()
     if most == 1:
-        return questions @ vector, answers @ vector
+        return vector @ questions, vector @ answers
     return batcher(most).submit((questions, answers, vector))
 
 

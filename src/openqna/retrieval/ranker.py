@@ -79,8 +79,8 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
     if index.exhaustive():
         rows = np.arange(index.n)
         # a KB of passages only scores no question field: its (empty) products cost nothing
-        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.matrix,
-                                               index.a.matrix, query_vector)
+        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.columns,
+                                               index.a.columns, query_vector)
         qcov = None if all_passages else index.coverage(terms, "q", eligible)
         asim = np.maximum(index.dense(query_vector, "a", eligible, a_products), 0.0)
         acov = index.coverage(terms, "a", eligible)
@@ -328,9 +328,8 @@ def rank(
             context[i] += offset
     logit += context
     if c.regime is not None:  # one scale across kinds of KB
-        logit = c.regime.logit(regime.inputs(logit, eligible[f.rows], passages, headings(index)[f.rows],
-                                             adapted=adaptation is not None, faq_page=sparse is not None,
-                                             records=index.n, rival=c.regime.rival))
+        logit = c.regime.of(logit, eligible[f.rows], passages, headings(index)[f.rows],
+                            adapted=adaptation is not None, faq_page=sparse is not None, records=index.n)
     lex = c.lexical
     unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
     if unread and lex is not None:

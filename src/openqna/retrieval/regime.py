@@ -71,6 +71,30 @@ class RegimeTerms:
         return out
 
 
+    def of(self, logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
+           adapted: bool = False, faq_page: bool = False, records: int = 1) -> np.ndarray:
+        """``self.logit(inputs(...))`` with the same arguments (and ``self.rival``), the same floats, in fewer passes.
+
+        The terms that are constants of the KB (adapted, FAQ page, records) stay scalars instead of arrays of one
+        value per candidate, so a query at 10,000 QnAs makes about half the passes over its candidates; each
+        scalar is combined in the order ``logit`` combines the arrays, so every float comes out the same.
+        """
+        a, page = float(adapted), float(faq_page)
+        passage_f = passage.astype(np.float64)
+        out: np.ndarray = ((self.w_logit + self.w_adapted_logit * a + self.w_faq_page_logit * page)
+                           * logit.astype(np.float64))
+        gap = gaps(logit, allowed).astype(np.float64)  # as ``logit`` reads it: times an array of float64 weights
+        out += (self.w_gap + self.w_adapted_gap * a + self.w_faq_page_gap * page) * gap
+        out += self.w_share * shares(logit, allowed, self.rival)
+        out += self.w_passage * passage_f
+        out += self.w_heading * (heading & ~passage).astype(np.float64)
+        for constant in (self.w_adapted * a, self.w_faq_page * page,
+                         self.w_log_records * float(np.log(max(records, 1))), self.bias):
+            out += constant
+        out -= self.shift
+        return out
+
+
 def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """Each candidate's logit minus the best other allowed candidate's, clipped to ±``GAP_CLIP``.
 

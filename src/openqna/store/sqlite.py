@@ -280,16 +280,20 @@ class SQLiteStore:
         return project_id
 
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:
-        pid = self._deployment_pid(project, deployment)
+        """One read when a record is found (every answered question): a deployment's records exist only with it,
+        so only an empty result needs the project and the deployment looked up, to say which does not exist."""
         out: dict[int, QnA] = {}
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
             marks = ",".join("?" * len(batch))
             rows = self._db.execute(
-                f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? AND id IN ({marks})",
-                (pid, deployment, *batch),
+                f"SELECT {self._QNA_COLS} FROM records WHERE project_id=(SELECT id FROM projects WHERE name=?)"
+                f" AND deployment=? AND id IN ({marks})",
+                (project, deployment, *batch),
             )
             out.update((r[0], self._qna_row(r)) for r in rows)
+        if not out:
+            self._deployment_pid(project, deployment)  # raises if the project or the deployment does not exist
         return out
 
     def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None) -> list[QnA]:
@@ -313,10 +317,15 @@ class SQLiteStore:
         return {kind: count for kind, count in rows}
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
-        pid = self._deployment_pid(project, deployment)
-        row = self._db.execute("SELECT groups FROM synonyms WHERE project_id=? AND deployment=?",
-                               (pid, deployment)).fetchone()
-        return json.loads(row[0]) if row else []
+        row = self._db.execute(
+            "SELECT ? OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=?),"
+            " (SELECT groups FROM synonyms s WHERE s.project_id=p.id AND s.deployment=?) FROM projects p WHERE name=?",
+            (deployment == LIVE, deployment, deployment, project)).fetchone()  # one read: every question makes it
+        if row is None:
+            raise ProjectNotFound(f"The specified project was not found: {project}.")
+        if not row[0]:
+            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
+        return json.loads(row[1]) if row[1] else []
 
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
         with self._tx() as db:
@@ -369,7 +378,16 @@ class SQLiteStore:
         return row[0] if row else 0
 
     def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
-        return self._deployment_pid(project, deployment), self.version(project, deployment)
+        """(project id, version) in one read (the index cache asks on every question), as PostgreSQL's."""
+        row = self._db.execute(
+            "SELECT id, ? OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=?),"
+            " (SELECT seq FROM versions v WHERE v.project_id=p.id AND v.deployment=?) FROM projects p WHERE name=?",
+            (deployment == LIVE, deployment, deployment, project)).fetchone()
+        if row is None:
+            raise ProjectNotFound(f"The specified project was not found: {project}.")
+        if not row[1]:
+            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
+        return row[0], row[2] or 0
 
     @contextmanager
     def read_index_rows(self, project_id: int, deployment: str) -> Iterator[SQLiteIndexRows]:
