@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -20,6 +19,7 @@ from ..keys import Authorizer, Caller, allows, lacks_role
 from ..records import InvalidArgument, OpenQnAError
 from . import json_body, numbers
 from .auth import secret_from_headers
+from .concurrency import run_store
 from .errors import azure_error, unauthorized_message
 
 
@@ -196,7 +196,7 @@ def handle_errors_off_loop(endpoint: Callable[[Any, Request], Response]):
         except (Refused, OpenQnAError) as exc:
             request.state.body = (False, exc)
         try:
-            return await anyio.to_thread.run_sync(endpoint, self, request)
+            return await run_store(endpoint, self, request)
         except Refused as exc:
             return exc.response
         except OpenQnAError as exc:

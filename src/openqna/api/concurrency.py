@@ -11,8 +11,8 @@ the default is eight per core (server CPU per question at concurrency 16, batchi
 with 4 threads, 10.9 with 8, 9.0 with 16).  With batches of at most ``OPENQNA_EMBED_BATCH`` (8) the sixteen
 threads of two cores form two batches that take turns: one is embedded while the other's questions are
 ranked, so neither core waits for the other (``bench/tail.py``).
-Other blocking work (uploads, authoring) keeps the default pool, so a long upload never
-holds a query's place.
+Authoring handlers' store work has a pool of its own (``run_store``); other blocking work (uploads,
+key checks on PostgreSQL) keeps the default pool, so a long upload never holds a query's place.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ from .. import settings
 
 T = TypeVar("T")
 _limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter]" = weakref.WeakKeyDictionary()
+_store_limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter]" = \
+    weakref.WeakKeyDictionary()
+# Authoring handlers' store work (``azure_wire.handle_errors_off_loop``): threads of its own, so that writes waiting
+# for a database lock hold at most these, never the default pool's threads that key checks and uploads use.
+STORE_THREADS = 8
 
 
 def _limiter() -> anyio.CapacityLimiter:
@@ -37,6 +42,19 @@ def _limiter() -> anyio.CapacityLimiter:
     if limiter is None:
         limiter = _limiters[loop] = anyio.CapacityLimiter(settings.query_threads())
     return limiter
+
+
+def _store_limiter() -> anyio.CapacityLimiter:
+    loop = asyncio.get_running_loop()
+    limiter = _store_limiters.get(loop)
+    if limiter is None:
+        limiter = _store_limiters[loop] = anyio.CapacityLimiter(STORE_THREADS)
+    return limiter
+
+
+async def run_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` (an authoring handler's reads and writes of the store) on the store pool and wait for it."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_store_limiter())
 
 
 async def run_query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
