@@ -309,7 +309,9 @@ def test_questions_asked_together_get_the_answers_they_get_alone(tmp_path, monke
     before = shared.batches
     got = together(lambda q: batched.ask("chitchat", "test", AskRequest(question=q, top=3)), QUESTIONS)
     assert batched.embedder.batcher.batches < len(QUESTIONS)
-    assert shared.batches - before < len(QUESTIONS)  # scored in shared products too
+    # scored through the shared products; whether two of them met in one product depends on timing (a product is
+    # held for company only while the last one was shared), so that is test_questions_on_one_index_share_a_product's
+    assert shared.batches - before >= 1
     for question, want, have in zip(QUESTIONS, expected, got):
         assert [a.qna.id if a.qna else None for a in have] == [a.qna.id if a.qna else None for a in want], question
         assert np.allclose([a.confidence for a in have], [a.confidence for a in want], atol=1e-4, rtol=0), question
