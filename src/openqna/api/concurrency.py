@@ -28,35 +28,26 @@ import anyio.to_thread
 from .. import settings
 
 T = TypeVar("T")
-_limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter]" = weakref.WeakKeyDictionary()
-_store_limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter]" = \
+# Each event loop's pools: "query" (OPENQNA_QUERY_THREADS threads) and "store", authoring handlers' store work
+# (``azure_wire.handle_errors_off_loop``), whose writes waiting for a database lock then hold at most its threads,
+# never the default pool's that key checks and uploads use.
+_limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, anyio.CapacityLimiter]]" = \
     weakref.WeakKeyDictionary()
-# Authoring handlers' store work (``azure_wire.handle_errors_off_loop``): threads of its own, so that writes waiting
-# for a database lock hold at most these, never the default pool's threads that key checks and uploads use.
 STORE_THREADS = 8
 
 
-def _limiter() -> anyio.CapacityLimiter:
-    loop = asyncio.get_running_loop()
-    limiter = _limiters.get(loop)
-    if limiter is None:
-        limiter = _limiters[loop] = anyio.CapacityLimiter(settings.query_threads())
-    return limiter
-
-
-def _store_limiter() -> anyio.CapacityLimiter:
-    loop = asyncio.get_running_loop()
-    limiter = _store_limiters.get(loop)
-    if limiter is None:
-        limiter = _store_limiters[loop] = anyio.CapacityLimiter(STORE_THREADS)
-    return limiter
+def _limiter(pool: str) -> anyio.CapacityLimiter:
+    pools = _limiters.setdefault(asyncio.get_running_loop(), {})
+    if pool not in pools:
+        pools[pool] = anyio.CapacityLimiter(settings.query_threads() if pool == "query" else STORE_THREADS)
+    return pools[pool]
 
 
 async def run_store(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``fn`` (an authoring handler's reads and writes of the store) on the store pool and wait for it."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_store_limiter())
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter("store"))
 
 
 async def run_query(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``fn`` on the query pool (OPENQNA_QUERY_THREADS threads, eight per core by default) and wait for it."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter())
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_limiter("query"))

@@ -70,7 +70,6 @@ class RegimeTerms:
                            + self.bias - self.shift)
         return out
 
-
     def of(self, logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
            adapted: bool = False, faq_page: bool = False, records: int = 1) -> np.ndarray:
         """``self.logit(inputs(...))`` with the same arguments (and ``self.rival``), the same floats, in fewer passes.
