@@ -11,10 +11,14 @@ than the embedder's 4,096-entry query cache), so every request pays for its embe
 Endpoints: the Azure query (``POST /language/:query-knowledgebases``), the tool search
 (``GET /get_related_{kb}``) and ``POST /v1/vector_stores/{id}/search``.  Baselines from the
 same run: ``GET /healthz`` of the same server (HTTP stack alone), the embedder's own
-single-query throughput in-process (the model alone, no batcher), ``Service.ask`` in-process one
+single-query throughput in-process (the model alone, no batcher; on the first 300 questions, and
+again after the server stopped on the questions the Azure run at concurrency 16 asked, which
+that run's ratio uses: the utterances differ in length, so a rate on other texts misleads by up
+to 20%), ``Service.ask`` in-process one
 question at a time, and the same server restarted with batching off and the query pool of before
 (``OPENQNA_EMBED_BATCH=1``, ``OPENQNA_QUERY_THREADS=4``).  Targets (issue 29): the Azure query at
-concurrency 16 at >= 1.0x the embedder's one-at-a-time rate (>= 150 queries/s) with no errors and
+concurrency 16 (a run three times as long as the others) at >= 1.0x the embedder's one-at-a-time
+rate (>= 150 queries/s) with no errors and
 p99 <= 150 ms; at concurrency 1, p50 over HTTP <= 1.3x the in-process ask; server CPU per request
 <= 1.2x the in-process ask's.
 
@@ -239,15 +243,18 @@ def main() -> None:
             labels = {"healthz": "GET /healthz (baseline)", "azure": "Azure :query-knowledgebases",
                       "tools": f"GET /get_related_{KB}", "vector_store": "vector store search"}
             cursor = 0
-            best, cpu_ms, p50_ms, p99_ms = {}, {}, {}, {}
+            best, cpu_ms, p50_ms, p99_ms, window = {}, {}, {}, {}, {}
             with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as client:
                 for kind, target in targets.items():
                     row = []
                     for c in LEVELS:
                         seconds = args.seconds / 2 if kind == "healthz" else args.seconds
+                        if (kind, c) == ("azure", 16):  # the issue's figure: three times as long, less noise
+                            seconds = args.seconds * 3
                         cpu0 = sum(server.cpu_times()[:2])
                         r = client.submit(load, base, kind, target, questions, cursor, c, seconds, 1.0).result()
                         server_cpu = sum(server.cpu_times()[:2]) - cpu0
+                        window[(kind, c)] = (cursor, r["cursor"])
                         cursor = r["cursor"]
                         n, lat = len(r["latencies"]), r["latencies"]
                         rps = n / r["seconds"]
@@ -290,9 +297,27 @@ def main() -> None:
             stop_server(proc)
         print(f"batching on vs off, Azure query at c=16: {best[('azure', 16)] / alone[16]:.2f}x the requests/s; "
               f"at c=1: {best[('azure', 1)] / alone[1]:.2f}x")
+    # The embedder alone again, one question at a time, on the questions the Azure run at c=16 asked (the cursor
+    # wraps round a list of banking77 and hwu64 utterances of different lengths, so the first 300 may be longer
+    # or shorter on average than the run's): its rate on the same texts, measured with the server stopped.
+    start, end = window[("azure", 16)]
+    asked = [questions[i % len(questions)] for i in range(start, end)]
+    asked = asked[::max(1, len(asked) // 600)]
+    embedder = LocalMiniLM(cache_size=0, max_batch=1)
+    embedder.embed([asked[0]])
+    same = []
+    for q in asked:
+        t = time.perf_counter()
+        embedder.embed([q])
+        same.append(time.perf_counter() - t)
+    same_qps = len(same) / sum(same)
+    print(f"embedder alone, one query at a time, on {len(asked)} of the {end - start} questions of the Azure run at "
+          f"c=16: {same_qps:.0f} queries/s (p50 {np.median(same) * 1000:.1f} ms), {same_qps / floor_qps:.2f}x its rate "
+          f"on the first 300")
     azure16, cores = best[("azure", 16)], os.cpu_count() or 1
-    ratio16, cpu_ratio, c1_ratio = azure16 / floor_qps, cpu_ms[("azure", 16)] / real_cpu, p50_ms[("azure", 1)] / real_p50
-    print(f"issue 29: Azure query at c=16 {ratio16:.2f}x the embedder's one-at-a-time rate (target >= 1.0: "
+    ratio16, cpu_ratio, c1_ratio = azure16 / same_qps, cpu_ms[("azure", 16)] / real_cpu, p50_ms[("azure", 1)] / real_p50
+    print(f"issue 29: Azure query at c=16 {ratio16:.2f}x the embedder's one-at-a-time rate on the same questions "
+          f"({azure16 / floor_qps:.2f}x its rate on the first 300) (target >= 1.0: "
           f"{'met' if ratio16 >= 1.0 else 'NOT met'}), p99 {p99_ms[('azure', 16)]:.0f} ms (target <= 150: "
           f"{'met' if p99_ms[('azure', 16)] <= 150 else 'NOT met'}); c=1 p50 over HTTP {c1_ratio:.2f}x the in-process "
           f"ask (target <= 1.3: {'met' if c1_ratio <= 1.3 else 'NOT met'}); server CPU per request at c=16 "
