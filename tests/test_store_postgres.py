@@ -349,6 +349,8 @@ def test_service_answers_alike_on_both_stores(tmp_path, pg_dsn, embedder):
         results = []
         for st in (lite_store, pg_store):
             service = Service(st, embedder)
+            # threads asking take turns on SQLite, not on PostgreSQL, whose reads wait on the network in a turn
+            assert (service.turns is None) == st.remote
             service.import_content("surface", content)
             service.store.deploy("surface", "production")
             asked = []

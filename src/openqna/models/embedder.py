@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime as ort
 
 from openqna import settings
-from openqna.models.batching import MicroBatcher
+from openqna.models.batching import MicroBatcher, paused
 from openqna.models.onnx_export import (
     MINILM,
     MPNET,
@@ -127,7 +127,8 @@ class QueryCache:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [valid_unicode(t) for t in texts]
         if len(texts) != 1:
-            return self._run(texts)
+            with paused():  # the model's run: no Python work of this thread (``batching.Turns``)
+                return self._run(texts)
         text = texts[0]
         with self._lock:
             vector = self._vectors.get(text)
@@ -135,7 +136,11 @@ class QueryCache:
                 self._vectors.move_to_end(text)
                 return vector[None, :].copy()
         # a row of a batch is a view of it: copied, so the cache never holds a whole batch alive
-        vector = (self.batcher.submit(text) if self.batcher is not None else self._run([text])[0]).copy()
+        if self.batcher is not None:
+            vector = self.batcher.submit(text).copy()
+        else:
+            with paused():
+                vector = self._run([text])[0].copy()
         vector.setflags(write=False)
         with self._lock:
             self._vectors[text] = vector
@@ -378,7 +383,8 @@ class OpenAIEmbedder:
 
     def _post(self, texts: list[str]) -> np.ndarray:
         try:
-            response = self._client.post(self.url, json={"model": self.model, "input": texts})
+            with paused():  # waiting on the network (``batching.Turns``)
+                response = self._client.post(self.url, json={"model": self.model, "input": texts})
         except httpx.HTTPError as exc:
             raise EmbeddingServiceError(f"embedding request to {self.url} failed: {exc!r}") from exc
         if response.is_error:
