@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from urllib.parse import quote
 
 import anyio
@@ -23,6 +24,7 @@ from openapi_spec_validator import validate
 
 from conftest import LiveServer, free_port
 from openqna.connected import connect_table
+from openqna.models.batching import Turns
 from openqna.records import InvalidArgument
 from openqna.retrieval.where import evaluate
 from openqna.retrieval.where_parse import parse_where
@@ -188,6 +190,34 @@ def test_only_select_and_describe_statements_reach_the_engines(tmp_path, embedde
     engine = service.connected.engines["pg"][1]  # and PostgreSQL sessions are read-only besides
     with pytest.raises(Exception, match="25006"):
         engine.select(f"DELETE FROM {postgres[1]}", [])
+    service.connected.close()
+
+
+def test_a_search_gives_its_turn_up_while_the_engine_answers(tmp_path, embedder, postgres, monkeypatch):
+    """A connected table's round trip is no Python work of the asking thread (``models.batching.Turns``): while
+    the engine answers, another thread takes the turn, instead of waiting for the search or its patience."""
+    service = Service(SQLiteStore(tmp_path), embedder)
+    connect_table(service, "pg", postgres[0], postgres[1], vector="vector", text=["abstract"])
+    service.turns = Turns(1, patience=30)
+    at_engine, other_had_the_turn = threading.Event(), threading.Event()
+    select, meanwhile = PostgresTable.select, []
+
+    def slow_select(self, sql, params):
+        at_engine.set()
+        meanwhile.append(other_had_the_turn.wait(5))
+        return select(self, sql, params)
+
+    def other():
+        at_engine.wait(10)
+        with service.turns.held():
+            other_had_the_turn.set()
+
+    monkeypatch.setattr(PostgresTable, "select", slow_select)
+    waiting = threading.Thread(target=other)
+    waiting.start()
+    assert len(service.search("pg", "gene expression", limit=3)) == 3
+    waiting.join(10)
+    assert meanwhile and all(meanwhile) and service.turns.late == 0  # each of the engine's round trips
     service.connected.close()
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .filter_ast import Column, Filter
+from .models.batching import paused
 from .models.embedder import Embedder, get_embedder
 from .records import InvalidArgument, QnA
 from .store import Project, Store
@@ -173,9 +174,11 @@ class ConnectedTables:
         text, title = list(schema["text"]), schema.get("title")
         limit = min(limit, settings.tools_max_limit())
         query = self.model(info).embed([subject])[0]
-        engine = self.engine(project, info)
         reads = columns + [Column(n, "String") for n in text if all(c.name != n for c in columns)]
-        rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads, limit)  # type: ignore[arg-type]
+        with paused():  # the engine's round trips: no Python work of this thread (``models.batching.Turns``)
+            engine = self.engine(project, info)
+            rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
+                                  limit)
         out = []
         for fields, distance in rows:
             body = "\n\n".join(str(fields[n]) for n in text if fields.get(n))
