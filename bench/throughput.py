@@ -103,6 +103,16 @@ def load(*args) -> dict:
 
 
 # -- the server ----------------------------------------------------------------------------------------
+def one_by_one(call, items) -> tuple[list[float], float]:
+    """``call(item)`` for each item in turn: the seconds of each, and the process's CPU ms per item."""
+    seconds, cpu = [], time.process_time()
+    for item in items:
+        t = time.perf_counter()
+        call(item)
+        seconds.append(time.perf_counter() - t)
+    return seconds, (time.process_time() - cpu) / len(seconds) * 1000
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -189,12 +199,7 @@ def main() -> None:
     one_blas_thread()  # as the server runs
     texts, vectors, questions, qvectors = corpus.real_data(embedder)
     kb_texts, kb_vectors = corpus.grow(texts, vectors, 10_000)
-    floor, floor_cpu = [], time.process_time()
-    for q in questions[:300]:
-        t = time.perf_counter()
-        embedder.embed([q])
-        floor.append(time.perf_counter() - t)
-    floor_cpu = (time.process_time() - floor_cpu) / len(floor) * 1000
+    floor, floor_cpu = one_by_one(lambda q: embedder.embed([q]), questions[:300])
     floor_qps = len(floor) / sum(floor)
     print(f"embedder alone, in-process, one query at a time: {floor_qps:.0f} queries/s "
           f"(p50 {np.median(floor) * 1000:.1f} ms, CPU {floor_cpu:.1f} ms/query); server: one `openqna serve` "
@@ -209,12 +214,8 @@ def main() -> None:
         service.deploy(KB, "production")
         lookup.add(questions[300:500], qvectors[300:500])
         service.ask(KB, "production", AskRequest(question=questions[300]))  # builds the in-memory index
-        ask, ask_cpu = [], time.process_time()
-        for q in questions[300:500]:
-            t = time.perf_counter()
-            service.ask(KB, "production", AskRequest(question=q, top=3))
-            ask.append(time.perf_counter() - t)
-        ask_cpu = (time.process_time() - ask_cpu) / len(ask) * 1000
+        ask, ask_cpu = one_by_one(lambda q: service.ask(KB, "production", AskRequest(question=q, top=3)),
+                                  questions[300:500])
         print(f"Service.ask in-process with the question vector precomputed (ranking and store, no HTTP, no "
               f"embedding): p50 {np.median(ask) * 1000:.1f} ms, CPU {ask_cpu:.1f} ms/query; with the embedder's "
               f"CPU that is {floor_cpu + ask_cpu:.1f} ms of CPU per question before HTTP")
@@ -222,12 +223,9 @@ def main() -> None:
         # question costs before HTTP (the baseline of the server's c=1 latency and CPU per request).
         real = Service(service.store, LocalMiniLM(cache_size=0, max_batch=1))
         real.ask(KB, "production", AskRequest(question=questions[0]))
-        real_ask, real_cpu = [], time.process_time()
-        for q in questions[:200]:  # the first questions the server's Azure run at c=1 asks (``cursor`` below)
-            t = time.perf_counter()
-            real.ask(KB, "production", AskRequest(question=q, top=3))
-            real_ask.append(time.perf_counter() - t)
-        real_cpu = (time.process_time() - real_cpu) / len(real_ask) * 1000
+        # on the first questions the server's Azure run at c=1 asks (``cursor`` below)
+        real_ask, real_cpu = one_by_one(lambda q: real.ask(KB, "production", AskRequest(question=q, top=3)),
+                                        questions[:200])
         real_p50 = float(np.median(real_ask)) * 1000
         print(f"Service.ask in-process with the model, one question at a time: p50 {real_p50:.1f} ms, CPU "
               f"{real_cpu:.1f} ms/query")
@@ -308,12 +306,7 @@ def main() -> None:
     asked = asked[::max(1, len(asked) // 600)]
     embedder = LocalMiniLM(cache_size=0, max_batch=1)
     embedder.embed([asked[0]])
-    same, same_cpu = [], time.process_time()
-    for q in asked:
-        t = time.perf_counter()
-        embedder.embed([q])
-        same.append(time.perf_counter() - t)
-    same_cpu = (time.process_time() - same_cpu) / len(same) * 1000
+    same, same_cpu = one_by_one(lambda q: embedder.embed([q]), asked)
     same_qps = len(same) / sum(same)
     print(f"embedder alone, one query at a time, on {len(asked)} of the {end - start} questions of the Azure run at "
           f"c=16: {same_qps:.0f} queries/s (p50 {np.median(same) * 1000:.1f} ms, CPU {same_cpu:.1f} ms/query), "

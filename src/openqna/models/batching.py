@@ -44,7 +44,7 @@ class Turns:
 
     Python runs one thread at a time.  A busy server's query threads (sixteen on two cores) would all contend for
     it at once, and so would the embedding worker, which needs it between two runs of the model to hand out one
-    batch and take the next: waiting behind the query threads, it left the model idle 10-20% of the time, and
+    batch and take the next: waiting behind the query threads, it left the model idle 9-23% of the time, and
     the batches that formed meanwhile were smaller.  Taking turns, the query threads queue on a semaphore instead,
     where they do not contend with the workers and the event loop.  A thread that gets no turn within
     ``patience`` seconds runs anyway (``late`` counts them): a turn held for long (a knowledge base's first query
