@@ -15,7 +15,8 @@ same run: ``GET /healthz`` of the same server (HTTP stack alone), the embedder's
 single-query throughput in-process (the model alone, no batcher; on the first 300 questions, and
 again after the server stopped on the questions the Azure run at concurrency 16 asked, which
 that run's ratio uses: the utterances differ in length, so a rate on other texts misleads by up
-to 20%), ``Service.ask`` in-process one
+to 20%; and the same questions in the server's batches on one thread, the most one embedding worker can
+do), ``Service.ask`` in-process one
 question at a time (on the first questions the Azure run at concurrency 1 asks), and the same server
 restarted with batching off and the query pool of before (``OPENQNA_EMBED_BATCH=1``,
 ``OPENQNA_QUERY_THREADS=4``), asked the questions the Azure runs at concurrency 1 and 16 asked.  Targets (issue 29): the Azure query at
@@ -190,6 +191,7 @@ def main() -> None:
     import numpy as np
     import psutil
 
+    from openqna import settings
     from openqna.cli import one_blas_thread
     from openqna.models.embedder import LocalMiniLM
     from openqna.service import AskRequest, Service
@@ -311,6 +313,18 @@ def main() -> None:
     print(f"embedder alone, one query at a time, on {len(asked)} of the {end - start} questions of the Azure run at "
           f"c=16: {same_qps:.0f} queries/s (p50 {np.median(same) * 1000:.1f} ms, CPU {same_cpu:.1f} ms/query), "
           f"{same_qps / floor_qps:.2f}x its rate on the first 300")
+    # What one embedding worker can do at most: the same questions in the server's batches (OPENQNA_EMBED_BATCH)
+    # on the batch session's one thread, back to back. The server runs one such worker per two cores, so its rate at
+    # c=16 can not pass this (its batches are this size or smaller, and the worker needs the interpreter between
+    # two of them), while the rate one at a time uses both cores for each question.
+    size = settings.embed_batch()
+    batches = [asked[i:i + size] for i in range(0, len(asked), size)]
+    embedder.embed_questions(batches[0])
+    batched, _ = one_by_one(embedder.embed_questions, batches)
+    ceiling = len(asked) / sum(batched)
+    print(f"embedder in batches of {size} on one thread (one embedding worker's most), on the same questions: "
+          f"{ceiling:.0f} queries/s ({sum(batched) / len(asked) * 1000:.2f} ms a question), {ceiling / same_qps:.2f}x "
+          f"its one-at-a-time rate; the Azure run at c=16 reached {best[('azure', 16)] / ceiling:.2f}x this ceiling")
     azure16, cores = best[("azure", 16)], os.cpu_count() or 1
     ratio16, cpu_ratio, c1_ratio = azure16 / same_qps, cpu_ms[("azure", 16)] / real_cpu, p50_ms[("azure", 1)] / real_p50
     print(f"issue 29: Azure query at c=16 {ratio16:.2f}x the embedder's one-at-a-time rate on the same questions "
