@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from datetime import datetime
 
 import numpy as np
@@ -57,6 +58,39 @@ def test_server_started_once_and_quickly(pg_server):
 
 
 # -- two processes, threads ---------------------------------------------------------------------
+def test_a_thread_waiting_for_postgresql_gives_its_turn_up(store, pg_dsn):
+    """A query thread's turn (``Service.turns``) is free while its read waits for the server: here for a lock that
+    another session holds on the project table.  Another thread gets the turn at once, not after the patience."""
+    from openqna.models.batching import Turns
+
+    turns = Turns(1, patience=5.0)
+    with psycopg.connect(pg_dsn) as locker:
+        locker.execute("LOCK TABLE projects IN ACCESS EXCLUSIVE MODE")
+        read: list[BaseException] = []
+
+        def ask() -> None:
+            with turns.held():
+                try:
+                    store.get_project("nowhere")
+                except NotFound as exc:
+                    read.append(exc)
+
+        reader = threading.Thread(target=ask)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not locker.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+            assert time.monotonic() < deadline, "the read never reached the locked table"
+            time.sleep(0.02)
+        t = time.perf_counter()
+        with turns.held():
+            waited = time.perf_counter() - t
+        assert not read, "the read was answered while its table was locked"
+        locker.rollback()  # releases the lock
+    reader.join(30)
+    assert waited < 1.0 and turns.late == 0, f"the other thread waited {waited:.2f} s for the turn (5 s: patience)"
+    assert len(read) == 1  # the read went on once the lock was gone, and found no such project
+
+
 def test_second_process_sees_writes(stores):
     a, b = stores
     a.create_project(Project("shared"))
@@ -349,8 +383,7 @@ def test_service_answers_alike_on_both_stores(tmp_path, pg_dsn, embedder):
         results = []
         for st in (lite_store, pg_store):
             service = Service(st, embedder)
-            # threads asking take turns on SQLite, not on PostgreSQL, whose reads wait on the network in a turn
-            assert (service.turns is None) == st.remote
+            assert service.turns is not None  # threads asking take turns on both stores
             service.import_content("surface", content)
             service.store.deploy("surface", "production")
             asked = []

@@ -153,9 +153,9 @@ class Service(Catalog):
         # Threads that ask at once (a server's query pool) take turns at their Python work, one per two cores as
         # the embedding workers, and give the turn up while they wait for the model (``models.batching.Turns``):
         # a server of bench/throughput.py's 10,000 QnAs at concurrency 16, 1.01-1.13x the requests/s and a lower
-        # p99 in each of eight paired runs.
-        # Not on a remote store, whose reads wait on the network within a turn.
-        self.turns = None if store.remote else Turns(max(1, (os.cpu_count() or 1) // 2))
+        # p99 in each of eight paired runs.  A remote store's reads give the turn up while they wait on the
+        # network (``PostgresStore._conn``).
+        self.turns = Turns(max(1, (os.cpu_count() or 1) // 2))
         self.embedder = embedder
         self.multilingual = MultilingualSpace(embedder, multilingual)
         self.indexes = IndexCache(store, nearest=engine_search(store))

@@ -42,6 +42,7 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
+from ..models.batching import paused
 from ..records import NotFound, ProjectNotFound, QnA
 from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
@@ -80,22 +81,25 @@ class PostgresStore(VectorSearch):
                                     configure=register_vector_types, open=True, name="openqna")
 
     # -- plumbing ------------------------------------------------------------------
+    # Every use of a connection gives the thread's turn up (``models.batching.paused``): it waits for a pooled
+    # connection and for the server's answers, and a query thread that held its turn meanwhile would keep the
+    # other query threads from their Python work (``Service.turns``).
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
         """A pooled connection in autocommit mode: each statement is its own transaction."""
-        with self._pool.connection() as conn:
+        with paused(), self._pool.connection() as conn:
             yield conn
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
         """One transaction: committed when the block ends, rolled back if it raises."""
-        with self._pool.connection() as conn, conn.transaction():
+        with paused(), self._pool.connection() as conn, conn.transaction():
             yield conn
 
     @contextmanager
     def _read_tx(self) -> Iterator[psycopg.Connection]:
         """A read-only transaction whose reads all see the database as of its first one (REPEATABLE READ)."""
-        with self._pool.connection() as conn, conn.transaction():
+        with paused(), self._pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
 
