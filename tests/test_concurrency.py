@@ -6,7 +6,7 @@ import time
 
 from starlette.concurrency import run_in_threadpool
 
-from openqna.api.concurrency import run_query
+from openqna.api.concurrency import STORE_THREADS, run_query, run_store
 
 
 class Overlap:
@@ -48,6 +48,29 @@ def test_other_blocking_work_does_not_wait_for_the_query_pool(monkeypatch):
         return other, await slow
 
     assert asyncio.run(main()) == ("upload done", True)
+
+
+def test_writes_stuck_on_the_store_hold_only_the_store_pool():
+    """Authoring handlers' store work waiting for a lock (SQLite's writer lock held by an import, say) holds at most
+    the store pool's threads: as many stuck writes as anyio's whole default pool (40) leave queries, uploads and
+    key checks free to run, and run themselves once the lock goes."""
+    release = threading.Event()
+    stuck = Overlap()
+
+    def write(i):
+        release.wait(10)
+        return stuck.run(i)
+
+    async def main():
+        writes = [asyncio.ensure_future(run_store(write, i)) for i in range(40)]
+        await asyncio.sleep(0.1)  # the store pool's threads now wait on the "lock"
+        query = await asyncio.wait_for(run_query(lambda: "answer"), 5)
+        other = await asyncio.wait_for(run_in_threadpool(lambda: "upload done"), 5)
+        release.set()
+        return query, other, await asyncio.gather(*writes)
+
+    assert asyncio.run(main()) == ("answer", "upload done", list(range(40)))
+    assert stuck.peak == STORE_THREADS
 
 
 def test_query_threads_default_to_eight_per_core(monkeypatch):

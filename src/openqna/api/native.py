@@ -233,7 +233,8 @@ class NativeRoutes:
         best = ranked[0].confidence if ranked and ranked[0].qna is not None else None
         given = [a for a in ranked if a.qna is None or a.confidence >= threshold][:top]
         if not given or given[0].qna is None:
-            given = [Answer(None, 0.0, default_text=self.service.project(project).default_answer)]
+            proj = await run_query(self.service.project, project)  # a store read: off the event loop
+            given = [Answer(None, 0.0, default_text=proj.default_answer)]
         out = []
         for a in ranked:
             item = answer_json(a)
