@@ -24,7 +24,6 @@ from openapi_spec_validator import validate
 
 from conftest import LiveServer, free_port
 from openqna.connected import connect_table
-from openqna.models.batching import Turns
 from openqna.records import InvalidArgument
 from openqna.retrieval.where import evaluate
 from openqna.retrieval.where_parse import parse_where
@@ -33,6 +32,7 @@ from openqna.store.connected_clickhouse import ChdbClient, chdb_session, close_c
 from openqna.store.connected_postgres import PostgresTable
 from openqna.store.sqlite import SQLiteStore
 from openqna.tables import TableSchema, parse_column
+from openqna.turns import Turns
 from pg import DATABASE, pg_server  # noqa: F401  (fixture)
 from test_cli import run
 from test_tools import ARXIV_COLUMNS, REFUSALS, arxiv_rows
@@ -194,7 +194,7 @@ def test_only_select_and_describe_statements_reach_the_engines(tmp_path, embedde
 
 
 def test_a_search_gives_its_turn_up_while_the_engine_answers(tmp_path, embedder, postgres, monkeypatch):
-    """A connected table's round trip is no Python work of the asking thread (``models.batching.Turns``): while
+    """A connected table's round trip is no Python work of the asking thread (``openqna.turns``): while
     the engine answers, another thread takes the turn, instead of waiting for the search or its patience."""
     service = Service(SQLiteStore(tmp_path), embedder)
     connect_table(service, "pg", postgres[0], postgres[1], vector="vector", text=["abstract"])

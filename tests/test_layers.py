@@ -40,7 +40,8 @@ from conftest import REPO
 SRC = REPO / "src"
 PACKAGE = "openqna"
 
-FOUNDATION = {"openqna", "openqna.records", "openqna.filter_ast", "openqna.settings", "openqna.clock"}
+FOUNDATION = {"openqna", "openqna.records", "openqna.filter_ast", "openqna.settings", "openqna.clock",
+              "openqna.turns"}
 SURFACE_PACKAGES = {"api", "evaluation"}
 SURFACE_MODULES = {"openqna.cli", "openqna.cli_common", "openqna.cli_keys", "openqna.cli_table", "openqna.server"}
 COMPONENTS = {"retrieval", "ingest", "formats"}

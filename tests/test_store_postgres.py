@@ -61,7 +61,7 @@ def test_server_started_once_and_quickly(pg_server):
 def test_a_thread_waiting_for_postgresql_gives_its_turn_up(store, pg_dsn):
     """A query thread's turn (``Service.turns``) is free while its read waits for the server: here for a lock that
     another session holds on the project table.  Another thread gets the turn at once, not after the patience."""
-    from openqna.models.batching import Turns
+    from openqna.turns import Turns
 
     turns = Turns(1, patience=5.0)
     with psycopg.connect(pg_dsn) as locker:

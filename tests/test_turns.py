@@ -1,4 +1,4 @@
-"""Threads that take turns at their Python work (``models.batching.Turns``) and give the turn up while they wait.
+"""Threads that take turns at their Python work (``openqna.turns``) and give the turn up while they wait.
 
 A busy server's query threads take turns so that they do not all contend for the interpreter with the embedding
 worker and the event loop (bench/throughput.py).  What must hold: at most ``n`` threads in turns at once; a
@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import CHITCHAT
-from openqna.models.batching import MicroBatcher, Turns, paused
+from openqna.models.batching import MicroBatcher
+from openqna.turns import Turns, paused
 
 
 class Overlap:

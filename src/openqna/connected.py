@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings
 from .filter_ast import Column, Filter
-from .models.batching import paused
 from .models.embedder import Embedder, get_embedder
 from .records import InvalidArgument, QnA
 from .store import Project, Store
 from .store.connected import Connection, TableColumn, TableEngine, open_engine, parse_url
+from .turns import paused
 
 if TYPE_CHECKING:
     from .service import Service
@@ -175,7 +175,7 @@ class ConnectedTables:
         limit = min(limit, settings.tools_max_limit())
         query = self.model(info).embed([subject])[0]
         reads = columns + [Column(n, "String") for n in text if all(c.name != n for c in columns)]
-        with paused():  # the engine's round trips: no Python work of this thread (``models.batching.Turns``)
+        with paused():  # the engine's round trips: no Python work of this thread (``openqna.turns``)
             engine = self.engine(project, info)
             rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
                                   limit)

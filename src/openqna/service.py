@@ -29,7 +29,6 @@ from .connected import ConnectedTables
 from .filter_ast import Column
 from .formats.limits import LIMITS
 from .keys import Caller, allows
-from .models.batching import Turns
 from .models.embedder import Embedder
 from .multilingual import FILLED, MultilingualSpace, hashed_space
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
@@ -42,6 +41,7 @@ from .retrieval.span import Span, best_spans, sentence_spans
 from .retrieval.where_parse import parse_where
 from .store import Project, Store, StoredQnA, Unit
 from .store.base import LIVE
+from .turns import Turns
 
 EMBED_BATCH = 16
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -151,7 +151,7 @@ class Service(Catalog):
         loaded on first need)."""
         super().__init__(store)
         # Threads that ask at once (a server's query pool) take turns at their Python work, one per two cores as
-        # the embedding workers, and give the turn up while they wait for the model (``models.batching.Turns``):
+        # the embedding workers, and give the turn up while they wait for the model (``openqna.turns``):
         # a server of bench/throughput.py's 10,000 QnAs at concurrency 16, 1.01-1.13x the requests/s and a lower
         # p99 in each of eight paired runs.  A remote store's reads give the turn up while they wait on the
         # network (``PostgresStore._conn``).

@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime as ort
 
 from openqna import settings
-from openqna.models.batching import MicroBatcher, paused
+from openqna.models.batching import MicroBatcher
 from openqna.models.onnx_export import (
     MINILM,
     MPNET,
@@ -31,6 +31,7 @@ from openqna.models.onnx_export import (
     load_tokenizer,
     pad_batch,
 )
+from openqna.turns import paused
 
 
 @runtime_checkable
@@ -127,7 +128,7 @@ class QueryCache:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [valid_unicode(t) for t in texts]
         if len(texts) != 1:
-            with paused():  # the model's run: no Python work of this thread (``batching.Turns``)
+            with paused():  # the model's run: no Python work of this thread (``openqna.turns``)
                 return self._run(texts)
         text = texts[0]
         with self._lock:
@@ -383,7 +384,7 @@ class OpenAIEmbedder:
 
     def _post(self, texts: list[str]) -> np.ndarray:
         try:
-            with paused():  # waiting on the network (``batching.Turns``)
+            with paused():  # waiting on the network (``openqna.turns``)
                 response = self._client.post(self.url, json={"model": self.model, "input": texts})
         except httpx.HTTPError as exc:
             raise EmbeddingServiceError(f"embedding request to {self.url} failed: {exc!r}") from exc

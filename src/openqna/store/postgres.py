@@ -42,8 +42,8 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
-from ..models.batching import paused
 from ..records import NotFound, ProjectNotFound, QnA
+from ..turns import paused
 from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
 from .clock import now_iso
 from .postgres_rows import PostgresIndexRows, dialog_from_json, dialog_json, json_value, register_vector_types
@@ -81,7 +81,7 @@ class PostgresStore(VectorSearch):
                                     configure=register_vector_types, open=True, name="openqna")
 
     # -- plumbing ------------------------------------------------------------------
-    # Every use of a connection gives the thread's turn up (``models.batching.paused``): it waits for a pooled
+    # Every use of a connection gives the thread's turn up (``openqna.turns.paused``): it waits for a pooled
     # connection and for the server's answers, and a query thread that held its turn meanwhile would keep the
     # other query threads from their Python work (``Service.turns``).
     @contextmanager
