@@ -245,6 +245,13 @@ def test_questions_on_one_index_share_a_product_and_get_the_cosines_they_get_alo
     alone = products.multiply([(columns[id(q)], columns[id(a)], vectors[0])])[0]
     assert alone[0].tobytes() == (vectors[0] @ columns[id(q)]).tobytes()
     assert alone[0].shape == (300,) and alone[1].shape == (120,)
+    # two or three questions on one index are multiplied one by one (cheaper than a product of so few rows): each
+    # gets the floats it gets alone
+    for n in (2, products.ALONE_UP_TO):
+        few = products.multiply([(columns[id(q)], columns[id(a)], v) for v in vectors[:n]])
+        for v, (q_sims, a_sims) in zip(vectors[:n], few):
+            assert q_sims.tobytes() == (v @ columns[id(q)]).tobytes()
+            assert a_sims.tobytes() == (v @ columns[id(a)]).tobytes()
 
 
 def test_field_columns_are_its_unit_matrix_transposed():
