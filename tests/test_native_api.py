@@ -158,7 +158,7 @@ def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_w
     assert httpx.post(url, json={"top": 1}, headers={"api-key": reader}).json()["error"]["target"] == "question"
 
 
-def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(service, secured):
+def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(service, secured, monkeypatch):
     from openqna.store import LoggedQuery
 
     server, admin = secured
@@ -197,6 +197,13 @@ def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(servic
     assert len(report["daily"]) == 7 and report["daily"][-1]["total"] == 5
     stored = service.store.list_queries("faq", "2000-01-01T00:00:00Z")
     assert not {"alice", "bob", "carol", "erin"} & {q.user_hash for q in stored}
+    # the log's opt-in check reads no project of its own: the question's read serves both
+    reads: list[str] = []
+    read = service.store.get_project
+    monkeypatch.setattr(service.store, "get_project", lambda name: reads.append(name) or read(name))
+    ask("are you open on sundays", "frank")
+    monkeypatch.undo()
+    assert reads == ["faq"] and len(service.store.list_queries("faq", "2000-01-01T00:00:00Z")) == 6
     # retention: older queries go when the setting is applied, and turning the log off forgets it all
     service.store.log_queries("faq", [LoggedQuery("2020-01-01T00:00:00Z", "production", "old", "", -1, 0.0)])
     httpx.put(settings_url, json={"enabled": True, "retentionDays": 1}, headers={"api-key": admin})

@@ -74,11 +74,14 @@ class QueryLog:
         return LogSettings(enabled, retention_days)
 
     def record(self, project: str, deployment: str, question: str, user_id: str, qna_id: int,
-               confidence: float) -> bool:
-        """Log one question asked of ``deployment`` when the project has opted in; True when it was logged."""
+               confidence: float, *, settings: dict[str, Any] | None = None) -> bool:
+        """Log one question asked of ``deployment`` when the project has opted in; True when it was logged.
+        ``settings``: the project's settings as just read (when the question was asked), else read here."""
         if deployment.lower() == LIVE or not question.strip():
             return False
-        raw: dict[str, Any] = self.store.get_project(project).settings.get(SETTINGS_KEY) or {}
+        if settings is None:
+            settings = self.store.get_project(project).settings
+        raw: dict[str, Any] = settings.get(SETTINGS_KEY) or {}
         if not raw.get("enabled"):
             return False
         user_hash = hmac.new(str(raw["salt"]).encode(), user_id.encode(), hashlib.sha256).hexdigest()[:24] \

@@ -499,9 +499,13 @@ class Service(Catalog):
                 for query, view in zip(queries, views)]
 
     # -- asking -----------------------------------------------------------------------
-    @taking_turns
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
         """Azure's query semantics: qnaId lookup, context, filters, threshold, one default answer."""
+        return self.ask_in(project, deployment, req)[0]
+
+    @taking_turns
+    def ask_in(self, project: str, deployment: str, req: AskRequest) -> tuple[list[Answer], Project]:
+        """``ask``, with the project as read for it (its settings, such as the query log's, need no second read)."""
         proj = self.store.get_project(project)
         index = self.indexes.get(project, deployment)
         if req.qna_id is None and index.n:
@@ -514,8 +518,8 @@ class Service(Catalog):
             if answers and req.span is not None:
                 self._add_spans(req, vector, answers)
         if not answers:
-            return [Answer(None, 0.0, default_text=proj.default_answer)]
-        return answers
+            return [Answer(None, 0.0, default_text=proj.default_answer)], proj
+        return answers, proj
 
     @property
     def reads_cjk(self) -> bool:
