@@ -32,6 +32,7 @@ SCRIPTS = {
     "tools": "where_str compile and filtered search vs unfiltered",
     "vector_store": "vector store search at 10k and 100k chunks, in-process and over HTTP, vs the query embedding",
     "throughput": "HTTP requests/s at concurrency 1/4/16 vs /healthz and the embedder alone",
+    "throughput_pg": "HTTP requests/s of the Azure query on PostgreSQL vs the same server on SQLite",
     "batching": "the question embedder's batch size against its threads; scoring question vectors in one product",
     "hotspots": "py-spy profile of a server answering Azure queries at concurrency 16, batching off and on",
     "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
