@@ -116,6 +116,18 @@ def test_synonyms_expand_the_query(kb):
     assert with_syn.confidence > without.confidence
 
 
+def test_synonyms_are_read_once_per_change_of_the_knowledge_base(kb, monkeypatch):
+    reads = []
+    read = kb.store.get_synonyms
+    monkeypatch.setattr(kb.store, "get_synonyms", lambda *a: reads.append(a) or read(*a))
+    for question in ("connect a second screen", "charging time", "connect a second display"):
+        ask(kb, question, top=1)
+    assert len(reads) == 1  # kept with the index
+    kb.store.set_synonyms("surface", [])  # a new version: read again (test_synonyms_expand_the_query: and used)
+    ask(kb, "connect a second screen", top=1)
+    assert len(reads) == 2
+
+
 def test_synonyms_never_lower_an_exact_match(service):
     service.import_content("hours", KnowledgeBaseContent(qnas=[
         QnA(["What are your opening hours?"], "We are open 9 to 5, Monday to Friday.", id=1),

@@ -554,6 +554,9 @@ class Service(Catalog):
         """
         question = req.question or ""
         embedder, reads_cjk = self.embedder, self.reads_cjk
+        synonyms = index.synonyms
+        if synonyms is None:  # once per index version (``MemIndex.synonyms``)
+            synonyms = index.synonyms = self.store.get_synonyms(project, deployment)
         view = self.multilingual.index_for(index, question)
         if view is not None:
             index, embedder, reads_cjk, calibration = view, self.multilingual.embedder, True, calibrations.MULTILINGUAL
@@ -572,7 +575,6 @@ class Service(Catalog):
                     if exact_key(p.display_text) == key:
                         exact_prompt.add(p.qna_id)
         eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
-        synonyms = self.store.get_synonyms(project, deployment)
         expanded = expand_with_synonyms(question, synonyms)
         previous = (req.previous_user_query or "").strip()
         # The expanded question is what the vector and the keyword features read; the exact match reads the

@@ -70,6 +70,10 @@ def _has_where_nodes(f: Filter) -> bool:
 class MemIndex:
     """The searchable state of one knowledge base deployment at one change sequence."""
 
+    # The deployment's synonym groups, read on first need (``Service.rank``) and kept with the index: a change of
+    # synonyms moves the change sequence, so the next question gets a new index and reads them again.
+    synonyms: list[list[str]] | None = None
+
     def __init__(self, records: list[IndexRecord], dim: int, version: int,
                  hashes: dict[int, str] | None = None):
         """``hashes``: each record's content hash, which lets ``updated`` apply later changes in place."""
