@@ -341,11 +341,13 @@ class PostgresStore(VectorSearch):
             raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
         return [row[1:] for row in rows]
 
+    _QNAS_CHECKED = _CHECKED.format(cols=", ".join(f"r.{c}" for c in _QNA_COLS.split(", ")), table="records r",
+                                    table_key="r", more=" AND r.id=ANY(%s)")
+    _SYNONYMS_CHECKED = _CHECKED.format(cols="s.groups", table="synonyms s", table_key="s", more="")
+
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:
-        sql = self._CHECKED.format(cols=", ".join(f"r.{c}" for c in self._QNA_COLS.split(", ")), table="records r",
-                                   table_key="r", more=" AND r.id=ANY(%s)")
         with self._conn() as db:
-            rows = db.execute(sql, (deployment == LIVE, deployment, deployment, [int(i) for i in ids],
+            rows = db.execute(self._QNAS_CHECKED, (deployment == LIVE, deployment, deployment, [int(i) for i in ids],
                                     project)).fetchall()
         return {r[0]: self._qna_row(r) for r in self._checked(rows, project, deployment) if r[0] is not None}
 
@@ -373,9 +375,8 @@ class PostgresStore(VectorSearch):
             return {kind: count for kind, count in rows}
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
-        sql = self._CHECKED.format(cols="s.groups", table="synonyms s", table_key="s", more="")
         with self._conn() as db:
-            rows = db.execute(sql, (deployment == LIVE, deployment, deployment, project)).fetchall()
+            rows = db.execute(self._SYNONYMS_CHECKED, (deployment == LIVE, deployment, deployment, project)).fetchall()
         groups: list[list[str]] | None = self._checked(rows, project, deployment)[0][0]
         return groups or []
 
