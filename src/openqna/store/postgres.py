@@ -55,6 +55,11 @@ def _not_found(name: str) -> ProjectNotFound:
     return ProjectNotFound(f"The specified project was not found: {name}.")
 
 
+# Whether the deployment named by the second parameter exists in project ``p`` (the first parameter: it is the
+# live state, which always does), selected first by every read that checks it (``PostgresStore._checked``).
+_DEPLOYED = "%s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s)"
+
+
 class PostgresStore(VectorSearch):
     """Store protocol on PostgreSQL + pgvector; safe to share across threads and processes.
 
@@ -315,26 +320,20 @@ class PostgresStore(VectorSearch):
 
     @staticmethod
     def _deployment_pid(db: psycopg.Connection, project: str, deployment: str) -> int:
-        row = db.execute('SELECT id, %s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id'
-                         ' AND d.name=%s) FROM projects p WHERE lower(name)=lower(%s COLLATE "C")',
-                         (deployment == LIVE, deployment, project)).fetchone()
-        if row is None:
-            raise _not_found(project)
-        if not row[1]:
-            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
-        project_id: int = row[0]
+        rows = db.execute(f'SELECT {_DEPLOYED}, p.id FROM projects p WHERE lower(p.name)=lower(%s COLLATE "C")',
+                          (deployment == LIVE, deployment, project)).fetchall()
+        project_id: int = PostgresStore._checked(rows, project, deployment)[0][0]
         return project_id
 
     # A question's reads (``get_qnas``, ``get_synonyms``) check the project and the deployment in the same statement
     # as their rows: one round trip each instead of two (bench/throughput_pg.py).
-    _CHECKED = ('SELECT %s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s), {cols}'
-                ' FROM projects p LEFT JOIN {table} ON {table_key}.project_id=p.id AND {table_key}.deployment=%s{more}'
-                ' WHERE lower(p.name)=lower(%s COLLATE "C")')
+    _CHECKED = (f'SELECT {_DEPLOYED}, {{cols}} FROM projects p LEFT JOIN {{table}} ON {{table_key}}.project_id=p.id'
+                ' AND {table_key}.deployment=%s{more} WHERE lower(p.name)=lower(%s COLLATE "C")')
 
     @staticmethod
     def _checked(rows: list[tuple[Any, ...]], project: str, deployment: str) -> list[tuple[Any, ...]]:
-        """The rows of a ``_CHECKED`` statement past the check (first column): raises if the project or deployment
-        does not exist."""
+        """The rows of a statement that selects ``_DEPLOYED`` first from the named project, past that column: raises
+        if the project (no row) or the deployment does not exist."""
         if not rows:
             raise _not_found(project)
         if not rows[0][0]:
@@ -441,16 +440,12 @@ class PostgresStore(VectorSearch):
     def current(self, project: str, deployment: str = LIVE) -> tuple[int, int]:
         """(project id, version) in one round trip; raises if the project or deployment does not exist."""
         with self._conn() as db:
-            row = db.execute(
-                'SELECT id, %s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s),'
-                ' (SELECT seq FROM versions v WHERE v.project_id=p.id AND v.deployment=%s)'
-                ' FROM projects p WHERE lower(name)=lower(%s COLLATE "C")',
-                (deployment == LIVE, deployment, deployment, project)).fetchone()
-        if row is None:
-            raise _not_found(project)
-        if not row[1]:
-            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
-        return row[0], row[2] or 0
+            rows = db.execute(
+                f'SELECT {_DEPLOYED}, p.id, (SELECT seq FROM versions v WHERE v.project_id=p.id AND v.deployment=%s)'
+                ' FROM projects p WHERE lower(p.name)=lower(%s COLLATE "C")',
+                (deployment == LIVE, deployment, deployment, project)).fetchall()
+        pid, seq = self._checked(rows, project, deployment)[0]
+        return pid, seq or 0
 
     @contextmanager
     def read_index_rows(self, project_id: int, deployment: str) -> Iterator[PostgresIndexRows]:
