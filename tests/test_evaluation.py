@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO, SHARED_DATA
-from openqna.evaluation import datasets, metrics, regimes, run_eval
+from openqna.evaluation import datasets, guard, metrics, regimes, run_eval
 from openqna.evaluation import documents as doc_eval
-from openqna.evaluation.baselines import fused
+from openqna.evaluation.baselines import SIGNALS, fused
 from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.regime_report import plot_name
 from openqna.evaluation.regimes import Outcome, Question
 from openqna.evaluation.spans import sample_by_paragraph
 from openqna.models.embedder import HashEmbedder
@@ -298,7 +299,8 @@ def _same_questions_as_the_default(m: dict, acc: dict) -> None:
 def test_quick_run_covers_every_regime(quick):
     out, m = quick
     r = m["regimes"]
-    assert list(r) == ["many questions", "one question", "documents", "tiny"]
+    assert list(r) == ["many questions", "one question", "one question, Chinese", "one question, intent names",
+                       "one question, written from the answer", "documents", "tiny"]
     for regime, data in r.items():
         questions = data["questions"]
         for split in regimes.SPLITS:
@@ -306,20 +308,23 @@ def test_quick_run_covers_every_regime(quick):
             mine = [q for q in questions if q["split"] == split]
             inscope = [q for q in mine if q["gold"] is not None]
             assert s["questions"] == len(mine) > 0 and s["inscope"] == len(inscope) > 0, (regime, split)
-            assert s["offtopic"] > 0, (regime, split)  # off-topic rejection is measured in every regime
             assert s["top1"] == pytest.approx(sum(q["right"] for q in inscope) / len(inscope))
             assert 0.0 <= s["top1"] <= s["mrr5"] <= 1.0
             answered = [q for q in mine if q["confidence"] >= 0.5]
             if answered:
                 assert s["precision"] == pytest.approx(sum(q["right"] for q in answered) / len(answered))
             assert sum(b["questions"] for b in s["bins"]) == len(mine)
+        # off-topic rejection is measured in every regime (the quick run's four XQuAD paragraphs leave out too few
+        # to give both splits off-topic questions)
+        assert all(data["summary"]["all"][split]["offtopic"] > 0 for split in regimes.SPLITS) or \
+            regime == "one question, written from the answer" and data["summary"]["all"]["test"]["offtopic"] > 0
         for q in questions:
             assert set(q) >= {"kb", "split", "question", "gold", "top", "confidence", "right"}
             assert not (q["right"] and q["gold"] is None)  # an off-topic question is never right
         texts = {}
         for q in questions:  # a question (per KB) sits in one split only
             assert texts.setdefault((q["kb"], q["question"]), q["split"]) == q["split"]
-        assert (out / f"reliability-{regime.replace(' ', '-')}.png").exists()
+        assert (out / plot_name(regime)).exists()
     assert {"doc-structured", "doc-product-manual"} == set(r["documents"]["kbs"])
     assert "tiny-sample-kb" in r["tiny"]["kbs"] and all(k["records"] < 30 for k in r["tiny"]["kbs"].values())
     charge = [q for q in r["documents"]["questions"] if q["question"] == "how long it takes to charge surface?"]
@@ -345,3 +350,65 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     assert len(sample) == 60 and sum(q["gold"] is None for q in sample) == 20
     assert r["summary"]["all"]["test"]["inscope"] > 0
     assert "## Chinese and Japanese" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_real_faq_pages_are_one_question_regimes_with_real_answers(quick):
+    """covid-q and covid-qsim-deepset (and Tianchi's Chinese set) are FAQ pages of one question per QnA, judged by
+    their gold entries; the intent sets cut to one question are a regime of their own, fitted on by nothing."""
+    _, m = quick
+    r = m["regimes"]
+    assert {"covid-q", "covid-qsim-deepset"} <= set(r["one question"]["kbs"])
+    assert not any(kb.startswith(("banking77", "hwu64")) for kb in r["one question"]["kbs"])
+    assert set(r["one question, intent names"]["kbs"]) == {"banking77-one-question", "hwu64-one-question"}
+    assert set(r["one question, Chinese"]["kbs"]) == {"covid-qsim-tianchi-zh-dev"}
+    covid = [q for q in r["one question"]["questions"] if q["kb"] == "covid-q"]
+    assert {q["split"] for q in covid if q["gold"]} == {"dev", "test"} and any(q["gold"] is None for q in covid)
+    for q in covid:
+        if q["gold"] is not None:  # the answer judged right is the gold entry's: right iff its rank is 1
+            assert q["origin"] and set(q["signals"]) == set(SIGNALS)
+            assert q["right"] == (q["rank"] == 1)
+    # the real users' subset leaves out the questions the data set's author wrote
+    real = r["one question"]["subsets"]["covid-q, real users"]
+    mine = [q for q in covid if q["origin"] != "author_written" and q["split"] == "test"]
+    assert real["test"]["questions"] == len(mine)
+
+
+def test_single_signals_are_counted_per_set(quick):
+    _, m = quick
+    for regime in m["regimes"].values():
+        for kb in regime["kbs"]:
+            test = regime["summary"][kb]["test"]
+            mine = [q for q in regime["questions"] if q["kb"] == kb and q["split"] == "test" and q["gold"]]
+            for name in SIGNALS:
+                assert test["signals"][name] == pytest.approx(sum(q["signals"][name] for q in mine) / len(mine))
+            right = sum(q["right"] and q["confidence"] >= 0.5 for q in mine) / len(mine)
+            assert test["right_at_t"] == pytest.approx(right)
+
+
+def test_guard_reads_back_its_own_table_and_refuses_a_fall(quick):
+    out, m = quick
+    report = (out / "report.md").read_text(encoding="utf-8")
+    sets = guard.sets_of(m)
+    committed = guard.committed_figures(report)
+    assert committed == {s.name: (round(s.top1, 3), round(s.right_at_t, 3)) for s in sets} and len(committed) > 20
+    floors = {s.name for s in sets if not s.floor_met}
+    verdict = guard.check(m, committed)  # the same figures: nothing fell
+    assert not verdict.regressed and {line.split(" top-1 ")[0] for line in verdict.below_floor} == floors
+    assert verdict.compared == len(sets)
+    name = next(s.name for s in sets if s.top1 < 0.98)
+    higher = dict(committed)
+    higher[name] = (committed[name][0] + 0.02, committed[name][1])  # the report said two points more
+    fell = guard.check(m, higher)
+    assert not fell.ok and fell.regressed == [f"{name} top-1 {committed[name][0] + 0.02:.3f} -> "
+                                              f"{next(s.top1 for s in sets if s.name == name):.3f}"]
+    half = dict(committed)
+    half[name] = (committed[name][0] + 0.009, committed[name][1])  # within the point allowed
+    assert not guard.check(m, half).regressed
+    assert guard.committed_figures("# Answer quality\n\nno guard here\n") == {}
+
+
+def test_guard_holds_each_set_to_its_best_single_signal():
+    figures = guard.SetFigures("kb", "one question", 100, 0.806, 0.5, {"bm25-q": 0.6, "dense-a": 0.81})
+    assert figures.best_signal == ("dense-a", 0.81) and figures.floor_met  # within half a point
+    figures.signals["dense-q"] = 0.812
+    assert not figures.floor_met

@@ -345,6 +345,11 @@ def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool, only
     metrics = run_eval(datasets_dir, out_dir, quick=quick, threshold=threshold, progress=True, only=only)
     click.echo(f"wrote {out_dir / 'report.md'} and {len(metrics.get('plots', []))} plots"
                f" in {metrics['timing']['total_seconds']:.0f} s")
+    verdict = metrics.get("guard")
+    if verdict is not None:
+        click.echo(verdict["message"], err=not verdict["ok"])
+        if not verdict["ok"]:
+            raise SystemExit(1)
 
 
 @main.command("mcp")

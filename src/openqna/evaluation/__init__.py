@@ -35,9 +35,11 @@ from ..service import Service
 from . import (
     cjk,
     cjk_report,
+    conversations,
     datasets,
     faq,
     faq_regimes,
+    guard,
     offtopic,
     passages,
     regimes,
@@ -70,13 +72,16 @@ class Plan:
     per_answer_queries: int | None = None
     documents: tuple[str, ...] | None = None
     document_questions: int | None = None
+    conversation_questions: int | None = 150  # off-topic and in-scope questions per KB asked as a second turn
+    faq_queries: int | None = None  # of each real FAQ page's queries (covid-q, ...), a seeded sample of this many
 
 
 FULL = Plan(span_questions={"xquad-en": None, "xquad-zh": None, "jsquad": 1500})
 QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_queries=6, scifact_extra_docs=30,
              span_questions=dict.fromkeys(datasets.SPAN_SETS, 12), paragraphs=dict.fromkeys(datasets.SPAN_SETS, 4),
              regime_offtopic=6, tiny_offtopic=6, per_answer_queries=3,
-             documents=("structured.docx", "product-manual.pdf"), document_questions=3)
+             documents=("structured.docx", "product-manual.pdf"), document_questions=3, faq_queries=24,
+             conversation_questions=6)
 
 
 def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: float = DEFAULT_THRESHOLD,
@@ -134,8 +139,13 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                 for name, limit in plan.span_questions.items()}
                 step("spans", t)
                 t = time.perf_counter()
-                metrics["regimes"] = regime_results(service, data_dir, plan, seed, threshold, kbs)
+                built = build_regimes(service, data_dir, plan, seed, kbs)
+                metrics["regimes"] = ask_regimes(service, built, threshold)
                 step("regimes", t)
+                t = time.perf_counter()
+                metrics["conversations"] = conversations.evaluate(service, built, seed=seed, threshold=threshold,
+                                                                  per_kb=plan.conversation_questions)
+                step("conversations", t)
                 t = time.perf_counter()
                 metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
                                               limit=plan.paragraphs["jsquad"])
@@ -168,6 +178,11 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
     step("accurate_model", t)
     metrics["timing"] = {**timing, "embedding_model_seconds": round(embedder.model_seconds, 1),
                          "texts_embedded": embedder.misses, "texts_from_cache": embedder.hits}
+    if not quick:  # a quick run's subsets are not the report's sets: nothing to hold them against
+        committed = guard.committed_figures(guard.committed_report(out_dir / "report.md") or "")
+        verdict = guard.check(metrics, committed)
+        metrics["guard"] = {"committed": committed, "below_floor": verdict.below_floor,
+                            "regressed": verdict.regressed, "ok": verdict.ok, "message": verdict.message()}
     t = time.perf_counter()
     metrics["plots"] = report.write_plots(out_dir, metrics)
     step("plots", t)
@@ -200,8 +215,14 @@ def _faq_and_offtopic(service: Service, data_dir: Path, plan: Plan, seed: int, t
 
 
 def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, threshold: float,
-             faq_kbs: list[faq.KnowledgeBase]) -> dict:
+                   faq_kbs: list[faq.KnowledgeBase]) -> dict:
     """Every regime's knowledge bases built in ``service`` and asked; summaries and per-question outcomes."""
+    return ask_regimes(service, build_regimes(service, data_dir, plan, seed, faq_kbs), threshold)
+
+
+def build_regimes(service: Service, data_dir: Path, plan: Plan, seed: int,
+                  faq_kbs: list[faq.KnowledgeBase]) -> list[regimes.RegimeKB]:
+    """Every regime's knowledge bases, built in ``service`` (``faq_kbs``: the FAQ matching KBs, built already)."""
     banking, hwu = datasets.banking77(data_dir), datasets.hwu64(data_dir)
     by_name = {kb.project: kb for kb in faq_kbs}
     asked = {name: [q for q, _ in by_name[name].queries] for name in ("banking77", "hwu64")}
@@ -222,10 +243,28 @@ def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, thre
                                                    answers=plan.chitchat_answers,
                                                    per_answer_queries=plan.per_answer_queries, source="banking77")
               for p in datasets.CHITCHAT_PERSONALITIES]
+    # FAQ pages with real answers and one question each: real users' questions (covid-q, off-topic: its questions
+    # that no entry answers), annotators' paraphrases (covid-qsim-deepset) and Chinese patients' questions matched
+    # to stored ones (covid-qsim-tianchi-zh, whose entries have no answer text)
+    covid = datasets.covid_q(data_dir)
+    built.append(faq_regimes.real_faq_kb(
+        service, covid, faq_regimes.offtopic_sample(covid.unanswered, plan.regime_offtopic, seed, covid.name),
+        seed=seed, source="covid-q questions no entry answers", queries=plan.faq_queries))
+    built.append(faq_regimes.real_faq_kb(service, datasets.covid_qsim_deepset(data_dir),
+                                         off("banking77", "covid-qsim-deepset"), seed=seed, source="banking77",
+                                         queries=plan.faq_queries))
+    zh_off = [q.question for q in datasets.squad(data_dir, datasets.SPAN_SETS["xquad-zh"][0])]
+    tianchi = faq_regimes.real_faq_kb(
+        service, datasets.covid_qsim_tianchi_zh(data_dir),
+        faq_regimes.offtopic_sample(zh_off, plan.regime_offtopic, seed, "tianchi"), seed=seed,
+        source="xquad-zh questions", queries=plan.faq_queries)
+    tianchi.regime, tianchi.notes = faq_regimes.ONE_ZH, "no answer texts: each entry's answer is its question"
+    built.append(tianchi)
     # an FAQ page whose answers say a lot: Wikipedia paragraphs, each stored with one question written about it
-    # and asked the others (cjk.paragraph_kbs; the same splits as the CJK section's English FAQ KB)
+    # and asked the others (cjk.paragraph_kbs; the same splits as the CJK section's English FAQ KB); its questions
+    # were written from the paragraph, so it is a regime of its own, not an FAQ page's
     for kb in cjk.paragraph_kbs(service, data_dir, "xquad-en", seed=seed, limit=plan.paragraphs["xquad-en"],
-                                kinds=("faq",), prefix="one-question", regime=faq_regimes.ONE):
+                                kinds=("faq",), prefix="one-question", regime=faq_regimes.PARAGRAPH_FAQ):
         kb.offtopic_source = "questions about paragraphs left out"
         built.append(kb)
     built += document_kbs(service, data_dir, seed=seed, documents=plan.documents,
@@ -239,8 +278,13 @@ def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, thre
     built.append(tiny.banking_cut(service, banking, off("hwu64", "tiny-banking77", plan.tiny_offtopic), seed=seed,
                                   per_intent_queries=plan.per_intent_queries))
     service.embedder.embed([q.text for kb in built for q in kb.questions])  # fills the cache only, as above
+    return built
+
+
+def ask_regimes(service: Service, built: list[regimes.RegimeKB], threshold: float) -> dict:
+    """Each regime's KBs of ``built`` asked: summaries (per KB and split) and every outcome."""
     out: dict = {}
-    for name in (faq_regimes.MANY, faq_regimes.ONE, DOCUMENTS, tiny.TINY):
+    for name in REGIMES:
         mine = [kb for kb in built if kb.regime == name]
         outcomes = [o for kb in mine for o in regimes.ask_all(service, kb)]
         out[name] = {
@@ -249,10 +293,30 @@ def regime_results(service: Service, data_dir: Path, plan: Plan, seed: int, thre
                                  "offtopic_source": kb.offtopic_source, "notes": kb.notes} for kb in mine},
             "summary": {group: {split: asdict(s) for split, s in by_split.items()}
                         for group, by_split in regimes.summaries(outcomes, threshold).items()},
+            "subsets": subsets(outcomes, threshold),
             "questions": [asdict(o) for o in outcomes]}
     return out
 
 
+# Questions a data set marks as written by its own author (covid-q's "author_written"), left out of a KB's subset
+# of the questions real users (and other FAQ sites) asked.
+AUTHOR_WRITTEN = "author_written"
+
+
+def subsets(outcomes: list[regimes.Outcome], threshold: float) -> dict:
+    """``{"KB, real users": {split: summary}}`` for every KB some of whose in-scope questions have an ``origin``:
+    its questions without the ones its data set's author wrote (off-topic ones kept)."""
+    marked = {o.kb for o in outcomes if o.origin == AUTHOR_WRITTEN}
+    out = {}
+    for kb in sorted(marked):
+        mine = [o for o in outcomes if o.kb == kb and o.origin != AUTHOR_WRITTEN]
+        out[f"{kb}, real users"] = {split: asdict(regimes.summary([o for o in mine if o.split == split], threshold))
+                                    for split in regimes.SPLITS}
+    return out
+
+
+REGIMES = (faq_regimes.MANY, faq_regimes.ONE, faq_regimes.ONE_ZH, faq_regimes.ONE_INTENT, faq_regimes.PARAGRAPH_FAQ,
+           DOCUMENTS, tiny.TINY)
 CJK_ONLY = "cjk"
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..filter_ast import KindIn
 from ..retrieval.analyze import analyze
 from ..retrieval.memindex import MemIndex
 from ..service import AskRequest, Service
@@ -71,3 +72,41 @@ def rank_all(service: Service, project: str, question: str, *, field: str, top: 
     out = {name: [int(index.ids[r]) for r in rows] for name, rows in ids.items()}
     out["ranker"] = ranked
     return Ranking(out, confidence)
+
+
+# The single signals every regime KB's ranker is held against (``make eval``'s guard): BM25 alone and dense alone,
+# each reading a record's questions ("q"), its answer or passage text ("a"), or all of its units ("all": a record
+# takes its best unit over both fields).  The guard's floor is the best of all six on each set, so the ranker is
+# held against whichever single signal reads that kind of KB best, chosen after the fact.
+SIGNALS = ("bm25-q", "bm25-a", "bm25-all", "dense-q", "dense-a", "dense-all")
+
+
+def single_signal_tops(service: Service, project: str, question: str, *,
+                       include_unstructured: bool = False) -> dict[str, int | None]:
+    """The first record id of each of ``SIGNALS`` for one question (None: BM25 matched nothing).
+
+    The records that may answer are those ``Service.ask`` lets answer (QnAs, and passages when
+    ``include_unstructured``; no context-only record), and a question with Chinese, Japanese or Korean text
+    asked of a KB with the multilingual space is read there, with that space's encoder, as the ranker reads it.
+    """
+    index: MemIndex = service.indexes.get(project)
+    view = service.multilingual.index_for(index, question)
+    embedder = service.embedder if view is None else service.multilingual.embedder
+    index = index if view is None else view
+    kinds = ("qna", "passage") if include_unstructured else ("qna",)
+    allowed = index.mask(KindIn(kinds)) & ~index.context_only
+    if not allowed.any():
+        return dict.fromkeys(SIGNALS)
+    terms = analyze(question)
+    vector = embedder.embed([question])[0]
+    scores = {}
+    for name, per_field in (("bm25", lambda f: index.bm25(terms, f, allowed)),
+                            ("dense", lambda f: index.dense(vector, f, allowed))):
+        q, a = per_field("q"), per_field("a")  # dense: -1 where a record has no unit in the field
+        scores.update({f"{name}-q": q, f"{name}-a": a, f"{name}-all": np.maximum(q, a)})
+    out: dict[str, int | None] = {}
+    for name, s in scores.items():
+        order = _order(s, allowed)
+        best = int(order[0])
+        out[name] = None if name.startswith("bm25") and s[best] <= 0 else int(index.ids[best])
+    return out

@@ -121,3 +121,56 @@ def squad(data_dir: Path, relative: str) -> list[SpanQuestion]:
                 out.append(SpanQuestion(qa["id"], qa["question"], paragraph["context"],
                                         [a["text"] for a in qa["answers"]], qa["answers"][0]["answer_start"]))
     return out
+
+
+@dataclass
+class FaqData:
+    """A one-question FAQ with real answers: ``entries`` (id, question, answer), ``queries`` (text, gold ids,
+    origin) asked of it, and ``unanswered`` questions no entry answers (off-topic probes; may be empty)."""
+
+    name: str
+    entries: list[tuple[str, str, str]]
+    queries: list[tuple[str, tuple[str, ...], str]]
+    unanswered: list[str]
+
+
+def _tsv(path: Path) -> list[dict[str, str]]:
+    """A derived file of ``../shared/data``: tab-separated with a header, no quoting."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def covid_q(data_dir: Path) -> FaqData:
+    """COVID-Q: 245 FAQ entries (one stored question, a real answer), 594 questions of real users and of other FAQ
+    sites (``origin``; 166 the dataset's author wrote), and 763 questions of classes with no answer."""
+    folder = data_dir / "covid-q" / "derived"
+    entries = [(e["faq_id"], e["question"], e["answer"]) for e in _jsonl(folder / "faq.jsonl")]
+    queries = [(r["query"], (r["faq_id"],), r["origin"]) for r in _tsv(folder / "queries.tsv")]
+    unanswered = [r["query"] for r in _tsv(folder / "unanswered_questions.tsv")]
+    return FaqData("covid-q", entries, queries, unanswered)
+
+
+def covid_qsim_deepset(data_dir: Path) -> FaqData:
+    """deepset's COVID-QA question similarity: 210 health agencies' FAQ entries, 240 annotators' paraphrases."""
+    folder = data_dir / "covid-qsim-deepset" / "derived"
+    entries = [(e["faq_id"], e["question"], e["answer"]) for e in _jsonl(folder / "faq.jsonl")]
+    queries = [(r["query"], tuple(r["faq_ids"].split(",")), "paraphrase") for r in _tsv(folder / "queries.tsv")]
+    return FaqData("covid-qsim-deepset", entries, queries, [])
+
+
+def covid_qsim_tianchi_zh(data_dir: Path, split: str = "dev") -> FaqData:
+    """Tianchi's Chinese patient-question matching, one split: its stored questions (no answer texts: the entry's
+    answer is its question) and the paraphrases labelled with them (the hard negatives are left out: they may
+    match another entry)."""
+    folder = data_dir / "covid-qsim-tianchi-zh" / "derived"
+    entries = [(r["faq_id"], r["question"], r["question"]) for r in _tsv(folder / "faq.tsv") if r["split"] == split]
+    golds: dict[str, list[str]] = defaultdict(list)
+    for r in _tsv(folder / "queries.tsv"):
+        if r["split"] == split and r["label"] == "1" and r["faq_id"] not in golds[r["query"]]:
+            golds[r["query"]].append(r["faq_id"])
+    return FaqData(f"covid-qsim-tianchi-zh-{split}", entries,
+                   [(text, tuple(ids), "paraphrase") for text, ids in golds.items()], [])

@@ -29,7 +29,10 @@ from .faq import KnowledgeBase
 from .regimes import Question, RegimeKB, assign_splits
 
 MANY = "many questions"
-ONE = "one question"
+ONE = "one question"  # FAQ pages with real answers: what the FAQ-page weights are fitted and held to
+ONE_ZH = "one question, Chinese"  # Chinese questions matched to stored ones (no answer texts)
+ONE_INTENT = "one question, intent names"  # intent sets cut to one question, the intent's name as the answer
+PARAGRAPH_FAQ = "one question, written from the answer"  # a question written from each paragraph, asked others
 
 
 def answers_of(service: Service, project: str) -> dict[int, str]:
@@ -76,7 +79,7 @@ def one_question_intent_kb(service: Service, data: datasets.IntentData, offtopic
             questions.append(Question(text, datasets.humanise(label)))
     questions += [Question(q, None) for q in offtopic]
     assign_splits(questions, seed, project, by_gold=True)
-    return RegimeKB(project, ONE, len(labels), questions, by_answer(answers_of(service, project)),
+    return RegimeKB(project, ONE_INTENT, len(labels), questions, by_answer(answers_of(service, project)),
                     notes="answer = humanised intent name", offtopic_source=source)
 
 
@@ -98,3 +101,26 @@ def one_question_chitchat_kb(service: Service, data_dir: Path, personality: str,
     assign_splits(questions, seed, project, by_gold=True)
     return RegimeKB(project, ONE, len(indexed), questions, by_answer(answers_of(service, project)),
                     notes="real answers", offtopic_source=source)
+
+
+def real_faq_kb(service: Service, data: datasets.FaqData, offtopic: list[str], *, seed: int, source: str,
+                queries: int | None = None) -> RegimeKB:
+    """A one-question FAQ page with real answers (``datasets.covid_q``, ``covid_qsim_deepset``, ...): each entry a QnA
+    with its one stored question and its answer, asked the data set's queries (a seeded sample of ``queries``) and
+    ``offtopic``; a query is right when the top QnA is one of its gold entries.  Split by gold entry, so no test
+    query asks an entry a dev query asks."""
+    project = data.name
+    service.create_project(project)
+    service.upsert(project, [QnA([question], answer, source=data.name) for _, question, answer in data.entries])
+    record = {(q.questions[0], q.answer): q.id for q in service.store.list_qnas(project)}
+    entry_of = {record[(question, answer)]: faq_id for faq_id, question, answer in data.entries}
+    asked = data.queries
+    if queries is not None and queries < len(asked):
+        chosen = random.Random(f"{seed}:{project}").sample(range(len(asked)), queries)
+        asked = [asked[i] for i in sorted(chosen)]
+    questions = [Question(text, ",".join(gold), origin=origin) for text, gold, origin in asked]
+    questions += [Question(q, None) for q in offtopic]
+    assign_splits(questions, seed, project, by_gold=True)
+    return RegimeKB(project, ONE, len(data.entries), questions,
+                    lambda record_id, gold: entry_of.get(record_id) in gold.split(","),
+                    notes="real answers, one question each", offtopic_source=source)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..service import AskRequest, Service
+from .baselines import SIGNALS, single_signal_tops
 from .metrics import calibration, reliability
 
 MRR_K = 5
@@ -38,6 +39,7 @@ class Question:
     text: str
     gold: str | None  # a label the KB's ``is_right`` understands; None: the KB cannot answer it
     split: str = ""  # "dev" or "test", set by ``assign_splits``
+    origin: str = ""  # where the question comes from, where the data set says (covid-q: search engines, ...)
 
 
 @dataclass
@@ -65,6 +67,9 @@ class Outcome:
     confidence: float
     right: bool  # the first answer is right (always False for an off-topic question)
     rank: int | None = None  # 1-based rank of the first right answer within MRR_K, None if absent
+    # each single signal's (``baselines.SIGNALS``): is its first record right (in-scope questions only)
+    signals: dict[str, bool] = field(default_factory=dict)
+    origin: str = ""
 
 
 def split_of_keys(keys: Iterable[Hashable], seed: int, salt: str) -> dict[Hashable, str]:
@@ -102,10 +107,14 @@ def ask_all(service: Service, kb: RegimeKB) -> list[Outcome]:
             (i for i, (record, _) in enumerate(ranked, 1) if record.id is not None and kb.is_right(record.id, gold)),
             None)
         top, confidence = ranked[0] if ranked else (None, 0.0)
+        signals = {} if gold is None else {
+            name: first is not None and kb.is_right(first, gold)
+            for name, first in single_signal_tops(service, kb.project, q.text,
+                                                  include_unstructured=kb.include_unstructured).items()}
         out.append(Outcome(
             kb=kb.project, split=q.split, question=q.text, gold=gold, top=top.id if top else None,
             top_text=(top.questions[0] if top.questions else top.answer[:80]) if top else "",
-            confidence=confidence, right=rank == 1, rank=rank))
+            confidence=confidence, right=rank == 1, rank=rank, signals=signals, origin=q.origin))
     return out
 
 
@@ -123,6 +132,8 @@ class Summary:
     offtopic_rejected: float | None  # None without off-topic questions
     answered: float  # share of all questions answered at the threshold
     bins: list[dict] = field(default_factory=list)
+    right_at_t: float = 0.0  # of in-scope questions, the share whose top answer is right at or above the threshold
+    signals: dict[str, float] = field(default_factory=dict)  # each single signal's top-1 (``baselines.SIGNALS``)
 
 
 def summary(outcomes: Sequence[Outcome], threshold: float) -> Summary:
@@ -134,7 +145,10 @@ def summary(outcomes: Sequence[Outcome], threshold: float) -> Summary:
         top1=sum(o.right for o in inscope) / len(inscope) if inscope else 0.0,
         mrr5=sum(1.0 / o.rank for o in inscope if o.rank and o.rank <= MRR_K) / len(inscope) if inscope else 0.0,
         precision=c.precision, recall=c.recall, offtopic_rejected=c.offtopic_rejected, answered=c.answered,
-        bins=reliability([o.confidence for o in outcomes], [o.right for o in outcomes]))
+        bins=reliability([o.confidence for o in outcomes], [o.right for o in outcomes]),
+        right_at_t=sum(o.right and o.confidence >= threshold for o in inscope) / len(inscope) if inscope else 0.0,
+        signals={name: sum(o.signals.get(name, False) for o in inscope) / len(inscope) if inscope else 0.0
+                 for name in SIGNALS})
 
 
 def summaries(outcomes: Sequence[Outcome], threshold: float) -> dict[str, dict[str, Summary]]:

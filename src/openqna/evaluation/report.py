@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import cjk_report, regime_report
+from . import cjk_report, conversations, guard, regime_report
 from .baselines import METHOD_NAMES, METHODS
 from .spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -120,6 +120,7 @@ def render(metrics: dict) -> str:
          " SQLite store, as the server answers; baselines rank the same in-memory index with the same query vector."
          " Knowledge bases come from training splits and questions from test splits; nothing was tuned on them"
          " (each KB's own adaptation is fitted on its indexed questions only, as the server fits it)."),
+        *guard.section(metrics, metrics.get("guard", {}).get("committed", {})),
         "",
         "## FAQ matching",
         "",
@@ -244,6 +245,7 @@ def render(metrics: dict) -> str:
         out += ["", (f"{', '.join(sampled)}: all questions of seeded-random paragraphs until the sample size is"
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
     out += regime_report.section(metrics)
+    out += conversations.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
     out += [
