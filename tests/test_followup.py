@@ -9,15 +9,17 @@ Pro 4 ones were not used to choose anything.
 
 from __future__ import annotations
 
+import random
 from types import SimpleNamespace
 
+import httpx
 import numpy as np
 import pytest
 from azure.ai.language.questionanswering import QuestionAnsweringClient
 from azure.ai.language.questionanswering.models import KnowledgeBaseAnswerContext
 from azure.core.credentials import AzureKeyCredential
 
-from conftest import SAMPLE_DOCS, LiveServer
+from conftest import REPO, SAMPLE_DOCS, SHARED_DATA, LiveServer
 from openqna.documents import ingest_document
 from openqna.formats import read_file
 from openqna.ingest import parse_document
@@ -167,3 +169,101 @@ def test_a_sentence_gains_what_one_more_question_would_gain(service):
     expected = question_logit(grown) - question_logit(index)
     assert gain == pytest.approx(expected, abs=1e-3)
     assert (gain > 0).all()  # the sentence is closer to the query than any of their questions
+
+
+# -- context adds evidence, never confidence from nothing (issue 38) ------------------------------------------------
+
+SAMPLE_KB = REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"
+
+
+@pytest.fixture(scope="module")
+def sample_served(tmp_path_factory, embedder):
+    from openqna.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    service = Service(SQLiteStore(tmp_path_factory.mktemp("sample-conversation")), embedder)
+    service.import_content("sample", read_file(SAMPLE_KB))
+    with LiveServer(service) as live:
+        yield live
+
+
+def off_topic_follow_ups() -> list[str]:
+    """The sample KB's hand-written off-topic questions and 30 seeded assistant requests of hwu64 (none about a
+    question-answering server), as users say them to a bot in the middle of a conversation."""
+    from openqna.evaluation.documents import QUESTIONS, read_questions
+
+    written = [q.question for q in read_questions(QUESTIONS / "sample-kb.tsv") if q.answer is None]
+    hwu = (SHARED_DATA / "hwu64" / "test" / "seq.in").read_text(encoding="utf-8").splitlines()
+    return written + random.Random(38).sample(hwu, 30)
+
+
+def test_off_topic_follow_ups_stay_below_the_threshold_on_both_surfaces(sample_served):
+    """After "How do I start the server?" (QnA 2, with two prompts), an off-topic question got QnA 2 again at 0.92
+    ("tell me a joke") through Azure's context and QnA Maker's alike; the question alone gets 0.07."""
+    questions = ["tell me a joke", "what is the weather tomorrow?", *off_topic_follow_ups()]
+    assert len(questions) >= 50
+    azure, qnamaker = [], []
+    with QuestionAnsweringClient(sample_served.url, AzureKeyCredential("open")) as client, \
+            httpx.Client(base_url=sample_served.url) as http:
+        for q in questions:
+            result = client.get_answers(question=q, project_name="sample", deployment_name="test", top=1,
+                                        answer_context=KnowledgeBaseAnswerContext(
+                                            previous_qna_id=2, previous_question="How do I start the server?"))
+            azure.append(result.answers[0].confidence)
+            body = http.post("/qnamaker/knowledgebases/sample/generateAnswer",
+                             json={"question": q, "top": 1, "isTest": True, "context": {
+                                 "previousQnAId": 2, "previousUserQuery": "How do I start the server?"}}).json()
+            assert "answers" in body, body
+            qnamaker.append(body["answers"][0]["score"] / 100)
+    answered = [q for q, c in zip(questions, azure) if c >= 0.5]
+    assert len(answered) <= 0.05 * len(questions), answered
+    assert max(azure[:2]) < 0.5
+    assert qnamaker == pytest.approx(azure, abs=1e-4)  # the two surfaces read a context alike
+
+
+def test_prompts_and_real_follow_ups_still_rise_with_the_context(sample_served):
+    """Every prompt's display text, asked after its QnA, gets its target at or above 0.5; a follow-up that
+    asks about the previous answer's text ("what port does it use?") still gains from the context."""
+    content = read_file(SAMPLE_KB)
+    with QuestionAnsweringClient(sample_served.url, AzureKeyCredential("open")) as client:
+        pairs = [(parent, p) for parent in content.qnas for p in parent.dialog.prompts]
+        assert len(pairs) >= 7
+        for parent, p in pairs:
+            result = client.get_answers(question=p.display_text, project_name="sample", deployment_name="test",
+                                        top=1, answer_context=KnowledgeBaseAnswerContext(
+                                            previous_qna_id=parent.id, previous_question=parent.questions[0]))
+            assert result.answers[0].qna_id == p.qna_id and result.answers[0].confidence >= 0.5, p.display_text
+
+        def ask(question: str, context: bool) -> float:
+            found = client.get_answers(question=question, project_name="sample", deployment_name="test", top=1,
+                                       answer_context=KnowledgeBaseAnswerContext(
+                                           previous_qna_id=2, previous_question="How do I start the server?")
+                                       if context else None).answers[0]
+            assert found.qna_id == 2
+            return found.confidence
+
+        alone, followed = ask("what port does it use?", False), ask("what port does it use?", True)
+    assert alone < 0.5 <= followed
+
+
+def test_context_caps_records_without_evidence():
+    from openqna.retrieval.followup import capped, prompt_matches
+    from openqna.retrieval.ranker import Ranked
+
+    alone = [Ranked(1, 0.30), Ranked(2, 0.20), Ranked(4, 0.10)]
+    contextual = [Ranked(2, 0.90), Ranked(3, 0.80), Ranked(1, 0.25)]
+
+    def pairs(ranked):
+        return [(r.record_id, r.confidence) for r in ranked]
+
+    # no evidence: every record as the question alone ranks it (3, outside a pool that is not full, at 0)
+    assert pairs(capped(contextual, alone, set())) == [(1, 0.30), (2, 0.20), (4, 0.10), (3, 0.0)]
+    # evidence keeps what the context gave, and never less than the question alone gave (1: 0.30, not 0.25)
+    assert pairs(capped(contextual, alone, {1, 2, 3})) == [(2, 0.90), (3, 0.80), (1, 0.30), (4, 0.10)]
+    # a full pool caps a record it does not hold at its lowest confidence
+    assert dict(pairs(capped([Ranked(9, 0.7)], alone, set(), pool=3)))[9] == 0.10
+    # two sections of one heading both match it word for word: the prompt's own target comes first
+    tie = [Ranked(22, 1.0), Ranked(64, 1.0)]
+    assert [r.record_id for r in capped(tie, tie, {22, 64}, prompted={64})] == [64, 22]
+    assert prompt_matches("how do I secure the server?", {6: "How do I secure it?", 3: "How do I load my own FAQ?"}) == {6}
+    assert prompt_matches("tell me a joke", {6: "How do I secure it?"}) == set()

@@ -566,6 +566,7 @@ class Service(Catalog):
         eligible = index.mask(flt)
         children: set[int] = set()
         exact_prompt: set[int] = set()
+        asked_prompts: set[int] = set()  # prompts whose display text the question asks (``followup.prompt_matches``)
         if req.previous_qna_id is not None:
             prev = self.store.get_qnas(project, [req.previous_qna_id], deployment).get(req.previous_qna_id)
             if prev is not None:
@@ -574,6 +575,8 @@ class Service(Catalog):
                     children.add(p.qna_id)
                     if exact_key(p.display_text) == key:
                         exact_prompt.add(p.qna_id)
+                asked_prompts = followup.prompt_matches(question, {p.qna_id: p.display_text
+                                                                   for p in prev.dialog.prompts})
         eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
         expanded = expand_with_synonyms(question, synonyms)
         previous = (req.previous_user_query or "").strip()
@@ -586,19 +589,29 @@ class Service(Catalog):
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if view is not None else flt, reads_cjk=reads_cjk)
         offsets: dict[int, float] = {}
+        if not children and not previous:
+            ranked = ranker.rank(index, question, vector, eligible, top=req.top, keywords=expanded,
+                                 threshold=req.threshold, explain=req.explain, **options)
+            return ranked, vector
+        # A conversation: the question alone first, which caps what the context may give (``followup.capped``)
+        alone = ranker.rank(index, question, vector, eligible, top=followup.POOL, keywords=expanded,
+                            **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset()})
         if previous:
-            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous, expanded,
-                                              vectors, options, embedder)
-        ranked = ranker.rank(index, question, vector, eligible, logit_offsets=offsets, top=req.top,
-                             keywords=expanded, threshold=req.threshold, explain=req.explain, **options)
+            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous,
+                                              alone[0].confidence if alone else 0.0, expanded, vectors, options,
+                                              embedder)
+        contextual = ranker.rank(index, question, vector, eligible, logit_offsets=offsets,
+                                 top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain, **options)
+        evidence = asked_prompts | exact_prompt | followup.records_with_words(index, question)
+        ranked = [r for r in followup.capped(contextual, alone, evidence, prompted=exact_prompt)
+                  if r.confidence >= req.threshold][: req.top]
         return ranked, vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
-                   expanded: str, vectors: np.ndarray, options: dict,
+                   confidence: float, expanded: str, vectors: np.ndarray, options: dict,
                    embedder: Embedder) -> tuple[np.ndarray, dict[int, float]]:
-        """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup)."""
-        alone = ranker.rank(index, question, vectors[0], eligible, top=1, keywords=expanded, **options)
-        confidence = alone[0].confidence if alone else 0.0
+        """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup);
+        ``confidence``: the question's best without context."""
         if confidence >= 1.0 or not followup.needs_context(question, confidence):
             return vectors[0], {}
         vector = followup.context_vector(vectors[0], vectors[1])
