@@ -6,12 +6,12 @@ evaluation does, asks every question through ``Service.ask``, and keeps every ca
 scores every record of these small KBs).  Then, on the **dev** questions only:
 
 1. ``SPARSE``: a softmax over each in-scope question's records (the right records' probability maximised, a
-   little L2), on the one-question and document KBs the adaptation does not reach, each KB weighing the same.
-   The shipped weights are its QnA weights; the ranker uses them on KBs without passages (documents keep the
-   shipped weights: they rank documents' dev questions better).
+   little L2), on the one-question regime's KBs (FAQ pages with real answers, ``SPARSE_REGIMES``), each KB weighing
+   the same, over ``COLUMNS`` (dense alone over both fields and the answer features again times the KB's answer
+   informativeness among them).  The ranker uses them on FAQ pages without passages the adaptation does not reach.
 2. ``REGIME``: a logistic regression of "the top answer is right" on the terms of ``regime.inputs`` of each
    question's top answer (an off-topic question's is never right; an exact match, confidence 1.0, is left out),
-   each regime weighing the same, with the logit, gap and share weights bounded at 0 (``regime``'s docstring).
+   each regime but ``NOT_FITTED`` weighing the same, with the logit, gap and share weights bounded at 0 (``regime``'s docstring).
    The many-question KBs are asked twice, adapted and as a KB that cannot adapt (too large, or adaptation off)
    ranks them, the two halves sharing their regime's weight; the FAQ pages' logit and gap (``SPARSE``'s scale)
    and the adapted KBs' have weights of their own.
@@ -61,8 +61,20 @@ RIVALS = (None, -4.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 # The many-question KBs asked again without their adaptation (as a KB too large to adapt, or with OPENQNA_KB_ADAPT=0,
 # ranks them): fitted with the many-question regime, the two halves sharing its weight.
 NOT_ADAPTED = "many questions, not adapted"
-# softmax columns: the QnA features (shipped), then document-only columns that only steady the fit
-COLUMNS = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "heading", "p_asim", "p_acov", "p_bm25", "passage")
+# softmax columns of the FAQ-page weights: the question and answer features, dense alone over both (dmax), the
+# answer's BM25, and the answer features again times the KB's answer informativeness (``ranker``); the question mean
+# and centroid equal the best question on these KBs, so they are not columns
+COLUMNS = ("qsim", "asim", "qcov", "acov", "dmax", "bm25", "asim_informative", "acov_informative",
+           "bm25_informative")
+# The regimes the FAQ-page weights are fitted on: FAQ pages with real answers.  The intent sets cut to one question
+# (their answers are intent names) and XQuAD's FAQ (its questions were written from the answer) made the previous
+# fit read answers more than real FAQ pages reward (issue 38); they are measured, never fitted on.
+SPARSE_REGIMES = (faq_regimes.ONE,)
+# Regimes left out of the last step's fit: the intent sets with intent names for answers (not what users have), and
+# the Chinese one (ranked in the multilingual space, with a calibration of its own).  XQuAD's FAQ is fitted on here:
+# the last step only reads how sure the ranker is, and with it every one-question dev KB's recall at 0.5 rose (covid-q
+# 0.417 -> 0.466 at precision 0.791 -> 0.817; the regime 0.405 -> 0.463 at 0.791 -> 0.792).
+NOT_FITTED = (faq_regimes.ONE_INTENT, faq_regimes.ONE_ZH)
 TERMS = ("logit", "gap", "share", "passage", "heading", "adapted", "adapted_logit", "adapted_gap", "faq_page",
          "faq_page_logit", "faq_page_gap", "log_records")
 BOUNDED = {"logit", "gap", "share", "adapted_logit", "faq_page_logit"}
@@ -87,6 +99,7 @@ def collect(data_dir: Path) -> list[tuple[str, dict, dict]]:
                             passage=index.passage[f.rows].copy(), heading=ranker.headings(index)[f.rows].copy(),
                             eligible=eligible[f.rows].copy(), n=index.n, has_passages=index.has_passages,
                             one_question=index.mostly_one_question,
+                            informative=ranker.answer_informativeness(index),
                             extra=None if extra is None else np.asarray(extra, np.float64),
                             offset=None if adaptation is None else adaptation.offset,
                             exact=np.isin(f.rows, exact))
@@ -128,15 +141,14 @@ def collect(data_dir: Path) -> list[tuple[str, dict, dict]]:
 
 
 def columns(cap: dict) -> np.ndarray:
-    f, p = cap["f"], cap["passage"].astype(np.float64)
-    q = 1.0 - p
-    return np.stack([q * f["qsim"], q * f["asim"], q * f["qcov"], q * f["acov"], q * f["qmean"], q * f["qcent"],
-                     q * cap["heading"], p * f["asim"], p * f["acov"], p * f["bm25"], p], 1)
+    f, r = cap["f"], cap["informative"]
+    return np.stack([f["qsim"], f["asim"], f["qcov"], f["acov"], np.maximum(f["qsim"], f["asim"]), f["bm25"],
+                     r * f["asim"], r * f["acov"], r * f["bm25"]], 1)
 
 
 def fit_sparse(found: list[tuple[str, dict, dict]]) -> np.ndarray:
-    dev = [(o, cap) for name, o, cap in found if name in ("one question", "documents") and o["split"] == "dev"
-           and cap["offset"] is None and cap["right"].any()]
+    dev = [(o, cap) for name, o, cap in found if name in SPARSE_REGIMES and o["split"] == "dev"
+           and faq_page(cap) and cap["right"].any()]
     per_kb: dict[str, int] = defaultdict(int)
     for o, _ in dev:
         per_kb[o["kb"]] += 1
@@ -167,14 +179,15 @@ def logits(cap: dict, sparse: calibrations.Calibration) -> np.ndarray:
     c = calibrations.CALIBRATION
     f = SimpleNamespace(**cap["f"])
     if faq_page(cap):
-        return np.asarray(sparse.scale * sparse.logit(f) + sparse.shift, np.float64)
-    z = c.logit(f)
-    if cap["offset"] is not None:
-        z = z + (cap["extra"] if cap["extra"] is not None else 0.0) - cap["offset"]
+        z = np.asarray(sparse.scale * sparse.logit(f, informative=cap["informative"]) + sparse.shift, np.float64)
     else:
-        assert c.typical is not None
-        z = z - c.typical
-    z = c.scale * z + c.shift
+        z = c.logit(f)
+        if cap["offset"] is not None:
+            z = z + (cap["extra"] if cap["extra"] is not None else 0.0) - cap["offset"]
+        else:
+            assert c.typical is not None
+            z = z - c.typical
+        z = c.scale * z + c.shift
     assert c.passages is not None
     return np.where(cap["passage"], c.passages.scale * c.passages.logit(f) + c.passages.shift, z)
 
@@ -200,9 +213,9 @@ def platt(found: list[tuple[str, dict, dict]], w: calibrations.Calibration) -> t
     """Scale and shift that make the sparse weights' top logit a probability of being right (one-question dev)."""
     z, y = [], []
     for name, o, cap in found:
-        if name != "one question" or o["split"] != "dev" or cap["offset"] is not None:
+        if name not in SPARSE_REGIMES or o["split"] != "dev" or not faq_page(cap):
             continue
-        s = np.where(cap["eligible"], w.logit(SimpleNamespace(**cap["f"])), -np.inf)
+        s = np.where(cap["eligible"], w.logit(SimpleNamespace(**cap["f"]), informative=cap["informative"]), -np.inf)
         top = int(np.argmax(s))
         if not cap["exact"][top]:
             z.append(float(s[top]))
@@ -265,8 +278,10 @@ def main() -> None:
     qna = dict(zip(COLUMNS, (round(float(v), 3) for v in w)))
     print("softmax weights (all columns):", qna)
     sparse = calibrations.Calibration(w_qsim=qna["qsim"], w_asim=qna["asim"], w_qcov=qna["qcov"], w_acov=qna["acov"],
-                                      w_qmean=qna["qmean"], w_qcent=qna["qcent"], w_bm25=0.0, scale=1.0, shift=0.0,
-                                      typical=None)
+                                      w_qmean=0.0, w_qcent=0.0, w_bm25=qna["bm25"], w_dmax=qna["dmax"],
+                                      w_asim_informative=qna["asim_informative"],
+                                      w_acov_informative=qna["acov_informative"],
+                                      w_bm25_informative=qna["bm25_informative"], scale=1.0, shift=0.0, typical=None)
     scale, shift = platt(found, sparse)
     sparse = dataclasses.replace(sparse, scale=round(scale, 3), shift=round(shift, 3))
     print("SPARSE =", sparse)
@@ -276,11 +291,10 @@ def main() -> None:
         for name, o, cap in found:
             terms, exact, right = top_terms(cap, sparse, rival)
             rows.append((name, dict(o, right_top=right, exact=exact), terms))
-        dev = [(name, o, t) for name, o, t in rows if o["split"] == "dev" and not o["exact"]]
+        dev = [(name, o, t) for name, o, t in rows if o["split"] == "dev" and not o["exact"] and name not in NOT_FITTED]
         X = np.asarray([[t[k] for k in TERMS] for _, _, t in dev])
         y = np.asarray([o["right_top"] for _, o, _ in dev], np.float64)
         names = [name for name, _, _ in dev]
-        regimes = list(dict.fromkeys(names))
         weight = question_weights(names)
         v = fit_terms(X, y, weight)
         loss = log_loss(X, y, weight, v)
@@ -300,8 +314,11 @@ def main() -> None:
     for shift in SHIFTS:
         print(f"shift {shift}{' (chosen)' if shift == SHIFT else ''}:")
         for split in ("dev",):  # the test splits are for `make eval`'s report only
-            for name in regimes:
-                mine = [(o, t) for n, o, t in rows if n == name and o["split"] == split]
+            groups = [(name, lambda n, o, name=name: n == name) for name in dict.fromkeys(n for n, _, _ in rows)]
+            groups += [(f"  {kb}", lambda n, o, kb=kb: o["kb"] == kb)
+                       for kb in dict.fromkeys(o["kb"] for n, o, _ in rows if n in SPARSE_REGIMES)]
+            for name, member in groups:
+                mine = [(o, t) for n, o, t in rows if member(n, o) and o["split"] == split]
                 z = np.asarray([[t[k] for k in TERMS] for _, t in mine]) @ v[:-1] + v[-1] - shift
                 p = np.where([o["exact"] for o, _ in mine], 1.0, 1.0 / (1.0 + np.exp(-z)))
                 print(f"  {split:4} {name:15} {figures([(o, float(q)) for (o, _), q in zip(mine, p)])}")

@@ -370,3 +370,44 @@ def test_gaps_match_the_full_sort_they_replaced():
         logit = (rng.integers(-3, 3, n) if ties else rng.standard_normal(n)).astype(np.float32)
         allowed = rng.random(n) < 0.7
         assert np.array_equal(regime.gaps(logit, allowed), by_sorting(logit, allowed))
+
+
+def test_answer_informativeness_tells_chit_chat_from_paragraphs(service):
+    """A KB's answers that say nothing of their questions ("Hi!") read near 0; paragraphs written about their
+    question near 1 (``ranker.answer_informativeness``, which the FAQ-page weights read the answer in proportion to)."""
+    from openqna.retrieval import ranker
+
+    chat = [QnA(["Good morning"], "Hi!"), QnA(["Are you a robot?"], "I'm here for you."),
+            QnA(["Tell me a joke"], "Sorry, I don't know any."), QnA(["What's your name?"], "I don't have one."),
+            QnA(["Do you love me?"], "That's sweet."), QnA(["Where do you live?"], "Here.")]
+    facts = [QnA(["When was the Eiffel Tower built?"], "The Eiffel Tower was built from 1887 to 1889 in Paris."),
+             QnA(["How tall is Mount Everest?"], "Mount Everest is 8,849 metres tall, the highest mountain."),
+             QnA(["Who wrote Hamlet?"], "Hamlet is a tragedy written by William Shakespeare around 1600."),
+             QnA(["What do bees make?"], "Bees make honey from the nectar of flowers and store it in combs."),
+             QnA(["How many legs does a spider have?"], "A spider has eight legs and two body segments."),
+             QnA(["What is the boiling point of water?"], "Water boils at 100 degrees Celsius at sea level.")]
+    for name, records in (("chat", chat), ("facts", facts)):
+        service.create_project(name)
+        service.upsert(name, records)
+    chatty, factual = (ranker.answer_informativeness(service.indexes.get(n)) for n in ("chat", "facts"))
+    assert chatty <= 0.5 < factual == 1.0
+    assert ranker.answer_informativeness(service.indexes.get("facts")) == factual  # once per index version
+
+
+def test_faq_page_weights_read_both_cosines_and_the_answer_by_informativeness():
+    """``Calibration.logit``'s FAQ-page terms, by hand: dense alone over both fields, and the answer features again
+    times the KB's informativeness; a question-only logit reads only the question side."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from openqna.retrieval.calibrations import Calibration
+
+    c = Calibration(w_qsim=1.0, w_asim=2.0, w_qcov=0.0, w_acov=3.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.5, w_dmax=4.0,
+                    w_asim_informative=10.0, w_acov_informative=20.0, w_bm25_informative=30.0, typical=None)
+    f = SimpleNamespace(qsim=np.array([0.5, 0.2]), asim=np.array([0.1, 0.6]), qcov=np.zeros(2),
+                        acov=np.array([0.0, 0.5]), bm25=np.array([0.0, 0.4]), qmean=np.zeros(2), qcent=np.zeros(2))
+    plain = 1.0 * f.qsim + 2.0 * f.asim + 3.0 * f.acov + 0.5 * f.bm25 + 4.0 * np.maximum(f.qsim, f.asim)
+    assert c.logit(f) == pytest.approx(plain)
+    assert c.logit(f, informative=0.5) == pytest.approx(plain + 0.5 * (10.0 * f.asim + 20.0 * f.acov + 30.0 * f.bm25))
+    assert c.logit(f, question_only=True, informative=0.5) == pytest.approx(1.0 * f.qsim + 0.5 * f.bm25 + 4.0 * f.qsim)
