@@ -132,3 +132,36 @@ def test_document_url_source_through_the_api(live, files):
 def _create(live) -> bool:
     return httpx.patch(live.url + "/language/query-knowledgebases/projects/docs", params={"api-version": "2021-10-01"},
                        json={"language": "en"}).status_code == 201
+
+
+CHARGING = ["how long it takes to charge surface?", "how long does it take to charge surface pro 4?",
+            "how long does the battery take to charge?", "how long does charging take?"]
+
+
+def test_passages_compete_for_rank_not_for_the_scale(surface, embedder):
+    """The Surface manual alone, through the Azure SDK: with ``includeUnstructuredSources`` every QnA keeps the
+    confidence it has without passages (they were rivals of the last step, which once took "how long does charging
+    take?" from 0.66 to 0.29), and a passage joins the ranking by its confidence among the passages."""
+    from azure.ai.language.questionanswering import QuestionAnsweringClient
+    from azure.ai.language.questionanswering.models import AnswersOptions, ShortAnswerOptions
+
+    from conftest import LiveServer
+
+    with LiveServer(surface) as live, QuestionAnsweringClient(live.url, AzureKeyCredential("open")) as client:
+        def ask(question: str, passages: bool):
+            options = AnswersOptions(question=question, top=3, confidence_threshold=0.2,
+                                     include_unstructured_sources=passages,
+                                     short_answer_options=ShortAnswerOptions(enable=True))
+            return client.get_answers(options, project_name="surface", deployment_name="test").answers
+
+        for question in CHARGING:
+            alone, mixed = ask(question, False), ask(question, True)
+            qnas = {a.qna_id: a.confidence for a in alone}
+            assert alone and all(a.source == "product-manual.pdf" for a in alone)
+            for a in mixed:
+                if a.qna_id in qnas:
+                    assert a.confidence == qnas[a.qna_id], (question, a.questions)
+            assert [a.confidence for a in mixed] == sorted((a.confidence for a in mixed), reverse=True)
+        top = ask("how long does charging take?", True)[0]
+        assert top.questions == ["Power and charging"] and top.confidence >= 0.5
+        assert "two to four hours" in top.short_answer.text

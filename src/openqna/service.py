@@ -589,23 +589,42 @@ class Service(Catalog):
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if view is not None else flt, reads_cjk=reads_cjk)
         offsets: dict[int, float] = {}
-        if not children and not previous:
-            ranked = ranker.rank(index, question, vector, eligible, top=req.top, keywords=expanded,
-                                 threshold=req.threshold, explain=req.explain, **options)
-            return ranked, vector
-        # A conversation: the question alone first, which caps what the context may give (``followup.capped``)
-        alone = ranker.rank(index, question, vector, eligible, top=followup.POOL, keywords=expanded,
-                            **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset()})
+        question_flt = None if view is not None else all_of(req.filter, KindIn(("qna",)))
+
+        def alone(mask: np.ndarray, qnas_only: bool) -> list[ranker.Ranked]:
+            """The question without the conversation, as the cap of what the context may give (``followup.capped``)."""
+            return ranker.rank(index, question, vectors[0], mask, top=followup.POOL, keywords=expanded,
+                               **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset(),
+                                  **({"flt": question_flt} if qnas_only else {})})
+
+        first = alone(eligible, False) if children or previous else []
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous,
-                                              alone[0].confidence if alone else 0.0, expanded, vectors, options,
+                                              first[0].confidence if first else 0.0, expanded, vectors, options,
                                               embedder)
-        contextual = ranker.rank(index, question, vector, eligible, logit_offsets=offsets,
-                                 top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain, **options)
-        evidence = asked_prompts | exact_prompt | followup.records_with_words(index, question)
-        ranked = [r for r in followup.capped(contextual, alone, evidence, prompted=exact_prompt)
-                  if r.confidence >= req.threshold][: req.top]
-        return ranked, vector
+        evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
+                    if children or previous else set())
+
+        def ranked_in(mask: np.ndarray, qnas_only: bool) -> list[ranker.Ranked]:
+            extra = {"flt": question_flt} if qnas_only else {}
+            if not children and not previous:
+                return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
+                                   threshold=req.threshold, explain=req.explain, **{**options, **extra})
+            contextual = ranker.rank(index, question, vector, mask, logit_offsets=offsets,
+                                     top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain,
+                                     **{**options, **extra})
+            capped = followup.capped(contextual, alone(mask, True) if qnas_only else first, evidence,
+                                     prompted=exact_prompt)
+            return [r for r in capped if r.confidence >= req.threshold][: req.top]
+
+        passages = eligible & index.passage
+        if not passages.any() or not (eligible & ~index.passage).any():
+            return ranked_in(eligible, False), vector
+        # Passages compete for rank, not for the scale: a QnA's confidence is what it is without them (the last
+        # step reads every candidate as a rival), and a passage's is read among the passages.
+        qnas = ranked_in(eligible & ~index.passage, True)
+        found = ranked_in(passages, False)
+        return sorted(qnas + found, key=lambda r: -r.confidence)[: req.top], vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
                    confidence: float, expanded: str, vectors: np.ndarray, options: dict,
