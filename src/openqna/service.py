@@ -32,7 +32,7 @@ from .keys import Caller, allows
 from .models.embedder import Embedder
 from .multilingual import FILLED, MultilingualSpace, hashed_space
 from .records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from .retrieval import calibrations, followup, ranker
+from .retrieval import calibrations, followup, ranker, typos
 from .retrieval.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
 from .retrieval.filters import Filter, IdIn, KindIn, all_of
 from .retrieval.index_cache import IndexCache, engine_search
@@ -578,7 +578,7 @@ class Service(Catalog):
                 asked_prompts = followup.prompt_matches(question, {p.qna_id: p.display_text
                                                                    for p in prev.dialog.prompts})
         eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
-        expanded = expand_with_synonyms(question, synonyms)
+        expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
         previous = (req.previous_user_query or "").strip()
         # The expanded question is what the vector and the keyword features read; the exact match reads the
         # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.

@@ -150,14 +150,15 @@ multilingual = Setting("OPENQNA_MULTILINGUAL", "auto", "Vectors in a second, mul
 kb_adapt = Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off).", switch)
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
+typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
 sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip).", switch)
 
 SETTINGS: tuple[Setting[Any], ...] = (
     data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, host, port, embedder, embeddings_base_url,
     embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, fetch_allow,
-    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, connected_timeout,
-    secret_key, sample,
+    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
+    connected_timeout, secret_key, sample,
 )
 
 

@@ -46,6 +46,7 @@ from . import (
     report,
     spans,
     tiny,
+    typos,
 )
 from .documents import DOCUMENTS, document_kbs
 from .embedcache import CachedEmbedder, cached
@@ -146,6 +147,10 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                 metrics["conversations"] = conversations.evaluate(service, built, seed=seed, threshold=threshold,
                                                                   per_kb=plan.conversation_questions)
                 step("conversations", t)
+                t = time.perf_counter()
+                metrics["typos"] = typos.evaluate(service, built, seed=seed, threshold=threshold,
+                                                  per_kb=plan.conversation_questions)
+                step("typos", t)
                 t = time.perf_counter()
                 metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
                                               limit=plan.paragraphs["jsquad"])

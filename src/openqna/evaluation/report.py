@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import cjk_report, conversations, guard, regime_report
+from . import cjk_report, conversations, guard, regime_report, typos
 from .baselines import METHOD_NAMES, METHODS
 from .spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -246,6 +246,7 @@ def render(metrics: dict) -> str:
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
     out += regime_report.section(metrics)
     out += conversations.section(metrics)
+    out += typos.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
     out += [
