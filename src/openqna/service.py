@@ -589,15 +589,17 @@ class Service(Catalog):
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if view is not None else flt, reads_cjk=reads_cjk)
         offsets: dict[int, float] = {}
-        question_flt = None if view is not None else all_of(req.filter, KindIn(("qna",)))
+        # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
+        kind_flt = {kind: None if view is not None else all_of(req.filter, KindIn((kind,)))
+                    for kind in ("qna", "passage")}
 
-        def alone(mask: np.ndarray, qnas_only: bool) -> list[ranker.Ranked]:
+        def alone(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The question without the conversation, as the cap of what the context may give (``followup.capped``)."""
             return ranker.rank(index, question, vectors[0], mask, top=followup.POOL, keywords=expanded,
                                **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset(),
-                                  **({"flt": question_flt} if qnas_only else {})})
+                                  **({"flt": kind_flt[kind]} if kind else {})})
 
-        first = alone(eligible, False) if children or previous else []
+        first = alone(eligible, None) if children or previous else []
         if previous:
             vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous,
                                               first[0].confidence if first else 0.0, expanded, vectors, options,
@@ -605,25 +607,26 @@ class Service(Catalog):
         evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
                     if children or previous else set())
 
-        def ranked_in(mask: np.ndarray, qnas_only: bool) -> list[ranker.Ranked]:
-            extra = {"flt": question_flt} if qnas_only else {}
+        def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
+            """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""
+            extra = {"flt": kind_flt[kind]} if kind else {}
             if not children and not previous:
                 return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
                                    threshold=req.threshold, explain=req.explain, **{**options, **extra})
             contextual = ranker.rank(index, question, vector, mask, logit_offsets=offsets,
                                      top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain,
                                      **{**options, **extra})
-            capped = followup.capped(contextual, alone(mask, True) if qnas_only else first, evidence,
+            capped = followup.capped(contextual, alone(mask, kind) if kind else first, evidence,
                                      prompted=exact_prompt)
             return [r for r in capped if r.confidence >= req.threshold][: req.top]
 
         passages = eligible & index.passage
         if not passages.any() or not (eligible & ~index.passage).any():
-            return ranked_in(eligible, False), vector
+            return ranked_in(eligible, None), vector
         # Passages compete for rank, not for the scale: a QnA's confidence is what it is without them (the last
         # step reads every candidate as a rival), and a passage's is read among the passages.
-        qnas = ranked_in(eligible & ~index.passage, True)
-        found = ranked_in(passages, False)
+        qnas = ranked_in(eligible & ~index.passage, "qna")
+        found = ranked_in(passages, "passage")
         return sorted(qnas + found, key=lambda r: -r.confidence)[: req.top], vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
