@@ -19,10 +19,10 @@ Azure's and QnA Maker's alike.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..service import AskRequest, Service
-from .regimes import SPLITS, RegimeKB
+from .regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
 
 KBS = ("tiny-sample-kb", "banking77", "covid-q", "covid-qsim-deepset", "chitchat-professional-one-question",
        "doc-multi-turn", "doc-multiturn-contosobenefits", "doc-product-manual")
@@ -38,14 +38,6 @@ class Figures:
     inscope: int = 0
     inscope_right: int = 0  # right at the threshold, with an unrelated previous turn
     inscope_right_alone: int = 0
-
-
-def _top(service: Service, kb: RegimeKB, req: AskRequest) -> tuple[int | None, float]:
-    answers = service.ask(kb.project, "test", req)
-    first = answers[0] if answers else None
-    if first is None or first.qna is None:
-        return None, 0.0
-    return first.qna.id, first.confidence
 
 
 def evaluate(service: Service, kbs: list[RegimeKB], *, seed: int, threshold: float,
@@ -71,29 +63,23 @@ def evaluate(service: Service, kbs: list[RegimeKB], *, seed: int, threshold: flo
         for q in rng.sample(off, min(len(off), per_kb or len(off))):
             f = figures[q.split]
             f.offtopic += 1
-            f.offtopic_answered += _top(service, kb, asked(q.text, rng.choice(openers)))[1] >= threshold
-            f.offtopic_answered_alone += _top(service, kb, asked(q.text))[1] >= threshold
+            f.offtopic_answered += first_answer(service, kb, asked(q.text, rng.choice(openers)))[1] >= threshold
+            f.offtopic_answered_alone += first_answer(service, kb, asked(q.text))[1] >= threshold
         for q in rng.sample(inscope, min(len(inscope), per_kb or len(inscope))):
             f = figures[q.split]
             f.inscope += 1
-            top, confidence = _top(service, kb, asked(q.text, rng.choice(openers)))
+            top, confidence = first_answer(service, kb, asked(q.text, rng.choice(openers)))
             f.inscope_right += top is not None and confidence >= threshold and kb.is_right(top, q.gold)
-            top, confidence = _top(service, kb, asked(q.text))
+            top, confidence = first_answer(service, kb, asked(q.text))
             f.inscope_right_alone += top is not None and confidence >= threshold and kb.is_right(top, q.gold)
         for parent in with_prompts:  # prompts are the author's, in neither split: counted in both
             for p in parent.dialog.prompts:
-                top, confidence = _top(service, kb, asked(p.display_text, parent))
+                top, confidence = first_answer(service, kb, asked(p.display_text, parent))
                 for split in SPLITS:
                     figures[split].prompts += 1
                     figures[split].prompts_right += top == p.qna_id and confidence >= threshold
         out[kb.project] = figures
-    total = {split: Figures() for split in SPLITS}
-    for figures in out.values():
-        for split, f in figures.items():
-            for name, value in asdict(f).items():
-                setattr(total[split], name, getattr(total[split], name) + value)
-    return {"kbs": {kb: {s: asdict(f) for s, f in figures.items()} for kb, figures in out.items()},
-            "all": {s: asdict(f) for s, f in total.items()}}
+    return by_split_and_total(out, Figures)
 
 
 def _pct(n: int, d: int) -> str:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ..service import AskRequest, Service
 from .baselines import SIGNALS, single_signal_tops
@@ -159,3 +160,24 @@ def summaries(outcomes: Sequence[Outcome], threshold: float) -> dict[str, dict[s
     groups = {"all": list(outcomes), **by_kb}
     return {name: {s: summary([o for o in group if o.split == s], threshold) for s in SPLITS}
             for name, group in groups.items()}
+
+
+def first_answer(service: Service, kb: RegimeKB, req: AskRequest) -> tuple[int | None, float]:
+    """The record id and confidence of ``req``'s first answer in ``kb`` (None, 0.0: the default answer)."""
+    answers = service.ask(kb.project, "test", req)
+    first = answers[0] if answers else None
+    if first is None or first.qna is None:
+        return None, 0.0
+    return first.qna.id, first.confidence
+
+
+def by_split_and_total(per_kb: dict[str, dict[str, Any]], empty: Callable[[], Any]) -> dict:
+    """``{"kbs": {kb: {split: counts}}, "all": {split: counts}}`` of dataclasses of counts per KB and split, the
+    total of each split summed field by field (``empty()`` makes a zero one)."""
+    total = {split: empty() for split in SPLITS}
+    for figures in per_kb.values():
+        for split, f in figures.items():
+            for name, value in asdict(f).items():
+                setattr(total[split], name, getattr(total[split], name) + value)
+    return {"kbs": {kb: {s: asdict(f) for s, f in figures.items()} for kb, figures in per_kb.items()},
+            "all": {s: asdict(f) for s, f in total.items()}}

@@ -12,11 +12,11 @@ top-1 on the typo'd and on the clean questions, and the share of off-topic quest
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..retrieval.analyze import STOP_WORDS
 from ..service import AskRequest, Service
-from .regimes import SPLITS, RegimeKB
+from .regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
 
 KBS = ("banking77", "covid-q", "covid-qsim-deepset", "chitchat-professional-one-question", "tiny-sample-kb",
        "tiny-banking77", "doc-product-manual", "doc-multiturn-contosobenefits")
@@ -83,10 +83,8 @@ def evaluate(service: Service, kbs: list[RegimeKB], *, seed: int, threshold: flo
         figures = {split: Figures() for split in SPLITS}
 
         def first(text: str) -> tuple[int | None, float]:
-            answers = service.ask(kb.project, "test", AskRequest(question=text, top=1,
-                                                                 include_unstructured=kb.include_unstructured))
-            a = answers[0] if answers else None
-            return (a.qna.id, a.confidence) if a is not None and a.qna is not None else (None, 0.0)
+            return first_answer(service, kb, AskRequest(question=text, top=1,
+                                                        include_unstructured=kb.include_unstructured))
 
         for mode in ("off", "on"):
             with setting("OPENQNA_TYPO_TOLERANCE", "1" if mode == "on" else "0"):
@@ -107,13 +105,7 @@ def evaluate(service: Service, kbs: list[RegimeKB], *, seed: int, threshold: flo
                     if first(q.text)[1] < threshold:
                         setattr(f, f"offtopic_rejected_{mode}", getattr(f, f"offtopic_rejected_{mode}") + 1)
         out[kb.project] = figures
-    total = {split: Figures() for split in SPLITS}
-    for figures in out.values():
-        for split, f in figures.items():
-            for name, value in asdict(f).items():
-                setattr(total[split], name, getattr(total[split], name) + value)
-    return {"kbs": {kb: {s: asdict(f) for s, f in figures.items()} for kb, figures in out.items()},
-            "all": {s: asdict(f) for s, f in total.items()}}
+    return by_split_and_total(out, Figures)
 
 
 def _share(n: int, d: int) -> str:

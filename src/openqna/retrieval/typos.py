@@ -34,7 +34,7 @@ from .memindex import MemIndex
 MIN_LETTERS = 4
 LONG_WORD = 8
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
-_VOCABULARY: WeakKeyDictionary[MemIndex, dict[str, int]] = WeakKeyDictionary()
+_VOCABULARY: WeakKeyDictionary[MemIndex, tuple[dict[str, int], list[str]]] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=1)
@@ -64,11 +64,12 @@ def is_word(word: str, known: frozenset[str]) -> bool:
     return False
 
 
-def vocabulary(index: MemIndex) -> dict[str, int]:
-    """The KB's single-word terms (questions and answers) with the number of units holding each, once per index."""
-    found = _VOCABULARY.get(index)
-    if found is None:
-        found = {}
+def vocabulary(index: MemIndex) -> tuple[dict[str, int], list[str]]:
+    """The KB's single-word terms (questions and answers) with the number of units holding each, and the same terms
+    as the list the neighbour search scans; once per index."""
+    cached = _VOCABULARY.get(index)
+    if cached is None:
+        found: dict[str, int] = {}
         for fld in (index.q, index.a):
             postings = fld.postings
             for term, tid in postings.vocab.items():
@@ -76,18 +77,17 @@ def vocabulary(index: MemIndex) -> dict[str, int]:
                     n = int(postings.start[tid + 1] - postings.start[tid])
                     if n:
                         found[term] = found.get(term, 0) + n
-        _VOCABULARY[index] = found
-    return found
+        cached = _VOCABULARY[index] = (found, list(found))
+    return cached
 
 
 def correct(index: MemIndex, text: str) -> str:
     """``text`` with each misspelt word (see the module docstring) replaced by the KB term it most likely meant."""
     if not settings.typo_tolerance():
         return text
-    vocab = vocabulary(index)
+    vocab, terms = vocabulary(index)
     if not vocab:
         return text
-    terms = list(vocab)
     known = dictionary()
 
     def fixed(match: re.Match[str]) -> str:
