@@ -23,10 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import SHARED_DATA  # noqa: E402
-from openqna.answers import Answering, AnswersRequest  # noqa: E402
+from openqna.kb.answers_search import Answering, AnswersRequest
+from openqna.kb.service import Service
 from openqna.models.completer import Completion  # noqa: E402
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
-from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
 

@@ -29,10 +29,10 @@ from azure.ai.language.questionanswering.authoring import AuthoringClient  # noq
 from azure.core.credentials import AzureKeyCredential  # noqa: E402
 
 from conftest import SHARED_DATA, LiveServer  # noqa: E402
-from openqna.authoring import Authoring  # noqa: E402
+from openqna.kb.authoring import Authoring
+from openqna.kb.service import Service
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
 from openqna.records import QnA  # noqa: E402
-from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
 

@@ -15,7 +15,7 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
 * End to end in-process: 16 threads asking ``Service.ask`` at once on ``bench/throughput.py``'s
   knowledge base (10,000 QnAs), the real model, no HTTP: CPU per question (this process's CPU time,
   which the shared machine's other load does not inflate as it does wall time) with batching off and
-  with the embedder's batching and the shared products (``retrieval/products.py``); rounds interleaved.
+  with the embedder's batching and the shared products (``index/products.py``); rounds interleaved.
   On the morning's Intel Xeon the shared products were measured this way and not adopted (8.39 against
   7.86 ms with the embedder's batching alone, bench/results.md of 2026-12-02 08:03 UTC, at d0ce288); on
   the AMD EPYC a 10,000 x 384 matrix-vector product costs ~2.6 ms (memory-bound), and with batches padded
@@ -103,7 +103,7 @@ def product_table(rounds: int) -> None:
     diff = max(float(np.abs(both[:, i] - questions @ queries[i]).max()) for i in range(len(queries)))
     print("ranking, 10,000 QnAs (two 10,000 x 384 matrices), question vectors scored one by one -> in one product, "
           "ms per question, by batch size: " + "; ".join(row) + f"; largest cosine difference {diff:.1e}")
-    # The layout the ranker multiplies (``Field.columns``, ``retrieval/products.py``): each matrix transposed into a
+    # The layout the ranker multiplies (``Field.columns``, ``index/products.py``): each matrix transposed into a
     # C-contiguous copy, against the unit-major matrix, interleaved, one question alone and batches.
     q_columns, a_columns = np.ascontiguousarray(questions.T), np.ascontiguousarray(answers.T)
     row = []
@@ -134,9 +134,9 @@ def pipeline_table(rounds: int) -> None:
 
     import corpus
 
-    from openqna.cli import one_blas_thread
+    from openqna.cli.main import one_blas_thread
+    from openqna.kb.service import AskRequest, Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import AskRequest, Service
     from openqna.store.sqlite import SQLiteStore
 
     one_blas_thread()  # as the server runs
@@ -150,7 +150,7 @@ def pipeline_table(rounds: int) -> None:
         for service in services.values():
             service.ask("bank", "test", AskRequest(question=questions[0]))
             service.embedder.embed_questions(["warm up", "a batch"])
-        # OPENQNA_EMBED_BATCH is read at each ask by the products (retrieval/products.py): 1 scores each question alone
+        # OPENQNA_EMBED_BATCH is read at each ask by the products (index/products.py): 1 scores each question alone
         configs = {"batching off": 1, "embedding and scoring batched": 16}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
         cursor, per_round = 0, 320

@@ -2,7 +2,7 @@
 
 Time from launching the process to its first answered Azure query, and its RSS after 50
 warm-up queries, twice: the first launch (the in-memory index is built from the store on the
-first query and saved, see ``retrieval/saved_index.py``) and a restart (the saved index is
+first query and saved, see ``index/saved_index.py``) and a restart (the saved index is
 loaded before ``/healthz`` answers).  Baseline in the same run: the same for a store whose knowledge base is
 empty.  The 100k QnAs are the real banking77/hwu64 utterances and perturbed copies with their
 vectors (see ``bench/corpus.py``), written before the server starts.
@@ -91,8 +91,8 @@ def first_answer(data: str, questions: list[str], more: bool = False) -> tuple:
 
 
 def main() -> None:
+    from openqna.kb.service import Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     texts, vectors, questions, _ = corpus.real_data()

@@ -58,11 +58,11 @@ def build(folder: Path, n: int) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from openqna.connected import connect_table
+    from openqna.connected.clickhouse import chdb_session, close_chdb
+    from openqna.kb.service import Service
+    from openqna.kinds.connected_tables import connect_table
     from openqna.models.embedder import LocalMiniLM
     from openqna.records import QnA
-    from openqna.service import Service
-    from openqna.store.connected_clickhouse import chdb_session, close_chdb
     from openqna.store.sqlite import SQLiteStore
 
     names = titles()

@@ -26,9 +26,9 @@ import httpx  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from conftest import SHARED_DATA, LiveServer  # noqa: E402
+from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder  # noqa: E402
 from openqna.records import QnA  # noqa: E402
-from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 from test_console import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 

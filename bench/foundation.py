@@ -25,8 +25,8 @@ from azure.core.credentials import AzureKeyCredential  # noqa: E402
 
 from conftest import CHITCHAT, SHARED_DATA, LiveServer  # noqa: E402
 from openqna.formats import read_file  # noqa: E402
+from openqna.kb.service import AskRequest, Service
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
-from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
 ROUNDS = 5

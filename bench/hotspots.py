@@ -74,8 +74,8 @@ def main() -> None:
     import corpus
     import throughput as tp
 
+    from openqna.kb.service import Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -115,7 +115,7 @@ def main() -> None:
             print(f"{label}: Azure query at c=16, {rps:.0f} req/s while sampled; {total} samples; top self: "
                   + "; ".join(f"{c / total:.1%} {f}" for f, c in own.most_common(TOP)))
             parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
-                     "rank (openqna/retrieval/ranker.py)", "multiply (openqna/retrieval/products.py)",
+                     "rank (openqna/ranking/ranker.py)", "multiply (openqna/index/products.py)",
                      "MicroBatcher._serve (openqna/models/batching.py)", "Runner.run (asyncio/runners.py)"]
             names = thread_names(raw)
             by_thread: collections.Counter[str] = collections.Counter()

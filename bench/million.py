@@ -56,9 +56,9 @@ def passages() -> list[str]:
 
 def build(folder: Path, n: int) -> str:
     """Write ``n`` passages into a new store in ``folder`` and build (and save) its index; a summary."""
+    from openqna.kb.service import Service
     from openqna.models.embedder import LocalMiniLM
     from openqna.records import QnA
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     texts = passages()
@@ -83,8 +83,8 @@ def build(folder: Path, n: int) -> str:
 
 
 def ensure_store(n: int) -> tuple[Path, str]:
-    from openqna.retrieval import saved_index
-    from openqna.retrieval.index_cache import IndexCache
+    from openqna.index import saved_index
+    from openqna.index.index_cache import IndexCache
     from openqna.store.sqlite import SQLiteStore
 
     folder = corpus.CACHE / f"million-{n}"

@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import corpus  # noqa: E402
 
 from openqna.evaluation import datasets  # noqa: E402
+from openqna.kb.service import AskRequest, Service
 from openqna.models.embedder import (  # noqa: E402
     ACCURATE_WEIGHT,
     HybridEncoder,
@@ -34,7 +35,6 @@ from openqna.models.embedder import (  # noqa: E402
     UniversalSentenceEncoder,
 )
 from openqna.records import QnA  # noqa: E402
-from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.base import LIVE  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 

@@ -30,10 +30,10 @@ sys.path.insert(0, str(HERE))
 import corpus  # noqa: E402
 
 from openqna.evaluation import datasets  # noqa: E402
+from openqna.index.memindex import IndexRecord, MemIndex
+from openqna.kb.service import AskRequest, Service
 from openqna.models.embedder import LocalMiniLM, UniversalSentenceEncoder  # noqa: E402
 from openqna.records import QnA  # noqa: E402
-from openqna.retrieval.memindex import IndexRecord, MemIndex  # noqa: E402
-from openqna.service import AskRequest, Service  # noqa: E402
 from openqna.store.base import LIVE, StoredQnA, Unit  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 

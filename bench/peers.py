@@ -144,8 +144,8 @@ class OpenQnA:
     name = "openqna (Service.search, SQLite)"
 
     def build(self, texts, vectors, groups, tmp):
+        from openqna.kb.service import Service
         from openqna.models.embedder import LocalMiniLM
-        from openqna.service import Service
         from openqna.store.sqlite import SQLiteStore
 
         embedder = corpus.LookupEmbedder(LocalMiniLM.name, texts, vectors)
@@ -233,7 +233,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="peer names containing any of these words")
     args = parser.parse_args()
 
-    from openqna.cli import one_blas_thread
+    from openqna.cli.main import one_blas_thread
     from openqna.models.embedder import LocalMiniLM
 
     one_blas_thread()  # as `openqna serve` runs numpy (the numpy floor gets the same)

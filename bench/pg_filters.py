@@ -1,7 +1,7 @@
 """Filtered nearest neighbours on PostgreSQL: pgvector with the compiled filter against the in-memory index.
 
 Which path should ``PostgresStore`` take when a question carries a filter (an Azure metadata filter or a
-``where_str``)?  (a) pgvector's HNSW scan inside the database with ``store.sql_filter``'s SQL in the
+``where_str``)?  (a) pgvector's HNSW scan inside the database with ``filters.sql``'s SQL in the
 WHERE clause (``vector_search_sql``, which also looks the deployment up: one short query), or (b) the
 index's own mask (``MemIndex.mask``, numpy masks for where_str) handed to the in-memory vector search
 as a selector.  Both run here on the same records and queries, same run.
@@ -21,11 +21,11 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from openqna.filter_ast import Column, MetaEq
+from openqna.filters.nodes import Column, MetaEq
+from openqna.filters.where_str import parse_where
+from openqna.index.analyze import analyze
+from openqna.index.index_cache import IndexCache, engine_search
 from openqna.records import Dialog, QnA
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.index_cache import IndexCache, engine_search
-from openqna.retrieval.where_parse import parse_where
 from openqna.store import Project, StoredQnA, Unit
 from openqna.store.postgres import PostgresStore
 from openqna.store.postgres_vector import filter_to_sql

@@ -254,7 +254,7 @@ def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: 
         env["OPENQNA_STORE"] = store_url
     log_path = data_dir / "server.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data_dir),
+        proc = subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", str(data_dir),
                                  "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:

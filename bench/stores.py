@@ -36,11 +36,11 @@ sys.path.insert(0, str(REPO / "tests"))
 import corpus  # noqa: E402  (bench/corpus.py: the embedding floor)
 
 from conftest import SHARED_DATA  # noqa: E402
+from openqna.index.analyze import analyze
+from openqna.index.index_cache import IndexCache
+from openqna.kb.service import AskRequest, Service, content_hash
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
 from openqna.records import QnA  # noqa: E402
-from openqna.retrieval.analyze import analyze  # noqa: E402
-from openqna.retrieval.index_cache import IndexCache  # noqa: E402
-from openqna.service import AskRequest, Service, content_hash  # noqa: E402
 from openqna.store import Project, StoredQnA, Unit  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
@@ -111,7 +111,7 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> str:
 def main() -> None:
     import pgserver
 
-    from openqna.filter_ast import MetaEq
+    from openqna.filters.nodes import MetaEq
     from openqna.store.postgres import PostgresStore
 
     embedder = LocalMiniLM(cache_size=0)

@@ -51,8 +51,8 @@ def main() -> None:
     import psutil
     import throughput as tp
 
+    from openqna.kb.service import Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     configs = [parse_config(c) for c in args.configs]

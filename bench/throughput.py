@@ -121,7 +121,7 @@ def free_port() -> int:
 
 
 def start_server(data: str, port: int, log, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", data, "--port", str(port),
+    return subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", data, "--port", str(port),
                              "--no-sample"], stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
 
@@ -192,9 +192,9 @@ def main() -> None:
     import psutil
 
     from openqna import settings
-    from openqna.cli import one_blas_thread
+    from openqna.cli.main import one_blas_thread
+    from openqna.kb.service import AskRequest, Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import AskRequest, Service
     from openqna.store.sqlite import SQLiteStore
 
     embedder = LocalMiniLM(cache_size=0, max_batch=1)  # the model itself, one question at a time, no batcher

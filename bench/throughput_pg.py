@@ -56,8 +56,8 @@ def main() -> None:
     import psutil
     from throughput import KB, free_port, load, start_server, stop_server, wait_ready
 
+    from openqna.kb.service import Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.postgres import PostgresStore
     from openqna.store.sqlite import SQLiteStore
 

@@ -20,13 +20,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import SHARED_DATA  # noqa: E402
-from openqna.filter_ast import Column  # noqa: E402
+from openqna.filters.nodes import Column
+from openqna.filters.sql import compile_sqlite
+from openqna.filters.where_str import parse_where
+from openqna.kb.service import Service
+from openqna.kinds.tables import TableSchema, create_table, load_rows
 from openqna.models.embedder import LocalMiniLM  # noqa: E402
-from openqna.retrieval.where_parse import parse_where  # noqa: E402
-from openqna.service import Service  # noqa: E402
-from openqna.store.sql_filter import compile_sqlite  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
-from openqna.tables import TableSchema, create_table, load_rows  # noqa: E402
 
 FILTERS = {
     "selective (~4%)": "has(categories, 'cs.CL') AND pubdate > parseDateTime32BestEffort('2023-06-01')",

@@ -40,8 +40,8 @@ FILTER = {"type": "eq", "key": "group", "value": "3"}
 def chunk_records(file_ids: list[str], texts: list[str]):
     """The records ingestion gives a file's short chunks (``vector_store_records.chunk_record``; a short chunk's only
     embedding window is its text), chunk ``i`` in file ``i % FILES``."""
+    from openqna.kinds.vector_store_records import attribute_fields
     from openqna.records import QnA
-    from openqna.vector_store_records import attribute_fields
 
     for i, text in enumerate(texts):
         g = i % FILES
@@ -53,14 +53,14 @@ def chunk_records(file_ids: list[str], texts: list[str]):
 
 def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float, float]:
     """A vector store of ``len(texts)`` chunks in the store at ``data``: (its id, seconds writing, seconds indexing)."""
-    from openqna import openai_files
     from openqna.ingest.chunker import Chunk
-    from openqna.jobs import JobRunner
+    from openqna.kb.jobs import JobRunner
+    from openqna.kb.service import Service
+    from openqna.kinds import openai_files
+    from openqna.kinds.vector_store_records import chunk_record
+    from openqna.kinds.vector_stores import Attach, VectorStores
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
-    from openqna.vector_store_records import chunk_record
-    from openqna.vector_stores import Attach, VectorStores
 
     service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, texts, vectors))
     jobs = JobRunner(service.store, {}, poll_seconds=0.05)
@@ -91,12 +91,12 @@ def build(data: str, texts: list[str], vectors: np.ndarray) -> tuple[str, float,
 
 
 def in_process(data: str, store_id: str, questions: list[str]) -> dict[str, list[float]]:
-    from openqna.api.openai_vector_stores import filter_from
-    from openqna.jobs import JobRunner
+    from openqna.api.openai.vector_stores_api import filter_from
+    from openqna.kb.jobs import JobRunner
+    from openqna.kb.service import Service
+    from openqna.kinds.vector_stores import VectorStores
     from openqna.models.embedder import LocalMiniLM
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
-    from openqna.vector_stores import VectorStores
 
     service = Service(SQLiteStore(data), LocalMiniLM())
     stores = VectorStores(service, JobRunner(service.store, {}))
@@ -146,7 +146,7 @@ def over_http(data: str, store_id: str, questions: list[str]) -> dict[str, list[
 
 
 def main() -> None:
-    from openqna.cli import one_blas_thread
+    from openqna.cli.main import one_blas_thread
     from openqna.models.embedder import LocalMiniLM
 
     one_blas_thread()  # as `openqna serve` runs numpy

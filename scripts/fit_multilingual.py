@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from openqna.catalog import open_store
 from openqna.evaluation import SEED, cjk
 from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.index.analyze import analyze
+from openqna.kb.catalog import open_store
+from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
-from openqna.retrieval import calibrations, ranker, regime
-from openqna.retrieval.analyze import analyze
-from openqna.service import Service
+from openqna.ranking import calibrations, ranker, regime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_ranker import softmax_fit  # noqa: E402  (the same softmax over each question's records)

@@ -22,13 +22,13 @@ import numpy as np
 
 from openqna.evaluation import datasets
 from openqna.evaluation.embedcache import cached
+from openqna.index.analyze import analyze
 from openqna.ingest import Block, ParsedDocument, chunk_document
+from openqna.kb.service import Service
+from openqna.kinds.vector_store_records import chunk_record
 from openqna.models import gpt2
 from openqna.models.embedder import get_embedder
-from openqna.retrieval.analyze import analyze
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
-from openqna.vector_store_records import chunk_record
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 rng = random.Random(11)

@@ -23,9 +23,9 @@ from sklearn.linear_model import LogisticRegression
 
 from openqna.evaluation import SEED, datasets
 from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.index.analyze import analyze
+from openqna.kb.service import passages_of
 from openqna.models.embedder import get_embedder
-from openqna.retrieval.analyze import analyze
-from openqna.service import passages_of
 
 RECORDS = 5
 

@@ -4,7 +4,7 @@ FAQ weights: a softmax over every record of the KB per question (the right recor
 others), over the features the ranker computes (``ranker.features``), on the dev KBs and queries
 of ``scripts/ranker_features.py``: banking77 (training utterances not in the KB), hwu64 (its
 validation split), chit-chat (questions the evaluation indexes, split again).
-Confidence: each dev KB's own adaptation (``retrieval.adapt``: held-out alternate questions)
+Confidence: each dev KB's own adaptation (``ranking.adapt``: held-out alternate questions)
 gives its typical logit (a percentile of its held-out right answers' logits: the median unless another
 rejects more off-topic dev questions); ``typical`` is the median over the dev KBs; ``scale`` is the slope of a logistic fit of
 right-vs-off-topic on the adapted logit and ``shift`` puts 0.5 where banking77's and hwu64's dev
@@ -34,10 +34,10 @@ import ranker_features  # noqa: E402
 
 from openqna.evaluation import datasets, passages  # noqa: E402
 from openqna.evaluation.embedcache import cached  # noqa: E402
+from openqna.index.analyze import analyze
+from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder  # noqa: E402
-from openqna.retrieval import adapt, calibrations, ranker  # noqa: E402
-from openqna.retrieval.analyze import analyze  # noqa: E402
-from openqna.service import Service  # noqa: E402
+from openqna.ranking import adapt, calibrations, ranker
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
 FAQ_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent")

@@ -35,14 +35,15 @@ from types import SimpleNamespace
 import numpy as np
 from scipy.optimize import minimize
 
-from openqna.catalog import open_store
-from openqna.evaluation import FULL, SEED, datasets, faq, faq_regimes, regime_results, setting
+from openqna.evaluation import FULL, SEED, datasets, faq, faq_regimes, regime_results
 from openqna.evaluation import regimes as regimes_module
 from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.env import setting
+from openqna.index.analyze import analyze, exact_key
+from openqna.kb.catalog import open_store
+from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
-from openqna.retrieval import calibrations, ranker, regime
-from openqna.retrieval.analyze import analyze, exact_key
-from openqna.service import Service
+from openqna.ranking import calibrations, ranker, regime
 
 THRESHOLD = 0.5
 # 0.5 stands where the fitted probability that the top answer is right is 0.68, the same on every kind of KB.  On

@@ -4,7 +4,7 @@ SetFit-style: all-MiniLM-L6-v2 (the bundled sentence-transformers folder, in tor
 development KB's own questions with an in-batch contrastive loss (each question against another question
 of its QnA, the batch's other QnAs as negatives), then the KB is indexed again with the tuned model and
 its development questions are ranked by the shipped ranker, with and without the KB's adaptation
-(``retrieval.adapt``).  The KBs and questions are ``scripts/ranker_features.py``'s development ones: no
+(``ranking.adapt``).  The KBs and questions are ``scripts/ranker_features.py``'s development ones: no
 test split is read.  Off-topic development questions are asked too, at the shipped threshold (0.5), to
 show what tuning does to the confidence: the adaptation's held-out questions were trained on, so the
 KB's typical score it measures is optimistic.
@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranker_features  # noqa: E402
 
 from openqna.evaluation.embedcache import cached  # noqa: E402
+from openqna.index.analyze import analyze
+from openqna.kb.service import Service
 from openqna.models.embedder import HybridEncoder, get_embedder  # noqa: E402
 from openqna.models.onnx_export import bundled_model_dir, mpnet_model_dir  # noqa: E402
+from openqna.ranking import adapt, calibrations, ranker
 from openqna.records import QnA  # noqa: E402
-from openqna.retrieval import adapt, calibrations, ranker  # noqa: E402
-from openqna.retrieval.analyze import analyze  # noqa: E402
-from openqna.service import Service  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,12 +29,12 @@ import numpy as np
 from openqna.evaluation import datasets, faq
 from openqna.evaluation.embedcache import cached
 from openqna.formats import read_file
+from openqna.index.analyze import analyze
+from openqna.index.memindex import MemIndex
+from openqna.index.postings import K1
+from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
 from openqna.records import QnA
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.memindex import MemIndex
-from openqna.retrieval.postings import K1
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

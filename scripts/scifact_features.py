@@ -16,10 +16,10 @@ import numpy as np
 
 from openqna.evaluation import datasets, passages
 from openqna.evaluation.embedcache import cached
+from openqna.index.analyze import analyze
+from openqna.index.postings import K1
+from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.postings import K1
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ def embedder():
 
 @pytest.fixture
 def service(tmp_path, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "data")

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.filters import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
-from openqna.retrieval.index_cache import IndexCache, engine_search
+from openqna.filters.match import And, IdIn, KindIn, MetaEq, Not, Or, SourceIn
+from openqna.index.analyze import analyze
+from openqna.index.index_cache import IndexCache, engine_search
 from openqna.store import Project
 from store_conformance import item, vec
 
@@ -100,8 +100,9 @@ def test_index_follows_writes_without_restart(kb, indexes):
 
 def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatch, indexes):
     """After writes, the index is updated from the changed records only, and reads as one built from scratch."""
-    from openqna.retrieval import field as field_module
-    from openqna.retrieval import memindex, ranker
+    from openqna.index import field as field_module
+    from openqna.index import memindex
+    from openqna.ranking import ranker
 
     rng = np.random.default_rng(7)
     words = "battery charge pen screen cable reset password monitor stylus power dock update".split()

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openqna.index.analyze import analyze
+from openqna.index.index_cache import IndexCache, engine_search
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import ApiKey, Project, StoredQnA, Unit
 
 
@@ -347,10 +347,10 @@ def test_settings_compare_and_set(store):
 
 def _bump_counters(opener, name: str, store_id: str, rounds: int, start, out) -> None:
     """One server process changing a vector store's state ``rounds`` times."""
-    from openqna.jobs import JobRunner
+    from openqna.kb.jobs import JobRunner
+    from openqna.kb.service import Service
+    from openqna.kinds.vector_stores import VectorStores
     from openqna.models.embedder import HashEmbedder
-    from openqna.service import Service
-    from openqna.vector_stores import VectorStores
 
     store = opener()
     core = VectorStores(Service(store, HashEmbedder()), JobRunner(store, {}))
@@ -370,10 +370,10 @@ def test_vector_store_state_changes_are_never_lost_across_processes(store, reope
     """Processes read-modify-write one vector store's state at once: every change lands (compare-and-set)."""
     import multiprocessing
 
-    from openqna.jobs import JobRunner
+    from openqna.kb.jobs import JobRunner
+    from openqna.kb.service import Service
+    from openqna.kinds.vector_stores import VectorStores
     from openqna.models.embedder import HashEmbedder
-    from openqna.service import Service
-    from openqna.vector_stores import VectorStores
 
     core = VectorStores(Service(store, HashEmbedder()), JobRunner(store, {}))
     vs = core.create(name="shared")

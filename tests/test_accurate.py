@@ -11,10 +11,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from openqna.kb.service import AskRequest
 from openqna.models import embedder as embedders  # noqa: E402
 from openqna.models.embedder import HybridEncoder, LocalMPNet, UniversalSentenceEncoder, get_embedder  # noqa: E402
-from openqna.retrieval import calibrations  # noqa: E402
-from openqna.service import AskRequest  # noqa: E402
+from openqna.ranking import calibrations
 from openqna.store.base import LIVE  # noqa: E402
 from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Per-KB adaptation (retrieval/adapt.py) with the real embedder and the real SQLite store."""
+"""Per-KB adaptation (ranking/adapt.py) with the real embedder and the real SQLite store."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
+from openqna.index.analyze import analyze
+from openqna.kb.service import AskRequest
+from openqna.ranking import adapt, ranker
 from openqna.records import QnA
-from openqna.retrieval import adapt, ranker
-from openqna.retrieval.analyze import analyze
-from openqna.service import AskRequest
 
 FAQ = [
     QnA(["How do I reset my password?", "I forgot my password", "Password reset steps"],

@@ -1,6 +1,6 @@
 """The analyzer: one function that every store's BM25 depends on."""
 
-from openqna.retrieval.analyze import analyze, exact_key, expand_with_synonyms
+from openqna.index.analyze import analyze, exact_key, expand_with_synonyms
 
 
 def test_latin_words_are_stemmed_stopped_and_shingled():

@@ -19,8 +19,8 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError
 from azure.core.rest import HttpRequest
 
+from openqna.auth.keys import create_key
 from openqna.formats import read_file
-from openqna.keys import create_key
 
 P = "/language/authoring/query-knowledgebases/projects"
 FAQ = [

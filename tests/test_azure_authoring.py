@@ -18,8 +18,8 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
 from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
+from openqna.auth.keys import create_key
 from openqna.formats import read_file
-from openqna.keys import create_key
 from openqna.records import QnA
 from openqna.store import Job
 

@@ -16,9 +16,9 @@ from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
 
 from conftest import SAMPLE_DOCS
-from openqna.documents import ingest_document
+from openqna.auth.keys import create_key
 from openqna.ingest import parse_document
-from openqna.keys import create_key
+from openqna.kb.documents import ingest_document
 from test_service import surface_kb
 
 QKB = "/language/:query-knowledgebases"

@@ -15,10 +15,10 @@ import pytest
 
 from conftest import CHITCHAT
 from openqna import settings
+from openqna.index import products
+from openqna.index.field import Field
 from openqna.models.batching import BatcherClosed, MicroBatcher
 from openqna.models.embedder import LocalMiniLM, length_groups
-from openqna.retrieval import products
-from openqna.retrieval.field import Field
 
 # Mixed lengths, so a batch pads its short questions to its longest: masked mean pooling must ignore the padding.
 QUESTIONS = [
@@ -303,7 +303,7 @@ def test_questions_asked_together_get_the_answers_they_get_alone(tmp_path, monke
     """The same answers and confidences (to the 4 decimals the API returns; a padded batch may differ from a lone
     question in a vector's last float bit, which must never move a confidence by more than its last digit)."""
     from openqna.formats import read_file
-    from openqna.service import AskRequest, Service
+    from openqna.kb.service import AskRequest, Service
     from openqna.store.sqlite import SQLiteStore
 
     monkeypatch.setenv("OPENQNA_EMBED_BATCH", "1")

@@ -10,7 +10,7 @@ from collections import defaultdict
 import httpx
 
 from conftest import SHARED_DATA, LiveServer
-from openqna import calibrate as cal
+from openqna.kb import calibrate as cal
 from openqna.records import QnA
 from test_cli import run
 
@@ -34,7 +34,7 @@ def off_topic_questions(n: int) -> list[str]:
 
 
 def test_calibrate_fits_saves_and_the_server_uses_it(tmp_path, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     data = tmp_path / "data"

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
-from openqna.filter_ast import IdIn, MetaEq
+from openqna.filters.nodes import IdIn, MetaEq
+from openqna.index import field as field_module
+from openqna.kb.service import AskRequest
 from openqna.records import KnowledgeBaseContent, QnA
-from openqna.retrieval import field as field_module
-from openqna.service import AskRequest
 from pg import pg_server  # noqa: F401  (fixture)
 
 
@@ -28,7 +28,7 @@ def _banking77(split: str) -> list[tuple[str, str]]:
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def bank(request, tmp_path_factory, embedder):
     """The same KB on both stores; on PostgreSQL the vector candidates come from pgvector's HNSW index."""
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     by_intent: dict[str, list[str]] = {}
@@ -136,7 +136,7 @@ def test_nearest_units_from_the_ivf_index(bank, monkeypatch):
 @pytest.mark.parametrize("sample", [2048, 16])
 def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
     """The keyword candidates: the same masses a sort of every matching unit gives, filtered or not."""
-    from openqna.retrieval.analyze import analyze
+    from openqna.index.analyze import analyze
 
     monkeypatch.setattr(field_module, "COVERAGE_SAMPLE", sample)  # 16: the sampled threshold, even on this small KB
     service, questions, _ = bank
@@ -161,7 +161,7 @@ def test_coverage_top_is_the_top_of_every_unit(bank, monkeypatch, sample):
 
 def test_bm25_of_a_few_units_is_the_full_pass_read_at_them(bank):
     """bm25_at (a binary search per term for a few candidates) gives bm25_units' floats exactly."""
-    from openqna.retrieval.analyze import analyze
+    from openqna.index.analyze import analyze
 
     service, questions, _ = bank
     index = service.indexes.get("bank", "test")

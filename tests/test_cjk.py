@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openqna.index.analyze import cjk_share
+from openqna.kb.service import AskRequest
+from openqna.ranking import ranker
 from openqna.records import QnA
-from openqna.retrieval import ranker
-from openqna.retrieval.analyze import cjk_share
-from openqna.service import AskRequest
 
 ZH = [
     (["设备充满电需要多长时间？"], "使用原装电源适配器，大约两个小时可以充满。"),
@@ -193,7 +193,7 @@ def test_a_refitted_calibration_reads_the_same_on_chinese_questions(service):
     """``openqna calibrate``'s fit predicts the served confidence whatever the question's script."""
     import math
 
-    from openqna import calibrate as cal
+    from openqna.kb import calibrate as cal
 
     ids = _kb(service, "faq", ZH)
     proj = service.store.get_project("faq")

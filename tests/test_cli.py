@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from conftest import CHITCHAT, free_port, wait_healthy
-from openqna.catalog import Project
+from openqna.kb.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
@@ -150,7 +150,7 @@ def test_suggestions_and_key_revocation(tmp_path):
 def test_serve_runs_blas_on_the_request_thread():
     """`openqna serve` limits numpy's BLAS to one thread (its pool serialises concurrent requests)."""
     code = ("import numpy, threadpoolctl\n"
-            "from openqna.cli import one_blas_thread\n"
+            "from openqna.cli.main import one_blas_thread\n"
             "before = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
             "one_blas_thread()\n"
             "after = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
@@ -257,7 +257,7 @@ def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
 
 
 def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
-    from openqna.calibrate import MIN_QUESTIONS
+    from openqna.kb.calibrate import MIN_QUESTIONS
 
     helped = run("calibrate", "--help", data=tmp_path).stdout
     assert f"at least {MIN_QUESTIONS} questions" in " ".join(helped.split())

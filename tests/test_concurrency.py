@@ -88,8 +88,8 @@ def test_mcp_tool_questions_run_on_the_query_pool(monkeypatch):
     """The MCP search and ask tools take a query thread, as the HTTP questions do (1 thread: one at a time)."""
     from types import SimpleNamespace
 
-    from openqna.api.mcp_tools import KnowledgeBaseTools
-    from openqna.service import Answer
+    from openqna.api.tools.mcp_tools import KnowledgeBaseTools
+    from openqna.kb.service import Answer
 
     monkeypatch.setenv("OPENQNA_QUERY_THREADS", "1")
     overlap = Overlap()

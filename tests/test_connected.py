@@ -23,15 +23,15 @@ from mcp.client.streamable_http import streamable_http_client
 from openapi_spec_validator import validate
 
 from conftest import LiveServer, free_port
-from openqna.connected import connect_table
+from openqna.connected.clickhouse import ChdbClient, chdb_session, close_chdb
+from openqna.connected.pgvector import PostgresTable
+from openqna.filters.evaluate import evaluate
+from openqna.filters.where_str import parse_where
+from openqna.kb.service import Service
+from openqna.kinds.connected_tables import connect_table
+from openqna.kinds.tables import TableSchema, parse_column
 from openqna.records import InvalidArgument
-from openqna.retrieval.where import evaluate
-from openqna.retrieval.where_parse import parse_where
-from openqna.service import Service
-from openqna.store.connected_clickhouse import ChdbClient, chdb_session, close_chdb
-from openqna.store.connected_postgres import PostgresTable
 from openqna.store.sqlite import SQLiteStore
-from openqna.tables import TableSchema, parse_column
 from openqna.turns import Turns
 from pg import DATABASE, pg_server  # noqa: F401  (fixture)
 from test_cli import run
@@ -185,7 +185,7 @@ def test_only_select_and_describe_statements_reach_the_engines(tmp_path, embedde
     assert sent and all(s.startswith(("SELECT ", "DESCRIBE TABLE ")) for s in sent), sent
     assert not any("q-bio.GN" in s for s in sent)  # the filter's values went as parameters
     with pytest.raises(InvalidArgument, match="rows live in its own database"):
-        from openqna.tables import load_rows
+        from openqna.kinds.tables import load_rows
         load_rows(service, "ch", "more.jsonl", b'{"id": "x"}')
     engine = service.connected.engines["pg"][1]  # and PostgreSQL sessions are read-only besides
     with pytest.raises(Exception, match="25006"):

@@ -42,7 +42,7 @@ def server(tmp_path_factory):
     """`openqna serve` on a fresh SQLite store with one admin key (made by `openqna keys create`)."""
     data = tmp_path_factory.mktemp("console")
     env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1"}
-    cli = [sys.executable, "-m", "openqna.cli"]
+    cli = [sys.executable, "-m", "openqna.cli.main"]
     made = subprocess.run([*cli, "keys", "create", "--name", "owner", "--role", "admin"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=True)
     secret = next(w for w in made.stdout.split() if w.startswith("oq_"))

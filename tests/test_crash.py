@@ -32,7 +32,7 @@ class Server:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0", "OPENQNA_JOB_POLL_SECONDS": "0.1",
                "OPENQNA_JOB_LEASE_SECONDS": "2"}
         with open(log, "a") as out:  # a file, not a pipe nobody drains
-            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data),
+            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", str(data),
                                           "--port", str(self.port), "--no-sample"],
                                          stdout=out, stderr=subprocess.STDOUT, env=env)
         wait_healthy(self.url, self.proc, log)
@@ -155,8 +155,8 @@ class Fixed:
 
 
 def test_kill_during_a_deploy_leaves_the_old_deployment_or_the_new_one_whole(tmp_path):
+    from openqna.kb.service import Service
     from openqna.records import QnA
-    from openqna.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path)  # written directly: thousands of records without embedding them

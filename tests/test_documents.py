@@ -8,9 +8,9 @@ from azure.ai.language.questionanswering.authoring import AuthoringClient
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import SAMPLE_DOCS
-from openqna.documents import ingest_document
 from openqna.ingest import parse_document
-from openqna.service import AskRequest
+from openqna.kb.documents import ingest_document
+from openqna.kb.service import AskRequest
 from test_cli import run
 
 MANUAL = SAMPLE_DOCS / "data-source-formats" / "product-manual.pdf"
@@ -32,7 +32,7 @@ The widget has a two-year warranty from the date of purchase.
 
 @pytest.fixture(scope="module")
 def surface(tmp_path_factory, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     service = Service(SQLiteStore(tmp_path_factory.mktemp("surface")), embedder)

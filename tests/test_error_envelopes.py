@@ -17,10 +17,10 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from openqna.api.console import CONSOLE_DIR
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 # /healthz answers load balancers without a key, /openqna/whoami tells a page whether it needs one, and the
@@ -182,7 +182,7 @@ def test_an_unexpected_error_answers_500_in_the_surface_dialect(tmp_path, monkey
 
     monkeypatch.setattr(service, "projects", broken)
     monkeypatch.setattr(service, "knowledge_bases", broken)
-    monkeypatch.setattr("openqna.openai_files.list_files", broken)
+    monkeypatch.setattr("openqna.kinds.openai_files.list_files", broken)
     with TestClient(create_app(service), raise_server_exceptions=False) as client:
         response = client.get(path, params={"api-version": "2023-04-01", "subject": "x"})
     assert response.status_code == 500, response.text

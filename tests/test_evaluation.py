@@ -10,14 +10,14 @@ import pytest
 
 from conftest import REPO, SHARED_DATA
 from openqna.evaluation import datasets, guard, metrics, regimes, run_eval
-from openqna.evaluation import documents as doc_eval
+from openqna.evaluation import document_regimes as doc_eval
 from openqna.evaluation.baselines import SIGNALS, fused
 from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.evaluation.regime_report import plot_name
 from openqna.evaluation.regimes import Outcome, Question
 from openqna.evaluation.spans import sample_by_paragraph
+from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 REPO_SAMPLE = REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"

@@ -17,10 +17,11 @@ import pytest
 
 from conftest import SHARED_DATA
 from openqna.formats import read_file
+from openqna.index import products
+from openqna.index.field import Field
+from openqna.kb.service import AskRequest
+from openqna.ranking import calibrations, ranker, regime
 from openqna.records import KnowledgeBaseContent, QnA
-from openqna.retrieval import calibrations, products, ranker, regime
-from openqna.retrieval.field import Field
-from openqna.service import AskRequest
 
 
 def random_terms(rng: np.random.Generator, rival: float | None) -> regime.RegimeTerms:

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openqna import fetch as fetching
-from openqna.fetch import Allowed, fetch, refusal
+from openqna.ingest import fetch as fetching
+from openqna.ingest.fetch import Allowed, fetch, refusal
 from openqna.records import InvalidArgument
 
 

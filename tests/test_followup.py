@@ -20,13 +20,13 @@ from azure.ai.language.questionanswering.models import KnowledgeBaseAnswerContex
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import REPO, SAMPLE_DOCS, SHARED_DATA, LiveServer
-from openqna.documents import ingest_document
 from openqna.formats import read_file
+from openqna.index.analyze import analyze
 from openqna.ingest import parse_document
+from openqna.kb.documents import ingest_document
+from openqna.ranking import calibrations, ranker
+from openqna.ranking.followup import refers_back
 from openqna.records import QnA
-from openqna.retrieval import calibrations, ranker
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.followup import refers_back
 
 DOCS = SAMPLE_DOCS / "data-source-formats"
 
@@ -64,7 +64,7 @@ CONTOSO = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     service = Service(SQLiteStore(tmp_path_factory.mktemp("multiturn")), embedder)
@@ -178,7 +178,7 @@ SAMPLE_KB = REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"
 
 @pytest.fixture(scope="module")
 def sample_served(tmp_path_factory, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     service = Service(SQLiteStore(tmp_path_factory.mktemp("sample-conversation")), embedder)
@@ -190,7 +190,7 @@ def sample_served(tmp_path_factory, embedder):
 def off_topic_follow_ups() -> list[str]:
     """The sample KB's hand-written off-topic questions and 30 seeded assistant requests of hwu64 (none about a
     question-answering server), as users say them to a bot in the middle of a conversation."""
-    from openqna.evaluation.documents import QUESTIONS, read_questions
+    from openqna.evaluation.document_regimes import QUESTIONS, read_questions
 
     written = [q.question for q in read_questions(QUESTIONS / "sample-kb.tsv") if q.answer is None]
     hwu = (SHARED_DATA / "hwu64" / "test" / "seq.in").read_text(encoding="utf-8").splitlines()
@@ -247,8 +247,8 @@ def test_prompts_and_real_follow_ups_still_rise_with_the_context(sample_served):
 
 
 def test_context_caps_records_without_evidence():
-    from openqna.retrieval.followup import capped, prompt_matches
-    from openqna.retrieval.ranker import Ranked
+    from openqna.ranking.followup import capped, prompt_matches
+    from openqna.ranking.ranker import Ranked
 
     alone = [Ranked(1, 0.30), Ranked(2, 0.20), Ranked(4, 0.10)]
     contextual = [Ranked(2, 0.90), Ranked(3, 0.80), Ranked(1, 0.25)]

@@ -67,7 +67,7 @@ class Server:
         self.log = data / "server.log"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_JOB_POLL_SECONDS": "0.1"}
         with open(self.log, "a") as out:  # a file, not a pipe nobody drains
-            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli", "serve", "--data", str(data / "data"),
+            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", str(data / "data"),
                                           "--port", str(self.port), "--no-sample"],
                                          stdout=out, stderr=subprocess.STDOUT, env=env)
         wait_healthy(self.url, self.proc, self.log)

@@ -10,9 +10,9 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
+from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 A = "/language/authoring/query-knowledgebases/projects"

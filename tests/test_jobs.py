@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from openqna.jobs import LOST, JobRunner
+from openqna.kb.jobs import LOST, JobRunner
 from openqna.store import Job
 from openqna.store.sqlite import SQLiteStore
 

@@ -18,10 +18,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from conftest import LiveServer
-from openqna.filter_ast import Column
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.filters.nodes import Column
+from openqna.kinds.tables import TableSchema, create_table, load_rows
 from openqna.records import QnA
-from openqna.tables import TableSchema, create_table, load_rows
 
 PRODUCTS = [
     {"name": "Trail tent", "description": "A two-person tent for camping and hiking trips.", "price": 149.0,
@@ -160,7 +160,7 @@ async def scenario(client: Client) -> None:
 # ------------------------------------------------------------------------------------------- stdio
 def test_stdio(kbs, tmp_path):
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "openqna.api.mcp", "--data", str(kbs.store.directory)],
+                                   args=["-m", "openqna.api.tools.mcp", "--data", str(kbs.store.directory)],
                                    env=dict(os.environ), cwd=str(tmp_path))
 
     async def main(errlog):

@@ -12,10 +12,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from openqna.kb.service import AskRequest, Service
 from openqna.models import onnx_export  # noqa: E402
 from openqna.models.embedder import LocalMPNet, get_embedder  # noqa: E402
-from openqna.retrieval import calibrations  # noqa: E402
-from openqna.service import AskRequest, Service  # noqa: E402
+from openqna.ranking import calibrations
 from openqna.store.base import LIVE  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 

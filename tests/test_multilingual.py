@@ -18,13 +18,13 @@ from azure.ai.language.questionanswering.models import ShortAnswerOptions
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import LiveServer
-from openqna.evaluation.documents import read_questions
+from openqna.evaluation.document_regimes import read_questions
 from openqna.formats import read_file
-from openqna.multilingual import FILLED
+from openqna.index.index_cache import IndexCache
+from openqna.index.saved_index import load, save
+from openqna.kb.service import AskRequest, Service
+from openqna.ranking.multilingual import FILLED
 from openqna.records import QnA
-from openqna.retrieval.index_cache import IndexCache
-from openqna.retrieval.saved_index import load, save
-from openqna.service import AskRequest, Service
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from test_cjk import JA, JA_ASKED, ZH, ZH_ASKED

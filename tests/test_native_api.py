@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from conftest import LiveServer
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
 
 AUTHORING = "/language/authoring/query-knowledgebases/projects"
 VERSION = {"api-version": "2023-04-01"}

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from openqna.answers import build_instruction, select_by_length
+from openqna.kb.answers_search import build_instruction, select_by_length
 from openqna.models.gpt2 import count_tokens, encode
 
 EXAMPLES = [["What is the capital of Washington", "Olympia"], ["What is the capital of Oregon", "Salem"]]
@@ -145,7 +145,7 @@ def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
 
 
 def test_keys_apply_to_openai_routes(live):
-    from openqna.keys import create_key
+    from openqna.auth.keys import create_key
 
     _, secret = create_key(live.service.store, role="query")
     c = client(live)

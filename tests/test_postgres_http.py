@@ -9,9 +9,9 @@ import httpx
 import psycopg
 
 from conftest import LiveServer
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.kb.service import Service
 from openqna.records import QnA
-from openqna.service import Service
 from openqna.store.postgres import PostgresStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 

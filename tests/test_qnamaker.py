@@ -8,8 +8,8 @@ import subprocess
 import httpx
 import pytest
 
-from openqna.authoring import Authoring
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.kb.authoring import Authoring
 from openqna.records import QnA
 from test_service import surface_kb
 

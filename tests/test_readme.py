@@ -169,7 +169,7 @@ def python_for(code: str) -> Path:
 
 def check_token_issuers(code: str) -> None:
     """The JSON blocks are OPENQNA_TOKEN_ISSUERS values: the server must accept them as written."""
-    from openqna.tokens import parse_issuers
+    from openqna.auth.bearer import parse_issuers
 
     issuers = parse_issuers(code)
     assert issuers and all(i.issuer.startswith("https://") for i in issuers)

@@ -26,10 +26,10 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
-from openqna.service import Service
 from openqna.store.sqlite import SQLiteStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openqna.filter_ast import And, MetaEq, Or, SourceIn
+from openqna.filters.nodes import And, MetaEq, Or, SourceIn
+from openqna.kb.service import AskRequest, SpanRequest
 from openqna.records import Conflict, Dialog, KnowledgeBaseContent, Prompt, QnA
-from openqna.service import AskRequest, SpanRequest
 
 
 def surface_kb() -> KnowledgeBaseContent:
@@ -260,7 +260,7 @@ def test_faq_pages_get_their_own_weights_and_intent_sets_keep_the_shipped_ones(s
     """An FAQ page that cannot adapt (one question per QnA) is ranked by ``calibrations.SPARSE``; a KB of QnAs with
     many questions keeps the weights fitted there even when it cannot adapt (too large, or adaptation off), and so
     does a document KB."""
-    from openqna.retrieval import calibrations, ranker
+    from openqna.ranking import calibrations, ranker
 
     monkeypatch.setenv("OPENQNA_KB_ADAPT", "0")
     kbs = {"faq": [QnA([f"question {i}"], f"answer {i}") for i in range(6)],
@@ -279,7 +279,7 @@ def test_faq_pages_read_their_gap_with_weights_of_their_own(service, monkeypatch
     the same logit and gap say more on it (a right answer stands clear of fewer rivals on an FAQ page)."""
     import numpy as np
 
-    from openqna.retrieval import calibrations, regime
+    from openqna.ranking import calibrations, regime
 
     monkeypatch.setenv("OPENQNA_KB_ADAPT", "0")
     kbs = {"faq": [QnA([f"question {i}"], f"answer {i}") for i in range(6)],
@@ -310,7 +310,7 @@ def test_a_records_confidence_never_falls_as_its_own_logit_rises(adapted, faq_pa
     share), so it never reorders the records it reads and a better match is never less confident."""
     import numpy as np
 
-    from openqna.retrieval import calibrations, regime
+    from openqna.ranking import calibrations, regime
 
     rng = np.random.default_rng(3)
     for _ in range(200):
@@ -330,7 +330,7 @@ def test_a_records_confidence_never_falls_as_its_own_logit_rises(adapted, faq_pa
 def test_shares_count_none_of_these():
     import numpy as np
 
-    from openqna.retrieval import regime
+    from openqna.ranking import regime
 
     # a lone candidate holds all the mass without a rival, and only part of it beside "none of these"
     assert regime.shares(np.array([-2.0]), np.array([True])).tolist() == [0.0]
@@ -342,7 +342,7 @@ def test_shares_count_none_of_these():
 def test_lone_candidates_have_no_gap():
     import numpy as np
 
-    from openqna.retrieval import regime
+    from openqna.ranking import regime
 
     assert regime.gaps(np.array([2.0]), np.array([True])).tolist() == [0.0]
     assert regime.gaps(np.array([2.0, 5.0]), np.array([True, False])).tolist() == [0.0, 0.0]
@@ -353,7 +353,7 @@ def test_gaps_match_the_full_sort_they_replaced():
     """The best and runner-up found without sorting give the gaps a stable sort gave, ties and filters included."""
     import numpy as np
 
-    from openqna.retrieval import regime
+    from openqna.ranking import regime
 
     def by_sorting(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         z = np.where(allowed, logit, -np.inf)
@@ -375,7 +375,7 @@ def test_gaps_match_the_full_sort_they_replaced():
 def test_answer_informativeness_tells_chit_chat_from_paragraphs(service):
     """A KB's answers that say nothing of their questions ("Hi!") read near 0; paragraphs written about their
     question near 1 (``ranker.answer_informativeness``, which the FAQ-page weights read the answer in proportion to)."""
-    from openqna.retrieval import ranker
+    from openqna.ranking import ranker
 
     chat = [QnA(["Good morning"], "Hi!"), QnA(["Are you a robot?"], "I'm here for you."),
             QnA(["Tell me a joke"], "Sorry, I don't know any."), QnA(["What's your name?"], "I don't have one."),
@@ -401,7 +401,7 @@ def test_faq_page_weights_read_both_cosines_and_the_answer_by_informativeness():
 
     import numpy as np
 
-    from openqna.retrieval.calibrations import Calibration
+    from openqna.ranking.calibrations import Calibration
 
     c = Calibration(w_qsim=1.0, w_asim=2.0, w_qcov=0.0, w_acov=3.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.5, w_dmax=4.0,
                     w_asim_informative=10.0, w_acov_informative=20.0, w_bm25_informative=30.0, typical=None)
@@ -415,11 +415,11 @@ def test_faq_page_weights_read_both_cosines_and_the_answer_by_informativeness():
 
 def test_a_misspelt_word_still_matches(service, monkeypatch):
     """"how do i strat the sever?" once ranked "create an API key" first (0.26): a word the KB does not hold is read
-    as its word one edit away (``retrieval.typos``); words the KB holds, short words and stop words are left alone,
+    as its word one edit away (``ranking.typos``); words the KB holds, short words and stop words are left alone,
     and with the setting off nothing is corrected."""
     from conftest import REPO
     from openqna.formats import read_file
-    from openqna.retrieval import typos
+    from openqna.ranking import typos
 
     service.import_content("sample", read_file(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"))
     index = service.indexes.get("sample")

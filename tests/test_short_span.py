@@ -7,8 +7,8 @@ from azure.ai.language.questionanswering import QuestionAnsweringClient
 from azure.ai.language.questionanswering.models import ShortAnswerOptions
 from azure.core.credentials import AzureKeyCredential
 
+from openqna.answers.short_span import question_kind, short_span
 from openqna.records import QnA
-from openqna.retrieval.short_span import question_kind, short_span
 
 SENTENCES = [
     ("How long does it take to charge the battery?",

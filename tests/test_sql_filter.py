@@ -1,4 +1,4 @@
-"""store/sql_filter.py on real engines: every dialect selects exactly the rows ``where.evaluate`` accepts.
+"""filters/sql.py on real engines: every dialect selects exactly the rows ``where.evaluate`` accepts.
 
 The same typed rows go into PostgreSQL (pgserver: a table of typed columns, and the ``records`` layout
 the PostgreSQL store searches, typed fields in JSON) and ClickHouse (chdb: typed, Nullable columns, a
@@ -21,28 +21,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from psycopg.types.json import Json
 
-from openqna.filter_ast import (
-    And,
-    Compare,
-    HasAny,
-    IdIn,
-    KindIn,
-    Like,
-    MetaEq,
-    Not,
-    Or,
-    Ref,
-    SourceIn,
-)
+from openqna.filters.evaluate import evaluate
+from openqna.filters.nodes import And, Compare, HasAny, IdIn, KindIn, Like, MetaEq, Not, Or, Ref, SourceIn
+from openqna.filters.sql import RecordSQL, compile_clickhouse, compile_postgres
+from openqna.filters.values import utc_seconds
+from openqna.filters.where_str import parse_where
+from openqna.index.analyze import analyze
 from openqna.records import Dialog, QnA
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.where import evaluate
-from openqna.retrieval.where_parse import parse_where
-from openqna.retrieval.where_values import utc_seconds
 from openqna.store import Project, StoredQnA, Unit
 from openqna.store.postgres import PostgresStore
 from openqna.store.postgres_vector import filter_to_sql, record_column
-from openqna.store.sql_filter import RecordSQL, compile_clickhouse, compile_postgres
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from test_where import FUZZ, LEGIT, NOW, ROWS, SCHEMA
 

@@ -17,11 +17,11 @@ import psycopg
 import pytest
 
 from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
-from openqna.filter_ast import And, IdIn, KindIn, MetaEq, Not, SourceIn
+from openqna.filters.nodes import And, IdIn, KindIn, MetaEq, Not, SourceIn
+from openqna.index import index_cache
+from openqna.index.analyze import analyze
+from openqna.index.index_cache import IndexCache, engine_search
 from openqna.records import NotFound, QnA
-from openqna.retrieval import index_cache
-from openqna.retrieval.analyze import analyze
-from openqna.retrieval.index_cache import IndexCache, engine_search
 from openqna.store import Project, Source, StoredQnA, Unit
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore
@@ -363,8 +363,8 @@ def test_same_scores_and_answers_as_sqlite(tmp_path, store):
 
 def test_service_answers_alike_on_both_stores(tmp_path, pg_dsn, embedder):
     """The whole ask() path (real model, synonyms, filters, deployments) over each store: the same answers."""
+    from openqna.kb.service import AskRequest, Service
     from openqna.records import Dialog, KnowledgeBaseContent
-    from openqna.service import AskRequest, Service
 
     content = KnowledgeBaseContent(qnas=[
         QnA(["How long does it take to charge the battery?", "charging time"],
@@ -525,9 +525,9 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     import sys
     from pathlib import Path
 
-    from openqna.keys import create_key, hash_key
+    from openqna.auth.keys import create_key, hash_key
+    from openqna.kb.service import AskRequest, Service
     from openqna.records import QnA
-    from openqna.service import AskRequest, Service
     from openqna.store import StoredFile
     from test_service import surface_kb
 
@@ -763,7 +763,7 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
 
 def test_a_restart_loads_the_saved_index_from_the_cache_dir(pg_dsn, tmp_path, monkeypatch):
     """With a cache_dir (OPENQNA_DATA), PostgreSQL's large indexes are saved, loaded on restart and caught up."""
-    from openqna.retrieval import memindex, saved_index
+    from openqna.index import memindex, saved_index
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     rng = np.random.default_rng(5)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
-from openqna.retrieval import index_cache
-from openqna.retrieval.index_cache import IndexCache
+from openqna.index import index_cache
+from openqna.index.index_cache import IndexCache
 from openqna.store import Project
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
@@ -108,8 +108,8 @@ def _large_kb(store, n=80, seed=3):
 
 def _same_index(a, b, rng, words, monkeypatch):
     """Every score, mask and ranking of ``a`` equals ``b``'s (ids compared, not rows)."""
-    from openqna.filter_ast import And, KindIn, MetaEq, Not, SourceIn
-    from openqna.retrieval import ranker
+    from openqna.filters.nodes import And, KindIn, MetaEq, Not, SourceIn
+    from openqna.ranking import ranker
 
     def by_id(index, values):
         return dict(zip(index.ids.tolist(), np.round(np.asarray(values, dtype=float), 5).tolist()))
@@ -119,8 +119,8 @@ def _same_index(a, b, rng, words, monkeypatch):
         assert by_id(a, getattr(a, name)) == by_id(b, getattr(b, name))
     assert {k: sorted(a.ids[r].tolist()) for k, r in a.exact.items()} == \
         {k: sorted(b.ids[r].tolist()) for k, r in b.exact.items()}
-    from openqna.filter_ast import Column
-    from openqna.retrieval.where_parse import parse_where
+    from openqna.filters.nodes import Column
+    from openqna.filters.where_str import parse_where
 
     schema = {"group": Column("group", "String"), "source": Column("source", "String"),
               "missing": Column("missing", "String")}
@@ -156,7 +156,7 @@ def mapped(array: np.ndarray) -> bool:
 
 
 def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkeypatch):
-    from openqna.retrieval import field, memindex, saved_index
+    from openqna.index import field, memindex, saved_index
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")  # large enough for an IVF index: it is saved too
@@ -177,7 +177,7 @@ def test_a_restart_loads_the_saved_index_instead_of_building_it(tmp_path, monkey
 
 
 def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypatch):
-    from openqna.retrieval import memindex, saved_index
+    from openqna.index import memindex, saved_index
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "0")
@@ -200,7 +200,7 @@ def test_a_saved_index_catches_up_with_later_writes_in_place(tmp_path, monkeypat
 
 
 def test_a_damaged_saved_index_is_rebuilt_from_the_database(tmp_path, monkeypatch, caplog):
-    from openqna.retrieval import saved_index
+    from openqna.index import saved_index
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
@@ -215,9 +215,9 @@ def test_a_damaged_saved_index_is_rebuilt_from_the_database(tmp_path, monkeypatc
 
 
 def test_saved_indexes_are_for_large_indexes_and_go_with_their_project(tmp_path, monkeypatch):
+    from openqna.index import saved_index
+    from openqna.kb.service import Service
     from openqna.models.embedder import HashEmbedder
-    from openqna.retrieval import saved_index
-    from openqna.service import Service
 
     store = SQLiteStore(tmp_path)
     _large_kb(store)
@@ -232,9 +232,9 @@ def test_saved_indexes_are_for_large_indexes_and_go_with_their_project(tmp_path,
 
 def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
     """Service.warm (run by `openqna serve` before it listens) loads every saved index and only those."""
+    from openqna.index import saved_index
+    from openqna.kb.service import Service
     from openqna.models.embedder import HashEmbedder
-    from openqna.retrieval import saved_index
-    from openqna.service import Service
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     store = SQLiteStore(tmp_path)
@@ -250,7 +250,7 @@ def test_serve_loads_saved_indexes_before_it_listens(tmp_path, monkeypatch):
 
 def test_an_index_saved_from_another_database_file_is_ignored(tmp_path, monkeypatch):
     """Versions restart in a new database file: an index saved from the old one must not pass for current."""
-    from openqna.retrieval import saved_index
+    from openqna.index import saved_index
 
     monkeypatch.setattr(saved_index, "MIN_VECTORS", 1)
     old = SQLiteStore(tmp_path)

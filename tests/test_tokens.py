@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from issuer import AUDIENCE, LocalIssuer
-from openqna.tokens import (
+from openqna.auth.bearer import (
     AZURE_SCOPE,
     Issuer,
     IssuerConfigError,

@@ -32,9 +32,9 @@ from cryptography.x509.oid import NameOID
 
 from conftest import LiveServer, free_port
 from issuer import LocalIssuer
-from openqna.keys import create_key
+from openqna.auth.bearer import AZURE_SCOPE
+from openqna.auth.keys import create_key
 from openqna.records import QnA
-from openqna.tokens import AZURE_SCOPE
 
 QKB = "/language/:query-knowledgebases"
 PROJECTS = "/language/authoring/query-knowledgebases/projects"

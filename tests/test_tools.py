@@ -13,9 +13,9 @@ import pytest
 from openapi_spec_validator import validate
 
 from conftest import SHARED_DATA, LiveServer
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column
 from openqna.records import InvalidArgument
-from openqna.tables import TableSchema, create_table, load_rows, parse_column
 from test_cli import run
 
 CATEGORIES = ["cs.CL", "cs.LG", "q-bio.NC", "q-bio.GN", "stat.ML"]
@@ -45,7 +45,7 @@ def arxiv_rows(n: int = 120) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def arxiv(tmp_path_factory, embedder):
-    from openqna.service import Service
+    from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
     service = Service(SQLiteStore(tmp_path_factory.mktemp("arxiv")), embedder)

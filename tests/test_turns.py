@@ -159,9 +159,9 @@ def test_a_service_asks_in_turns_and_its_questions_still_share_batches(tmp_path,
     model outside their turn (their questions still meet in the embedder's batches), and get the answers they get
     asked one by one."""
     from openqna.formats import read_file
+    from openqna.kb.service import AskRequest, Service
     from openqna.models.embedder import LocalMiniLM
-    from openqna.retrieval import ranker
-    from openqna.service import AskRequest, Service
+    from openqna.ranking import ranker
     from openqna.store.sqlite import SQLiteStore
 
     service = Service(SQLiteStore(tmp_path / "data"), LocalMiniLM(cache_size=0))  # no cache: each ask embeds

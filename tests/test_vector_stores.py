@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from conftest import LiveServer
-from openqna.ingest.tokens import count_tokens as minilm_tokens
-from openqna.keys import create_key
+from openqna.auth.keys import create_key
+from openqna.ingest.token_count import count_tokens as minilm_tokens
 
 DOCS = {
     "returns.txt": (

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openqna.filter_ast import (
+from openqna.filters.evaluate import WhereError, evaluate
+from openqna.filters.nodes import (
     And,
     Column,
     Compare,
@@ -26,11 +27,10 @@ from openqna.filter_ast import (
     SourceIn,
     schema_of,
 )
+from openqna.filters.sql import compile_postgres, compile_sqlite
+from openqna.filters.syntax import MAX_DEPTH, MAX_LENGTH
+from openqna.filters.where_str import parse_where
 from openqna.records import InvalidArgument
-from openqna.retrieval.where import WhereError, evaluate
-from openqna.retrieval.where_parse import parse_where
-from openqna.retrieval.where_syntax import MAX_DEPTH, MAX_LENGTH
-from openqna.store.sql_filter import compile_postgres, compile_sqlite
 
 NOW = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
 SCHEMA = schema_of(
@@ -462,7 +462,7 @@ def test_fuzz_generated_filters_parse_and_agree(json_db, text):
 
 
 # ------------------------------------------------------------------------------------ numpy evaluation
-from openqna.retrieval.where_numpy import WhereColumns, encode_columns, where_mask  # noqa: E402
+from openqna.filters.masks import WhereColumns, encode_columns, where_mask
 
 _ROW_IDS = list(ROWS)
 _ROWS = [ROWS[i] for i in _ROW_IDS]

@@ -13,26 +13,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import __version__
-from .answers import get_completer
-from .api.auth import ChecksOffLoop
-from .api.azure import AzureRuntime
-from .api.azure_authoring import AzureAuthoring
-from .api.console import console_routes
-from .api.errors import azure_error, qnamaker_error
-from .api.mcp import mcp_app
-from .api.native import NativeRoutes
-from .api.openai import OpenAIRoutes, openai_error
-from .api.openai_vector_stores import VectorStoreRoutes
-from .api.qnamaker import QnAMakerRuntime, is_qnamaker_path
-from .api.tools import Tools, tools_error
-from .authoring import Authoring
-from .jobs import JobRunner
-from .keys import Authorizer
-from .query_log import QueryLog
-from .service import Service
-from .tokens import TokenValidator
-from .vector_stores import VectorStores
+from openqna import __version__
+from openqna.api.azure.authoring_api import AzureAuthoring
+from openqna.api.azure.runtime import AzureRuntime
+from openqna.api.console import console_routes
+from openqna.api.credentials import ChecksOffLoop
+from openqna.api.errors import azure_error, qnamaker_error
+from openqna.api.native import NativeRoutes
+from openqna.api.openai.answers_api import OpenAIRoutes, openai_error
+from openqna.api.openai.vector_stores_api import VectorStoreRoutes
+from openqna.api.qnamaker import QnAMakerRuntime, is_qnamaker_path
+from openqna.api.tools.get_related import Tools, tools_error
+from openqna.api.tools.mcp import mcp_app
+from openqna.auth.bearer import TokenValidator
+from openqna.auth.keys import Authorizer
+from openqna.kb.answers_search import get_completer
+from openqna.kb.authoring import Authoring
+from openqna.kb.jobs import JobRunner
+from openqna.kb.query_log import QueryLog
+from openqna.kb.service import Service
+from openqna.kinds.vector_stores import VectorStores
 
 log = logging.getLogger("openqna")
 

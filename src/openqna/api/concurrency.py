@@ -25,11 +25,11 @@ from typing import Any, Callable, TypeVar
 import anyio
 import anyio.to_thread
 
-from .. import settings
+from openqna import settings
 
 T = TypeVar("T")
 # Each event loop's pools: "query" (OPENQNA_QUERY_THREADS threads) and "store", authoring handlers' store work
-# (``azure_wire.handle_errors_off_loop``), whose writes waiting for a database lock then hold at most its threads,
+# (``api.azure.wire.handle_errors_off_loop``), whose writes waiting for a database lock then hold at most its threads,
 # never the default pool's that key checks and uploads use.
 _limiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, anyio.CapacityLimiter]]" = \
     weakref.WeakKeyDictionary()

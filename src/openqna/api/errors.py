@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from ..keys import Denied
+from openqna.auth.keys import Denied
 
 UNAUTHORIZED_MESSAGE = (
     "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an "

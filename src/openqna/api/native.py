@@ -18,7 +18,7 @@ error envelope (the console's other half speaks Azure):
   file: accuracy and rejection against the threshold before and after the fit (saved with ``save=true``);
 * ``POST /openqna/projects/{project}/suggestions/:reject`` — drop an active-learning suggestion;
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
-  (``openqna.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
+  (``openqna.kb.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
 """
 
 from __future__ import annotations
@@ -33,19 +33,28 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import keys as key_store
-from ..catalog import LIVE, kind_of
-from ..formats.limits import LIMITS
-from ..jobs import JobRunner
-from ..keys import ApiKey, Authorizer, Caller, allows
-from ..query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
-from ..records import InvalidArgument, NotFound
-from ..service import Answer, Service
-from .auth import secret_from_headers
-from .azure import answer_json, parse_ask
-from .azure_wire import Body, Refused, authorize, body_json, handle_errors, handle_errors_off_loop, read_json, too_large
-from .concurrency import run_query
-from .errors import azure_error
+from openqna.api.azure.runtime import answer_json, parse_ask
+from openqna.api.azure.wire import (
+    Body,
+    Refused,
+    authorize,
+    body_json,
+    handle_errors,
+    handle_errors_off_loop,
+    read_json,
+    too_large,
+)
+from openqna.api.concurrency import run_query
+from openqna.api.credentials import secret_from_headers
+from openqna.api.errors import azure_error
+from openqna.auth import keys as key_store
+from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
+from openqna.formats.limits import LIMITS
+from openqna.kb.catalog import LIVE, kind_of
+from openqna.kb.jobs import JobRunner
+from openqna.kb.query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
+from openqna.kb.service import Answer, Service
+from openqna.records import InvalidArgument, NotFound
 
 PREFIX = "/openqna"
 UPLOAD_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".htm", ".md", ".markdown")
@@ -178,7 +187,7 @@ class NativeRoutes:
 
     @handle_errors
     async def upload(self, request: Request) -> Response:
-        from .azure_authoring import NAME
+        from openqna.api.azure.authoring_api import NAME
 
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
@@ -250,7 +259,7 @@ class NativeRoutes:
         """``openqna calibrate`` over HTTP: the body is a development file (question, QnA id or ``none`` per
         line); the answer is the accuracy/rejection curve before and after the fit, saved when ``save=true``.
         DELETE goes back to the shipped calibration."""
-        from .. import calibrate as cal
+        from openqna.kb import calibrate as cal
 
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
@@ -293,7 +302,7 @@ class NativeRoutes:
     @handle_errors_off_loop
     def reject(self, request: Request) -> Response:
         """Reject an active-learning suggestion: ``{"qnaId", "question"}``; accepting one is a QnA update."""
-        from ..authoring import Authoring
+        from openqna.kb.authoring import Authoring
 
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)

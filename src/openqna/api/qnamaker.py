@@ -6,7 +6,7 @@ This surface serves that path under every prefix those hosts use, matches the la
 case-insensitively (C# calls ``generateanswer``) and translates the body to an ``AskRequest``:
 scores are 0..100 on the wire, metadata a name/value array, strict filters (``source_name_metadata``
 is C#'s spelling of a source filter) joined by AND or OR.  The wire contract, read from the clients'
-source, is in ``reference/qnamaker-botframework.md``.  No ranking here: see ``service.py``.
+source, is in ``reference/qnamaker-botframework.md``.  No ranking here: see ``kb/service.py``.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..authoring import Authoring
-from ..catalog import LIVE, Project
-from ..filter_ast import And, Filter, MetaEq, Or, SourceIn
-from ..formats.limits import LIMITS
-from ..keys import Authorizer, allows
-from ..query_log import QueryLog
-from ..records import InvalidArgument, NotFound, OpenQnAError
-from ..service import Answer, AskRequest, Service, SpanRequest
-from .auth import secret_from_headers
-from .azure import optional_id, question_and_context
-from .azure_wire import Body
-from .errors import qnamaker_error, unauthorized_message
-from .query_log import ask_and_log
+from openqna.api.azure.runtime import optional_id, question_and_context
+from openqna.api.azure.wire import Body
+from openqna.api.credentials import secret_from_headers
+from openqna.api.errors import qnamaker_error, unauthorized_message
+from openqna.api.logged_ask import ask_and_log
+from openqna.auth.keys import Authorizer, allows
+from openqna.filters.nodes import And, Filter, MetaEq, Or, SourceIn
+from openqna.formats.limits import LIMITS
+from openqna.kb.authoring import Authoring
+from openqna.kb.catalog import LIVE, Project
+from openqna.kb.query_log import QueryLog
+from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
+from openqna.records import InvalidArgument, NotFound, OpenQnAError
 
 log = logging.getLogger("openqna")
 

@@ -13,26 +13,20 @@ or two QnAs), each with off-topic questions and a dev and a test split, and keep
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
 questions asked from test splits, and every sample is drawn with a fixed seed.  The only
-thing fitted is what a deployment fits itself: each KB's adaptation (``retrieval.adapt``) from
+thing fitted is what a deployment fits itself: each KB's adaptation (``ranking.adapt``) from
 its own indexed questions; the ranker is also measured without it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..catalog import open_store
-from ..models.embedder import get_embedder
-from ..retrieval import ranker
-from ..service import Service
-from . import (
+from openqna.evaluation import (
     cjk,
     cjk_report,
     conversations,
@@ -46,10 +40,15 @@ from . import (
     report,
     spans,
     tiny,
-    typos,
+    typo_questions,
 )
-from .documents import DOCUMENTS, document_kbs
-from .embedcache import CachedEmbedder, cached
+from openqna.evaluation.document_regimes import DOCUMENTS, document_kbs
+from openqna.evaluation.embedcache import CachedEmbedder, cached
+from openqna.evaluation.env import setting
+from openqna.kb.catalog import open_store
+from openqna.kb.service import Service
+from openqna.models.embedder import get_embedder
+from openqna.ranking import ranker
 
 SEED = 20240601
 DEFAULT_THRESHOLD = 0.5
@@ -148,7 +147,7 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                                                   per_kb=plan.conversation_questions)
                 step("conversations", t)
                 t = time.perf_counter()
-                metrics["typos"] = typos.evaluate(service, built, seed=seed, threshold=threshold,
+                metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
                                                   per_kb=plan.conversation_questions)
                 step("typos", t)
                 t = time.perf_counter()
@@ -394,22 +393,8 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
             "embedding_model_seconds": round(embedder.model_seconds, 1), "texts_embedded": embedder.misses}
 
 
-@contextmanager
-def setting(env: str, value: str):
-    """``env`` set to ``value`` for the block (as it was after it): a ranker setting read at query time."""
-    before = os.environ.get(env)
-    os.environ[env] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[env]
-        else:
-            os.environ[env] = before
-
-
 def adaptation_of(service: Service, project: str) -> dict | None:
-    """What the KB's own adaptation (``retrieval.adapt``) chose, as the ranker uses it."""
+    """What the KB's own adaptation (``ranking.adapt``) chose, as the ranker uses it."""
     a = ranker.kb_adaptation(service.indexes.get(project), service.shipped_calibration)
     if a is None:
         return None

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..filter_ast import KindIn
-from ..retrieval.analyze import analyze
-from ..retrieval.memindex import MemIndex
-from ..service import AskRequest, Service
+from openqna.filters.nodes import KindIn
+from openqna.index.analyze import analyze
+from openqna.index.memindex import MemIndex
+from openqna.kb.service import AskRequest, Service
 
 RRF_K = 60
 METHODS = ("bm25", "dense", "rrf", "ranker")

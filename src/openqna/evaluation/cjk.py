@@ -28,14 +28,14 @@ from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
-from ..formats import read_file
-from ..records import QnA
-from ..retrieval.analyze import normalise
-from ..service import Service
-from . import datasets
-from .documents import contains, read_questions
-from .regimes import Question, RegimeKB, ask_all, split_of_keys, summaries
-from .tiny import SAMPLE
+from openqna.evaluation import datasets
+from openqna.evaluation.document_regimes import contains, read_questions
+from openqna.evaluation.regimes import Question, RegimeKB, ask_all, split_of_keys, summaries
+from openqna.evaluation.tiny import SAMPLE
+from openqna.formats import read_file
+from openqna.index.analyze import normalise
+from openqna.kb.service import Service
+from openqna.records import QnA
 
 CJK = "cjk"
 JSQUAD_PARAGRAPHS = 400

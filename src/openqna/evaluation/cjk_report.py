@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .regimes import SPLITS
+from openqna.evaluation.regimes import SPLITS
 
 TARGET_PRECISION, TARGET_RECALL, PARALLEL_POINTS = 0.90, 0.80, 3.0
 

@@ -12,7 +12,7 @@ with follow-up prompts when the KB has any, as after an answer that shows prompt
 * *in-scope, topic switch*: the KB's in-scope questions after an unrelated turn: right at the threshold with the
   context against without it (the context must not cost a question its answer).
 
-Both surfaces build the same request from a context (``api.azure.question_and_context``), so these figures are
+Both surfaces build the same request from a context (``api.azure.runtime.question_and_context``), so these figures are
 Azure's and QnA Maker's alike.
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..service import AskRequest, Service
-from .regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
+from openqna.evaluation.regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
+from openqna.kb.service import AskRequest, Service
 
 KBS = ("tiny-sample-kb", "banking77", "covid-q", "covid-qsim-deepset", "chitchat-professional-one-question",
        "doc-multi-turn", "doc-multiturn-contosobenefits", "doc-product-manual")

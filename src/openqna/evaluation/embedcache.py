@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.embedder import Embedder, HybridEncoder
+from openqna.models.embedder import Embedder, HybridEncoder
 
 _FLUSH_EVERY = 1024
 

@@ -18,12 +18,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..formats import read_file
-from ..records import QnA
-from ..service import Service
-from . import datasets
-from .baselines import METHODS, rank_all
-from .metrics import mean, reciprocal_rank
+from openqna.evaluation import datasets
+from openqna.evaluation.baselines import METHODS, rank_all
+from openqna.evaluation.metrics import mean, reciprocal_rank
+from openqna.formats import read_file
+from openqna.kb.service import Service
+from openqna.records import QnA
 
 PER_INTENT = 10
 MRR_K = 5

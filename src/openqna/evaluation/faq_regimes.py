@@ -21,12 +21,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ..formats import read_file
-from ..records import QnA
-from ..service import Service
-from . import datasets
-from .faq import KnowledgeBase
-from .regimes import Question, RegimeKB, assign_splits
+from openqna.evaluation import datasets
+from openqna.evaluation.faq import KnowledgeBase
+from openqna.evaluation.regimes import Question, RegimeKB, assign_splits
+from openqna.formats import read_file
+from openqna.kb.service import Service
+from openqna.records import QnA
 
 MANY = "many questions"
 ONE = "one question"  # FAQ pages with real answers: what the FAQ-page weights are fitted and held to

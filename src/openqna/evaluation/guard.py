@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .baselines import SIGNALS
+from openqna.evaluation.baselines import SIGNALS
 
 FLOOR_SLACK = 0.005  # half a point
 REGRESSION_SLACK = 0.01  # one point

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..service import AskRequest, Service
-from .faq import FaqResult, KnowledgeBase
-from .metrics import mean
+from openqna.evaluation.faq import FaqResult, KnowledgeBase
+from openqna.evaluation.metrics import mean
+from openqna.kb.service import AskRequest, Service
 
 THRESHOLDS = np.round(np.linspace(0.0, 1.0, 101), 2)
 OVERLAP = re.compile(r"currenc|exchange", re.IGNORECASE)  # intent names (answers) both sets cover

@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..records import QnA
-from ..service import Service
-from . import datasets
-from .baselines import METHODS, rank_all
-from .metrics import mean, ndcg_at_k, reciprocal_rank
+from openqna.evaluation import datasets
+from openqna.evaluation.baselines import METHODS, rank_all
+from openqna.evaluation.metrics import mean, ndcg_at_k, reciprocal_rank
+from openqna.kb.service import Service
+from openqna.records import QnA
 
 PROJECT = "scifact"
 K = 10

@@ -6,7 +6,7 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from .regimes import SPLITS, Outcome, summaries
+from openqna.evaluation.regimes import SPLITS, Outcome, summaries
 
 REGIME_TEXT = {
     "many questions": ("FAQ matching's knowledge bases (banking77 and hwu64 with ten training utterances per intent,"
@@ -39,7 +39,7 @@ REGIME_TEXT = {
 
 
 # The regime table of eval/report.md at commit b4c2055, before the ranker's weights for FAQ pages and the last step
-# on every KB (``retrieval/regime.py``): (precision, recall, off-topic rejected) at 0.5 and top-1, per regime and split.
+# on every KB (``ranking/regime.py``): (precision, recall, off-topic rejected) at 0.5 and top-1, per regime and split.
 BEFORE_COMMIT = "b4c2055"
 BEFORE = {
     ("many questions", "dev"): (0.827, 0.973, 0.940, 0.819), ("many questions", "test"): (0.845, 0.983, 0.945, 0.844),
@@ -134,7 +134,7 @@ def section(metrics: dict) -> list[str]:
             " test split); *right at t*: of in-scope questions, the share answered right at or above t; *off-topic rejected*: of questions the KB cannot answer, the share below t. Every"
             " question's outcome is in `metrics.json` under `regimes`. The dev splits fitted the ranker's weights for"
             " FAQ pages the adaptation does not reach (`calibrations.SPARSE`, on the one-question and document dev"
-            " splits) and the confidence's last step on every KB (`retrieval/regime.py`, on every regime's dev split;"
+            " splits) and the confidence's last step on every KB (`ranking/regime.py`, on every regime's dev split;"
             " `scripts/fit_regimes.py`); nothing was fitted or chosen on a test split."), ""]
     for regime, r in regimes.items():
         kbs = r["kbs"]

@@ -27,9 +27,9 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..service import AskRequest, Service
-from .baselines import SIGNALS, single_signal_tops
-from .metrics import calibration, reliability
+from openqna.evaluation.baselines import SIGNALS, single_signal_tops
+from openqna.evaluation.metrics import calibration, reliability
+from openqna.kb.service import AskRequest, Service
 
 MRR_K = 5
 SPLITS = ("dev", "test")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import cjk_report, conversations, guard, regime_report, typos
-from .baselines import METHOD_NAMES, METHODS
-from .spans import LOOKED_AT, SPAN_METHODS, UNSEEN
+from openqna.evaluation import cjk_report, conversations, guard, regime_report, typo_questions
+from openqna.evaluation.baselines import METHOD_NAMES, METHODS
+from openqna.evaluation.spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
 _KB_NAMES = {
     "banking77": "banking77",
@@ -149,7 +149,7 @@ def render(metrics: dict) -> str:
                                                  for kb, r in faq.items()])
     adaptations = metrics.get("adaptation", {})
     if adaptations:
-        out += ["", ("KB adaptation (`retrieval.adapt`, fitted by the server on the KB's indexed questions when the"
+        out += ["", ("KB adaptation (`ranking.adapt`, fitted by the server on the KB's indexed questions when the"
                      " index is first searched): up to 300 indexed questions of QnAs with two or more questions are"
                      " held out (each asked of the index without itself); their median right-answer logit is the"
                      " KB's *typical score*, which the confidence is read against, and a softmax classifier over the"
@@ -223,8 +223,8 @@ def render(metrics: dict) -> str:
         "## Precise answers (answer spans)",
         "",
         ("Each question is sent with its paragraph to `Service.answer_from_text` (Azure `:query-text`); its"
-         " `answerSpan` comes from `retrieval.span.best_spans`: the sentence closest to the question, narrowed by"
-         " `retrieval.short_span` to the name, number, date or phrase the question asks for (*short span*, what"
+         " `answerSpan` comes from `answers.span.best_spans`: the sentence closest to the question, narrowed by"
+         " `answers.short_span` to the name, number, date or phrase the question asks for (*short span*, what"
          " the server answers). *Best sentence* is that sentence before narrowing (the previous method);"
          " *first sentence* is the trivial baseline; *gold sentence* (the sentence holding the gold answer) is the"
          " ceiling of any whole-sentence answer. `short_span`'s rules were written looking at the first"
@@ -246,7 +246,7 @@ def render(metrics: dict) -> str:
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
     out += regime_report.section(metrics)
     out += conversations.section(metrics)
-    out += typos.section(metrics)
+    out += typo_questions.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
     out += [
@@ -258,7 +258,7 @@ def render(metrics: dict) -> str:
          " the questions this evaluation indexes (split again); its passage weights on SciFact's train claims. The"
          " chit-chat personalities share many questions, so a question indexed (and fitted on) for one personality"
          " may be asked of another: the chit-chat figures are not strictly held out from the ranker's 9 weights."),
-        (f"- `retrieval/short_span.py`'s hand-set rules were written while looking at the first {LOOKED_AT} questions"
+        (f"- `answers/short_span.py`'s hand-set rules were written while looking at the first {LOOKED_AT} questions"
          " of each span set (none was fitted); the span table shows the short span on the questions after those"
          " apart."),
         ("- banking77 and hwu64 are not perfectly disjoint (both have questions about currencies, for example), so"

@@ -2,9 +2,9 @@
 
 Each question is sent with its own paragraph through ``Service.answer_from_text``, the code
 behind Azure's ``:query-text``: the paragraph is cut into passages of up to 400 characters,
-the best passage is chosen and ``retrieval.span.best_spans`` picks its span, the same span
+the best passage is chosen and ``answers.span.best_spans`` picks its span, the same span
 function ``:query-knowledgebases`` applies to an answer when ``answerSpanRequest`` is on.
-That span is the *short span* (``retrieval.short_span`` inside the best sentence); the
+That span is the *short span* (``answers.short_span`` inside the best sentence); the
 *best sentence* it narrows is reported as the baseline, with two references from the same
 sentence splitter:
 
@@ -24,10 +24,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..retrieval.span import best_spans, sentence_spans
-from ..service import Service
-from . import datasets
-from .metrics import exact_match, f1, mean
+from openqna.answers.span import best_spans, sentence_spans
+from openqna.evaluation import datasets
+from openqna.evaluation.metrics import exact_match, f1, mean
+from openqna.kb.service import Service
 
 SPAN_METHODS = ("short span", "best sentence", "first sentence", "gold sentence")
 LOOKED_AT = 200

@@ -19,14 +19,14 @@ import random
 from importlib import resources
 from pathlib import Path
 
-from ..formats import read_file
-from ..records import QnA
-from ..service import Service
-from . import datasets
-from .documents import QUESTIONS, contains, normalise, read_questions
-from .faq import PER_INTENT
-from .faq_regimes import answers_of, by_answer
-from .regimes import Question, RegimeKB, assign_splits
+from openqna.evaluation import datasets
+from openqna.evaluation.document_regimes import QUESTIONS, contains, normalise, read_questions
+from openqna.evaluation.faq import PER_INTENT
+from openqna.evaluation.faq_regimes import answers_of, by_answer
+from openqna.evaluation.regimes import Question, RegimeKB, assign_splits
+from openqna.formats import read_file
+from openqna.kb.service import Service
+from openqna.records import QnA
 
 TINY = "tiny"
 SAMPLE = "tiny-sample-kb"

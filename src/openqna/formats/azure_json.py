@@ -26,8 +26,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from openqna.formats import limits, table
-from openqna.formats.table import CellError, as_int, casefold_keys
+from openqna.formats import limits, qna_table
+from openqna.formats.qna_table import CellError, as_int, casefold_keys
 from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA
 
 
@@ -41,7 +41,7 @@ def read_json(data: bytes | str | Mapping[str, Any], name: str = "upload.json") 
 
 
 def _load(data: bytes | str, name: str) -> Any:
-    text = table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    text = qna_table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -95,7 +95,7 @@ def _qna(item: Any, path: str) -> QnA:
     qna = QnA(
         questions=[_string(q, f"{path}.Questions[{i}]") for i, q in enumerate(questions)],
         answer=_string(fields.get("answer"), f"{path}.Answer"),
-        id=table.parse_qna_id(fields.get("id"), f"{path}.Id"),
+        id=qna_table.parse_qna_id(fields.get("id"), f"{path}.Id"),
         source="" if source is None else _string(source, f"{path}.Source"),
         metadata=_metadata(fields.get("metadata"), f"{path}.Metadata"),
         dialog=_dialog(fields.get("dialog"), f"{path}.Dialog"),
@@ -134,8 +134,8 @@ def _dialog(value: Any, path: str) -> Dialog:
     fields = _object(value, path)
     context_only = fields.get("iscontextonly")
     return Dialog(
-        is_context_only=False if context_only is None else table.parse_bool(context_only, f"{path}.IsContextOnly"),
-        prompts=table.parse_prompts(fields.get("prompts") or [], f"{path}.Prompts"),
+        is_context_only=False if context_only is None else qna_table.parse_bool(context_only, f"{path}.IsContextOnly"),
+        prompts=qna_table.parse_prompts(fields.get("prompts") or [], f"{path}.Prompts"),
     )
 
 
@@ -185,7 +185,7 @@ def _count(item: dict[str, Any], name: str, path: str) -> int:
 
 
 def suggestions_to_azure(clusters: list[dict]) -> list[dict]:
-    """QnA Maker SuggestedQuestions clusters (as ``table.check_suggestions`` accepts) -> Azure's shape."""
+    """QnA Maker SuggestedQuestions clusters (as ``qna_table.check_suggestions`` accepts) -> Azure's shape."""
     converted = []
     for cluster in clusters:
         fields = casefold_keys(cluster)

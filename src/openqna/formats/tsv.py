@@ -11,13 +11,13 @@ the one place where a TSV export loses anything).  Blank lines are skipped; erro
 
 from __future__ import annotations
 
-from openqna.formats import limits, table
-from openqna.formats.table import CellError
+from openqna.formats import limits, qna_table
+from openqna.formats.qna_table import CellError
 from openqna.records import FormatError, KnowledgeBaseContent, QnA
 
 
 def read_tsv(data: bytes | str, name: str = "upload.tsv") -> KnowledgeBaseContent:
-    text = table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    text = qna_table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     header = lines[0].split("\t")
     body = [(number, line) for number, line in enumerate(lines[1:], start=2) if line.strip("\t ")]
@@ -25,18 +25,18 @@ def read_tsv(data: bytes | str, name: str = "upload.tsv") -> KnowledgeBaseConten
     def fail(message: str, line: int, column: int | None) -> FormatError:
         return FormatError(message, file=name, line=line, column=None if column is None else column + 1)
 
-    if table.header_kind(header) == "synonyms":
+    if qna_table.header_kind(header) == "synonyms":
         synonyms = []
         for number, line in body:
             try:
-                synonyms.append(table.parse_synonym_row(line))
+                synonyms.append(qna_table.parse_synonym_row(line))
             except CellError as err:
                 raise fail(str(err), number, 0) from None
         return KnowledgeBaseContent(synonyms=synonyms)
     if [h.strip().lower() for h in header] == ["scenario", "response"]:
         return _scenario_responses(body, fail)
     rows = [(number, line.split("\t")) for number, line in body]
-    return KnowledgeBaseContent(qnas=table.read_table(header, rows, fail))
+    return KnowledgeBaseContent(qnas=qna_table.read_table(header, rows, fail))
 
 
 def _scenario_responses(body: list[tuple[int, str]], fail) -> KnowledgeBaseContent:
@@ -51,7 +51,7 @@ def _scenario_responses(body: list[tuple[int, str]], fail) -> KnowledgeBaseConte
         cells = line.split("\t")
         if len(cells) != 2 or not cells[0].strip() or not cells[1].strip():
             raise fail("expected a scenario and a response separated by one tab", number, None)
-        scenario, response = cells[0].strip(), table.unescape(cells[1]).strip()
+        scenario, response = cells[0].strip(), qna_table.unescape(cells[1]).strip()
         if problem := limits.answer_problem(response):
             raise fail(f"Response: {problem}", number, 1)
         qnas.append(QnA([scenario.replace("_", " ")], response,
@@ -61,11 +61,11 @@ def _scenario_responses(body: list[tuple[int, str]], fail) -> KnowledgeBaseConte
 
 def write_tsv(content: KnowledgeBaseContent) -> str:
     """The QnAs as a QnA Maker TSV with the full newer column set, one row per question."""
-    rows = [list(table.COLUMNS), *table.table_rows(content)]
+    rows = [list(qna_table.COLUMNS), *qna_table.table_rows(content)]
     return "".join("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
 
 
 def write_synonyms_tsv(content: KnowledgeBaseContent) -> str:
     """The synonym groups as a QnA Maker synonyms TSV (``"word","other word"`` per line)."""
-    lines = [table.SYNONYMS_COLUMN, *(table.format_synonym_row(group) for group in content.synonyms)]
+    lines = [qna_table.SYNONYMS_COLUMN, *(qna_table.format_synonym_row(group) for group in content.synonyms)]
     return "".join(line + "\n" for line in lines)

@@ -21,8 +21,8 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from openqna.formats import table
-from openqna.formats.table import CellError, Fail
+from openqna.formats import qna_table
+from openqna.formats.qna_table import CellError, Fail
 from openqna.records import FormatError, KnowledgeBaseContent, QnA
 
 Row = tuple[int, list[str]]
@@ -33,7 +33,7 @@ def read_xlsx(data: bytes, name: str = "upload.xlsx") -> KnowledgeBaseContent:
         workbook = openpyxl.load_workbook(BytesIO(data))
     except Exception as err:  # openpyxl raises zip, XML and key errors alike for a broken file
         raise FormatError(f"not a readable .xlsx workbook ({type(err).__name__}: {err})", file=name) from None
-    kinds = [(sheet, table.header_kind(_first_row(sheet))) for sheet in workbook.worksheets]
+    kinds = [(sheet, qna_table.header_kind(_first_row(sheet))) for sheet in workbook.worksheets]
     qna_sheet = next((sheet for sheet, kind in kinds if kind == "qnas"), None)
     synonym_sheet = next((sheet for sheet, kind in kinds if kind == "synonyms"), None)
     if qna_sheet is None and synonym_sheet is None:
@@ -99,7 +99,7 @@ def _fit(rows: Sequence[Row], width: int, fail: Fail) -> list[Row]:
 
 def _read_qnas(rows: list[Row], fail: Fail) -> list[QnA]:
     header_line, header = rows[0] if rows else (1, [])
-    return table.read_table(header, _fit(rows[1:], len(header), fail), fail, header_line=header_line)
+    return qna_table.read_table(header, _fit(rows[1:], len(header), fail), fail, header_line=header_line)
 
 
 def _read_synonyms(rows: list[Row], fail: Fail) -> list[list[str]]:
@@ -110,7 +110,7 @@ def _read_synonyms(rows: list[Row], fail: Fail) -> list[list[str]]:
         if any(value.strip() for value in values[:column]):
             raise fail("value outside the Synonyms column", number, 0)
         try:
-            synonyms.append(table.parse_synonym_row(values[column]))
+            synonyms.append(qna_table.parse_synonym_row(values[column]))
         except CellError as err:
             raise fail(str(err), number, column) from None
     return synonyms
@@ -124,9 +124,9 @@ def write_xlsx(content: KnowledgeBaseContent) -> bytes:
     workbook = openpyxl.Workbook()
     qnas = workbook.active
     qnas.title = "QnAs"
-    _fill(qnas, [list(table.COLUMNS), *table.table_rows(content)])
+    _fill(qnas, [list(qna_table.COLUMNS), *qna_table.table_rows(content)])
     synonyms = workbook.create_sheet("Synonyms")
-    _fill(synonyms, [[table.SYNONYMS_COLUMN], *([table.format_synonym_row(g)] for g in content.synonyms)])
+    _fill(synonyms, [[qna_table.SYNONYMS_COLUMN], *([qna_table.format_synonym_row(g)] for g in content.synonyms)])
     out = BytesIO()
     workbook.save(out)
     return out.getvalue()

@@ -9,16 +9,10 @@ here stores or embeds: the service decides what to keep and when to re-embed (by
 """
 
 from openqna.ingest.chunker import Chunk, chunk_document
-from openqna.ingest.document import (
-    MAX_OTHER_BYTES,
-    MAX_PDF_BYTES,
-    Block,
-    DocumentError,
-    ParsedDocument,
-)
-from openqna.ingest.faq import ExtractedQnA, extract_qnas, link_prompts
+from openqna.ingest.faq_pairs import ExtractedQnA, extract_qnas, link_prompts
 from openqna.ingest.parse import parse_document
-from openqna.ingest.tokens import TokenCounter, count_tokens
+from openqna.ingest.parsed import MAX_OTHER_BYTES, MAX_PDF_BYTES, Block, DocumentError, ParsedDocument
+from openqna.ingest.token_count import TokenCounter, count_tokens
 
 __all__ = [
     "MAX_OTHER_BYTES",

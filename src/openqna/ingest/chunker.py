@@ -26,10 +26,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from openqna.ingest.document import Block, ParsedDocument
+from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.sections import Section, separator, split_sections
-from openqna.ingest.tokens import TokenCounter
-from openqna.ingest.tokens import count_tokens as minilm_tokens
+from openqna.ingest.token_count import TokenCounter
+from openqna.ingest.token_count import count_tokens as minilm_tokens
 from openqna.records import InvalidArgument
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“‘(\[])")

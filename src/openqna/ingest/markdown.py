@@ -14,8 +14,8 @@ import re
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from openqna.ingest.document import Block, ParsedDocument
-from openqna.ingest.tables import markdown_table
+from openqna.ingest.markdown_tables import markdown_table
+from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.textcodec import decode_text
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)

@@ -14,13 +14,8 @@ from io import BytesIO
 from pathlib import PurePath
 from typing import Literal
 
-from openqna.ingest.document import (
-    MAX_OTHER_BYTES,
-    MAX_PDF_BYTES,
-    DocumentError,
-    ParsedDocument,
-)
 from openqna.ingest.markdown import parse_markdown
+from openqna.ingest.parsed import MAX_OTHER_BYTES, MAX_PDF_BYTES, DocumentError, ParsedDocument
 from openqna.ingest.pdf import parse_pdf
 from openqna.ingest.plaintext import parse_text
 from openqna.ingest.textcodec import bom_encoding

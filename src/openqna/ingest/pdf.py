@@ -35,8 +35,8 @@ import pdfplumber
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from openqna.ingest.document import Block, DocumentError, ParsedDocument
-from openqna.ingest.tables import markdown_table
+from openqna.ingest.markdown_tables import markdown_table
+from openqna.ingest.parsed import Block, DocumentError, ParsedDocument
 from openqna.ingest.typography import HeadingLevels, body_size, looks_like_heading
 
 # PDFium keeps global state and is not thread-safe; the server may parse uploads in threads.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from openqna.ingest.document import Block, ParsedDocument
+from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.textcodec import decode_text
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from openqna.ingest.document import Block, BlockKind, ParsedDocument
+from openqna.ingest.parsed import Block, BlockKind, ParsedDocument
 
 
 @dataclass

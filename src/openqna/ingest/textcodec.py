@@ -5,14 +5,14 @@ UTF-8, or, for HTML only, the charset the page declares.  We do not guess (e.g. 
 charset-normalizer): on the short files people upload a guess between cp1252, cp1250
 and latin-1 is often wrong, and a wrong guess silently puts mojibake into answers that
 are then served with confidence.  A clear error naming the line is fixed in seconds by
-re-saving as UTF-8, and it is the same policy as QnA file import (formats/table.py).
+re-saving as UTF-8, and it is the same policy as QnA file import (formats/qna_table.py).
 """
 
 from __future__ import annotations
 
 import codecs
 
-from openqna.ingest.document import DocumentError
+from openqna.ingest.parsed import DocumentError
 
 # UTF-32 first: its little-endian BOM starts with UTF-16's.
 _BOMS = (

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from openqna.ingest.document import Block, ParsedDocument
-from openqna.ingest.tables import markdown_table
+from openqna.ingest.markdown_tables import markdown_table
+from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.textcodec import bom_encoding, decode_text
 
 _NON_CONTENT = (

@@ -25,8 +25,8 @@ from docx.text.paragraph import Paragraph
 from docx.text.run import Run
 from lxml.etree import _Element
 
-from openqna.ingest.document import Block, ParsedDocument
-from openqna.ingest.tables import markdown_table
+from openqna.ingest.markdown_tables import markdown_table
+from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.typography import HeadingLevels, body_size, looks_like_heading
 
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)

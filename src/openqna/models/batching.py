@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
-from ..turns import paused
+from openqna.turns import paused
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -6,7 +6,7 @@ stop, temperature, max_tokens and logit_bias through.  With no endpoint configur
 ``ExtractiveCompleter`` answers from the selected documents (the sentence closest to the
 question), so ``/v1/answers`` works offline; the ``model`` it reports says which answered.
 ``ExtractiveCompleter`` picks sentences, which is retrieval's job, so it lives in
-``retrieval/extractive.py``; ``answers.get_completer`` chooses between the two.
+``answers/extractive.py``; ``answers.get_completer`` chooses between the two.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Protocol
 
 import httpx
 
-from ..records import OpenQnAError
+from openqna.records import OpenQnAError
 
 
 @dataclass

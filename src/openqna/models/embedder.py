@@ -275,7 +275,7 @@ class UniversalSentenceEncoder:
     (repeated questions come from an LRU cache, as with the ONNX encoders).
 
     It is used beside a transformer (``HybridEncoder``), whose errors it does not share, and on its own as the
-    multilingual space that Chinese, Japanese and Korean questions are ranked in (``openqna.multilingual``).
+    multilingual space that Chinese, Japanese and Korean questions are ranked in (``openqna.ranking.multilingual``).
     """
 
     name = "use-multilingual-v3/numpy"
@@ -441,7 +441,7 @@ _INSTANCES_LOCK = threading.Lock()
 
 def get_embedder(spec: str | None = None) -> Embedder:
     """The process-wide embedder for ``spec`` ("local", "accurate", "mpnet", "openai", "hash", or "multilingual": the
-    universal sentence encoder alone, the second space of ``openqna.multilingual``).
+    universal sentence encoder alone, the second space of ``openqna.ranking.multilingual``).
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
     cached per spec so the model loads once per process; the environment is

@@ -1,6 +1,6 @@
 """Stores: the source of truth behind one protocol (see base.Store)."""
 
-from .base import ApiKey, Deployment, Job, LoggedQuery, Project, Source, Store, StoredFile, StoredQnA, Unit
+from openqna.store.base import ApiKey, Deployment, Job, LoggedQuery, Project, Source, Store, StoredFile, StoredQnA, Unit
 
 
 def open_store(location: str, cache_dir: str | None = None) -> Store:
@@ -8,11 +8,11 @@ def open_store(location: str, cache_dir: str | None = None) -> Store:
     ``postgresql://`` URL or a libpq ``key=value`` string naming a ``dbname``; PostgreSQL keeps
     its saved indexes in ``cache_dir`` (none when it is None)."""
     if location.startswith(("postgres://", "postgresql://")) or "dbname=" in location:
-        from .. import settings
-        from .postgres import PostgresStore
+        from openqna import settings
+        from openqna.store.postgres import PostgresStore
 
         return PostgresStore(location, pool_size=settings.pg_pool_size(), cache_dir=cache_dir)
-    from .sqlite import SQLiteStore
+    from openqna.store.sqlite import SQLiteStore
 
     return SQLiteStore(location)
 

@@ -3,7 +3,7 @@
 A store keeps projects (knowledge bases), their QnA records with analysed terms
 and vectors (one unit per question and one per answer), named deployments
 (copies of the live ``test`` state), synonyms and API keys.  It reads and writes
-rows and never builds a search index: ``retrieval/index_cache.py`` builds those from
+rows and never builds a search index: ``index/index_cache.py`` builds those from
 ``read_index_rows`` and keeps them current by ``current``'s version (DESIGN decision 7).
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..filter_ast import Filter
-from ..records import QnA
+from openqna.filters.nodes import Filter
+from openqna.records import QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 # Units of the multilingual vector space (``Service``'s second embedder, for Chinese, Japanese and Korean), stored
@@ -253,7 +253,7 @@ class DeploymentStore(Protocol):
 
 
 class IndexSource(Protocol):
-    """What an index derived from the store reads (``retrieval/index_cache.py``): versions and index rows."""
+    """What an index derived from the store reads (``index/index_cache.py``): versions and index rows."""
 
     # where indexes derived from this store may be saved (None: nowhere), and the random id of its database,
     # which names them: versions are only comparable within one database
@@ -283,7 +283,7 @@ class SourceStore(Protocol):
 
 class JobStore(Protocol):
     """Persisted long-running operations: any process may submit, exactly one worker claims and runs each
-    (see jobs.py)."""
+    (see kb/jobs.py)."""
 
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
@@ -315,7 +315,7 @@ class KeyStore(Protocol):
 
     remote: bool
     """Whether a read may wait on the network (PostgreSQL): a server then checks keys on a worker thread, so that a
-    slow or locked read never stalls its event loop (``api/auth.py``)."""
+    slow or locked read never stalls its event loop (``api/credentials.py``)."""
 
     def add_key(self, key: ApiKey, key_hash: str) -> None: ...
     def find_key(self, key_hash: str) -> ApiKey | None: ...

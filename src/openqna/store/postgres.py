@@ -4,7 +4,7 @@ Same data model and semantics as the embedded SQLite store (``store/sqlite.py``)
 records, analysed terms and float32 vectors (pgvector ``vector``, one unconstrained
 column since dimensions differ per embedder) live in PostgreSQL; every write moves
 the knowledge base's version (a value of one global SEQUENCE), so every process's
-index cache (``retrieval/index_cache.py``) sees the others' writes on its next query.
+index cache (``index/index_cache.py``) sees the others' writes on its next query.
 Deployments are copies of the live rows (INSERT ... SELECT).
 
 Every write is one transaction.  Writes that move a version or allocate ids lock
@@ -42,13 +42,19 @@ import psycopg
 from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
-from ..records import NotFound, ProjectNotFound, QnA
-from ..turns import paused
-from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
-from .clock import now_iso
-from .postgres_rows import PostgresIndexRows, dialog_from_json, dialog_json, json_value, register_vector_types
-from .postgres_schema import SCHEMA_VERSION, migrate
-from .postgres_vector import VectorSearch, filter_to_sql
+from openqna.clock import now_iso
+from openqna.records import NotFound, ProjectNotFound, QnA
+from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
+from openqna.store.postgres_rows import (
+    PostgresIndexRows,
+    dialog_from_json,
+    dialog_json,
+    json_value,
+    register_vector_types,
+)
+from openqna.store.postgres_schema import SCHEMA_VERSION, migrate
+from openqna.store.postgres_vector import VectorSearch, filter_to_sql
+from openqna.turns import paused
 
 
 def _not_found(name: str) -> ProjectNotFound:

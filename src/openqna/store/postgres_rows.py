@@ -15,8 +15,8 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 from psycopg.types.json import Json
 
-from ..records import Dialog, Prompt
-from .base import IndexRow
+from openqna.records import Dialog, Prompt
+from openqna.store.base import IndexRow
 
 _DUMPS = partial(json.dumps, ensure_ascii=False)
 

@@ -1,6 +1,6 @@
 """Search inside PostgreSQL: pgvector HNSW indexes and k-nearest queries (a mixin of PostgresStore).
 
-The in-memory ``MemIndex`` (built by ``retrieval/index_cache.py``) stays the search path; this
+The in-memory ``MemIndex`` (built by ``index/index_cache.py``) stays the search path; this
 is the step after it, handed to the index cache as its nearest-neighbour provider
 (``nearest_rows``).  The ``units.embedding`` column has no fixed dimension, so each
 dimension in use gets one partial expression HNSW index (cosine), shared by every
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from .. import settings
-from ..filter_ast import Column, Filter
-from .base import RowsById
-from .sql_filter import RecordSQL, compile_postgres
+from openqna import settings
+from openqna.filters.nodes import Column, Filter
+from openqna.filters.sql import RecordSQL, compile_postgres
+from openqna.store.base import RowsById
 
 _VECTOR_MAX_DIM, _HALFVEC_MAX_DIM = 2000, 4000  # the most dimensions an HNSW index takes, per type
 _QUERY = object()  # where the query vector goes among a search's parameters
@@ -219,7 +219,7 @@ class VectorSearch:
         leaves out any record always do: the index holds the filter's mask and the IVF search takes
         it as a selector, where pgvector's iterative scan tested the filter row by row as it
         visited them (10% filter: p50 82 ms against 9 ms; where_str filters compiled by
-        ``store.sql_filter`` lose the same way, see ``bench/pg_filters.py``).  A filter that keeps
+        ``filters.sql`` lose the same way, see ``bench/pg_filters.py``).  A filter that keeps
         every record still goes into the SQL (``filter_to_sql``): pgvector reads the database as it
         is now, which may hold records the index has not seen yet.
         """

@@ -2,7 +2,7 @@
 
 Records, analysed terms and float32 vectors live in SQLite; every write moves the
 knowledge base's version (a global, ever-growing change sequence), so the index
-cache (``retrieval/index_cache.py``) of a second process writing the same file
+cache (``index/index_cache.py``) of a second process writing the same file
 catches up on its next query.  Deployments are copies of the live rows.  The index
 cache saves the indexes of large knowledge bases next to the database (``indexes/``).
 The schema and its migrations are in ``sqlite_schema.py``, the column codecs and the reader
@@ -25,10 +25,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..records import NotFound, ProjectNotFound, QnA
-from .base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
-from .clock import now_iso
-from .sqlite_rows import (
+from openqna.clock import now_iso
+from openqna.records import NotFound, ProjectNotFound, QnA
+from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
+from openqna.store.sqlite_rows import (
     TERM_SEP,
     SQLiteIndexRows,
     blob_vector,
@@ -38,7 +38,7 @@ from .sqlite_rows import (
     json_object,
     vector_blob,
 )
-from .sqlite_schema import migrate
+from openqna.store.sqlite_schema import migrate
 
 PAGE_SIZE = 16384
 class SQLiteStore:

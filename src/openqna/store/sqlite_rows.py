@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Dialog, Prompt
-from .base import MULTILINGUAL_FIELDS, IndexRow
+from openqna.records import Dialog, Prompt
+from openqna.store.base import MULTILINGUAL_FIELDS, IndexRow
 
 TERM_SEP = "\t"  # analysed terms never contain whitespace other than the bigram space
 

@@ -1,0 +1,1 @@
+"""Answers inside answers: precise spans, short spans, and the extractive completer."""

@@ -1,0 +1,1 @@
+"""Azure AI Language question answering: runtime and authoring routes, and their wire conventions."""

@@ -1,0 +1,482 @@
+"""Azure AI Language question answering: the authoring routes.
+
+Served under both prefixes the SDKs use: ``/language/authoring/query-knowledgebases/projects``
+(2023-04-01) and ``/language/query-knowledgebases/projects`` (2021-10-01, and what SDK 1.1.0
+calls whatever api-version it is given).  Long operations answer 202 with an absolute
+``Operation-Location`` and run as persisted jobs; collections page with ``top``, ``skip``,
+``maxpagesize`` and an absolute ``nextLink``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import secrets
+from urllib.parse import quote, urlencode
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from openqna import settings
+from openqna.api.azure.wire import Body, authorize, body_json, handle_errors_off_loop
+from openqna.api.errors import azure_error
+from openqna.auth.keys import Authorizer, allows
+from openqna.formats import read_json as read_assets
+from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.kb.authoring import Authoring
+from openqna.kb.catalog import LIVE, Job, Project, Source
+from openqna.kb.jobs import JobRunner
+from openqna.kb.service import Service
+from openqna.records import FormatError, InvalidArgument, NotFound, QnA
+
+PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
+# The spec's projectName pattern, with '_' kept because earlier releases accepted it.  The spec
+# gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
+NAME = re.compile(r"^(?=[a-zA-Z0-9])[a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+DEFAULT_PAGE = 50
+MAX_PAGE = 1000
+MAX_OPS = 1000
+RETRY_AFTER = "1"  # on status polls while a job runs, as Azure sends it
+FIRST_POLL_MS = "200"  # on the 202: azure-core honours retry-after-ms, so small jobs finish in one poll
+JOB_KINDS = {"deletion-jobs": "delete", "export": "export", "import": "import", "deployments": "deploy",
+             "sources": "sources", "qnas": "qnas"}
+
+
+def _prefix(request: Request) -> str:
+    return next(p for p in PREFIXES if request.url.path.startswith(p))
+
+
+def _base(request: Request) -> str:
+    """The URL clients reach this server at: OPENQNA_PUBLIC_URL behind a TLS proxy, else the request's own."""
+    return (settings.public_url() or str(request.base_url)).rstrip("/")
+
+
+def _check_name(name: str, target: str) -> None:
+    """Refuse a project or deployment name before anything is created under it."""
+    if not NAME.match(name):
+        what = "Project" if target == "projectName" else "Deployment"
+        raise InvalidArgument(f"{what} name '{name}' must be 1-100 ASCII letters, digits, '-' or '_', starting and "
+                              "ending with a letter or digit.", target=target)
+
+
+def _url_path(path: str) -> str:
+    """A path as it may appear in a URL or a header: percent-encoded, so any name stays ASCII."""
+    return quote(path, safe="/:")
+
+
+def _api_version(request: Request) -> str:
+    return request.query_params.get("api-version") or "2023-04-01"
+
+
+def _signature(job: Job) -> dict[str, str]:
+    """The query parameter that lets an export's resultUrl be fetched without a key (empty for older jobs)."""
+    token = job.params.get("token")
+    return {"sig": token} if token else {}
+
+
+def project_json(p: Project) -> dict:
+    out = {"projectName": p.name, "description": p.description, "language": p.language,
+           "multilingualResource": p.multilingual, "settings": {"defaultAnswer": p.default_answer},
+           "createdDateTime": p.created, "lastModifiedDateTime": p.modified}
+    if p.last_deployed:
+        out["lastDeployedDateTime"] = p.last_deployed
+    return out
+
+
+def qna_json(q: QnA, feedback: list[tuple[str, int]]) -> dict:
+    from openqna.formats.azure_json import suggestions_to_azure
+
+    suggestions = [{"clusterHead": question, "suggestedQuestions": [
+        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in feedback]
+    for cluster in suggestions_to_azure(q.suggested_questions):
+        suggestions.append({"clusterHead": cluster["ClusterHead"], "suggestedQuestions": [
+            {"question": s["Question"], "userSuggestedCount": s["UserSuggestedCount"],
+             "autoSuggestedCount": s["AutoSuggestedCount"]} for s in cluster["SuggestedQuestions"]]})
+    return {"id": q.id, "answer": q.answer, "source": q.source, "questions": q.questions, "metadata": q.metadata,
+            "dialog": {"isContextOnly": q.dialog.is_context_only,
+                       "prompts": [{"displayOrder": p.display_order, "qnaId": p.qna_id, "displayText": p.display_text}
+                                   for p in q.dialog.prompts]},
+            "activeLearningSuggestions": suggestions, "lastUpdatedDateTime": q.last_updated}
+
+
+def source_json(s: Source, records_url: str) -> dict:
+    """A QnaSourceRecord as the spec has it: ``sourceUri`` is required and ``contentStructureKind`` is
+    ``unstructured`` or absent (a semi-structured source, the default, has no value in the spec's enum).
+
+    A source with no URL of its own (a file import, editorial QnAs) points at ``records_url``: its QnAs here.
+    """
+    out = {"displayName": s.display_name, "source": s.source, "sourceKind": s.source_kind,
+           "sourceUri": s.source_uri or records_url}
+    if s.content_structure_kind.lower() == "unstructured":
+        out["contentStructureKind"] = "unstructured"
+    if s.last_updated:
+        out["lastUpdatedDateTime"] = s.last_updated
+    return out
+
+
+def _paged(request: Request, items: list, convert=None) -> dict:
+    """One page of ``items``; ``convert`` (item -> JSON) runs on that page only."""
+    return _paged_fetch(request, len(items), lambda skip, count: items[skip : skip + count], convert)
+
+
+def _paged_fetch(request: Request, total: int, fetch, convert=None) -> dict:
+    """One page of a collection of ``total`` items that ``fetch(skip, count)`` reads, so a large collection is
+    read a page at a time (measured: fetching 10k QnAs in pages of 1,000 took 8.0 s when every page read and
+    converted all of them, 1.7 s reading one page at a time; bench/console.py)."""
+    q = request.query_params
+    body = Body(dict(q))
+    skip = body.integer("skip", lo=0) or 0
+    top = body.integer("top", lo=0)
+    size = body.integer("maxpagesize", lo=1, hi=MAX_PAGE) or DEFAULT_PAGE
+    end = total if top is None else min(total, skip + top)
+    left = max(0, end - skip)
+    count = min(left, size)
+    page = fetch(skip, count) if count else []
+    out: dict = {"value": page if convert is None else [convert(x) for x in page]}
+    if left > count:
+        params = {k: v for k, v in q.items() if k not in ("skip", "top")}
+        params["skip"] = str(skip + count)
+        if top is not None:
+            params["top"] = str(top - count)
+        out["nextLink"] = f"{_base(request)}{_url_path(request.url.path)}?{urlencode(params)}"
+    return out
+
+
+def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, str | None]:
+    """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
+    multilingualResource and settings.defaultAnswer, each of its own type."""
+    settings = body.obj("settings")
+    return (body.string("description", max_len=1000), body.string("language", max_len=20),
+            body.boolean("multilingualResource"),
+            settings.string("defaultAnswer", max_len=300) if settings else None)
+
+
+class AzureAuthoring:
+    def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
+        self.service = service
+        self.authoring = Authoring(service)
+        self.authorizer = authorizer
+        self.jobs = jobs
+
+    def routes(self) -> list[Route]:
+        table = [
+            ("", self.list_projects, ["GET"]),
+            ("/deletion-jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}", self.project, ["GET", "PATCH", "DELETE"]),
+            ("/{project}/:export", self.export, ["POST"]),
+            ("/{project}/export/jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}/export/jobs/{jobId}/result", self.export_result, ["GET"]),
+            ("/{project}/:import", self.import_, ["POST"]),
+            ("/{project}/import/jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}/deployments", self.list_deployments, ["GET"]),
+            ("/{project}/deployments/{deployment}", self.deployment, ["GET", "PUT"]),
+            ("/{project}/deployments/{deployment}/jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}/synonyms", self.synonyms, ["GET", "PUT"]),
+            ("/{project}/sources", self.sources, ["GET", "PATCH"]),
+            ("/{project}/sources/jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}/qnas", self.qnas, ["GET", "PATCH"]),
+            ("/{project}/qnas/jobs/{jobId}", self.job_status, ["GET"]),
+            ("/{project}/feedback", self.feedback, ["POST"]),
+        ]
+        return [Route(prefix + path, endpoint, methods=methods) for prefix in PREFIXES
+                for path, endpoint, methods in table]
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _accepted(self, request: Request, job: Job, path: str) -> Response:
+        location = (f"{_base(request)}{_url_path(_prefix(request) + path + '/' + job.id)}?"
+                    f"{urlencode({'api-version': _api_version(request)})}")
+        return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": FIRST_POLL_MS})
+
+    def _submit(self, request: Request, kind: str, project: str, path: str, **params) -> Response:
+        params.update(base=_base(request), prefix=_prefix(request), apiVersion=_api_version(request))
+        return self._accepted(request, self.jobs.submit(kind, project, params), path)
+
+    def _existing(self, project: str) -> Project:
+        return self.service.project(project)
+
+    # -- projects ----------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def list_projects(self, request: Request) -> Response:
+        caller = authorize(self.authorizer, request, role="author")
+        projects = [p for p in self.service.projects() if not p.settings.get("openai_file")
+                    and not p.settings.get("openai_vector_store") and allows(caller, role="author", project=p.name)]
+        return JSONResponse(_paged(request, [project_json(p) for p in projects]))
+
+    @handle_errors_off_loop
+    def project(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        if request.method == "GET":
+            return JSONResponse(project_json(self._existing(name)))
+        if request.method == "DELETE":
+            self._existing(name)
+            return self._submit(request, "delete", name, "/deletion-jobs")
+        raw = body_json(request)
+        if not isinstance(raw, dict):
+            raise InvalidArgument("The request body must be a JSON object with the project's settings.")
+        description, language, multilingual, default_answer = _project_settings(Body(raw))
+        try:
+            project = self.service.project(name)
+        except NotFound:
+            _check_name(name, "projectName")
+            project = self.service.create_project(name, description=description or "", language=language or "en",
+                                                  default_answer=default_answer)
+            if multilingual is not None:
+                project.multilingual = multilingual
+                self.service.update_project(project)
+            return JSONResponse(project_json(project), status_code=201)
+        if description is not None:
+            project.description = description
+        if language is not None:
+            project.language = language
+        if multilingual is not None:
+            project.multilingual = multilingual
+        if default_answer is not None:
+            project.settings["defaultAnswer"] = default_answer
+        return JSONResponse(project_json(self.service.update_project(project)), status_code=200)
+
+    # -- jobs ----------------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def job_status(self, request: Request) -> Response:
+        project = request.path_params.get("project")
+        key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        job = self.jobs.get(request.path_params["jobId"])
+        if job is not None and not allows(key, role="author", project=job.project):
+            job = None  # a deletion job names no project in its URL: a key scoped elsewhere does not see it
+        segment = request.url.path[len(_prefix(request)):].split("/")
+        kind = JOB_KINDS.get(segment[1] if project is None else segment[2])
+        if job is None or job.kind != kind or (project is not None and job.project.lower() != project.lower()) \
+                or (kind == "deploy" and job.params.get("deployment") != request.path_params.get("deployment")):
+            return azure_error(404, "OperationNotFound", f"There is no such job: {request.path_params['jobId']}.")
+        body = {"createdDateTime": job.created, "expirationDateTime": job.expires, "jobId": job.id,
+                "lastUpdatedDateTime": job.updated, "status": job.status}
+        if job.errors:
+            body["errors"] = job.errors
+        if job.kind == "export" and job.status == "succeeded":
+            body["resultUrl"] = (f"{job.params['base']}{job.params['prefix']}/{job.project}/export/jobs/{job.id}"
+                                 f"/result?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
+        headers = {} if job.status in ("succeeded", "failed") else {"Retry-After": RETRY_AFTER}
+        return JSONResponse(body, headers=headers)
+
+    @handle_errors_off_loop
+    def export(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        body = Body(dict(request.query_params))
+        fmt = body.choice("format", ("json", "tsv", "excel")) or "json"
+        kind = body.choice("assetKind", ("qnas", "synonyms")) or "qnas"
+        project = self._existing(name)
+        return self._submit(request, "export", project.name, f"/{project.name}/export/jobs", format=fmt,
+                            assetKind=kind, token=secrets.token_urlsafe(24))
+
+    @handle_errors_off_loop
+    def export_result(self, request: Request) -> Response:
+        """The exported file, for an author's key or for the signed URL the job reported until the job expires.
+
+        The signature lets ``:import`` take an export's ``resultUrl`` as its ``fileUri`` (the server
+        fetches it without a key), as Azure's export URLs are importable; it opens nothing else.
+        """
+        name = request.path_params["project"]
+        job = self.authoring.signed_export(request.path_params["jobId"], request.query_params.get("sig", ""))
+        if job is None:
+            authorize(self.authorizer, request, role="author", project=name, api_version=False)
+            job = self.jobs.get(request.path_params["jobId"])
+        if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None:
+            return azure_error(404, "OperationNotFound", "There is no finished export job with this id.")
+        return Response(job.result, media_type=job.result_media,
+                        headers={"Content-Disposition": f'attachment; filename="{job.result_name}"'})
+
+    @handle_errors_off_loop
+    def import_(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        params = Body(dict(request.query_params))
+        fmt = params.choice("format", ("json", "tsv", "excel")) or "json"
+        kind = params.choice("assetKind", ("qnas", "synonyms")) or "qnas"
+        raw = body_json(request)
+        if raw is not None and not isinstance(raw, dict):
+            raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
+        raw = raw or {}
+        try:
+            self._existing(name)
+        except NotFound:
+            _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
+        body = Body(raw)
+        metadata = body.obj("metadata")
+        if metadata is not None:
+            _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
+        if not body.string("fileUri"):  # a URL is a string: anything else was accepted and crashed the job
+            try:
+                read_assets(raw, "request body")
+            except FormatError as exc:
+                raise InvalidArgument(exc.message) from None
+        return self._submit(request, "import", name, f"/{name}/import/jobs", format=fmt, assetKind=kind, body=raw)
+
+    # -- deployments -----------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def list_deployments(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        items = [{"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed}
+                 for d in self.service.deployments(name)]
+        return JSONResponse(_paged(request, items))
+
+    @handle_errors_off_loop
+    def deployment(self, request: Request) -> Response:
+        name, deployment = request.path_params["project"], request.path_params["deployment"]
+        authorize(self.authorizer, request, role="author", project=name)
+        if request.method == "PUT":
+            if deployment.lower() == LIVE:
+                raise InvalidArgument("'test' always answers the live state; deploy to another name such as "
+                                      "'production'.", target="deploymentName")
+            _check_name(deployment, "deploymentName")
+            self._existing(name)
+            return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
+                                deployment=deployment)
+        for d in self.service.deployments(name):
+            if d.name == deployment:
+                return JSONResponse({"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed})
+        return azure_error(404, "NotFound", f"Deployment '{deployment}' of project '{name}' was not found.")
+
+    # -- synonyms ----------------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def synonyms(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        if request.method == "GET":
+            groups = self.service.synonyms(name)
+            return JSONResponse(_paged(request, [{"alterations": g} for g in groups]))
+        raw = body_json(request)
+        body = Body(raw if isinstance(raw, dict) else {})
+        value = body.array("value")
+        if value is None:
+            raise InvalidArgument("The body must be {\"value\": [{\"alterations\": [...]}, ...]}.", target="value")
+        try:
+            groups = read_assets({"assets": {"synonyms": value}}, "request body").synonyms
+        except FormatError as exc:
+            raise InvalidArgument(exc.message.replace("Assets.Synonyms", "value"), target="value") from None
+        self._existing(name)
+        self.authoring.set_synonyms(name, groups)
+        return Response(status_code=204)
+
+    # -- sources -------------------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def sources(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        if request.method == "GET":
+            items = self.authoring.list_sources(name)
+            qnas = f"{_base(request)}{_url_path(f'{_prefix(request)}/{name}/qnas')}"
+            version = _api_version(request)
+            return JSONResponse(_paged(request, [
+                source_json(s, f"{qnas}?{urlencode({'api-version': version, 'source': s.source})}") for s in items]))
+        ops = body_json(request)
+        self._existing(name)
+        parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]
+        return self._submit(request, "sources", name, f"/{name}/sources/jobs", ops=parsed)
+
+    @staticmethod
+    def _ops(ops) -> list:
+        if not isinstance(ops, list) or not ops:
+            raise InvalidArgument("The body must be a non-empty JSON array of {\"op\", \"value\"} operations.")
+        if len(ops) > MAX_OPS:
+            raise InvalidArgument(f"The body has {len(ops)} operations; the limit is {MAX_OPS} per call.")
+        return ops
+
+    @staticmethod
+    def _source_op(i: int, raw) -> dict:
+        if not isinstance(raw, dict):
+            raise InvalidArgument(f"[{i}] must be an object with 'op' and 'value'.", target=f"[{i}]")
+        item = Body(raw, f"[{i}]")
+        op = item.choice("op", ("add", "replace", "delete"))
+        value = item.obj("value")
+        if op is None or value is None:
+            raise InvalidArgument(f"[{i}] needs 'op' (add, replace or delete) and 'value'.", target=f"[{i}]")
+        uri = value.string("sourceUri", max_len=2000) or ""
+        source = value.string("source", max_len=300) or uri or value.string("displayName", max_len=200)
+        if not source:
+            raise InvalidArgument(f"[{i}].value needs 'source' or 'sourceUri'.", target=f"[{i}].value.source")
+        if op != "delete" and not uri.lower().startswith(("http://", "https://")):
+            raise InvalidArgument(f"[{i}].value.sourceUri must be an http(s) URL; got '{uri}'.",
+                                  target=f"[{i}].value.sourceUri")
+        kind = (value.string("sourceKind") or "url").lower()
+        structure = value.string("contentStructureKind") or value.string("sourceContentStructureKind")
+        return {"op": op, "refresh": bool(value.boolean("refresh")),
+                "source": {"source": source, "display_name": value.string("displayName", max_len=200) or source,
+                           "source_uri": uri, "source_kind": kind,
+                           "content_structure_kind": structure or "semistructured"}}
+
+    # -- QnAs ---------------------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def qnas(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=name)
+        if request.method == "GET":
+            source = request.query_params.get("source")
+            feedback = self.authoring.suggestions(name)
+            convert = lambda q: qna_json(q, feedback.get(q.id, []))  # noqa: E731
+            if not source:  # read one page of records, not all of them for every page
+                return JSONResponse(_paged_fetch(request, self.service.count(name), lambda skip, count:
+                                                 self.service.records(name, offset=skip, limit=count), convert))
+            items = [q for q in self.service.records(name) if q.source.lower() == source.lower()]
+            return JSONResponse(_paged(request, items, convert))
+        ops = self._ops(body_json(request))
+        self._existing(name)
+        parsed = []
+        for i, raw in enumerate(ops):
+            if not isinstance(raw, dict):
+                raise InvalidArgument(f"[{i}] must be an object with 'op' and 'value'.", target=f"[{i}]")
+            item = Body(raw, f"[{i}]")
+            op = item.choice("op", ("add", "replace", "delete"))
+            value = item.get("value")
+            if op is None or not isinstance(value, dict):
+                raise InvalidArgument(f"[{i}] needs 'op' (add, replace or delete) and a 'value' object.",
+                                      target=f"[{i}]")
+            if op == "delete":
+                qid = Body(value, f"[{i}].value").integer("id")
+                if qid is None:
+                    raise InvalidArgument(f"[{i}].value.id is required to delete a QnA.", target=f"[{i}].value.id")
+                value = {"id": qid}
+            else:
+                # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
+                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
+                if op == "add" and Body(value).integer("id") == 0:
+                    value = {k: v for k, v in value.items() if k.lower() != "id"}
+                # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
+                keep = op == "replace" and Body(value).get("questions") is None
+                check = copy.deepcopy(value)
+                inline = hoist_prompt_qnas(check, itertools.count(1).__next__)  # ids are assigned when the job runs
+                try:
+                    read_assets({"assets": {"qnas": [check, *inline]}}, "request body")
+                except FormatError as exc:
+                    raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
+                                          target=f"[{i}].value") from None
+                if keep or since:
+                    parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
+                    continue
+            parsed.append({"op": op, "value": value})
+        return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
+
+    # -- feedback ------------------------------------------------------------------------------------------
+    @handle_errors_off_loop
+    def feedback(self, request: Request) -> Response:
+        name = request.path_params["project"]
+        authorize(self.authorizer, request, role="query", project=name)
+        raw = body_json(request)
+        records = Body(raw if isinstance(raw, dict) else {}).array("records")
+        if not records:
+            raise InvalidArgument("The body must be {\"records\": [{\"userId\", \"userQuestion\", \"qnaId\"}]}.",
+                                  target="records")
+        parsed = []
+        for i, rec in enumerate(records):
+            r = Body(rec if isinstance(rec, dict) else {}, f"records[{i}]")
+            question, qid = r.string("userQuestion", max_len=1000), r.integer("qnaId")
+            if not question or qid is None:
+                raise InvalidArgument(f"records[{i}] needs 'userQuestion' and 'qnaId'.", target=f"records[{i}]")
+            parsed.append((qid, question, r.string("userId", max_len=200) or ""))
+        self._existing(name)
+        self.authoring.add_feedback(name, parsed)
+        return Response(status_code=204)

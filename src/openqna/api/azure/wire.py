@@ -1,0 +1,213 @@
+"""Azure's wire conventions shared by the runtime and authoring routes.
+
+Property names are read case-insensitively and numbers may arrive as strings, as
+the service accepts (booleans may not); every refusal is Azure's error envelope with the field named
+in ``target``.  Keys are checked here: a query key cannot author (403), and a key
+scoped to other projects gets 404 so project names do not leak.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from openqna.api import json_body, numbers
+from openqna.api.concurrency import run_store
+from openqna.api.credentials import secret_from_headers
+from openqna.api.errors import azure_error, unauthorized_message
+from openqna.auth.keys import Authorizer, Caller, allows, lacks_role
+from openqna.formats.limits import LIMITS
+from openqna.records import InvalidArgument, OpenQnAError
+
+
+class Body:
+    """A JSON object read case-insensitively, with errors that name the field's path."""
+
+    def __init__(self, raw: dict, path: str = ""):
+        self.raw = {k.lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+        self.path = path
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str) -> Any:
+        return self.raw.get(key.lower())
+
+    def string(self, key: str, *, max_len: int | None = None) -> str | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise InvalidArgument(f"'{self._name(key)}' must be a string.", target=self._name(key))
+        if max_len is not None and len(value) > max_len:
+            raise InvalidArgument(f"'{self._name(key)}' is {len(value)} characters long; the limit is {max_len}.",
+                                  target=self._name(key))
+        return value
+
+    def integer(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = numbers.integer(value)
+        if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+            raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
+        value = int(value)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise InvalidArgument(f"'{self._name(key)}' must be between {lo} and {hi}; got {value}.",
+                                  target=self._name(key))
+        return value
+
+    def number(self, key: str, *, lo: float = 0.0, hi: float = 1.0) -> float | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                value = None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidArgument(f"'{self._name(key)}' must be a number.", target=self._name(key))
+        if not lo <= value <= hi:
+            raise InvalidArgument(f"'{self._name(key)}' must be between {lo} and {hi}; got {value}.",
+                                  target=self._name(key))
+        return float(value)
+
+    def boolean(self, key: str) -> bool | None:
+        """A JSON true or false: the string "true" is refused, as the service refuses it (the SDKs and
+        Bot Framework clients all send JSON booleans)."""
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"'{self._name(key)}' must be true or false.", target=self._name(key))
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str | None:
+        value = self.string(key)
+        if value is None:
+            return None
+        for option in options:
+            if option.lower() == value.lower():
+                return option
+        raise InvalidArgument(f"'{self._name(key)}' must be one of {', '.join(options)}; got '{value}'.",
+                              target=self._name(key))
+
+    def obj(self, key: str) -> "Body | None":
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"'{self._name(key)}' must be an object.", target=self._name(key))
+        return Body(value, self._name(key))
+
+    def array(self, key: str) -> list | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise InvalidArgument(f"'{self._name(key)}' must be an array.", target=self._name(key))
+        return value
+
+
+class Refused(Exception):
+    """Carries a ready error response out of a handler."""
+
+    def __init__(self, response: Response):
+        self.response = response
+
+
+def authorize(authorizer: Authorizer, request: Request, *, role: str, project: str | None = None,
+              api_version: bool = True) -> Caller | None:
+    caller, denied = authorizer.check(secret_from_headers(request.headers))
+    if denied:
+        challenge = 'Bearer realm="openqna", error="invalid_token"' if denied.token \
+            else 'AzureApiManagementKey realm="openqna"'
+        raise Refused(azure_error(401, "401", unauthorized_message(denied), headers={"WWW-Authenticate": challenge}))
+    if caller is not None and project is not None and not allows(caller, role="query", project=project):
+        raise Refused(azure_error(404, "ProjectNotFound", f"The specified project was not found: {project}."))
+    if not allows(caller, role=role, project=project):  # a token may grant author on one project, query on all
+        assert caller is not None  # an open server (no caller) allows every role
+        raise Refused(azure_error(403, "Forbidden", lacks_role(caller, role, project)))
+    if api_version and not request.query_params.get("api-version"):
+        raise Refused(azure_error(400, "InvalidArgument", "The 'api-version' query parameter is required, e.g. "
+                                  "api-version=2023-04-01.", target="api-version"))
+    return caller
+
+
+async def read_json(request: Request) -> Any:
+    declared = request.headers.get("content-length")
+    size = numbers.count(declared)
+    if size is not None and size > LIMITS.body_bytes:
+        raise Refused(too_large())
+    raw = await request.body()
+    if len(raw) > LIMITS.body_bytes:
+        raise Refused(too_large())
+    try:
+        return json_body.parse(raw or b"null")
+    except json_body.BadBody as exc:
+        raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
+
+
+def too_large() -> Response:
+    return azure_error(413, "InvalidRequest", f"The request body is larger than {LIMITS.body_bytes} bytes.")
+
+
+def error_response(exc: OpenQnAError) -> Response:
+    if not isinstance(exc, InvalidArgument):
+        return azure_error(exc.status, exc.code, exc.message, target=exc.target)
+    return azure_error(exc.status, exc.code, exc.message, target=exc.target,
+                       inner="InvalidParameterValue" if exc.target else "InvalidRequestBodyFormat")
+
+
+def handle_errors(endpoint):
+    """Turn refusals and caller errors raised in ``endpoint`` into Azure error responses."""
+
+    @functools.wraps(endpoint)
+    async def wrapper(*args, **kwargs) -> Response:
+        try:
+            return await endpoint(*args, **kwargs)
+        except Refused as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            return error_response(exc)
+
+    return wrapper
+
+
+def handle_errors_off_loop(endpoint: Callable[[Any, Request], Response]):
+    """``handle_errors`` for a handler that reads or writes the store: ``endpoint`` is a plain function, run on a
+    worker thread once the request's body has been read on the event loop (``body_json`` hands it over).
+
+    A store write waits for the database's lock (SQLite's writer lock, held by an ``openqna import`` in another
+    process, up to its 30 s timeout), and every PostgreSQL read for the network; on the event loop either would
+    stall every other request of the server, queries included.  The body is read first, but a refusal of it (too
+    large, not JSON) is raised only where the handler asks for it, so a caller still learns of a missing key first.
+    """
+
+    @functools.wraps(endpoint)
+    async def wrapper(self, request: Request) -> Response:
+        try:
+            request.state.body = (True, await read_json(request))
+        except (Refused, OpenQnAError) as exc:
+            request.state.body = (False, exc)
+        try:
+            return await run_store(endpoint, self, request)
+        except Refused as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            return error_response(exc)
+
+    return wrapper
+
+
+def body_json(request: Request) -> Any:
+    """The JSON body that ``handle_errors_off_loop`` read (None when there was none), or its refusal raised."""
+    read, value = request.state.body
+    if not read:
+        raise value
+    return value

@@ -1,0 +1,1 @@
+"""OpenAI's Files, Answers, Search and Vector Stores APIs."""

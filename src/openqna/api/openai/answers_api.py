@@ -1,0 +1,340 @@
+"""OpenAI-compatible Files, Answers and Search (the retired endpoints, kept alive).
+
+Code written for ``openai.Answer`` / ``openai.Search`` / ``openai.File`` (0.x) and for the
+modern clients' Files API runs against openqna by changing only the base URL.  Requests are
+validated as OpenAI's schema did (``additionalProperties: false`` included) and refused in
+OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from openqna.api import json_body, numbers
+from openqna.api.concurrency import run_query
+from openqna.api.credentials import secret_from_headers
+from openqna.auth.keys import Authorizer, Denied, allows, lacks_role
+from openqna.formats.limits import LIMITS
+from openqna.kb.answers_search import Answering, AnswersRequest
+from openqna.kb.catalog import StoredFile
+from openqna.kb.service import Service
+from openqna.kinds import openai_files
+from openqna.models.completer import Completer
+from openqna.records import InvalidArgument, NotFound, OpenQnAError
+
+ANSWERS_FIELDS = {"model", "question", "examples", "examples_context", "documents", "file", "search_model",
+                  "max_rerank", "temperature", "logprobs", "max_tokens", "stop", "n", "logit_bias",
+                  "return_metadata", "return_prompt", "expand", "user", "experimental_alternative_question"}
+SEARCH_FIELDS = {"model", "query", "documents", "file", "max_rerank", "return_metadata", "user", "version"}
+
+
+def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                        status_code=status)
+
+
+def unauthorized(denied: Denied) -> JSONResponse:
+    """OpenAI's 401: its own words for a wrong key, the reason for a refused bearer token."""
+    if denied.token:
+        return openai_error(401, f"Invalid bearer token: {denied.reason}.", code="invalid_token")
+    return openai_error(401, "Incorrect API key provided. Send an openqna key as 'Authorization: Bearer <key>'.",
+                        code="invalid_api_key")
+
+
+class Refused(Exception):
+    def __init__(self, response: Response):
+        self.response = response
+
+
+async def read_json(request: Request, *, empty: Any = None) -> Any:
+    """The request's JSON body (``empty`` when there is none), refused in OpenAI's dialect."""
+    raw = await request.body()
+    if len(raw) > LIMITS.body_bytes:
+        raise Refused(openai_error(413, f"The request body is larger than {LIMITS.body_bytes} bytes."))
+    if not raw.strip():
+        return empty
+    try:
+        return json_body.parse(raw)
+    except json_body.BadBody as exc:
+        raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
+
+
+def error_response(exc: OpenQnAError) -> Response:
+    """A caller's error in OpenAI's envelope: 404 for what does not exist, else its status."""
+    if isinstance(exc, NotFound):
+        return openai_error(404, exc.message, param=exc.target)
+    return openai_error(max(exc.status, 400), exc.message, param=exc.target,
+                        kind="server_error" if exc.status >= 500 else "invalid_request_error")
+
+
+def file_json(f: StoredFile) -> dict:
+    return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "filename": f.filename,
+            "purpose": f.purpose, "status": f.status, "status_details": None}
+
+
+class Body:
+    """A JSON object checked field by field against OpenAI's schema."""
+
+    def __init__(self, raw: Any, allowed: set[str]):
+        if not isinstance(raw, dict):
+            raise InvalidArgument("The request body must be a JSON object.")
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            raise InvalidArgument(f"Unrecognized request argument supplied: {', '.join(unknown)}", target=unknown[0])
+        self.raw = raw
+
+    def present(self, key: str) -> bool:
+        return self.raw.get(key) is not None
+
+    def string(self, key: str, *, required: bool = False, default: str | None = None) -> str | None:
+        value = self.raw.get(key)
+        if value is None:
+            if required:
+                raise InvalidArgument(f"'{key}' is a required property", target=key)
+            return default
+        if not isinstance(value, str) or (required and not value):
+            raise InvalidArgument(f"'{key}' must be a non-empty string", target=key)
+        return value
+
+    def integer(self, key: str, default: int | None, lo: int, hi: int | None = None) -> int | None:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+            bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
+            raise InvalidArgument(f"'{key}' must be an integer {bound}; got {value!r}", target=key)
+        return value
+
+    def number(self, key: str, default: float, lo: float, hi: float) -> float:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise InvalidArgument(f"'{key}' must be a number between {lo} and {hi}; got {value!r}", target=key)
+        return float(value)
+
+    def boolean(self, key: str) -> bool:
+        value = self.raw.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise InvalidArgument(f"'{key}' must be true or false", target=key)
+        return bool(value)
+
+    def strings(self, key: str, *, max_items: int, min_items: int = 0) -> list[str] | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InvalidArgument(f"'{key}' must be an array of strings", target=key)
+        if not min_items <= len(value) <= max_items:
+            raise InvalidArgument(f"'{key}' must have {min_items} to {max_items} items; got {len(value)}", target=key)
+        return value
+
+
+class OpenAIRoutes:
+    def __init__(self, service: Service, authorizer: Authorizer, completer: Completer,
+                 on_file_deleted=lambda file_id: None):
+        self.service = service
+        self.authorizer = authorizer
+        self.answering = Answering(service, completer)
+        self.on_file_deleted = on_file_deleted  # e.g. detach the file from every vector store
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/files", self.files, methods=["GET", "POST"]),
+            Route("/v1/files/{file_id}", self.file, methods=["GET", "DELETE"]),
+            Route("/v1/files/{file_id}/content", self.file_content, methods=["GET"]),
+            Route("/v1/answers", self.answers, methods=["POST"]),
+            Route("/v1/search", self.search, methods=["POST"]),
+            Route("/v1/engines/{engine}/search", self.search, methods=["POST"]),
+        ]
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _auth(self, request: Request, role: str) -> None:
+        caller, denied = self.authorizer.check(secret_from_headers(request.headers))
+        if denied:
+            raise Refused(unauthorized(denied))
+        if not allows(caller, role=role):
+            assert caller is not None  # an open server (no caller) allows every role
+            raise Refused(openai_error(403, lacks_role(caller, role), kind="permission_error"))
+        request.state.key = caller
+
+    @staticmethod
+    def _reachable(request: Request, file_id: str) -> None:
+        """A key scoped to projects reaches the files it names (a file is its own project), as vector stores do."""
+        if not allows(request.state.key, role="query", project=file_id):
+            raise Refused(openai_error(403, f"This key may not use file '{file_id}'.", param="file",
+                                       kind="permission_error"))
+
+    async def _guard(self, request: Request, role: str, work) -> Response:
+        try:
+            self._auth(request, role)
+            if "file_id" in request.path_params:
+                self._reachable(request, request.path_params["file_id"])
+            return await work()
+        except Refused as exc:
+            return exc.response
+        except OpenQnAError as exc:
+            return error_response(exc)
+
+    # -- files ------------------------------------------------------------------------------------
+    async def files(self, request: Request) -> Response:
+        if request.method == "GET":
+            return await self._guard(request, "query", lambda: self._list_files(request))
+        return await self._guard(request, "author", lambda: self._upload(request))
+
+    async def _list_files(self, request: Request) -> Response:
+        q = request.query_params
+        files = [f for f in await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"))
+                 if allows(request.state.key, role="query", project=f.id)]
+        if q.get("order") == "asc":
+            files.reverse()
+        if q.get("after"):
+            ids = [f.id for f in files]
+            files = files[ids.index(q["after"]) + 1:] if q["after"] in ids else []
+        limit = numbers.count(q.get("limit", "10000"))
+        if limit is None or not 1 <= limit <= 10000:
+            return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
+                                param="limit")
+        page = files[:limit]
+        return JSONResponse({"object": "list", "data": [file_json(f) for f in page], "has_more": len(files) > limit,
+                             "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
+
+    async def _upload(self, request: Request) -> Response:
+        try:
+            form = await request.form(max_part_size=openai_files.MAX_FILE_BYTES + 1)
+        except Exception as exc:  # malformed multipart from the client, whatever the parser says
+            raise InvalidArgument(f"Send the file as multipart/form-data with fields 'purpose' and 'file' ({exc}).")
+        purpose, upload = form.get("purpose"), form.get("file")
+        if not isinstance(purpose, str) or not purpose:
+            raise InvalidArgument("'purpose' is a required form field.", target="purpose")
+        if upload is None or isinstance(upload, str):
+            raise InvalidArgument("'file' is a required form field holding the file.", target="file")
+        data = await upload.read()
+        stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose)
+        return JSONResponse(file_json(stored))
+
+    async def file(self, request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+
+        async def work() -> Response:
+            if request.method == "DELETE":
+                await run_in_threadpool(openai_files.delete, self.service, file_id)
+                await run_in_threadpool(self.on_file_deleted, file_id)
+                return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+            return JSONResponse(file_json(await run_in_threadpool(openai_files.get, self.service, file_id)))
+
+        return await self._guard(request, "author" if request.method == "DELETE" else "query", work)
+
+    async def file_content(self, request: Request) -> Response:
+        async def work() -> Response:
+            f = await run_in_threadpool(openai_files.get, self.service, request.path_params["file_id"], with_data=True)
+            return Response(f.data, media_type="application/octet-stream")
+
+        return await self._guard(request, "query", work)
+
+    # -- answers and search ---------------------------------------------------------------------
+    async def answers(self, request: Request) -> Response:
+        async def work() -> Response:
+            body = Body(await read_json(request), ANSWERS_FIELDS)
+            req, file_id, expand = self._answers_request(body)
+            if file_id:
+                self._reachable(request, file_id)
+                f = openai_files.searchable(self.service, file_id, ("answers",))
+                hits = await run_query(self.service.search, f.project, req.alternative_question or
+                                       req.question, limit=req.max_rerank)
+                req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
+                                   h.score) for h in hits]
+            result = await run_in_threadpool(self.answering.answers, req)
+            completion: Any = result.completion_id
+            if "completion" in expand or req.logprobs is not None:
+                completion = {"id": result.completion_id, "object": "text_completion", "model": result.model,
+                              "choices": [{"text": t, "index": i, "logprobs": None, "finish_reason": "stop"}
+                                          for i, t in enumerate(result.answers)]}
+            out: dict[str, Any] = {
+                "object": "answer", "model": result.model, "search_model": req.search_model,
+                "completion": completion, "answers": result.answers,
+                "selected_documents": [{k: v for k, v in s.items() if k in ("document", "text", "metadata")}
+                                       for s in result.selected]}
+            if req.return_prompt:
+                out["prompt"] = result.prompt
+            if file_id:
+                out["file"] = file_json(openai_files.get(self.service, file_id)) if "file" in expand else file_id
+            return JSONResponse(out)
+
+        return await self._guard(request, "query", work)
+
+    @staticmethod
+    def _answers_request(body: Body) -> tuple[AnswersRequest, str | None, list[str]]:
+        model = body.string("model", required=True)
+        question = body.string("question", required=True)
+        if len(question) > LIMITS.question_chars:
+            raise InvalidArgument(f"'question' is {len(question)} characters; the limit is {LIMITS.question_chars}.",
+                                  target="question")
+        examples_raw = body.raw.get("examples")
+        if not isinstance(examples_raw, list) or not 1 <= len(examples_raw) <= 200 or not all(
+                isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) and x for x in e)
+                for e in examples_raw):
+            raise InvalidArgument("'examples' must be 1 to 200 [question, answer] pairs of non-empty strings.",
+                                  target="examples")
+        if not isinstance(body.raw.get("examples_context"), str):
+            raise InvalidArgument("'examples_context' is a required property", target="examples_context")
+        documents = body.strings("documents", max_items=200)
+        file_id = body.string("file")
+        if (documents is None) == (file_id is None):
+            raise InvalidArgument("Please submit exactly one of `documents` or `file`.", target="documents")
+        stop = body.raw.get("stop")
+        if isinstance(stop, str):
+            stop = [stop]
+        if stop is not None and (not isinstance(stop, list) or not 1 <= len(stop) <= 4
+                                 or not all(isinstance(s, str) for s in stop)):
+            raise InvalidArgument("'stop' must be a string or 1 to 4 strings.", target="stop")
+        bias = body.raw.get("logit_bias")
+        if bias is not None and (not isinstance(bias, dict) or not all(
+                numbers.count(k) is not None and isinstance(v, (int, float)) and -100 <= v <= 100
+                for k, v in bias.items())):
+            raise InvalidArgument("'logit_bias' maps token ids to numbers from -100 to 100.", target="logit_bias")
+        expand = body.strings("expand", max_items=2) or []
+        if set(expand) - {"completion", "file"}:
+            raise InvalidArgument("'expand' may hold 'completion' and 'file'.", target="expand")
+        req = AnswersRequest(
+            model=model, question=question, examples=[(q, a) for q, a in examples_raw],
+            examples_context=body.raw["examples_context"], documents=documents,
+            search_model=body.string("search_model", default="ada") or "ada",
+            max_rerank=body.integer("max_rerank", 200, 1), temperature=body.number("temperature", 0.0, 0.0, 2.0),
+            logprobs=body.integer("logprobs", None, 0, 5), max_tokens=body.integer("max_tokens", 16, 1, 4096),
+            stop=stop, n=body.integer("n", 1, 1, 10), logit_bias=bias,
+            return_metadata=body.boolean("return_metadata"), return_prompt=body.boolean("return_prompt"),
+            user=body.string("user"), alternative_question=body.string("experimental_alternative_question"))
+        return req, file_id, expand
+
+    async def search(self, request: Request) -> Response:
+        async def work() -> Response:
+            body = Body(await read_json(request), SEARCH_FIELDS)
+            model = request.path_params.get("engine") or body.string("model", default="ada")
+            query = body.string("query", required=True)
+            documents = body.strings("documents", max_items=200, min_items=1)
+            file_id = body.string("file")
+            if (documents is None) == (file_id is None):
+                raise InvalidArgument("Please submit exactly one of `documents` or `file`.", target="documents")
+            max_rerank = body.integer("max_rerank", 200, 1)
+            if documents is not None:
+                scores = await run_in_threadpool(self.answering.search_scores, query, documents)
+                data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
+            else:
+                self._reachable(request, file_id)
+                f = openai_files.searchable(self.service, file_id, ("search", "answers"))
+                hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
+                metadata = body.boolean("return_metadata")
+                data = sorted(({"object": "search_result", "document": h.record.fields["document"],
+                                "score": round(300 * h.score, 3), "text": h.record.answer,
+                                **({"metadata": h.record.fields.get("metadata")} if metadata else {})}
+                               for h in hits), key=lambda d: d["document"])
+            return JSONResponse({"object": "list", "model": model, "data": data})
+
+        return await self._guard(request, "query", work)

@@ -1,0 +1,251 @@
+"""The knowledge bases as MCP tools: list_knowledge_bases, search and ask (DESIGN: "the same tools over MCP").
+
+Transport-free: ``build_server`` returns an MCPServer (official ``mcp`` SDK 2.x) whose tools turn
+arguments into ``Service`` calls and results into small JSON models; ``api/tools/mcp.py`` puts it on stdio
+or streamable HTTP. Every error a caller can cause comes back as a tool result with ``isError`` and a
+message an LLM can correct itself from (a refused ``where`` names the problem and the allowed syntax),
+never as a crash or a protocol error.
+
+Keys and tokens: on HTTP the tools read the caller's key or token from the request headers (``api/tools/mcp.py``
+has already refused requests without a valid one); a caller scoped to other knowledge bases neither lists nor
+reaches this one — it is reported as unknown, exactly like a name that does not exist. On stdio there
+are no headers and no authorizer: the process belongs to whoever could open the data directory.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' Annotated[...] hints at runtime.
+
+from typing import Annotated, Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from openqna import __version__, settings
+from openqna.api.concurrency import run_query
+from openqna.api.credentials import secret_from_headers
+from openqna.auth.keys import Authorizer, Caller, allows
+from openqna.filters.evaluate import allowed_syntax
+from openqna.formats.limits import LIMITS
+from openqna.kb.catalog import LIVE
+from openqna.kb.service import AskRequest, Service
+from openqna.records import OpenQnAError, ProjectNotFound, QnA
+
+MAX_LIMIT = settings.tools_max_limit()  # the HTTP tools' limit too
+TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
+ASK_THRESHOLD = 0.5  # calibrated confidence: 0.5 separates on-topic answers from off-topic ones on every KB
+
+INSTRUCTIONS = (
+    "Knowledge bases of curated answers, documents and typed tables. Call list_knowledge_bases first: it "
+    "names each knowledge base and the columns (with types) a `where` filter may use. Then call search to "
+    "retrieve records (optionally filtered), or ask for the best answers to a question with a calibrated "
+    "confidence. Cite the returned source when you use a record."
+)
+
+# The filter language without its first clause ("columns ...;"): columns differ per knowledge base
+# and list_knowledge_bases gives them; a refused filter repeats the whole syntax for its knowledge base.
+_OPERATORS = allowed_syntax({}).partition("; ")[2]
+WHERE_HELP = (
+    "Optional filter, a ClickHouse-style SQL boolean expression over the knowledge base's columns "
+    "(list_knowledge_bases gives their names and types). Examples: \"category = 'billing'\", "
+    "\"price < 20 AND has(tags, 'new')\", \"updated >= now() - INTERVAL 30 DAY\". Allowed: "
+    f"{_OPERATORS}. Omit it to search everything."
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+
+KbName = Annotated[str, Field(description="Name of a knowledge base, as list_knowledge_bases gives it.")]
+Subject = Annotated[str, Field(max_length=LIMITS.question_chars,
+                               description="What to look for, in natural language (a question, topic or keywords).")]
+Where = Annotated[str | None, Field(max_length=2000, description=WHERE_HELP)]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"How many records to return, 1 to {MAX_LIMIT}.")]
+Question = Annotated[str, Field(min_length=1, max_length=LIMITS.question_chars,
+                                description="The user's question, in natural language.")]
+Top = Annotated[int, Field(ge=1, le=LIMITS.top, description=f"How many answers at most, 1 to {LIMITS.top}.")]
+Threshold = Annotated[float, Field(ge=0.0, le=1.0, description=(
+    "Minimum confidence (0 to 1) of an answer; below it the knowledge base's default answer is returned. "
+    f"{ASK_THRESHOLD} rejects off-topic questions."))]
+
+
+# ------------------------------------------------------------------------------------------- results
+class ColumnInfo(BaseModel):
+    name: str
+    type: str = Field(description="String, Int64, Float64, Bool, DateTime or Array(String)")
+
+
+class KnowledgeBase(BaseModel):
+    name: str
+    description: str
+    kind: str = Field(description='"project": QnA pairs and document passages, metadata as String columns; '
+                                  '"table": rows with a typed schema')
+    count: int = Field(description="number of records")
+    columns: list[ColumnInfo] = Field(description="what a `where` filter may name")
+
+
+class KnowledgeBaseList(BaseModel):
+    knowledge_bases: list[KnowledgeBase]
+
+
+class SearchHit(BaseModel):
+    id: int | None = Field(description="the record's id; null for a row of a connected table without an integer "
+                                       "id column")
+    score: float = Field(description="relevance, 0 to 1")
+    kind: str = Field(description='record kind, e.g. "qna" (question-answer pair) or "passage" (document chunk)')
+    title: str | None = Field(description="the record's (first) question or title")
+    text: str = Field(description=f"the answer or passage text (cut at {TEXT_CHARS} characters)")
+    source: str
+    fields: dict[str, Any] = Field(description="typed column values (tables; DateTime as ISO 8601)")
+    metadata: dict[str, str] = Field(description="metadata key/value pairs (lower-cased)")
+
+
+class SearchResult(BaseModel):
+    kb: str
+    num_retrieved: int
+    hits: list[SearchHit]
+
+
+class AskAnswer(BaseModel):
+    id: int | None = Field(description="record id; null for the default answer")
+    confidence: float = Field(description="calibrated, 0 to 1")
+    is_default_answer: bool = Field(description="true: no record matched, this is the knowledge base's "
+                                                "fallback text, not an answer to the question")
+    question: str | None = Field(description="the matched record's question or title")
+    answer: str
+    source: str | None
+    metadata: dict[str, str]
+
+
+class AskResult(BaseModel):
+    project: str
+    matched: bool = Field(description="false when no answer reached the threshold")
+    note: str | None
+    answers: list[AskAnswer]
+
+
+# --------------------------------------------------------------------------------------------- tools
+def _clip(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+
+
+def _result(model: BaseModel) -> CallToolResult:
+    """Structured content plus the same JSON, compact, for clients that only pass text to the model."""
+    return CallToolResult(content=[TextContent(type="text", text=model.model_dump_json())],
+                          structured_content=model.model_dump(mode="json"))
+
+
+def _unknown(kb: str) -> ToolError:
+    return ToolError(f"Unknown knowledge base '{kb}'; call list_knowledge_bases for the ones you can use.")
+
+
+def _hit(record: QnA, score: float) -> SearchHit:
+    return SearchHit(id=record.id, score=score, kind=record.kind,
+                     title=record.questions[0] if record.questions else None, text=_clip(record.answer),
+                     source=record.source, fields=record.fields, metadata=record.metadata)
+
+
+class KnowledgeBaseTools:
+    """The three tools over one Service; ``authorizer`` None means a trusted local caller (stdio)."""
+
+    def __init__(self, service: Service, authorizer: Authorizer | None, deployment: str):
+        self.service = service
+        self.authorizer = authorizer
+        self.deployment = deployment
+
+    def caller(self, ctx: Context) -> Caller | None:
+        if self.authorizer is None:
+            return None
+        caller, denied = self.authorizer.check(secret_from_headers(ctx.headers or {}))
+        if denied:  # the HTTP guard refuses these first; kept so the tools never trust a mount
+            raise ToolError(f"A valid API key or bearer token is required (Authorization: Bearer <key> or "
+                            f"api-key: <key>): {denied.reason}.")
+        return caller
+
+    def reachable(self, ctx: Context, kb: str) -> None:
+        if not allows(self.caller(ctx), role="query", project=kb):
+            raise _unknown(kb)
+
+    async def reach(self, ctx: Context, kb: str) -> None:
+        """``reachable`` from an async tool: on a thread when the check may wait (a remote store's key lookup, a
+        token's JWKS fetch), so that it never stalls the event loop (``Authorizer.may_block``)."""
+        if self.authorizer is not None and self.authorizer.may_block(secret_from_headers(ctx.headers or {})):
+            await anyio.to_thread.run_sync(self.reachable, ctx, kb)
+        else:
+            self.reachable(ctx, kb)
+
+    def call(self, kb: str, fn, *args, **kwargs):
+        """Run a Service call, turning the errors a caller can cause into tool errors."""
+        try:
+            return fn(*args, **kwargs)
+        except ProjectNotFound:
+            raise _unknown(kb) from None
+        except OpenQnAError as exc:
+            raise ToolError(exc.message) from None
+
+    def list_knowledge_bases(self, ctx: Context) -> Annotated[CallToolResult, KnowledgeBaseList]:
+        infos = self.service.knowledge_bases(self.caller(ctx))
+        return _result(KnowledgeBaseList(knowledge_bases=[
+            KnowledgeBase(name=i.name, description=i.description, kind=i.kind, count=i.count,
+                          columns=[ColumnInfo(name=c.name, type=c.type) for c in i.columns])
+            for i in infos
+        ]))
+
+    # search and ask run on the query pool, as the HTTP surfaces' questions do (api/concurrency.py)
+    async def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
+                     limit: Limit = 4) -> Annotated[CallToolResult, SearchResult]:
+        await self.reach(ctx, kb)
+        hits = await run_query(self.call, kb, self.service.search, kb, subject, where=where, limit=limit,
+                               deployment=self.deployment)
+        return _result(SearchResult(kb=kb, num_retrieved=len(hits), hits=[_hit(h.record, h.score) for h in hits]))
+
+    async def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
+                  threshold: Threshold = ASK_THRESHOLD) -> Annotated[CallToolResult, AskResult]:
+        await self.reach(ctx, project)
+        req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
+        answers = await run_query(self.call, project, self.service.ask, project, self.deployment, req)
+        out = []
+        for a in answers:
+            if a.qna is None:
+                out.append(AskAnswer(id=None, confidence=a.confidence, is_default_answer=True, question=None,
+                                     answer=a.default_text, source=None, metadata={}))
+            else:
+                q = a.qna
+                out.append(AskAnswer(id=q.id, confidence=a.confidence, is_default_answer=False,
+                                     question=q.questions[0] if q.questions else None, answer=_clip(q.answer),
+                                     source=q.source, metadata=q.metadata))
+        matched = not any(a.is_default_answer for a in out)
+        note = None if matched else (
+            f"No good match: no answer reached confidence {threshold}. The answer given is the knowledge base's "
+            "default answer, not information about the question; try search, or rephrase.")
+        return _result(AskResult(project=project, matched=matched, note=note, answers=out))
+
+
+def build_server(service: Service, *, authorizer: Authorizer | None = None, deployment: str = LIVE) -> MCPServer:
+    """An MCPServer with the three read-only tools; ``deployment`` is the one they query."""
+    tools = KnowledgeBaseTools(service, authorizer, deployment)
+    server = MCPServer("openqna", title="openqna knowledge bases", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
+    server.add_tool(
+        tools.list_knowledge_bases, name="list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY,
+        description=(
+            "List the knowledge bases you can search: name, description, kind, number of records and the typed "
+            "columns a `where` filter of search may use. Call this first."),
+    )
+    server.add_tool(
+        tools.search, name="search", title="Search a knowledge base", annotations=READ_ONLY,
+        description=(
+            "Hybrid (semantic + keyword) search over every record of one knowledge base: QnA pairs, document "
+            "passages and table rows, best first, each with a relevance score, title, text, source and its typed "
+            "fields and metadata. Narrow it with `where`, a ClickHouse-style filter over the knowledge base's "
+            "columns; a refused filter returns an error that names the problem and the allowed syntax."),
+    )
+    server.add_tool(
+        tools.ask, name="ask", title="Ask a knowledge base", annotations=READ_ONLY,
+        description=(
+            "Answer a question from one knowledge base (the answers a support bot gives): the best matching "
+            "answers with a calibrated confidence in 0..1. When nothing reaches the threshold the result has "
+            "matched=false and one answer with is_default_answer=true: the knowledge base's fallback text "
+            "(such as 'No good match found in KB.'), which says nothing about the question."),
+    )
+    return server

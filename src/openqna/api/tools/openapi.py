@@ -1,0 +1,103 @@
+"""OpenAPI documents for GPT Actions: one ``get_related_{kb}`` operation per knowledge base.
+
+GPT Actions take OpenAPI 3.0 (documented) and 3.1; both are served from one builder that
+avoids the constructs on which they differ (no ``nullable``, no type arrays).  Limits that
+GPT Actions enforce are respected here: an operation's description ≤ 300 characters and a
+parameter's ≤ 700, so the table schema and filter hints go into the ``where_str`` parameter.
+"""
+
+from __future__ import annotations
+
+from openqna import __version__, settings
+from openqna.kb.service import KnowledgeBaseInfo
+
+OPERATION_CHARS = 300
+PARAMETER_CHARS = 700
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def where_description(kb: KnowledgeBaseInfo) -> str:
+    if kb.connected:
+        return _clip(connected_description(kb), PARAMETER_CHARS)
+    columns = ", ".join(f"{c.name} {c.type}" for c in kb.columns) or "(none)"
+    example = _example(kb)
+    text = (f"Optional SQL-like filter, ClickHouse syntax, over the columns: {columns}. Use =, !=, <, >, IN, "
+            f"BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), length(), "
+            f"parseDateTime32BestEffort('2024-01-31'), toDate(), now() - INTERVAL 30 DAY. No subqueries. {example}")
+    return _clip(text, PARAMETER_CHARS)
+
+
+def connected_description(kb: KnowledgeBaseInfo) -> str:
+    """A connected table's schema as MyScale's tool descriptions show it: a ``CREATE TABLE`` sketch of the
+    columns where_str may name, with the engine's types and column comments."""
+    assert kb.connected is not None
+    names = {c.name for c in kb.columns}
+    shown = [c for c in kb.connected["columns"] if c["name"] in names]
+    lines = [f"  {c['name']} {c['type']}" + ("," if i < len(shown) - 1 else "") +
+             (f" -- {c['comment']}" if c["comment"] else "") for i, c in enumerate(shown)]
+    sketch = f"CREATE TABLE {kb.connected['table']} (\n" + "\n".join(lines) + "\n)"
+    return (f"Optional SQL WHERE condition, ClickHouse syntax, over this table:\n{sketch}\nUse =, !=, <, >, IN, "
+            f"BETWEEN, LIKE, IS NULL, AND/OR/NOT, has/hasAny(array, ...), lower(), length(), "
+            f"parseDateTime32BestEffort('2024-01-31'). No subqueries. {_example(kb)}")
+
+
+def _example(kb: KnowledgeBaseInfo) -> str:
+    for c in kb.columns:
+        if c.type == "Array(String)":
+            return f"Example: has({c.name}, 'value')"
+        if c.type == "DateTime":
+            return f"Example: {c.name} > parseDateTime32BestEffort('2023-01-01')"
+    first = next(iter(kb.columns), None)
+    return f"Example: {first.name} = 'value'" if first else ""
+
+
+def _operation(kb: KnowledgeBaseInfo) -> dict:
+    what = kb.description.strip() or f"a {kb.kind} of {kb.count} records"
+    description = _clip(f"Search the knowledge base '{kb.name}' ({what}) for the entries most related to a "
+                        f"subject. Returns one JSON line per entry. Narrow results with where_str.", OPERATION_CHARS)
+    max_limit = settings.tools_max_limit()
+    return {
+        "operationId": f"get_related_{kb.name}",
+        "summary": _clip(f"Search {kb.name}", OPERATION_CHARS),
+        "description": description,
+        "parameters": [
+            {"name": "subject", "in": "query", "required": True, "schema": {"type": "string", "maxLength": 1000},
+             "description": "A sentence or phrase describing the subject to find."},
+            {"name": "where_str", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 2000},
+             "description": where_description(kb)},
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": max_limit, "default": 4},
+             "description": f"How many entries to return (1 to {max_limit})."},
+        ],
+        "responses": {
+            "200": {"description": "The related entries.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryResult"}}}},
+            "400": {"description": "A parameter or the filter was refused; the message says why and what is "
+                                   "allowed.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        },
+    }
+
+
+def openapi_document(kbs: list[KnowledgeBaseInfo], server: str, version: str = "3.1") -> dict:
+    return {
+        "openapi": "3.1.0" if version == "3.1" else "3.0.3",
+        "info": {"title": "openqna knowledge bases", "version": __version__,
+                 "description": "Search knowledge bases hosted by openqna."},
+        "servers": [{"url": server}],
+        "paths": {f"/get_related_{kb.name}": {"get": _operation(kb)} for kb in kbs},
+        "components": {
+            "schemas": {
+                "QueryResult": {"type": "object", "properties": {
+                    "documents": {"type": "string", "description": "One JSON object per line, best first."},
+                    "num_retrieved": {"type": "integer"}}, "required": ["documents", "num_retrieved"]},
+                "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {
+                    "code": {"type": "string"}, "message": {"type": "string"}}}}},
+            },
+            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "api-key"}},
+        },
+        "security": [{"ApiKey": []}],
+    }

@@ -1,0 +1,58 @@
+"""What every ``openqna`` command shares: the ``--data`` option, opening the store, and failing with one line."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from openqna import settings
+
+if TYPE_CHECKING:
+    from openqna.kb.catalog import Catalog, Store
+    from openqna.kb.service import Service
+
+data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=settings.data(),
+                           show_default=True, show_envvar=True,
+                           help=f"Directory of the embedded store (OPENQNA_DATA when set, else {settings.data.default}).")
+
+
+def open_store(data_dir: str, create: bool) -> Store:
+    """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
+    creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
+    from openqna.kb.catalog import open_data, store_exists, store_file
+
+    if store_exists(data_dir):
+        return open_data(data_dir)
+    path = store_file(data_dir)
+    if not create:
+        click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
+                   "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
+        sys.exit(1)
+    store = open_data(data_dir)
+    click.echo(f"created a new openqna store at {path}", err=True)
+    return store
+
+
+def open_catalog(data_dir: str, create: bool = False) -> Catalog:
+    """The knowledge bases without a model, for the commands that embed nothing."""
+    from openqna.kb.catalog import Catalog
+
+    return Catalog(open_store(data_dir, create))
+
+
+def open_service(data_dir: str, create: bool = False) -> Service:
+    from openqna.kb.service import Service
+    from openqna.models.embedder import get_embedder
+
+    try:
+        embedder = get_embedder()
+    except (RuntimeError, ValueError) as exc:  # an unknown OPENQNA_EMBEDDER, a model not installed
+        fail(str(exc))
+    return Service(open_store(data_dir, create), embedder)
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)

@@ -1,0 +1,49 @@
+"""``openqna keys``: API keys, stored hashed and shown once."""
+
+from __future__ import annotations
+
+import click
+
+from openqna.cli.common import data_option, fail, open_catalog
+
+
+@click.group()
+def keys() -> None:
+    """Manage API keys (stored hashed; a key is shown only when created)."""
+
+
+@keys.command("create")
+@click.option("--name", default="", help="A label to recognise the key by.")
+@click.option("--role", type=click.Choice(["admin", "author", "query"]), default="admin", show_default=True)
+@click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
+@data_option
+def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
+    """Create an API key and print it once (admin manages keys, author edits, query asks)."""
+    from openqna.auth.keys import create_key
+
+    store = open_catalog(data_dir, create=True).store
+    key, secret = create_key(store, name=name, role=role, projects=list(projects_) or None)
+    click.echo(secret)
+    click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
+
+
+@keys.command("list")
+@data_option
+def keys_list(data_dir: str) -> None:
+    """List keys: id, role, projects (* for all), created, name; never the secret."""
+    from openqna.auth.keys import list_keys
+
+    for k in list_keys(open_catalog(data_dir).store):
+        click.echo(f"{k.id}\t{k.role}\t{','.join(k.projects) if k.projects else '*'}\t{k.created}\t{k.name}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@data_option
+def keys_revoke(key_id: str, data_dir: str) -> None:
+    """Revoke a key by its id (see `keys list`); it stops working on the next request."""
+    from openqna.auth.keys import revoke_key
+
+    if not revoke_key(open_catalog(data_dir).store, key_id):
+        fail(f"no key with id {key_id}")
+    click.echo(f"revoked key {key_id}")

@@ -1,0 +1,460 @@
+"""The ``openqna`` command: serve, import, export, ask, deploy, calibrate, projects, and the ``table`` and
+``keys`` groups (``cli/table_commands.py``, ``cli/key_commands.py``); what every command shares is in ``cli/common.py``.
+
+Each command is a thin translation of options into core calls (no logic of its own lives here), read top
+to bottom as ``openqna --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import time
+from importlib import resources
+from pathlib import Path
+from typing import cast
+
+import click
+
+from openqna import settings
+from openqna.cli.common import data_option, fail, open_catalog, open_service
+from openqna.cli.key_commands import keys
+from openqna.cli.table_commands import table
+from openqna.filters.match import MetaEq, all_of
+from openqna.formats.limits import LIMITS
+from openqna.records import OpenQnAError
+
+
+@click.group()
+@click.version_option(package_name="openqna")
+def main() -> None:
+    """openqna: knowledge-base question answering you host yourself."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+main.add_command(table)
+main.add_command(keys)
+
+
+@main.command("import")
+@click.argument("project")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--kb-id", default=None, help="Keep a QnA Maker kbId (GUID) so bots reach the project by it.")
+@data_option
+def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: str) -> None:
+    """Import QnA files (TSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
+
+    Every file is parsed before anything is written, so a malformed file leaves the
+    project as it was.  Importing the same file twice changes nothing.  A document
+    becomes QnAs (from its headings) and passages that cite its pages and sections.
+    QnA Maker's exports do not carry the kbId its bots are configured with: ``--kb-id``
+    keeps it, so generateAnswer and train calls reach this project unchanged.
+    """
+    from tqdm import tqdm
+
+    from openqna.formats import QNA_SUFFIXES, read_file
+    from openqna.ingest import parse_document
+    from openqna.kb.authoring import KB_ID
+    from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document
+    from openqna.records import KnowledgeBaseContent
+
+    if kb_id and not KB_ID.match(kb_id):
+        fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
+    content = KnowledgeBaseContent()
+    documents = []
+    try:
+        for f in tqdm(files, desc="parsing", unit="file", leave=False, disable=len(files) == 1):
+            data = f.read_bytes()
+            if is_document(f.name, data):
+                documents.append(parse_document(f.name, data))
+                continue
+            if f.suffix.lower() not in QNA_SUFFIXES:
+                fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
+                      f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
+            part = read_file(f, data)
+            content.qnas.extend(part.qnas)
+            content.synonyms.extend(part.synonyms)
+        service = open_service(data_dir, create=True)
+        if content.qnas or content.synonyms or not documents:
+            report = service.import_content(project, content, progress=True)
+            groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
+            click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
+                       f"({service.counts(project)['qna']} QnAs{groups})")
+        for doc in documents:
+            r = ingest_document(service, project, doc, progress=True)
+            click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
+                       f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
+        if kb_id:
+            from openqna.kb.authoring import Authoring
+
+            Authoring(service).set_kb_id(project, kb_id)
+            click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")
+    except OpenQnAError as exc:
+        fail(exc.message)
+
+
+@main.command()
+@click.argument("project")
+@data_option
+def sources(project: str, data_dir: str) -> None:
+    """List PROJECT's sources with their record counts."""
+    from collections import Counter
+
+    from openqna.kb.authoring import Authoring
+
+    try:
+        service = open_service(data_dir)
+        counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
+        listed = Authoring(service).list_sources(project)
+        if not listed:
+            click.echo(f"{project} has no sources")
+            return
+        click.echo("source\tkind\tQnAs\tpassages\tlast updated")
+        for s in listed:
+            qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
+            updated = s.last_updated or "not recorded"
+            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}")
+    except OpenQnAError as exc:
+        fail(exc.message)
+
+
+@main.command()
+@click.argument("project")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["tsv", "excel", "json"]), default=None,
+              help="File format; guessed from OUT's extension by default.")
+@click.option("--deployment", default="test", show_default=True)
+@data_option
+def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
+    """Export PROJECT to OUT in QnA Maker/Azure format."""
+    from openqna.formats import ExportFormat, export_bytes
+
+    by_suffix = {".tsv": "tsv", ".txt": "tsv", ".xlsx": "excel", ".json": "json"}
+    if fmt is None and out.suffix.lower() not in by_suffix:
+        fail(f"cannot tell the format from '{out.name}': name it .tsv, .xlsx or .json, or pass --format")
+    chosen = cast(ExportFormat, fmt or by_suffix[out.suffix.lower()])
+    try:
+        content = open_catalog(data_dir).content(project, deployment)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    data, _, _ = export_bytes(content, chosen)
+    out.write_bytes(data)
+    passages = sum(q.kind == "passage" for q in content.qnas)
+    click.echo(f"wrote {len(content.qnas) - passages} QnAs and {passages} passages of {project} ({deployment}) to {out}")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("question")
+@click.option("--top", default=3, show_default=True, type=click.IntRange(1, LIMITS.top))
+@click.option("--threshold", default=0.0, show_default=True, type=click.FloatRange(0, 1))
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
+@click.option("--deployment", default="test", show_default=True)
+@click.option("--question-only", is_flag=True, help="Rank on questions only (rankerType=QuestionOnly).")
+@click.option("--unstructured", is_flag=True,
+              help="Answer from passages too (documents, OpenAI files), as Azure's includeUnstructuredSources.")
+@data_option
+def ask(project: str, question: str, top: int, threshold: float, filters: tuple[str, ...], deployment: str,
+        question_only: bool, unstructured: bool, data_dir: str) -> None:
+    """Ask PROJECT a QUESTION and print the answers with their confidence.
+
+    Only QnAs answer unless --unstructured is given: passages (sections of documents, OpenAI
+    files' texts) answer Azure queries only with includeUnstructuredSources, and so here.
+    """
+    from openqna.kb.service import AskRequest
+
+    nodes = []
+    for f in filters:
+        key, sep, value = f.partition("=")
+        if not sep or not key.strip():
+            fail(f"--filter expects KEY=VALUE, got '{f}'")
+        nodes.append(MetaEq(key.strip(), value.strip()))
+    req = AskRequest(question=question, top=top, threshold=threshold, question_only=question_only,
+                     filter=all_of(*nodes), include_unstructured=unstructured)
+    if not question.strip():
+        fail("the question is empty")
+    if len(question) > LIMITS.question_chars:
+        fail(f"the question is {len(question)} characters long; the limit is {LIMITS.question_chars}")
+    try:
+        answers = open_service(data_dir).ask(project, deployment, req)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    for a in answers:
+        if a.qna is None:
+            click.echo(f"[{a.confidence:.4f}] (default answer) {a.default_text}")
+            continue
+        label = "(passage) " if a.qna.kind == "passage" else ""
+        click.echo(f"[{a.confidence:.4f}] #{a.qna.id} {label}{a.qna.questions[0] if a.qna.questions else ''}")
+        click.echo("    " + a.qna.answer.replace("\n", "\n    "))
+        for p in a.qna.dialog.prompts:
+            click.echo(f"    -> {p.display_text} (#{p.qna_id})")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("deployment", default="production")
+@data_option
+def deploy(project: str, deployment: str, data_dir: str) -> None:
+    """Copy PROJECT's live (test) state to DEPLOYMENT (default: production)."""
+    if deployment == "test":
+        fail("'test' is the live state; deploy to another name such as 'production'")
+    try:
+        d = open_catalog(data_dir).deploy(project, deployment)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    click.echo(f"deployed {project} to {d.name} at {d.last_deployed}")
+
+
+@main.command()
+@click.argument("project")
+@data_option
+def reembed(project: str, data_dir: str) -> None:
+    """Re-embed PROJECT's live state with the configured embedder (then deploy again)."""
+    try:
+        count = open_service(data_dir).reembed(project, progress=True)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    click.echo(f"re-embedded {count} QnAs of {project}; deploy to update other deployments")
+
+
+@main.command()
+@data_option
+def projects(data_dir: str) -> None:
+    """List knowledge bases with their kind, QnA and passage counts, and deployments."""
+    from openqna.kb.catalog import kind_of
+
+    catalog = open_catalog(data_dir)
+    for p in catalog.projects():
+        deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "none"
+        kind, counts = kind_of(p), catalog.counts(p.name)
+        held = (f"{counts['row']} rows" if kind == "table"
+                else f"{counts['qna']} QnAs, {counts['passage']} passages")
+        click.echo(f"{p.name}\t{kind}\t{held}\tdeployments: {deployments}")
+
+
+@main.command()
+@click.argument("project")
+@click.option("--accept", nargs=2, type=(int, str), metavar="QNA_ID QUESTION",
+              help="Add QUESTION to QnA QNA_ID as an alternate question.")
+@data_option
+def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> None:
+    """List active-learning suggestions (user questions sent as feedback), or accept one."""
+    from openqna.kb.authoring import Authoring
+
+    try:
+        if accept:
+            authoring = Authoring(open_service(data_dir))
+            qna = authoring.accept_suggestion(project, accept[0], accept[1])
+            click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
+            return
+        authoring = Authoring(open_service(data_dir))
+        found = authoring.suggestions(project)
+        if not any(found.values()):
+            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
+            return
+        click.echo("QnA\tcount\tuser question")
+        for qid, items in found.items():
+            for question, count in items:
+                click.echo(f"#{qid}\t{count}\t{question}")
+    except OpenQnAError as exc:
+        fail(exc.message)
+
+
+@main.command()
+@click.option("--from", "source", required=True, help="Source store: a data directory or a postgresql:// URL.")
+@click.option("--to", "target", required=True, help="Target store: a data directory or a postgresql:// URL.")
+def migrate(source: str, target: str) -> None:
+    """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
+    from openqna.kb.catalog import open_store
+    from openqna.kb.migrate import migrate as run
+
+    try:
+        counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
+    except OpenQnAError as exc:
+        fail(exc.message)
+    click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
+@main.command()
+@click.argument("project")
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--deployment", default="test", show_default=True, help="Deployment the questions are asked of.")
+@click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="Threshold the before/after figures are measured at.")
+@click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
+@click.option("--reset", is_flag=True, help="Drop the project's fitted calibration (back to the shipped one).")
+@data_option
+def calibrate(project: str, file: Path | None, deployment: str, threshold: float, dry_run: bool, reset: bool,
+              data_dir: str) -> None:
+    """Re-fit PROJECT's confidence on FILE: lines of QUESTION<TAB>QNA_ID, or 'none' for off-topic questions.
+
+    FILE needs at least 10 questions, some whose top answer is right and some whose top answer
+    is wrong or off-topic.  Keeps the fitted scale and shift in the project's settings, which
+    every query reads.  `openqna calibrate PROJECT --reset` (no FILE) goes back to the shipped one.
+    """
+    from openqna.kb import calibrate as cal
+
+    if file is None and not reset:
+        fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
+    service = open_service(data_dir)
+    try:
+        if reset or file is None:
+            cal.save(service, project, None)
+            click.echo(f"{project}: calibration reset to the shipped one")
+            return
+        proj = service.project(project)
+        points = cal.collect(service, project, cal.read_pairs(file), deployment)
+        cal.check(points)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    before = service.calibration(proj)
+    shipped = service.shipped_calibration
+    fitted = cal.fit(points, shipped)
+    rows = [("before", before, cal.score(points, before, threshold)),
+            ("after (fitted on these questions)", fitted, cal.score(points, fitted, threshold)),
+            (f"after ({cal.FOLDS}-fold cross-validated)", None, cal.cross_validated(points, threshold, shipped))]
+    in_scope = sum(not p.off_topic for p in points)
+    click.echo(f"{len(points)} questions ({in_scope} in scope, {len(points) - in_scope} off-topic), "
+               f"threshold {threshold}")
+    for name, c, sc in rows:
+        fit = f"scale {c.scale:7.4f}  shift {c.shift:7.4f}" if c else f"{'(a fit per fold)':<28}"
+        click.echo(f"  {name:<36} {fit}  in-scope answered right {sc.in_scope:6.1%}  "
+                   f"off-topic rejected {sc.off_topic:6.1%}")
+    if dry_run:
+        click.echo("dry run: calibration not saved")
+    else:
+        cal.save(service, project, fitted)
+        click.echo(f"saved in project '{project}' settings (calibration)")
+
+
+@main.command("eval")
+@click.option("--datasets", "datasets_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("../shared/data"), show_default=True, help="Folder of the shared public data sets.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("eval"),
+              show_default=True, help="Where report.md, the plots and the embedding cache (.cache/) go.")
+@click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="Confidence threshold of the off-topic figures.")
+@click.option("--quick", is_flag=True, help="Small seeded subsets, under a minute: a smoke test, not a measurement.")
+@click.option("--only", type=click.Choice(["cjk"]), default=None,
+              help="Run one part alone: `cjk`, the Chinese and Japanese knowledge bases and the span sets.")
+def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool, only: str | None) -> None:
+    """Measure answer quality on the public data sets; writes OUT/report.md and plots."""
+    from openqna.evaluation import run_eval
+
+    metrics = run_eval(datasets_dir, out_dir, quick=quick, threshold=threshold, progress=True, only=only)
+    click.echo(f"wrote {out_dir / 'report.md'} and {len(metrics.get('plots', []))} plots"
+               f" in {metrics['timing']['total_seconds']:.0f} s")
+    verdict = metrics.get("guard")
+    if verdict is not None:
+        click.echo(verdict["message"], err=not verdict["ok"])
+        if not verdict["ok"]:
+            raise SystemExit(1)
+
+
+@main.command("mcp")
+@click.option("--deployment", default="test", show_default=True, help="Deployment the tools query.")
+@data_option
+def mcp_(deployment: str, data_dir: str) -> None:
+    """Serve the knowledge bases as MCP tools over stdio (for desktop assistants, IDEs and agents)."""
+    from openqna.api.tools.mcp import run_stdio
+
+    run_stdio(open_service(data_dir), deployment=deployment)
+
+
+def one_blas_thread() -> None:
+    """Let numpy's BLAS run on the calling thread only, as a server's request threads need.
+
+    Requests are already served in parallel threads.  OpenBLAS's own thread pool serialises
+    concurrent callers and its threads spin against them: 16 threads each multiplying a
+    10,000 x 384 matrix by a vector managed 10 products/s in all with 2 BLAS threads, and
+    240-640/s with one (2-core machine; ``bench/throughput.py`` shows the effect end to end).
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on HOST:PORT.  uvicorn would find out only after the app
+    has started (and logged so), and then exit with a traceback-like message; checking first lets
+    ``serve`` say so in one line.  Other bind errors (a port below 1024, an unknown address) are
+    left to uvicorn."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is not "in use"
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+@main.command()
+@click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
+@click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
+@click.option("--sample/--no-sample", default=settings.sample(), show_default=True,
+              help="Load the sample knowledge base 'openqna-faq' into an empty store.")
+@data_option
+def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
+    """Serve the HTTP API on HOST:PORT."""
+    import uvicorn
+
+    from openqna.auth.bearer import parse_issuers
+    from openqna.auth.keys import list_keys
+    from openqna.models.embedder import LocalEncoder
+    from openqna.server import RedactSignatures, create_app
+
+    try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
+        settings.exact_search_max()
+        settings.query_threads()
+        settings.embed_batch()
+        settings.embed_batch_wait_ms()
+        settings.pg_vector_search()
+        issuers = parse_issuers(settings.token_issuers())
+    except ValueError as e:  # IssuerConfigError is one; its message names the field
+        fail(str(e))
+    if port_in_use(host, port):
+        fail(f"port {port} on {host} is already in use; stop what is using it or choose another with --port")
+    service = open_service(data_dir, create=True)
+    if not _is_loopback(host) and not issuers and not list_keys(service.store):
+        fail(f"refusing to serve on {host} without API keys or token issuers; create a key with "
+              f"`openqna keys create --data {data_dir}` or set OPENQNA_TOKEN_ISSUERS")
+    if sample and not service.projects():
+        from openqna.formats import read_file
+
+        sample_file = resources.files("openqna") / "samples" / "openqna-faq.tsv"
+        with resources.as_file(sample_file) as path:
+            service.import_content("openqna-faq", read_file(path))
+        service.deploy("openqna-faq", "production")
+        click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
+    service.embedder.embed(["warm up"])
+    if isinstance(service.embedder, LocalEncoder):  # the session of batched questions, before the first burst
+        service.embedder.embed_questions(["warm up", "and a batch"])
+    started = time.perf_counter()
+    if loaded := service.warm():
+        click.echo(f"loaded {len(loaded)} saved index(es) in {time.perf_counter() - started:.1f} s: "
+                   + ", ".join(f"{p}/{d}" for p, d in loaded), err=True)
+    one_blas_thread()
+    # keep-alive: uvicorn's 5 s default closes pooled client connections often enough that a client sending
+    # on one just as it closes sees a reset (bench/soak.py: 17 in 8,000 requests); 75 s, as nginx's default
+    config = uvicorn.Config(create_app(service), host=host, port=port, log_level="info",  # configures logging
+                            timeout_keep_alive=75)
+    logging.getLogger("uvicorn.access").addFilter(RedactSignatures())
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Connected tables in ClickHouse/MyScale: ``DESCRIBE TABLE`` and a vector search with bound parameters.
+
+Two clients run the same SQL text with the same parameters, serialised by clickhouse-connect's own
+binder (``bind_query``): ``HttpClient`` (clickhouse-connect over HTTP, a ClickHouse or MyScale server)
+and ``ChdbClient`` (chdb, ClickHouse embedded in the process, which has no HTTP server; the tests and
+the bench drive the SQL through it).  Only ``SELECT`` and ``DESCRIBE`` statements are ever built here.
+
+The search is brute force in the engine, ``cosineDistance`` or ``L2Distance`` over the vector column,
+``ORDER BY`` distance ``LIMIT`` n, so a MergeTree table with a vector index (ClickHouse's
+``vector_similarity``, MyScale's ``VECTOR INDEX``) serves it from the index where the engine can.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any, Protocol
+
+import numpy as np
+
+from openqna.connected.engine import (
+    Connection,
+    EngineRejected,
+    EngineTimeout,
+    EngineUnavailable,
+    Metric,
+    TableColumn,
+    canonical_value,
+    table_name,
+)
+from openqna.filters.nodes import Column, ColumnType, Filter
+from openqna.filters.sql import compile_clickhouse
+
+_INTS = {f"{s}Int{b}" for s in ("", "U") for b in (8, 16, 32, 64)}
+_FLOATS = {"Float32", "Float64"}
+_CODE = re.compile(r"Code: (\d+)")
+_NAME = re.compile(r"\(([A-Z][A-Z_]+)\)")
+_TIMEOUTS = {159, 209, 210}  # TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR
+_UNAVAILABLE = {192, 193, 194, 195, 516}  # unknown user, wrong password, ..., AUTHENTICATION_FAILED
+_DISTANCES = {"cosine": "cosineDistance", "l2": "L2Distance"}
+
+
+class ClickHouseClient(Protocol):
+    def query(self, sql: str, parameters: dict[str, object]) -> list[list[Any]]:
+        """Rows of ``sql`` with ``parameters`` bound by the server (``{name:Type}`` placeholders)."""
+
+
+def column_type(engine_type: str) -> ColumnType | None:
+    """The where_str type a ClickHouse column reads as, or None (vectors, maps, tuples, ...)."""
+    t = engine_type
+    for wrapper in ("LowCardinality(", "Nullable("):
+        while t.startswith(wrapper):
+            t = t[len(wrapper):-1]
+    if t.startswith("Array("):
+        inner = column_type(t[6:-1])
+        return "Array(String)" if inner == "String" else None
+    if t == "String" or t.startswith(("FixedString(", "Enum8(", "Enum16(")):
+        return "String"
+    if t in _INTS:
+        return "Int64"
+    if t in _FLOATS or t.startswith("Decimal"):
+        return "Float64"
+    if t == "Bool":
+        return "Bool"
+    if t.startswith(("DateTime", "Date")):
+        return "DateTime"
+    return None
+
+
+def _vector_type(engine_type: str) -> bool:
+    return engine_type in ("Array(Float32)", "Array(Float64)", "Array(BFloat16)")
+
+
+def quoted(name: str) -> str:
+    return ".".join(f"`{part}`" for part in table_name(name))
+
+
+class ClickHouseTable:
+    dialect = "ClickHouse"
+
+    def __init__(self, client: ClickHouseClient, timeout: float):
+        self.client = client
+        self.settings = f" SETTINGS max_execution_time = {max(1, round(timeout))}"
+
+    def describe(self, table: str) -> list[TableColumn]:
+        rows = self.client.query(f"DESCRIBE TABLE {quoted(table)}", {})
+        return [TableColumn(str(r[0]), str(r[1]), column_type(str(r[1])), str(r[4] or ""),
+                            0 if _vector_type(str(r[1])) else None) for r in rows]
+
+    def vector_dim(self, table: str, column: TableColumn) -> int:
+        rows = self.client.query(f"SELECT length(`{column.name}`) FROM {quoted(table)} "
+                                 f"WHERE notEmpty(`{column.name}`) LIMIT 1{self.settings}", {})
+        return int(rows[0][0]) if rows else 0
+
+    def count(self, table: str) -> int:
+        return int(self.client.query(f"SELECT count() FROM {quoted(table)}{self.settings}", {})[0][0])
+
+    def nearest(self, table: str, vector: str, metric: Metric, query: np.ndarray, where: Filter | None,
+                columns: list[Column], limit: int) -> list[tuple[dict[str, Any], float]]:
+        sql, params = compile_clickhouse(where, lambda c: f"`{c.name}`") if where is not None else ("1", {})
+        params = {**params, "query_vector": [float(x) for x in query], "limit": int(limit)}
+        reads = ", ".join(f"toTimeZone(`{c.name}`, 'UTC')" if c.type == "DateTime" else f"`{c.name}`"
+                          for c in columns)
+        distance = f"{_DISTANCES[metric]}(`{vector}`, {{query_vector:Array(Float32)}})"
+        text = (f"SELECT {reads}, {distance} AS openqna_distance FROM {quoted(table)} WHERE {sql} "
+                f"ORDER BY openqna_distance ASC LIMIT {{limit:UInt32}}{self.settings}")
+        out = []
+        for row in self.client.query(text, params):
+            fields = {c.name: canonical_value(c.type, v) for c, v in zip(columns, row)}
+            out.append((fields, float(row[-1])))
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            close()
+
+
+def engine_error(exc: Exception) -> Exception:
+    """A ClickHouse error as one of ours: its code and name, never its message (host, user, SQL)."""
+    message = str(exc)
+    code_match, name_match = _CODE.search(message), _NAME.search(message)
+    code = int(code_match.group(1)) if code_match else None
+    name = f" ({name_match.group(1)})" if name_match else ""
+    if code in _TIMEOUTS or "timed out" in message.lower() or "timeout" in type(exc).__name__.lower():
+        return EngineTimeout("The table's ClickHouse server did not answer in time; narrow where_str or try "
+                             "again later.")
+    if code in _UNAVAILABLE or code is None:
+        return EngineUnavailable("The table's ClickHouse server cannot be reached or refused the connection; "
+                                 "its operator should check the connection.")
+    return EngineRejected(f"The table's ClickHouse server refused the query: error {code}{name}. Check where_str "
+                          "against the columns in the tool description.")
+
+
+class HttpClient:
+    """clickhouse-connect over HTTP(S): server-side parameters, one client per connected table."""
+
+    def __init__(self, connection: Connection, password: str, timeout: float):
+        from urllib.parse import unquote, urlsplit
+
+        import clickhouse_connect
+
+        parts = urlsplit(connection.url)
+        secure = parts.scheme.lower() == "clickhouses"
+        try:
+            self.client = clickhouse_connect.get_client(
+                host=parts.hostname or "localhost", port=parts.port or (8443 if secure else 8123),
+                username=unquote(parts.username or "default"), password=password,
+                database=parts.path.strip("/") or "default", secure=secure,
+                connect_timeout=min(timeout, 10), send_receive_timeout=timeout + 1)
+        except Exception as exc:
+            raise engine_error(exc) from None
+        self.lock = threading.Lock()
+
+    def query(self, sql: str, parameters: dict[str, object]) -> list[list[Any]]:
+        try:
+            with self.lock:  # a clickhouse-connect client runs one query at a time
+                return [list(r) for r in self.client.query(sql, parameters=parameters).result_rows]
+        except Exception as exc:
+            raise engine_error(exc) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def http_client(connection: Connection, password: str, timeout: float) -> HttpClient:
+    return HttpClient(connection, password, timeout)
+
+
+class ChdbClient:
+    """chdb, ClickHouse in this process: the same SQL text and the same parameters as ``HttpClient``,
+    serialised by clickhouse-connect's binder, so what runs here is what a server would be sent."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lock = threading.Lock()
+
+    def query(self, sql: str, parameters: dict[str, object]) -> list[list[Any]]:
+        from clickhouse_connect.driver.binding import bind_query
+
+        bound, params = bind_query(sql, parameters)
+        assert isinstance(bound, str)
+        try:
+            with self.lock:
+                result = chdb_session(self.path).query(
+                    bound, "JSONCompact", params={k.removeprefix("param_"): v for k, v in params.items()})
+        except Exception as exc:
+            raise engine_error(exc) from None
+        rows: list[list[Any]] = json.loads(result.data() or '{"data": []}')["data"]
+        return rows
+
+
+_SESSIONS: dict[str, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def chdb_session(path: str) -> Any:
+    """The process's chdb session on ``path`` (chdb allows one session at a time; tests share it)."""
+    import chdb.session
+
+    with _SESSIONS_LOCK:
+        if path not in _SESSIONS:
+            for other in list(_SESSIONS):
+                _SESSIONS.pop(other).close()
+            _SESSIONS[path] = chdb.session.Session(path)  # type: ignore[no-untyped-call]  # chdb ships no types
+        return _SESSIONS[path]
+
+
+def chdb_client(connection: Connection) -> ChdbClient:
+    from urllib.parse import urlsplit
+
+    path = urlsplit(connection.url).path
+    if not path:
+        raise EngineUnavailable("a chdb:// URL names a directory: chdb:///path/to/dir")
+    return ChdbClient(path)
+
+
+def close_chdb() -> None:
+    """Close the process's chdb session (another path, or chdb's own in-memory session, may open next)."""
+    with _SESSIONS_LOCK:
+        for path in list(_SESSIONS):
+            _SESSIONS.pop(path).close()

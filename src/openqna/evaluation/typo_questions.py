@@ -1,0 +1,137 @@
+"""Typo tolerance (``ranking.typos``): a typo'd copy of the regimes' questions, asked with and without it.
+
+The copy: in each in-scope question, one seeded-random word of five letters or more that is not a stop word gets
+one seeded-random edit of the kinds people make (``typo``): two neighbouring letters swapped, a letter left out, a
+letter doubled, or a letter replaced by a neighbour on a QWERTY keyboard; never the first letter.  A question
+with no such word is left out.  Each KB of ``KBS`` is asked its in-scope questions typo'd and as written, and its
+off-topic questions as written, with ``OPENQNA_TYPO_TOLERANCE`` on and off (top 1, threshold 0): the figures are
+top-1 on the typo'd and on the clean questions, and the share of off-topic questions rejected at the threshold
+(the tolerance must cost no precision).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from openqna.evaluation.env import setting
+from openqna.evaluation.regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
+from openqna.index.analyze import STOP_WORDS
+from openqna.kb.service import AskRequest, Service
+
+KBS = ("banking77", "covid-q", "covid-qsim-deepset", "chitchat-professional-one-question", "tiny-sample-kb",
+       "tiny-banking77", "doc-product-manual", "doc-multiturn-contosobenefits")
+ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+
+
+def _neighbours(letter: str) -> str:
+    for r, row in enumerate(ROWS):
+        i = row.find(letter)
+        if i >= 0:
+            near = row[max(i - 1, 0):i] + row[i + 1:i + 2]
+            for other in (ROWS[r - 1] if r else "", ROWS[r + 1] if r + 1 < len(ROWS) else ""):
+                near += other[i:i + 1]
+            return near
+    return ""
+
+
+def typo(question: str, rng: random.Random) -> str | None:
+    """``question`` with one edit in one of its longer words (see the module docstring), or None without one."""
+    words = question.split(" ")
+    chosen = [i for i, w in enumerate(words) if len(w) >= 5 and w.isalpha() and w.lower() not in STOP_WORDS]
+    if not chosen:
+        return None
+    i = rng.choice(chosen)
+    w = words[i]
+    at = rng.randrange(1, len(w) - 1)
+    kind = rng.choice(("swap", "drop", "double", "key"))
+    if kind == "swap":
+        w = w[:at] + w[at + 1] + w[at] + w[at + 2:]
+    elif kind == "drop":
+        w = w[:at] + w[at + 1:]
+    elif kind == "double":
+        w = w[:at] + w[at] + w[at:]
+    else:
+        near = _neighbours(w[at].lower()) or w[at]
+        w = w[:at] + rng.choice(near) + w[at + 1:]
+    words[i] = w
+    return " ".join(words)
+
+
+@dataclass
+class Figures:
+    questions: int = 0  # in-scope questions with a typo'd copy
+    typo_top1_off: int = 0  # the typo'd question's top answer is right, tolerance off
+    typo_top1_on: int = 0
+    clean_top1_off: int = 0  # the question as written
+    clean_top1_on: int = 0
+    offtopic: int = 0
+    offtopic_rejected_off: int = 0  # below the threshold
+    offtopic_rejected_on: int = 0
+
+
+def evaluate(service: Service, kbs: list[RegimeKB], *, seed: int, threshold: float, per_kb: int | None = 150) -> dict:
+    out: dict[str, dict[str, Figures]] = {}
+    for kb in (k for k in kbs if k.project in KBS):
+        rng = random.Random(f"{seed}:typos:{kb.project}")
+        inscope = [q for q in kb.questions if q.gold is not None]
+        off = [q for q in kb.questions if q.gold is None]
+        inscope = rng.sample(inscope, min(len(inscope), per_kb or len(inscope)))
+        off = rng.sample(off, min(len(off), per_kb or len(off)))
+        typoed = [(q, typo(q.text, rng)) for q in inscope]
+        figures = {split: Figures() for split in SPLITS}
+
+        def first(text: str) -> tuple[int | None, float]:
+            return first_answer(service, kb, AskRequest(question=text, top=1,
+                                                        include_unstructured=kb.include_unstructured))
+
+        for mode in ("off", "on"):
+            with setting("OPENQNA_TYPO_TOLERANCE", "1" if mode == "on" else "0"):
+                for q, wrong in typoed:
+                    if wrong is None:
+                        continue
+                    f = figures[q.split]
+                    assert q.gold is not None
+                    for label, text in (("typo", wrong), ("clean", q.text)):
+                        top, _ = first(text)
+                        if top is not None and kb.is_right(top, q.gold):
+                            setattr(f, f"{label}_top1_{mode}", getattr(f, f"{label}_top1_{mode}") + 1)
+                    if mode == "on":
+                        f.questions += 1
+                for q in off:
+                    f = figures[q.split]
+                    f.offtopic += mode == "on"
+                    if first(q.text)[1] < threshold:
+                        setattr(f, f"offtopic_rejected_{mode}", getattr(f, f"offtopic_rejected_{mode}") + 1)
+        out[kb.project] = figures
+    return by_split_and_total(out, Figures)
+
+
+def _share(n: int, d: int) -> str:
+    return "–" if not d else f"{n / d:.3f}"
+
+
+def section(metrics: dict) -> list[str]:
+    t = metrics.get("typos")
+    if not t:
+        return []
+    out = ["", "## Typos: a misspelt word still matches", "",
+           ("Each KB's in-scope questions with one typo each (`evaluation/typo_questions.py`: in one seeded-random word of five"
+            " letters or more, two neighbouring letters swapped, one left out, one doubled, or one replaced by a"
+            " keyboard neighbour; never the first letter), asked with `OPENQNA_TYPO_TOLERANCE` off and on"
+            " (`ranking/typos.py`); the same questions as written, and the KB's off-topic questions, show what the"
+            f" tolerance costs (off-topic rejected at t = {metrics['config']['threshold']:g})."), ""]
+    header = ["knowledge base", "split", "questions", "typo'd top-1 off → on", "as written top-1 off → on",
+              "off-topic", "off-topic rejected off → on"]
+    rows = []
+    for kb, figures in [*t["kbs"].items(), ("**all**", t["all"])]:
+        for split in SPLITS:
+            f = figures[split]
+            n = f["questions"]
+            rows.append([kb, split, str(n), f"{_share(f['typo_top1_off'], n)} → {_share(f['typo_top1_on'], n)}",
+                         f"{_share(f['clean_top1_off'], n)} → {_share(f['clean_top1_on'], n)}", str(f["offtopic"]),
+                         f"{_share(f['offtopic_rejected_off'], f['offtopic'])} → "
+                         f"{_share(f['offtopic_rejected_on'], f['offtopic'])}"])
+    out += ["| " + " | ".join(header) + " |", "| --- | --- | " + " | ".join(["---:"] * (len(header) - 2)) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out

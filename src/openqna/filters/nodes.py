@@ -1,0 +1,240 @@
+"""The Filter AST (DESIGN decision 5): plain data that every surface produces and every target consumes.
+
+Azure's metadata/source filters and ``where_str`` both become these nodes.  They live at the top of the
+package, beside ``records``, because both sides of the store seam read them: retrieval evaluates them
+(``filters.evaluate`` is the reference, ``filters.masks`` the masks over openqna's own index) and
+``filters.sql`` compiles them to SQL with bound parameters; a store must not import retrieval.
+
+Two families of leaves:
+
+* record fields, as Azure filters name them: ``MetaEq`` (metadata key = value, compared lower-cased, as
+  Azure stores them), ``SourceIn``, ``KindIn``, ``IdIn``;
+* typed columns of a knowledge base's schema, as ``where_str`` names them (``Compare``, ``InList``,
+  ``Between``, ``Like``, ``IsNull``, ``HasAny``, ``HasAll``, ``Empty``), each reading a ``Column``
+  directly or through one function (``Ref``);
+
+combined by ``And``, ``Or`` and ``Not``.  The value helpers at the end (ASCII case folding, the LIKE
+pattern syntax) define what the nodes mean, so every evaluator and every SQL dialect shares them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal, get_args
+
+# ---------------------------------------------------------------------------------------------- record fields
+
+
+@dataclass(frozen=True)
+class MetaEq:
+    """Metadata ``key`` equals ``value`` (both compared lower-cased)."""
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class SourceIn:
+    """The record's source is one of ``sources`` (exact, case-insensitive)."""
+
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KindIn:
+    """The record is of one of these kinds ("qna", "passage")."""
+
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IdIn:
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple[Filter, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple[Filter, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    child: Filter
+
+
+# ---------------------------------------------------------------------------------------------- typed columns
+
+ColumnType = Literal["String", "Int64", "Float64", "Bool", "DateTime", "Array(String)"]
+COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A typed metadata column of a knowledge base.
+
+    Names are plain identifiers so a store can put them into SQL (a column name, a JSON path such as
+    ``'$.price'``) without quoting worries; ``where_str`` can only name columns that exist here.
+    """
+
+    name: str
+    type: ColumnType
+
+    def __post_init__(self) -> None:
+        if not _IDENTIFIER.match(self.name):
+            raise ValueError(f"column name must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got {self.name!r}")
+        if self.type not in COLUMN_TYPES:
+            raise ValueError(f"column type must be one of {', '.join(COLUMN_TYPES)}, got {self.type!r}")
+
+
+Schema = Mapping[str, Column]
+
+
+def schema_of(*columns: Column) -> dict[str, Column]:
+    """A schema keyed by column name."""
+    return {c.name: c for c in columns}
+
+
+Fn = Literal["lower", "upper", "length", "toDate"]
+# What a Ref yields: a column type, or "Date" for toDate(column).
+ValueType = Literal["String", "Int64", "Float64", "Bool", "DateTime", "Date", "Array(String)"]
+Value = str | int | float | bool | datetime | date
+CompareOp = Literal["=", "!=", "<", "<=", ">", ">="]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A column as a predicate reads it, optionally through one function: ``lower(title)``, ``length(tags)``."""
+
+    column: Column
+    fn: Fn | None = None
+
+    @property
+    def type(self) -> ValueType:
+        if self.fn in ("lower", "upper"):
+            return "String"
+        if self.fn == "length":
+            return "Int64"
+        if self.fn == "toDate":
+            return "Date"
+        return self.column.type
+
+    def __str__(self) -> str:
+        return f"{self.fn}({self.column.name})" if self.fn else self.column.name
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``ref op value``; the value already has the ref's type (a string next to a DateTime is a datetime)."""
+
+    ref: Ref
+    op: CompareOp
+    value: Value
+
+
+@dataclass(frozen=True)
+class InList:
+    ref: Ref
+    values: tuple[Value, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Between:
+    """``lo <= ref <= hi`` (inclusive, as in SQL)."""
+
+    ref: Ref
+    lo: Value
+    hi: Value
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Like:
+    """LIKE / ILIKE with ClickHouse pattern syntax (``%``, ``_``, backslash escapes); ILIKE folds ASCII."""
+
+    ref: Ref
+    pattern: str
+    case_insensitive: bool = False
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``column IS [NOT] NULL``; never on arrays, which are not nullable."""
+
+    column: Column
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class HasAny:
+    """The array column contains at least one of ``values``; ``has(c, v)`` is ``HasAny(c, (v,))``."""
+
+    column: Column
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HasAll:
+    """The array column contains every one of ``values`` (distinct, non-empty)."""
+
+    column: Column
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Empty:
+    """``empty(column)``, or ``notEmpty(column)`` when negated; for String and Array(String) columns."""
+
+    column: Column
+    negated: bool = False
+
+
+Filter = (
+    MetaEq | SourceIn | KindIn | IdIn | And | Or | Not
+    | Compare | InList | Between | Like | IsNull | HasAny | HasAll | Empty
+)
+RECORD_NODES = (MetaEq, SourceIn, KindIn, IdIn)  # the leaves that read record fields, not typed columns
+
+
+# ---------------------------------------------------------------------------------------------- value semantics
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def ascii_lower(s: str) -> str:
+    """``lower`` as ClickHouse and SQLite have it: ASCII letters only, so every backend agrees."""
+    return s.translate(_ASCII_LOWER)
+
+
+def ascii_upper(s: str) -> str:
+    return s.translate(_ASCII_UPPER)
+
+
+def like_parts(pattern: str) -> tuple[tuple[bool, str], ...]:
+    """A LIKE pattern as ``(is_wildcard, char)`` pairs; each evaluator and dialect renders them its own way.
+
+    ``%`` is any run, ``_`` one character, a backslash makes the next character literal; a pattern that
+    ends in a lone backslash raises ValueError (the parser refuses it).
+    """
+    parts: list[tuple[bool, str]] = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == "\\":
+            escaped = next(chars, None)
+            if escaped is None:
+                raise ValueError("a LIKE pattern cannot end with a lone backslash (write \\\\ for a backslash)")
+            parts.append((False, escaped))
+        else:
+            parts.append((ch in "%_", ch))
+    return tuple(parts)

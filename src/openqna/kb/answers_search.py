@@ -1,0 +1,231 @@
+"""OpenAI's retired Answers and Search, rebuilt on openqna's retrieval (no wire format here).
+
+Search: every document gets the calibrated relevance openqna's ranker gives (question
+similarity, text similarity, idf-weighted word overlap) and a score of ``300 × relevance``,
+on OpenAI's documented scale ("usually 0 to 300, above 200 usually means semantically
+similar").  Answers follows OpenAI's own pipeline and the Cookbook's byte-exact prompt:
+documents (or a file's lines, prefiltered) are ranked, added best-first while they fit the
+model's context window less ``max_tokens`` (GPT-2 tokens, strict ``<``, scanning past a
+document that does not fit), placed best-ranked last, and one completion is requested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import Callable
+
+import numpy as np
+
+from openqna import settings
+from openqna.answers.extractive import ExtractiveCompleter
+from openqna.index.analyze import analyze, exact_key
+from openqna.index.memindex import IndexRecord, MemIndex
+from openqna.kb.service import Service
+from openqna.models.completer import Completer, CompletionRequest, OpenAICompatibleCompleter
+from openqna.models.gpt2 import count_tokens
+from openqna.ranking import ranker
+from openqna.ranking.calibrations import CALIBRATION, Calibration
+from openqna.records import InvalidArgument
+
+ANSWERS_INSTRUCTION = "Please answer the question according to the above context.\n"
+CONTEXT_TEMPLATE = "===\nContext: {context}\n===\n"
+SCORE_SCALE = 300.0
+OLD_ENGINE_CONTEXT = 2049
+OLD_ENGINES = ("ada", "babbage", "curie", "davinci")
+
+
+def context_window(model: str) -> int:
+    """Tokens a model's prompt plus completion may use: 2049 for the old engines, else settings."""
+    configured = settings.model_context()
+    if model in configured:
+        return int(configured[model])
+    base = model.split(":")[0].split("-")[0]
+    return OLD_ENGINE_CONTEXT if base in OLD_ENGINES else int(configured.get("*", OLD_ENGINE_CONTEXT))
+
+
+def get_completer(embed: Callable[[list[str]], np.ndarray]) -> Completer:
+    """From settings: an OpenAI-compatible endpoint when OPENQNA_LLM_BASE_URL is set, else extractive."""
+    base = settings.llm_base_url()
+    if not base:
+        return ExtractiveCompleter(embed)
+    return OpenAICompatibleCompleter(base, settings.llm_api_key() or None, model_map=settings.llm_model_map(),
+                                     default_model=settings.llm_model() or None, api=settings.llm_api())
+
+
+class TextVectors:
+    """An LRU of ad-hoc document vectors: the same documents arrive with every Answers call."""
+
+    def __init__(self, service: Service, size: int = 20_000):
+        self.service = service
+        self.size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = Lock()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        fresh = self.service.embedder.embed(missing) if missing else None
+        with self._lock:
+            for t, v in zip(missing, fresh if fresh is not None else []):
+                self._cache[t] = v
+            out = np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.service.embedder.dim))
+            for t in texts:
+                self._cache.move_to_end(t)
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return out
+
+
+_INDEXES: OrderedDict[str, MemIndex] = OrderedDict()
+_INDEXES_LOCK = Lock()
+
+
+def _document_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
+    """An index of ad-hoc documents, kept for the next call: clients send the same documents again."""
+    key = hashlib.sha256("\x1e".join(texts).encode()).hexdigest()
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(key)
+        if index is not None:
+            _INDEXES.move_to_end(key)
+            return index
+    records = []
+    for i, t in enumerate(texts):
+        terms = analyze(t)
+        records.append(IndexRecord(i, "passage", "", {}, False, [exact_key(t)], vectors[i][None, :], [terms],
+                                   vectors[i], terms))
+    index = MemIndex(records, vectors.shape[1], 0)
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > 64:
+            _INDEXES.popitem(last=False)
+    return index
+
+
+def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
+              reads_cjk: bool = True, calibration: Calibration = CALIBRATION) -> list[float]:
+    """openqna's calibrated relevance of each text to ``question``, in input order (0..1)."""
+    if not texts:
+        return []
+    index = _document_index(texts, vectors)
+    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk,
+                         calibration=calibration)
+    scores = [0.0] * len(texts)
+    for r in ranked:
+        scores[r.record_id] = r.confidence
+    return scores
+
+
+@dataclass
+class AnswersRequest:
+    model: str
+    question: str
+    examples: list[tuple[str, str]]
+    examples_context: str
+    documents: list[str] | None = None
+    # file mode: (document index, text, metadata, score) of the file's documents the prefilter kept
+    file_texts: list[tuple[int, str, object, float]] | None = None
+    search_model: str = "ada"
+    max_rerank: int = 200
+    temperature: float = 0.0
+    logprobs: int | None = None
+    max_tokens: int = 16
+    stop: list[str] | None = None
+    n: int = 1
+    logit_bias: dict | None = None
+    return_metadata: bool = False
+    return_prompt: bool = False
+    user: str | None = None
+    alternative_question: str | None = None
+
+
+@dataclass
+class AnswersResult:
+    answers: list[str]
+    completion_id: str
+    model: str
+    selected: list[dict] = field(default_factory=list)
+    prompt: str = ""
+
+
+def build_instruction(examples: list[tuple[str, str]], examples_context: str) -> str:
+    context = CONTEXT_TEMPLATE.format(context=examples_context) if examples_context else ""
+    shots = "\n---\n".join(f"Q: {q}\nA: {a}" for q, a in examples)
+    return (ANSWERS_INSTRUCTION + context + shots + "\n").strip() + "\n\n"
+
+
+def select_by_length(infos: list[dict], budget: int) -> list[dict]:
+    """Greedy in rank order: take a document iff it still fits strictly; keep scanning after a miss."""
+    chosen, used = [], 0
+    for info in infos:
+        n = count_tokens(info["text"].strip() + " ")
+        if used + n < budget:
+            chosen.append(info)
+            used += n
+    return chosen
+
+
+class Answering:
+    def __init__(self, service: Service, completer: Completer):
+        self.service = service
+        self.completer = completer
+        self.vectors = TextVectors(service)
+
+    def search_scores(self, query: str, documents: list[str]) -> list[float]:
+        vectors = self.vectors(documents)
+        q = self.vectors([query])[0]
+        return [round(SCORE_SCALE * s, 3) for s in relevance(query, documents, vectors, q,
+                                                             reads_cjk=self.service.reads_cjk,
+                                                             calibration=self.service.shipped_calibration)]
+
+    def answers(self, req: AnswersRequest) -> AnswersResult:
+        instruction = build_instruction(req.examples, req.examples_context)
+        question_block = f"Q: {req.question}\nA:"
+        window = context_window(req.model)
+        leftover = window - (count_tokens(instruction) + count_tokens(CONTEXT_TEMPLATE.format(context=""))
+                             + count_tokens(question_block) + req.max_tokens)
+        if leftover <= 0:
+            raise InvalidArgument(f"The examples, question and max_tokens need {window - leftover} tokens, more than "
+                                  f"the {window} of model '{req.model}'. Shorten them or lower max_tokens.",
+                                  target="max_tokens")
+        query = req.alternative_question or req.question
+        if req.file_texts is not None:
+            ranked = [{"document": i, "text": t.strip() + " ", "score": score,
+                       **({"metadata": m} if req.return_metadata else {})}
+                      for i, t, m, score in sorted(req.file_texts, key=lambda x: -x[3])][: req.max_rerank]
+        else:
+            docs = [d.strip() + " " for d in req.documents or []]
+            infos = [{"document": i, "text": d} for i, d in enumerate(docs)]
+            sizes = [count_tokens(d) for d in docs]
+            if infos and req.max_rerank >= len(docs) and sum(sizes) < leftover:
+                # everything fits: no search, and the documents keep their order (as OpenAI's example shows)
+                selected = list(infos)
+                return self._complete(req, instruction, question_block, selected)
+            elif infos and count_tokens(query) + max(sizes) >= window:
+                raise InvalidArgument(f"The longest document and prompt pair together contains "
+                                      f"{count_tokens(query) + max(sizes)} tokens, above the limit {window} for "
+                                      f"semantic search. Shorten the documents.", target="documents")
+            else:
+                ranked = self._ranked(query, infos)[: req.max_rerank]
+        selected = list(reversed(select_by_length(ranked, leftover)))  # best-ranked nearest the question
+        return self._complete(req, instruction, question_block, selected)
+
+    def _complete(self, req: AnswersRequest, instruction: str, question_block: str,
+                  selected: list[dict]) -> AnswersResult:
+        context = "".join(s["text"] for s in selected).strip()
+        prompt = instruction + (CONTEXT_TEMPLATE.format(context=context) if selected else "") + question_block
+        completion = self.completer.complete(CompletionRequest(
+            prompt, req.model, req.question, [s["text"] for s in selected], n=req.n, max_tokens=req.max_tokens,
+            temperature=req.temperature, stop=req.stop, logit_bias=req.logit_bias, logprobs=req.logprobs,
+            user=req.user))
+        texts = [t.replace("A:", "").split("Q:")[0].strip() for t in completion.texts]
+        return AnswersResult(texts, completion.id, completion.model, selected, prompt)
+
+    def _ranked(self, query: str, infos: list[dict]) -> list[dict]:
+        if not infos:
+            return []
+        scores = self.search_scores(query, [i["text"] for i in infos])
+        order = sorted(range(len(infos)), key=lambda k: -scores[k])
+        return [{**infos[k], "score": scores[k]} for k in order]

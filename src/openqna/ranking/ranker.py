@@ -1,0 +1,403 @@
+"""From retrieval features to a calibrated confidence (DESIGN decision 4).
+
+Every eligible record (or candidate, on a large index) gets features: best, mean and centroid
+cosine of its questions, answer cosine, idf-weighted query coverage of its best question and of
+its answer, and for passages the answer BM25 over the query's largest possible BM25.  A linear
+logit of them (``calibrations.Calibration``, fitted by scripts/fit_ranker.py on development data only) plus,
+where it helps, the KB's own classifier (``adapt``), is read against the KB's typical in-scope
+logit and rescaled into a confidence in 0..1 meant to read the same on every knowledge base.
+An exact question match scores 1.0, as in Azure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from weakref import WeakKeyDictionary
+
+import numpy as np
+
+from openqna import settings
+from openqna.filters.nodes import Filter
+from openqna.index.analyze import analyze, cjk_share, exact_key
+from openqna.index.memindex import MemIndex
+from openqna.index.postings import K1
+from openqna.index.products import no_units, unit_products
+from openqna.ranking import adapt, regime
+from openqna.ranking.calibrations import CALIBRATION, Calibration
+
+
+@dataclass
+class Ranked:
+    record_id: int
+    confidence: float
+    # What the confidence is made of, when ``rank(..., explain=True)`` asked (the console's Inspect):
+    # the features, and the logit parts added to their calibrated sum.
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+# In candidate mode (large indexes), how many of each kind of candidate a query scores: the
+# nearest question vectors, the nearest answer/passage vectors, and the best keyword matches of each field.
+CANDIDATES = 100
+
+
+@dataclass
+class Features:
+    """What the confidence is computed from, for the record rows ``rows`` (sorted), one value per row."""
+
+    rows: np.ndarray
+    qsim: np.ndarray  # best question cosine (a passage's: its text's)
+    asim: np.ndarray  # answer cosine
+    qcov: np.ndarray  # idf-weighted share of the query's words in the best question
+    acov: np.ndarray  # ... in the answer
+    qmean: np.ndarray  # mean question cosine (a passage's: its text's)
+    qcent: np.ndarray  # cosine with the centroid of the questions (a passage's: its text's)
+    bm25: np.ndarray  # answer BM25 over the query's largest possible BM25 (0..1)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return out
+
+
+def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
+             must_rows: list[int], flt: Filter | None = None) -> Features:
+    """Features of every eligible record (small index), or of the candidates and ``must_rows`` (large one).
+
+    Candidates are the ``CANDIDATES`` nearest units of each field (exact or from the IVF
+    index or the store's own vector index, with the filter pushed in; ``flt`` is the filter
+    ``eligible`` was computed from, for the store) and the ``CANDIDATES`` units of each field that cover
+    most of the query's idf mass; every candidate is then scored exactly, so a candidate gets
+    the confidence it would get from the exhaustive path.
+    """
+    q_units = None  # index.q.units_of(rows), when the candidate path needs it anyway
+    # A passage's or row's "question" is only its title: its text is what answers, so the
+    # question features read the text (SciFact training queries: nDCG@10 0.608 -> 0.708); in a KB
+    # of passages only (a vector store) the question fields are not scored at all.
+    all_passages = index.only_passages
+    q_products = None  # every question unit's cosine, on the exhaustive path
+    if index.exhaustive():
+        rows = np.arange(index.n)
+        # a KB of passages only scores no question field: its (empty) products cost nothing
+        q_products, a_products = unit_products(no_units(index.dim) if all_passages else index.q.columns,
+                                               index.a.columns, query_vector)
+        qcov = None if all_passages else index.coverage(terms, "q", eligible)
+        asim = np.maximum(index.dense(query_vector, "a", eligible, a_products), 0.0)
+        acov = index.coverage(terms, "a", eligible)
+    else:
+        allowed = None if eligible.all() else eligible
+        parts = [np.asarray(must_rows, dtype=np.int64)]
+        coverage = {}
+        for name, fld in (("q", index.q), ("a", index.a)):
+            unit_allowed = None if allowed is None else fld.unit_mask(allowed)
+            found = None
+            if index.nearest_rows is not None:
+                found = index.nearest_rows(name, query_vector, CANDIDATES, flt, eligible)
+            if found is None:
+                found = fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)]
+            parts.append(found)
+            mass, total, hit = fld.coverage_top({t: fld.idf(t) for t in set(terms) if " " not in t},
+                                                CANDIDATES, unit_allowed)
+            coverage[name] = (mass, total if total > 0 else 1.0)
+            parts.append(fld.rows[hit])
+        rows = np.unique(np.concatenate(parts))
+        rows = rows[eligible[rows]]
+        a_units = index.a.units_of(rows)
+        asim = np.maximum(index.a.dense_rows(query_vector, rows, a_units), 0.0)
+        units, starts, has = q_units = index.q.units_of(rows)
+        mass, total = coverage["q"]  # divided as coverage_units divides: the same confidence as exhaustive
+        qcov = index.q.max_per_row(mass[units] / total, starts, has, 0.0)
+        units, starts, has = a_units
+        mass, total = coverage["a"]
+        acov = index.a.max_per_row(mass[units] / total, starts, has, 0.0)
+    bm25 = np.zeros(len(rows), np.float32)
+    passages = index.passage[rows]
+    if index.a.n:  # a QnA's answer BM25 too: the FAQ-page weights read it (``calibrations.SPARSE``)
+        bm25 = bm25_share(index, terms, rows)
+    if all_passages:
+        return Features(rows, asim, asim, acov, acov, asim, asim, bm25)
+    assert qcov is not None  # None only in a KB of passages only, answered above
+    qsim, qmean, qcent = (np.maximum(x, 0.0) for x in index.q.similarities(query_vector, rows, q_units, q_products))
+    return Features(rows, np.where(passages, asim, qsim), asim, np.where(passages, acov, qcov), acov,
+                    np.where(passages, asim, qmean), np.where(passages, asim, qcent), bm25)
+
+
+def bm25_share(index: MemIndex, terms: list[str], rows: np.ndarray) -> np.ndarray:
+    """Answer BM25 of ``rows`` over the query's largest possible BM25 (every term at idf·(k1+1))."""
+    fld = index.a
+    most = sum(fld.idf(t) * (K1 + 1.0) for t in terms if fld.postings.get(t) is not None)
+    if most <= 0:
+        return np.zeros(len(rows), np.float32)
+    units, starts, has = fld.units_of(rows)
+    return fld.max_per_row(fld.bm25_at(terms, units), starts, has, 0.0) / np.float32(most)
+
+
+def text_confidences(c: Calibration, cosines: np.ndarray, coverages: np.ndarray, unread: float = 0.0) -> np.ndarray:
+    """Azure :query-text's confidence of ad-hoc passages: ``c`` (``calibrations.QUERY_TEXT``) over each passage's
+    cosine with the question and the share of the question's words it holds (a handful of ad-hoc records gives
+    no idf, so words weigh alike).  ``unread``: the share of the question the embedder cannot read, ranked by
+    ``c.lexical`` as in ``rank``.
+    """
+    zero = np.zeros(len(cosines))
+    f = SimpleNamespace(qsim=np.maximum(cosines, 0.0), qcov=coverages, asim=zero, acov=zero, bm25=zero, qmean=zero,
+                        qcent=zero)
+    logit = c.scale * c.logit(f) + c.shift
+    if unread and c.lexical is not None:
+        lex = c.lexical
+        logit = (1.0 - unread) * logit + unread * (lex.scale * lex.logit(f) + lex.shift)
+    return sigmoid(logit)
+
+
+def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> adapt.Adaptation | None:
+    """The adaptation ``calibration`` uses on ``index`` (None: none fitted or turned off)."""
+    return _adaptation(index, calibration)
+
+
+def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
+    """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it."""
+    if c.typical is None or not settings.kb_adapt():
+        return None
+    return adapt.of(index, lambda *a: _held_out_logits(c, *a))
+
+
+def _held_out_logits(c: Calibration, index: MemIndex, V: np.ndarray, terms: list[list[str]],
+                     units: np.ndarray) -> np.ndarray:
+    f = SimpleNamespace(**adapt.held_out_features(index, V, terms, units))
+    return np.where(index.passage[None, :], -np.inf, c.logit(f))
+
+
+def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, vectors: np.ndarray,
+                  calibration: Calibration = CALIBRATION) -> np.ndarray:
+    """The logit ``rank`` would gain on records ``rows`` if ``vectors`` (one each) were one more question of each.
+
+    The best, mean and centroid question cosines are recomputed with the extra question and read
+    through the calibration's own weights, so the gain is in the units of ``rank``'s logit whatever
+    the fitted weights are.  Passages gain nothing: their question features read their text.
+    """
+    q, c = index.q, calibration
+    best, mean, centroid = q.similarities(query_vector, rows)
+    units, starts, has = q.units_of(rows)
+    sums = np.zeros((len(rows), q.dim), np.float32)
+    if len(units):
+        sums[has] = np.add.reduceat(q.matrix[units], starts)
+    sims = vectors @ query_vector
+    counts = q.counts[rows]
+    grown = sums + vectors
+    zero = np.zeros(len(rows), np.float32)
+    before = SimpleNamespace(qsim=np.maximum(best, 0.0), qmean=np.maximum(mean, 0.0),
+                             qcent=np.maximum(centroid, 0.0), qcov=zero, bm25=zero)
+    after = SimpleNamespace(qsim=np.maximum(np.maximum(best, sims), 0.0),
+                            qmean=np.maximum((np.maximum(mean, 0.0) * counts + sims) / (counts + 1), 0.0),
+                            qcent=np.maximum(grown @ query_vector / np.maximum(np.linalg.norm(grown, axis=1), 1e-9),
+                                             0.0),
+                            qcov=zero, bm25=zero)
+    w = weights(index, c)
+    gain = w.scale * (w.logit(after, question_only=True) - w.logit(before, question_only=True))
+    return np.where(index.passage[rows], 0.0, gain)
+
+
+# The logit of the share of a question that neither the embedder nor the keywords can read ("Surface Pro 4の充電時間は"
+# asked of an English KB: the Japanese asks what the question is about): an answer is hardly ever right on it alone.
+# -4 until the FAQ-page refit, whose last step is surer of a small FAQ page's best record: on a KB of two QnAs it left
+# that question at 0.38, above Bot Framework's default threshold of 0.3 (tests/test_cjk.py); -6 puts it at 0.24.
+UNREAD_LOGIT = -6.0
+
+
+def _unmatched_cjk(index: MemIndex, terms: list[str]) -> bool:
+    """Whether the question has CJK terms and no record holds any of them."""
+    cjk = [t for t in terms if cjk_share(t) > 0]
+    return bool(cjk) and not any(fld.postings.get(t) is not None for t in cjk for fld in (index.q, index.a))
+
+
+def weights(index: MemIndex, calibration: Calibration = CALIBRATION) -> Calibration:
+    """The feature weights (and their scale and shift) ``rank`` reads ``index``'s records with."""
+    return _sparse(index, calibration, _adaptation(index, calibration)) or calibration
+
+
+def _sparse(index: MemIndex, c: Calibration, adaptation: adapt.Adaptation | None) -> Calibration | None:
+    """``c.sparse`` for an FAQ page (QnAs, no passages, most with one question) the adaptation does not reach.
+
+    A document KB (it has passages) keeps the shipped weights, which rank its sections and passages better on
+    ``make eval``'s document dev split (0.692 top-1 against 0.648 with the refitted sparse weights), and so does a KB of
+    QnAs with many questions that does not adapt (too large, or adaptation turned off): the shipped weights were
+    fitted there (banking77 without adaptation: 0.853 top-1 against 0.792).
+    """
+    if c.sparse is None or adaptation is not None or index.has_passages or not index.mostly_one_question:
+        return None
+    return c.sparse
+
+
+def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.ndarray) -> np.ndarray:
+    """``logit`` (records) with the passage rows' replaced by ``c.passages``' calibrated logit, if it has one."""
+    if c.passages is None or not passages.any():
+        return logit
+    p = c.passages
+    return np.where(passages, p.scale * p.logit(f) + p.shift, logit)
+
+
+_HEADINGS: WeakKeyDictionary[MemIndex, np.ndarray] = WeakKeyDictionary()
+
+
+def headings(index: MemIndex) -> np.ndarray:
+    """Which records' questions all read as headings or statements (``regime.heading_rows``), once per index."""
+    found = _HEADINGS.get(index)
+    if found is None:
+        found = _HEADINGS[index] = regime.heading_rows(index.exact, index.n, index.q.counts > 0)
+    return found
+
+
+_INFORMATIVE: WeakKeyDictionary[MemIndex, float] = WeakKeyDictionary()
+INFORMATIVE_SAMPLE = 300  # stored questions asked of the answers, at most
+
+
+def answer_informativeness(index: MemIndex) -> float:
+    """How much a KB's answers say about their questions: the share of (up to ``INFORMATIVE_SAMPLE``, evenly spread)
+    QnAs whose first question's vector is closer to their own answer than to the others' answers, once per index.
+
+    Measured on the KB's own content, so it needs no labelled question: chit-chat's answers ("Hi!") say nothing
+    of their question (0.19 on the three chit-chat KBs cut to one question), an FAQ page's say some (covid-q 0.45),
+    paragraphs written about their question say nearly everything (XQuAD 0.92).  The FAQ-page weights read the
+    answer more where it is higher (``calibrations.Calibration.w_asim_informative``).
+    """
+    found = _INFORMATIVE.get(index)
+    if found is None:
+        found = _INFORMATIVE[index] = _informativeness(index)
+    return found
+
+
+def _informativeness(index: MemIndex) -> float:
+    qna = ~index.passage & (index.q.counts > 0) & (index.a.counts > 0)
+    rows = np.flatnonzero(qna)
+    if len(rows) < 2:
+        return 0.0
+    rows = np.unique(rows[np.linspace(0, len(rows) - 1, min(len(rows), INFORMATIVE_SAMPLE)).astype(np.int64)])
+    # each sampled QnA's first question against the sampled QnAs' answers (one unit each): a bounded cost, and the
+    # same measure on a KB of any size (among at most INFORMATIVE_SAMPLE rivals)
+    sims = index.q.matrix[index.q.lo[rows]] @ index.a.matrix[index.a.lo[rows]].T
+    return float(np.mean(np.argmax(sims, axis=1) == np.arange(len(rows))))
+
+
+def _position(rows: np.ndarray, row: int | None) -> int | None:
+    if row is None:
+        return None
+    i = int(np.searchsorted(rows, row))
+    return i if i < len(rows) and rows[i] == row else None
+
+
+def rank(
+    index: MemIndex,
+    question: str,
+    query_vector: np.ndarray,
+    eligible: np.ndarray,
+    *,
+    question_only: bool = False,
+    boosted_ids: set[int] | frozenset[int] = frozenset(),
+    exact_prompt_ids: set[int] | frozenset[int] = frozenset(),
+    logit_offsets: dict[int, float] | None = None,
+    top: int = 3,
+    threshold: float = 0.0,
+    calibration: Calibration = CALIBRATION,
+    flt: Filter | None = None,
+    reads_cjk: bool = True,
+    keywords: str | None = None,
+    explain: bool = False,
+) -> list[Ranked]:
+    """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
+
+    ``eligible`` is the mask of records that may answer; ``flt``, when given, is the filter it
+    came from (a store that searches vectors itself pushes it into its query).
+    ``logit_offsets`` (record id → logit) carries evidence found outside the index, such as
+    a follow-up's sentence match (``followup.sentence_offsets``).
+    ``reads_cjk=False`` says the embedder cannot read Chinese, Japanese or Korean: the share of the
+    question written in them (``cjk_share``) is then ranked by ``calibration.lexical``, the
+    keyword features alone, and the rest by the full calibration (the two calibrated logits are
+    mixed in that proportion).
+    ``keywords`` (default: ``question``) is the text whose words the keyword features read, such as the
+    question expanded with its synonyms; the exact match reads ``question`` itself, so an expansion never
+    hides a stored question asked word for word.
+    ``explain`` fills each result's ``parts`` with its features and the logit parts added to them.
+    """
+    if index.n == 0 or not eligible.any():
+        return []
+    c = calibration
+    exact_rows = list(index.exact.get(exact_key(question), ()))
+    exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
+    boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
+    offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
+    f = features(index, analyze(question if keywords is None else keywords), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
+    if not len(f.rows):
+        return []
+    adaptation = _adaptation(index, c)
+    sparse = _sparse(index, c, adaptation)
+    logit = (sparse or c).logit(f, question_only, answer_informativeness(index) if sparse is not None else 0.0)
+    base = logit.copy()
+    adapted = np.zeros_like(logit)
+    if sparse is not None:  # an FAQ page the adaptation does not reach: its own weights, on the same kind of scale
+        logit = sparse.scale * logit + sparse.shift
+    elif adaptation is not None:  # read relative to this KB's typical right answer
+        extra = adaptation.logit(query_vector, f.rows)
+        if extra is not None:
+            logit += extra
+            adapted += extra
+        logit -= adaptation.offset
+        adapted -= adaptation.offset
+    elif c.typical is not None:
+        logit -= c.typical
+    if sparse is None:
+        logit = c.scale * logit + c.shift
+    passages = index.passage[f.rows]
+    logit = _calibrated(c, logit, f, passages)
+    # Evidence from the conversation (a follow-up prompt of the previous answer, a sentence that answers a follow-up
+    # question), in the units of the calibrated logit: added before the last step, so that a record it lifts also
+    # stands clearer of its rivals.
+    context = np.zeros_like(logit)
+    for row in boosted_rows:
+        i = _position(f.rows, row)
+        if i is not None:
+            context[i] += c.scale * c.context_boost
+    for row, offset in offsets.items():
+        i = _position(f.rows, row)
+        if i is not None:
+            context[i] += offset
+    logit += context
+    if c.regime is not None:  # one scale across kinds of KB
+        logit = c.regime.of(logit, eligible[f.rows], passages, headings(index)[f.rows],
+                            adapted=adaptation is not None, faq_page=sparse is not None, records=index.n)
+    lex = c.lexical
+    unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
+    if unread and lex is not None:
+        if _unmatched_cjk(index, analyze(question if keywords is None else keywords)):
+            # the CJK part is read by neither path (no record holds one of its words): it says "none of these"
+            lexical = np.full_like(logit, UNREAD_LOGIT) + context
+        else:
+            lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages) + context
+        logit = (1.0 - unread) * logit + unread * lexical
+    confidence = sigmoid(logit)
+    if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
+        confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (context == 0)] = 0.0
+    for row in exact_rows:
+        i = _position(f.rows, row)
+        if i is not None:
+            confidence[i] = 1.0
+    allowed = eligible[f.rows]
+    confidence[~allowed] = -1.0
+    k = min(top, len(f.rows))
+    best = np.argpartition(-confidence, k - 1)[:k]
+    best = best[np.argsort(-confidence[best], kind="stable")]
+    exact = set(exact_rows)
+    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]),
+                   _parts(f, i, base, adapted, context, logit, int(f.rows[i]) in exact) if explain else {})
+            for i in best if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+
+
+FEATURE_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "bm25")
+
+
+def _parts(f: Features, i: int, base: np.ndarray, adapted: np.ndarray, context: np.ndarray, logit: np.ndarray,
+           exact: bool) -> dict[str, float]:
+    """Row ``i``'s features and logit parts: the calibrated sum of the features, the KB adaptation, the
+    follow-up context, and the final logit (after rescaling); ``exact`` 1.0 when a stored question matched."""
+    out = {name: round(float(getattr(f, name)[i]), 4) for name in FEATURE_NAMES}
+    out.update(features_logit=round(float(base[i]), 4), kb_adaptation=round(float(adapted[i]), 4),
+               context=round(float(context[i]), 4), logit=round(float(logit[i]), 4), exact_match=float(exact))
+    return out
