@@ -63,9 +63,10 @@ line to [history.md](history.md), the record of why figures changed.
 
 HISTORY_HEADER = """# Benchmark history
 
-Every run of `bench/run.py` (`make bench`, or a rerun of some benchmarks), oldest first: when and where
-it ran, which benchmarks, and why (its `--note`). The current figures are in [results.md](results.md);
-what each run measured is in the git history of results.md and results.json.
+One line per run of `bench/run.py` (`make bench`, or a rerun of some benchmarks), oldest first: when and
+where it ran, which benchmarks, and why (its `--note`). The current figures are in [results.md](results.md);
+the figures of each run, and the runs older than the first line here, are in the git history of
+results.md and results.json.
 """
 
 

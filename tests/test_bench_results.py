@@ -116,3 +116,18 @@ def test_names_on_the_command_line():
     args = run.parse_args(["throughput", "batching", "--note", "why"])
     assert args.names == ["throughput", "batching"] and args.note == "why"
     assert run.parse_args(["--only", "models", "tools"]).names == ["models", "tools"]
+
+
+def test_the_committed_files_are_what_the_writer_writes():
+    bench = REPO / "bench"
+    results = json.loads((bench / "results.json").read_text(encoding="utf-8"))["results"]
+    assert list(results) == [name for name in run.SCRIPTS if name in results]
+    handwritten = (bench / "soak-and-crash.md").read_text(encoding="utf-8")
+    assert (bench / "results.md").read_text(encoding="utf-8") == run.render(results, handwritten)
+    hand = sections("\n" + handwritten)  # kept by hand, but opening with when and where all the same
+    assert list(hand) == ["soak and crash"] and re.match(r"^Measured \d{4}-\d\d-\d\d \d\d:\d\d.* UTC.*, \d+ cores",
+                                                         hand["soak and crash"][0])
+    history = entries(bench / "history.md")
+    assert (bench / "history.md").read_text(encoding="utf-8").startswith(run.HISTORY_HEADER + "\n- ")
+    when = [re.match(r"^- (\d{4}-\d\d-\d\d \d\d:\d\d UTC) — ", line).group(1) for line in history]
+    assert when == sorted(when)
