@@ -75,7 +75,8 @@ test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbui
 eval: $(VENV)/.dev
 	$(BIN)/openqna eval --datasets ../shared/data --out eval
 
-# Speed, each figure against a baseline from the same run: writes bench/results.md (not part of `make test`).
+# Speed, each figure against a baseline from the same run: writes bench/results.md and a line of bench/history.md
+# (not part of `make test`); `python bench/run.py NAME...` reruns some benchmarks and keeps the other sections.
 bench: $(VENV)/.bench
 	$(BIN)/python bench/run.py
 

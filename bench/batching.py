@@ -17,9 +17,9 @@ scoring a batch of question vectors against a knowledge base's vectors in one ma
   which the shared machine's other load does not inflate as it does wall time) with batching off and
   with the embedder's batching and the shared products (``index/products.py``); rounds interleaved.
   On the morning's Intel Xeon the shared products were measured this way and not adopted (8.39 against
-  7.86 ms with the embedder's batching alone, bench/results.md of 2026-12-02 08:03 UTC, at d0ce288); on
-  the AMD EPYC a 10,000 x 384 matrix-vector product costs ~2.6 ms (memory-bound), and with batches padded
-  within groups of similar lengths they paid at c=16 over HTTP (bench/tail.py, branch perf2).
+  7.86 ms with the embedder's batching alone: bench/results.md at commit 37aa591, 2026-12-02 08:03 UTC, code
+  at d0ce288); on the AMD EPYC a 10,000 x 384 matrix-vector product costs ~2.6 ms (memory-bound), and with
+  batches padded within groups of similar lengths they paid at c=16 over HTTP (bench/tail.py, branch perf2).
 
 Usage: python bench/batching.py [--rounds 5]
 """

@@ -2,11 +2,16 @@
 
 Each script prints its figures together with a baseline measured in the same run (the
 embedder alone, a plain copy of the same rows, the reference filter evaluator, the query
-embedding alone, /healthz of the same server); this collects them with a note of the machine
-and the time they took.  A script that draws a plot prints ``plot: FILE`` (a file next to
-this one) and results.md shows the image.
+embedding alone, /healthz of the same server); this collects them, each section with when and
+where it ran (UTC start time, CPU model, cores, the load average at its start) and the time it
+took.  A script that draws a plot prints ``plot: FILE`` (a file next to this one) and results.md
+shows the image.
 
-Usage: python bench/run.py [--only NAME ...]   (--only reruns those and keeps the other sections of results.json)
+results.json keeps every section's lines and metadata, so a rerun of some benchmarks rewrites
+results.md with the others as they were.  Each run appends one line to history.md (when, where,
+which benchmarks, and the ``--note`` saying why), instead of growing results.md's header.
+
+Usage: python bench/run.py [NAME ...] [--note TEXT]   (no NAME: every benchmark; ``--only NAME ...`` also works)
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {
@@ -42,54 +48,150 @@ SCRIPTS = {
     "connected": "tool search on a connected chdb (ClickHouse) table of 1M rows vs the same rows loaded into openqna",
 }
 
+HEADER = """# Benchmarks
 
-def machine() -> str:
+The current figures of `make bench` (`bench/run.py`), one section per benchmark script. Every figure
+comes with a baseline measured in the same run of the same script (the embedder alone, a plain copy of
+the same rows, /healthz of the same server, ...): the machines are shared and noisy, so read ratios,
+not absolute times. Sections are rerun one at a time, so they can come from different days and
+machines: each section's first line says when (UTC) and where its figures were measured.
+
+Rerun: `make bench` (every benchmark, 10 to 15 minutes), or `python bench/run.py NAME...` for some of
+them (the other sections stay as they are), with `--note "why"` to say why. Each run adds a dated
+line to [history.md](history.md), the record of why figures changed.
+"""
+
+HISTORY_HEADER = """# Benchmark history
+
+One line per run of `bench/run.py` (`make bench`, or a rerun of some benchmarks), oldest first: when and
+where it ran, which benchmarks, and why (its `--note`). The current figures are in [results.md](results.md);
+the figures of each run, and the runs older than the first line here, are in the git history of
+results.md and results.json.
+"""
+
+
+def machine() -> dict[str, Any]:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--only", nargs="*", choices=sorted(SCRIPTS))
-    only = parser.parse_args().only
-    names = only or list(SCRIPTS)
-    results, earlier_when = {}, None
-    previous = HERE / "results.json"
-    if only and previous.exists():  # keep the sections not rerun, marked with when they ran
-        earlier = json.loads(previous.read_text(encoding="utf-8"))
-        earlier_when = earlier["when"]
-        results = {name: {"when": earlier_when, **r} for name, r in earlier["results"].items()
-                   if name in SCRIPTS and name not in names}
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    for name in names:
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(HERE / f"{name}.py")], capture_output=True, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        lines = [line.strip() for line in proc.stdout.replace("\r", "\n").splitlines()
-                 if line.strip() and "it/s" not in line and "text/s" not in line]
-        results[name] = {"when": stamp, "seconds": round(time.perf_counter() - t, 1), "returncode": proc.returncode,
-                         "lines": lines, "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
-        print(f"{name}: {results[name]['seconds']} s", file=sys.stderr)
-    out = ["# Benchmarks\n", f"Run {earlier_when or stamp} on {machine()}"
-           + (f"; rerun {stamp}: {', '.join(names)}" if earlier_when else "")
-           + ". Every figure comes with a baseline measured in "
-           "the same run; this machine is shared and noisy, so read ratios, not absolute times.\n"]
+def load_note() -> str:
+    """The machine's load as a section records it; the machines are shared, so it says how to read the rates."""
+    try:
+        return f"load average {os.getloadavg()[0]:.2f} at the start"
+    except OSError:  # not available on this platform
+        return ""
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def run_benchmark(name: str) -> dict[str, Any]:
+    """Run bench/NAME.py in its own process: its printed lines and when, where and how long it ran."""
+    when, where, load = utc_now(), machine(), load_note()
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(HERE / f"{name}.py")], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = [line.strip() for line in proc.stdout.replace("\r", "\n").splitlines()
+             if line.strip() and "it/s" not in line and "text/s" not in line]
+    return {"when": when, "machine": where, "load": load, "seconds": round(time.perf_counter() - t, 1),
+            "returncode": proc.returncode, "lines": lines,
+            "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else []}
+
+
+def where(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "a machine not recorded"
+    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}"
+
+
+def measured(name: str, r: dict[str, Any]) -> str:
+    """A section's first line: when and where its figures were measured, and how long the script took."""
+    load = f"; {r['load']}" if r.get("load") else ""
+    failed = "" if r["returncode"] == 0 else f", **failed** ({r['returncode']}): " + " / ".join(r["stderr_tail"])
+    return f"Measured {r['when']} on {where(r.get('machine'))}{load}. `python bench/{name}.py`, {r['seconds']} s{failed}"
+
+
+def render(results: dict[str, dict[str, Any]], handwritten: str = "") -> str:
+    """results.md: the header, then one section per benchmark in SCRIPTS' order, then the hand-kept sections."""
+    out = [HEADER]
     for name in [n for n in SCRIPTS if n in results]:
         r = results[name]
         out.append(f"## {name} — {SCRIPTS[name]}\n")
-        out.append(f"`python bench/{name}.py`, {r['seconds']} s, {r.get('when', stamp)}" + ("" if r["returncode"] == 0 else
-                   f", **failed** ({r['returncode']}): " + " / ".join(r["stderr_tail"])) + "\n")
+        out.append(measured(name, r) + "\n")
         out.extend(line if line.startswith("|") else f"- {line}"  # a table's rows stay a table
                    for line in r["lines"] if not line.startswith("plot: "))
         out.extend(f"\n![{name}]({line[6:]})" for line in r["lines"] if line.startswith("plot: "))
         out.append("")
+    if handwritten:
+        out.append(handwritten)
+    return "\n".join(out) + "\n"
+
+
+def history_entry(new: dict[str, dict[str, Any]], note: str = "") -> str:
+    """One line of history.md for a run: when it started, where, which benchmarks, and the note."""
+    first = min(new.values(), key=lambda r: r["when"])
+    what = ("make bench (every benchmark)" if set(new) >= set(SCRIPTS)
+            else "rerun " + ", ".join(n for n in SCRIPTS if n in new))
+    load = f" ({first['load']})" if first.get("load") else ""
+    failed = [f"{n} ({r['returncode']})" for n, r in new.items() if r["returncode"] != 0]
+    text = f"- {first['when']} — {what} on {where(first.get('machine'))}{load}"
+    text += f"; failed: {', '.join(failed)}" if failed else ""
+    return text + (f": {' '.join(note.split())}" if note.strip() else "")
+
+
+def append_history(path: Path, entry: str) -> None:
+    """Add a run's line at the end of history.md (created with its header the first time); earlier lines stay."""
+    text = path.read_text(encoding="utf-8").rstrip("\n") if path.exists() else ""
+    if not text:
+        text = HISTORY_HEADER.rstrip("\n")
+    separator = "\n" if text.splitlines()[-1].startswith("- ") else "\n\n"  # a blank line after the header
+    path.write_text(text + separator + entry + "\n", encoding="utf-8")
+
+
+def write_results(new: dict[str, dict[str, Any]], note: str = "", folder: Path = HERE) -> None:
+    """Merge a run's sections into folder's results.json, rewrite results.md, add the run to history.md.
+
+    ``new`` maps benchmark names to run_benchmark()'s results; the sections of results.json not in it are
+    kept as they were, with their own date and machine.
+    """
+    previous = folder / "results.json"
+    kept = json.loads(previous.read_text(encoding="utf-8"))["results"] if previous.exists() else {}
+    merged = {**kept, **new}
+    results = {name: merged[name] for name in SCRIPTS if name in merged}
     # `make soak` (10 minutes) and the crash tests are not part of `make bench`: their figures are kept by hand
-    out.append((HERE / "soak-and-crash.md").read_text(encoding="utf-8"))
-    (HERE / "results.md").write_text("\n".join(out) + "\n", encoding="utf-8")
-    (HERE / "results.json").write_text(json.dumps({"when": earlier_when or stamp, "machine": machine(), "results": results},
-                                                  indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {HERE / 'results.md'}", file=sys.stderr)
+    handwritten = folder / "soak-and-crash.md"
+    (folder / "results.md").write_text(render(results, handwritten.read_text(encoding="utf-8")
+                                              if handwritten.exists() else ""), encoding="utf-8")
+    previous.write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
+    append_history(folder / "history.md", history_entry(new, note))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Run the benchmarks and write bench/results.md.")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="benchmarks to rerun, the other sections kept (default: every one): " + ", ".join(SCRIPTS))
+    parser.add_argument("--only", nargs="*", default=[], metavar="NAME", help="the same as naming them")
+    parser.add_argument("--note", default="", help="why this run: it goes into bench/history.md")
+    args = parser.parse_args(argv)
+    names = list(dict.fromkeys([*args.names, *args.only]))
+    unknown = [n for n in names if n not in SCRIPTS]
+    if unknown:
+        parser.error(f"no benchmark {', '.join(unknown)} (choose from {', '.join(SCRIPTS)})")
+    args.names = names or list(SCRIPTS)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    new = {}
+    for name in args.names:
+        new[name] = run_benchmark(name)
+        print(f"{name}: {new[name]['seconds']} s", file=sys.stderr)
+    write_results(new, args.note)
+    print(f"wrote {HERE / 'results.md'} and a line of {HERE / 'history.md'}", file=sys.stderr)
 
 
 if __name__ == "__main__":
