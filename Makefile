@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test model model-mpnet eval bench soak fuzz clean
+.PHONY: serve check test model model-mpnet eval bench soak fuzz clean
 
 # Runtime install.  torch (the CPU build pinned here; plain `torch` would pull a
 # multi-GB CUDA build) is only used once, to export the bundled model to ONNX.
@@ -65,11 +65,24 @@ serve: $(VENV)/.installed
 /usr/bin/chromium:
 	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
-# Style and imports (ruff), types (mypy: the strictness per module is in pyproject.toml), then the tests.
+# Both cores run tests (pytest-xdist); --dist loadfile keeps each module, and its module-scoped servers and
+# knowledge bases, in one worker.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
+# The fast tier, for every change: style and imports (ruff), types (mypy: the strictness per module is in
+# pyproject.toml), then every test that is not slow, browser, multiprocess or clients (tests/conftest.py TIERS).
+check: $(VENV)/.dev
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/mypy
+	$(PYTEST) -m "not (slow or browser or multiprocess or clients)" --durations=10
+
+# Everything, as CI runs it: the fast tier and the slow, browser, multiprocess and clients tiers, with the 20
+# slowest tests printed at the end.
 test: $(VENV)/.dev .venv-preview/.installed .venv-legacy/.installed .venv-botbuilder/.installed /usr/bin/chromium
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(PYTEST) --durations=20
 
 # Answer quality on ../shared/data: writes eval/report.md and plots (not part of `make test`).
 eval: $(VENV)/.dev

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,6 +22,27 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 CHITCHAT = SHARED_DATA / "ms-qna-chitchat" / "qna_chitchat_the_professional.tsv"
 SAMPLE_DOCS = SHARED_DATA / "qna-sample-docs"
+
+# The tiers, by module (pyproject.toml describes each marker).  `make check` runs every test that
+# carries none of them; a test in an unlisted module can carry its own mark (``@pytest.mark.slow``).
+TIERS = {
+    "test_console": "browser",
+    "test_crash": "multiprocess",
+    "test_fuzz": "multiprocess",
+    "test_soak": "multiprocess",
+    "test_readme": "multiprocess",
+    "test_accurate": "slow",
+    "test_mpnet": "slow",
+    "test_evaluation": "slow",
+    "test_connected": "slow",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = TIERS.get(item.module.__name__.rpartition(".")[2]) if item.module else None
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +83,72 @@ def wait_healthy(url: str, proc, log: Path | None = None, seconds: float = 180) 
         time.sleep(0.2)
 
 
+class ServeProcess:
+    """``openqna serve`` in a process of its own (what ``make serve`` runs), its output in a log file.
+
+    The subprocess mode of the one server the tests start; ``LiveServer`` below is the in-process mode,
+    with the same ``url`` and the same use as a context manager.  ``data`` is the data directory
+    (``--data``; None leaves it to ``env``'s ``OPENQNA_DATA``); ``args`` are more ``serve`` options.
+    Jobs are polled every 0.1 s unless ``env`` says otherwise.  ``stop`` sends ``sig`` (SIGTERM) and
+    kills the process if it has not exited in 30 s; ``proc`` is there for tests that kill it themselves.
+    """
+
+    def __init__(self, data: Path | None, log: Path, *, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = (), cwd: Path | None = None, seconds: float = 180):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_JOB_POLL_SECONDS": "0.1", **(env or {})}
+        command = [sys.executable, "-m", "openqna.cli", "serve", "--port", str(self.port),
+                   *(["--data", str(data)] if data is not None else []), *args]
+        with open(log, "a") as out:  # a file, not a pipe nobody drains: a full pipe blocks the server
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        try:
+            wait_healthy(self.url, self.proc, log, seconds)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "ServeProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+JOB_DONE = ("succeeded", "failed", "cancelled")
+
+
+def wait_for_job(job: str | Callable[[], dict], *, headers: dict[str, str] | None = None,
+                 states: tuple[str, ...] = JOB_DONE, seconds: float = 120, every: float = 0.1) -> dict:
+    """Poll a job until its status is one of ``states``, and return it; fail with the job if it never is.
+
+    ``job`` is the job's URL (an ``Operation-Location``, fetched with ``headers``) or a function that
+    fetches it, for callers that reach the job another way.
+    """
+    def fetch() -> dict:
+        if callable(job):
+            return job()
+        response = httpx.get(job, headers=headers, timeout=30)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    deadline = time.monotonic() + seconds
+    while (body := fetch())["status"] not in states:
+        assert time.monotonic() < deadline, f"the job is still {body['status']} after {seconds:.0f} s: {body}"
+        time.sleep(every)
+    return body
+
+
 class LiveServer:
     """The real app under uvicorn on a loopback port, in a background thread.
 
@@ -76,7 +167,7 @@ class LiveServer:
         self.app = create_app(service)
         certfile, keyfile = (str(tls[0]), str(tls[1])) if tls else (None, None)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                ssl_certfile=certfile, ssl_keyfile=keyfile)
+                                ssl_certfile=certfile, ssl_keyfile=keyfile, timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

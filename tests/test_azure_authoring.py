@@ -245,6 +245,7 @@ def test_jobs_survive_a_restart_and_crashed_jobs_fail(service):
         assert crashed["status"] == "failed" and "stopped before it finished" in crashed["errors"][0]["message"]
 
 
+@pytest.mark.clients
 def test_preview_sdk_lifecycle(live, admin, files):
     """The pre-release authoring package cannot share a venv with SDK 1.1.0, so it runs in .venv-preview."""
     from conftest import REPO

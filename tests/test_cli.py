@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import CHITCHAT, free_port, wait_healthy
+from conftest import CHITCHAT, ServeProcess, free_port
 from openqna.kb.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
@@ -107,21 +107,14 @@ def test_serve_refuses_public_bind_without_keys(tmp_path):
 
 
 def test_serve_loads_the_sample_and_answers(tmp_path):
-    port = free_port()
-    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc)
-        r = httpx.post(f"http://127.0.0.1:{port}/language/:query-knowledgebases",
+    with ServeProcess(None, tmp_path / "serve.log", env={"OPENQNA_DATA": str(tmp_path / "data")}) as serve:
+        r = httpx.post(f"{serve.url}/language/:query-knowledgebases",
                        params={"projectName": "openqna-faq", "deploymentName": "production", "api-version": "2023-04-01"},
                        json={"question": "how do I import a tsv file?", "top": 1}, timeout=30)
         assert r.status_code == 200
         assert r.json()["answers"][0]["id"] == 3
         assert r.json()["answers"][0]["dialog"]["prompts"][0]["qnaId"] == 4
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        serve.stop(signal.SIGINT)
 
 
 def test_suggestions_and_key_revocation(tmp_path):
@@ -333,20 +326,12 @@ def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
 
 def test_the_access_log_redacts_export_signatures(tmp_path):
     """An export's resultUrl carries its signature in the query string: the access log must not show it."""
-    port = free_port()
-    env = {**os.environ, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0"}
     log = tmp_path / "serve.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([OPENQNA, "serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, proc, log)
+    with ServeProcess(None, log, env={"OPENQNA_DATA": str(tmp_path / "data"), "OPENQNA_SAMPLE": "0"}) as serve:
         path = "/language/authoring/query-knowledgebases/projects/kb/export/jobs/j1/result"
-        r = httpx.get(url + path, params={"api-version": "2023-04-01", "sig": "s3cr3tsignature", "x": "1"})
+        r = httpx.get(serve.url + path, params={"api-version": "2023-04-01", "sig": "s3cr3tsignature", "x": "1"})
         assert r.status_code in (403, 404)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        serve.stop(signal.SIGINT)
     logged = log.read_text()
     assert "s3cr3tsignature" not in logged
     assert f"{path}?api-version=2023-04-01&sig=REDACTED&x=1" in logged

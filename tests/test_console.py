@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -24,7 +23,7 @@ from azure.ai.language.questionanswering import QuestionAnsweringClient
 from azure.core.credentials import AzureKeyCredential
 from playwright.sync_api import Page, expect, sync_playwright
 
-from conftest import REPO, SAMPLE_DOCS, free_port
+from conftest import REPO, SAMPLE_DOCS, ServeProcess, wait_for_job
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -46,23 +45,10 @@ def server(tmp_path_factory):
     made = subprocess.run([*cli, "keys", "create", "--name", "owner", "--role", "admin"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=True)
     secret = next(w for w in made.stdout.split() if w.startswith("oq_"))
-    port = free_port()
-    proc = subprocess.Popen([*cli, "serve", "--port", str(port)], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            pytest.fail(f"openqna serve did not start:\n{proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.2)
-    yield url, secret
-    proc.send_signal(signal.SIGINT)
-    proc.wait(30)
+    log = tmp_path_factory.mktemp("console-log") / "serve.log"
+    with ServeProcess(None, log, env=env, cwd=REPO, seconds=120) as serve:
+        yield serve.url, secret
+        serve.stop(signal.SIGINT)
 
 
 @pytest.fixture(scope="module")
@@ -265,13 +251,9 @@ def test_the_console_journey(server, browser):
 
 
 def poll_job(location: str, secret: str) -> dict:
-    for _ in range(600):
-        job = httpx.get(location, headers={"api-key": secret}, timeout=30).json()
-        if job["status"] in ("succeeded", "failed"):
-            assert job["status"] == "succeeded", job
-            return job
-        time.sleep(0.2)
-    raise AssertionError("the job did not finish")
+    job = wait_for_job(location, headers={"api-key": secret}, states=("succeeded", "failed"), seconds=120)
+    assert job["status"] == "succeeded", job
+    return job
 
 
 def test_hostile_answers_are_rendered_inert(server, browser):

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from conftest import free_port, wait_healthy
+from conftest import ServeProcess, wait_for_job
 
 A = "/language/authoring/query-knowledgebases/projects"
 V = {"api-version": "2023-04-01"}
@@ -25,36 +23,15 @@ OLD = 20
 NEW = 600  # enough QnAs that embedding them keeps the import running for a few seconds
 
 
-class Server:
-    def __init__(self, data: Path, log: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0", "OPENQNA_JOB_POLL_SECONDS": "0.1",
-               "OPENQNA_JOB_LEASE_SECONDS": "2"}
-        with open(log, "a") as out:  # a file, not a pipe nobody drains
-            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", str(data),
-                                          "--port", str(self.port), "--no-sample"],
-                                         stdout=out, stderr=subprocess.STDOUT, env=env)
-        wait_healthy(self.url, self.proc, log)
+class Server(ServeProcess):
+    """``openqna serve`` on ``data`` with short job leases, so a killed worker's job is soon taken back."""
 
-    def job(self, location: str) -> dict:
-        return httpx.get(self.url + location[location.index("/language"):], timeout=10).json()
+    def __init__(self, data: Path, log: Path):
+        super().__init__(data, log, env={"OPENQNA_SAMPLE": "0", "OPENQNA_JOB_LEASE_SECONDS": "2"}, args=("--no-sample",))
 
     def wait(self, location: str, states: tuple[str, ...], seconds: float = 120) -> dict:
-        deadline = time.monotonic() + seconds
-        while (job := self.job(location))["status"] not in states:
-            assert time.monotonic() < deadline, job
-            time.sleep(0.05)
-        return job
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        return wait_for_job(self.url + location[location.index("/language"):], states=states, seconds=seconds,
+                            every=0.05)
 
 
 def qnas(prefix: str, n: int) -> dict:

@@ -88,6 +88,7 @@ def test_changed_section_re_embeds_only_that_section(service):
         {("qna", "Charging"), ("qna", "Cleaning"), ("passage", "Charging"), ("passage", "Cleaning")}
 
 
+@pytest.mark.slow
 def test_every_sample_file_imports_through_the_cli(tmp_path):
     files = sorted(p for folder in ("data-source-formats", "knowledge-bases") for p in (SAMPLE_DOCS / folder).iterdir()
                    if p.suffix.lower() in (".pdf", ".docx", ".xlsx", ".tsv"))

@@ -85,6 +85,7 @@ def test_long_paragraph_exceeds_max_tokens():
     assert len(load_tokenizer(max_tokens=512).encode(LONG_PARAGRAPH).ids) > 256
 
 
+@pytest.mark.slow
 def test_parity_with_sentence_transformers(local, reference):
     got = local.embed(SENTENCES)
     assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32

@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from conftest import free_port, wait_healthy
+from conftest import ServeProcess, wait_for_job
 
 SPECS = Path(__file__).parent / "specs"
 ALLOWLIST = SPECS / "allowlist.toml"
@@ -60,36 +60,16 @@ def spec_files() -> list[str]:
 
 
 # -- the server and its scratch data -----------------------------------------------------------------------
-class Server:
+class Server(ServeProcess):
     def __init__(self, data: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = data / "server.log"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_JOB_POLL_SECONDS": "0.1"}
-        with open(self.log, "a") as out:  # a file, not a pipe nobody drains
-            self.proc = subprocess.Popen([sys.executable, "-m", "openqna.cli.main", "serve", "--data", str(data / "data"),
-                                          "--port", str(self.port), "--no-sample"],
-                                         stdout=out, stderr=subprocess.STDOUT, env=env)
-        wait_healthy(self.url, self.proc, self.log)
+        super().__init__(data / "data", data / "server.log", args=("--no-sample",))
 
     def job(self, response: httpx.Response) -> str:
         """Waits for the job a 202 started; returns its id."""
         assert response.status_code == 202, response.text
-        location = response.headers["operation-location"]
-        deadline = time.monotonic() + 120
-        while (body := httpx.get(location, timeout=10).json())["status"] not in ("succeeded", "failed"):
-            assert time.monotonic() < deadline, body
-            time.sleep(0.1)
+        body = wait_for_job(response.headers["operation-location"], states=("succeeded", "failed"))
         assert body["status"] == "succeeded", body
         return body["jobId"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 QNAS = [

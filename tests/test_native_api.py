@@ -5,12 +5,10 @@ These are the calls the web console makes beyond Azure's API; an API user gets t
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
-from conftest import LiveServer
+from conftest import LiveServer, wait_for_job
 from openqna.auth.keys import create_key
 
 AUTHORING = "/language/authoring/query-knowledgebases/projects"
@@ -22,12 +20,7 @@ TSV = ("Question\tAnswer\tSource\tMetadata\n"
 
 
 def wait(location: str, key: str) -> dict:
-    for _ in range(600):
-        job = httpx.get(location, headers={"api-key": key}, timeout=30).json()
-        if job["status"] in ("succeeded", "failed"):
-            return job
-        time.sleep(0.1)
-    raise AssertionError("the job did not finish")
+    return wait_for_job(location, headers={"api-key": key}, states=("succeeded", "failed"))
 
 
 @pytest.fixture

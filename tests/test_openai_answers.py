@@ -157,6 +157,7 @@ def test_keys_apply_to_openai_routes(live):
         authed.files.create(file=("a.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
 
 
+@pytest.mark.clients
 def test_legacy_openai_client(live, tmp_path):
     """openai 0.25.0's Answer, Search, Engine.search and File, unchanged but for api_base."""
     import subprocess

@@ -40,6 +40,7 @@ def post(server, path, body, key=None, *, raw: bytes | None = None, headers=None
     return httpx.post(server.url + path, json=body, headers=sent, timeout=30)
 
 
+@pytest.mark.clients
 def test_botbuilder_python_get_answers_and_train(server, key):
     from conftest import REPO
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from conftest import wait_for_job
 from openqna.auth.keys import create_key
 from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
@@ -90,12 +90,8 @@ def app_routes(client: TestClient) -> list[tuple[str, str]]:
 def finish(client: TestClient, response, headers: dict[str, str]) -> str:
     assert response.status_code == 202, response.text
     location = response.headers["operation-location"]
-    for _ in range(400):
-        body = client.get(location, headers=headers).json()
-        if body["status"] in ("succeeded", "failed"):
-            return body["jobId"]
-        time.sleep(0.02)
-    raise AssertionError(f"{location} never finished")
+    return wait_for_job(lambda: client.get(location, headers=headers).json(), states=("succeeded", "failed"),
+                        seconds=30, every=0.02)["jobId"]
 
 
 class World:

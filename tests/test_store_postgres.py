@@ -607,47 +607,30 @@ class _HeldFiles:
         self.httpd.shutdown()
 
 
+@pytest.mark.multiprocess
 def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
     """Two `openqna serve` processes on one PostgreSQL database behave as one service over HTTP: either answers
     what the other wrote, each job is claimed and run by exactly one of their workers, both report the same
     job states, and a job whose worker is killed (-9) fails once its lease runs out while the jobs it had
     accepted are run by the other."""
-    import os
     import signal
     import socket
-    import subprocess
-    import sys
     import time
-    from pathlib import Path
 
     import httpx
 
-    from conftest import free_port
+    from conftest import ServeProcess, wait_for_job
 
-    openqna = str(Path(sys.executable).with_name("openqna"))
-    procs, urls, logs = [], [], []
-    for n in range(2):
-        port = free_port()
-        env = {**os.environ, "OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1",
-               "OPENQNA_JOB_POLL_SECONDS": "0.2", "OPENQNA_JOB_LEASE_SECONDS": "3",
-               "OPENQNA_FETCH_ALLOW": "127.0.0.1/32"}  # the held imports come from a loopback server
-        logs.append(tmp_path / f"server-{n}.log")  # a file, not a pipe nobody drains: a full pipe blocks the server
-        with open(logs[-1], "w") as log:
-            procs.append(subprocess.Popen([openqna, "serve", "--port", str(port), "--no-sample"], env=env,
-                                          stdout=log, stderr=subprocess.STDOUT))
-        urls.append(f"http://127.0.0.1:{port}")
+    servers: list[ServeProcess] = []
     held, store = _HeldFiles(), PostgresStore(pg_dsn, pool_size=1)
     try:
-        for url, proc, log in zip(urls, procs, logs):
-            deadline = time.time() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None and time.time() < deadline, log.read_text()
-                time.sleep(0.2)
+        for n in range(2):
+            env = {"OPENQNA_STORE": pg_dsn, "OPENQNA_DATA": str(tmp_path), "OPENQNA_JOB_POLL_SECONDS": "0.2",
+                   "OPENQNA_JOB_LEASE_SECONDS": "3",
+                   "OPENQNA_FETCH_ALLOW": "127.0.0.1/32"}  # the held imports come from a loopback server
+            servers.append(ServeProcess(None, tmp_path / f"server-{n}.log", env=env, args=("--no-sample",), seconds=120))
+        urls = [server.url for server in servers]
+        procs = [server.proc for server in servers]
         a, b = urls
         process = {url: f"{socket.gethostname()}:{proc.pid}" for url, proc in zip(urls, procs)}
 
@@ -666,11 +649,7 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
             return r.json()
 
         def wait_for(location: str, url: str, states: tuple[str, ...]) -> dict:
-            deadline = time.time() + 60
-            while (job := status(location, url))["status"] not in states:
-                assert time.time() < deadline, job
-                time.sleep(0.1)
-            return job
+            return wait_for_job(lambda: status(location, url), states=states, seconds=60)
 
         def accepted(r: httpx.Response) -> str:
             assert r.status_code == 202, r.text
@@ -752,11 +731,8 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         held.release("victim")  # the fetch of a dead worker: nobody reads it, nothing changes
         assert status(victim_job, survivor)["status"] == "failed"
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            proc.wait(30)
+        for server in servers:
+            server.stop(signal.SIGINT)
         held.close()
         store.close()
 
