@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 
 from openqna.index.analyze import analyze
-from openqna.kb.service import content_hash, hashed_space
+from openqna.kb.writing import content_hash
+from openqna.ranking.multilingual import hashed_space
 from openqna.records import Conflict, NotFound
 from openqna.store import Store, StoredQnA, Unit
 from openqna.store.base import LIVE

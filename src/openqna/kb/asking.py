@@ -1,0 +1,260 @@
+"""Asking as Azure does: qnaId lookup, context and follow-ups, filters, threshold, spans, one default answer.
+
+``rank`` is what ``ask`` ranks; a follow-up question (``previousUserQuery``, prompts of the previous
+answer) adds evidence there and never confidence from nothing (``ranking.followup``).  ``answer_from_text``
+is ``:query-text``: answers from records given with the question, nothing stored.
+
+Why this file is near 300 lines and ``rank`` is long: the conversation's evidence (prompts, the previous
+question) is gathered here because it needs the store (the previous QnA) and the index together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openqna.answers.span import Span, best_spans, sentence_spans
+from openqna.filters.match import Filter, IdIn, KindIn, all_of
+from openqna.formats.limits import LIMITS
+from openqna.index.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
+from openqna.kb.service_base import ServiceBase, taking_turns
+from openqna.models.embedder import Embedder
+from openqna.ranking import calibrations, followup, ranker, typos
+from openqna.records import QnA
+from openqna.store import Project
+
+
+@dataclass
+class SpanRequest:
+    threshold: float = 0.0
+    top_answers: int = 1
+
+@dataclass
+class AskRequest:
+    question: str | None = None
+    qna_id: int | None = None
+    top: int = 3
+    threshold: float = 0.0
+    previous_qna_id: int | None = None
+    previous_user_query: str | None = None
+    question_only: bool = False
+    filter: Filter | None = None
+    include_unstructured: bool = False
+    span: SpanRequest | None = None
+    explain: bool = False  # fill Answer.parts (the console's Inspect)
+
+@dataclass
+class Answer:
+    qna: QnA | None  # None: the project's default answer
+    confidence: float
+    span: Span | None = None
+    default_text: str = ""
+    parts: dict[str, float] = field(default_factory=dict)  # ranker.Ranked.parts, when the request asked
+
+@dataclass
+class TextAnswer:
+    record_id: str
+    text: str
+    confidence: float
+    offset: int
+    length: int
+    span: Span | None = None
+
+
+class Asking(ServiceBase):
+    # -- asking -----------------------------------------------------------------------
+    def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
+        """Azure's query semantics: qnaId lookup, context, filters, threshold, one default answer."""
+        return self.ask_in(project, deployment, req)[0]
+
+    @taking_turns
+    def ask_in(self, project: str, deployment: str, req: AskRequest) -> tuple[list[Answer], Project]:
+        """``ask``, with the project as read for it (its settings, such as the query log's, need no second read)."""
+        proj = self.store.get_project(project)
+        index = self.indexes.get(project, deployment)
+        if req.qna_id is None and index.n:
+            self._check_embedder(proj)
+        if req.qna_id is not None:
+            found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
+            answers = [Answer(found, 1.0)] if found else []
+        else:
+            answers, vector = self._search(project, deployment, index, req, self.calibration(proj))
+            if answers and req.span is not None:
+                self._add_spans(req, vector, answers)
+        if not answers:
+            return [Answer(None, 0.0, default_text=proj.default_answer)], proj
+        return answers, proj
+
+    def _search(self, project: str, deployment: str, index, req: AskRequest,
+                calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
+        ranked, vector = self.rank(project, deployment, index, req, calibration)
+        qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
+        return [Answer(qnas[r.record_id], round(r.confidence, 4), parts=r.parts) for r in ranked
+                if r.record_id in qnas], vector
+
+    def rank(self, project: str, deployment: str, index, req: AskRequest,
+             calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+        """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's.
+
+        A question with Chinese, Japanese or Korean text asked of a knowledge base with the multilingual space is
+        ranked there, with that space's own calibration (``openqna.ranking.multilingual``).
+        """
+        question = req.question or ""
+        synonyms = index.synonyms
+        if synonyms is None:  # once per index version (``MemIndex.synonyms``)
+            synonyms = index.synonyms = self.store.get_synonyms(project, deployment)
+        space = self.query_space(index, question, calibration, project=project)
+        index, embedder, calibration = space.index, space.embedder, space.calibration
+        kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
+        flt = all_of(req.filter, KindIn(kinds))
+        eligible = index.mask(flt)
+        children: set[int] = set()
+        exact_prompt: set[int] = set()
+        asked_prompts: set[int] = set()  # prompts whose display text the question asks (``followup.prompt_matches``)
+        if req.previous_qna_id is not None:
+            prev = self.store.get_qnas(project, [req.previous_qna_id], deployment).get(req.previous_qna_id)
+            if prev is not None:
+                key = exact_key(question)
+                for p in prev.dialog.prompts:
+                    children.add(p.qna_id)
+                    if exact_key(p.display_text) == key:
+                        exact_prompt.add(p.qna_id)
+                asked_prompts = followup.prompt_matches(question, {p.qna_id: p.display_text
+                                                                   for p in prev.dialog.prompts})
+        eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
+        expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
+        previous = (req.previous_user_query or "").strip()
+        # The expanded question is what the vector and the keyword features read; the exact match reads the
+        # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
+        # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
+        vectors = np.concatenate([embedder.embed([text]) for text in
+                                  [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
+        vector = vectors[0]
+        options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
+                       calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk)
+        offsets: dict[int, float] = {}
+        # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
+        kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))
+                    for kind in ("qna", "passage")}
+
+        def alone(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
+            """The question without the conversation, as the cap of what the context may give (``followup.capped``)."""
+            return ranker.rank(index, question, vectors[0], mask, top=followup.POOL, keywords=expanded,
+                               **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset(),
+                                  **({"flt": kind_flt[kind]} if kind else {})})
+
+        first = alone(eligible, None) if children or previous else []
+        if previous:
+            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous,
+                                              first[0].confidence if first else 0.0, expanded, vectors, options,
+                                              embedder)
+        evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
+                    if children or previous else set())
+
+        def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
+            """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""
+            extra = {"flt": kind_flt[kind]} if kind else {}
+            if not children and not previous:
+                return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
+                                   threshold=req.threshold, explain=req.explain, **{**options, **extra})
+            contextual = ranker.rank(index, question, vector, mask, logit_offsets=offsets,
+                                     top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain,
+                                     **{**options, **extra})
+            capped = followup.capped(contextual, alone(mask, kind) if kind else first, evidence,
+                                     prompted=exact_prompt)
+            return [r for r in capped if r.confidence >= req.threshold][: req.top]
+
+        passages = eligible & index.passage
+        if not passages.any() or not (eligible & ~index.passage).any():
+            return ranked_in(eligible, None), vector
+        # Passages compete for rank, not for the scale: a QnA's confidence is what it is without them (the last
+        # step reads every candidate as a rival), and a passage's is read among the passages.
+        qnas = ranked_in(eligible & ~index.passage, "qna")
+        found = ranked_in(passages, "passage")
+        return sorted(qnas + found, key=lambda r: -r.confidence)[: req.top], vector
+
+    def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
+                   confidence: float, expanded: str, vectors: np.ndarray, options: dict,
+                   embedder: Embedder) -> tuple[np.ndarray, dict[int, float]]:
+        """The query vector and logit offsets of a question asked after ``previousUserQuery`` (see followup);
+        ``confidence``: the question's best without context."""
+        if confidence >= 1.0 or not followup.needs_context(question, confidence):
+            return vectors[0], {}
+        vector = followup.context_vector(vectors[0], vectors[1])
+        candidates = ranker.rank(index, question, vector, eligible, top=followup.CANDIDATES, keywords=expanded,
+                                 **options)
+        qnas = self.store.get_qnas(project, [r.record_id for r in candidates], deployment)
+        qsims = dict(zip(qnas, index.q.dense_rows(vector, np.asarray([index.row_of[i] for i in qnas], np.int64))))
+
+        def gain(ids: list[int], sentences: np.ndarray) -> np.ndarray:
+            rows = np.asarray([index.row_of[i] for i in ids], np.int64)
+            return ranker.question_gain(index, vector, rows, sentences, options["calibration"])
+
+        offsets = followup.sentence_offsets(vector, {i: q.answer for i, q in qnas.items()},
+                                            {i: float(qsims[i]) for i in qnas},
+                                            embedder.embed, gain, f"{question} {previous}")
+        return vector, offsets
+
+    def reader(self, question: str) -> Embedder:
+        """The embedder that reads ``question``'s answer spans: the multilingual one for a CJK question (when the
+        setting is not ``off``), else this service's."""
+        return self.multilingual.embedder if self.multilingual.reads(question) else self.embedder
+
+    def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
+        """Answer spans; ``vector``, the question's in the space it was ranked in, is made again by ``reader``."""
+        assert req.span is not None
+        chosen = answers[: req.span.top_answers]
+        reader = self.reader(req.question or "")
+        if reader is not self.embedder:
+            vector = reader.embed([req.question or ""])[0]  # a cache hit when it was ranked in that space
+        spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], reader.embed)
+        for answer, span in zip(chosen, spans):
+            if span is not None and span.confidence >= req.span.threshold:
+                answer.span = span
+
+    @taking_turns
+    def answer_from_text(self, question: str, records: list[tuple[str, str]], *,
+                         span: bool = True) -> list[TextAnswer]:
+        """Azure's :query-text: the best passages of ad-hoc records, ≤3 per record, best first."""
+        passages: list[tuple[str, int, int]] = []
+        for rid, text in records:
+            for s, e in passages_of(text):
+                passages.append((rid, s, e))
+        if not passages:
+            return []
+        texts = [dict(records)[rid][s:e] for rid, s, e in passages]
+        vectors = self.embedder.embed([question] + texts)
+        qv, pv = vectors[0], vectors[1:]
+        q_terms = set(analyze(question, bigrams=False))
+        overlaps = [len(q_terms & set(analyze(text, bigrams=False))) / max(len(q_terms), 1) for text in texts]
+        unread = 0.0 if self.reads_cjk else cjk_share(question)
+        scores = ranker.text_confidences(calibrations.QUERY_TEXT, pv @ qv,
+                                         np.asarray(overlaps), unread).tolist()
+        order = sorted(range(len(passages)), key=lambda i: -scores[i])
+        out: list[TextAnswer] = []
+        per_record: dict[str, int] = {}
+        for i in order:
+            rid, s, e = passages[i]
+            if per_record.get(rid, 0) >= LIMITS.text_answers_per_record:
+                continue
+            per_record[rid] = per_record.get(rid, 0) + 1
+            out.append(TextAnswer(rid, texts[i], scores[i], s, e - s))
+        if span and out:
+            reader = self.reader(question)
+            if reader is not self.embedder:
+                qv = reader.embed([question])[0]
+            best = best_spans(question, qv, [out[0].text], reader.embed)[0]
+            out[0].span = best
+        return out
+
+
+def passages_of(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
+    """Group consecutive sentences into passages of up to ``max_chars``."""
+    out: list[tuple[int, int]] = []
+    for s, e in sentence_spans(text):
+        if out and e - out[-1][0] <= max_chars and s - out[-1][1] <= 2:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out

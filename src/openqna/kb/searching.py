@@ -1,0 +1,143 @@
+"""Searching knowledge bases as tools do: MyScale's ``get_related``, MCP, vector stores; ``where_str`` filters.
+
+``rank_queries`` is the hybrid-search pipeline behind ``search`` and the vector stores' search.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from openqna.auth.keys import Caller, allows
+from openqna.filters.match import Filter
+from openqna.filters.nodes import Column
+from openqna.filters.where_str import parse_where
+from openqna.index.memindex import MemIndex
+from openqna.kb.service_base import ServiceBase, taking_turns
+from openqna.ranking import calibrations, ranker
+from openqna.records import InvalidArgument, QnA
+from openqna.store import Project
+from openqna.store.base import LIVE
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_CLOCK = re.compile(r"now|today", re.IGNORECASE)  # a where_str that may read the clock is parsed on every call
+
+@functools.lru_cache(maxsize=256)
+def _parsed_where(where: str, columns: tuple[Column, ...]) -> Filter:
+    """``where`` parsed over ``columns`` (filters are immutable, so repeated ones share one parse)."""
+    return parse_where(where, {c.name: c for c in columns})
+
+@dataclass
+class Hit:
+    record: QnA
+    score: float
+
+@dataclass
+class KnowledgeBaseInfo:
+    name: str
+    description: str
+    kind: str  # "table" (typed schema) or "project" (QnAs and passages, metadata as strings)
+    count: int
+    columns: list[Column]
+    connected: dict | None = None  # a connected table's engine, table and described columns (no secret)
+
+
+class Searching(ServiceBase):
+    # -- knowledge bases as tools -------------------------------------------------------------
+    def columns(self, kb: str, deployment: str = LIVE) -> list[Column]:
+        """The columns ``where_str`` may name: a table's schema, else metadata keys as Strings plus ``source``."""
+        return self._columns(self.store.get_project(kb), lambda: self.indexes.get(kb, deployment))
+
+    @staticmethod
+    def _columns(proj: Project, index: Callable[[], MemIndex]) -> list[Column]:
+        raw = proj.settings.get("schema")
+        if raw:
+            columns = [Column(c["name"], c["type"]) for c in raw["columns"]]
+            if proj.settings.get("connected"):  # its engine's columns, nothing of openqna's own
+                return columns
+            return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
+        names = [k for k in index().metadata_keys() if _IDENT.match(k) and k != "source"]
+        return [Column(k, "String") for k in names] + [Column("source", "String")]
+
+    def warm(self) -> list[tuple[str, str]]:
+        """Load the saved indexes (large knowledge bases) and fit their adaptations now, not on a first question.
+
+        ``openqna serve`` calls this before it listens, so /healthz answers only once the large
+        knowledge bases answer at full speed.  Small ones build in well under a second on their
+        first question.  Returns the (project, deployment) pairs loaded.
+        """
+        from openqna.ranking import ranker
+
+        loaded = self.indexes.saved()
+        for project, deployment in loaded:
+            ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
+        return loaded
+
+    def knowledge_bases(self, key: Caller | None = None) -> list[KnowledgeBaseInfo]:
+        out = []
+        for p in self.store.list_projects():
+            if p.settings.get("openai_file") or not allows(key, role="query", project=p.name):
+                continue
+            kind = "table" if p.settings.get("schema") else "project"
+            link = p.settings.get("connected")
+            count = p.settings["connected_rows"] if link else self.store.count_qnas(p.name)
+            out.append(KnowledgeBaseInfo(p.name, p.description, kind, count, self.columns(p.name),
+                                         connected=link))
+        return out
+
+    @taking_turns
+    def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
+               deployment: str = LIVE) -> list[Hit]:
+        """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
+        proj = self.store.get_project(kb)
+        if proj.settings.get("connected"):
+            return self._search_connected(proj, subject, where, limit)
+        index = self.indexes.get(kb, deployment)
+        flt = None
+        if where and where.strip():  # the columns read the index's metadata keys (once per index version)
+            columns = tuple(self._columns(proj, lambda: index))
+            flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
+                   else _parsed_where(where, columns))
+        if index.n and flt is None and not subject.strip():
+            raise InvalidArgument("'subject' must not be empty.", target="subject")
+        self._check_embedder(proj)
+        ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj))[0]
+        records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
+        return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
+
+    def _search_connected(self, proj: Project, subject: str, where: str | None, limit: int) -> list[Hit]:
+        """A connected table's search runs in its own engine (``kb/connected_search.py``); where_str is parsed here."""
+        if not subject.strip():
+            raise InvalidArgument("'subject' must not be empty.", target="subject")
+        columns = tuple(self._columns(proj, lambda: self.indexes.get(proj.name)))
+        flt = None
+        if where and where.strip():
+            flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
+                   else _parsed_where(where, columns))
+        return [Hit(record, score) for record, score in self.connected.search(proj, subject, flt, list(columns),
+                                                                               limit)]
+
+    @taking_turns
+    def rank_queries(self, index: MemIndex, queries: list[str], flt: Filter | None, *, top: int,
+                     calibration: calibrations.Calibration, threshold: float = 0.0) -> list[list[ranker.Ranked]]:
+        """Each query's ``top`` records of ``index`` inside ``flt`` with confidence ≥ ``threshold``, best first.
+
+        The one hybrid-search pipeline behind ``search`` and the vector stores' search (which asks
+        several queries at once, embedded in one call, and keeps each record's best).
+        """
+        eligible = index.mask(flt)
+        spaces = [self.query_space(index, query, calibration) for query in queries]
+        vectors: dict[int, np.ndarray] = {}
+        for embedder in dict.fromkeys(space.embedder for space in spaces):  # one call per space, in order
+            mine = [i for i, space in enumerate(spaces) if space.embedder is embedder]
+            for i, vector in zip(mine, embedder.embed([queries[i] for i in mine])):
+                vectors[i] = vector
+        return [ranker.rank(space.index, query, vector, eligible, top=top, threshold=threshold,
+                            flt=None if space.multilingual else flt, calibration=space.calibration,
+                            reads_cjk=space.reads_cjk)
+                for query, space, vector in zip(queries, spaces, (vectors[i] for i in range(len(queries))))]

@@ -1,0 +1,116 @@
+"""What every use case of the service shares: the store, the embedders, the indexes, and where a question is ranked.
+
+``Service`` (``kb/service.py``) is its three use cases over this one state: writing records
+(``kb/writing.py``), searching them as tools do (``kb/searching.py``) and asking as Azure does
+(``kb/asking.py``).  Each is a class over ``ServiceBase``, so the state is built once and each file
+holds one use case.  ``query_space`` is the one query-preparation step they share: which index (the
+knowledge base's, or its view in the multilingual space), which embedder reads the question, and which
+calibration reads its features.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Callable, Concatenate, ParamSpec, TypeVar
+
+from openqna.index.index_cache import IndexCache, engine_search
+from openqna.index.memindex import MemIndex
+from openqna.kb.catalog import Catalog
+from openqna.kb.connected_search import ConnectedTables
+from openqna.models.embedder import Embedder
+from openqna.ranking import calibrations
+from openqna.ranking.calibrations import Calibration
+from openqna.ranking.multilingual import MultilingualSpace
+from openqna.records import Conflict
+from openqna.store import Project, Store
+from openqna.turns import Turns
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="ServiceBase")
+
+
+def taking_turns(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+    """``method`` run in a turn of the threads that ask the service (``Service.turns``)."""
+
+    @functools.wraps(method)
+    def in_turn(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self.turns is None:
+            return method(self, *args, **kwargs)
+        with self.turns.held():
+            return method(self, *args, **kwargs)
+
+    return in_turn
+
+
+@dataclass(frozen=True)
+class QuerySpace:
+    """Where one question is ranked: the index, the embedder that reads the question, the calibration.
+
+    In the multilingual space (``multilingual``) the index is the knowledge base's view there, already
+    holding only the records a store-side filter would keep, so no filter is pushed to the store.
+    """
+
+    index: MemIndex
+    embedder: Embedder
+    reads_cjk: bool
+    calibration: Calibration
+    multilingual: bool
+
+
+class ServiceBase(Catalog):
+    def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None):
+        """``multilingual``: the encoder of the multilingual space (``openqna.ranking.multilingual``; default: the bundled one,
+        loaded on first need)."""
+        super().__init__(store)
+        # Threads that ask at once (a server's query pool) take turns at their Python work, one per two cores as
+        # the embedding workers, and give the turn up while they wait for the model (``openqna.turns``):
+        # a server of bench/throughput.py's 10,000 QnAs at concurrency 16, 1.01-1.13x the requests/s and a lower
+        # p99 in each of eight paired runs.  A remote store's reads give the turn up while they wait on the
+        # network (``PostgresStore._conn``).
+        self.turns = Turns(max(1, (os.cpu_count() or 1) // 2))
+        self.embedder = embedder
+        self.multilingual = MultilingualSpace(embedder, multilingual)
+        self.indexes = IndexCache(store, nearest=engine_search(store))
+        self.connected = ConnectedTables(store, embedder)
+
+    def _check_embedder(self, project: Project) -> None:
+        """Vectors from two embedders live in different spaces: never mix or compare them."""
+        if project.embedder and project.embedder != self.embedder.name:
+            raise Conflict(
+                f"Project '{project.name}' was built with embedder '{project.embedder}', this server runs "
+                f"'{self.embedder.name}'; re-embed it with `openqna reembed {project.name}` first."
+            )
+
+    @property
+    def reads_cjk(self) -> bool:
+        """Whether the embedder reads Chinese, Japanese and Korean (the bundled MiniLM does not)."""
+        return getattr(self.embedder, "reads_cjk", True)
+
+    @property
+    def shipped_calibration(self) -> calibrations.Calibration:
+        """The ranker's calibration for this service's embedder, as fitted on development data."""
+        return calibrations.calibration_for(self.embedder.name)
+
+    def calibration(self, project: Project) -> calibrations.Calibration:
+        """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
+        fitted = project.settings.get("calibration")
+        if not fitted:
+            return self.shipped_calibration
+        return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
+
+    def query_space(self, index: MemIndex, question: str, calibration: Calibration | None = None, *,
+                    project: str | None = None) -> QuerySpace:
+        """Where ``question`` is ranked: the multilingual space (with its own calibration) for a Chinese, Japanese or
+        Korean question asked of a knowledge base that has it, else ``index`` read by this service's embedder with
+        ``calibration`` (None: ``project``'s own, ``calibration(project)``)."""
+        view = self.multilingual.index_for(index, question)
+        if view is not None:
+            return QuerySpace(view, self.multilingual.embedder, True, calibrations.MULTILINGUAL, multilingual=True)
+        if calibration is None:
+            if project is None:
+                raise ValueError("query_space needs a calibration or the project to read it from")
+            calibration = self.calibration(self.store.get_project(project))
+        return QuerySpace(index, self.embedder, self.reads_cjk, calibration, multilingual=False)

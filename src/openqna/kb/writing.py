@@ -1,0 +1,278 @@
+"""Writing a knowledge base's records: projects, records analysed and embedded once, imports, re-embedding.
+
+Records are analysed and embedded here, once, before the store sees them; unchanged records (same
+content hash and embedder) are never re-embedded, which makes importing the same file twice a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+import numpy as np
+from tqdm import tqdm
+
+from openqna.index.analyze import analyze
+from openqna.kb.service_base import ServiceBase
+from openqna.models.embedder import Embedder
+from openqna.ranking.multilingual import FILLED, hashed_space
+from openqna.records import KnowledgeBaseContent, NotFound, QnA
+from openqna.store import Project, StoredQnA, Unit
+
+EMBED_BATCH = 16
+
+@dataclass
+class ImportReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    ids: list[int] = field(default_factory=list)
+    multilingual: bool = False  # the records were written with vectors in the multilingual space
+
+def content_hash(q: QnA, embedder: str) -> str:
+    payload = asdict(q)
+    payload.pop("id")
+    payload.pop("last_updated")
+    payload["embedder"] = embedder
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class Writing(ServiceBase):
+    # -- projects ----------------------------------------------------------------------
+    def create_project(self, name: str, *, description: str = "", language: str = "en",
+                       default_answer: str | None = None) -> Project:
+        settings = {"defaultAnswer": default_answer or "No good match found in KB."}
+        return self.store.create_project(Project(name, description, language, settings=settings,
+                                                 embedder=self.embedder.name))
+
+    def ensure_project(self, name: str) -> Project:
+        try:
+            return self.store.get_project(name)
+        except NotFound:
+            return self.create_project(name)
+
+    # -- writing ---------------------------------------------------------------------
+    def _embed(self, texts: list[str], progress: bool, embedder: Embedder | None = None) -> np.ndarray:
+        """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little."""
+        embedder = embedder or self.embedder
+        if not texts:
+            return np.zeros((0, embedder.dim), np.float32)
+        unique = list(dict.fromkeys(texts))
+        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+        vectors = np.zeros((len(unique), embedder.dim), np.float32)
+        bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
+        for start in range(0, len(order), EMBED_BATCH * 8):
+            batch = order[start : start + EMBED_BATCH * 8]
+            vectors[batch] = embedder.embed([unique[i] for i in batch])
+            bar.update(len(batch))
+        bar.close()
+        position = {t: i for i, t in enumerate(unique)}
+        return vectors[[position[t] for t in texts]]
+
+    def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
+                reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None,
+                multilingual: bool = False) -> tuple[list[StoredQnA], int]:
+        """Analyse and embed records: one unit per question and one for the answer.
+
+        ``reuse`` holds vectors already stored for these records' ids; a record whose
+        question and answer texts are unchanged keeps them.  ``multilingual``: each unit
+        also gets its vector in the multilingual space (units "mq" and "ma", no terms).
+        Returns the records and how many texts were embedded.
+        """
+        reuse = reuse or {}
+        spaces = (("q", "a", None),) + ((("mq", "ma", self.multilingual.embedder),) if multilingual else ())
+        fresh: dict[tuple[int, str, int], np.ndarray] = {}
+        embedded = 0
+        for q_field, a_field, embedder in spaces:
+            texts: list[str] = []
+            slots: list[tuple[int, str, int]] = []
+            for i, q in enumerate(qnas):
+                stored = reuse.get(q.id, {}) if q.id is not None else {}
+                for fld, ord_, text in [(q_field, n, t) for n, t in enumerate(q.questions)] + [(a_field, 0, q.answer)]:
+                    if (fld, ord_) not in stored:
+                        texts.append(text)
+                        slots.append((i, fld, ord_))
+            vectors = self._embed(texts, progress, embedder)
+            fresh.update({slot: vectors[j] for j, slot in enumerate(slots)})
+            embedded += len(texts)
+        items = []
+        for i, (q, h) in enumerate(zip(qnas, hashes)):
+            stored = reuse.get(q.id, {}) if q.id is not None else {}
+
+            def vector(field: str, ord_: int):
+                return fresh[(i, field, ord_)] if (i, field, ord_) in fresh else stored[(field, ord_)]
+
+            units = [Unit("q", n, analyze(question), vector("q", n)) for n, question in enumerate(q.questions)]
+            units.append(Unit("a", 0, analyze(q.answer), vector("a", 0)))
+            if multilingual:
+                units += [Unit("mq", n, [], vector("mq", n)) for n in range(len(q.questions))]
+                units.append(Unit("ma", 0, [], vector("ma", 0)))
+            items.append(StoredQnA(q, units, h))
+        return items, embedded
+
+    def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
+        """Stored vectors of ``qnas``' units whose text did not change (same question or answer)."""
+        ids = [q.id for q in qnas if q.id is not None]
+        old = self.store.get_qnas(project, ids) if ids else {}
+        if not old:
+            return {}
+        stored = self.store.get_vectors(project, list(old))
+        out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
+        for q in qnas:
+            prev, vectors = old.get(q.id), stored.get(q.id, {})
+            if prev is None:
+                continue
+            texts = {(f, 0): q.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(q.questions)
+                                                              for f in ("q", "mq")}
+            before = {(f, 0): prev.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(prev.questions)
+                                                                   for f in ("q", "mq")}
+            keep = {unit: vectors[unit] for unit, text in texts.items() if before.get(unit) == text and unit in vectors}
+            if keep:
+                out[q.id] = keep
+        return out
+
+    def reembed(self, project: str, *, progress: bool = False) -> int:
+        """Re-embed every record of the live state with this server's embedder; returns the count.
+
+        Vectors in the multilingual space are made where ``OPENQNA_MULTILINGUAL`` wants them now (``auto``: the
+        project has CJK text), dropped elsewhere; those already stored are kept, as are the main vectors when the
+        project was embedded by this server's embedder already.
+        """
+        proj = self.store.get_project(project)
+        qnas = self.store.list_qnas(project)
+        proj.settings.pop(FILLED, None)  # decided again from every record
+        multilingual = self.multilingual.wanted(proj, qnas)
+        hashes = [content_hash(q, hashed_space(self.embedder.name, multilingual)) for q in qnas]
+        reuse = self._reusable(project, qnas)
+        if proj.embedder != self.embedder.name:  # another model's vectors: only the multilingual ones still serve
+            reuse = {i: {u: v for u, v in units.items() if u[0] in ("mq", "ma")} for i, units in reuse.items()}
+        self.store.put_qnas(project, self.prepare(qnas, hashes, progress, reuse, multilingual)[0])
+        proj = self.store.get_project(project)
+        proj.embedder = self.embedder.name
+        proj.settings[FILLED] = multilingual
+        self.store.update_project(proj)
+        return len(qnas)
+
+    def fill_multilingual(self, project: str, *, progress: bool = False) -> int:
+        """Give every live record of ``project`` its vectors in the multilingual space (those written without them:
+        the content hash tells); returns how many records were filled."""
+        qnas = self.store.list_qnas(project)
+        existing = self.store.content_hashes(project)
+        name = hashed_space(self.embedder.name, True)
+        todo = [q for q in qnas if existing.get(q.id) != content_hash(q, name)]
+        if todo:
+            items, _ = self.prepare(todo, [content_hash(q, name) for q in todo], progress,
+                                    self._reusable(project, todo), multilingual=True)
+            self.store.put_qnas(project, items)
+        return len(todo)
+
+    def _settle_multilingual(self, project: str, multilingual: bool, progress: bool) -> None:
+        """After a write: fill the space if the records just written have it and the others may not; note it."""
+        proj = self.store.get_project(project)
+        if bool(proj.settings.get(FILLED)) == multilingual:
+            return
+        if multilingual:
+            self.fill_multilingual(project, progress=progress)
+        proj = self.store.get_project(project)
+        proj.settings[FILLED] = multilingual
+        self.store.update_project(proj)
+
+    def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
+               match_content: bool = True) -> ImportReport:
+        """Add or update records; unchanged ones are skipped, so repeating an import is a no-op.
+
+        A record with an id replaces that id.  One without is, when ``match_content`` (imports),
+        matched to an existing record with the same content, else to the one existing record
+        with its source and answer; without it (explicit "add" edits) it becomes a new record.
+        """
+        report, items = self.plan_upsert(project, qnas, progress=progress, match_content=match_content)
+        if items:
+            report.ids.extend(self.store.put_qnas(project, items))
+        self._record_embedder(project)
+        self._settle_multilingual(project, report.multilingual, progress)
+        return report
+
+    def replace_records(self, project: str, qnas: Iterable[QnA], *, synonyms: list[list[str]] | None = None,
+                        progress: bool = False) -> ImportReport:
+        """Make ``qnas`` (and ``synonyms``, when given) the project's whole live content in one transaction.
+
+        An import upserts, deletes the records that are gone and sets synonyms: written apart, a crash
+        between them would leave a half-applied import that queries answer from.
+        """
+        report, items = self.plan_upsert(project, qnas, progress=progress)
+        keep = set(report.ids) | {item.qna.id for item in items if item.qna.id is not None}
+        stale = [i for i in self.store.content_hashes(project) if i not in keep]
+        report.ids.extend(self.store.replace_qnas(project, items, stale, synonyms))
+        self._record_embedder(project)
+        self._settle_multilingual(project, report.multilingual, progress)
+        return report
+
+    def _record_embedder(self, project: str) -> None:
+        proj = self.store.get_project(project)
+        if proj.embedder is None:
+            proj.embedder = self.embedder.name
+            self.store.update_project(proj)
+
+    def plan_upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
+                    match_content: bool = True) -> tuple[ImportReport, list[StoredQnA]]:
+        """What ``upsert`` would write: the report (unchanged ids in it) and the analysed, embedded records."""
+        qnas = list(qnas)
+        proj = self.store.get_project(project)
+        self._check_embedder(proj)
+        existing = self.store.content_hashes(project)
+        by_hash: dict[str, list[int]] = {}
+        for rid, h in existing.items():
+            by_hash.setdefault(h, []).append(rid)
+        by_answer: dict[tuple[str, str], list[int]] = {}
+        for q in self.store.list_qnas(project) if match_content else ():  # "add" edits match nothing
+            by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
+        claimed = {q.id for q in qnas if q.id is not None}
+        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, len(existing)))
+        space = hashed_space(self.embedder.name, report.multilingual)
+        todo, hashes = [], []
+        for q in qnas:
+            q.normalised()
+            h = content_hash(q, space)
+            if q.id is None and match_content:
+                same = [i for i in by_hash.get(h, ()) if i not in claimed]
+                similar = [i for i in by_answer.get((q.source.lower(), q.answer), ()) if i not in claimed]
+                q.id = same[0] if same else similar[0] if len(similar) == 1 else None
+                if q.id is not None:
+                    claimed.add(q.id)
+            if q.id is not None and existing.get(q.id) == h:
+                report.unchanged += 1
+                report.ids.append(q.id)
+                continue
+            if q.id is not None and q.id in existing:
+                report.updated += 1
+            else:
+                report.added += 1
+            todo.append(q)
+            hashes.append(h)
+        items: list[StoredQnA] = []
+        if todo:
+            items, report.embedded = self.prepare(todo, hashes, progress, self._reusable(project, todo),
+                                                  report.multilingual)
+        return report, items
+
+    def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
+        self.ensure_project(project)
+        report = self.upsert(project, content.qnas, progress=progress)
+        if content.synonyms:
+            merged = self.store.get_synonyms(project)
+            for group in content.synonyms:
+                if group not in merged:
+                    merged.append(group)
+            if merged != self.store.get_synonyms(project):
+                self.store.set_synonyms(project, merged)
+        return report
+
+    def delete_project(self, project: str) -> None:
+        """Delete ``project`` and everything of it, its indexes in this process and on disk too."""
+        pid = self.store.current(project)[0]
+        self.store.delete_project(project)
+        self.indexes.drop(pid)
+        self.connected.drop(project)
