@@ -7,6 +7,15 @@ logit of them (``calibrations.Calibration``, fitted by scripts/fit_ranker.py on 
 where it helps, the KB's own classifier (``adapt``), is read against the KB's typical in-scope
 logit and rescaled into a confidence in 0..1 meant to read the same on every knowledge base.
 An exact question match scores 1.0, as in Azure.
+
+``rank`` runs ``STAGES`` in order, each a named step with its own docstring (``FeatureSum``,
+``KnowledgeBaseScale``, ``PassageScale``, ``Conversation``, ``RegimeStep``, ``UnreadScript``,
+``Confidence``, ``ExactMatch``); ``explain`` reports the logit after each under ``stage:<name>``.
+
+Why this file is over 500 lines: the features, the per-KB weights they are read with and the stages
+that read them change together (every refit touches all three), and the stages use the weight helpers
+that nothing outside ranking should call; the next cut is the features (``Features``, ``features``,
+``bm25_share``) into a module of their own.
 """
 
 from __future__ import annotations
@@ -284,6 +293,209 @@ def _position(rows: np.ndarray, row: int | None) -> int | None:
     return i if i < len(rows) and rows[i] == row else None
 
 
+# -- the stages: a question's candidates to their confidences -------------------------------------------------------
+@dataclass
+class Scoring:
+    """What the stages read and write for one question: its candidates' features and their logit so far.
+
+    Every array is per candidate row (``f.rows``).  ``base`` is the calibrated sum of the features before any
+    rescaling, ``adapted`` what the KB's adaptation added, ``context`` what the conversation added, ``unread`` the
+    share of the question written in a script the embedder cannot read; ``confidence`` is set by the last stages.
+    ``trace`` (only when explaining) keeps the logit, or the confidence, after each stage by its name.
+    """
+
+    index: MemIndex
+    question: str
+    terms: list[str]
+    query_vector: np.ndarray
+    eligible: np.ndarray
+    calibration: Calibration
+    question_only: bool
+    reads_cjk: bool
+    f: Features
+    exact_rows: list[int]
+    boosted_rows: list[int]
+    offsets: dict[int, float]
+    trace: dict[str, np.ndarray] | None = None
+    adaptation: adapt.Adaptation | None = None
+    sparse: Calibration | None = None
+    logit: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    base: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    adapted: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    context: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    unread: float = 0.0
+    confidence: np.ndarray | None = None
+
+    @property
+    def passages(self) -> np.ndarray:
+        rows: np.ndarray = self.index.passage[self.f.rows]
+        return rows
+
+
+class Stage:
+    """One step of ``rank``: reads and writes a ``Scoring``.  ``name`` is how ``explain`` reports it."""
+
+    name = ""
+
+    def apply(self, s: Scoring) -> None:
+        raise NotImplementedError
+
+
+class FeatureSum(Stage):
+    """The features' weighted sum: the calibration's weights, or the KB's own FAQ-page weights (``calibrations.SPARSE``)
+    when it is an FAQ page its adaptation does not reach, which also read the answer as much as the KB's answers
+    inform (``answer_informativeness``)."""
+
+    name = "features"
+
+    def apply(self, s: Scoring) -> None:
+        s.adaptation = _adaptation(s.index, s.calibration)
+        s.sparse = _sparse(s.index, s.calibration, s.adaptation)
+        informative = answer_informativeness(s.index) if s.sparse is not None else 0.0
+        s.logit = (s.sparse or s.calibration).logit(s.f, s.question_only, informative)
+        s.base = s.logit.copy()
+        s.adapted = np.zeros_like(s.logit)
+
+
+class KnowledgeBaseScale(Stage):
+    """The sum read on the knowledge base's own scale: an FAQ page's weights carry their own scale and shift;
+    otherwise the KB's adaptation adds its classifier's evidence and reads the logit against its typical right
+    answer (``ranking.adapt``), or the calibration's typical score does, before the calibration's scale and shift."""
+
+    name = "kb_scale"
+
+    def apply(self, s: Scoring) -> None:
+        c = s.calibration
+        if s.sparse is not None:
+            s.logit = s.sparse.scale * s.logit + s.sparse.shift
+            return
+        if s.adaptation is not None:
+            extra = s.adaptation.logit(s.query_vector, s.f.rows)
+            if extra is not None:
+                s.logit += extra
+                s.adapted += extra
+            s.logit -= s.adaptation.offset
+            s.adapted -= s.adaptation.offset
+        elif c.typical is not None:
+            s.logit -= c.typical
+        s.logit = c.scale * s.logit + c.shift
+
+
+class PassageScale(Stage):
+    """Passages read on their own scale (``calibrations.passage``), so a passage's confidence means what a QnA's does."""
+
+    name = "passages"
+
+    def apply(self, s: Scoring) -> None:
+        s.logit = _calibrated(s.calibration, s.logit, s.f, s.passages)
+
+
+class Conversation(Stage):
+    """Evidence from the conversation, in the units of the calibrated logit: a follow-up prompt of the previous
+    answer (``context_boost``) and a sentence that answers a follow-up question (``logit_offsets``).  Added before
+    the last step, so that a record it lifts also stands clearer of its rivals."""
+
+    name = "context"
+
+    def apply(self, s: Scoring) -> None:
+        c = s.calibration
+        s.context = np.zeros_like(s.logit)
+        for row in s.boosted_rows:
+            i = _position(s.f.rows, row)
+            if i is not None:
+                s.context[i] += c.scale * c.context_boost
+        for row, offset in s.offsets.items():
+            i = _position(s.f.rows, row)
+            if i is not None:
+                s.context[i] += offset
+        s.logit += s.context
+
+
+class RegimeStep(Stage):
+    """One confidence scale across kinds of knowledge base (``ranking.regime``): the top candidate read against its
+    rivals, the KB's size and kind (adapted, an FAQ page, passages, headings)."""
+
+    name = "regime"
+
+    def apply(self, s: Scoring) -> None:
+        c = s.calibration
+        if c.regime is not None:
+            s.logit = c.regime.of(s.logit, s.eligible[s.f.rows], s.passages, headings(s.index)[s.f.rows],
+                                  adapted=s.adaptation is not None, faq_page=s.sparse is not None, records=s.index.n)
+
+
+class UnreadScript(Stage):
+    """The share of the question in Chinese, Japanese or Korean that the embedder cannot read is ranked by the keyword
+    features alone (``calibration.lexical``); a CJK part that no record holds a word of says "none of these"
+    (``UNREAD_LOGIT``).  The two logits are mixed in that share."""
+
+    name = "unread_script"
+
+    def apply(self, s: Scoring) -> None:
+        lex = s.calibration.lexical
+        s.unread = 0.0 if s.reads_cjk or lex is None else cjk_share(s.question)
+        if not s.unread or lex is None:
+            return
+        if _unmatched_cjk(s.index, s.terms):
+            lexical = np.full_like(s.logit, UNREAD_LOGIT) + s.context
+        else:
+            lexical = _calibrated(lex, lex.scale * lex.logit(s.f, s.question_only) + lex.shift, s.f, s.passages) \
+                + s.context
+        s.logit = (1.0 - s.unread) * s.logit + s.unread * lexical
+
+
+class Confidence(Stage):
+    """The logit as a confidence (its sigmoid).  When only the keywords were read (the whole question in a script the
+    embedder cannot read), a record with none of them, and no evidence from the conversation, is no answer."""
+
+    name = "confidence"
+
+    def apply(self, s: Scoring) -> None:
+        s.confidence = sigmoid(s.logit)
+        if s.unread >= 1.0:
+            f = s.f
+            s.confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (s.context == 0)] = 0.0
+
+
+class ExactMatch(Stage):
+    """A stored question asked word for word (``exact_key``), or the display text of a prompt of the previous answer,
+    is the answer: confidence 1.0."""
+
+    name = "exact_match"
+
+    def apply(self, s: Scoring) -> None:
+        assert s.confidence is not None
+        for row in s.exact_rows:
+            i = _position(s.f.rows, row)
+            if i is not None:
+                s.confidence[i] = 1.0
+
+
+STAGES: tuple[Stage, ...] = (FeatureSum(), KnowledgeBaseScale(), PassageScale(), Conversation(), RegimeStep(),
+                             UnreadScript(), Confidence(), ExactMatch())
+
+
+def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: np.ndarray, *,
+            question_only: bool = False, boosted_ids: set[int] | frozenset[int] = frozenset(),
+            exact_prompt_ids: set[int] | frozenset[int] = frozenset(), logit_offsets: dict[int, float] | None = None,
+            calibration: Calibration = CALIBRATION, flt: Filter | None = None, reads_cjk: bool = True,
+            keywords: str | None = None, explain: bool = False) -> Scoring | None:
+    """The candidates of ``question`` and their features, ready for ``STAGES`` (``rank``'s arguments); None when
+    no record may answer."""
+    if index.n == 0 or not eligible.any():
+        return None
+    terms = analyze(question if keywords is None else keywords)
+    exact_rows = list(index.exact.get(exact_key(question), ()))
+    exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
+    boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
+    offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
+    f = features(index, terms, query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
+    if not len(f.rows):
+        return None
+    return Scoring(index, question, terms, query_vector, eligible, calibration, question_only, reads_cjk, f,
+                   exact_rows, boosted_rows, offsets, trace={} if explain else None)
+
+
 def rank(
     index: MemIndex,
     question: str,
@@ -317,87 +529,40 @@ def rank(
     hides a stored question asked word for word.
     ``explain`` fills each result's ``parts`` with its features and the logit parts added to them.
     """
-    if index.n == 0 or not eligible.any():
+    s = scoring(index, question, query_vector, eligible, question_only=question_only, boosted_ids=boosted_ids,
+                exact_prompt_ids=exact_prompt_ids, logit_offsets=logit_offsets, calibration=calibration, flt=flt,
+                reads_cjk=reads_cjk, keywords=keywords, explain=explain)
+    if s is None:
         return []
-    c = calibration
-    exact_rows = list(index.exact.get(exact_key(question), ()))
-    exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
-    boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
-    offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
-    f = features(index, analyze(question if keywords is None else keywords), query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
-    if not len(f.rows):
-        return []
-    adaptation = _adaptation(index, c)
-    sparse = _sparse(index, c, adaptation)
-    logit = (sparse or c).logit(f, question_only, answer_informativeness(index) if sparse is not None else 0.0)
-    base = logit.copy()
-    adapted = np.zeros_like(logit)
-    if sparse is not None:  # an FAQ page the adaptation does not reach: its own weights, on the same kind of scale
-        logit = sparse.scale * logit + sparse.shift
-    elif adaptation is not None:  # read relative to this KB's typical right answer
-        extra = adaptation.logit(query_vector, f.rows)
-        if extra is not None:
-            logit += extra
-            adapted += extra
-        logit -= adaptation.offset
-        adapted -= adaptation.offset
-    elif c.typical is not None:
-        logit -= c.typical
-    if sparse is None:
-        logit = c.scale * logit + c.shift
-    passages = index.passage[f.rows]
-    logit = _calibrated(c, logit, f, passages)
-    # Evidence from the conversation (a follow-up prompt of the previous answer, a sentence that answers a follow-up
-    # question), in the units of the calibrated logit: added before the last step, so that a record it lifts also
-    # stands clearer of its rivals.
-    context = np.zeros_like(logit)
-    for row in boosted_rows:
-        i = _position(f.rows, row)
-        if i is not None:
-            context[i] += c.scale * c.context_boost
-    for row, offset in offsets.items():
-        i = _position(f.rows, row)
-        if i is not None:
-            context[i] += offset
-    logit += context
-    if c.regime is not None:  # one scale across kinds of KB
-        logit = c.regime.of(logit, eligible[f.rows], passages, headings(index)[f.rows],
-                            adapted=adaptation is not None, faq_page=sparse is not None, records=index.n)
-    lex = c.lexical
-    unread = 0.0 if reads_cjk or lex is None else cjk_share(question)
-    if unread and lex is not None:
-        if _unmatched_cjk(index, analyze(question if keywords is None else keywords)):
-            # the CJK part is read by neither path (no record holds one of its words): it says "none of these"
-            lexical = np.full_like(logit, UNREAD_LOGIT) + context
-        else:
-            lexical = _calibrated(lex, lex.scale * lex.logit(f, question_only) + lex.shift, f, passages) + context
-        logit = (1.0 - unread) * logit + unread * lexical
-    confidence = sigmoid(logit)
-    if unread >= 1.0:  # only the keywords were read: a record with none of them is no answer, whatever its score
-        confidence[(f.qcov <= 0) & (f.acov <= 0) & (f.bm25 <= 0) & (context == 0)] = 0.0
-    for row in exact_rows:
-        i = _position(f.rows, row)
-        if i is not None:
-            confidence[i] = 1.0
+    f = s.f
+    exact_rows = s.exact_rows
+    for stage in STAGES:
+        stage.apply(s)
+        if s.trace is not None:
+            s.trace[stage.name] = s.logit.copy() if s.confidence is None else s.confidence.copy()
+    confidence = s.confidence
+    assert confidence is not None, "the last stages turn the logit into a confidence"
     allowed = eligible[f.rows]
     confidence[~allowed] = -1.0
     k = min(top, len(f.rows))
     best = np.argpartition(-confidence, k - 1)[:k]
     best = best[np.argsort(-confidence[best], kind="stable")]
     exact = set(exact_rows)
-    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]),
-                   _parts(f, i, base, adapted, context, logit, int(f.rows[i]) in exact) if explain else {})
+    return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]), _parts(s, i, int(f.rows[i]) in exact) if explain else {})
             for i in best if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
 
 
 FEATURE_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "bm25")
 
 
-def _parts(f: Features, i: int, base: np.ndarray, adapted: np.ndarray, context: np.ndarray, logit: np.ndarray,
-           exact: bool) -> dict[str, float]:
-    """Row ``i``'s features and logit parts: the calibrated sum of the features, the KB adaptation, the
-    follow-up context, and the final logit (after rescaling); ``exact`` 1.0 when a stored question matched."""
+def _parts(s: Scoring, i: int, exact: bool) -> dict[str, float]:
+    """Row ``i``'s features and logit parts: the calibrated sum of the features, the KB adaptation, the follow-up
+    context and the final logit (after rescaling); ``exact_match`` 1.0 when a stored question matched; and, under
+    ``stage:<name>``, the logit (the confidence, from ``confidence`` on) after each of ``STAGES``."""
+    f = s.f
     out = {name: round(float(getattr(f, name)[i]), 4) for name in FEATURE_NAMES}
-    out.update(features_logit=round(float(base[i]), 4), kb_adaptation=round(float(adapted[i]), 4),
-               context=round(float(context[i]), 4), logit=round(float(logit[i]), 4), exact_match=float(exact))
+    out.update(features_logit=round(float(s.base[i]), 4), kb_adaptation=round(float(s.adapted[i]), 4),
+               context=round(float(s.context[i]), 4), logit=round(float(s.logit[i]), 4), exact_match=float(exact))
+    for name, values in (s.trace or {}).items():
+        out[f"stage:{name}"] = round(float(values[i]), 4)
     return out
