@@ -39,8 +39,8 @@ from conftest import REPO, free_port
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 # The pages of docs/ in the order the walkthrough reads them after the README: the order a reader follows them.
-PAGES: list[str] = []
-SETTINGS_PAGE = "README.md"  # the page whose settings table must match the code
+PAGES = ["settings.md"]
+SETTINGS_PAGE = "docs/settings.md"  # the page whose settings table must match the code
 IMPORT_PAGE = "README.md"  # the page that shows what importing the sample FAQ prints
 BIN = Path(sys.executable).parent
 SURFACE_PDF = REPO.parent / "shared" / "data" / "qna-sample-docs" / "data-source-formats" / "product-manual.pdf"

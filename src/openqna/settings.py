@@ -3,7 +3,7 @@
 Every ``OPENQNA_`` variable is read here and nowhere else.  Each setting is a typed
 accessor: ``settings.tools_max_limit()`` is an ``int``, read on each call (so a test or an
 operator can change it) and parsed by the table's parser, which names the variable when a
-value is bad.  The CLI reads its defaults from here and the README's settings table is
+value is bad.  The CLI reads its defaults from here and the settings table of ``docs/settings.md`` is
 tested against the same list, so a setting cannot exist without being documented.
 """
 
