@@ -39,7 +39,7 @@ from conftest import REPO, free_port
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 # The pages of docs/ in the order the walkthrough reads them after the README: the order a reader follows them.
-PAGES = ["settings.md"]
+PAGES = ["confidence.md", "settings.md"]
 SETTINGS_PAGE = "docs/settings.md"  # the page whose settings table must match the code
 IMPORT_PAGE = "README.md"  # the page that shows what importing the sample FAQ prints
 BIN = Path(sys.executable).parent
@@ -54,8 +54,8 @@ NOT_RUN = {
     "openqna migrate --from data": "needs a PostgreSQL server at the placeholder URL; tests/test_store_postgres.py "
                                    "migrates to and from a real one",
     "HTTP/1.1 401 Unauthorized": "a response, not a command; tests/test_tokens_http.py checks it",
-    "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as the README "
-                                      "says); tests/test_calibrate.py runs calibrate",
+    "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as "
+                                      "docs/confidence.md says); tests/test_calibrate.py runs calibrate",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
 }
