@@ -39,9 +39,9 @@ from conftest import REPO, free_port
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 # The pages of docs/ in the order the walkthrough reads them after the README: the order a reader follows them.
-PAGES = ["security.md", "tokens.md", "surfaces.md", "tools.md", "postgresql.md", "confidence.md", "settings.md"]
+PAGES = ["authoring.md", "security.md", "tokens.md", "surfaces.md", "tools.md", "postgresql.md", "confidence.md", "settings.md"]
 SETTINGS_PAGE = "docs/settings.md"  # the page whose settings table must match the code
-IMPORT_PAGE = "README.md"  # the page that shows what importing the sample FAQ prints
+IMPORT_PAGE = "docs/authoring.md"  # the page that shows what importing the sample FAQ prints
 BIN = Path(sys.executable).parent
 SURFACE_PDF = REPO.parent / "shared" / "data" / "qna-sample-docs" / "data-source-formats" / "product-manual.pdf"
 
