@@ -39,7 +39,17 @@ from conftest import REPO, free_port
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 # The pages of docs/ in the order the walkthrough reads them after the README: the order a reader follows them.
-PAGES = ["authoring.md", "security.md", "tokens.md", "surfaces.md", "tools.md", "postgresql.md", "confidence.md", "settings.md"]
+PAGES = [
+    "authoring.md",  # makes the `demo` project later pages ask
+    "security.md",  # creates the query and author keys that later pages send
+    "tokens.md",
+    "surfaces.md",
+    "tools.md",
+    "postgresql.md",
+    "confidence.md",
+    "settings.md",
+    "architecture.md",
+]
 SETTINGS_PAGE = "docs/settings.md"  # the page whose settings table must match the code
 IMPORT_PAGE = "docs/authoring.md"  # the page that shows what importing the sample FAQ prints
 BIN = Path(sys.executable).parent
@@ -56,6 +66,7 @@ NOT_RUN = {
     "HTTP/1.1 401 Unauthorized": "a response, not a command; tests/test_tokens_http.py checks it",
     "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as "
                                       "docs/confidence.md says); tests/test_calibrate.py runs calibrate",
+    "4  surfaces     api/": "a drawing of the layers, not a command; tests/test_layers.py checks what it shows",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
 }
