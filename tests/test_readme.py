@@ -173,7 +173,7 @@ def run_block(code: str, cwd: Path, data: Path) -> str:
 
 
 class Walk:
-    """The state a reader builds up while following the README: a server, a folder, keys."""
+    """The state a reader builds up while following the README and the docs: a server, a folder, keys."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -207,7 +207,7 @@ class Walk:
         return self.server.stdout.read() if self.server.stdout else ""
 
     def paste(self, code: str) -> str:
-        """The edits the README asks of its reader, and no other."""
+        """The edits the pages ask of their reader, and no other."""
         code = code.replace("http://127.0.0.1:8000", self.url)
         code = code.replace("YOUR-AUTHOR-KEY", self.keys.get("author", "YOUR-AUTHOR-KEY"))
         code = code.replace("YOUR-KEY", self.keys.get("query", "YOUR-KEY"))
