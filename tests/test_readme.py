@@ -325,6 +325,7 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+@pytest.mark.multiprocess  # the module's other tests only read the pages: they run in `make check`
 def test_readme_walkthrough(tmp_path):
     folder = tmp_path / "openqna"
     folder.mkdir()
