@@ -30,7 +30,6 @@ TIERS = {
     "test_crash": "multiprocess",
     "test_fuzz": "multiprocess",
     "test_soak": "multiprocess",
-    "test_readme": "multiprocess",
     "test_accurate": "slow",
     "test_mpnet": "slow",
     "test_evaluation": "slow",

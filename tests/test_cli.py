@@ -254,8 +254,8 @@ def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
 
     helped = run("calibrate", "--help", data=tmp_path).stdout
     assert f"at least {MIN_QUESTIONS} questions" in " ".join(helped.split())
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"at least {MIN_QUESTIONS} questions" in " ".join(readme.split())
+    docs = (Path(__file__).parents[1] / "docs" / "confidence.md").read_text(encoding="utf-8")
+    assert f"at least {MIN_QUESTIONS} questions" in " ".join(docs.split())
     run("import", "chitchat", str(CHITCHAT), data=tmp_path)
     assert "calibration reset to the shipped one" in run("calibrate", "chitchat", "--reset", data=tmp_path).stdout
     missing = run("calibrate", "chitchat", data=tmp_path, check=False)

@@ -291,12 +291,12 @@ def test_mcp_search_reads_a_connected_table(live, arxiv, embedder):
 
 
 def test_the_readme_examples_connect(tmp_path, clickhouse, postgres):
-    """The README's `openqna table connect` examples, run as written but for the servers they name."""
+    """The docs' `openqna table connect` examples, run as written but for the servers they name."""
     from conftest import REPO
-    from test_readme import readme_blocks, run_block
+    from test_readme import doc_blocks, run_block
 
     (tmp_path / "src").symlink_to(REPO / "src")
-    [block] = [b.code for b in readme_blocks() if b.lang == "sh" and "openqna table connect" in b.code]
+    [block] = [b.code for b in doc_blocks() if b.lang == "sh" and "openqna table connect" in b.code]
     block = (block.replace("clickhouse://gpt_reader@msc-example.myscale.com:8123/default", clickhouse)
              .replace("'postgresql://gpt_reader:PASSWORD@db.example.org:5432/library'", f"'{postgres[0]}'")
              .replace("public.chat_arxiv", postgres[1]))

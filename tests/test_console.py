@@ -7,7 +7,7 @@ project opts in to the query log, and a question users asked production that got
 added to a QnA from Analytics.  Keys made in the console show that a query key cannot edit and
 that a project-scoped key sees only its project.  A QnA whose answer holds ``<script>`` and an ``onerror``
 image is rendered inert.  Any error in the browser's console fails the test.  The screenshots in the
-README are taken here, so they show the console as it is.
+README and docs/authoring.md are taken here, so they show the console as it is.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
-"""The README works as written: every code block, in order, as a user would paste it.
+"""The README and the docs work as written: every code block, in order, as a user would paste it.
 
 ``test_readme_walkthrough`` starts ``openqna serve`` (what ``make serve`` runs) on an empty folder
-and walks the README's code blocks from top to bottom in that folder: shell blocks in bash with the
+and walks the code blocks of the README and then of every page of ``docs/``, in the order ``PAGES``
+lists them (the order a reader follows them: a block may use what a block of an earlier page made, such
+as the keys of ``docs/security.md``), from top to bottom in that folder: shell blocks in bash with the
 virtual environment's ``bin`` on ``PATH`` (``. .venv/bin/activate`` works there too), Python blocks
-with the interpreter the README names for them (botbuilder-ai and the old ``openai`` client have
+with the interpreter the page names for them (botbuilder-ai and the old ``openai`` client have
 virtual environments of their own), and JSON blocks through the settings parser they are meant for.
-The only edits are the ones the README asks of its reader: the server's address (the test's port
+The only edits are the ones the pages ask of their reader: the server's address (the test's port
 instead of 8000), the keys ``openqna keys create`` printed in place of ``YOUR-KEY`` (a query key)
 and ``YOUR-AUTHOR-KEY`` (an author key), and the id ``keys list`` shows in place of ``KEY_ID``.
 A block the test does not run is listed in ``NOT_RUN`` with the reason; an unlisted block that
-cannot be run fails the test, and so does a listed one that no longer exists.
+cannot be run fails the test, and so does a listed one that no longer exists.  A page of ``docs/``
+that ``PAGES`` does not list fails every test here, so no page escapes the walk; and every relative
+link of these pages must reach a file, and its ``#anchor`` a heading of that file.
 """
 
 from __future__ import annotations
@@ -32,7 +36,22 @@ import pytest
 
 from conftest import REPO, free_port
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+# The pages of docs/ in the order the walkthrough reads them after the README: the order a reader follows them.
+PAGES = [
+    "authoring.md",  # makes the `demo` project later pages ask
+    "security.md",  # creates the query and author keys that later pages send
+    "tokens.md",
+    "surfaces.md",
+    "tools.md",
+    "postgresql.md",
+    "confidence.md",
+    "settings.md",
+    "architecture.md",
+]
+SETTINGS_PAGE = "docs/settings.md"  # the page whose settings table must match the code
+IMPORT_PAGE = "docs/authoring.md"  # the page that shows what importing the sample FAQ prints
 BIN = Path(sys.executable).parent
 SURFACE_PDF = REPO.parent / "shared" / "data" / "qna-sample-docs" / "data-source-formats" / "product-manual.pdf"
 
@@ -45,17 +64,35 @@ NOT_RUN = {
     "openqna migrate --from data": "needs a PostgreSQL server at the placeholder URL; tests/test_store_postgres.py "
                                    "migrates to and from a real one",
     "HTTP/1.1 401 Unauthorized": "a response, not a command; tests/test_tokens_http.py checks it",
-    "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as the README "
-                                      "says); tests/test_calibrate.py runs calibrate",
+    "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as "
+                                      "docs/confidence.md says); tests/test_calibrate.py runs calibrate",
+    "4  surfaces     api/": "a drawing of the layers, not a command; tests/test_layers.py checks what it shows",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
 }
+
+
+def walked_pages() -> list[Path]:
+    """The README, then every page of docs/ in ``PAGES``' order; a page ``PAGES`` does not list fails."""
+    found = sorted(p.name for p in DOCS.glob("*.md"))
+    assert found == sorted(PAGES), (f"docs/ pages the walk does not read (add them to PAGES): "
+                                    f"{sorted(set(found) - set(PAGES))}; listed but missing: "
+                                    f"{sorted(set(PAGES) - set(found))}")
+    return [README, *(DOCS / name for name in PAGES)]
+
+
+def page_text(path: str) -> str:
+    """The text of a walked page, by its path from the repository's root (``README.md``, ``docs/settings.md``)."""
+    page = REPO / path
+    assert page in walked_pages(), f"{path} is not a walked page"
+    return page.read_text(encoding="utf-8")
 
 
 @dataclass
 class Block:
     lang: str
     code: str
+    page: str  # where the block is, from the repository's root
 
     def marker(self) -> str | None:
         found = [m for m in NOT_RUN if m in self.code]
@@ -63,21 +100,66 @@ class Block:
         return found[0] if found else None
 
 
-def readme_blocks() -> list[Block]:
-    """Every fenced block, in order; the fences of a list item may be indented."""
-    fence = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
-    return [Block(m.group(2), textwrap.dedent(m.group(3))) for m in fence.finditer(README)]
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)  # the fences of a list item may be indented
+
+
+def doc_blocks() -> list[Block]:
+    """Every fenced block of the walked pages, in the walk's order."""
+    blocks = []
+    for page in walked_pages():
+        name = str(page.relative_to(REPO))
+        text = page.read_text(encoding="utf-8")
+        blocks += [Block(m.group(2), textwrap.dedent(m.group(3)), name) for m in FENCE.finditer(text)]
+    return blocks
 
 
 def test_settings_table_matches_the_code():
     from openqna.settings import SETTINGS
 
+    table = page_text(SETTINGS_PAGE)
     for s in SETTINGS:
-        assert f"| `{s.env}` | `{s.default}` | {s.help} |" in README
+        assert f"| `{s.env}` | `{s.default}` | {s.help} |" in table
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor; a repeated heading gets -1, -2, ... as on GitHub."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in HEADING.findall(FENCE.sub("", text)):
+        base = slug(heading)
+        n = seen[base] = seen.get(base, -1) + 1
+        out.add(f"{base}-{n}" if n else base)
+    return out
+
+
+def test_every_link_resolves():
+    """Every relative link of the walked pages reaches a file of the repository, and its #anchor a heading there."""
+    broken = []
+    for page in walked_pages():
+        for target in LINK.findall(FENCE.sub("", page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(REPO)}: ({target})"
+            if not linked.is_relative_to(REPO) or not linked.exists():
+                broken.append(f"{where}: no such file in the repository")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text(encoding="utf-8")):
+                broken.append(f"{where}: {linked.relative_to(REPO)} has no heading #{anchor}")
+    assert not broken, "\n".join(broken)
 
 
 def test_every_not_run_block_exists_once():
-    markers = [b.marker() for b in readme_blocks()]
+    markers = [b.marker() for b in doc_blocks()]
     for marker in NOT_RUN:
         assert markers.count(marker) == 1, f"NOT_RUN lists {marker!r}, found in {markers.count(marker)} blocks"
 
@@ -91,7 +173,7 @@ def run_block(code: str, cwd: Path, data: Path) -> str:
 
 
 class Walk:
-    """The state a reader builds up while following the README: a server, a folder, keys."""
+    """The state a reader builds up while following the README and the docs: a server, a folder, keys."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -125,7 +207,7 @@ class Walk:
         return self.server.stdout.read() if self.server.stdout else ""
 
     def paste(self, code: str) -> str:
-        """The edits the README asks of its reader, and no other."""
+        """The edits the pages ask of their reader, and no other."""
         code = code.replace("http://127.0.0.1:8000", self.url)
         code = code.replace("YOUR-AUTHOR-KEY", self.keys.get("author", "YOUR-AUTHOR-KEY"))
         code = code.replace("YOUR-KEY", self.keys.get("query", "YOUR-KEY"))
@@ -138,9 +220,11 @@ class Walk:
         elif block.lang == "python":
             argv = [str(python_for(block.code)), "-c", self.paste(block.code)]
         else:
-            raise AssertionError(f"no way to run a ```{block.lang} block; list it in NOT_RUN:\n{block.code}")
+            raise AssertionError(f"no way to run a ```{block.lang} block of {block.page}; list it in NOT_RUN:\n"
+                                 f"{block.code}")
         proc = subprocess.run(argv, cwd=self.folder, env=self.env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"{block.code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        assert proc.returncode == 0, \
+            f"{block.page}:\n{block.code}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
         if "openqna keys create" in block.code:
             self.remember_keys(block.code, proc.stdout)
         return proc.stdout
@@ -195,7 +279,7 @@ def _quick_start(out: str, walk: Walk) -> None:
 
 
 def _import(out: str, walk: Walk) -> None:
-    assert "demo: 14 added, 0 updated, 0 unchanged (14 QnAs)" in README
+    assert "demo: 14 added, 0 updated, 0 unchanged (14 QnAs)" in page_text(IMPORT_PAGE)
     assert "demo: 14 added, 0 updated, 0 unchanged (14 QnAs)" in out
 
 
@@ -241,6 +325,7 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+@pytest.mark.multiprocess  # the module's other tests only read the pages: they run in `make check`
 def test_readme_walkthrough(tmp_path):
     folder = tmp_path / "openqna"
     folder.mkdir()
@@ -253,7 +338,7 @@ def test_readme_walkthrough(tmp_path):
     walk.serve()
     ran: list[str] = []
     try:
-        for block in readme_blocks():
+        for block in doc_blocks():
             if block.marker():
                 continue
             if block.lang == "json":

@@ -1,9 +1,10 @@
-"""Every route of every surface, called with each kind of key, against the README's table (issue 24).
+"""Every route of every surface, called with each kind of key, against the table of docs/security.md (issue 24).
 
 The routes are the ones ``server.create_app`` registers, enumerated at run time; a route or method the
-README's "Security" table does not list fails ``test_every_route_is_in_the_readme_table``.  Each call
-names real things (the project ``kb``, a deployed ``production``, finished jobs of every kind, an
-uploaded file, a vector store and a batch), so what decides the answer is the key:
+route × key table under "Keys and roles" in ``docs/security.md`` does not list fails
+``test_every_route_is_in_the_roles_table``.  Each call names real things (the project ``kb``, a deployed
+``production``, finished jobs of every kind, an uploaded file, a vector store and a batch), so what
+decides the answer is the key:
 
 * ``ok``: the key was accepted (the answer is whatever the route answers: 200, 202, 204, or a 400
   for the placeholder body; never 401, 403 or 404);
@@ -32,17 +33,17 @@ from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
 from openqna.store.sqlite import SQLiteStore
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
 KINDS = ("no key", "query", "author", "admin", "other project")
 AZ = "/language/authoring/query-knowledgebases/projects"
 V = {"api-version": "2023-04-01"}
 MCP_HEADERS = {"accept": "application/json, text/event-stream"}
 
 
-def readme_table() -> dict[tuple[str, str], dict[str, str]]:
-    """(route, method) → {key kind: outcome}, from the table under "## Security" in the README."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Security", 1)[1].split("\n## ", 1)[0]
+def roles_table() -> dict[tuple[str, str], dict[str, str]]:
+    """(route, method) → {key kind: outcome}, from the table under "## Keys and roles" in docs/security.md."""
+    text = SECURITY.read_text(encoding="utf-8")
+    section = text.split("\n## Keys and roles", 1)[1].split("\n## ", 1)[0]
     rows: dict[tuple[str, str], dict[str, str]] = {}
     header: list[str] | None = None
     for line in section.splitlines():
@@ -59,7 +60,7 @@ def readme_table() -> dict[tuple[str, str], dict[str, str]]:
         route = cells[0].strip("`")
         for method in cells[1].split(","):
             key = (route, method.strip())
-            assert key not in rows, f"{key} is in the README table twice"
+            assert key not in rows, f"{key} is in the roles table twice"
             rows[key] = dict(zip(KINDS, cells[2:], strict=True))
     return rows
 
@@ -226,14 +227,14 @@ def world(tmp_path_factory):
         yield World(client, service)
 
 
-def test_every_route_is_in_the_readme_table(world):
-    table = readme_table()
+def test_every_route_is_in_the_roles_table(world):
+    table = roles_table()
     missing = [f"| `{p}` | {m} |" for m, p in app_routes(world.client) if row_for(table, m, p) is None]
-    assert not missing, "routes missing from the README's Security table:\n" + "\n".join(missing)
+    assert not missing, "routes missing from the roles table of docs/security.md:\n" + "\n".join(missing)
 
 
-def test_every_route_answers_each_key_as_the_readme_says(world, caplog):
-    table = readme_table()
+def test_every_route_answers_each_key_as_the_docs_say(world, caplog):
+    table = roles_table()
     wrong = []
     with caplog.at_level(logging.DEBUG):
         for method, route in app_routes(world.client):
@@ -242,15 +243,15 @@ def test_every_route_answers_each_key_as_the_readme_says(world, caplog):
             for kind in KINDS:
                 got = world.outcome(method, route, kind)
                 if got != expected[kind]:
-                    wrong.append(f"{method} {route} with {kind}: {got}, the README says {expected[kind]}")
+                    wrong.append(f"{method} {route} with {kind}: {got}, docs/security.md says {expected[kind]}")
     assert not wrong, "\n".join(wrong)
-    # and no key reached a log line on the way (README, "What is logged")
+    # and no key reached a log line on the way (docs/security.md, "What is logged")
     logged = caplog.text + "".join(str(r.args) for r in caplog.records)
     assert not [kind for kind, secret in world.secrets.items() if secret and secret in logged]
 
 
 def test_a_missing_key_is_never_told_what_exists(world):
     """A missing key is 401 everywhere (but /healthz): a 404 would tell a stranger what exists."""
-    table = readme_table()
+    table = roles_table()
     leaks = [f"{m} {p}" for (p, m), row in table.items() if row["no key"] not in ("401", "ok")]
     assert not leaks, leaks

@@ -125,7 +125,7 @@ def test_sdk_clients_with_a_token_credential_and_the_role_mapping(secure, issuer
         answers = client.get_answers(question="when are you open?", project_name="faq", deployment_name="production")
     assert answers.answers[0].answer == "9 to 5, Monday to Friday."
     assert reader.scopes == [(AZURE_SCOPE,)]  # the scope the server requires by default is the SDK's own
-    own_app = Minted(issuer.token(roles=["QnA.Reader"]))  # an Entra app of one's own: the README's scope argument
+    own_app = Minted(issuer.token(roles=["QnA.Reader"]))  # an Entra app of one's own: docs/tokens.md's scope argument
     with QuestionAnsweringClient(secure.url, own_app, connection_verify=str(secure.cert),
                                  credential_scopes=["api://openqna/.default"]) as client:
         assert client.get_answers(question="when are you open?", project_name="faq", deployment_name="production")

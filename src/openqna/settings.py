@@ -3,7 +3,7 @@
 Every ``OPENQNA_`` variable is read here and nowhere else.  Each setting is a typed
 accessor: ``settings.tools_max_limit()`` is an ``int``, read on each call (so a test or an
 operator can change it) and parsed by the table's parser, which names the variable when a
-value is bad.  The CLI reads its defaults from here and the README's settings table is
+value is bad.  The CLI reads its defaults from here and the settings table of ``docs/settings.md`` is
 tested against the same list, so a setting cannot exist without being documented.
 """
 
@@ -125,7 +125,7 @@ job_poll_seconds = Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each proc
 job_lease_seconds = Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out.", seconds)
 host = Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys.", text)
 port = Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on.", whole(0))
-embedder = Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see 'Choosing the embedding model'), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint).", text)
+embedder = Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see docs/confidence.md, 'Choosing the embedding model'), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint).", text)
 embeddings_base_url = Setting("OPENQNA_EMBEDDINGS_BASE_URL", "https://api.openai.com/v1", "Base URL of the OpenAI-compatible embeddings endpoint, e.g. `http://localhost:11434/v1`.", text)
 embeddings_api_key = Setting("OPENQNA_EMBEDDINGS_API_KEY", "", "Bearer key for that endpoint.", text)
 embeddings_model = Setting("OPENQNA_EMBEDDINGS_MODEL", "text-embedding-3-small", "Model name sent to that endpoint.", text)
@@ -142,7 +142,7 @@ embed_batch_wait_ms = Setting("OPENQNA_EMBED_BATCH_WAIT_MS", "0", "How long the 
 query_threads = Setting("OPENQNA_QUERY_THREADS", "auto", "Questions `openqna serve` works on at once (embedding and ranking); more wait their turn. `auto`: eight per CPU core, so that the questions of a busy server meet in batches (OPENQNA_EMBED_BATCH); with batching the threads wait for the model instead of contending for the CPU, and they take turns at their Python work, one thread per two cores at a time, so that they leave the interpreter to the model's worker (bench/throughput.py); a thread waiting for the model or the database gives its turn up.", threads_or_auto)
 public_url = Setting("OPENQNA_PUBLIC_URL", "", "The server's URL as clients reach it (behind a TLS proxy): put in the tool OpenAPI documents' `servers` (for GPT Actions) and in the authoring API's `Operation-Location`, `nextLink` and export `resultUrl`; default: the URL each request arrived at.", text)
 fetch_allow = Setting("OPENQNA_FETCH_ALLOW", "", "Hosts and CIDR ranges that URL sources and `fileUri` imports may fetch from although they are not public addresses, comma-separated (e.g. `wiki.corp.example,10.20.0.0/16`); every other loopback, private, link-local or reserved address is refused.", text)
-token_issuers = Setting("OPENQNA_TOKEN_ISSUERS", "", "Identity providers whose OAuth2/OpenID Connect bearer tokens are accepted beside API keys: a JSON list of `{\"issuer\", \"audience\", \"role_claim\", \"role_map\", ...}` objects (see 'Signing in with tokens'); empty: keys only.", text)
+token_issuers = Setting("OPENQNA_TOKEN_ISSUERS", "", "Identity providers whose OAuth2/OpenID Connect bearer tokens are accepted beside API keys: a JSON list of `{\"issuer\", \"audience\", \"role_claim\", \"role_map\", ...}` objects (see docs/tokens.md); empty: keys only.", text)
 tools_max_limit = Setting("OPENQNA_TOOLS_MAX_LIMIT", "20", "Largest `limit` the tool endpoints accept.", whole(1, "results"))
 exact_search_max = Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases with at most this many vectors (one per question, one per answer or passage) score every record exactly; larger ones score candidates: the nearest vectors from a faiss IVF index plus keyword matches.", whole(0, "vectors"))
 pg_vector_search = Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory.", one_of("memory", "pgvector"))

@@ -106,7 +106,7 @@ def qna_problems(qna: QnA) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Limits:
-    """Request limits of the query APIs; each one answers a 400 that names it (see the README)."""
+    """Request limits of the query APIs; each one answers a 400 that names it (docs/settings.md, Limits)."""
 
     question_chars: int = MAX_QUESTION_CHARS
     top: int = 50
