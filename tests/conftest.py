@@ -30,6 +30,7 @@ TIERS = {
     "test_crash": "multiprocess",
     "test_fuzz": "multiprocess",
     "test_soak": "multiprocess",
+    "test_cli": "multiprocess",  # every test runs `openqna` commands in processes of their own
     "test_accurate": "slow",
     "test_mpnet": "slow",
     "test_evaluation": "slow",

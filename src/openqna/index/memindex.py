@@ -11,6 +11,10 @@ A knowledge base with vectors in the multilingual space (``Service``'s second em
 Chinese, Japanese and Korean) also holds them, as fields "mq" and "ma" of the same units without
 terms; ``multilingual()`` is the same index searched in that space.  An index none of whose
 records has them holds nothing more (``mq`` and ``ma`` are None).
+
+Why this file is over 500 lines: the masks of every filter node, the two primitives and the
+multilingual view read the same per-record arrays; the fields and postings already live apart
+(``field.py``, ``postings.py``), and the filter masks are the next cut.
 """
 
 from __future__ import annotations

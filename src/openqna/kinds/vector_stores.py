@@ -28,6 +28,9 @@ State lives in project settings, so every status change rewrites them (and moves
 knowledge base's change sequence): fine for hundreds of files per store, not for 10,000.
 Each change is a compare-and-set of those settings (``VectorStores._update``), so a job
 worker and requests in other processes never overwrite each other's changes.
+
+Why this file is over 500 lines: every operation reads and writes that one setting through the same
+compare-and-set, so the operations stay together; processing a file (the job) is the next cut.
 """
 
 from __future__ import annotations
