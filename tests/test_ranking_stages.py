@@ -162,3 +162,16 @@ def test_rank_is_the_stages_in_order_and_explain_names_each(kb):
     assert parts["stage:exact_match"] == pytest.approx(ranked[0].confidence, abs=1e-4)
     answers = kb.ask("kb", LIVE, AskRequest(question=question, top=1, explain=True))
     assert answers[0].qna.id == 1 and "stage:regime" in answers[0].parts
+
+
+def test_what_ranking_derives_from_an_index_lives_with_that_version(kb):
+    """``MemIndex.derived`` is the one home of per-index state: computed once per version, gone with it."""
+    index = kb.indexes.get("kb", LIVE)
+    calls: list[int] = []
+    assert index.derived("test.n", lambda: calls.append(1) or index.n) == 4
+    assert index.derived("test.n", lambda: calls.append(1) or -1) == 4 and calls == [1]
+    assert ranker.headings(index) is ranker.headings(index)  # ranking's own state is kept there too
+    kb.upsert("kb", [QnA(id=5, answer="Hold the button for ten seconds.", questions=["How do I reset it?"])])
+    newer = kb.indexes.get("kb", LIVE)
+    assert newer is not index and newer.n == 5
+    assert newer.derived("test.n", lambda: newer.n) == 5 and len(ranker.headings(newer)) == 5

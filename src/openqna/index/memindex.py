@@ -23,7 +23,7 @@ import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -61,6 +61,7 @@ MULTILINGUAL_DIM = 512  # of the multilingual space's vectors (models.embedder.U
 Units = tuple[list[int], list[np.ndarray], list[list[str]]]  # a field's new units: record rows, vectors, terms
 _BASIC = (MetaEq, SourceIn, KindIn, IdIn)
 _NO_ROWS = np.zeros(0, np.int64)
+T = TypeVar("T")
 
 
 def _has_where_nodes(f: Filter) -> bool:
@@ -73,10 +74,6 @@ def _has_where_nodes(f: Filter) -> bool:
 
 class MemIndex:
     """The searchable state of one knowledge base deployment at one change sequence."""
-
-    # The deployment's synonym groups, read on first need (``Service.rank``) and kept with the index: a change of
-    # synonyms moves the change sequence, so the next question gets a new index and reads them again.
-    synonyms: list[list[str]] | None = None
 
     def __init__(self, records: list[IndexRecord], dim: int, version: int,
                  hashes: dict[int, str] | None = None):
@@ -260,6 +257,21 @@ class MemIndex:
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
         self._multilingual: MemIndex | None = None
 
+    def derived(self, name: str, compute: Callable[[], T]) -> T:
+        """``compute()``, once for this index version: the one home of what other layers derive from an index.
+
+        Ranking keeps its per-KB state here (the KB's adaptation, its headings, its answers' informativeness, the
+        typo vocabulary) and asking the deployment's synonym groups, read from the store on first need: a change of
+        content or synonyms moves the change sequence, so the next question gets a new index that starts without
+        any of it, and nothing here keeps an old version alive.  The multilingual view is an index of its own.
+        Two threads may compute the same name at once; both get an equal value and one is kept.
+        """
+        state: dict[str, Any] = self.__dict__.setdefault("_derived", {})
+        if name not in state:
+            state[name] = compute()
+        value: T = state[name]
+        return value
+
     def multilingual(self) -> MemIndex | None:
         """This index with its units' vectors in the multilingual space, or None when not every unit has one.
 
@@ -275,6 +287,7 @@ class MemIndex:
             view = copy.copy(self)
             view.q, view.a, view.dim, view.nearest_rows = q, a, MULTILINGUAL_DIM, None
             view.mq = view.ma = None
+            view.__dict__.pop("_derived", None)  # derived from other vectors: the view derives its own
             self._multilingual = view
         return self._multilingual
 

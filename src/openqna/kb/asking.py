@@ -101,9 +101,7 @@ class Asking(ServiceBase):
         ranked there, with that space's own calibration (``openqna.ranking.multilingual``).
         """
         question = req.question or ""
-        synonyms = index.synonyms
-        if synonyms is None:  # once per index version (``MemIndex.synonyms``)
-            synonyms = index.synonyms = self.store.get_synonyms(project, deployment)
+        synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
         space = self.query_space(index, question, calibration, project=project)
         index, embedder, calibration = space.index, space.embedder, space.calibration
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)

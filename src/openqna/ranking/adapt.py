@@ -20,7 +20,6 @@ first search of each index version (about 0.1–2 s for KBs up to a few thousand
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -243,14 +242,11 @@ def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) ->
     return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right)
 
 
-_cache: "weakref.WeakKeyDictionary[MemIndex, dict[bool, Adaptation | None]]" = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+_lock = threading.Lock()  # one fit at a time: a fit takes seconds on a large KB, and racing ones would repeat it
 
 
 def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) -> Adaptation | None:
     """The adaptation of ``index``, fitted on first use and kept as long as the index lives."""
     with _lock:
-        fitted = _cache.setdefault(index, {})
-        if classifier not in fitted:
-            fitted[classifier] = fit(index, base_logits, classifier=classifier)
-        return fitted[classifier]
+        return index.derived(f"ranking.adapt.classifier={classifier}",
+                             lambda: fit(index, base_logits, classifier=classifier))

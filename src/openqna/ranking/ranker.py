@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -244,18 +243,11 @@ def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.nda
     return np.where(passages, p.scale * p.logit(f) + p.shift, logit)
 
 
-_HEADINGS: WeakKeyDictionary[MemIndex, np.ndarray] = WeakKeyDictionary()
-
-
 def headings(index: MemIndex) -> np.ndarray:
     """Which records' questions all read as headings or statements (``regime.heading_rows``), once per index."""
-    found = _HEADINGS.get(index)
-    if found is None:
-        found = _HEADINGS[index] = regime.heading_rows(index.exact, index.n, index.q.counts > 0)
-    return found
+    return index.derived("ranking.headings", lambda: regime.heading_rows(index.exact, index.n, index.q.counts > 0))
 
 
-_INFORMATIVE: WeakKeyDictionary[MemIndex, float] = WeakKeyDictionary()
 INFORMATIVE_SAMPLE = 300  # stored questions asked of the answers, at most
 
 
@@ -268,10 +260,7 @@ def answer_informativeness(index: MemIndex) -> float:
     paragraphs written about their question say nearly everything (XQuAD 0.92).  The FAQ-page weights read the
     answer more where it is higher (``calibrations.Calibration.w_asim_informative``).
     """
-    found = _INFORMATIVE.get(index)
-    if found is None:
-        found = _INFORMATIVE[index] = _informativeness(index)
-    return found
+    return index.derived("ranking.informativeness", lambda: _informativeness(index))
 
 
 def _informativeness(index: MemIndex) -> float:

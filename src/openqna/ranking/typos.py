@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from weakref import WeakKeyDictionary
 
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
@@ -34,7 +33,6 @@ from openqna.models.onnx_export import load_tokenizer
 MIN_LETTERS = 4
 LONG_WORD = 8
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
-_VOCABULARY: WeakKeyDictionary[MemIndex, tuple[dict[str, int], list[str]]] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=1)
@@ -67,8 +65,7 @@ def is_word(word: str, known: frozenset[str]) -> bool:
 def vocabulary(index: MemIndex) -> tuple[dict[str, int], list[str]]:
     """The KB's single-word terms (questions and answers) with the number of units holding each, and the same terms
     as the list the neighbour search scans; once per index."""
-    cached = _VOCABULARY.get(index)
-    if cached is None:
+    def count() -> tuple[dict[str, int], list[str]]:
         found: dict[str, int] = {}
         for fld in (index.q, index.a):
             postings = fld.postings
@@ -77,8 +74,9 @@ def vocabulary(index: MemIndex) -> tuple[dict[str, int], list[str]]:
                     n = int(postings.start[tid + 1] - postings.start[tid])
                     if n:
                         found[term] = found.get(term, 0) + n
-        cached = _VOCABULARY[index] = (found, list(found))
-    return cached
+        return found, list(found)
+
+    return index.derived("ranking.typos.vocabulary", count)
 
 
 def correct(index: MemIndex, text: str) -> str:
