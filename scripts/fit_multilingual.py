@@ -105,7 +105,7 @@ def main() -> None:
     zero = dict(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0)
     c = calibrations.Calibration(**{**zero, **qna}, scale=1.0, shift=0.0, typical=None, regime=terms,
                                  passages=calibrations.Calibration(**{**zero, **passage}, scale=1.0, shift=0.0,
-                                                                   typical=None))
+                                                                   typical=None), context_boost=1.0)
     print(c)
     for split in ("dev", "test"):
         for kb in sorted({q["kb"] for q in questions}) + ["all"]:

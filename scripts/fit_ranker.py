@@ -105,7 +105,7 @@ def faq(service, embedder) -> calibrations.Calibration:
     feats = dev_features(kbs)
     w = softmax_fit(dev_groups(kbs, feats, FAQ_NAMES))
     c = calibrations.Calibration(**dict(zip(("w_" + n for n in FAQ_NAMES), np.round(w, 3).tolist())),
-                           bias=0.0, w_bm25=0.0, scale=1.0, shift=0.0, typical=0.0)
+                           bias=0.0, w_bm25=0.0, scale=1.0, shift=0.0, typical=0.0, context_boost=1.0)
     print("FAQ weights", dict(zip(FAQ_NAMES, np.round(w, 3))), file=sys.stderr)
     # each KB's adaptation, then the adapted top logit of every dev question
     tops = {}
@@ -151,7 +151,7 @@ def faq_lexical(service, embedder) -> calibrations.Calibration:
     w = softmax_fit(dev_groups(kbs, feats, names))
     c = calibrations.Calibration(w_qsim=0.0, w_asim=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=0.0,
                            w_qcov=round(float(w[0]), 3), w_acov=round(float(w[1]), 3), scale=1.0, shift=0.0,
-                           typical=None)
+                           typical=None, context_boost=1.0)
     tops = {}
     for name, kb in kbs.items():
         rows = []
@@ -216,7 +216,7 @@ def passage(service, embedder, names=PASSAGE_NAMES) -> calibrations.Calibration:
     weights = dict(zip(names, (round(float(x), 3) for x in w)))
     return calibrations.Calibration(w_qsim=0.0, w_asim=weights.get("asim", 0.0), w_qcov=0.0, w_acov=weights["acov"],
                               w_qmean=0.0, w_qcent=0.0, w_bm25=weights["bm25"], bias=0.0,
-                              scale=round(scale, 3), shift=round(shift, 3), typical=None)
+                              scale=round(scale, 3), shift=round(shift, 3), typical=None, context_boost=1.0)
 
 
 def main() -> None:

@@ -282,7 +282,7 @@ def main() -> None:
                                       w_qmean=0.0, w_qcent=0.0, w_bm25=qna["bm25"], w_dmax=qna["dmax"],
                                       w_asim_informative=qna["asim_informative"],
                                       w_acov_informative=qna["acov_informative"],
-                                      w_bm25_informative=qna["bm25_informative"], scale=1.0, shift=0.0, typical=None)
+                                      w_bm25_informative=qna["bm25_informative"], scale=1.0, shift=0.0, typical=None, context_boost=1.0)
     scale, shift = platt(found, sparse)
     sparse = dataclasses.replace(sparse, scale=round(scale, 3), shift=round(shift, 3))
     print("SPARSE =", sparse)

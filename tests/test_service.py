@@ -404,7 +404,7 @@ def test_faq_page_weights_read_both_cosines_and_the_answer_by_informativeness():
     from openqna.ranking.calibrations import Calibration
 
     c = Calibration(w_qsim=1.0, w_asim=2.0, w_qcov=0.0, w_acov=3.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.5, w_dmax=4.0,
-                    w_asim_informative=10.0, w_acov_informative=20.0, w_bm25_informative=30.0, typical=None)
+                    w_asim_informative=10.0, w_acov_informative=20.0, w_bm25_informative=30.0, typical=None, context_boost=1.0, scale=0.681, shift=5.037)
     f = SimpleNamespace(qsim=np.array([0.5, 0.2]), asim=np.array([0.1, 0.6]), qcov=np.zeros(2),
                         acov=np.array([0.0, 0.5]), bm25=np.array([0.0, 0.4]), qmean=np.zeros(2), qcent=np.zeros(2))
     plain = 1.0 * f.qsim + 2.0 * f.asim + 3.0 * f.acov + 0.5 * f.bm25 + 4.0 * np.maximum(f.qsim, f.asim)

@@ -22,27 +22,28 @@ from openqna.ranking.regime import RegimeTerms
 class Calibration:
     """Weights over the features (a logit), then a Platt rescaling of it into a confidence.
 
-    Default weights: scripts/fit_ranker.py, a softmax over each question's records fitted on
-    development questions only (banking77 training utterances not in the KB, hwu64's validation
-    split, chit-chat questions the evaluation indexes); ``scale`` and ``shift`` put confidence 0.5
-    where a threshold keeps ~97% of right answers on those KBs.  ``typical`` is the logit of a right
-    answer on a typical KB: a KB with enough alternate questions measures its own (``adapt``) and
-    its logits are shifted by the difference, so a threshold reads the same on every KB; None turns
-    KB adaptation off.  ``passages``: own weights for passage records (None: these, reading the text).
+    The defaults are neutral: no feature weighed, no rescaling (``scale`` 1, ``shift`` 0), no typical score,
+    no boost; every fit below names each number it sets, so a new fit starts from nothing rather than from
+    another model's weights.  ``scale`` and ``shift`` put confidence 0.5 where a threshold keeps ~97% of
+    right answers on the development KBs.  ``typical`` is the logit of a right answer on a typical KB: a KB
+    with enough alternate questions measures its own (``adapt``) and its logits are shifted by the
+    difference, so a threshold reads the same on every KB; None turns KB adaptation off.  ``passages``:
+    own weights for passage records (None: these, reading the text).  ``context_boost`` is read from the
+    calibration a question is ranked with, never from the ones inside it.
     """
 
-    w_qsim: float = 7.765
-    w_asim: float = 2.379
-    w_qcov: float = 1.887
-    w_acov: float = 1.889
+    w_qsim: float = 0.0
+    w_asim: float = 0.0
+    w_qcov: float = 0.0
+    w_acov: float = 0.0
     bias: float = 0.0
-    w_qmean: float = -12.307
-    w_qcent: float = 21.163
+    w_qmean: float = 0.0
+    w_qcent: float = 0.0
     w_bm25: float = 0.0
-    context_boost: float = 1.0  # logit added to follow-ups of the previous answer
-    scale: float = 0.681
-    shift: float = 5.037
-    typical: float | None = 21.874
+    context_boost: float = 0.0  # logit added to follow-ups of the previous answer
+    scale: float = 1.0
+    shift: float = 0.0
+    typical: float | None = None
     passages: Calibration | None = None
     lexical: Calibration | None = None  # keyword features only, for what the embedder cannot read
     regime: RegimeTerms | None = None  # the last step, one scale across kinds of KB (``regime``); None: none
@@ -74,13 +75,13 @@ class Calibration:
 
 # Passages (SciFact train claims): text cosine, text coverage and text BM25.
 PASSAGES = Calibration(w_qsim=0.0, w_asim=13.634, w_qcov=0.0, w_acov=5.211, w_qmean=0.0, w_qcent=0.0, w_bm25=6.932,
-                       scale=0.566, shift=-8.649, typical=None)
+                       scale=0.566, shift=-8.649, typical=None, context_boost=1.0)
 # For the share of a question the embedder cannot read (``rank``'s ``reads_cjk``): the same fits
 # with the keyword features alone (``scripts/fit_ranker.py --lexical``, the same development data).
 LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0,
                       scale=0.851, shift=-2.383, typical=None,
                       passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
-                                           w_bm25=14.345, scale=0.62, shift=-6.908, typical=None))
+                                           w_bm25=14.345, scale=0.62, shift=-6.908, typical=None), context_boost=1.0)
 # A KB of QnAs the adaptation does not reach (one question per QnA, as FAQ pages are): scripts/fit_regimes.py, a
 # softmax over each question's records fitted on the dev splits of ``make eval``'s one-question regime only: FAQ
 # pages with real answers (covid-q, covid-qsim-deepset, the three chit-chat KBs cut to one question; each KB weighing
@@ -92,7 +93,7 @@ LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmea
 # 0.917 against 0.819 without the informativeness terms).
 SPARSE = Calibration(w_qsim=5.74, w_asim=2.77, w_qcov=1.744, w_acov=1.447, w_qmean=0.0, w_qcent=0.0, w_bm25=-0.006,
                      w_dmax=5.514, w_asim_informative=1.115, w_acov_informative=1.238, w_bm25_informative=0.309,
-                     scale=0.34, shift=-3.356, typical=None)
+                     scale=0.34, shift=-3.356, typical=None, context_boost=1.0)
 # The last step on every KB, one scale across kinds of KB (``regime``): scripts/fit_regimes.py on the dev splits of
 # the regimes of ``make eval`` that are fitted on (many questions, one question, XQuAD's FAQ, documents, tiny; not
 # the intent sets with intent names for answers; each regime weighs the same; the many-question KBs count both adapted and as a KB that cannot adapt ranks them).  Its output is the
@@ -102,7 +103,12 @@ SPARSE = Calibration(w_qsim=5.74, w_asim=2.77, w_qcov=1.744, w_acov=1.447, w_qme
 REGIME = RegimeTerms(w_logit=0.092, w_gap=0.564, w_share=0.718, w_passage=0.298, w_heading=0.203, w_adapted=-1.245,
                      w_adapted_logit=0.428, w_adapted_gap=-0.261, w_faq_page=0.318, w_faq_page_logit=0.266,
                      w_faq_page_gap=1.351, w_log_records=0.176, bias=0.14, shift=0.75, rival=-1.0)
-CALIBRATION = Calibration(passages=PASSAGES, lexical=LEXICAL, regime=REGIME, sparse=SPARSE)
+# all-MiniLM-L6-v2, the bundled model: scripts/fit_ranker.py, a softmax over each question's records fitted on
+# development questions only (banking77 training utterances not in the KB, hwu64's validation split, chit-chat
+# questions the evaluation indexes).
+CALIBRATION = Calibration(w_qsim=7.765, w_asim=2.379, w_qcov=1.887, w_acov=1.889, w_qmean=-12.307, w_qcent=21.163,
+                          context_boost=1.0, scale=0.681, shift=5.037, typical=21.874,
+                          passages=PASSAGES, lexical=LEXICAL, regime=REGIME, sparse=SPARSE)
 # The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines are spread differently (its KBs'
 # typical right-answer logit is 16.3 against MiniLM's 21.9), so the accurate model, all-mpnet-base-v2, has the
 # same fits of its own, made by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development
@@ -111,14 +117,14 @@ MPNET_CALIBRATION = Calibration(
     w_qsim=8.292, w_asim=3.121, w_qcov=2.338, w_acov=1.932, w_qmean=-13.466, w_qcent=21.327, scale=0.798,
     shift=5.907, typical=16.279, lexical=LEXICAL,
     passages=Calibration(w_qsim=0.0, w_asim=13.891, w_qcov=0.0, w_acov=4.937, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=7.079, scale=0.577, shift=-9.186, typical=None))
+                         w_bm25=7.079, scale=0.577, shift=-9.186, typical=None), context_boost=1.0)
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
 # fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
 ACCURATE_CALIBRATION = Calibration(
     w_qsim=7.964, w_asim=3.667, w_qcov=1.649, w_acov=1.53, w_qmean=-13.704, w_qcent=23.431, scale=0.778,
     shift=5.91, typical=18.337, lexical=LEXICAL,
     passages=Calibration(w_qsim=0.0, w_asim=17.586, w_qcov=0.0, w_acov=5.398, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=5.545, scale=0.562, shift=-9.176, typical=None))
+                         w_bm25=5.545, scale=0.562, shift=-9.176, typical=None), context_boost=1.0)
 # Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``): the
 # universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py on
 # the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
@@ -130,7 +136,7 @@ MULTILINGUAL = Calibration(
     shift=0.0, typical=None,
     passages=Calibration(w_qsim=0.0, w_asim=7.677, w_qcov=0.0, w_acov=15.363, w_qmean=0.0, w_qcent=0.0, w_bm25=6.646,
                          scale=1.0, shift=0.0, typical=None),
-    regime=RegimeTerms(w_logit=0.185, w_gap=1.146, w_passage=0.034, w_heading=0.0, bias=-4.107))
+    regime=RegimeTerms(w_logit=0.185, w_gap=1.146, w_passage=0.034, w_heading=0.0, bias=-4.107), context_boost=1.0)
 _FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION,
            "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_CALIBRATION}
 
@@ -172,21 +178,21 @@ PASSAGE_CALIBRATION = Calibration(
     w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.023,
     scale=1.0, shift=0.0, typical=None,
     lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None))
+                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
 # The same fit on all-mpnet-base-v2's vectors (OPENQNA_EMBEDDER=mpnet scripts/fit_passage_calibration.py, the
 # same data and pairs: 6,046, 0.953 accuracy at 0.5).
 MPNET_PASSAGE_CALIBRATION = Calibration(
     w_qsim=8.136, w_asim=0.0, w_qcov=4.966, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.415,
     scale=1.0, shift=0.0, typical=None,
     lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.832, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.982, scale=1.0, shift=0.0, typical=None))
+                               w_bm25=0.0, bias=-4.982, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
 # And on the accurate model's (OPENQNA_EMBEDDER=accurate: mpnet beside the universal sentence encoder), the same
 # data and pairs: 6,046, 0.952 accuracy at 0.5.
 ACCURATE_PASSAGE_CALIBRATION = Calibration(
     w_qsim=9.483, w_asim=0.0, w_qcov=4.827, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.288,
     scale=1.0, shift=0.0, typical=None,
     lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.732, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-5.018, scale=1.0, shift=0.0, typical=None))
+                               w_bm25=0.0, bias=-5.018, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
 _PASSAGE_CALIBRATIONS = {"mpnet-base-v2/onnx-fp32": MPNET_PASSAGE_CALIBRATION,
                          "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_PASSAGE_CALIBRATION}
 
@@ -205,4 +211,4 @@ QUERY_TEXT = Calibration(
     w_qsim=5.01, w_asim=0.0, w_qcov=5.958, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-6.251,
     scale=1.0, shift=0.0, typical=None,
     lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=9.122, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                        w_bm25=0.0, bias=-5.353, scale=1.0, shift=0.0, typical=None))
+                        w_bm25=0.0, bias=-5.353, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
