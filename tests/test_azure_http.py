@@ -253,6 +253,8 @@ def test_malformed_json_and_missing_parameters(server):
     (b"[" * 10_000 + b"]" * 10_000, "nested more than 64 levels"),
     (b'{"question": "' + b"[" * 500 + b'"}', None),  # brackets inside a string are text
     (b'{"question": "reset \\ud800 password"}', "'question' holds a lone UTF-16 surrogate"),
+    (b'{"question": "reset \xed\xa0\x80 password"}', "'question' holds a lone UTF-16 surrogate"),  # raw bytes
+    (b'{"question": "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 battery"}', None),  # Hangul starts with ED too
     (b'{"question": "\xff\xfe"}', "not UTF-8"),
 ])
 def test_bodies_that_used_to_raise(server, content, words):

@@ -174,6 +174,21 @@ def test_errors_in_qnamaker_envelope(server, key, path, body, status, code, says
     assert error["code"] == code and says in error["message"], error
 
 
+@pytest.mark.parametrize("prefix", ["", "/qnamaker", "/qnamaker/v4.0", "/qnamaker/v5.0-preview.1"])
+@pytest.mark.parametrize("action", ["generateAnswer", "train"])
+@pytest.mark.parametrize("raw, says", [
+    (b'{"question": "a", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested more than 64 levels"),
+    (b'{"question": "reset \xed\xa0\x80 password"}', "lone UTF-16 surrogate"),  # the bytes, not the escape
+    (b'{"question": "reset \\ud800 password"}', "lone UTF-16 surrogate"),
+])
+def test_hostile_bodies_are_refused_on_every_prefix(server, key, prefix, action, raw, says):
+    """Issue 40: a body nested 1,000 deep was a 500 with a RecursionError here (the other surfaces refused it)."""
+    r = post(server, f"{prefix}/knowledgebases/{KB_ID}/{action}", None, key, raw=raw)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "BadArgument" and says in error["message"], error
+
+
 def test_keys_and_publishing(server, key):
     path = f"/qnamaker/knowledgebases/{KB_ID}/generateAnswer"
     question = {"question": "I forgot my password"}

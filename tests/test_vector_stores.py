@@ -348,3 +348,13 @@ def test_deleting_a_file_removes_it_from_its_vector_stores(filled):
     assert ids["returns.txt"] not in {f.id for f in c.vector_stores.files.list(vector_store_id=vs_id)}
     assert ids["returns.txt"] not in {d.file_id for d in c.vector_stores.search(vs_id, query=query).data}
     assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
+
+
+def test_a_name_with_a_surrogates_bytes_is_refused_and_creates_nothing(live):
+    """Issue 40: the raw bytes of a lone surrogate (ED A0 80) in a name made a store that no listing could show."""
+    for field in (b'"name": "bad \xed\xa0\x80 name"', b'"metadata": {"k": "\xed\xa0\x80"}'):
+        r = raw(live, "POST", "/vector_stores", content=b"{" + field + b"}",
+                headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "lone UTF-16 surrogate" in r.json()["error"]["message"], r.text
+    listed = raw(live, "GET", "/vector_stores")
+    assert listed.status_code == 200 and listed.json()["data"] == []

@@ -1,9 +1,11 @@
 """Request bodies to Python values, with the refusals every JSON surface shares.
 
 ``json.loads`` alone lets two inputs through that fail later as 500s: a body nested so
-deeply that parsing it overflows the stack (``RecursionError``), and ``\\ud800``-style escapes
-that decode to a lone UTF-16 surrogate, which is not a character, cannot be encoded as UTF-8
-(so it cannot be stored) and breaks the tokenizer.  Both are refused here, as bad JSON is.
+deeply that parsing it overflows the stack (``RecursionError``), and lone UTF-16 surrogates,
+which are not characters, cannot be encoded as UTF-8 (so they cannot be stored) and break the
+tokenizer.  A surrogate arrives as a ``\\ud800``-style escape or as its raw three bytes
+(``ED A0 80``: ``json.loads`` decodes bytes with ``surrogatepass``).  Both are refused here, as bad
+JSON is, on every surface that reads JSON (Azure, QnA Maker, OpenAI, MCP).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import re
 from typing import Any
 
 MAX_DEPTH = 64  # far beyond any wire contract served here; deeper bodies are refused before parsing
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]", re.ASCII)
+# a surrogate escape, or a surrogate's UTF-8-style bytes (ED A0..BF; ED 80..9F are Hangul and other characters)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 class BadBody(ValueError):
@@ -32,10 +35,11 @@ def parse(raw: bytes) -> Any:
         raise BadBody(f"it is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except ValueError as exc:
         raise BadBody(str(exc)) from None
-    if _SURROGATE_ESCAPE.search(raw):
+    if _SURROGATE.search(raw):
         where = _lone_surrogate(value)
         if where is not None:
-            raise BadBody(f"{where} holds a lone UTF-16 surrogate escape (such as \\ud800), which is not a character")
+            raise BadBody(f"{where} holds a lone UTF-16 surrogate (an escape such as \\ud800, or its bytes ED A0 80), "
+                          "which is not a character")
     return value
 
 

@@ -12,7 +12,6 @@ source, is in ``reference/qnamaker-botframework.md``.  No ranking here: see ``kb
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from openqna.api import json_body
 from openqna.api.azure.runtime import optional_id, question_and_context
 from openqna.api.azure.wire import Body
 from openqna.api.credentials import secret_from_headers
@@ -248,6 +248,6 @@ class QnAMakerRuntime:
         if len(raw) > LIMITS.body_bytes:
             raise Refusal(413, "BadArgument", f"The request body is larger than {LIMITS.body_bytes} bytes.")
         try:
-            return json.loads(raw or b"null")
-        except (ValueError, UnicodeDecodeError) as exc:
+            return json_body.parse(raw or b"null")
+        except json_body.BadBody as exc:
             raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
