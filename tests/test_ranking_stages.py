@@ -85,10 +85,15 @@ def test_the_kb_scale_is_the_calibrations_scale_and_shift_without_faq_weights(kb
 
 
 def test_passages_alone_are_rescaled(kb):
+    kb.upsert("kb", [QnA(id=9, kind="passage", answer="The battery charges fully in two to four hours.",
+                         questions=["Battery"])])
     s = prepared(kb, "how long does it take to charge?", upto="passages")
     before = s.logit.copy()
     stage("passages").apply(s)
-    assert not s.passages.any() and np.array_equal(s.logit, before)  # QnAs keep their logit
+    p = s.calibration.passages
+    assert p is not None and s.passages.any() and (~s.passages).any()
+    assert np.allclose(s.logit[s.passages], (p.scale * p.logit(s.f) + p.shift)[s.passages])
+    assert np.array_equal(s.logit[~s.passages], before[~s.passages])  # QnAs keep their logit
 
 
 def test_the_conversation_adds_the_prompt_boost_and_the_sentence_offsets(kb):

@@ -3,9 +3,8 @@
 ``rank`` is what ``ask`` ranks; a follow-up question (``previousUserQuery``, prompts of the previous
 answer) adds evidence there and never confidence from nothing (``ranking.followup``).  ``answer_from_text``
 is ``:query-text``: answers from records given with the question, nothing stored.
-
-Why this file is near 300 lines and ``rank`` is long: the conversation's evidence (prompts, the previous
-question) is gathered here because it needs the store (the previous QnA) and the index together.
+``rank`` gathers the conversation's evidence (prompts, the previous question) here because it needs the
+store (the previous QnA) and the index together.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ class Searching(ServiceBase):
             mine = [i for i, space in enumerate(spaces) if space.embedder is embedder]
             for i, vector in zip(mine, embedder.embed([queries[i] for i in mine])):
                 vectors[i] = vector
-        return [ranker.rank(space.index, query, vector, eligible, top=top, threshold=threshold,
+        return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
                             flt=None if space.multilingual else flt, calibration=space.calibration,
                             reads_cjk=space.reads_cjk)
-                for query, space, vector in zip(queries, spaces, (vectors[i] for i in range(len(queries))))]
+                for i, (query, space) in enumerate(zip(queries, spaces))]
