@@ -799,3 +799,12 @@ def test_an_index_built_in_batches_is_the_index_built_at_once(pg_dsn, monkeypatc
         assert a.postings.vocab == b.postings.vocab
         assert all(np.array_equal(getattr(a.postings, x), getattr(b.postings, x)) for x in ("tids", "units", "tfs"))
     store.close()
+
+
+def test_shared_statements_refuse_a_percent_sign():
+    """A shared statement is written with ``?``; psycopg would read a literal ``%`` as a placeholder."""
+    from openqna.store.statements import percent_marks
+
+    assert percent_marks("DELETE FROM files WHERE id=?") == "DELETE FROM files WHERE id=%s"
+    with pytest.raises(ValueError, match="psycopg"):
+        percent_marks("SELECT 1 FROM files WHERE filename LIKE '%.pdf' AND id=?")

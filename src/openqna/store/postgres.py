@@ -25,15 +25,15 @@ inside PostgreSQL: HNSW, cosine distance, iterative scans so filters still fill 
 schema and its migrations are in ``postgres_schema.py``, the column codecs and the reader of
 index rows in ``postgres_rows.py``.
 
-Why this file is over 500 lines: it is one Store method per statement, grouped by concern
-like ``sqlite.py``, so the two engines' SQL for each method can be read side by side; the
-parts with a job of their own are in the modules above.
+The statements written as SQLite's are in ``statements.py``; what is here is PostgreSQL's own: ids and
+versions under row locks and a sequence, records and units (``COPY``, arrays), deployments, the job queue's
+claims and leases (``SKIP LOCKED``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from psycopg_pool import ConnectionPool
 
 from openqna.clock import now_iso
 from openqna.records import NotFound, ProjectNotFound, QnA
-from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
+from openqna.store.base import LIVE, Deployment, Job, Project, StoredQnA
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,
@@ -54,6 +54,7 @@ from openqna.store.postgres_rows import (
 )
 from openqna.store.postgres_schema import SCHEMA_VERSION, migrate
 from openqna.store.postgres_vector import VectorSearch, filter_to_sql
+from openqna.store.statements import SharedStatements, percent_marks
 from openqna.turns import paused
 
 
@@ -66,7 +67,7 @@ def _not_found(name: str) -> ProjectNotFound:
 _DEPLOYED = "%s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s)"
 
 
-class PostgresStore(VectorSearch):
+class PostgresStore(SharedStatements, VectorSearch):
     """Store protocol on PostgreSQL + pgvector; safe to share across threads and processes.
 
     ``dsn`` is a libpq URI or key=value string (``postgresql://user:pw@host/db``;
@@ -113,6 +114,31 @@ class PostgresStore(VectorSearch):
         with paused(), self._pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
+
+    _EMPTY_BLOB = "''::bytea"
+
+    def _writer(self, db: psycopg.Connection, project: str) -> int:
+        return self._project_id(db, project, lock=True)  # FOR NO KEY UPDATE: one writer per project at a time
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return percent_marks(sql)
+
+    def _reading(self) -> AbstractContextManager[psycopg.Connection]:
+        return self._conn()
+
+    @staticmethod
+    def _many(db: psycopg.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        with db.cursor() as cur:
+            cur.executemany(sql, rows)
+
+    @staticmethod
+    def _json(value: Any) -> Json:
+        return Json(value)
+
+    @staticmethod
+    def _from_json(value: Any) -> Any:
+        return value  # psycopg decodes json and jsonb columns
 
     def close(self) -> None:
         self._pool.close()
@@ -206,29 +232,6 @@ class PostgresStore(VectorSearch):
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 
     # -- records -------------------------------------------------------------------------
-    def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
-        """Insert or replace records; records without an id get the next free one."""
-        with self._tx() as db:
-            pid = self._project_id(db, project, lock=True)
-            ids = self._write_qnas(db, pid, items)
-            if items:
-                self._bump(db, pid, LIVE)
-        return ids
-
-    def replace_qnas(self, project: str, items: list[StoredQnA], delete: list[int],
-                     synonyms: list[list[str]] | None = None) -> list[int]:
-        """``put_qnas``, ``delete_qnas`` and ``set_synonyms`` (when given) in one transaction: an import."""
-        with self._tx() as db:
-            pid = self._project_id(db, project, lock=True)
-            ids = self._write_qnas(db, pid, items) if items else []
-            deleted = self._delete_records(db, pid, delete)
-            if synonyms is not None:
-                self._write_synonyms(db, pid, synonyms)
-            if items or deleted or synonyms is not None:
-                db.execute("UPDATE projects SET modified=%s WHERE id=%s", (now_iso(), pid))
-                self._bump(db, pid, LIVE)
-        return ids
-
     def _write_qnas(self, db: psycopg.Connection, pid: int, items: list[StoredQnA]) -> list[int]:
         stamp = now_iso()
         ids: list[int] = []
@@ -292,14 +295,6 @@ class PostgresStore(VectorSearch):
                     out.setdefault(rid, {})[(field, ord_)] = vector
         return out
 
-    def delete_qnas(self, project: str, ids: list[int]) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project, lock=True)
-            deleted = self._delete_records(db, pid, ids)
-            if deleted:
-                self._bump(db, pid, LIVE)
-        return deleted
-
     @staticmethod
     def _delete_records(db: psycopg.Connection, pid: int, ids: list[int]) -> int:
         if not ids:
@@ -309,13 +304,6 @@ class PostgresStore(VectorSearch):
         db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
                    (pid, LIVE, [int(i) for i in ids]))
         return deleted
-
-    def content_hashes(self, project: str) -> dict[int, str]:
-        with self._conn() as db:
-            pid = self._project_id(db, project)
-            rows = db.execute("SELECT id, content_hash FROM records WHERE project_id=%s AND deployment=%s",
-                              (pid, LIVE)).fetchall()
-        return dict(rows)
 
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
@@ -363,33 +351,11 @@ class PostgresStore(VectorSearch):
                               " ORDER BY id LIMIT %s OFFSET %s", (pid, deployment, limit, offset)).fetchall()
         return [self._qna_row(r) for r in rows]
 
-    def count_qnas(self, project: str, deployment: str = LIVE) -> int:
-        with self._conn() as db:
-            pid = self._deployment_pid(db, project, deployment)
-            row = db.execute("SELECT count(*) FROM records WHERE project_id=%s AND deployment=%s",
-                             (pid, deployment)).fetchone()
-            assert row is not None  # an aggregate without GROUP BY returns one row
-            count: int = row[0]
-            return count
-
-    def count_kinds(self, project: str, deployment: str = LIVE) -> dict[str, int]:
-        with self._conn() as db:
-            pid = self._deployment_pid(db, project, deployment)
-            rows = db.execute("SELECT kind, count(*) FROM records WHERE project_id=%s AND deployment=%s GROUP BY kind",
-                              (pid, deployment)).fetchall()
-            return {kind: count for kind, count in rows}
-
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         with self._conn() as db:
             rows = db.execute(self._SYNONYMS_CHECKED, (deployment == LIVE, deployment, deployment, project)).fetchall()
         groups: list[list[str]] | None = self._checked(rows, project, deployment)[0][0]
         return groups or []
-
-    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
-        with self._tx() as db:
-            pid = self._project_id(db, project, lock=True)
-            self._write_synonyms(db, pid, groups)
-            self._bump(db, pid, LIVE)
 
     @staticmethod
     def _write_synonyms(db: psycopg.Connection, pid: int, groups: list[list[str]]) -> None:
@@ -417,13 +383,6 @@ class PostgresStore(VectorSearch):
             db.execute("UPDATE projects SET last_deployed=%s WHERE id=%s", (stamp, pid))
             self._bump(db, pid, deployment)
         return Deployment(deployment, stamp)
-
-    def list_deployments(self, project: str) -> list[Deployment]:
-        with self._conn() as db:
-            pid = self._project_id(db, project)
-            rows = db.execute("SELECT name, last_deployed FROM deployments WHERE project_id=%s ORDER BY name",
-                              (pid,)).fetchall()
-        return [Deployment(*r) for r in rows]
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         try:
@@ -459,82 +418,7 @@ class PostgresStore(VectorSearch):
         with self._read_tx() as db:
             yield PostgresIndexRows(db, project_id, deployment)
 
-    # -- sources and feedback --------------------------------------------------------------------
-    def list_sources(self, project: str) -> list[Source]:
-        with self._conn() as db:
-            pid = self._project_id(db, project)
-            rows = db.execute(
-                "SELECT source, display_name, source_uri, source_kind, content_structure_kind, content_hash,"
-                " last_updated FROM sources WHERE project_id=%s ORDER BY source", (pid,)).fetchall()
-        return [Source(*r) for r in rows]
-
-    def put_source(self, project: str, source: Source) -> None:
-        source.last_updated = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            db.execute("INSERT INTO sources VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (project_id, source) DO UPDATE"
-                       " SET display_name=EXCLUDED.display_name, source_uri=EXCLUDED.source_uri,"
-                       " source_kind=EXCLUDED.source_kind, content_structure_kind=EXCLUDED.content_structure_kind,"
-                       " content_hash=EXCLUDED.content_hash, last_updated=EXCLUDED.last_updated",
-                       (pid, source.source, source.display_name, source.source_uri, source.source_kind,
-                        source.content_structure_kind, source.content_hash, source.last_updated))
-
-    def delete_source(self, project: str, source: str) -> bool:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            return db.execute("DELETE FROM sources WHERE project_id=%s AND source=%s", (pid, source)).rowcount > 0
-
-    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
-        stamp = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            with db.cursor() as cur:
-                cur.executemany("INSERT INTO feedback VALUES(%s,%s,%s,%s,%s)",
-                                [(pid, qna_id, question, user_id, stamp) for qna_id, question, user_id in records])
-
-    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]:
-        """Per QnA, each distinct user question and how often it was sent, most frequent first."""
-        out: dict[int, list[tuple[str, int]]] = {}
-        with self._conn() as db:
-            pid = self._project_id(db, project)
-            rows = db.execute("SELECT qna_id, question, count(*) FROM feedback WHERE project_id=%s"
-                              " GROUP BY qna_id, question ORDER BY qna_id, count(*) DESC, question", (pid,)).fetchall()
-        for qna_id, question, count in rows:
-            out.setdefault(qna_id, []).append((question, count))
-        return out
-
-    def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            if question is None:
-                return db.execute("DELETE FROM feedback WHERE project_id=%s AND qna_id=%s", (pid, qna_id)).rowcount
-            return db.execute("DELETE FROM feedback WHERE project_id=%s AND qna_id=%s AND question=%s",
-                              (pid, qna_id, question)).rowcount
-
-    # -- query log ---------------------------------------------------------------------------------
-    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            with db.cursor() as cur:
-                cur.executemany("INSERT INTO queries VALUES(%s,%s,%s,%s,%s,%s,%s)",
-                                [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
-                                 for q in queries])
-
-    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
-        with self._conn() as db:
-            pid = self._project_id(db, project)
-            rows = db.execute("SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
-                              " WHERE project_id=%s AND created>=%s ORDER BY created", (pid, since)).fetchall()
-        return [LoggedQuery(*r) for r in rows]
-
-    def delete_queries(self, project: str, before: str | None = None) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            if before is None:
-                return db.execute("DELETE FROM queries WHERE project_id=%s", (pid,)).rowcount
-            return db.execute("DELETE FROM queries WHERE project_id=%s AND created<%s", (pid, before)).rowcount
-
-    # -- jobs --------------------------------------------------------------------------------------
+    # -- jobs (their reads are in statements.py) ---------------------------------------------------
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
                  " result_media, extract(epoch FROM lease_until)::float8")
 
@@ -552,23 +436,6 @@ class PostgresStore(VectorSearch):
                        (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
                         job.expires, Json(job.errors), Json(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
-
-    @staticmethod
-    def _job_row(row: tuple[Any, ...]) -> Job:
-        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
-        return Job(jid, kind, project, status, created, updated, expires, errors, params, owner,
-                   None if result is None else bytes(result), name, media, lease)
-
-    def get_job(self, job_id: str) -> Job | None:
-        with self._conn() as db:
-            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE id=%s", (job_id,)).fetchone()
-        return None if row is None else self._job_row(row)
-
-    def unfinished_jobs(self) -> list[Job]:
-        with self._conn() as db:
-            rows = db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
-                              " ORDER BY seq").fetchall()
-        return [self._job_row(r) for r in rows]
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
         # SKIP LOCKED: claimers racing for the queue head each lock a different row instead of waiting on one;
@@ -607,70 +474,6 @@ class PostgresStore(VectorSearch):
         with self._conn() as db:
             return db.execute("DELETE FROM jobs WHERE status IN ('succeeded', 'failed') AND expires != '' AND expires < %s",
                               (before,)).rowcount
-
-    # -- files --------------------------------------------------------------------------------------
-    def put_file(self, f: StoredFile) -> None:
-        with self._tx() as db:
-            db.execute("INSERT INTO files VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (id) DO UPDATE SET"
-                       " filename=EXCLUDED.filename, purpose=EXCLUDED.purpose, bytes=EXCLUDED.bytes,"
-                       " created_at=EXCLUDED.created_at, status=EXCLUDED.status, data=EXCLUDED.data,"
-                       " project=EXCLUDED.project",
-                       (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project))
-
-    @staticmethod
-    def _file_row(row: tuple[Any, ...]) -> StoredFile:
-        fid, filename, purpose, size, created_at, status, data, project = row
-        return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project)
-
-    def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
-        data = "data" if with_data else "''::bytea"
-        with self._conn() as db:
-            row = db.execute(f"SELECT id, filename, purpose, bytes, created_at, status, {data}, project FROM files"
-                             " WHERE id=%s", (file_id,)).fetchone()
-        return None if row is None else self._file_row(row)
-
-    def list_files(self, purpose: str | None = None) -> list[StoredFile]:
-        with self._conn() as db:
-            rows = db.execute("SELECT id, filename, purpose, bytes, created_at, status, ''::bytea, project FROM files"
-                              " WHERE %s::text IS NULL OR purpose=%s ORDER BY created_at DESC, id DESC",
-                              (purpose, purpose)).fetchall()
-        return [self._file_row(r) for r in rows]
-
-    def delete_file(self, file_id: str) -> bool:
-        with self._tx() as db:
-            return db.execute("DELETE FROM files WHERE id=%s", (file_id,)).rowcount > 0
-
-    # -- keys ----------------------------------------------------------------------------------
-    def add_key(self, key: ApiKey, key_hash: str) -> None:
-        with self._tx() as db:
-            db.execute("INSERT INTO api_keys VALUES(%s,%s,%s,%s,%s,%s)",
-                       (key.id, key_hash, key.name, key.role, None if key.projects is None else Json(key.projects),
-                        key.created))
-
-    def find_key(self, key_hash: str) -> ApiKey | None:
-        with self._conn() as db:
-            row = db.execute("SELECT id, name, role, projects, created FROM api_keys WHERE hash=%s",
-                             (key_hash,)).fetchone()
-        return None if row is None else ApiKey(*row)
-
-    def key_hash(self, key_id: str) -> str | None:
-        with self._conn() as db:
-            row = db.execute("SELECT hash FROM api_keys WHERE id=%s", (key_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def list_keys(self) -> list[ApiKey]:
-        with self._conn() as db:
-            rows = db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id").fetchall()
-        return [ApiKey(*r) for r in rows]
-
-    def has_keys(self) -> bool:
-        with self._conn() as db:
-            row = db.execute("SELECT EXISTS(SELECT 1 FROM api_keys)").fetchone()
-        return row is not None and bool(row[0])
-
-    def delete_key(self, key_id: str) -> bool:
-        with self._tx() as db:
-            return db.execute("DELETE FROM api_keys WHERE id=%s", (key_id,)).rowcount > 0
 
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "filter_to_sql"]

@@ -6,11 +6,8 @@ cache (``index/index_cache.py``) of a second process writing the same file
 catches up on its next query.  Deployments are copies of the live rows.  The index
 cache saves the indexes of large knowledge bases next to the database (``indexes/``).
 The schema and its migrations are in ``sqlite_schema.py``, the column codecs and the reader
-of index rows in ``sqlite_rows.py``.
-
-Why this file is over 500 lines: it is one Store method per statement, grouped by concern like
-``postgres.py``, so the two engines' SQL for each method can be read side by side; the parts with
-a job of their own are in the modules above.
+of index rows in ``sqlite_rows.py``, the statements written as PostgreSQL's are in ``statements.py``;
+what is here is SQLite's own: ids and versions, records and units, deployments, the job queue's claims.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import json
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,7 +24,7 @@ import numpy as np
 
 from openqna.clock import now_iso
 from openqna.records import NotFound, ProjectNotFound, QnA
-from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Project, Source, StoredFile, StoredQnA
+from openqna.store.base import LIVE, Deployment, Job, Project, StoredQnA
 from openqna.store.sqlite_rows import (
     TERM_SEP,
     SQLiteIndexRows,
@@ -39,10 +36,13 @@ from openqna.store.sqlite_rows import (
     vector_blob,
 )
 from openqna.store.sqlite_schema import migrate
+from openqna.store.statements import SharedStatements
 
 PAGE_SIZE = 16384
-class SQLiteStore:
-    """Store protocol on SQLite; safe to share across threads and processes."""
+class SQLiteStore(SharedStatements):
+    """Store protocol on SQLite; safe to share across threads and processes.
+
+    The statements it shares with PostgreSQL are in ``statements.py``; the hooks those need are under "plumbing"."""
 
     remote = False  # reads are local file reads (``KeyStore.remote``)
 
@@ -80,6 +80,21 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def _reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        return nullcontext(self._db)
+
+    @staticmethod
+    def _many(db: sqlite3.Connection, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        db.executemany(sql, rows)
+
+    @staticmethod
+    def _json(value: Any) -> str:
+        return json.dumps(value)
+
+    @staticmethod
+    def _from_json(value: Any) -> Any:
+        return json.loads(value)
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)
@@ -165,29 +180,6 @@ class SQLiteStore:
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
 
     # -- records -------------------------------------------------------------------------
-    def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
-        """Insert or replace records; records without an id get the next free one."""
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            ids = self._write_qnas(db, pid, items)
-            if items:
-                self._bump(db, pid, LIVE)
-        return ids
-
-    def replace_qnas(self, project: str, items: list[StoredQnA], delete: list[int],
-                     synonyms: list[list[str]] | None = None) -> list[int]:
-        """``put_qnas``, ``delete_qnas`` and ``set_synonyms`` (when given) in one transaction: an import."""
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            ids = self._write_qnas(db, pid, items) if items else []
-            deleted = self._delete_records(db, pid, delete)
-            if synonyms is not None:
-                self._write_synonyms(db, pid, synonyms)
-            if items or deleted or synonyms is not None:
-                db.execute("UPDATE projects SET modified=? WHERE id=?", (now_iso(), pid))
-                self._bump(db, pid, LIVE)
-        return ids
-
     def _write_qnas(self, db: sqlite3.Connection, pid: int, items: list[StoredQnA]) -> list[int]:
         stamp = now_iso()
         ids: list[int] = []
@@ -236,14 +228,6 @@ class SQLiteStore:
                 out.setdefault(rid, {})[(field, ord_)] = blob_vector(field, blob)
         return out
 
-    def delete_qnas(self, project: str, ids: list[int]) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            deleted = self._delete_records(db, pid, ids)
-            if deleted:
-                self._bump(db, pid, LIVE)
-        return deleted
-
     @staticmethod
     def _delete_records(db: sqlite3.Connection, pid: int, ids: list[int]) -> int:
         deleted = 0
@@ -253,11 +237,6 @@ class SQLiteStore:
             db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, i))
         return deleted
 
-    def content_hashes(self, project: str) -> dict[int, str]:
-        pid = self._project_id(self._db, project)
-        rows = self._db.execute("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?", (pid, LIVE))
-        return dict(rows.fetchall())
-
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
     @staticmethod
@@ -266,11 +245,11 @@ class SQLiteStore:
         return QnA(json.loads(questions), answer, rid, source, json_object(metadata), dialog_from_json(dialog), kind,
                    json_list(suggestions), json_object(fields), modified)
 
-    def _deployment_pid(self, project: str, deployment: str) -> int:
+    def _deployment_pid(self, db: sqlite3.Connection, project: str, deployment: str) -> int:
         """The project's id, once its deployment is known to exist: one query (every ask makes three of these)."""
         if deployment == LIVE:
-            return self._project_id(self._db, project)
-        row = self._db.execute("SELECT p.id, d.name IS NOT NULL FROM projects p LEFT JOIN deployments d "
+            return self._project_id(db, project)
+        row = db.execute("SELECT p.id, d.name IS NOT NULL FROM projects p LEFT JOIN deployments d "
                                "ON d.project_id=p.id AND d.name=? WHERE p.name=?", (deployment, project)).fetchone()
         if row is None:
             raise ProjectNotFound(f"The specified project was not found: {project}.")
@@ -293,28 +272,16 @@ class SQLiteStore:
             )
             out.update((r[0], self._qna_row(r)) for r in rows)
         if not out:
-            self._deployment_pid(project, deployment)  # raises if the project or the deployment does not exist
+            self._deployment_pid(self._db, project, deployment)  # raises if the project or deployment does not exist
         return out
 
     def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None) -> list[QnA]:
-        pid = self._deployment_pid(project, deployment)
+        pid = self._deployment_pid(self._db, project, deployment)
         rows = self._db.execute(
             f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? ORDER BY id LIMIT ? OFFSET ?",
             (pid, deployment, -1 if limit is None else limit, offset),
         )
         return [self._qna_row(r) for r in rows]
-
-    def count_qnas(self, project: str, deployment: str = LIVE) -> int:
-        pid = self._deployment_pid(project, deployment)
-        count: int = self._db.execute("SELECT count(*) FROM records WHERE project_id=? AND deployment=?",
-                                      (pid, deployment)).fetchone()[0]
-        return count
-
-    def count_kinds(self, project: str, deployment: str = LIVE) -> dict[str, int]:
-        pid = self._deployment_pid(project, deployment)
-        rows = self._db.execute("SELECT kind, count(*) FROM records WHERE project_id=? AND deployment=? GROUP BY kind",
-                                (pid, deployment)).fetchall()
-        return {kind: count for kind, count in rows}
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:
         row = self._db.execute(
@@ -326,12 +293,6 @@ class SQLiteStore:
         if not row[0]:
             raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
         return json.loads(row[1]) if row[1] else []
-
-    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            self._write_synonyms(db, pid, groups)
-            self._bump(db, pid, LIVE)
 
     @staticmethod
     def _write_synonyms(db: sqlite3.Connection, pid: int, groups: list[list[str]]) -> None:
@@ -357,11 +318,6 @@ class SQLiteStore:
             db.execute("UPDATE projects SET last_deployed=? WHERE id=?", (stamp, pid))
             self._bump(db, pid, deployment)
         return Deployment(deployment, stamp)
-
-    def list_deployments(self, project: str) -> list[Deployment]:
-        pid = self._project_id(self._db, project)
-        rows = self._db.execute("SELECT name, last_deployed FROM deployments WHERE project_id=? ORDER BY name", (pid,))
-        return [Deployment(*r) for r in rows]
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         pid = self._project_id(self._db, project)
@@ -402,74 +358,7 @@ class SQLiteStore:
             if own:
                 db.execute("COMMIT")
 
-    # -- sources and feedback --------------------------------------------------------------------
-    def list_sources(self, project: str) -> list[Source]:
-        pid = self._project_id(self._db, project)
-        rows = self._db.execute(
-            "SELECT source, display_name, source_uri, source_kind, content_structure_kind, content_hash, last_updated"
-            " FROM sources WHERE project_id=? ORDER BY source", (pid,))
-        return [Source(*r) for r in rows]
-
-    def put_source(self, project: str, source: Source) -> None:
-        source.last_updated = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            db.execute("INSERT OR REPLACE INTO sources VALUES(?,?,?,?,?,?,?,?)",
-                       (pid, source.source, source.display_name, source.source_uri, source.source_kind,
-                        source.content_structure_kind, source.content_hash, source.last_updated))
-
-    def delete_source(self, project: str, source: str) -> bool:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            return db.execute("DELETE FROM sources WHERE project_id=? AND source=?", (pid, source)).rowcount > 0
-
-    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
-        stamp = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            db.executemany("INSERT INTO feedback VALUES(?,?,?,?,?)",
-                           [(pid, qna_id, question, user_id, stamp) for qna_id, question, user_id in records])
-
-    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]:
-        """Per QnA, each distinct user question and how often it was sent, most frequent first."""
-        pid = self._project_id(self._db, project)
-        out: dict[int, list[tuple[str, int]]] = {}
-        for qna_id, question, count in self._db.execute(
-            "SELECT qna_id, question, count(*) FROM feedback WHERE project_id=? GROUP BY qna_id, question"
-            " ORDER BY qna_id, count(*) DESC, question", (pid,)):
-            out.setdefault(qna_id, []).append((question, count))
-        return out
-
-    def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            if question is None:
-                return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=?", (pid, qna_id)).rowcount
-            return db.execute("DELETE FROM feedback WHERE project_id=? AND qna_id=? AND question=?",
-                              (pid, qna_id, question)).rowcount
-
-    # -- query log ---------------------------------------------------------------------------------
-    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            db.executemany("INSERT INTO queries VALUES(?,?,?,?,?,?,?)",
-                           [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
-                            for q in queries])
-
-    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
-        pid = self._project_id(self._db, project)
-        return [LoggedQuery(*r) for r in self._db.execute(
-            "SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
-            " WHERE project_id=? AND created>=? ORDER BY created", (pid, since))]
-
-    def delete_queries(self, project: str, before: str | None = None) -> int:
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            if before is None:
-                return db.execute("DELETE FROM queries WHERE project_id=?", (pid,)).rowcount
-            return db.execute("DELETE FROM queries WHERE project_id=? AND created<?", (pid, before)).rowcount
-
-    # -- jobs --------------------------------------------------------------------------------------
+    # -- jobs (their reads are in statements.py) ---------------------------------------------------
     def put_job(self, job: Job) -> None:
         job.updated = now_iso()
         with self._tx() as db:
@@ -483,24 +372,6 @@ class SQLiteStore:
                        (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
                         job.expires, json.dumps(job.errors), json.dumps(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
-
-    _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
-                 " result_media, lease_until")
-
-    @staticmethod
-    def _job_row(row: tuple[Any, ...]) -> Job:
-        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
-        return Job(jid, kind, project, status, created, updated, expires, json.loads(errors), json.loads(params),
-                   owner, result, name, media, lease)
-
-    def get_job(self, job_id: str) -> Job | None:
-        row = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return None if row is None else self._job_row(row)
-
-    def unfinished_jobs(self) -> list[Job]:
-        rows = self._db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
-                                " ORDER BY seq")
-        return [self._job_row(r) for r in rows]
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
         queued = f"FROM jobs WHERE status='notStarted' AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq LIMIT 1"
@@ -546,58 +417,4 @@ class SQLiteStore:
             return 0  # an idle poll takes no write lock
         with self._tx() as db:
             return db.execute(f"DELETE {expired}", (before,)).rowcount
-
-    # -- files --------------------------------------------------------------------------------------
-    def put_file(self, f: StoredFile) -> None:
-        with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?)",
-                       (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, f.data, f.project))
-
-    def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
-        data = "data" if with_data else "x''"
-        row = self._db.execute(f"SELECT id, filename, purpose, bytes, created_at, status, {data}, project FROM files"
-                               " WHERE id=?", (file_id,)).fetchone()
-        return None if row is None else StoredFile(*row)
-
-    def list_files(self, purpose: str | None = None) -> list[StoredFile]:
-        rows = self._db.execute(
-            "SELECT id, filename, purpose, bytes, created_at, status, x'', project FROM files"
-            " WHERE ? IS NULL OR purpose=? ORDER BY created_at DESC, id DESC", (purpose, purpose))
-        return [StoredFile(*r) for r in rows]
-
-    def delete_file(self, file_id: str) -> bool:
-        with self._tx() as db:
-            return db.execute("DELETE FROM files WHERE id=?", (file_id,)).rowcount > 0
-
-    # -- keys ----------------------------------------------------------------------------------
-    def add_key(self, key: ApiKey, key_hash: str) -> None:
-        with self._tx() as db:
-            db.execute("INSERT INTO api_keys VALUES(?,?,?,?,?,?)",
-                       (key.id, key_hash, key.name, key.role,
-                        None if key.projects is None else json.dumps(key.projects), key.created))
-
-    @staticmethod
-    def _key_row(row: tuple[Any, ...]) -> ApiKey:
-        kid, name, role, projects, created = row
-        return ApiKey(kid, name, role, None if projects is None else json.loads(projects), created)
-
-    def find_key(self, key_hash: str) -> ApiKey | None:
-        row = self._db.execute("SELECT id, name, role, projects, created FROM api_keys WHERE hash=?",
-                               (key_hash,)).fetchone()
-        return None if row is None else self._key_row(row)
-
-    def key_hash(self, key_id: str) -> str | None:
-        row = self._db.execute("SELECT hash FROM api_keys WHERE id=?", (key_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def list_keys(self) -> list[ApiKey]:
-        rows = self._db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id")
-        return [self._key_row(r) for r in rows]
-
-    def has_keys(self) -> bool:
-        return bool(self._db.execute("SELECT EXISTS(SELECT 1 FROM api_keys)").fetchone()[0])
-
-    def delete_key(self, key_id: str) -> bool:
-        with self._tx() as db:
-            return db.execute("DELETE FROM api_keys WHERE id=?", (key_id,)).rowcount > 0
 

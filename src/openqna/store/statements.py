@@ -1,0 +1,329 @@
+"""The statements both stores write alike: the write transactions of records, their counts, deployments' list,
+sources, feedback, the query log, the job queue's reads, files and keys.
+
+Each is written once, with ``?`` placeholders, in the SQL that SQLite and PostgreSQL both accept (``ON CONFLICT ...
+DO UPDATE`` upserts, ``CAST(? AS TEXT)``); a store says how it differs in a few hooks (``Dialect``): its placeholder,
+how it opens a read and a write, how it encodes and decodes a JSON column, and how it looks a project up inside a
+transaction.  What the engines do differently stays in ``sqlite.py`` and ``postgres.py``: ids and versions (locks,
+sequences), records and units (``COPY``, arrays), the deployment copy, and the job queue's claims and leases.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from functools import cache
+from typing import Any
+
+from openqna.clock import now_iso
+from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Source, StoredFile, StoredQnA
+
+
+@cache
+def percent_marks(sql: str) -> str:
+    """``sql`` with psycopg's ``%s`` placeholders for ``?`` (a statement here never holds ``%`` or a literal ``?``)."""
+    if "%" in sql:
+        raise ValueError(f"a shared statement holds '%', which psycopg would read as a placeholder: {sql}")
+    return sql.replace("?", "%s")
+
+
+class Dialect:
+    """What a store supplies so that ``SharedStatements`` can run its SQL."""
+
+    _EMPTY_BLOB = "x''"  # an empty binary value, selected in place of a file's data
+
+    def _sql(self, sql: str) -> str:
+        """``sql`` in the store's placeholders."""
+        return sql
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        """A connection for reads outside a transaction."""
+        raise NotImplementedError
+
+    def _tx(self) -> AbstractContextManager[Any]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        raise NotImplementedError
+
+    def _project_id(self, db: Any, name: str) -> int:
+        raise NotImplementedError
+
+    def _deployment_pid(self, db: Any, project: str, deployment: str) -> int:
+        """The project's id once its deployment is known to exist; raises ``ProjectNotFound`` or ``NotFound``."""
+        raise NotImplementedError
+
+    def _writer(self, db: Any, project: str) -> int:
+        """The project's id, with the project held against other writers until the transaction ends."""
+        return self._project_id(db, project)
+
+    def _bump(self, db: Any, project_id: int, deployment: str) -> None:
+        """Move the deployment's version to a new value of the store's change sequence."""
+        raise NotImplementedError
+
+    def _write_qnas(self, db: Any, pid: int, items: list[StoredQnA]) -> list[int]:
+        raise NotImplementedError
+
+    def _delete_records(self, db: Any, pid: int, ids: list[int]) -> int:
+        raise NotImplementedError
+
+    def _write_synonyms(self, db: Any, pid: int, groups: list[list[str]]) -> None:
+        raise NotImplementedError
+
+    def _many(self, db: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """``sql`` once per row, in the transaction of ``db``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _json(value: Any) -> Any:
+        """``value`` as a parameter of a JSON column."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _from_json(value: Any) -> Any:
+        """A JSON column's value as Python."""
+        raise NotImplementedError
+
+
+_FILE_COLS = "id, filename, purpose, bytes, created_at, status, {data}, project"
+
+
+class SharedStatements(Dialect):
+    """The Store methods whose SQL the two engines share (``Store`` in ``store/base.py`` says what each does)."""
+
+    # -- records: the transactions (what is written in them is each engine's own) -----------------------------------
+    def put_qnas(self, project: str, items: list[StoredQnA]) -> list[int]:
+        """Insert or replace records; records without an id get the next free one."""
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            ids = self._write_qnas(db, pid, items)
+            if items:
+                self._bump(db, pid, LIVE)
+        return ids
+
+    def replace_qnas(self, project: str, items: list[StoredQnA], delete: list[int],
+                     synonyms: list[list[str]] | None = None) -> list[int]:
+        """``put_qnas``, ``delete_qnas`` and ``set_synonyms`` (when given) in one transaction: an import."""
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            ids = self._write_qnas(db, pid, items) if items else []
+            deleted = self._delete_records(db, pid, delete)
+            if synonyms is not None:
+                self._write_synonyms(db, pid, synonyms)
+            if items or deleted or synonyms is not None:
+                db.execute(self._sql("UPDATE projects SET modified=? WHERE id=?"), (now_iso(), pid))
+                self._bump(db, pid, LIVE)
+        return ids
+
+    def delete_qnas(self, project: str, ids: list[int]) -> int:
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            deleted = self._delete_records(db, pid, ids)
+            if deleted:
+                self._bump(db, pid, LIVE)
+        return deleted
+
+    def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            self._write_synonyms(db, pid, groups)
+            self._bump(db, pid, LIVE)
+
+    # -- records' counts and deployments ----------------------------------------------------------------------------
+    def content_hashes(self, project: str) -> dict[int, str]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?"),
+                              (pid, LIVE)).fetchall()
+        return dict(rows)
+
+    def count_qnas(self, project: str, deployment: str = LIVE) -> int:
+        with self._reading() as db:
+            pid = self._deployment_pid(db, project, deployment)
+            row = db.execute(self._sql("SELECT count(*) FROM records WHERE project_id=? AND deployment=?"),
+                             (pid, deployment)).fetchone()
+        count: int = row[0]  # an aggregate without GROUP BY returns one row
+        return count
+
+    def count_kinds(self, project: str, deployment: str = LIVE) -> dict[str, int]:
+        with self._reading() as db:
+            pid = self._deployment_pid(db, project, deployment)
+            rows = db.execute(self._sql("SELECT kind, count(*) FROM records WHERE project_id=? AND deployment=?"
+                                        " GROUP BY kind"), (pid, deployment)).fetchall()
+        return {kind: count for kind, count in rows}
+
+    def list_deployments(self, project: str) -> list[Deployment]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT name, last_deployed FROM deployments WHERE project_id=? ORDER BY name"),
+                              (pid,)).fetchall()
+        return [Deployment(*r) for r in rows]
+
+    # -- sources and feedback --------------------------------------------------------------------------------------
+    def list_sources(self, project: str) -> list[Source]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql(
+                "SELECT source, display_name, source_uri, source_kind, content_structure_kind, content_hash,"
+                " last_updated FROM sources WHERE project_id=? ORDER BY source"), (pid,)).fetchall()
+        return [Source(*r) for r in rows]
+
+    def put_source(self, project: str, source: Source) -> None:
+        source.last_updated = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.execute(self._sql(
+                "INSERT INTO sources VALUES(?,?,?,?,?,?,?,?) ON CONFLICT (project_id, source) DO UPDATE"
+                " SET display_name=EXCLUDED.display_name, source_uri=EXCLUDED.source_uri,"
+                " source_kind=EXCLUDED.source_kind, content_structure_kind=EXCLUDED.content_structure_kind,"
+                " content_hash=EXCLUDED.content_hash, last_updated=EXCLUDED.last_updated"),
+                (pid, source.source, source.display_name, source.source_uri, source.source_kind,
+                 source.content_structure_kind, source.content_hash, source.last_updated))
+
+    def delete_source(self, project: str, source: str) -> bool:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            deleted: bool = db.execute(self._sql("DELETE FROM sources WHERE project_id=? AND source=?"),
+                                       (pid, source)).rowcount > 0
+        return deleted
+
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            self._many(db, self._sql("INSERT INTO feedback VALUES(?,?,?,?,?)"),
+                       [(pid, qna_id, question, user_id, stamp) for qna_id, question, user_id in records])
+
+    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]:
+        """Per QnA, each distinct user question and how often it was sent, most frequent first."""
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT qna_id, question, count(*) FROM feedback WHERE project_id=?"
+                                        " GROUP BY qna_id, question ORDER BY qna_id, count(*) DESC, question"),
+                              (pid,)).fetchall()
+        out: dict[int, list[tuple[str, int]]] = {}
+        for qna_id, question, count in rows:
+            out.setdefault(qna_id, []).append((question, count))
+        return out
+
+    def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            if question is None:
+                cursor = db.execute(self._sql("DELETE FROM feedback WHERE project_id=? AND qna_id=?"), (pid, qna_id))
+            else:
+                cursor = db.execute(self._sql("DELETE FROM feedback WHERE project_id=? AND qna_id=? AND question=?"),
+                                    (pid, qna_id, question))
+            deleted: int = cursor.rowcount
+        return deleted
+
+    # -- query log --------------------------------------------------------------------------------------------------
+    def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            self._many(db, self._sql("INSERT INTO queries VALUES(?,?,?,?,?,?,?)"),
+                       [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
+                        for q in queries])
+
+    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
+                                        " WHERE project_id=? AND created>=? ORDER BY created"), (pid, since)).fetchall()
+        return [LoggedQuery(*r) for r in rows]
+
+    def delete_queries(self, project: str, before: str | None = None) -> int:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            if before is None:
+                cursor = db.execute(self._sql("DELETE FROM queries WHERE project_id=?"), (pid,))
+            else:
+                cursor = db.execute(self._sql("DELETE FROM queries WHERE project_id=? AND created<?"), (pid, before))
+            deleted: int = cursor.rowcount
+        return deleted
+
+    # -- the job queue's reads (claims and leases are each engine's own) ----------------------------------------------
+    _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
+                 " result_media, lease_until")
+
+    def _job_row(self, row: tuple[Any, ...]) -> Job:
+        jid, kind, project, status, created, updated, expires, errors, params, owner, result, name, media, lease = row
+        return Job(jid, kind, project, status, created, updated, expires, self._from_json(errors),
+                   self._from_json(params), owner, None if result is None else bytes(result), name, media, lease)
+
+    def get_job(self, job_id: str) -> Job | None:
+        with self._reading() as db:
+            row = db.execute(self._sql(f"SELECT {self._JOB_COLS} FROM jobs WHERE id=?"), (job_id,)).fetchone()
+        return None if row is None else self._job_row(row)
+
+    def unfinished_jobs(self) -> list[Job]:
+        with self._reading() as db:
+            rows = db.execute(self._sql(f"SELECT {self._JOB_COLS} FROM jobs WHERE status IN ('notStarted', 'running')"
+                                        " ORDER BY seq")).fetchall()
+        return [self._job_row(r) for r in rows]
+
+    # -- files --------------------------------------------------------------------------------------------------------
+    def put_file(self, f: StoredFile) -> None:
+        with self._tx() as db:
+            db.execute(self._sql(
+                "INSERT INTO files VALUES(?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
+                " filename=EXCLUDED.filename, purpose=EXCLUDED.purpose, bytes=EXCLUDED.bytes,"
+                " created_at=EXCLUDED.created_at, status=EXCLUDED.status, data=EXCLUDED.data, project=EXCLUDED.project"),
+                (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project))
+
+    @staticmethod
+    def _file_row(row: tuple[Any, ...]) -> StoredFile:
+        fid, filename, purpose, size, created_at, status, data, project = row
+        return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project)
+
+    def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
+        cols = _FILE_COLS.format(data="data" if with_data else self._EMPTY_BLOB)
+        with self._reading() as db:
+            row = db.execute(self._sql(f"SELECT {cols} FROM files WHERE id=?"), (file_id,)).fetchone()
+        return None if row is None else self._file_row(row)
+
+    def list_files(self, purpose: str | None = None) -> list[StoredFile]:
+        cols = _FILE_COLS.format(data=self._EMPTY_BLOB)
+        with self._reading() as db:
+            rows = db.execute(self._sql(f"SELECT {cols} FROM files WHERE CAST(? AS TEXT) IS NULL OR purpose=?"
+                                        " ORDER BY created_at DESC, id DESC"), (purpose, purpose)).fetchall()
+        return [self._file_row(r) for r in rows]
+
+    def delete_file(self, file_id: str) -> bool:
+        with self._tx() as db:
+            deleted: bool = db.execute(self._sql("DELETE FROM files WHERE id=?"), (file_id,)).rowcount > 0
+        return deleted
+
+    # -- keys ---------------------------------------------------------------------------------------------------------
+    def add_key(self, key: ApiKey, key_hash: str) -> None:
+        with self._tx() as db:
+            db.execute(self._sql("INSERT INTO api_keys VALUES(?,?,?,?,?,?)"),
+                       (key.id, key_hash, key.name, key.role,
+                        None if key.projects is None else self._json(key.projects), key.created))
+
+    def _key_row(self, row: tuple[Any, ...]) -> ApiKey:
+        kid, name, role, projects, created = row
+        return ApiKey(kid, name, role, None if projects is None else self._from_json(projects), created)
+
+    def find_key(self, key_hash: str) -> ApiKey | None:
+        with self._reading() as db:
+            row = db.execute(self._sql("SELECT id, name, role, projects, created FROM api_keys WHERE hash=?"),
+                             (key_hash,)).fetchone()
+        return None if row is None else self._key_row(row)
+
+    def key_hash(self, key_id: str) -> str | None:
+        with self._reading() as db:
+            row = db.execute(self._sql("SELECT hash FROM api_keys WHERE id=?"), (key_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_keys(self) -> list[ApiKey]:
+        with self._reading() as db:
+            rows = db.execute("SELECT id, name, role, projects, created FROM api_keys ORDER BY created, id").fetchall()
+        return [self._key_row(r) for r in rows]
+
+    def has_keys(self) -> bool:
+        with self._reading() as db:
+            row = db.execute("SELECT EXISTS(SELECT 1 FROM api_keys)").fetchone()
+        return row is not None and bool(row[0])
+
+    def delete_key(self, key_id: str) -> bool:
+        with self._tx() as db:
+            deleted: bool = db.execute(self._sql("DELETE FROM api_keys WHERE id=?"), (key_id,)).rowcount > 0
+        return deleted
