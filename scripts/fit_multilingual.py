@@ -14,7 +14,7 @@ record for every **dev** question:
 
 Prints the Calibration and the dev figures at 0.5 (precision, recall, top-1).
 
-Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]]   (~2 min with a warm eval/.cache; CACHE: another
+Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]] [--write]   (~2 min with a warm eval/.cache; CACHE: another
 embedding cache file, such as an `openqna eval --out DIR` run's DIR/.cache/embeddings.sqlite3)
 """
 
@@ -67,8 +67,9 @@ def matrix(f: ranker.Features, names: tuple[str, ...]) -> np.ndarray:
 
 
 def main() -> None:
-    data_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
-    cache = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("eval") / ".cache" / "embeddings.sqlite3"
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    data_dir = Path(args[0] if args else "../shared/data")
+    cache = Path(args[1]) if len(args) > 1 else Path("eval") / ".cache" / "embeddings.sqlite3"
     with tempfile.TemporaryDirectory(prefix="openqna-fit-multilingual-") as tmp:
         store = open_store(tmp)
         service = Service(store, CachedEmbedder(get_embedder("local"), cache),
@@ -107,6 +108,9 @@ def main() -> None:
                                  passages=calibrations.Calibration(**{**zero, **passage}, scale=1.0, shift=0.0,
                                                                    typical=None), context_boost=1.0)
     print(c)
+    if "--write" in sys.argv[1:]:
+        calibrations.save("MULTILINGUAL", c, fitted_by="scripts/fit_multilingual.py")
+        print(f"MULTILINGUAL written to {calibrations.DATA_FILE}")
     for split in ("dev", "test"):
         for kb in sorted({q["kb"] for q in questions}) + ["all"]:
             rows = [q for q in questions if q["split"] == split and kb in ("all", q["kb"])]

@@ -7,7 +7,7 @@ In-scope queries: 400 train claims (never test); off-topic queries: 300 banking7
 training utterances.  Each query contributes its gold records (positives) and its 8
 best-looking wrong records (negatives), as scripts/fit_calibration.py does for FAQs.
 
-Usage: python scripts/fit_passage_calibration.py [embedding-cache.sqlite3]
+Usage: python scripts/fit_passage_calibration.py [embedding-cache.sqlite3] [--write]
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from openqna.kb.service import Service
 from openqna.kinds.vector_store_records import chunk_record
 from openqna.models import gpt2
 from openqna.models.embedder import get_embedder
+from openqna.ranking import calibrations
+from openqna.ranking.calibrations import Calibration
 from openqna.store.sqlite import SQLiteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -101,13 +103,20 @@ def main(cache: Path, tmp: str) -> None:
         accuracy = float(((logit > 0) == (y > 0.5)).mean())
         print(f"{name}: {dict(zip([NAMES[c] for c in cols], np.round(w[:-1], 3).tolist()))} bias {w[-1]:.3f}"
               f"  accuracy at 0.5: {accuracy:.3f}  ({len(y)} pairs, {int(y.sum())} positive)")
-    print(f"PASSAGE_CALIBRATION = calibrations.Calibration(w_qsim={w[0]:.3f}, w_asim=0.0, w_qcov={w[1]:.3f}, w_acov=0.0, "
-          f"w_qmean=0.0, w_qcent=0.0, bias={w[2]:.3f}, scale=1.0, shift=0.0, typical=None)")
-    # for questions the embedder cannot read (ranker.rank's reads_cjk): the same fit without the vectors
-    w = fits["window coverage only"]
-    print(f"LEXICAL = calibrations.Calibration(w_qsim=0.0, w_asim=0.0, w_qcov={w[0]:.3f}, w_acov=0.0, w_qmean=0.0, "
-          f"w_qcent=0.0, bias={w[1]:.3f}, scale=1.0, shift=0.0, typical=None)")
+    lexical = fits["window coverage only"]
+    shipped = Calibration(w_qsim=round(float(w[0]), 3), w_qcov=round(float(w[1]), 3), bias=round(float(w[2]), 3),
+                          # for questions the embedder cannot read (ranker.rank's reads_cjk): the fit without vectors
+                          lexical=Calibration(w_qcov=round(float(lexical[0]), 3), bias=round(float(lexical[1]), 3)),
+                          context_boost=1.0)
+    print(shipped)
+    if "--write" in sys.argv[1:]:
+        name = calibrations.entry_for("passage", service.embedder.name)
+        calibrations.save(name, shipped, fitted_by="scripts/fit_passage_calibration.py", use="passage",
+                          embedder=service.embedder.name)
+        print(f"{name} written to {calibrations.DATA_FILE}")
+
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tmp) / "embeddings.sqlite3", tmp)
+        args = [a for a in sys.argv[1:] if a != "--write"]
+        main(Path(args[0]) if args else Path(tmp) / "embeddings.sqlite3", tmp)

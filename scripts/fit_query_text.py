@@ -8,7 +8,7 @@ off-topic call) five other paragraphs.  A passage is right when it holds the gol
 regressions of right-or-not: on cosine and word share (``QUERY_TEXT``), and on word share alone (its
 ``lexical`` part, for what the embedder cannot read).
 
-Usage: python scripts/fit_query_text.py [DATA_DIR]   (~1 min)
+Usage: python scripts/fit_query_text.py [DATA_DIR] [--write]   (~1 min)
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.index.analyze import analyze
 from openqna.kb.service import passages_of
 from openqna.models.embedder import get_embedder
+from openqna.ranking import calibrations
+from openqna.ranking.calibrations import Calibration
 
 RECORDS = 5
 
@@ -36,7 +38,8 @@ def dev_questions(data_dir: Path) -> list[datasets.SpanQuestion]:
 
 
 def main() -> None:
-    data_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("../shared/data")
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    data_dir = Path(args[0]) if args else Path("../shared/data")
     questions = dev_questions(data_dir)
     paragraphs = list(dict.fromkeys(q.context for q in questions))
     pieces = {p: [p[s:e] for s, e in passages_of(p)] for p in paragraphs}
@@ -63,6 +66,14 @@ def main() -> None:
     print(f"lexical: w_qcov={lexical.coef_[0][0]:.3f} bias={lexical.intercept_[0]:.3f}")
     p = full.predict_proba(X)[:, 1]
     print(f"at 0.5: precision {y[p >= 0.5].mean():.3f} recall {(p[y] >= 0.5).mean():.3f}")
+    fit = Calibration(w_qsim=round(float(full.coef_[0][0]), 3), w_qcov=round(float(full.coef_[0][1]), 3),
+                      bias=round(float(full.intercept_[0]), 3),
+                      lexical=Calibration(w_qcov=round(float(lexical.coef_[0][0]), 3),
+                                          bias=round(float(lexical.intercept_[0]), 3)), context_boost=1.0)
+    print(fit)
+    if "--write" in sys.argv[1:]:
+        calibrations.save("QUERY_TEXT", fit, fitted_by="scripts/fit_query_text.py")
+        print(f"QUERY_TEXT written to {calibrations.DATA_FILE}")
 
 
 if __name__ == "__main__":

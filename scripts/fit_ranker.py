@@ -16,7 +16,8 @@ answer coverage; passages: text coverage and BM25), for the questions the embedd
 (``ranker.rank``'s ``reads_cjk``); FAQ confidence 0.5 loses at most ``LOSS`` of the lexical
 top-1 on banking77's and hwu64's dev questions, as above, with no KB adaptation.
 
-Usage: python scripts/fit_ranker.py [--lexical]   (prints the Calibration; ~2 min with a warm eval/.cache)
+Usage: python scripts/fit_ranker.py [--lexical] [--write]   (prints the Calibration, and with --write writes it into
+src/openqna/ranking/calibrations.json for the embedder in OPENQNA_EMBEDDER; ~2 min with a warm eval/.cache)
 """
 
 from __future__ import annotations
@@ -230,7 +231,16 @@ def main() -> None:
             c = faq(service, embedder)
             p = passage(service, embedder)
     embedder.close()
-    print(dataclasses.replace(c, passages=p))
+    fit = dataclasses.replace(c, passages=p)
+    print(fit)
+    if "--write" in sys.argv[1:]:
+        script = " ".join(["scripts/fit_ranker.py"] + [a for a in sys.argv[1:] if a == "--lexical"])
+        if "--lexical" in sys.argv[1:]:
+            calibrations.save("LEXICAL", fit, fitted_by=script)
+        else:
+            name = calibrations.entry_for("faq", embedder.name)
+            calibrations.save(name, fit, fitted_by=script, use="faq", embedder=embedder.name)
+        print(f"written to {calibrations.DATA_FILE}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ scores every record of these small KBs).  Then, on the **dev** questions only:
    and the adapted KBs' have weights of their own.
 3. ``RIVAL``, "none of these" (below), and ``SHIFT``: each regime's dev precision and recall at 0.5 are printed for a grid of shifts; the chosen one is below.
 
-Usage: python scripts/fit_regimes.py [DATA_DIR]   (~4 min with a warm eval/.cache; FIT_REGIMES_CACHE=file.pkl
+Usage: python scripts/fit_regimes.py [DATA_DIR] [--write]   (~4 min with a warm eval/.cache; FIT_REGIMES_CACHE=file.pkl
 keeps what was asked, so that a second run only refits)
 """
 
@@ -267,7 +267,8 @@ def figures(rows: list[tuple[dict, float]]) -> str:
 
 
 def main() -> None:
-    data_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("../shared/data")
+    args = [a for a in sys.argv[1:] if a != "--write"]
+    data_dir = Path(args[0]) if args else Path("../shared/data")
     cache = os.environ.get("FIT_REGIMES_CACHE")  # a pickle of what was collected, to refit without asking again
     if cache and Path(cache).exists():
         found = pickle.loads(Path(cache).read_bytes())
@@ -312,6 +313,10 @@ def main() -> None:
         w_faq_page_gap=fitted["faq_page_gap"], w_log_records=fitted["log_records"], bias=round(float(v[-1]), 3),
         shift=SHIFT, rival=rival)
     print("REGIME =", terms)
+    if "--write" in sys.argv[1:]:
+        calibrations.save("SPARSE", sparse, fitted_by="scripts/fit_regimes.py")
+        calibrations.save("REGIME", terms, fitted_by="scripts/fit_regimes.py")
+        print(f"SPARSE and REGIME written to {calibrations.DATA_FILE}")
     for shift in SHIFTS:
         print(f"shift {shift}{' (chosen)' if shift == SHIFT else ''}:")
         for split in ("dev",):  # the test splits are for `make eval`'s report only

@@ -1,17 +1,21 @@
 """The fitted calibrations: the weights that turn retrieval features into a confidence, all in one place.
 
-A ``Calibration`` is a linear logit over the ranker's features plus a Platt rescaling; the numbers
-below were fitted on development data by the scripts named beside each, per embedding model (each
-model spreads its cosines differently).  The ranker (``ranker.py``) applies them; ``Service`` picks
-the FAQ ones by embedder (``calibration_for``), the vector stores the passage ones
-(``passage_calibration``), and ``openqna calibrate`` rescales one for a project (``rescaled``).
-Refitting changes numbers here and nowhere else.
+A ``Calibration`` is a linear logit over the ranker's features plus a Platt rescaling.  Its numbers are data,
+in ``calibrations.json`` beside this module: each entry was written by the script it names (``--write``), fitted
+on development data, per embedding model (each model spreads its cosines differently); what each was fitted on
+is said below, beside the name it is served by.  The ranker (``ranker.py``) applies them; ``Service`` picks the
+FAQ ones by embedder (``calibration_for``), the vector stores the passage ones (``passage_calibration``), and
+``openqna calibrate`` rescales one for a project (``rescaled``).  Refitting rewrites the data file and nothing
+else; ``tests/test_calibrations.py`` loads it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Union
 
 import numpy as np
 
@@ -73,15 +77,130 @@ class Calibration:
         return out
 
 
+# -- the data file ------------------------------------------------------------------------------------------------
+DATA_FILE = Path(__file__).with_name("calibrations.json")
+Fit = Union[Calibration, RegimeTerms]
+_NESTED: dict[str, type] = {"passages": Calibration, "lexical": Calibration, "sparse": Calibration,
+                            "regime": RegimeTerms}
+
+
+def load(path: Path = DATA_FILE) -> dict[str, Fit]:
+    """Every entry of the data file by name.  A nested value that is a string names another entry (the same object
+    is then shared); a dict is a fit of its own; a field not given has the class's (neutral) default."""
+    entries = json.loads(Path(path).read_text(encoding="utf-8"))["fits"]
+    built: dict[str, Fit] = {}
+
+    def build(cls: type, values: dict[str, Any], trail: tuple[str, ...]) -> Fit:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{path}: {'.'.join(trail)} has no field {', '.join(unknown)} ({cls.__name__})")
+        args = {}
+        for key, value in values.items():
+            if key in _NESTED and value is not None:
+                value = named(value, trail + (key,)) if isinstance(value, str) else \
+                    build(_NESTED[key], value, trail + (key,))
+                if not isinstance(value, _NESTED[key]):
+                    raise ValueError(f"{path}: {'.'.join(trail + (key,))} names a {type(value).__name__}")
+            args[key] = value
+        fit: Fit = cls(**args)
+        return fit
+
+    def named(name: str, trail: tuple[str, ...]) -> Fit:
+        if name not in built:
+            if name not in entries:
+                raise ValueError(f"{path}: {'.'.join(trail)} names {name!r}, which is not an entry")
+            if name in trail:
+                raise ValueError(f"{path}: {name} refers to itself")
+            entry = entries[name]
+            built[name] = build(RegimeTerms if entry.get("kind") == "regime" else Calibration, entry["values"],
+                                trail + (name,))
+        return built[name]
+
+    for name in entries:
+        named(name, ())
+    return built
+
+
+def served(use: str, path: Path = DATA_FILE) -> dict[str, str]:
+    """The entries the data file says serve ``use`` ("faq" or "passage"), by the embedder whose vectors they read."""
+    entries = json.loads(Path(path).read_text(encoding="utf-8"))["fits"]
+    return {e["embedder"]: name for name, e in entries.items() if e.get("use") == use}
+
+
+def save(name: str, fit: Fit, *, fitted_by: str, use: str | None = None, embedder: str | None = None,
+         path: Path = DATA_FILE) -> None:
+    """Write ``fit`` as the entry ``name`` of the data file (what a fit script's ``--write`` does).
+
+    Only the numbers a fit makes are its own: a nested fit it leaves None (``passages``, ``lexical``, ``sparse``,
+    ``regime``) keeps the entry's current one; one it gives replaces the entry's, and where that is another entry
+    by name (``CALIBRATION``'s ``passages`` is ``PASSAGES``), that entry is rewritten; any other nested fit equal to
+    an entry is written as that entry's name.  The file is read back before it is replaced, so a fit that would not load is never written."""
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    entries = document["fits"]
+    others = {n: f for n, f in load(path).items() if n != name}
+
+    def values(obj: Fit, old: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.name in _NESTED and value is None and old.get(f.name) is not None:
+                out[f.name] = old[f.name]
+            elif f.name in _NESTED and isinstance(old.get(f.name), str):  # a part with an entry of its own: refitted
+                part = entries[old[f.name]]
+                part["values"] = values(value, part["values"])
+                out[f.name] = old[f.name]
+            elif f.name in _NESTED and value is not None:
+                same = [n for n, o in others.items() if o == value]
+                out[f.name] = same[0] if same else values(value, {})
+            elif value != f.default:
+                out[f.name] = value
+        return out
+
+    entry: dict[str, Any] = {"fitted_by": fitted_by}
+    if isinstance(fit, RegimeTerms):
+        entry["kind"] = "regime"
+    if use is not None:
+        entry["use"], entry["embedder"] = use, embedder
+    entry["values"] = values(fit, entries.get(name, {}).get("values", {}))
+    entries[name] = entry
+    text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+    trial = Path(path).with_suffix(".json.new")
+    trial.write_text(text, encoding="utf-8")
+    try:
+        load(trial)
+    except Exception:
+        trial.unlink()
+        raise
+    trial.replace(path)
+
+
+def entry_for(use: str, embedder: str, path: Path = DATA_FILE) -> str:
+    """The name of the entry that serves ``use`` for ``embedder``: the existing one, else a new name."""
+    return served(use, path).get(embedder) or f"{use.upper()}:{embedder}"
+
+
+_FITS = load()
+
+
+def _calibration(name: str) -> Calibration:
+    fit = _FITS[name]
+    assert isinstance(fit, Calibration), name
+    return fit
+
+
+def _regime(name: str) -> RegimeTerms:
+    fit = _FITS[name]
+    assert isinstance(fit, RegimeTerms), name
+    return fit
+
+
+# -- what each entry was fitted on ----------------------------------------------------------------------------------
 # Passages (SciFact train claims): text cosine, text coverage and text BM25.
-PASSAGES = Calibration(w_qsim=0.0, w_asim=13.634, w_qcov=0.0, w_acov=5.211, w_qmean=0.0, w_qcent=0.0, w_bm25=6.932,
-                       scale=0.566, shift=-8.649, typical=None, context_boost=1.0)
+PASSAGES = _calibration("PASSAGES")
 # For the share of a question the embedder cannot read (``rank``'s ``reads_cjk``): the same fits
 # with the keyword features alone (``scripts/fit_ranker.py --lexical``, the same development data).
-LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0,
-                      scale=0.851, shift=-2.383, typical=None,
-                      passages=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=7.252, w_qmean=0.0, w_qcent=0.0,
-                                           w_bm25=14.345, scale=0.62, shift=-6.908, typical=None), context_boost=1.0)
+LEXICAL = _calibration("LEXICAL")
 # A KB of QnAs the adaptation does not reach (one question per QnA, as FAQ pages are): scripts/fit_regimes.py, a
 # softmax over each question's records fitted on the dev splits of ``make eval``'s one-question regime only: FAQ
 # pages with real answers (covid-q, covid-qsim-deepset, the three chit-chat KBs cut to one question; each KB weighing
@@ -91,54 +210,35 @@ LEXICAL = Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=10.74, w_acov=8.055, w_qmea
 # again in proportion to the KB's answer informativeness (``ranker.answer_informativeness``), which lets the same
 # weights read chit-chat by its questions and paragraphs by their text (XQuAD's FAQ, never fitted on: dev top-1
 # 0.917 against 0.819 without the informativeness terms).
-SPARSE = Calibration(w_qsim=5.74, w_asim=2.77, w_qcov=1.744, w_acov=1.447, w_qmean=0.0, w_qcent=0.0, w_bm25=-0.006,
-                     w_dmax=5.514, w_asim_informative=1.115, w_acov_informative=1.238, w_bm25_informative=0.309,
-                     scale=0.34, shift=-3.356, typical=None, context_boost=1.0)
+SPARSE = _calibration("SPARSE")
 # The last step on every KB, one scale across kinds of KB (``regime``): scripts/fit_regimes.py on the dev splits of
 # the regimes of ``make eval`` that are fitted on (many questions, one question, XQuAD's FAQ, documents, tiny; not
-# the intent sets with intent names for answers; each regime weighs the same; the many-question KBs count both adapted and as a KB that cannot adapt ranks them).  Its output is the
-# probability that the top answer is right, less ``shift`` (0.75 logit units), so that 0.5 stands where that
-# probability is 0.68 (see scripts/fit_regimes.py for the choice).  An FAQ page's logit and gap have weights of
-# their own, as an adapted KB's do: its logits come from ``SPARSE``.
-REGIME = RegimeTerms(w_logit=0.092, w_gap=0.564, w_share=0.718, w_passage=0.298, w_heading=0.203, w_adapted=-1.245,
-                     w_adapted_logit=0.428, w_adapted_gap=-0.261, w_faq_page=0.318, w_faq_page_logit=0.266,
-                     w_faq_page_gap=1.351, w_log_records=0.176, bias=0.14, shift=0.75, rival=-1.0)
+# the intent sets with intent names for answers; each regime weighs the same; the many-question KBs count both
+# adapted and as a KB that cannot adapt ranks them).  Its output is the probability that the top answer is right,
+# less ``shift`` (0.75 logit units), so that 0.5 stands where that probability is 0.68 (see scripts/fit_regimes.py
+# for the choice).  An FAQ page's logit and gap have weights of their own, as an adapted KB's do: its logits come
+# from ``SPARSE``.
+REGIME = _regime("REGIME")
 # all-MiniLM-L6-v2, the bundled model: scripts/fit_ranker.py, a softmax over each question's records fitted on
 # development questions only (banking77 training utterances not in the KB, hwu64's validation split, chit-chat
-# questions the evaluation indexes).
-CALIBRATION = Calibration(w_qsim=7.765, w_asim=2.379, w_qcov=1.887, w_acov=1.889, w_qmean=-12.307, w_qcent=21.163,
-                          context_boost=1.0, scale=0.681, shift=5.037, typical=21.874,
-                          passages=PASSAGES, lexical=LEXICAL, regime=REGIME, sparse=SPARSE)
+# questions the evaluation indexes); it names PASSAGES, LEXICAL, REGIME and SPARSE as its parts.
+CALIBRATION = _calibration("CALIBRATION")
 # The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines are spread differently (its KBs'
 # typical right-answer logit is 16.3 against MiniLM's 21.9), so the accurate model, all-mpnet-base-v2, has the
 # same fits of its own, made by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development
 # data.  The lexical part reads keywords only and is shared.
-MPNET_CALIBRATION = Calibration(
-    w_qsim=8.292, w_asim=3.121, w_qcov=2.338, w_acov=1.932, w_qmean=-13.466, w_qcent=21.327, scale=0.798,
-    shift=5.907, typical=16.279, lexical=LEXICAL,
-    passages=Calibration(w_qsim=0.0, w_asim=13.891, w_qcov=0.0, w_acov=4.937, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=7.079, scale=0.577, shift=-9.186, typical=None), context_boost=1.0)
+MPNET_CALIBRATION = _calibration("MPNET_CALIBRATION")
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
 # fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
-ACCURATE_CALIBRATION = Calibration(
-    w_qsim=7.964, w_asim=3.667, w_qcov=1.649, w_acov=1.53, w_qmean=-13.704, w_qcent=23.431, scale=0.778,
-    shift=5.91, typical=18.337, lexical=LEXICAL,
-    passages=Calibration(w_qsim=0.0, w_asim=17.586, w_qcov=0.0, w_acov=5.398, w_qmean=0.0, w_qcent=0.0,
-                         w_bm25=5.545, scale=0.562, shift=-9.176, typical=None), context_boost=1.0)
-# Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``): the
-# universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py on
-# the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
+ACCURATE_CALIBRATION = _calibration("ACCURATE_CALIBRATION")
+# Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``):
+# the universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py
+# on the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
 # in-scope questions for the weights, a softmax over each question's records; then the last step, a logistic
 # regression of "the top answer is right" with the off-topic ones): dev precision 0.916 and recall 0.936 at 0.5.
 # The question mean and centroid have no weight: the dev FAQs have one question per QnA.
-MULTILINGUAL = Calibration(
-    w_qsim=2.438, w_asim=8.21, w_qcov=0.751, w_acov=18.462, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, scale=1.0,
-    shift=0.0, typical=None,
-    passages=Calibration(w_qsim=0.0, w_asim=7.677, w_qcov=0.0, w_acov=15.363, w_qmean=0.0, w_qcent=0.0, w_bm25=6.646,
-                         scale=1.0, shift=0.0, typical=None),
-    regime=RegimeTerms(w_logit=0.185, w_gap=1.146, w_passage=0.034, w_heading=0.0, bias=-4.107), context_boost=1.0)
-_FITTED = {"minilm-l6-v2/onnx-fp32": CALIBRATION, "mpnet-base-v2/onnx-fp32": MPNET_CALIBRATION,
-           "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_CALIBRATION}
+MULTILINGUAL = _calibration("MULTILINGUAL")
+_FITTED = {embedder: _calibration(name) for embedder, name in served("faq").items()}
 
 
 def calibration_for(embedder: str) -> Calibration:
@@ -171,30 +271,15 @@ def rescaled(c: Calibration, scale: float, shift: float) -> Calibration:
 # word pieces).  Fitted by scripts/fit_passage_calibration.py on SciFact train claims against
 # abstracts recorded as here, with banking77/hwu64 utterances as off-topic queries: 6,051 pairs,
 # 0.951 accuracy at 0.5.  A score is a probability of relevance, so a loose paraphrase scores low.
-# Every field is given: the defaults are the FAQ ranker's (question mean/centroid weights, its typical
-# score and Platt scale), which a fitted logistic model must not inherit.  ``lexical``: the same fit
-# on coverage alone, for questions the embedder cannot read (ranker.rank's ``reads_cjk``).
-PASSAGE_CALIBRATION = Calibration(
-    w_qsim=7.906, w_asim=0.0, w_qcov=4.935, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.023,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.818, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.967, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
+# ``lexical``: the same fit on coverage alone, for questions the embedder cannot read (ranker.rank's ``reads_cjk``).
+PASSAGE_CALIBRATION = _calibration("PASSAGE_CALIBRATION")
 # The same fit on all-mpnet-base-v2's vectors (OPENQNA_EMBEDDER=mpnet scripts/fit_passage_calibration.py, the
 # same data and pairs: 6,046, 0.953 accuracy at 0.5).
-MPNET_PASSAGE_CALIBRATION = Calibration(
-    w_qsim=8.136, w_asim=0.0, w_qcov=4.966, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.415,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.832, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-4.982, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
+MPNET_PASSAGE_CALIBRATION = _calibration("MPNET_PASSAGE_CALIBRATION")
 # And on the accurate model's (OPENQNA_EMBEDDER=accurate: mpnet beside the universal sentence encoder), the same
 # data and pairs: 6,046, 0.952 accuracy at 0.5.
-ACCURATE_PASSAGE_CALIBRATION = Calibration(
-    w_qsim=9.483, w_asim=0.0, w_qcov=4.827, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-8.288,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=6.732, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                               w_bm25=0.0, bias=-5.018, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
-_PASSAGE_CALIBRATIONS = {"mpnet-base-v2/onnx-fp32": MPNET_PASSAGE_CALIBRATION,
-                         "mpnet-base-v2/onnx-fp32+use-multilingual-v3/numpy@0.4": ACCURATE_PASSAGE_CALIBRATION}
+ACCURATE_PASSAGE_CALIBRATION = _calibration("ACCURATE_PASSAGE_CALIBRATION")
+_PASSAGE_CALIBRATIONS = {embedder: _calibration(name) for embedder, name in served("passage").items()}
 
 
 def passage_calibration(embedder: str) -> Calibration:
@@ -207,8 +292,4 @@ def passage_calibration(embedder: str) -> Calibration:
 # scripts/fit_query_text.py on XQuAD's English dev paragraphs (576 questions, each asked of five records,
 # 7,704 passages; right: the passage holds the answer; MiniLM's vectors, used for every model): precision 0.80
 # and recall 0.69 at 0.5.  ``lexical``: the same fit on the word share alone.
-QUERY_TEXT = Calibration(
-    w_qsim=5.01, w_asim=0.0, w_qcov=5.958, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0, bias=-6.251,
-    scale=1.0, shift=0.0, typical=None,
-    lexical=Calibration(w_qsim=0.0, w_asim=0.0, w_qcov=9.122, w_acov=0.0, w_qmean=0.0, w_qcent=0.0,
-                        w_bm25=0.0, bias=-5.353, scale=1.0, shift=0.0, typical=None), context_boost=1.0)
+QUERY_TEXT = _calibration("QUERY_TEXT")
