@@ -17,7 +17,7 @@ from io import BytesIO
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from openqna.formats import limits
+from openqna.formats import limits, zip_limits
 from openqna.formats.azure_json import read_json, write_json
 from openqna.formats.tsv import read_tsv, write_synonyms_tsv, write_tsv
 from openqna.formats.xlsx import read_xlsx, write_xlsx
@@ -46,6 +46,8 @@ _MAX_BYTES = {
     ".txt": limits.MAX_TEXT_FILE_BYTES,
     ".xlsx": limits.MAX_XLSX_FILE_BYTES,
 }
+# a replica holds a workbook or two TSVs: what all its members may unpack to together
+REPLICA_MAX_UNPACKED = 2 * limits.MAX_TEXT_FILE_BYTES + limits.MAX_XLSX_FILE_BYTES
 _MEDIA_TYPES = {
     "json": "application/json",
     "tsv": "text/tab-separated-values; charset=utf-8",
@@ -82,6 +84,10 @@ def _read(name: str, data: bytes) -> KnowledgeBaseContent:
 
 def _read_replica(data: bytes, name: str) -> KnowledgeBaseContent:
     """QnA Maker's "KB replica" export: the workbook, or the QnAs and Synonyms TSVs."""
+    # what every member really unpacks to, before any is read: a member whose header lies about its size is a
+    # format error here, not a crash when it is read (a workbook inside is checked again as a workbook)
+    zip_limits.check(data, lambda message: FormatError(message, file=name), max_unpacked=REPLICA_MAX_UNPACKED,
+                     max_tags=REPLICA_MAX_UNPACKED, unreadable="not a readable .zip archive")
     try:
         archive = zipfile.ZipFile(BytesIO(data))
     except zipfile.BadZipFile:

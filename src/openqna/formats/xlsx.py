@@ -21,18 +21,32 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from openqna.formats import qna_table
+from openqna.formats import qna_table, zip_limits
 from openqna.formats.qna_table import CellError, Fail
 from openqna.records import FormatError, KnowledgeBaseContent, QnA
 
 Row = tuple[int, list[str]]
 
 
+# What a workbook may unpack to (``zip_limits``) and the cells a sheet may span (its last row times its last column,
+# counted from the cells it holds): bounds on what openpyxl builds, whatever the upload's size says.
+MAX_UNPACKED_BYTES = 100 * 1024 * 1024
+MAX_XML_TAGS = 2_000_000
+MAX_SHEET_CELLS = 2_000_000
+
+
 def read_xlsx(data: bytes, name: str = "upload.xlsx") -> KnowledgeBaseContent:
+    zip_limits.check(data, lambda message: FormatError(message, file=name), max_unpacked=MAX_UNPACKED_BYTES,
+                     max_tags=MAX_XML_TAGS, unreadable="not a readable .xlsx workbook (its ZIP container is damaged)")
     try:
         workbook = openpyxl.load_workbook(BytesIO(data))
     except Exception as err:  # openpyxl raises zip, XML and key errors alike for a broken file
         raise FormatError(f"not a readable .xlsx workbook ({type(err).__name__}: {err})", file=name) from None
+    for sheet in workbook.worksheets:
+        if sheet.max_row * sheet.max_column > MAX_SHEET_CELLS:
+            raise FormatError(f"sheet {sheet.title!r} spans {sheet.max_row:,} rows and {sheet.max_column:,} columns "
+                              f"({sheet.max_row * sheet.max_column:,} cells); the limit is {MAX_SHEET_CELLS:,} cells: "
+                              "delete the cells far right of or below the QnAs", file=name)
     kinds = [(sheet, qna_table.header_kind(_first_row(sheet))) for sheet in workbook.worksheets]
     qna_sheet = next((sheet for sheet, kind in kinds if kind == "qnas"), None)
     synonym_sheet = next((sheet for sheet, kind in kinds if kind == "synonyms"), None)
