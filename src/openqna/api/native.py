@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from openqna.api import links
 from openqna.api.azure.runtime import answer_json, parse_ask
 from openqna.api.azure.wire import (
     Body,
@@ -205,7 +206,7 @@ class NativeRoutes:
             raise InvalidArgument("The request body must hold the file's bytes.")
         job = await run_in_threadpool(self.jobs.submit, "upload", project,
                                       {"name": name, "data": base64.b64encode(data).decode()})
-        location = f"{str(request.base_url).rstrip('/')}{PREFIX}/jobs/{quote(job.id)}"
+        location = f"{links.base_url(request)}{PREFIX}/jobs/{quote(job.id)}"
         return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "200"})
 
     @handle_errors_off_loop

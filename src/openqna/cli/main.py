@@ -412,10 +412,11 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     """Serve the HTTP API on HOST:PORT."""
     import uvicorn
 
+    from openqna.api import links
     from openqna.auth.bearer import parse_issuers
     from openqna.auth.keys import list_keys
     from openqna.models.embedder import LocalEncoder
-    from openqna.server import RedactSignatures, create_app
+    from openqna.server import RedactSignatures, create_app, log_off_loop
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
@@ -451,9 +452,14 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     # keep-alive: uvicorn's 5 s default closes pooled client connections often enough that a client sending
     # on one just as it closes sees a reset (bench/soak.py: 17 in 8,000 requests); 75 s, as nginx's default
     config = uvicorn.Config(create_app(service), host=host, port=port, log_level="info",  # configures logging
-                            timeout_keep_alive=75)
+                            timeout_keep_alive=75, **links.uvicorn_options())
     logging.getLogger("uvicorn.access").addFilter(RedactSignatures())
-    uvicorn.Server(config).run()
+    listeners = log_off_loop()  # nothing is formatted or written on the event loop
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        for listener in listeners:
+            listener.stop()
 
 
 if __name__ == "__main__":

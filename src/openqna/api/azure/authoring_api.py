@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from openqna import settings
+from openqna.api import links
 from openqna.api.azure.wire import Body, authorize, body_json, handle_errors_off_loop
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows
@@ -49,8 +49,8 @@ def _prefix(request: Request) -> str:
 
 
 def _base(request: Request) -> str:
-    """The URL clients reach this server at: OPENQNA_PUBLIC_URL behind a TLS proxy, else the request's own."""
-    return (settings.public_url() or str(request.base_url)).rstrip("/")
+    """The URL clients reach this server at (``api.links``: never the request's own ``Host``)."""
+    return links.base_url(request)
 
 
 def _check_name(name: str, target: str) -> None:

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna import settings
-from openqna.api import numbers
+from openqna.api import links, numbers
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
 from openqna.api.tools.openapi import openapi_document
@@ -121,7 +121,7 @@ class Tools:
             return tools_error(exc.status, code, exc.message)
 
     def _server(self, request: Request) -> str:
-        return settings.public_url() or str(request.base_url).rstrip("/")
+        return links.base_url(request)
 
     def _version(self, request: Request) -> str:
         version = request.query_params.get("version", "3.1")

@@ -1,0 +1,53 @@
+"""The URL clients reach this server at, for the links it builds, and the proxy and host settings behind it.
+
+``Operation-Location``, ``nextLink``, an export's signed ``resultUrl`` and the tools' OpenAPI ``servers`` are links a
+client follows, so they must never come from what a client claims: with ``Host: evil.example`` a signed export link
+pointed at ``http://evil.example/...&sig=...``.  A link is built from ``OPENQNA_PUBLIC_URL`` (behind a TLS proxy);
+else, when ``OPENQNA_ALLOWED_HOSTS`` checks every request's ``Host`` (``TrustedHostMiddleware``), from the request;
+else from the address the connection was accepted on (the server's own socket address, ``scope["server"]``).
+``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from ``OPENQNA_TRUSTED_PROXIES`` (``uvicorn_options``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+
+from openqna import settings
+
+
+def _listed(raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def base_url(request: Request) -> str:
+    """Where links to this server point (no trailing slash); see the module docstring."""
+    if public := settings.public_url():
+        return public.rstrip("/")
+    if _listed(settings.allowed_hosts()):
+        return str(request.base_url).rstrip("/")
+    scheme = request.scope.get("scheme", "http")
+    server = request.scope.get("server")
+    if not server:
+        return f"{scheme}://localhost"
+    host, port = server[0], server[1]
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    default = (scheme, port) in (("http", 80), ("https", 443)) or port is None
+    return f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}"
+
+
+def host_middleware() -> list[Middleware]:
+    """Starlette's ``TrustedHostMiddleware`` over ``OPENQNA_ALLOWED_HOSTS`` (none when it is empty)."""
+    hosts = _listed(settings.allowed_hosts())
+    return [Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False)] if hosts else []
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """uvicorn's proxy settings: forwarded headers only from ``OPENQNA_TRUSTED_PROXIES`` (uvicorn's own default believes
+    any process on the machine, 127.0.0.1)."""
+    proxies = _listed(settings.trusted_proxies())
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or ["127.0.0.1"]}

@@ -1,0 +1,87 @@
+"""Nothing slow on the event loop (issue 40): a client that hangs up is no error, and logs are written elsewhere."""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+import threading
+
+import httpx
+
+from conftest import LiveServer
+from openqna.records import QnA
+from openqna.server import log_off_loop
+
+
+class Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_error(service):
+    """Half a body, then the socket closes: before, each was a 500 with two tracebacks written on the event loop
+    (20 of them froze /healthz for 12 s); now one debug line, and the server answers at once."""
+    service.create_project("kb")
+    service.upsert("kb", [QnA(["How do I start the server?"], "Run make serve.")])
+    service.deploy("kb", "production")
+    capture = Capture()
+    loggers = [logging.getLogger(name) for name in ("openqna", "uvicorn.error")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(capture)
+        logger.setLevel(logging.DEBUG)
+    try:
+        with LiveServer(service) as live:
+            head = (f"POST /language/:query-knowledgebases?projectName=kb&deploymentName=production"
+                    f"&api-version=2023-04-01 HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n"
+                    "Ocp-Apim-Subscription-Key: k\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+            for _ in range(20):
+                with socket.create_connection(("127.0.0.1", live.port), timeout=5) as sock:
+                    sock.sendall(head.encode() + b'{"question": "how do')
+            assert httpx.get(live.url + "/healthz", timeout=5).status_code == 200
+            answered = httpx.post(live.url + "/language/:query-knowledgebases",
+                                  params={"projectName": "kb", "deploymentName": "production",
+                                          "api-version": "2023-04-01"},
+                                  json={"question": "How do I start the server?"}, timeout=30)
+            assert answered.status_code == 200
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.removeHandler(capture)
+            logger.setLevel(level)
+    errors = [r for r in capture.records if r.levelno >= logging.WARNING]
+    assert not errors, [r.getMessage() for r in errors]
+    assert any("client left" in r.getMessage() for r in capture.records)
+
+
+def test_tracebacks_are_formatted_off_the_logging_thread():
+    """``log_off_loop`` leaves the caller only a queue put: the traceback is formatted on the listener's thread."""
+    formatted_on: list[str] = []
+
+    class Noting(logging.Formatter):
+        def formatException(self, ei) -> str:  # noqa: N802 (logging's name)
+            formatted_on.append(threading.current_thread().name)
+            return super().formatException(ei)
+
+    logger = logging.getLogger("openqna.test_event_loop")
+    handler = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(Noting())
+    logger.addHandler(handler)
+    logger.propagate = False
+    listeners = log_off_loop((logger.name,))
+    try:
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            logger.exception("failed")
+    finally:
+        for listener in listeners:
+            listener.stop()
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+    assert formatted_on and threading.current_thread().name not in formatted_on
+    assert "RuntimeError: boom" in handler.stream.getvalue()

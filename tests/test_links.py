@@ -1,0 +1,61 @@
+"""Links the server builds never come from what a client claims (``api.links``): not from ``Host``, and not from
+``X-Forwarded-*`` unless the proxy is trusted."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from conftest import LiveServer, wait_for_job
+from openqna.auth.keys import create_key
+from openqna.records import QnA
+
+P2 = "/language/authoring/query-knowledgebases/projects"
+V = {"api-version": "2023-04-01"}
+
+
+@pytest.fixture
+def admin(service):
+    service.create_project("kb")
+    service.upsert("kb", [QnA(["How do I start the server?"], "Run make serve.")])
+    return {"Ocp-Apim-Subscription-Key": create_key(service.store, role="admin")[1]}
+
+
+def export(live: LiveServer, headers: dict[str, str]) -> tuple[httpx.Response, dict]:
+    """An export job begun with ``headers``; its 202 and the finished job as polled at the server's own address."""
+    r = httpx.post(live.url + P2 + "/kb/:export", params={**V, "format": "json"}, headers=headers)
+    assert r.status_code == 202, r.text
+    path = "/" + r.headers["Operation-Location"].split("/", 3)[3]
+    job = wait_for_job(lambda: httpx.get(live.url + path, headers=admin_only(headers)).json())
+    return r, job
+
+
+def admin_only(headers: dict[str, str]) -> dict[str, str]:
+    return {"Ocp-Apim-Subscription-Key": headers["Ocp-Apim-Subscription-Key"]}
+
+
+def test_a_forged_host_never_reaches_a_link(service, admin):
+    """With ``Host: evil.example`` and ``X-Forwarded-Proto: https`` from an untrusted client, the job's
+    ``Operation-Location`` and the signed ``resultUrl`` still point at the address the server was reached on."""
+    with LiveServer(service) as live:
+        forged = {**admin, "Host": "evil.example", "X-Forwarded-Proto": "https"}
+        r, job = export(live, forged)
+        assert r.headers["Operation-Location"].startswith(live.url + P2 + "/kb/export/jobs/"), r.headers
+        assert job["status"] == "succeeded" and job["resultUrl"].startswith(live.url + "/"), job
+        assert "evil" not in job["resultUrl"]
+        doc = httpx.get(live.url + "/tools/openapi.json", headers={**admin, "Host": "evil.example"})
+        assert doc.status_code == 200, doc.text
+        assert [s["url"] for s in doc.json()["servers"]] == [live.url]
+
+
+def test_a_trusted_proxy_and_allowed_hosts(service, admin, monkeypatch):
+    """``OPENQNA_TRUSTED_PROXIES`` makes a proxy's ``X-Forwarded-Proto`` believed; ``OPENQNA_ALLOWED_HOSTS`` refuses
+    other hosts with 400 and lets links use the checked ``Host``."""
+    monkeypatch.setenv("OPENQNA_TRUSTED_PROXIES", "127.0.0.1")
+    monkeypatch.setenv("OPENQNA_ALLOWED_HOSTS", "qna.example.com,127.0.0.1")
+    with LiveServer(service) as live:
+        refused = httpx.get(live.url + "/healthz", headers={"Host": "evil.example"})
+        assert refused.status_code == 400
+        assert httpx.get(live.url + "/healthz").status_code == 200
+        r, _ = export(live, {**admin, "Host": "qna.example.com", "X-Forwarded-Proto": "https"})
+        assert r.headers["Operation-Location"].startswith("https://qna.example.com" + P2), r.headers
