@@ -159,8 +159,7 @@ class LiveServer:
     def __init__(self, service, tls: tuple[Path, Path] | None = None):
         import uvicorn
 
-        from openqna.api import links
-        from openqna.server import create_app
+        from openqna.server import create_app, uvicorn_options
 
         self.service = service
         self.port = free_port()
@@ -169,7 +168,7 @@ class LiveServer:
         certfile, keyfile = (str(tls[0]), str(tls[1])) if tls else (None, None)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 ssl_certfile=certfile, ssl_keyfile=keyfile, timeout_graceful_shutdown=2,
-                                **links.uvicorn_options())
+                                **uvicorn_options())
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -6,6 +6,7 @@ import io
 import logging
 import socket
 import threading
+import time
 
 import httpx
 
@@ -85,3 +86,26 @@ def test_tracebacks_are_formatted_off_the_logging_thread():
             logger.removeHandler(h)
     assert formatted_on and threading.current_thread().name not in formatted_on
     assert "RuntimeError: boom" in handler.stream.getvalue()
+
+
+def test_a_client_that_trickles_is_cut_off(service, monkeypatch):
+    """Headers that never end, and a body that stops halfway, hold a connection only until their deadline
+    (``api.deadlines``; 1 s here): the server closes the socket, and answers others meanwhile."""
+    monkeypatch.setenv("OPENQNA_HEADER_TIMEOUT", "1")
+    monkeypatch.setenv("OPENQNA_BODY_TIMEOUT", "1")
+    with LiveServer(service) as live:
+        silent = socket.create_connection(("127.0.0.1", live.port), timeout=10)  # connects, says nothing
+        headers = socket.create_connection(("127.0.0.1", live.port), timeout=10)
+        headers.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # no blank line: the headers never end
+        body = socket.create_connection(("127.0.0.1", live.port), timeout=10)
+        body.sendall(b"POST /language/:query-text?api-version=2023-04-01 HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"question\":")
+        assert httpx.get(live.url + "/healthz", timeout=5).status_code == 200
+        for sock in (silent, headers, body):
+            started = time.monotonic()
+            received = b""
+            while chunk := sock.recv(4096):  # until the server closes the connection
+                received += chunk
+            assert time.monotonic() - started < 5
+            assert b" 200 " not in received
+            sock.close()

@@ -7,6 +7,7 @@ import logging
 import logging.handlers
 import re
 from queue import SimpleQueue
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -21,6 +22,7 @@ from openqna.api.azure.authoring_api import AzureAuthoring
 from openqna.api.azure.runtime import AzureRuntime
 from openqna.api.console import console_routes
 from openqna.api.credentials import ChecksOffLoop
+from openqna.api.deadlines import DeadlineProtocol
 from openqna.api.errors import azure_error, qnamaker_error
 from openqna.api.native import NativeRoutes
 from openqna.api.openai.answers_api import OpenAIRoutes, openai_error
@@ -63,6 +65,12 @@ class QueueOnly(logging.handlers.QueueHandler):
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """What every uvicorn serving this app is given: the proxies whose forwarded headers are believed
+    (``links.uvicorn_options``) and the connection protocol with read deadlines (``deadlines.DeadlineProtocol``)."""
+    return {**links.uvicorn_options(), "http": DeadlineProtocol}
 
 
 LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "openqna")

@@ -150,6 +150,8 @@ exact_search_max = Setting("OPENQNA_EXACT_SEARCH_MAX", "30000", "Knowledge bases
 pg_vector_search = Setting("OPENQNA_PG_VECTOR_SEARCH", "memory", "On PostgreSQL, where a large knowledge base's questions find their nearest vectors: `memory` (the faiss index each server process holds next to the vectors it rescores with; the faster, see bench/results.md) or `pgvector` (PostgreSQL's HNSW index, built in the background on first need). Filtered questions always search in memory.", one_of("memory", "pgvector"))
 multilingual = Setting("OPENQNA_MULTILINGUAL", "auto", "Vectors in a second, multilingual space (the universal sentence encoder, which reads Chinese, Japanese and Korean) beside the bundled English model's, for questions written in those languages: `auto` gives them to knowledge bases with Chinese, Japanese or Korean text (at least 5% of the records with a question or answer at least 30% in them), `on` to every knowledge base (a Chinese question then also finds the English QnA that answers it), `off` to none. Existing knowledge bases gain them with `openqna reembed`, or on the next write whose CJK records reach that share (an import of their content); until then such questions are ranked by their keywords.", one_of("auto", "on", "off"))
 kb_adapt = Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off).", switch)
+header_timeout = Setting("OPENQNA_HEADER_TIMEOUT", "10", "Seconds a client has to send a request's headers, from its connection (or the request's first byte) on; a connection past it is closed (`api/deadlines.py`: a client trickling its headers holds no socket for ever).", seconds)
+body_timeout = Setting("OPENQNA_BODY_TIMEOUT", "60", "Seconds a client has to send a request's body once its headers are in; a connection past it is closed and the request ends as the client leaving (4 MiB, the largest body, takes 34 s at 1 Mbit/s).", seconds)
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
@@ -161,6 +163,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, allowed_hosts,
     trusted_proxies, fetch_allow,
     token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
+    header_timeout, body_timeout,
     connected_timeout, secret_key, sample,
 )
 

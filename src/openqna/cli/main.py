@@ -412,11 +412,10 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     """Serve the HTTP API on HOST:PORT."""
     import uvicorn
 
-    from openqna.api import links
     from openqna.auth.bearer import parse_issuers
     from openqna.auth.keys import list_keys
     from openqna.models.embedder import LocalEncoder
-    from openqna.server import RedactSignatures, create_app, log_off_loop
+    from openqna.server import RedactSignatures, create_app, log_off_loop, uvicorn_options
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
@@ -424,6 +423,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.embed_batch()
         settings.embed_batch_wait_ms()
         settings.pg_vector_search()
+        settings.header_timeout()
+        settings.body_timeout()
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         fail(str(e))
@@ -452,7 +453,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     # keep-alive: uvicorn's 5 s default closes pooled client connections often enough that a client sending
     # on one just as it closes sees a reset (bench/soak.py: 17 in 8,000 requests); 75 s, as nginx's default
     config = uvicorn.Config(create_app(service), host=host, port=port, log_level="info",  # configures logging
-                            timeout_keep_alive=75, **links.uvicorn_options())
+                            timeout_keep_alive=75, **uvicorn_options())
     logging.getLogger("uvicorn.access").addFilter(RedactSignatures())
     listeners = log_off_loop()  # nothing is formatted or written on the event loop
     try:
