@@ -155,6 +155,7 @@ body_timeout = Setting("OPENQNA_BODY_TIMEOUT", "60", "Seconds a client has to se
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
+question_focus = Setting("OPENQNA_QUESTION_FOCUS", "1", "When a long message (12 words or more, two sentences or more) gets no answer with confidence 0.5 or more, also ask each of its asking sentences on its own, and give each answer the best confidence the message or one of those sentences gets it, so greetings and details around a question do not sink its confidence (0 to turn off; see docs/confidence.md).", switch)
 sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip).", switch)
 
 SETTINGS: tuple[Setting[Any], ...] = (
@@ -163,7 +164,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, allowed_hosts,
     trusted_proxies, fetch_allow,
     token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
-    header_timeout, body_timeout,
+    question_focus, header_timeout, body_timeout,
     connected_timeout, secret_key, sample,
 )
 

@@ -9,7 +9,9 @@ Japanese), ``spans`` (EM/F1 of answer spans); ``baselines`` ranks the
 same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plots.
 ``regimes`` asks the kinds of knowledge base users have (``faq_regimes``: many and one question per
 QnA; ``documents``: imported manuals and papers with hand-written questions; ``tiny``: KBs of a dozen
-or two QnAs), each with off-topic questions and a dev and a test split, and keeps every outcome.
+or two QnAs), each with off-topic questions and a dev and a test split, and keeps every outcome;
+``conversations``, ``typo_questions`` and ``long_questions`` ask the same KBs again as a second turn, misspelt,
+and inside a long message.
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
 questions asked from test splits, and every sample is drawn with a fixed seed.  The only
@@ -34,6 +36,7 @@ from openqna.evaluation import (
     faq,
     faq_regimes,
     guard,
+    long_questions,
     offtopic,
     passages,
     regimes,
@@ -150,6 +153,10 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                 metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
                                                   per_kb=plan.conversation_questions)
                 step("typos", t)
+                t = time.perf_counter()
+                metrics["long_questions"] = long_questions.evaluate(service, built, seed=seed, threshold=threshold,
+                                                                    per_kb=plan.conversation_questions)
+                step("long_questions", t)
                 t = time.perf_counter()
                 metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
                                               limit=plan.paragraphs["jsquad"])

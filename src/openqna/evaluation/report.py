@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openqna.evaluation import cjk_report, conversations, guard, regime_report, typo_questions
+from openqna.evaluation import cjk_report, conversations, guard, long_questions, regime_report, typo_questions
 from openqna.evaluation.baselines import METHOD_NAMES, METHODS
 from openqna.evaluation.spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -247,6 +247,7 @@ def render(metrics: dict) -> str:
     out += regime_report.section(metrics)
     out += conversations.section(metrics)
     out += typo_questions.section(metrics)
+    out += long_questions.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
     out += [

@@ -19,7 +19,7 @@ from openqna.formats.limits import LIMITS
 from openqna.index.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.models.embedder import Embedder
-from openqna.ranking import calibrations, followup, ranker, typos
+from openqna.ranking import calibrations, focus, followup, ranker, typos
 from openqna.records import QnA
 from openqna.store import Project
 
@@ -128,8 +128,10 @@ class Asking(ServiceBase):
         vectors = np.concatenate([embedder.embed([text]) for text in
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
+        # in a conversation a document's sections are ranked by their headings as well (``ranker.read_as_passages``)
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
-                       calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk)
+                       calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk,
+                       sections_as_passages=not (children or previous))
         offsets: dict[int, float] = {}
         # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
         kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))
@@ -149,12 +151,27 @@ class Asking(ServiceBase):
         evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
                     if children or previous else set())
 
+        # a long message's asking sentences, each also asked alone (``focus``); none in a conversation
+        focused = [] if children or previous else focus.pieces(question)
+        if focused:
+            texts = [typos.correct(index, expand_with_synonyms(piece, synonyms)) for piece in focused]
+            focused_vectors = embedder.embed(texts)
+
         def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""
             extra = {"flt": kind_flt[kind]} if kind else {}
-            if not children and not previous:
+            if not children and not previous and not focused:
                 return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
                                    threshold=req.threshold, explain=req.explain, **{**options, **extra})
+            if not children and not previous:  # a sentence's words and vector; the exact match reads the message
+                whole = ranker.rank(index, question, vector, mask, top=max(req.top, focus.POOL), keywords=expanded,
+                                    explain=req.explain, **{**options, **extra})
+                if whole and whole[0].confidence >= focus.SURE:  # the message is answered as it is
+                    return [r for r in whole if r.confidence >= req.threshold][: req.top]
+                return focus.best_of(
+                    [whole, *(ranker.rank(index, question, v, mask, top=req.top, keywords=keywords,
+                                          explain=req.explain, **{**options, **extra})
+                              for v, keywords in zip(focused_vectors, texts))], req.top, req.threshold)
             contextual = ranker.rank(index, question, vector, mask, logit_offsets=offsets,
                                      top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain,
                                      **{**options, **extra})

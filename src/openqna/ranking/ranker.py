@@ -69,7 +69,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
-             must_rows: list[int], flt: Filter | None = None) -> Features:
+             must_rows: list[int], flt: Filter | None = None, sections: bool = True) -> Features:
     """Features of every eligible record (small index), or of the candidates and ``must_rows`` (large one).
 
     Candidates are the ``CANDIDATES`` nearest units of each field (exact or from the IVF
@@ -119,7 +119,7 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         mass, total = coverage["a"]
         acov = index.a.max_per_row(mass[units] / total, starts, has, 0.0)
     bm25 = np.zeros(len(rows), np.float32)
-    passages = index.passage[rows]
+    passages = read_as_passages(index, sections)[rows]
     if index.a.n:  # a QnA's answer BM25 too: the FAQ-page weights read it (``calibrations.SPARSE``)
         bm25 = bm25_share(index, terms, rows)
     if all_passages:
@@ -180,7 +180,8 @@ def question_gain(index: MemIndex, query_vector: np.ndarray, rows: np.ndarray, v
 
     The best, mean and centroid question cosines are recomputed with the extra question and read
     through the calibration's own weights, so the gain is in the units of ``rank``'s logit whatever
-    the fitted weights are.  Passages gain nothing: their question features read their text.
+    the fitted weights are.  Passages gain nothing: their question features read their text.  (A conversation
+    ranks document sections by their headings, ``read_as_passages``, so a section gains as a QnA does.)
     """
     q, c = index.q, calibration
     best, mean, centroid = q.similarities(query_vector, rows)
@@ -246,6 +247,23 @@ def _calibrated(c: Calibration, logit: np.ndarray, f: Features, passages: np.nda
 def headings(index: MemIndex) -> np.ndarray:
     """Which records' questions all read as headings or statements (``regime.heading_rows``), once per index."""
     return index.derived("ranking.headings", lambda: regime.heading_rows(index.exact, index.n, index.q.counts > 0))
+
+
+def read_as_passages(index: MemIndex, sections: bool = True) -> np.ndarray:
+    """Which records are ranked as passages: the passages, and in a KB that has passages (a document imported
+    with its sections), the section QnAs whose questions read as headings (``headings``), once per index.
+
+    A heading ("Power and charging", "Charge your Surface Pro 4") names a section's topic, not the questions its
+    text answers, so such a section is read through its text, heading included, with the passages' weights and
+    scale, as its own passage is: "how long does it take to charge surface pro 4?" is answered by the section
+    that says "two to four hours", not by the one whose heading shares most of its words.  ``sections=False``
+    (a conversation: the previous answer's heading is the topic a follow-up asks about, and the follow-up's
+    evidence is measured in question units, ``question_gain``) reads only the passages so.
+    """
+    if not sections:
+        return index.passage
+    return index.derived("ranking.read_as_passages",
+                         lambda: index.passage | (headings(index) if index.has_passages else False))
 
 
 INFORMATIVE_SAMPLE = 300  # stored questions asked of the answers, at most
@@ -314,10 +332,11 @@ class Scoring:
     context: np.ndarray = field(default_factory=lambda: np.zeros(0))
     unread: float = 0.0
     confidence: np.ndarray | None = None
+    sections: bool = True  # document sections with headings read as passages (``read_as_passages``)
 
     @property
     def passages(self) -> np.ndarray:
-        rows: np.ndarray = self.index.passage[self.f.rows]
+        rows: np.ndarray = read_as_passages(self.index, self.sections)[self.f.rows]
         return rows
 
 
@@ -468,7 +487,7 @@ def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: 
             question_only: bool = False, boosted_ids: set[int] | frozenset[int] = frozenset(),
             exact_prompt_ids: set[int] | frozenset[int] = frozenset(), logit_offsets: dict[int, float] | None = None,
             calibration: Calibration = CALIBRATION, flt: Filter | None = None, reads_cjk: bool = True,
-            keywords: str | None = None, explain: bool = False) -> Scoring | None:
+            keywords: str | None = None, explain: bool = False, sections_as_passages: bool = True) -> Scoring | None:
     """The candidates of ``question`` and their features, ready for ``STAGES`` (``rank``'s arguments); None when
     no record may answer."""
     if index.n == 0 or not eligible.any():
@@ -478,11 +497,12 @@ def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: 
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
     offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
-    f = features(index, terms, query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt)
+    f = features(index, terms, query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt,
+                 sections_as_passages)
     if not len(f.rows):
         return None
     return Scoring(index, question, terms, query_vector, eligible, calibration, question_only, reads_cjk, f,
-                   exact_rows, boosted_rows, offsets, trace={} if explain else None)
+                   exact_rows, boosted_rows, offsets, trace={} if explain else None, sections=sections_as_passages)
 
 
 def rank(
@@ -502,6 +522,7 @@ def rank(
     reads_cjk: bool = True,
     keywords: str | None = None,
     explain: bool = False,
+    sections_as_passages: bool = True,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -517,10 +538,12 @@ def rank(
     question expanded with its synonyms; the exact match reads ``question`` itself, so an expansion never
     hides a stored question asked word for word.
     ``explain`` fills each result's ``parts`` with its features and the logit parts added to them.
+    ``sections_as_passages=False`` ranks a document's sections by their headings too (``read_as_passages``), as a
+    conversation does.
     """
     s = scoring(index, question, query_vector, eligible, question_only=question_only, boosted_ids=boosted_ids,
                 exact_prompt_ids=exact_prompt_ids, logit_offsets=logit_offsets, calibration=calibration, flt=flt,
-                reads_cjk=reads_cjk, keywords=keywords, explain=explain)
+                reads_cjk=reads_cjk, keywords=keywords, explain=explain, sections_as_passages=sections_as_passages)
     if s is None:
         return []
     f = s.f
