@@ -79,6 +79,9 @@ def _ask_all(service, questions, **kw):
 @pytest.mark.parametrize("pg_search", ["memory", "pgvector"])
 def test_candidates_answer_like_the_exhaustive_path(bank, monkeypatch, pg_search):
     service, questions, _ = bank
+    # one ranking per question, so that the store's searches can be counted (``focus`` asks a long question's
+    # sentences again when it is unsure)
+    monkeypatch.setenv("OPENQNA_QUESTION_FOCUS", "0")
     exhaustive = _ask_all(service, questions, top=3)
     monkeypatch.setenv("OPENQNA_EXACT_SEARCH_MAX", "200")
     monkeypatch.setenv("OPENQNA_PG_VECTOR_SEARCH", pg_search)

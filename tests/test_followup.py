@@ -91,14 +91,15 @@ def test_surface_charging_follow_up_finds_the_charging_time(served):
     top = result.answers[0]
     assert top.questions == ["Power and charging"] and "two to four hours" in top.answer
     assert top.confidence >= 0.25  # 0.30 here; the wrong answer this test once caught scored 0.12
-    # without the previous question the follow-up means nothing, and pasting the two together
-    # answers the first question again
+    # without the previous question the follow-up means nothing; pasted together, the two are one question about
+    # charging, which a section on charging answers (the time, now that a manual's sections are read through
+    # their text and a message's sentences are asked alone: ``ranking.focus``)
     _, alone = converse(served, "surface", "how do I charge my Surface Pro 4?", "how long does that take?",
                         with_query=False)
     assert alone.answers[0].questions != ["Power and charging"]
     _, pasted = converse(served, "surface", "how do I charge my Surface Pro 4?",
                          "how do I charge my Surface Pro 4? how long does that take?", with_query=False)
-    assert pasted.answers[0].questions == ["Charge your Surface Pro 4"]
+    assert pasted.answers[0].questions in (["Charge your Surface Pro 4"], ["Power and charging"])
 
 
 @pytest.mark.parametrize("project, conversations", [("surface", SURFACE), ("surface-xlsx", SURFACE_XLSX),

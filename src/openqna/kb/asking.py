@@ -128,10 +128,13 @@ class Asking(ServiceBase):
         vectors = np.concatenate([embedder.embed([text]) for text in
                                   [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
         vector = vectors[0]
-        # in a conversation a document's sections are ranked by their headings as well (``ranker.read_as_passages``)
+        # a manual's sections are read through their text (``ranker.read_as_passages``), but in a conversation, and
+        # in a KB whose FAQ adapts (its QnAs' logits are on the adapted scale, where a section read as a passage
+        # ranked below every FAQ QnA), by their headings as well
+        sections = not (children or previous) and ranker.kb_adaptation(index, calibration) is None
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk,
-                       sections_as_passages=not (children or previous))
+                       sections_as_passages=sections)
         offsets: dict[int, float] = {}
         # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
         kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))

@@ -427,9 +427,19 @@ class RegimeStep(Stage):
 
     def apply(self, s: Scoring) -> None:
         c = s.calibration
-        if c.regime is not None:
-            s.logit = c.regime.of(s.logit, s.eligible[s.f.rows], s.passages, headings(s.index)[s.f.rows],
-                                  adapted=s.adaptation is not None, faq_page=s.sparse is not None, records=s.index.n)
+        if c.regime is None:
+            return
+        passages, heading = s.passages, headings(s.index)[s.f.rows]
+        allowed = s.eligible[s.f.rows]
+        logit = c.regime.of(s.logit, allowed, passages, heading, adapted=s.adaptation is not None,
+                            faq_page=s.sparse is not None, records=s.index.n)
+        if s.adaptation is not None and passages.any():
+            # passages (and sections read as passages) are on the passages' scale, not the adapted one: in a KB whose
+            # FAQ adapts, the adapted terms once sank a manual's "Power and charging" to 0.06
+            plain = c.regime.of(s.logit, allowed, passages, heading, adapted=False, faq_page=s.sparse is not None,
+                                records=s.index.n)
+            logit = np.where(passages, plain, logit)
+        s.logit = logit
 
 
 class UnreadScript(Stage):
