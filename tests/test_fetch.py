@@ -149,3 +149,21 @@ def test_size_cap(site):
     with pytest.raises(InvalidArgument) as err:
         fetch(f"http://127.0.0.1:{site.port}/doc.tsv", allowed=LOOPBACK, max_bytes=10)
     assert "larger than 10 bytes" in err.value.message
+
+
+def test_a_private_url_source_is_refused_at_once(live, monkeypatch):
+    """PATCH sources with a URL into a private address answers 400 naming the rule, as the docs promise, instead of
+    202 and a job that fails later; nothing is submitted."""
+    import httpx
+
+    from openqna.auth.keys import create_key
+
+    monkeypatch.delenv("OPENQNA_FETCH_ALLOW", raising=False)
+    headers = {"Ocp-Apim-Subscription-Key": create_key(live.service.store, role="admin")[1]}
+    base = live.url + "/language/authoring/query-knowledgebases/projects/kb"
+    assert httpx.patch(base, params={"api-version": "2023-04-01"}, json={"language": "en"},
+                       headers=headers).status_code in (200, 201)
+    r = httpx.patch(base + "/sources", params={"api-version": "2023-04-01"}, headers=headers,
+                    json=[{"op": "add", "value": {"sourceUri": "http://10.1.2.3/faq.html", "sourceKind": "url"}}])
+    assert r.status_code == 400, r.text
+    assert "private" in r.json()["error"]["message"] and "Operation-Location" not in r.headers

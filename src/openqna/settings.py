@@ -105,6 +105,22 @@ def json_object(raw: str) -> dict[str, Any]:
     return value
 
 
+def json_strings(raw: str) -> dict[str, str]:
+    """A JSON object whose values are strings (model names); empty means ``{}``."""
+    value = json_object(raw)
+    if not all(isinstance(v, str) and v for v in value.values()):
+        raise ValueError("a JSON object of model names (strings), e.g. {\"curie\": \"llama3\"}")
+    return value
+
+
+def json_token_counts(raw: str) -> dict[str, int]:
+    """A JSON object whose values are whole numbers of tokens, 1 or more; empty means ``{}``."""
+    value = json_object(raw)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value.values()):
+        raise ValueError("a JSON object of whole numbers of tokens (1 or more), e.g. {\"*\": 8192}")
+    return value
+
+
 def switch(raw: str) -> bool:
     """On unless ``0``."""
     return raw != "0"
@@ -133,8 +149,8 @@ llm_base_url = Setting("OPENQNA_LLM_BASE_URL", "", "OpenAI-compatible endpoint t
 llm_api_key = Setting("OPENQNA_LLM_API_KEY", "", "Bearer key for that endpoint.", text)
 llm_api = Setting("OPENQNA_LLM_API", "chat", "`chat` (`/chat/completions`) or `completions` (`/completions`).", text)
 llm_model = Setting("OPENQNA_LLM_MODEL", "", "Model sent to the endpoint when OPENQNA_LLM_MODEL_MAP has no entry for the requested engine.", text)
-llm_model_map = Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`.", json_object)
-model_context = Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049).", json_object)
+llm_model_map = Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`.", json_strings)
+model_context = Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049).", json_token_counts)
 model_dir = Setting("OPENQNA_MODEL_DIR", MODEL_DIR_DEFAULT, "Where the bundled model's ONNX export is kept.", directory)
 threads = Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model when it embeds one question alone or imports; questions that arrive together are embedded as one batch on one thread (bench/batching.py).", whole(0, "threads"))
 embed_batch = Setting("OPENQNA_EMBED_BATCH", "8", "Most questions embedded in one call of the model when they arrive at once (`openqna serve` under load, bench/batching.py), and scored in one matrix product on a knowledge base small enough to score every record (index/products.py); 1: every question alone. 8 rather than 16: at concurrency 16 the questions then form two batches in turn, one embedded while the other is ranked, instead of one batch that leaves the other core idle (bench/tail.py: 1.1-1.25x the requests/s, p99 0.7-0.87x, three runs; with the products and batches grouped by length, 16 against 8: 0.87x and 1.07x the requests/s in two runs, no clear difference).", whole(1, "questions"))

@@ -108,11 +108,12 @@ class Issuer:
         issuer = raw.get("issuer")
         if not isinstance(issuer, str) or not issuer.startswith(("https://", "http://")):
             raise IssuerConfigError(f"{where}.issuer must be the issuer's URL (the tokens' 'iss').")
-        audience = raw.get("audience")
-        audiences = (audience,) if isinstance(audience, str) else tuple(audience or ())
-        if not audiences or not all(isinstance(a, str) and a for a in audiences):
+        audiences = _strings(raw.get("audience"))
+        if not audiences:
             raise IssuerConfigError(f"{where}.audience must be a string or a list of strings (the tokens' 'aud').")
-        algorithms = tuple(raw.get("algorithms") or ("RS256", "ES256"))
+        algorithms = _strings(raw.get("algorithms") or ["RS256", "ES256"])
+        if not algorithms:
+            raise IssuerConfigError(f"{where}.algorithms must be a list of algorithm names, e.g. [\"RS256\"].")
         refused = [a for a in algorithms if a not in ASYMMETRIC]
         if refused:
             raise IssuerConfigError(f"{where}.algorithms may only hold asymmetric algorithms {list(ASYMMETRIC)}; "
@@ -145,10 +146,20 @@ class Issuer:
         return tuple(self.role_map[v] for v in values if v in self.role_map)
 
 
+def _strings(value: Any) -> tuple[str, ...]:
+    """A string, or a list of non-empty strings, as a tuple; anything else (a number, an object, an empty string or
+    list) as ``()``, for the caller's one-line error."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    return ()
+
+
 def _grant(raw: Any, where: str) -> Grant:
     if isinstance(raw, str):
         raw = {"role": raw}
-    if not isinstance(raw, dict) or raw.get("role") not in ROLES:
+    if not isinstance(raw, dict) or not isinstance(raw.get("role"), str) or raw["role"] not in ROLES:
         raise IssuerConfigError(f"{where} must be one of {list(ROLES)} or {{\"role\": ..., \"projects\": [...]}}.")
     projects = raw.get("projects")
     if projects is not None and (not isinstance(projects, list) or not all(isinstance(p, str) for p in projects)):

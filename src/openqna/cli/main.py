@@ -425,6 +425,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.pg_vector_search()
         settings.header_timeout()
         settings.body_timeout()
+        settings.llm_model_map()
+        settings.model_context()
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         fail(str(e))

@@ -25,6 +25,7 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
 from openqna.kb.catalog import LIVE, Job, Project, Source
 from openqna.kb.jobs import JobRunner
@@ -375,6 +376,10 @@ class AzureAuthoring:
         ops = body_json(request)
         self._existing(name)
         parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]
+        allowed = fetch.allowed_from_settings()
+        for op in parsed:  # a URL the fetcher would refuse is a 400 now, not a job that fails (it checks again)
+            if op["op"] != "delete":
+                fetch.checked_address(op["source"]["source_uri"], allowed)
         return self._submit(request, "sources", name, f"/{name}/sources/jobs", ops=parsed)
 
     @staticmethod
