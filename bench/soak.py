@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,8 +79,8 @@ async def wait_job(client: httpx.AsyncClient, location: str, timeout: float = 12
     raise TimeoutError(f"job {location} did not finish in {timeout} s")
 
 
-async def setup(client: httpx.AsyncClient) -> str:
-    """A project of 200 QnAs deployed to production, and a vector store with one file; returns the store id."""
+async def setup_project(client: httpx.AsyncClient) -> None:
+    """A project of 200 QnAs deployed to production."""
     qnas = [{"id": i + 1, "answer": f"Answer {i}: {q}", "questions": [f"{q} ({i})"], "metadata": {"n": str(i % 7)},
              "source": "soak.tsv"} for i, q in enumerate(QUESTIONS * 20)]
     r = await client.patch(f"{AUTHORING}/{PROJECT}", params=API,
@@ -90,6 +92,11 @@ async def setup(client: httpx.AsyncClient) -> str:
     assert (await wait_job(client, r.headers["operation-location"]))["status"] == "succeeded"
     r = await client.put(f"{AUTHORING}/{PROJECT}/deployments/production", params=API)
     assert (await wait_job(client, r.headers["operation-location"]))["status"] == "succeeded"
+
+
+async def setup(client: httpx.AsyncClient) -> str:
+    """A project of 200 QnAs deployed to production, and a vector store with one file; returns the store id."""
+    await setup_project(client)
     doc = "\n\n".join(f"# {q}\n\nThe answer to '{q}' is explained here in some detail." for q in QUESTIONS)
     r = await client.post("/v1/files", data={"purpose": "assistants"}, files={"file": ("guide.md", doc.encode())})
     assert r.status_code == 200, r.text
@@ -245,9 +252,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: str = "",
-                    reads_only: bool = False) -> dict:
-    """Start ``openqna serve`` on ``data_dir`` (and ``store_url``, if PostgreSQL), soak it, stop it."""
+@contextlib.contextmanager
+def serving(data_dir: Path, store_url: str = "") -> Iterator[tuple[str, int]]:
+    """``openqna serve`` on ``data_dir`` (and ``store_url``, if PostgreSQL) on a free port, for as long as the block
+    runs; yields its base URL and its pid.  Its log is ``data_dir/server.log`` (``server_log_errors``)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENQNA_SAMPLE": "0", "OPENQNA_JOB_POLL_SECONDS": "0.1"}
     if store_url:
@@ -270,7 +278,7 @@ def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: 
             if time.monotonic() > deadline:
                 raise RuntimeError("openqna serve did not start")
             time.sleep(0.1)
-        result = asyncio.run(soak(base, proc.pid, seconds=seconds, clients=clients, reads_only=reads_only))
+        yield base, proc.pid
     finally:
         proc.terminate()
         try:
@@ -278,8 +286,20 @@ def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    server_errors = [line for line in log_path.read_text().splitlines() if "Traceback" in line or " 500 " in line]
-    result["server_log_errors"] = server_errors[:20]
+
+
+def server_log_errors(data_dir: Path) -> list[str]:
+    """The first tracebacks and 500s in the log of ``serving(data_dir)``."""
+    lines = (data_dir / "server.log").read_text().splitlines()
+    return [line for line in lines if "Traceback" in line or " 500 " in line][:20]
+
+
+def run_server_soak(data_dir: Path, *, seconds: float, clients: int, store_url: str = "",
+                    reads_only: bool = False) -> dict:
+    """Start ``openqna serve`` on ``data_dir`` (and ``store_url``, if PostgreSQL), soak it, stop it."""
+    with serving(data_dir, store_url) as (base, pid):
+        result = asyncio.run(soak(base, pid, seconds=seconds, clients=clients, reads_only=reads_only))
+    result["server_log_errors"] = server_log_errors(data_dir)
     return result
 
 
