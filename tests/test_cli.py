@@ -174,8 +174,9 @@ def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name, value, says", [
     ("OPENQNA_EMBED_BATCH", "0", "a whole number of questions (1 or more)"),
     ("OPENQNA_EMBED_BATCH_WAIT_MS", "-2", "a number of milliseconds from 0 to 1000"),
+    ("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "-1", "a whole number of requests (0 or more)"),
 ])
-def test_serve_refuses_a_bad_batching_setting(tmp_path, monkeypatch, name, value, says):
+def test_serve_refuses_a_bad_setting(tmp_path, monkeypatch, name, value, says):
     monkeypatch.setenv(name, value)
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
     assert proc.returncode == 2 and f"{name} must be {says}" in proc.stderr and "Traceback" not in proc.stderr

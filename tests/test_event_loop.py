@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import select
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ import time
 import httpx
 
 from conftest import LiveServer
+from openqna.api import slow_requests
 from openqna.records import QnA
 from openqna.server import log_off_loop
 
@@ -109,3 +111,36 @@ def test_a_client_that_trickles_is_cut_off(service, monkeypatch):
             assert time.monotonic() - started < 5
             assert b" 200 " not in received
             sock.close()
+
+
+def test_one_address_holds_only_so_many_slow_requests(service, monkeypatch):
+    """An address may have ``OPENQNA_SLOW_REQUESTS_PER_ADDRESS`` (3 here) slow requests at once
+    (``api.slow_requests``): the requests that grow slow beyond that, and its new connections while it is at the cap,
+    are answered 503 with ``Retry-After`` and closed; another address is answered as usual, and so is a trusted
+    proxy.  Without the cap all eight trickling sockets would be held until their header deadline (10 s)."""
+    monkeypatch.setenv("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "3")
+
+    def refused(sock: socket.socket) -> bool:
+        received = b""
+        while chunk := sock.recv(4096):  # the answer, then the server closes the connection
+            received += chunk
+        return received.startswith(b"HTTP/1.1 503 ") and b"\r\nretry-after: 10\r\n" in received.lower()
+
+    with LiveServer(service) as live:
+        socks = []
+        for _ in range(8):  # headers that never end
+            socks.append(socket.create_connection(("127.0.0.1", live.port), timeout=10))
+            socks[-1].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(slow_requests.SLOW_AFTER + 0.5)
+        readable, _, _ = select.select(socks, [], [], 0.5)
+        assert len(readable) == 5 and all(refused(sock) for sock in readable)  # three held, five refused
+        assert select.select([s for s in socks if s not in readable], [], [], 0.5)[0] == []
+        with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+            assert refused(sock)  # the address is at its cap: a new connection is refused at once
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as elsewhere:
+            assert elsewhere.get(live.url + "/healthz", timeout=5).status_code == 200
+        monkeypatch.setenv("OPENQNA_TRUSTED_PROXIES", "127.0.0.1")
+        assert httpx.get(live.url + "/healthz", timeout=5).status_code == 200
+        for sock in socks:
+            sock.close()
+

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from conftest import LiveServer, wait_for_job
+from openqna.api import links
 from openqna.auth.keys import create_key
 from openqna.records import QnA
 
@@ -59,3 +60,15 @@ def test_a_trusted_proxy_and_allowed_hosts(service, admin, monkeypatch):
         assert httpx.get(live.url + "/healthz").status_code == 200
         r, _ = export(live, {**admin, "Host": "qna.example.com", "X-Forwarded-Proto": "https"})
         assert r.headers["Operation-Location"].startswith("https://qna.example.com" + P2), r.headers
+
+
+@pytest.mark.parametrize("proxies, address, trusted", [
+    ("", "127.0.0.1", False), ("127.0.0.1", "127.0.0.1", True), ("127.0.0.1", "127.0.0.2", False),
+    ("10.0.0.0/8, 192.168.1.7", "10.20.30.40", True), ("10.0.0.0/8", "::1", False), ("::1", "::1", True),
+    ("*", "203.0.113.9", True),
+])
+def test_trusted_proxies_are_matched_as_uvicorn_reads_them(monkeypatch, proxies, address, trusted):
+    """The cap on slow requests leaves a trusted proxy's connections uncounted (``api.slow_requests``): the same
+    addresses, ranges and ``*`` that uvicorn believes forwarded headers from."""
+    monkeypatch.setenv("OPENQNA_TRUSTED_PROXIES", proxies)
+    assert links.is_trusted_proxy(address) is trusted

@@ -168,6 +168,7 @@ multilingual = Setting("OPENQNA_MULTILINGUAL", "auto", "Vectors in a second, mul
 kb_adapt = Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptation from its own alternate questions when its index is first searched: its typical in-scope score (so the confidence threshold means the same on every KB) and a light classifier used only where held-out alternate questions show it helps (0 to turn off).", switch)
 header_timeout = Setting("OPENQNA_HEADER_TIMEOUT", "10", "Seconds a client has to send a request's headers, from its connection (or the request's first byte) on; a connection past it is closed (`api/deadlines.py`: a client trickling its headers holds no socket for ever).", seconds)
 body_timeout = Setting("OPENQNA_BODY_TIMEOUT", "60", "Seconds a client has to send a request's body once its headers are in; a connection past it is closed and the request ends as the client leaving (4 MiB, the largest body, takes 34 s at 1 Mbit/s).", seconds)
+slow_requests_per_address = Setting("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "32", "Most slow requests one client address may have at once (a request is slow once it has been arriving for a second: connected, or begun, and its headers or body not all in); a request that grows slow beyond it, and every new connection from the address while it is at the cap, is answered 503 with `Retry-After` and closed (`api/slow_requests.py`: a slowloris from one address holds that many sockets, not thousands). Connections from `OPENQNA_TRUSTED_PROXIES` are not counted, since all their clients share the proxy's address; behind a NAT or an untrusted proxy every client shares one address's cap; 0: no cap.", whole(0, "requests"))
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
@@ -180,7 +181,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, allowed_hosts,
     trusted_proxies, fetch_allow,
     token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
-    question_focus, header_timeout, body_timeout,
+    question_focus, header_timeout, body_timeout, slow_requests_per_address,
     connected_timeout, secret_key, sample,
 )
 

@@ -10,6 +10,7 @@ else from the address the connection was accepted on (the server's own socket ad
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -51,3 +52,17 @@ def uvicorn_options() -> dict[str, Any]:
     any process on the machine, 127.0.0.1)."""
     proxies = _listed(settings.trusted_proxies())
     return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or ["127.0.0.1"]}
+
+
+def is_trusted_proxy(address: str) -> bool:
+    """Whether a connection from ``address`` comes from one of ``OPENQNA_TRUSTED_PROXIES`` (addresses, CIDR ranges or
+    ``*``, as uvicorn reads the list)."""
+    for entry in _listed(settings.trusted_proxies()):
+        if entry in ("*", address):
+            return True
+        try:
+            if ipaddress.ip_address(address) in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:  # a name that is not an address (a Unix socket), compared as it is above
+            continue
+    return False

@@ -425,6 +425,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.pg_vector_search()
         settings.header_timeout()
         settings.body_timeout()
+        settings.slow_requests_per_address()
         settings.llm_model_map()
         settings.model_context()
         issuers = parse_issuers(settings.token_issuers())
