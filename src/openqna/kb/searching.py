@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from openqna import settings
 from openqna.auth.keys import Caller, allows
 from openqna.filters.match import Filter
 from openqna.filters.nodes import Column
@@ -69,10 +70,14 @@ class Searching(ServiceBase):
 
         ``openqna serve`` calls this before it listens, so /healthz answers only once the large
         knowledge bases answer at full speed.  Small ones build in well under a second on their
-        first question.  Returns the (project, deployment) pairs loaded.
+        first question.  The typo dictionary is read here too: its tokenizer holds the interpreter lock while it
+        loads, and each thread of a first burst of questions loaded it at once, which kept the event loop from
+        answering for 1-2 s (bench/soak.py's storm of clients).  Returns the (project, deployment) pairs loaded.
         """
-        from openqna.ranking import ranker
+        from openqna.ranking import ranker, typos
 
+        if settings.typo_tolerance():
+            typos.dictionary()
         loaded = self.indexes.saved()
         for project, deployment in loaded:
             ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
