@@ -11,10 +11,11 @@ The rules, checked on every module under ``src/openqna``:
                      own), ``auth/`` (keys, roles, bearer tokens)
    2     components  ``index/``, ``answers/``, ``ranking/``, ``ingest/``, ``formats/``
    1     seams       ``models/``, ``store/``, ``connected/`` (the user's own engines)
-   0     foundation  ``openqna`` itself, ``records``, ``settings``, ``clock``, ``turns`` and the
-                     filter language ``filters/``: plain data and configuration that every layer
-                     may import (a filter is data that surfaces parse, indexes evaluate and stores
-                     compile to SQL)
+   0     foundation  ``openqna`` itself, ``records``, ``settings``, ``clock``, ``turns``,
+                     ``strict_json`` and the filter language ``filters/``: plain data and
+                     configuration that every layer may import (a filter is data that surfaces
+                     parse, indexes evaluate and stores compile to SQL; JSON is read as text the
+                     same way by surfaces, file formats and the stores' migrations)
    ====  ==========  ==========================================================================
 
 2. **Siblings stay apart.**  Within a layer a package imports another package of that layer only
@@ -41,7 +42,7 @@ from conftest import REPO
 SRC = REPO / "src"
 PACKAGE = "openqna"
 
-FOUNDATION = {"openqna", "openqna.records", "openqna.settings", "openqna.clock", "openqna.turns"}
+FOUNDATION = {"openqna", "openqna.records", "openqna.settings", "openqna.clock", "openqna.turns", "openqna.strict_json"}
 FOUNDATION_PACKAGES = {"filters"}
 SEAMS = {"models", "store", "connected"}
 COMPONENTS = {"index", "answers", "ranking", "ingest", "formats"}

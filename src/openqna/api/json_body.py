@@ -11,12 +11,11 @@ JSON is, on every surface that reads JSON (Azure, QnA Maker, OpenAI, MCP).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from openqna import strict_json
+
 MAX_DEPTH = 64  # far beyond any wire contract served here; deeper bodies are refused before parsing
-# a surrogate escape, or a surrogate's UTF-8-style bytes (ED A0..BF; ED 80..9F are Hangul and other characters)
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 class BadBody(ValueError):
@@ -35,11 +34,9 @@ def parse(raw: bytes) -> Any:
         raise BadBody(f"it is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except ValueError as exc:
         raise BadBody(str(exc)) from None
-    if _SURROGATE.search(raw):
-        where = _lone_surrogate(value)
-        if where is not None:
-            raise BadBody(f"{where} holds a lone UTF-16 surrogate (an escape such as \\ud800, or its bytes ED A0 80), "
-                          "which is not a character")
+    where = strict_json.lone_surrogate(value) if strict_json.suspect(raw) else None
+    if where is not None:
+        raise BadBody(f"{where} holds {strict_json.REASON}")
     return value
 
 
@@ -65,29 +62,3 @@ def _too_deep(raw: bytes) -> bool:
         elif byte in (0x5D, 0x7D):
             depth -= 1
     return False
-
-
-def _lone_surrogate(value: Any) -> str | None:
-    """The path of the first string (key or value) that is not valid Unicode, or None."""
-    stack: list[tuple[str, Any]] = [("the body", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, str):
-            if not _encodable(item):
-                return path
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if not _encodable(key):
-                    return f"a property name in {path}"
-                stack.append((f"'{key}'", child))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
-    return None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

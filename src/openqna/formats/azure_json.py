@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from openqna import strict_json
 from openqna.formats import limits, qna_table
 from openqna.formats.qna_table import CellError, as_int, casefold_keys
 from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA
@@ -43,7 +44,7 @@ def read_json(data: bytes | str | Mapping[str, Any], name: str = "upload.json") 
 def _load(data: bytes | str, name: str) -> Any:
     text = qna_table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
     except json.JSONDecodeError as err:
         raise FormatError(f"invalid JSON: {err.msg}", file=name, line=err.lineno, column=err.colno) from None
 

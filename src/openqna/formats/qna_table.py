@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openqna import strict_json
 from openqna.formats import limits
 from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA
 
@@ -192,7 +193,7 @@ def check_suggestions(clusters: Any, path: str) -> list[dict]:
 
 def parse_json_cell(text: str, path: str) -> Any:
     try:
-        return json.loads(text)
+        return strict_json.loads(text)
     except json.JSONDecodeError as err:
         raise CellError(path, f"invalid JSON: {err.msg} at character {err.pos + 1}") from None
 

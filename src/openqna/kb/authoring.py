@@ -8,12 +8,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlparse
 
+from openqna import strict_json
 from openqna.formats import export_archive, is_archive, read_file, read_json
 from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.ingest import parse_document
@@ -52,7 +52,7 @@ def fetch(uri: str) -> tuple[bytes, str]:
 def file_metadata(data: bytes) -> dict | None:
     """The ``Metadata`` object of an Azure JSON export file (read_file has checked the JSON), if it has one."""
     try:
-        document = json.loads(data.decode("utf-8-sig"))
+        document = strict_json.loads(data.decode("utf-8-sig"))
     except (ValueError, UnicodeDecodeError):
         return None
     meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None

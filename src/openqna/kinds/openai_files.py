@@ -12,10 +12,10 @@ are refused: storing them unchecked would accept anything and promise a use that
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 
+from openqna import strict_json
 from openqna.kb.service import Service
 from openqna.records import InvalidArgument, NotFound, QnA
 from openqna.store import StoredFile
@@ -38,7 +38,7 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = strict_json.loads(line)
         except ValueError as exc:
             raise InvalidArgument(f"{filename}, line {number}: not valid JSON ({exc.msg}).", target="file") from None
         if not isinstance(row, dict):

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from openqna import strict_json
 from openqna.filters.nodes import COLUMN_TYPES, Column
 from openqna.filters.values import parse_datetime_text
 from openqna.kb.service import Service
@@ -88,7 +88,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = strict_json.loads(line)
             except ValueError as exc:
                 yield number, f"not valid JSON ({exc})"
                 continue
@@ -151,7 +151,7 @@ def _value(column: Column, raw: Any, from_text: bool) -> Any:
             raise ValueError(f"expected a date/time such as '2024-05-01 13:00:00', got {raw!r}")
         return value.astimezone(timezone.utc).replace(microsecond=0).isoformat()
     if isinstance(raw, str) and from_text:  # Array(String) in CSV: a JSON array or a|b|c
-        raw = json.loads(raw) if raw.lstrip().startswith("[") else [p for p in raw.split("|") if p]
+        raw = strict_json.loads(raw) if raw.lstrip().startswith("[") else [p for p in raw.split("|") if p]
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise ValueError(f"expected a list of strings, got {raw!r}")
     return list(raw)

@@ -3,8 +3,6 @@ reader of index rows."""
 
 from __future__ import annotations
 
-import json
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,15 +13,14 @@ from psycopg.pq import Format
 from psycopg.types import TypeInfo
 from psycopg.types.json import Json
 
+from openqna import strict_json
 from openqna.records import Dialog, Prompt
 from openqna.store.base import IndexRow
-
-_DUMPS = partial(json.dumps, ensure_ascii=False)
 
 
 def json_value(value: Any) -> Json:
     """``value`` as a json column, its text unescaped (``ensure_ascii=False``) as SQLite's."""
-    return Json(value, dumps=_DUMPS)
+    return Json(value, dumps=strict_json.dumps)
 
 
 class _VectorLoader(Loader):

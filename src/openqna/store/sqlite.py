@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from openqna import strict_json
 from openqna.clock import now_iso
 from openqna.records import NotFound, ProjectNotFound, QnA
 from openqna.store.base import LIVE, Deployment, Job, Project, StoredQnA
@@ -90,7 +91,7 @@ class SQLiteStore(SharedStatements):
 
     @staticmethod
     def _json(value: Any) -> str:
-        return json.dumps(value)
+        return strict_json.dumps(value)
 
     @staticmethod
     def _from_json(value: Any) -> Any:
@@ -131,7 +132,7 @@ class SQLiteStore(SharedStatements):
                 "INSERT INTO projects(name, description, language, multilingual, settings, embedder, created, modified)"
                 " VALUES(?,?,?,?,?,?,?,?)",
                 (project.name, project.description, project.language, int(project.multilingual),
-                 json.dumps(project.settings), project.embedder, project.created, project.modified),
+                 strict_json.dumps(project.settings), project.embedder, project.created, project.modified),
             )
             pid = self._project_id(db, project.name)
             self._bump(db, pid, LIVE)
@@ -154,7 +155,7 @@ class SQLiteStore(SharedStatements):
             db.execute(
                 "UPDATE projects SET description=?, language=?, multilingual=?, settings=?, embedder=?, modified=?"
                 " WHERE id=?",
-                (project.description, project.language, int(project.multilingual), json.dumps(project.settings),
+                (project.description, project.language, int(project.multilingual), strict_json.dumps(project.settings),
                  project.embedder, project.modified, pid),
             )
             self._bump(db, pid, LIVE)
@@ -167,7 +168,7 @@ class SQLiteStore(SharedStatements):
                 raise ProjectNotFound(f"The specified project was not found: {name}.")
             if json.loads(row[1]) != expected:
                 return False
-            db.execute("UPDATE projects SET settings=?, modified=? WHERE id=?", (json.dumps(settings), now_iso(), row[0]))
+            db.execute("UPDATE projects SET settings=?, modified=? WHERE id=?", (strict_json.dumps(settings), now_iso(), row[0]))
             self._bump(db, row[0], LIVE)
         return True
 
@@ -370,7 +371,7 @@ class SQLiteStore(SharedStatements):
                        " result=excluded.result, result_name=excluded.result_name, result_media=excluded.result_media,"
                        " lease_until=excluded.lease_until",
                        (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
-                        job.expires, json.dumps(job.errors), json.dumps(job.params), job.owner, job.result,
+                        job.expires, strict_json.dumps(job.errors), strict_json.dumps(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
@@ -398,7 +399,7 @@ class SQLiteStore(SharedStatements):
         with self._tx() as db:
             return db.execute("UPDATE jobs SET status=?, updated=?, errors=?, result=?, result_name=?, result_media=?,"
                               " lease_until=NULL WHERE id=? AND owner=? AND status='running'",
-                              (job.status, job.updated, json.dumps(job.errors), job.result, job.result_name,
+                              (job.status, job.updated, strict_json.dumps(job.errors), job.result, job.result_name,
                                job.result_media, job.id, job.owner)).rowcount > 0
 
     def fail_expired_jobs(self, errors: list[dict[str, Any]]) -> list[str]:
@@ -408,7 +409,7 @@ class SQLiteStore(SharedStatements):
         with self._tx() as db:
             ids = [r[0] for r in db.execute(expired, (time.time(),))]
             db.executemany("UPDATE jobs SET status='failed', errors=?, updated=?, lease_until=NULL WHERE id=?",
-                           [(json.dumps(errors), now_iso(), i) for i in ids])
+                           [(strict_json.dumps(errors), now_iso(), i) for i in ids])
         return ids
 
     def delete_finished_jobs(self, before: str) -> int:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import sqlite3
 import uuid
 
-SCHEMA_VERSION = 3
+from openqna import strict_json
+
+log = logging.getLogger("openqna.store")
+
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -75,6 +81,8 @@ def migrate(db: sqlite3.Connection) -> str:
             db.execute("ALTER TABLE jobs ADD COLUMN lease_until REAL")
             db.execute("ALTER TABLE jobs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
             db.execute("UPDATE jobs SET seq=rowid")
+        if version < 4:
+            _repair_surrogates(db)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -83,3 +91,29 @@ def migrate(db: sqlite3.Connection) -> str:
         raise
     db.execute("COMMIT")
     return instance
+
+
+# The columns that hold JSON.  Before lone surrogates were refused at every boundary (issue 40), some were
+# written with ``json.dumps``'s ASCII escapes, which keep them (a vector store named with ED A0 80 was stored
+# as "\\ud800"), and every later read of them failed when the answer was encoded: a 500 for every key.
+JSON_COLUMNS = (("projects", "settings"), ("records", "questions"), ("records", "metadata"), ("records", "dialog"),
+                ("records", "suggestions"), ("records", "fields"), ("synonyms", "groups"), ("jobs", "errors"),
+                ("jobs", "params"), ("api_keys", "projects"))
+
+
+def _repair_surrogates(db: sqlite3.Connection) -> None:
+    """Migration 4: every stored JSON value that holds a lone surrogate, with each replaced by U+FFFD; the
+    columns and names repaired are logged, so that their owners can check them."""
+    repaired = []
+    for table, column in JSON_COLUMNS:
+        # LIKE is case-insensitive for ASCII: this finds \uD800 as well; json.loads tells a lone one from a pair
+        for (text,) in db.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} LIKE '%\\ud%'").fetchall():
+            value = json.loads(text)
+            if strict_json.lone_surrogate(value) is None:
+                continue
+            count = db.execute(f"UPDATE {table} SET {column}=? WHERE {column}=?",
+                               (strict_json.dumps(value), text)).rowcount
+            repaired.append(f"{count} in {table}.{column}")
+    if repaired:
+        log.warning("repaired stored JSON that held lone UTF-16 surrogates (each is now U+FFFD): %s",
+                    ", ".join(repaired))
