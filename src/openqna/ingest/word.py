@@ -104,6 +104,7 @@ class _Reader:
         self.default_size = int(sizes[0]) / 2 if sizes else _WORD_DEFAULT_SIZE
         self._chains: dict[str | None, list[BaseStyle]] = {}
         self._inherited: dict[tuple[str | None, str | None], tuple[float, bool | None]] = {}
+        self._names: dict[str | None, str] = {}
 
     def body_items(self) -> Iterator[_Para | str]:
         """``_Para`` for each non-empty paragraph, Markdown text for each table."""
@@ -111,15 +112,15 @@ class _Reader:
 
     def _walk(self, parent: _Element) -> Iterator[_Para | str]:
         for child in parent.iterchildren():
-            if child.tag == qn("w:p"):
-                para = self._paragraph(Paragraph(child, self.document._body))
+            if child.tag == _P:
+                para = self._paragraph(child)
                 if para is not None:
                     yield para
-            elif child.tag == qn("w:tbl"):
+            elif child.tag == _TBL:
                 rendered = markdown_table(_table_rows(child), header=_has_header_row(child))
                 if rendered:
                     yield rendered
-            elif child.tag == qn("w:sdt"):  # content controls: cover pages, boxes (TOCs are skipped below)
+            elif child.tag == _SDT:  # content controls: cover pages, boxes (TOCs are skipped below)
                 content = child.find(qn("w:sdtContent"))
                 if content is not None:
                     yield from self._walk(content)
@@ -135,14 +136,17 @@ class _Reader:
             self._chains[style_id] = chain
         return self._chains[style_id]
 
-    def _paragraph(self, paragraph: Paragraph) -> _Para | None:
-        text = _text(paragraph._p).strip()
+    def _paragraph(self, element: _Element) -> _Para | None:
+        text = _text(element).strip()
+        if not text:  # first, and before any proxy is built: empty paragraphs are most of a padded file
+            return None
+        paragraph = Paragraph(element, self.document._body)
         styles = self.chain(paragraph._p.style or self.default_style_id)
-        style_name = (styles[0].name or "") if styles else ""
-        if not text or style_name.lower().startswith("toc"):
+        style_name = self.style_name(styles[0]) if styles else ""
+        if style_name.lower().startswith("toc"):
             return None
         runs = []
-        for r in _descendants(paragraph._p, qn("w:r")):
+        for r in _descendants(paragraph._p, _R):
             run_text = _text(r).strip()
             if run_text:
                 run = Run(r, paragraph)
@@ -160,6 +164,12 @@ class _Reader:
             runs=runs,
         )
 
+    def style_name(self, style: BaseStyle) -> str:
+        """A style's UI name, read once per style (python-docx reads it from the XML on every call)."""
+        if style.style_id not in self._names:
+            self._names[style.style_id] = style.name or ""
+        return self._names[style.style_id]
+
     def _inherited_look(self, run_style: str | None, paragraph_style: str | None) -> tuple[float, bool | None]:
         """(size, bold) a run gets from its character style, then its paragraph style, then the defaults."""
         key = (run_style, paragraph_style)
@@ -172,13 +182,10 @@ class _Reader:
 
 
 def _outline_level(paragraph: Paragraph, styles: list[BaseStyle]) -> int | None:
-    direct = paragraph._p.xpath("w:pPr/w:outlineLvl/@w:val")
-    if direct:
-        return int(direct[0])
-    for s in styles:
-        value = s.element.xpath("w:pPr/w:outlineLvl/@w:val")
-        if value:
-            return int(value[0])
+    for element in (paragraph._p, *(s.element for s in styles)):
+        value = _val(element, _PPR, _OUTLINE_LVL)
+        if value is not None:
+            return int(value)
     found = _HEADING_STYLE.match(styles[0].name or "") if styles else None
     return int(found.group(1)) - 1 if found else None
 
@@ -186,13 +193,29 @@ def _outline_level(paragraph: Paragraph, styles: list[BaseStyle]) -> int | None:
 def _numbering(paragraph: Paragraph, styles: list[BaseStyle]) -> tuple[str, int] | None:
     """(numId, level) when the paragraph is a list item, directly or through its style."""
     for element in (paragraph._p, *(s.element for s in styles)):
-        num_ids = element.xpath("w:pPr/w:numPr/w:numId/@w:val")
-        if num_ids:
-            if num_ids[0] == "0":  # numId 0 explicitly switches numbering off
+        num_id = _val(element, _PPR, _NUM_PR, _NUM_ID)
+        if num_id is not None:
+            if num_id == "0":  # numId 0 explicitly switches numbering off
                 return None
-            levels = paragraph._p.xpath("w:pPr/w:numPr/w:ilvl/@w:val") or element.xpath("w:pPr/w:numPr/w:ilvl/@w:val")
-            return num_ids[0], int(levels[0]) if levels else 0
+            level = _val(paragraph._p, _PPR, _NUM_PR, _ILVL) or _val(element, _PPR, _NUM_PR, _ILVL)
+            return num_id, int(level) if level else 0
     return None
+
+
+# "w:pPr/w:outlineLvl/@w:val" and its kin, read with lxml's find: xpath costs about 50 µs a call, four calls
+# a paragraph, which was most of the time a Word file of many short paragraphs took
+_PPR, _OUTLINE_LVL, _NUM_PR, _NUM_ID, _ILVL, _VAL = (qn(t) for t in ("w:pPr", "w:outlineLvl", "w:numPr", "w:numId",
+                                                                     "w:ilvl", "w:val"))
+
+
+def _val(element: _Element, *path: str) -> str | None:
+    """The ``w:val`` of the first element at ``path`` under ``element``, or None."""
+    for tag in path:
+        found = element.find(tag)
+        if found is None:
+            return None
+        element = found
+    return element.get(_VAL)
 
 
 class _ListNumbers:
@@ -244,6 +267,12 @@ def _descendants(element: _Element, tag: str) -> Iterator[_Element]:
             yield from _descendants(child, tag)
 
 
+# the tags read once per element of the body, named once (``qn`` splits and joins a string on every call)
+_P, _TBL, _SDT, _R, _T, _TAB, _NO_BREAK_HYPHEN = (qn(t) for t in ("w:p", "w:tbl", "w:sdt", "w:r", "w:t", "w:tab",
+                                                                  "w:noBreakHyphen"))
+_BREAKS = (qn("w:br"), qn("w:cr"))
+
+
 def _text(element: _Element) -> str:
     parts: list[str] = []
     _collect_text(element, parts)
@@ -253,13 +282,13 @@ def _text(element: _Element) -> str:
 def _collect_text(element: _Element, parts: list[str]) -> None:
     for child in element.iterchildren():
         tag = child.tag
-        if tag == qn("w:t"):
+        if tag == _T:
             parts.append(child.text or "")
-        elif tag == qn("w:tab"):
+        elif tag == _TAB:
             parts.append("\t")
-        elif tag in (qn("w:br"), qn("w:cr")):
+        elif tag in _BREAKS:
             parts.append("\n")
-        elif tag == qn("w:noBreakHyphen"):
+        elif tag == _NO_BREAK_HYPHEN:
             parts.append("-")
         elif tag != _MC_FALLBACK:
             _collect_text(child, parts)
