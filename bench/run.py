@@ -45,6 +45,7 @@ SCRIPTS = {
     "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",
     "million": "1M passages: start-up, tool search latency and RSS vs the query embedding",
     "console": "the console's QnA editor at 100 and 10k QnAs in chromium vs fetching them through the API",
+    "bombs": "decompression bombs inside the upload limits vs reading nothing and ordinary files of the same size",
     "connected": "tool search on a connected chdb (ClickHouse) table of 1M rows vs the same rows loaded into openqna",
 }
 

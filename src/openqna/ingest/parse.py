@@ -27,10 +27,12 @@ DocumentKind = Literal["pdf", "docx", "html", "markdown", "text"]
 
 # What a .docx may unpack to, and the XML elements it may hold: python-docx reads whole parts into memory and builds
 # every element, so a small "zip bomb" upload (or 8 million empty paragraphs in 62 KB) would otherwise take the
-# server down.  Tags are counted as ``<`` bytes (an element with content has two): a 300-page manual holds a few
-# hundred thousand; the worst file under the limit (a million empty paragraphs) took about 200 MB and 30 s.
+# server down.  Tags are counted as ``<`` bytes (an element with content has two): real Word files hold about 28 a
+# paragraph, so a 300-page manual a few hundred thousand.  The costliest file under the limit found so far, 100,000
+# one-letter paragraphs (each read in full), takes about 170 MB and 17 s of CPU here (bench/bombs.py); at 1,000,000
+# tags it took 26 s, too close to the 30 s any accepted upload may cost.
 MAX_UNPACKED_BYTES = 200 * 1024 * 1024
-MAX_XML_TAGS = 1_000_000
+MAX_XML_TAGS = 750_000
 
 _BY_SUFFIX: dict[str, DocumentKind] = {
     ".pdf": "pdf",
