@@ -808,3 +808,26 @@ def test_shared_statements_refuse_a_percent_sign():
     assert percent_marks("DELETE FROM files WHERE id=?") == "DELETE FROM files WHERE id=%s"
     with pytest.raises(ValueError, match="psycopg"):
         percent_marks("SELECT 1 FROM files WHERE filename LIKE '%.pdf' AND id=?")
+
+
+def test_schema_4_repairs_json_kept_with_lone_surrogates(pg_dsn, caplog):
+    """The json type keeps a "\\ud800" escape as written (jsonb would refuse it), so a value stored before issue 40's
+    boundary read back as a string no answer could encode; version 4 repairs it, and a new write cannot store one."""
+    s = PostgresStore(pg_dsn, pool_size=1)
+    s.create_project(Project("p", settings={"name": "support"}))
+    s.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    s.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("""UPDATE projects SET settings='{"name": "sup\\ud800port", "pair": "\\ud83d\\ude00"}'""")
+        conn.execute("""UPDATE records SET questions='["q\\udfff"]'""")
+        conn.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    with caplog.at_level("WARNING", logger="openqna.store"):
+        s = PostgresStore(pg_dsn, pool_size=1)
+    assert "1 in projects.settings" in caplog.text and "1 in records.questions" in caplog.text
+    assert s.get_project("p").settings == {"name": "sup\ufffdport", "pair": "\U0001f600"}  # a pair is a character
+    assert s.get_qnas("p", [1])[1].questions == ["q\ufffd"]
+    project = s.get_project("p")
+    project.settings["name"] = "x\ud800"  # past every boundary: written as U+FFFD, not kept to fail each read
+    s.update_project(project)
+    assert s.get_project("p").settings["name"] == "x\ufffd"
+    s.close()

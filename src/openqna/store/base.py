@@ -345,3 +345,12 @@ class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore
     that needs only one concern takes that protocol instead."""
 
     def close(self) -> None: ...
+
+
+# The columns that hold JSON, in both stores.  Before lone surrogates were refused at every boundary (issue 40),
+# ``json.dumps``'s ASCII escapes kept them (a vector store named with ED A0 80 was stored as "\\ud800"; SQLite's
+# text and PostgreSQL's json type take the escape as it is), and every later read of the value failed when the
+# answer was encoded: a 500 for every key.  Schema version 4 of each store repairs them.
+JSON_COLUMNS = (("projects", "settings"), ("records", "questions"), ("records", "metadata"), ("records", "dialog"),
+                ("records", "suggestions"), ("records", "fields"), ("synonyms", "groups"), ("jobs", "errors"),
+                ("jobs", "params"), ("api_keys", "projects"))

@@ -134,7 +134,7 @@ class PostgresStore(SharedStatements, VectorSearch):
 
     @staticmethod
     def _json(value: Any) -> Json:
-        return Json(value)
+        return json_value(value)
 
     @staticmethod
     def _from_json(value: Any) -> Any:
@@ -434,7 +434,7 @@ class PostgresStore(SharedStatements, VectorSearch):
                        " result_name=EXCLUDED.result_name, result_media=EXCLUDED.result_media,"
                        " lease_until=EXCLUDED.lease_until",
                        (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
-                        job.expires, Json(job.errors), Json(job.params), job.owner, job.result,
+                        job.expires, json_value(job.errors), json_value(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
@@ -460,14 +460,14 @@ class PostgresStore(SharedStatements, VectorSearch):
         with self._conn() as db:
             return db.execute("UPDATE jobs SET status=%s, updated=%s, errors=%s, result=%s, result_name=%s,"
                               " result_media=%s, lease_until=NULL WHERE id=%s AND owner=%s AND status='running'",
-                              (job.status, job.updated, Json(job.errors), job.result, job.result_name,
+                              (job.status, job.updated, json_value(job.errors), job.result, job.result_name,
                                job.result_media, job.id, job.owner)).rowcount > 0
 
     def fail_expired_jobs(self, errors: list[dict[str, Any]]) -> list[str]:
         with self._conn() as db:
             rows = db.execute("UPDATE jobs SET status='failed', errors=%s, updated=%s, lease_until=NULL"
                               " WHERE status='running' AND (lease_until IS NULL OR lease_until < now()) RETURNING id",
-                              (Json(errors), now_iso())).fetchall()
+                              (json_value(errors), now_iso())).fetchall()
         return [r[0] for r in rows]
 
     def delete_finished_jobs(self, before: str) -> int:

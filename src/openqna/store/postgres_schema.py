@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
+from collections.abc import Callable
 
 import psycopg
 
-SCHEMA_VERSION = 3
+from openqna import strict_json
+from openqna.store.base import JSON_COLUMNS
+from openqna.store.postgres_rows import json_value
+
+log = logging.getLogger("openqna.store")
+
+SCHEMA_VERSION = 4
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
-# One list of statements per schema version; a database at version n runs the lists after n, in order.
-MIGRATIONS: dict[int, list[str]] = {
+# One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
+# that SQL alone cannot write is a function of the connection.
+MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
     1: [
         "CREATE SEQUENCE change_seq",
         """CREATE TABLE projects(
@@ -68,6 +78,7 @@ MIGRATIONS: dict[int, list[str]] = {
              question text NOT NULL, user_hash text NOT NULL, qna_id bigint NOT NULL, confidence double precision NOT NULL)""",
         "CREATE INDEX IF NOT EXISTS queries_time ON queries(project_id, created)",
     ],
+    4: [lambda conn: _repair_surrogates(conn)],  # JSON kept with lone surrogates before issue 40 (store/base.py)
 }
 
 
@@ -89,7 +100,10 @@ def migrate(conn: psycopg.Connection) -> str:
                                f" understands ({SCHEMA_VERSION}): upgrade openqna")
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[step]:
-                conn.execute(statement)
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
         conn.execute("INSERT INTO meta VALUES('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value=EXCLUDED.value",
                      (str(SCHEMA_VERSION),))
         conn.execute("INSERT INTO meta VALUES('instance', %s) ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
@@ -97,3 +111,22 @@ def migrate(conn: psycopg.Connection) -> str:
         assert row is not None  # the INSERT above leaves the row in place
         instance: str = row[0]
         return instance
+
+
+def _repair_surrogates(conn: psycopg.Connection) -> None:
+    """Every stored JSON value that holds a lone surrogate, with each replaced by U+FFFD; the columns repaired are
+    logged, so that their owners can check them (the json type keeps the text as written, escapes included)."""
+    repaired = []
+    for table, column in JSON_COLUMNS:
+        rows = conn.execute(f"SELECT DISTINCT {column}::text FROM {table} WHERE {column}::text ~* %s",
+                            (r"\\ud[89a-f]",)).fetchall()
+        for (text,) in rows:
+            value = json.loads(text)
+            if strict_json.lone_surrogate(value) is None:
+                continue
+            count = conn.execute(f"UPDATE {table} SET {column}=%s WHERE {column}::text=%s",
+                                 (json_value(value), text)).rowcount
+            repaired.append(f"{count} in {table}.{column}")
+    if repaired:
+        log.warning("repaired stored JSON that held lone UTF-16 surrogates (each is now U+FFFD): %s",
+                    ", ".join(repaired))

@@ -8,6 +8,7 @@ import sqlite3
 import uuid
 
 from openqna import strict_json
+from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
@@ -93,19 +94,11 @@ def migrate(db: sqlite3.Connection) -> str:
     return instance
 
 
-# The columns that hold JSON.  Before lone surrogates were refused at every boundary (issue 40), some were
-# written with ``json.dumps``'s ASCII escapes, which keep them (a vector store named with ED A0 80 was stored
-# as "\\ud800"), and every later read of them failed when the answer was encoded: a 500 for every key.
-JSON_COLUMNS = (("projects", "settings"), ("records", "questions"), ("records", "metadata"), ("records", "dialog"),
-                ("records", "suggestions"), ("records", "fields"), ("synonyms", "groups"), ("jobs", "errors"),
-                ("jobs", "params"), ("api_keys", "projects"))
-
-
 def _repair_surrogates(db: sqlite3.Connection) -> None:
     """Migration 4: every stored JSON value that holds a lone surrogate, with each replaced by U+FFFD; the
     columns and names repaired are logged, so that their owners can check them."""
     repaired = []
-    for table, column in JSON_COLUMNS:
+    for table, column in JSON_COLUMNS:  # (the same on PostgreSQL, whose json type keeps the escapes too)
         # LIKE is case-insensitive for ASCII: this finds \uD800 as well; json.loads tells a lone one from a pair
         for (text,) in db.execute(f"SELECT DISTINCT {column} FROM {table} WHERE {column} LIKE '%\\ud%'").fetchall():
             value = json.loads(text)
