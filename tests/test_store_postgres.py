@@ -231,6 +231,25 @@ def test_schema_is_created_versioned_and_reopened(pg_server):
         pg_server.drop_database(name)
 
 
+def test_schema_3_files_gain_a_scope(pg_dsn):
+    """Files uploaded before they kept the uploader's projects open with no scope (every project's)."""
+    from openqna.store import StoredFile
+
+    PostgresStore(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 3's files table
+        conn.execute("ALTER TABLE files DROP COLUMN scope")
+        conn.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+        conn.execute("INSERT INTO files VALUES('file-old', 'a.txt', 'assistants', 1, 1, 'processed', 'a', NULL)")
+    store = PostgresStore(pg_dsn)
+    try:
+        assert store.get_file("file-old", with_data=True) == StoredFile("file-old", "a.txt", "assistants", 1, 1,
+                                                                        data=b"a")
+        store.put_file(StoredFile("file-new", "b.txt", "assistants", 1, 2, scope=["alpha"]))
+        assert store.get_file("file-new").scope == ["alpha"]
+    finally:
+        store.close()
+
+
 def test_schema_1_jobs_are_migrated_to_a_queue(pg_dsn):
     """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
     from openqna.store import Job

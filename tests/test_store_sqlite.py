@@ -92,6 +92,25 @@ def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
     assert new.claim_job("me", ["deploy"], 30).id == "c"  # queued after the migrated ones
 
 
+def test_schema_3_files_gain_a_scope(tmp_path):
+    """Files uploaded before they kept the uploader's projects open with no scope (every project's)."""
+    from openqna.store import StoredFile
+
+    old = SQLiteStore(tmp_path)
+    db = old._db
+    db.execute("DROP TABLE files")
+    db.execute("CREATE TABLE files(id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL,"
+               " bytes INTEGER NOT NULL, created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL,"
+               " project TEXT)")
+    db.execute("INSERT INTO files VALUES('file-old', 'a.txt', 'assistants', 1, 1, 'processed', x'61', NULL)")
+    db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert new.get_file("file-old", with_data=True) == StoredFile("file-old", "a.txt", "assistants", 1, 1, data=b"a")
+    new.put_file(StoredFile("file-new", "b.txt", "assistants", 1, 2, scope=["alpha"]))
+    assert new.get_file("file-new").scope == ["alpha"]
+
+
 # -- saved indexes -------------------------------------------------------------------------------
 def _large_kb(store, n=80, seed=3):
     rng = np.random.default_rng(seed)

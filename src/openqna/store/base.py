@@ -177,7 +177,10 @@ class Job:
 
 @dataclass
 class StoredFile:
-    """An uploaded file (OpenAI's Files API); ``project`` is the knowledge base built from it, if any."""
+    """An uploaded file (OpenAI's Files API); ``project`` is the knowledge base built from it, if any.
+
+    ``scope``: the projects of the key that uploaded it (None: every project), which decide the keys that reach it.
+    """
 
     id: str
     filename: str
@@ -187,6 +190,7 @@ class StoredFile:
     status: str = "processed"
     data: builtins.bytes = b""  # builtins: the field above is named ``bytes``
     project: str | None = None
+    scope: list[str] | None = None
 
 
 @dataclass

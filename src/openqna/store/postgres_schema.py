@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -79,6 +79,9 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
         "CREATE INDEX IF NOT EXISTS queries_time ON queries(project_id, created)",
     ],
     4: [lambda conn: _repair_surrogates(conn)],  # JSON kept with lone surrogates before issue 40 (store/base.py)
+    5: [  # a file keeps the projects of the key that uploaded it; older files belong to no project in particular
+        "ALTER TABLE files ADD COLUMN IF NOT EXISTS scope json",
+    ],
 }
 
 

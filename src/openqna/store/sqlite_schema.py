@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS files(
   id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
-  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT);
+  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT, scope TEXT);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
   projects TEXT, created TEXT NOT NULL);
@@ -84,6 +84,9 @@ def migrate(db: sqlite3.Connection) -> str:
             db.execute("UPDATE jobs SET seq=rowid")
         if version < 4:
             _repair_surrogates(db)
+        if version < 5 and "scope" not in {c[1] for c in db.execute("PRAGMA table_info(files)")}:
+            # v5: a file keeps the projects of the key that uploaded it; older files belong to no project in particular
+            db.execute("ALTER TABLE files ADD COLUMN scope TEXT")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

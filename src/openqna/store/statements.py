@@ -82,7 +82,7 @@ class Dialect:
         raise NotImplementedError
 
 
-_FILE_COLS = "id, filename, purpose, bytes, created_at, status, {data}, project"
+_FILE_COLS = "id, filename, purpose, bytes, created_at, status, {data}, project, scope"
 
 
 class SharedStatements(Dialect):
@@ -263,15 +263,17 @@ class SharedStatements(Dialect):
     def put_file(self, f: StoredFile) -> None:
         with self._tx() as db:
             db.execute(self._sql(
-                "INSERT INTO files VALUES(?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET"
-                " filename=EXCLUDED.filename, purpose=EXCLUDED.purpose, bytes=EXCLUDED.bytes,"
-                " created_at=EXCLUDED.created_at, status=EXCLUDED.status, data=EXCLUDED.data, project=EXCLUDED.project"),
-                (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project))
+                f"INSERT INTO files({_FILE_COLS.format(data='data')}) VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE"
+                " SET filename=EXCLUDED.filename, purpose=EXCLUDED.purpose, bytes=EXCLUDED.bytes,"
+                " created_at=EXCLUDED.created_at, status=EXCLUDED.status, data=EXCLUDED.data, project=EXCLUDED.project,"
+                " scope=EXCLUDED.scope"),
+                (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project,
+                 None if f.scope is None else self._json(f.scope)))
 
-    @staticmethod
-    def _file_row(row: tuple[Any, ...]) -> StoredFile:
-        fid, filename, purpose, size, created_at, status, data, project = row
-        return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project)
+    def _file_row(self, row: tuple[Any, ...]) -> StoredFile:
+        fid, filename, purpose, size, created_at, status, data, project, scope = row
+        return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project,
+                          None if scope is None else self._from_json(scope))
 
     def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
         cols = _FILE_COLS.format(data="data" if with_data else self._EMPTY_BLOB)
