@@ -332,7 +332,7 @@ def test_keys_and_roles(live):
     r = client(live, reader)
     assert [s.id for s in r.vector_stores.list()] == [mine]
     assert r.vector_stores.search(mine, query="anything").data == []
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.NotFoundError):  # out of the key's scope: as if it did not exist
         r.vector_stores.retrieve(other)
     with pytest.raises(openai.PermissionDeniedError):
         r.vector_stores.create(name="nope")

@@ -21,7 +21,7 @@ from openqna.clock import now_iso
 from openqna.store import ApiKey, Store
 
 __all__ = ["ROLES", "ApiKey", "Authorizer", "Caller", "Denied", "Principal", "allows", "create_key", "hash_key",
-           "list_keys", "lacks_role", "revoke_key"]
+           "list_keys", "lacks_role", "reaches", "revoke_key", "scope_of"]
 
 ROLES = ("admin", "author", "query")
 _RANK = {r: i for i, r in enumerate(reversed(ROLES))}  # query 0 < author 1 < admin 2
@@ -149,6 +149,33 @@ def allows(caller: Caller | None, *, role: str, project: str | None = None) -> b
     if _RANK[caller.role] < _RANK[role]:
         return False
     return project is None or caller.projects is None or project.lower() in {p.lower() for p in caller.projects}
+
+
+def scope_of(caller: Caller | None, role: str) -> list[str] | None:
+    """The projects a thing ``caller`` makes with ``role`` is filed under (an OpenAI file, a vector store): those on
+    which it has ``role``, or None (every project) for an unscoped key or grant and on an open server.
+
+    A key limited to projects that uploads a file must reach it afterwards, and keys limited to other projects must
+    not; so the thing keeps the scope it was made in, and ``reaches`` reads it.
+    """
+    if caller is None:
+        return None
+    if isinstance(caller, Principal):
+        grants = [g for g in caller.grants if _RANK[g.role] >= _RANK[role]]
+        if any(g.projects is None for g in grants):
+            return None
+        return sorted({p for g in grants for p in g.projects or ()})
+    return None if caller.projects is None else list(caller.projects)
+
+
+def reaches(caller: Caller | None, role: str, name: str, scope: list[str] | None) -> bool:
+    """Whether ``caller`` has ``role`` on a thing named ``name`` filed under ``scope`` (``scope_of``).
+
+    It does on any project of the scope, and on the thing's own name (a key whose list names a ``file-…`` or ``vs_…``
+    id, as keys were given before scopes were kept).  A thing filed under no scope (made by an unscoped key, or
+    before scopes were kept) is reached by unscoped keys and by keys that name it.
+    """
+    return any(allows(caller, role=role, project=p) for p in (name, *(scope or ())))
 
 
 def lacks_role(caller: Caller, role: str, project: str | None = None) -> str:

@@ -8,12 +8,17 @@ document index and metadata as fields), so file-mode Search and Answers use the 
 retrieval as everything else.  ``assistants`` and ``user_data`` files are stored as given, for
 vector stores to parse.  Purposes openqna serves nothing for (``fine-tune``, ``batch``, ``vision``)
 are refused: storing them unchecked would accept anything and promise a use that never comes.
+
+A file keeps the scope it was uploaded in (the projects of the uploader's key, ``auth.keys.scope_of``).  Which
+callers may see it is the surface's to say: every read here takes a ``visible`` test, and a file it fails is
+"not found", as if it did not exist, so ids of other projects' files do not leak.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 
 from openqna import strict_json
 from openqna.kb.service import Service
@@ -24,6 +29,14 @@ SEARCHABLE = ("answers", "search")
 PURPOSES = ("answers", "search", "assistants", "user_data")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_DOCUMENTS = 100_000
+
+Visible = Callable[[StoredFile], bool]
+"""Whether the caller at hand may see a file (the surface builds it from the caller's key)."""
+
+
+def anyone(_: StoredFile) -> bool:
+    """Every file is visible: callers inside the server (a vector store's job) and an open server."""
+    return True
 
 
 def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str, object]]:
@@ -60,7 +73,8 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
     return documents
 
 
-def upload(service: Service, filename: str, data: bytes, purpose: str) -> StoredFile:
+def upload(service: Service, filename: str, data: bytes, purpose: str, scope: list[str] | None = None) -> StoredFile:
+    """Store a file under ``scope`` (None: every project's); a search/answers file becomes its own knowledge base."""
     if purpose not in PURPOSES:
         raise InvalidArgument(f"'{purpose}' is not a purpose this server serves; use one of {', '.join(PURPOSES)} "
                               "(answers and search for /v1/answers and /v1/search, assistants or user_data for "
@@ -69,7 +83,7 @@ def upload(service: Service, filename: str, data: bytes, purpose: str) -> Stored
     if len(data) > MAX_FILE_BYTES:
         raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")
     file_id = "file-" + secrets.token_urlsafe(18).replace("-", "").replace("_", "")[:24]
-    stored = StoredFile(file_id, filename, purpose, len(data), int(time.time()), "processed", data)
+    stored = StoredFile(file_id, filename, purpose, len(data), int(time.time()), "processed", data, scope=scope)
     if purpose in SEARCHABLE:
         documents = parse_jsonl(filename, data, purpose)
         project = service.create_project(file_id, description=f"{purpose} file {filename}")
@@ -87,20 +101,22 @@ def upload(service: Service, filename: str, data: bytes, purpose: str) -> Stored
     return stored
 
 
-def list_files(service: Service, purpose: str | None = None) -> list[StoredFile]:
-    """Every uploaded file (of ``purpose`` when given), as the store lists them."""
-    return service.store.list_files(purpose)
+def list_files(service: Service, purpose: str | None = None, visible: Visible = anyone) -> list[StoredFile]:
+    """Every visible uploaded file (of ``purpose`` when given), newest first."""
+    return [f for f in service.store.list_files(purpose) if visible(f)]
 
 
-def get(service: Service, file_id: str, *, with_data: bool = False) -> StoredFile:
+def get(service: Service, file_id: str, *, with_data: bool = False, visible: Visible = anyone,
+        target: str | None = None) -> StoredFile:
+    """The file, or ``NotFound`` (naming the request's field ``target``) when there is none the caller may see."""
     f = service.store.get_file(file_id, with_data=with_data)
-    if f is None:
-        raise NotFound(f"No such File object: {file_id}")
+    if f is None or not visible(f):
+        raise NotFound(f"No such File object: {file_id}", target=target)
     return f
 
 
-def delete(service: Service, file_id: str) -> None:
-    f = get(service, file_id)
+def delete(service: Service, file_id: str, visible: Visible = anyone) -> None:
+    f = get(service, file_id, visible=visible)
     if f.project:
         try:
             service.delete_project(f.project)
@@ -109,8 +125,9 @@ def delete(service: Service, file_id: str) -> None:
     service.store.delete_file(file_id)
 
 
-def searchable(service: Service, file_id: str, purposes: tuple[str, ...]) -> StoredFile:
-    f = get(service, file_id)
+def searchable(service: Service, file_id: str, purposes: tuple[str, ...], visible: Visible = anyone) -> StoredFile:
+    """The file named in a request's ``file`` field, if it was uploaded for one of ``purposes``."""
+    f = get(service, file_id, visible=visible, target="file")
     if f.purpose not in purposes or not f.project:
         raise InvalidArgument(f"File {file_id} has purpose '{f.purpose}'; this endpoint needs a file uploaded with "
                               f"purpose {' or '.join(repr(p) for p in purposes)}.", target="file")

@@ -24,6 +24,11 @@ whose job ended without finishing it (a crash, a restart) reads as ``failed``.  
 files are searched.  Cancelling a batch cancels its files that are not finished; one being
 processed at that moment is discarded when it finishes.
 
+A vector store keeps the scope it was created in (``scope``: the projects of the creator's key, None for every
+project); the surface decides from it who reaches the store.  Files are attached only when the caller may see them
+(``visible``, as in ``openai_files``): attaching shares a file's text with everyone who reaches the store, which is
+the author's to decide only for files it can read itself.
+
 State lives in project settings, so every status change rewrites them (and moves the
 knowledge base's change sequence): fine for hundreds of files per store, not for 10,000.
 Each change is a compare-and-set of those settings (``VectorStores._update``), so a job
@@ -214,14 +219,16 @@ class VectorStores:
 
     # -- stores --------------------------------------------------------------------------------------
     def create(self, *, name: str = "", description: str = "", metadata: dict[str, str] | None = None,
-               expires_after: dict | None = None, files: list[Attach] = ()) -> VectorStore:
-        for f in files:
-            openai_files.get(self.service, f.file_id)  # refuse unknown files before creating anything
+               expires_after: dict | None = None, files: list[Attach] = (), scope: list[str] | None = None,
+               visible: openai_files.Visible = openai_files.anyone) -> VectorStore:
+        for f in files:  # refuse unknown files before creating anything
+            openai_files.get(self.service, f.file_id, visible=visible, target="file_ids")
         store_id = new_id("vs_")
         now = int(time.time())
         with self._lock:
             state = {"id": store_id, "name": name, "metadata": metadata or {}, "expires_after": expires_after,
-                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "files": {}, "batches": {}}
+                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "files": {}, "batches": {},
+                     "scope": scope}
             self.store.create_project(Project(store_id, description, settings={SETTINGS_KEY: state},
                                               embedder=self.service.embedder.name))
             if files:
@@ -231,10 +238,15 @@ class VectorStores:
     def get(self, store_id: str) -> VectorStore:
         return self._view(self._project(store_id)[1])
 
-    def list_stores(self, allowed=lambda store_id: True) -> list[VectorStore]:
-        """Every vector store ``allowed`` lets through, oldest first."""
-        found = [p.settings[SETTINGS_KEY] for p in self.store.list_projects()
-                 if SETTINGS_KEY in p.settings and allowed(p.name)]
+    def scope(self, store_id: str) -> list[str] | None:
+        """The projects the store was created in (None: every project's, as were stores made before scopes)."""
+        return self._project(store_id)[1].get("scope")
+
+    def list_stores(self, allowed: Callable[[str, list[str] | None], bool] = lambda store_id, scope: True
+                    ) -> list[VectorStore]:
+        """Every vector store ``allowed`` lets through (given its id and scope), oldest first."""
+        found = [vs for p in self.store.list_projects()
+                 if (vs := p.settings.get(SETTINGS_KEY)) is not None and allowed(p.name, vs.get("scope"))]
         return [self._view(vs) for vs in sorted(found, key=lambda vs: (vs["seq"], vs["id"]))]
 
     def modify(self, store_id: str, *, name: str | None = None, metadata: dict | None = None,
@@ -258,8 +270,9 @@ class VectorStores:
             self.service.delete_project(store_id)
 
     # -- files ------------------------------------------------------------------------------------------
-    def attach(self, store_id: str, item: Attach) -> VectorStoreFile:
-        openai_files.get(self.service, item.file_id)
+    def attach(self, store_id: str, item: Attach,
+               visible: openai_files.Visible = openai_files.anyone) -> VectorStoreFile:
+        openai_files.get(self.service, item.file_id, visible=visible, target="file_id")
         with self._lock:
             self._attach(store_id, [item])
         return self.get_file(store_id, item.file_id)
@@ -362,9 +375,10 @@ class VectorStores:
             self.service.upsert(store_id, records)
 
     # -- batches ----------------------------------------------------------------------------------------
-    def create_batch(self, store_id: str, items: list[Attach]) -> FileBatch:
+    def create_batch(self, store_id: str, items: list[Attach],
+                     visible: openai_files.Visible = openai_files.anyone) -> FileBatch:
         for item in items:
-            openai_files.get(self.service, item.file_id)
+            openai_files.get(self.service, item.file_id, visible=visible, target="file_ids")
         batch_id = new_id("vsfb_")
         with self._lock:
             self._attach(store_id, items, batch_id)

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from openqna.api import json_body, numbers
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
-from openqna.auth.keys import Authorizer, Denied, allows, lacks_role
+from openqna.auth.keys import Authorizer, Caller, Denied, Principal, allows, lacks_role, reaches, scope_of
 from openqna.formats.limits import LIMITS
 from openqna.kb.answers_search import Answering, AnswersRequest
 from openqna.kb.catalog import StoredFile
@@ -45,6 +45,22 @@ def unauthorized(denied: Denied) -> JSONResponse:
         return openai_error(401, f"Invalid bearer token: {denied.reason}.", code="invalid_token")
     return openai_error(401, "Incorrect API key provided. Send an openqna key as 'Authorization: Bearer <key>'.",
                         code="invalid_api_key")
+
+
+def visible_to(caller: Caller | None) -> openai_files.Visible:
+    """The files ``caller`` may see: those of its projects and those its list names (``auth.keys.reaches``).
+
+    Every other file answers 404 "No such File object", as at OpenAI, where a file of another project does not
+    exist for the key at hand; so no route tells a key which ids other projects use.
+    """
+    return lambda f: reaches(caller, "query", f.id, f.scope)
+
+
+def may_not(caller: Caller | None, what: str) -> JSONResponse:
+    """The 403 of a caller that sees ``what`` but may not change it (its role on the thing's projects is too low)."""
+    noun = "token" if isinstance(caller, Principal) else "key"
+    return openai_error(403, f"This {noun} may read {what} but not change it: that needs the role 'author' on one of "
+                             "its projects.", kind="permission_error")
 
 
 class Refused(Exception):
@@ -164,18 +180,9 @@ class OpenAIRoutes:
             raise Refused(openai_error(403, lacks_role(caller, role), kind="permission_error"))
         request.state.key = caller
 
-    @staticmethod
-    def _reachable(request: Request, file_id: str) -> None:
-        """A key scoped to projects reaches the files it names (a file is its own project), as vector stores do."""
-        if not allows(request.state.key, role="query", project=file_id):
-            raise Refused(openai_error(403, f"This key may not use file '{file_id}'.", param="file",
-                                       kind="permission_error"))
-
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
             self._auth(request, role)
-            if "file_id" in request.path_params:
-                self._reachable(request, request.path_params["file_id"])
             return await work()
         except Refused as exc:
             return exc.response
@@ -190,8 +197,8 @@ class OpenAIRoutes:
 
     async def _list_files(self, request: Request) -> Response:
         q = request.query_params
-        files = [f for f in await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"))
-                 if allows(request.state.key, role="query", project=f.id)]
+        files = await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"),
+                                        visible_to(request.state.key))
         if q.get("order") == "asc":
             files.reverse()
         if q.get("after"):
@@ -216,24 +223,30 @@ class OpenAIRoutes:
         if upload is None or isinstance(upload, str):
             raise InvalidArgument("'file' is a required form field holding the file.", target="file")
         data = await upload.read()
-        stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose)
+        stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose,
+                                         scope_of(request.state.key, "author"))
         return JSONResponse(file_json(stored))
 
     async def file(self, request: Request) -> Response:
         file_id = request.path_params["file_id"]
 
         async def work() -> Response:
-            if request.method == "DELETE":
-                await run_in_threadpool(openai_files.delete, self.service, file_id)
-                await run_in_threadpool(self.on_file_deleted, file_id)
-                return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-            return JSONResponse(file_json(await run_in_threadpool(openai_files.get, self.service, file_id)))
+            caller = request.state.key
+            f = await run_in_threadpool(lambda: openai_files.get(self.service, file_id, visible=visible_to(caller)))
+            if request.method == "GET":
+                return JSONResponse(file_json(f))
+            if not reaches(caller, "author", f.id, f.scope):
+                return may_not(caller, f"file '{file_id}'")
+            await run_in_threadpool(openai_files.delete, self.service, file_id)
+            await run_in_threadpool(self.on_file_deleted, file_id)
+            return JSONResponse({"id": file_id, "object": "file", "deleted": True})
 
         return await self._guard(request, "author" if request.method == "DELETE" else "query", work)
 
     async def file_content(self, request: Request) -> Response:
         async def work() -> Response:
-            f = await run_in_threadpool(openai_files.get, self.service, request.path_params["file_id"], with_data=True)
+            f = await run_in_threadpool(lambda: openai_files.get(self.service, request.path_params["file_id"],
+                                                                 with_data=True, visible=visible_to(request.state.key)))
             return Response(f.data, media_type="application/octet-stream")
 
         return await self._guard(request, "query", work)
@@ -244,8 +257,8 @@ class OpenAIRoutes:
             body = Body(await read_json(request), ANSWERS_FIELDS)
             req, file_id, expand = self._answers_request(body)
             if file_id:
-                self._reachable(request, file_id)
-                f = openai_files.searchable(self.service, file_id, ("answers",))
+                f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("answers",),
+                                            visible_to(request.state.key))
                 hits = await run_query(self.service.search, f.project, req.alternative_question or
                                        req.question, limit=req.max_rerank)
                 req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
@@ -264,7 +277,7 @@ class OpenAIRoutes:
             if req.return_prompt:
                 out["prompt"] = result.prompt
             if file_id:
-                out["file"] = file_json(openai_files.get(self.service, file_id)) if "file" in expand else file_id
+                out["file"] = file_json(f) if "file" in expand else file_id
             return JSONResponse(out)
 
         return await self._guard(request, "query", work)
@@ -327,8 +340,8 @@ class OpenAIRoutes:
                 scores = await run_in_threadpool(self.answering.search_scores, query, documents)
                 data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
             else:
-                self._reachable(request, file_id)
-                f = openai_files.searchable(self.service, file_id, ("search", "answers"))
+                f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("search", "answers"),
+                                            visible_to(request.state.key))
                 hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
                 metadata = body.boolean("return_metadata")
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],

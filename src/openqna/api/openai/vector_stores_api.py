@@ -28,8 +28,17 @@ from starlette.routing import Route
 from openqna.api import numbers
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
-from openqna.api.openai.answers_api import Body, Refused, error_response, openai_error, read_json, unauthorized
-from openqna.auth.keys import Authorizer, Principal, allows
+from openqna.api.openai.answers_api import (
+    Body,
+    Refused,
+    error_response,
+    may_not,
+    openai_error,
+    read_json,
+    unauthorized,
+    visible_to,
+)
+from openqna.auth.keys import Authorizer, Principal, allows, reaches, scope_of
 from openqna.filters.nodes import And, Compare, Filter, InList, Or
 from openqna.kinds.vector_store_records import attribute_column, attribute_ref
 from openqna.kinds.vector_stores import (
@@ -41,7 +50,7 @@ from openqna.kinds.vector_stores import (
     VectorStoreFile,
     VectorStores,
 )
-from openqna.records import InvalidArgument, OpenQnAError
+from openqna.records import InvalidArgument, NotFound, OpenQnAError
 
 CREATE_FIELDS = {"file_ids", "name", "description", "expires_after", "chunking_strategy", "metadata"}
 MODIFY_FIELDS = {"name", "expires_after", "metadata"}
@@ -257,15 +266,25 @@ class VectorStoreRoutes:
 
     # -- plumbing ------------------------------------------------------------------------------------
     async def _guard(self, request: Request, role: str, work) -> Response:
+        """Check the caller's role, then that it reaches the store the path names (``auth.keys.reaches``).
+
+        A store the caller does not reach answers 404, as if it did not exist (as ``/v1/files`` does); one it
+        reaches with too low a role for the call answers 403.
+        """
         try:
             key, denied = self.authorizer.check(secret_from_headers(request.headers))
             if denied:
                 return unauthorized(denied)
-            store_id = request.path_params.get("vector_store_id")
-            if not allows(key, role=role, project=store_id):
-                scope = f" vector store '{store_id}'" if store_id and allows(key, role=role) else " this endpoint"
+            if not allows(key, role=role):
                 noun = "token" if isinstance(key, Principal) else "key"
-                return openai_error(403, f"This {noun} may not call{scope}.", kind="permission_error")
+                return openai_error(403, f"This {noun} may not call this endpoint.", kind="permission_error")
+            store_id = request.path_params.get("vector_store_id")
+            if store_id is not None:
+                scope = await run_in_threadpool(self.core.scope, store_id)
+                if not reaches(key, "query", store_id, scope):
+                    raise NotFound(f"No vector store found with id '{store_id}'.")
+                if not reaches(key, role, store_id, scope):
+                    return may_not(key, f"vector store '{store_id}'")
             request.state.key = key
             return await work()
         except Refused as exc:
@@ -281,7 +300,7 @@ class VectorStoreRoutes:
         async def listing() -> Response:
             key = request.state.key
             found = await run_in_threadpool(self.core.list_stores,
-                                            lambda sid: allows(key, role="query", project=sid))
+                                            lambda sid, scope: reaches(key, "query", sid, scope))
             return page(request, found, store_json)
 
         async def create() -> Response:
@@ -293,7 +312,8 @@ class VectorStoreRoutes:
                       "metadata": metadata_from(body.raw["metadata"]) if body.present("metadata") else {},
                       "expires_after": expires_after_from(body.raw["expires_after"])
                       if body.present("expires_after") else None,
-                      "files": [Attach(f, None, chunking) for f in file_ids]}
+                      "files": [Attach(f, None, chunking) for f in file_ids],
+                      "scope": scope_of(request.state.key, "author"), "visible": visible_to(request.state.key)}
             store = await run_in_threadpool(lambda: self.core.create(**kwargs))
             return reply(store_json(store), in_progress=store.status == "in_progress")
 
@@ -345,7 +365,7 @@ class VectorStoreRoutes:
             body = await self._body(request, ATTACH_FIELDS)
             item = Attach(body.string("file_id", required=True), attributes_from(body.raw.get("attributes")),
                           chunking_from(body.raw.get("chunking_strategy")))
-            f = await run_in_threadpool(self.core.attach, store_id, item)
+            f = await run_in_threadpool(self.core.attach, store_id, item, visible_to(request.state.key))
             return reply(vs_file_json(f), in_progress=f.status == "in_progress")
 
         if request.method == "GET":
@@ -407,7 +427,7 @@ class VectorStoreRoutes:
                                         chunking_from(entry.get("chunking_strategy"), f"files[{n}].chunking_strategy")))
                 if len({i.file_id for i in items}) != len(items):
                     raise _refuse("'files' names a file more than once.", "files")
-            batch = await run_in_threadpool(self.core.create_batch, store_id, items)
+            batch = await run_in_threadpool(self.core.create_batch, store_id, items, visible_to(request.state.key))
             return reply(batch_json(batch), in_progress=batch.status == "in_progress")
 
         return await self._guard(request, "author", work)
