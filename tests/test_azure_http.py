@@ -283,12 +283,24 @@ def test_body_size_is_capped(server):
     ({"question": "q"}, "records"),
     ({"question": "q", "records": [{"id": str(i), "text": "t"} for i in range(6)]}, "records"),
     ({"question": "q", "records": [{"id": "1", "text": "t" * 5121}]}, "records[0].text"),
+    ({"question": "q", "records": [{"id": "1", "text": "t"}, {"id": "i" * 1001, "text": "t"}]}, "records[1].id"),
     ({"question": "q", "records": [{"id": "1"}]}, "records[0]"),
     ({"question": "q", "records": [{"id": "1", "text": "a"}], "stringIndexType": "Bytes"}, "stringIndexType"),
 ])
 def test_query_text_limits(server, body, target):
     r = post(server, "/language/:query-text", body)
     assert r.status_code == 400 and r.json()["error"]["target"] == target
+
+
+def test_query_text_refuses_a_record_id_longer_than_its_limit(server):
+    """Issue 40: an id had no limit, and each answer echoes its record's id: up to three copies of a 4 MiB id."""
+    ok = {"question": "how long is the warranty", "records": [{"id": "i" * 1000, "text": "It lasts two years."}]}
+    assert post(server, "/language/:query-text", ok).json()["answers"][0]["id"] == "i" * 1000
+    r = post(server, "/language/:query-text", {**ok, "records": [{"id": "i" * 1001, "text": "It lasts two years."}]})
+    message = "'records[0].id' is 1001 characters long; the limit is 1000."
+    assert r.status_code == 400 and r.json() == {"error": {
+        "code": "InvalidArgument", "message": message, "target": "records[0].id",
+        "innererror": {"code": "InvalidParameterValue", "message": message}}}
 
 
 def test_query_text_utf16_offsets(server):

@@ -113,6 +113,7 @@ class Limits:
     body_bytes: int = 4 * 1024 * 1024
     text_records: int = 5
     text_record_chars: int = 5120
+    text_record_id_chars: int = 1000  # Azure documents none; each answer echoes its record's id
     text_answers_per_record: int = 3
     span_top: int = 10
     filter_pairs: int = 50

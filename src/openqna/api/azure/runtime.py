@@ -195,7 +195,8 @@ class AzureRuntime:
             if not isinstance(rec, dict):
                 raise InvalidArgument(f"'records[{i}]' must be an object with id and text.", target=f"records[{i}]")
             r = Body(rec, f"records[{i}]")
-            rid, text = r.string("id"), r.string("text", max_len=LIMITS.text_record_chars)
+            rid = r.string("id", max_len=LIMITS.text_record_id_chars)
+            text = r.string("text", max_len=LIMITS.text_record_chars)
             if not rid or text is None:
                 raise InvalidArgument(f"'records[{i}]' needs both 'id' and 'text'.", target=f"records[{i}]")
             parsed.append((rid, text))
