@@ -212,6 +212,31 @@ def test_query_text_confidence_is_calibrated(service):
     assert all(a.confidence < 0.05 for a in service.answer_from_text("what is the capital of peru", records))
 
 
+def test_query_text_embeds_a_bounded_shortlist(service, monkeypatch):
+    """Issue 40: records at Azure's limits hold ~85 passages, and embedding each cost ~3 s of CPU a request; only
+    the LIMITS.text_passages that share the most words with the question are embedded now, and an answer at the end
+    of the last record is still found."""
+    from openqna.formats.limits import LIMITS
+
+    filler = " ".join(f"Pump {i} in wing {i % 7} is serviced by crew {i % 5} every {i % 9 + 2} weeks."
+                      for i in range(400))
+    answer = "The battery takes two to four hours to charge fully."
+    records = [(f"r{n}", filler[n * 900:][: LIMITS.text_record_chars]) for n in range(LIMITS.text_records)]
+    records[-1] = ("r4", records[-1][1][: LIMITS.text_record_chars - len(answer) - 1] + " " + answer)
+    assert all(len(text) <= LIMITS.text_record_chars for _, text in records)
+    embedded: list[int] = []
+    embed = service.embedder.embed
+    monkeypatch.setattr(service.embedder, "embed", lambda texts: embedded.append(len(texts)) or embed(texts))
+    best = service.answer_from_text("How long does it take to charge the battery?", records)[0]
+    assert (best.record_id, answer in best.text) == ("r4", True)
+    assert embedded[0] == 1 + LIMITS.text_passages  # the question and the shortlist, of 60 passages and more
+    # a question the model reads none of is ranked by its words alone: nothing to embed
+    embedded.clear()
+    chinese = [("zh", "电池需要两到四个小时才能充满电。鼠标可以连接到USB端口。")]
+    best = service.answer_from_text("电池充满电需要多长时间？", chinese, span=False)[0]
+    assert "两到四个小时" in best.text and embedded == []
+
+
 # -- import/export round trips through the store, on the real files -------------------------
 from conftest import SAMPLE_DOCS, SHARED_DATA  # noqa: E402
 

@@ -115,6 +115,7 @@ class Limits:
     text_record_chars: int = 5120
     text_record_id_chars: int = 1000  # Azure documents none; each answer echoes its record's id
     text_answers_per_record: int = 3
+    text_passages: int = 16  # passages of a :query-text request embedded and scored (``Asking.answer_from_text``)
     span_top: int = 10
     filter_pairs: int = 50
 
