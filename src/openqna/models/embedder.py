@@ -330,6 +330,9 @@ class HybridEncoder:
 
 
 ACCURATE_WEIGHT = 0.4  # of the universal sentence encoder in OPENQNA_EMBEDDER=accurate
+# ... and beside MiniLM in OPENQNA_EMBEDDER=balanced: the universal sentence encoder costs about what MiniLM does per
+# question, so the pair reads questions at about twice the default's cost instead of the accurate model's 7-8x
+BALANCED_WEIGHT = 0.4
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -440,7 +443,7 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "accurate", "mpnet", "openai", "hash", or "multilingual": the
+    """The process-wide embedder for ``spec`` ("local", "balanced", "accurate", "mpnet", "openai", "hash", or "multilingual": the
     universal sentence encoder alone, the second space of ``openqna.ranking.multilingual``).
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
@@ -461,6 +464,8 @@ def _create(spec: str) -> Embedder:
         return LocalMPNet()
     if spec == "accurate":
         return HybridEncoder(LocalMPNet(), UniversalSentenceEncoder(), ACCURATE_WEIGHT)
+    if spec == "balanced":
+        return HybridEncoder(LocalMiniLM(), UniversalSentenceEncoder(), BALANCED_WEIGHT)
     if spec == "openai":
         return OpenAIEmbedder(
             base_url=settings.embeddings_base_url(),
@@ -472,4 +477,4 @@ def _create(spec: str) -> Embedder:
     if spec == "multilingual":
         # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
         return UniversalSentenceEncoder(threads=1)
-    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'accurate', 'mpnet', 'openai' or 'hash'")
+    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'balanced', 'accurate', 'mpnet', 'openai' or 'hash'")

@@ -231,6 +231,10 @@ MPNET_CALIBRATION = _calibration("MPNET_CALIBRATION")
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
 # fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
 ACCURATE_CALIBRATION = _calibration("ACCURATE_CALIBRATION")
+# OPENQNA_EMBEDDER=balanced (MiniLM beside the universal sentence encoder): its own fits, by
+# ``OPENQNA_EMBEDDER=balanced python scripts/fit_ranker.py --write`` on the same development data.  Like the accurate
+# model's, it has no FAQ-page weights and no last step of its own yet: every KB is read with these weights.
+BALANCED_CALIBRATION = _calibration("BALANCED_CALIBRATION")
 # Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``):
 # the universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py
 # on the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
