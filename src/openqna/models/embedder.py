@@ -331,7 +331,7 @@ class HybridEncoder:
 
 ACCURATE_WEIGHT = 0.4  # of the universal sentence encoder in OPENQNA_EMBEDDER=accurate
 # ... and beside MiniLM in OPENQNA_EMBEDDER=balanced: the universal sentence encoder costs about what MiniLM does per
-# question, so the pair reads questions at about twice the default's cost instead of the accurate model's 7-8x
+# question, so the pair reads a question at about 1.6x the default's cost (docs/confidence.md), not 7-8x
 BALANCED_WEIGHT = 0.4
 
 
