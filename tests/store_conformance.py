@@ -151,6 +151,71 @@ def test_deployments_are_copies(kb, indexes):
     assert kb.get_synonyms("kb1", "production") == [["pen", "stylus"]]
 
 
+def test_every_deploy_is_a_version_and_a_rollback_restores_it(kb, indexes):
+    first = kb.deploy("kb1", "production", by="key ci")
+    assert first.version == 1
+    kb.put_qnas("kb1", [item(["Where is the pen?"], "Changed answer.", id=2,
+                             vectors=[vec(0, 1, 0, 0)], answer_vector=vec(0, 1, 0, 0))])
+    kb.delete_qnas("kb1", [1])
+    kb.set_synonyms("kb1", [["pen", "stylus"]])
+    assert kb.deploy("kb1", "production").version == 2
+    assert 1 not in indexes.get("kb1", "production").row_of
+    events = kb.list_versions("kb1")
+    assert [(v.deployment, v.version, v.qnas, v.passages, v.current, v.kept) for v in events] == [
+        ("production", 1, 3, 1, False, True), ("production", 2, 2, 1, True, True)]
+    assert events[0].deployed_by == "key ci" and events[0].hash != events[1].hash
+
+    back = kb.deploy("kb1", "production", version=1, by="cli me")
+    assert back.version == 1
+    assert kb.get_qnas("kb1", [2], "production")[2].answer == "The pen attaches magnetically."
+    assert kb.count_qnas("kb1", "production") == 4 and kb.get_synonyms("kb1", "production") == []
+    assert 1 in indexes.get("kb1", "production").row_of  # the index reads the rolled-back content
+    assert kb.get_qnas("kb1", [2])[2].answer == "Changed answer."  # the live state is untouched
+    assert [(v.version, v.current) for v in kb.list_versions("kb1")] == [(1, False), (2, False), (1, True)]
+    assert [d.version for d in kb.list_deployments("kb1")] == [1]
+    assert [q.answer for q in kb.version_records("kb1", 2) if q.id == 2] == ["Changed answer."]
+
+
+def test_the_same_content_is_one_version(kb):
+    assert kb.deploy("kb1", "production").version == 1
+    assert kb.deploy("kb1", "staging").version == 1
+    assert kb.deploy("kb1", "production").version == 1
+    assert [(v.deployment, v.version) for v in kb.list_versions("kb1")] == [
+        ("production", 1), ("staging", 1), ("production", 1)]
+    assert {d.name: d.version for d in kb.list_deployments("kb1")} == {"production": 1, "staging": 1}
+
+
+def test_old_versions_lose_their_content_but_never_a_deployed_one(kb, monkeypatch):
+    monkeypatch.setenv("OPENQNA_VERSIONS_KEPT", "2")
+    kb.deploy("kb1", "staging")  # v1, held by staging throughout
+    for answer in ("two", "three", "four"):
+        kb.put_qnas("kb1", [item([f"Where is pen {answer}?"], answer, id=2,
+                                 vectors=[vec(0, 1, 0, 0)], answer_vector=vec(0, 1, 0, 0))])
+        kb.deploy("kb1", "production")
+    kept = {v.version: v.kept for v in kb.list_versions("kb1")}
+    assert kept == {1: True, 2: False, 3: True, 4: True}
+    with pytest.raises(NotFound, match="not kept"):
+        kb.deploy("kb1", "production", version=2)
+    with pytest.raises(NotFound, match="no longer kept"):
+        kb.version_records("kb1", 2)
+    with pytest.raises(NotFound, match="never deployed"):
+        kb.deploy("kb1", "production", version=9)
+    assert kb.get_qnas("kb1", [2], "production")[2].answer == "four"  # a refused rollback changed nothing
+    kb.deploy("kb1", "production", version=1)
+    assert kb.get_qnas("kb1", [2], "production")[2].answer == "The pen attaches magnetically."
+
+
+def test_a_version_name_is_no_deployment_name(kb):
+    from openqna.records import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="may not start with '~'"):
+        kb.deploy("kb1", "~v1")
+    kb.deploy("kb1", "production")
+    assert [d.name for d in kb.list_deployments("kb1")] == ["production"]  # the version's copy is not listed
+    with pytest.raises(NotFound):
+        kb.list_qnas("kb1", "~v1")
+
+
 def test_versions_move_on_every_write(kb):
     v1 = kb.version("kb1")
     kb.set_synonyms("kb1", [["a", "b"]])

@@ -336,3 +336,41 @@ def test_the_access_log_redacts_export_signatures(tmp_path):
     logged = log.read_text()
     assert "s3cr3tsignature" not in logged
     assert f"{path}?api-version=2023-04-01&sig=REDACTED&x=1" in logged
+
+
+def test_deployments_are_versions_that_roll_back(tmp_path):
+    import json
+
+    data = tmp_path / "data"
+    faq = tmp_path / "faq.tsv"
+    faq.write_text("QnaId\tQuestion\tAnswer\n1\tWhen are you open?\tFrom 9 to 5.\n2\tDo you ship abroad?\tTo the EU only.\n")
+    run("import", "shop", str(faq), data=data)
+    assert "deployed shop to production" in run("deploy", "shop", data=data).stdout
+    faq.write_text("QnaId\tQuestion\tAnswer\n1\tWhen are you open?\tFrom 8 to 6.\n2\tDo you ship abroad?\tTo the EU only.\n"
+                   "3\tCan I pay by card?\tYes.\n")
+    run("import", "shop", str(faq), data=data)
+    assert run("deploy", "shop", data=data).stdout.strip().endswith("version 2")
+
+    listed = json.loads(run("deployments", "shop", "--json", data=data).stdout)
+    assert [(v["deployment"], v["version"], v["qnas"], v["passages"], v["current"]) for v in listed] == [
+        ("production", 1, 2, 0, False), ("production", 2, 3, 0, True)]
+    assert {"deployed_at", "hash", "deployed_by"} <= set(listed[0]) and listed[0]["hash"] != listed[1]["hash"]
+    assert listed[0]["deployed_by"].startswith("cli ")
+
+    changes = json.loads(run("diff", "shop", "v1", "production", "--json", data=data).stdout)
+    assert [q["question"] for q in changes["qnas"]["added"]] == ["Can I pay by card?"]
+    [changed] = changes["qnas"]["changed"]
+    assert changed["changes"] == {"answer": {"old": "From 9 to 5.", "new": "From 8 to 6."}}
+    text = run("diff", "shop", "v1", data=data).stdout
+    assert "QnAs: 1 added, 1 changed, 0 deleted" in text and 'answer: "From 9 to 5." -> "From 8 to 6."' in text
+
+    assert "rolled shop to production" in run("deploy", "shop", "production", "--version", "1", data=data).stdout
+    answer = run("ask", "shop", "When are you open?", "--deployment", "production", data=data).stdout
+    assert "From 9 to 5." in answer
+    assert "From 8 to 6." in run("ask", "shop", "When are you open?", data=data).stdout  # test is untouched
+    table = run("deployments", "shop", data=data).stdout.splitlines()
+    assert table[-1].startswith("* production\tv1") and len(table) == 3
+
+    for version, says in (("9", "never deployed"), ("latest", "version number")):
+        bad = run("deploy", "shop", "production", "--version", version, data=data, check=False)
+        assert bad.returncode != 0 and says in bad.stderr

@@ -111,6 +111,60 @@ def test_the_diff_shows_what_deploying_would_change(secured):
     assert httpx.get(f"{server.url}/openqna/projects/faq/deployments/test/diff", headers={"api-key": admin}).status_code == 400
 
 
+def test_every_deploy_is_a_version_compared_and_rolled_back(service, secured):
+    server, admin = secured
+    headers = {"api-key": admin}
+    upload(server, admin, "faq", "faq.tsv", TSV.encode())
+    upload(server, admin, "faq", "returns.md", b"# Returns\n\nYou can return any item within 30 days of delivery.\n")
+    deploy_url = f"{server.url}{AUTHORING}/faq/deployments/production"
+    assert wait(httpx.put(deploy_url, params=VERSION, headers=headers).headers["Operation-Location"],
+                admin)["status"] == "succeeded"
+    qnas = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers=headers).json()["value"]
+    hours = next(q for q in qnas if q["questions"][0] == "What are your opening hours?")
+    ops = [{"op": "replace", "value": {**hours, "answer": "We are open 8 to 6.", "metadata": {"topic": "hours"}}}]
+    r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, json=ops, headers=headers)
+    assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
+    assert wait(httpx.put(deploy_url, params=VERSION, headers=headers).headers["Operation-Location"],
+                admin)["status"] == "succeeded"
+
+    versions = httpx.get(f"{server.url}/openqna/projects/faq/versions", headers=headers).json()["value"]
+    assert [(v["deploymentName"], v["version"], v["qnas"], v["current"]) for v in versions] == [
+        ("production", 1, 4, False), ("production", 2, 4, True)]
+    assert versions[0]["passages"] > 0 and versions[0]["deployedBy"] == f"key admin ({service.store.list_keys()[0].id})"
+
+    compare = httpx.get(f"{server.url}/openqna/projects/faq/compare", params={"old": "v1", "new": "production"},
+                        headers=headers).json()
+    assert compare["passages"] == {"added": [], "changed": [], "deleted": []}
+    [changed] = compare["qnas"]["changed"]
+    assert changed["id"] == hours["id"] and set(changed["changes"]) == {"answer", "metadata"}
+    assert changed["changes"]["answer"] == {"old": "We are open 9 to 5, Monday to Friday.", "new": "We are open 8 to 6."}
+
+    back = httpx.post(f"{server.url}/openqna/projects/faq/deployments/production/:rollback", params={"version": "v1"},
+                      headers=headers)
+    assert back.status_code == 200 and back.json()["version"] == 1
+    query = httpx.post(f"{server.url}/language/:query-knowledgebases",
+                       params={**VERSION, "projectName": "faq", "deploymentName": "production"},
+                       json={"question": "What are your opening hours?", "top": 1}, headers=headers).json()
+    assert query["answers"][0]["answer"] == "We are open 9 to 5, Monday to Friday."
+    after = httpx.get(f"{server.url}/openqna/projects/faq/versions", headers=headers).json()["value"]
+    assert [(v["version"], v["current"]) for v in after] == [(1, False), (2, False), (1, True)]
+
+    for params, status, target in (({}, 400, "version"), ({"version": "latest"}, 400, "version"),
+                                   ({"version": "7"}, 404, None)):
+        r = httpx.post(f"{server.url}/openqna/projects/faq/deployments/production/:rollback", params=params,
+                       headers=headers)
+        assert r.status_code == status and r.json()["error"]["message"]
+        if target:
+            assert r.json()["error"]["target"] == target
+    missing = httpx.post(f"{server.url}/openqna/projects/faq/deployments/staging/:rollback", params={"version": "1"},
+                         headers=headers)
+    assert missing.status_code == 404 and "was not found" in missing.json()["error"]["message"]
+    _, reader = create_key(service.store, name="reader", role="query", projects=["faq"])
+    assert httpx.get(f"{server.url}/openqna/projects/faq/versions", headers={"api-key": reader}).status_code == 403
+    no_old = httpx.get(f"{server.url}/openqna/projects/faq/compare", headers=headers)
+    assert no_old.status_code == 400 and no_old.json()["error"]["target"] == "old"
+
+
 def test_an_edit_from_a_stale_copy_is_reported_not_applied(secured):
     server, admin = secured
     upload(server, admin, "faq", "faq.tsv", TSV.encode())

@@ -327,3 +327,34 @@ def test_an_index_built_in_batches_is_the_index_built_at_once(tmp_path, monkeypa
         for attr in ("tids", "units", "tfs", "start"):
             assert np.array_equal(getattr(a.postings, attr), getattr(b.postings, attr)), (name, attr)
     _same_index(batched, whole, rng, words, monkeypatch)
+
+
+def test_a_deployment_made_before_versions_becomes_one_when_deployed_over(tmp_path):
+    """A schema-5 store (deployments without versions) is migrated; the first deploy over its deployment keeps the old
+    content as a version first, so that deploy can be rolled back."""
+    store = SQLiteStore(tmp_path / "data")
+    store.create_project(Project("kb1"))
+    store.put_qnas("kb1", [item(["Where is the pen?"], "In the box.", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    old = store.deploy("kb1", "production")
+    db = store._db
+    for table in ("deploy_versions", "deploy_events"):
+        db.execute(f"DROP TABLE {table}")
+    db.execute("DELETE FROM records WHERE deployment LIKE '~%'")
+    db.execute("DELETE FROM units WHERE deployment LIKE '~%'")
+    db.execute("UPDATE meta SET value='5' WHERE key='schema_version'")
+    db.commit()
+    store.close()
+
+    store = SQLiteStore(tmp_path / "data")
+    assert store.list_versions("kb1") == [] and [d.version for d in store.list_deployments("kb1")] == [None]
+    store.put_qnas("kb1", [item(["Where is the pen?"], "On the desk.", id=1, vectors=[vec(1, 0)],
+                                answer_vector=vec(0, 1))])
+    store.put_qnas("kb1", [item(["Is there a pen?"], "Yes.", vectors=[vec(1, 1)], answer_vector=vec(0, 1))])
+    assert store.deploy("kb1", "production").version == 2
+    versions = store.list_versions("kb1")
+    assert [(v.version, v.deployed_at, v.deployed_by, v.qnas, v.current) for v in versions] == [
+        (1, old.last_deployed, "", 1, False), (2, versions[1].deployed_at, "", 2, True)]
+    store.deploy("kb1", "production", version=1)
+    assert store.get_qnas("kb1", [1], "production")[1].answer == "In the box."
+    assert store.count_qnas("kb1", "production") == 1
+    store.close()

@@ -12,6 +12,11 @@ error envelope (the console's other half speaks Azure):
 * ``GET /openqna/projects`` — the projects the caller may query, with QnAs and passages counted apart;
 * ``GET /openqna/projects/{project}/passages`` — a project's passages, apart from its QnAs;
 * ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
+* ``GET /openqna/projects/{project}/versions`` — every deploy (deployment, version, when, by whom, counts, content
+  hash, whether its content is kept and whether the deployment holds it now);
+* ``POST /openqna/projects/{project}/deployments/{deployment}/:rollback?version=N`` — deploy kept version N again;
+* ``GET /openqna/projects/{project}/compare?old=&new=`` — what changed between two states (``test``, a deployment,
+  or a version ``v3``), QnAs and passages apart, and for a changed QnA which parts, old and new;
 * ``POST /openqna/projects/{project}/:inspect?deploymentName=`` — a ``:query-knowledgebases`` body
   answered with what each confidence is made of, and why the default answer was given when it was;
 * ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development
@@ -51,7 +56,7 @@ from openqna.api.errors import azure_error
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
 from openqna.formats.limits import LIMITS
-from openqna.kb.catalog import LIVE, kind_of
+from openqna.kb.catalog import LIVE, kind_of, version_number
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
 from openqna.kb.service import Answer, Service
@@ -105,6 +110,10 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/files", self.upload, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/passages", self.passages, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/diff", self.diff, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/deployments/{{deployment}}/:rollback", self.rollback,
+                  methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/versions", self.versions, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/compare", self.compare, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/:inspect", self.inspect, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/calibration", self.calibration, methods=["POST", "DELETE"]),
             Route(f"{PREFIX}/projects/{{project}}/suggestions/:reject", self.reject, methods=["POST"]),
@@ -229,6 +238,43 @@ class NativeRoutes:
             raise InvalidArgument("'test' is the live state itself; name a deployment such as 'production'.",
                                   target="deployment")
         return JSONResponse({"deploymentName": deployment, **self.service.diff(project, deployment)})
+
+    @handle_errors_off_loop
+    def versions(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        return JSONResponse({"value": [
+            {"deploymentName": v.deployment, "version": v.version, "deployedDateTime": v.deployed_at,
+             "deployedBy": v.deployed_by, "qnas": v.qnas, "passages": v.passages, "hash": v.hash, "kept": v.kept,
+             "current": v.current} for v in self.service.versions(project)]})
+
+    @handle_errors_off_loop
+    def rollback(self, request: Request) -> Response:
+        project, deployment = request.path_params["project"], request.path_params["deployment"]
+        caller = authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        raw = request.query_params.get("version", "")
+        number = version_number(raw) if raw else None
+        if number is None:
+            raise InvalidArgument("Name the version to deploy again: ?version=N (GET .../versions lists them).",
+                                  target="version")
+        if deployment.lower() == LIVE:
+            raise InvalidArgument("'test' is the live state itself; name a deployment such as 'production'.",
+                                  target="deployment")
+        if not self.service.has_deployment(project, deployment):
+            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found: a rollback moves an "
+                           "existing deployment to an earlier version.")
+        d = self.service.deploy(project, deployment, version=number, by=key_store.who(caller))
+        return JSONResponse({"deploymentName": d.name, "version": d.version, "lastDeployedDateTime": d.last_deployed})
+
+    @handle_errors_off_loop
+    def compare(self, request: Request) -> Response:
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        old, new = request.query_params.get("old", ""), request.query_params.get("new", LIVE)
+        if not old:
+            raise InvalidArgument("Name the state to compare from: ?old= a deployment, a version such as v3, or "
+                                  "test (and ?new=, test by default).", target="old")
+        return JSONResponse({"old": old, "new": new, **self.service.compare(project, old, new)})
 
     @handle_errors
     async def inspect(self, request: Request) -> Response:

@@ -20,7 +20,7 @@ from openqna.auth.bearer import Principal, TokenRefused, TokenValidator, looks_l
 from openqna.clock import now_iso
 from openqna.store import ApiKey, Store
 
-__all__ = ["ROLES", "ApiKey", "Authorizer", "Caller", "Denied", "Principal", "allows", "create_key", "hash_key",
+__all__ = ["ROLES", "ApiKey", "Authorizer", "Caller", "Denied", "Principal", "allows", "create_key", "hash_key", "who",
            "list_keys", "lacks_role", "reaches", "revoke_key", "scope_of"]
 
 ROLES = ("admin", "author", "query")
@@ -54,6 +54,16 @@ def revoke_key(store: Store, key_id: str) -> bool:
 
 Caller = ApiKey | Principal
 """Who a request speaks for: an API key, or the principal of a verified bearer token."""
+
+
+def who(caller: Caller | None) -> str:
+    """How a caller is named where a change is recorded (a deploy's version): the key's name and id, the token's
+    subject, or "open server" when no key is configured."""
+    if caller is None:
+        return "open server"
+    if isinstance(caller, Principal):
+        return f"token {caller.subject}"
+    return f"key {caller.name} ({caller.id})" if caller.name else f"key {caller.id}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ to bottom as ``openqna --help`` lists them.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import time
@@ -194,16 +195,87 @@ def ask(project: str, question: str, top: int, threshold: float, filters: tuple[
 @main.command()
 @click.argument("project")
 @click.argument("deployment", default="production")
+@click.option("--version", "version", default=None, metavar="N",
+              help="Roll DEPLOYMENT back (or forward) to kept version N (`openqna deployments` lists them) instead of "
+                   "deploying the live state.")
 @data_option
-def deploy(project: str, deployment: str, data_dir: str) -> None:
-    """Copy PROJECT's live (test) state to DEPLOYMENT (default: production)."""
+def deploy(project: str, deployment: str, version: str | None, data_dir: str) -> None:
+    """Copy PROJECT's live (test) state to DEPLOYMENT (default: production), recorded as a version."""
+    import getpass
+
+    from openqna.kb.catalog import version_number
+
     if deployment == "test":
         fail("'test' is the live state; deploy to another name such as 'production'")
+    number = None
     try:
-        d = open_catalog(data_dir).deploy(project, deployment)
+        if version is not None:
+            number = version_number(version)
+            if number is None:
+                fail(f"--version takes a version number such as 3 or v3, not {version!r}")
+        d = open_catalog(data_dir).deploy(project, deployment, version=number, by=f"cli {getpass.getuser()}")
     except OpenQnAError as exc:
         fail(exc.message)
-    click.echo(f"deployed {project} to {d.name} at {d.last_deployed}")
+    action = "rolled" if number is not None else "deployed"
+    click.echo(f"{action} {project} to {d.name} at {d.last_deployed}: version {d.version}")
+
+
+@main.command()
+@click.argument("project")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the deploys.")
+@data_option
+def deployments(project: str, as_json: bool, data_dir: str) -> None:
+    """List PROJECT's deploys, oldest first: deployment, version, when, by whom, QnA and passage counts, content hash.
+
+    `*` marks the version each deployment holds now; `kept` versions can be rolled back to with
+    `openqna deploy PROJECT DEPLOYMENT --version N`."""
+    try:
+        versions = open_catalog(data_dir).versions(project)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if as_json:
+        click.echo(json.dumps([{"deployment": v.deployment, "version": v.version, "deployed_at": v.deployed_at,
+                                "deployed_by": v.deployed_by, "qnas": v.qnas, "passages": v.passages, "hash": v.hash,
+                                "kept": v.kept, "current": v.current} for v in versions], indent=2))
+        return
+    if not versions:
+        click.echo(f"{project} has not been deployed since versions were kept")
+    for v in versions:
+        mark = "*" if v.current else " "
+        kept = "kept" if v.kept else "dropped"
+        click.echo(f"{mark} {v.deployment}\tv{v.version}\t{v.deployed_at}\t{v.deployed_by or '-'}\t{v.qnas} QnAs,"
+                   f" {v.passages} passages\t{v.hash[:12]}\t{kept}")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("old")
+@click.argument("new", default="test")
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
+@data_option
+def diff(project: str, old: str, new: str, as_json: bool, data_dir: str) -> None:
+    """What changed in PROJECT from state OLD to state NEW (default: test, the live state).
+
+    A state is `test`, a deployment's name, or a kept version (`v3`).  QnAs and passages are listed apart; a changed
+    QnA shows which of its questions, answer, metadata and prompts changed, old and new."""
+    try:
+        changes = open_catalog(data_dir).compare(project, old, new)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if as_json:
+        click.echo(json.dumps(changes, indent=2, ensure_ascii=False))
+        return
+    for kind, label in (("qnas", "QnAs"), ("passages", "passages")):
+        part = changes[kind]
+        click.echo(f"{label}: {len(part['added'])} added, {len(part['changed'])} changed, {len(part['deleted'])} deleted")
+        for key, sign in (("added", "+"), ("deleted", "-")):
+            for item in part[key]:
+                click.echo(f"  {sign} #{item['id']} {item['question']}")
+        for item in part["changed"]:
+            click.echo(f"  ~ #{item['id']} {item['question']}")
+            for name, change in cast(dict[str, dict[str, object]], item["changes"]).items():
+                click.echo(f"      {name}: {json.dumps(change['old'], ensure_ascii=False)}"
+                           f" -> {json.dumps(change['new'], ensure_ascii=False)}")
 
 
 @main.command()

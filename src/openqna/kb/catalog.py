@@ -10,15 +10,16 @@ load one.  Surfaces reach the store only through these calls, so the types they 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from openqna import settings
-from openqna.records import KnowledgeBaseContent, QnA
+from openqna.records import InvalidArgument, KnowledgeBaseContent, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, open_store
-from openqna.store.base import LIVE
+from openqna.store.base import LIVE, Version
 
-__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "kind_of",
-           "open_data", "open_store", "store_exists", "store_file"]
+__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
+           "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
 
@@ -68,13 +69,21 @@ class Catalog:
     def update_project(self, project: Project) -> Project:
         return self.store.update_project(project)
 
-    # -- deployments -------------------------------------------------------------------------
-    def deploy(self, project: str, deployment: str) -> Deployment:
-        """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2)."""
-        return self.store.deploy(project, deployment)
+    # -- deployments and versions --------------------------------------------------------------------------------
+    def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
+        """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or roll it back (or forward) to
+        a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
+        return self.store.deploy(project, deployment, version=version, by=by)
 
     def deployments(self, project: str) -> list[Deployment]:
         return self.store.list_deployments(project)
+
+    def has_deployment(self, project: str, deployment: str) -> bool:
+        return self.store.has_deployment(project, deployment)
+
+    def versions(self, project: str) -> list[Version]:
+        """Every deploy of ``project``, oldest first: deployment, version, when, by whom, counts and content hash."""
+        return self.store.list_versions(project)
 
     # -- records -----------------------------------------------------------------------------
     def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None) -> list[QnA]:
@@ -96,24 +105,85 @@ class Catalog:
 
     def diff(self, project: str, deployment: str) -> dict[str, list[dict[str, object]]]:
         """What deploying would change in ``deployment``: the QnAs and passages ``test`` has and it lacks
-        (``added``), has with other content (``changed``) and lacks (``deleted``), each as id and first question.
+        (``added``), has with other content (``changed``, each with what changed: ``changes``) and lacks
+        (``deleted``), each as id, first question and kind.
 
         A deployment that does not exist yet holds nothing, so everything is added.
         """
-        live = {q.id: q for q in self.records(project)}
         known = {d.name.lower() for d in self.deployments(project)}
-        deployed = {q.id: q for q in self.records(project, deployment)} if deployment.lower() in known else {}
+        deployed = self.records(project, deployment) if deployment.lower() in known else []
+        return _diff(deployed, self.records(project))
 
-        def item(q: QnA) -> dict[str, object]:
-            return {"id": q.id, "question": q.questions[0] if q.questions else "", "kind": q.kind}
+    def state(self, project: str, name: str) -> list[QnA]:
+        """The records of a state by ``name``: ``test`` (the live state), a deployment's name, or ``v`` and a
+        version's number (``v3``: a kept version)."""
+        number = version_number(name)
+        if number is not None:
+            return self.store.version_records(project, number)
+        return self.records(project, name)
 
-        return {"added": [item(q) for i, q in live.items() if i not in deployed],
-                "changed": [item(q) for i, q in live.items() if i in deployed and _content(q) != _content(deployed[i])],
-                "deleted": [item(q) for i, q in deployed.items() if i not in live]}
+    def compare(self, project: str, old: str, new: str) -> dict[str, dict[str, list[dict[str, object]]]]:
+        """What changed from state ``old`` to state ``new`` (``state``'s names), QnAs and passages apart: each
+        ``added``, ``changed`` (with which of questions, answer, metadata and prompts changed, old and new) and
+        ``deleted``."""
+        changes = _diff(self.state(project, old), self.state(project, new))
+        out: dict[str, dict[str, list[dict[str, object]]]] = {"qnas": {}, "passages": {}}
+        for key, items in changes.items():
+            out["passages"][key] = [i for i in items if i["kind"] == "passage"]
+            out["qnas"][key] = [i for i in items if i["kind"] != "passage"]
+        return out
 
     def content(self, project: str, deployment: str = LIVE) -> KnowledgeBaseContent:
         """Records and synonyms of one deployment, as the file formats write them."""
         return KnowledgeBaseContent(self.records(project, deployment), self.synonyms(project, deployment))
+
+
+def version_number(name: str) -> int | None:
+    """The number of a version named ``v3`` (or ``3``), None for any other name (a deployment, ``test``)."""
+    text = name.strip().lower()
+    digits = text[1:] if text.startswith("v") else text
+    if not digits.isdigit():
+        return None
+    if len(digits) > 18:
+        raise InvalidArgument(f"Version '{name}' is not a version number.", target="version")
+    return int(digits)
+
+
+def state_name(name: str) -> str:
+    """How a state is named in messages: ``v3``, ``test`` or a deployment's name."""
+    number = version_number(name)
+    return name if number is None else f"v{number}"
+
+
+# What a changed QnA's ``changes`` say changed, each read from the QnA as a value shown to its owner
+_PARTS: dict[str, Callable[[QnA], object]] = {
+    "questions": lambda q: list(q.questions),
+    "answer": lambda q: q.answer,
+    "metadata": lambda q: dict(q.metadata),
+    "prompts": lambda q: [{"displayText": p.display_text, "qnaId": p.qna_id, "displayOrder": p.display_order}
+                          for p in q.dialog.prompts],
+    "contextOnly": lambda q: q.dialog.is_context_only,
+    "source": lambda q: q.source,
+    "fields": lambda q: dict(q.fields),
+}
+
+
+def _diff(old_records: list[QnA], new_records: list[QnA]) -> dict[str, list[dict[str, object]]]:
+    old = {q.id: q for q in old_records}
+    new = {q.id: q for q in new_records}
+
+    def item(q: QnA) -> dict[str, object]:
+        return {"id": q.id, "question": q.questions[0] if q.questions else "", "kind": q.kind}
+
+    def changed(a: QnA, b: QnA) -> dict[str, object]:
+        parts = {name: {"old": read(a), "new": read(b)} for name, read in _PARTS.items() if read(a) != read(b)}
+        if a.kind != b.kind:
+            parts["kind"] = {"old": a.kind, "new": b.kind}
+        return {**item(b), "changes": parts}
+
+    return {"added": [item(q) for i, q in new.items() if i not in old],
+            "changed": [changed(old[i], q) for i, q in new.items() if i in old and _content(q) != _content(old[i])],
+            "deleted": [item(q) for i, q in old.items() if i not in new]}
 
 
 def _content(q: QnA) -> tuple[object, ...]:

@@ -140,6 +140,28 @@ class NearestNeighbours(Protocol):
 class Deployment:
     name: str
     last_deployed: str
+    version: int | None = None  # the version it holds (None: deployed before versions were kept)
+
+
+@dataclass
+class Version:
+    """One deploy of a project: what was deployed where, when and by whom, and what the content was.
+
+    Versions are numbered per project from 1.  A deploy of content that an earlier version kept (same ``hash``) reuses
+    that version's number; a rollback deploys a kept version again.  ``kept``: its content is still stored, so a
+    deployment can be rolled back to it (the oldest are dropped past ``OPENQNA_VERSIONS_KEPT``, never one a deployment
+    holds).
+    """
+
+    deployment: str
+    version: int
+    deployed_at: str
+    deployed_by: str
+    qnas: int
+    passages: int
+    hash: str
+    kept: bool
+    current: bool  # the version this deployment holds now (its latest deploy)
 
 
 @dataclass
@@ -251,9 +273,14 @@ class RecordStore(Protocol):
 class DeploymentStore(Protocol):
     """Named copies of the live state (Azure's deployments): what queries read."""
 
-    def deploy(self, project: str, deployment: str) -> Deployment: ...
+    def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
+        """Copy the live state (or the kept ``version``: a rollback) to ``deployment``, recording the deploy."""
     def list_deployments(self, project: str) -> list[Deployment]: ...
     def has_deployment(self, project: str, deployment: str) -> bool: ...
+    def list_versions(self, project: str) -> list[Version]:
+        """Every deploy of the project, oldest first."""
+    def version_records(self, project: str, version: int) -> list[QnA]:
+        """The records of a kept version, by id (``NotFound`` when it is not kept or never was)."""
 
 
 class IndexSource(Protocol):

@@ -44,7 +44,7 @@ from psycopg_pool import ConnectionPool
 
 from openqna.clock import now_iso
 from openqna.records import NotFound, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Deployment, Job, Project, StoredQnA
+from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,
@@ -227,7 +227,8 @@ class PostgresStore(SharedStatements, VectorSearch):
             if row is None:
                 raise _not_found(name)
             pid = row[0]
-            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments"):
+            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments",
+                          "deploy_versions", "deploy_events"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 
@@ -363,26 +364,16 @@ class PostgresStore(SharedStatements, VectorSearch):
                    " DO UPDATE SET groups=EXCLUDED.groups", (pid, LIVE, json_value(groups)))
 
     # -- deployments -------------------------------------------------------------------------
-    def deploy(self, project: str, deployment: str) -> Deployment:
-        if deployment == LIVE:
-            raise ValueError("'test' is the live state and cannot be a deployment target")
-        stamp = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project, lock=True)
-            for table in ("records", "units", "synonyms"):
-                db.execute(f"DELETE FROM {table} WHERE project_id=%s AND deployment=%s", (pid, deployment))
-            db.execute("INSERT INTO records SELECT project_id, %s::text, id, kind, questions, answer, source, metadata,"
-                       " dialog, suggestions, content_hash, modified, fields FROM records"
-                       " WHERE project_id=%s AND deployment=%s", (deployment, pid, LIVE))
-            db.execute("INSERT INTO units SELECT project_id, %s::text, record_id, field, ord, terms, embedding"
-                       " FROM units WHERE project_id=%s AND deployment=%s", (deployment, pid, LIVE))
-            db.execute("INSERT INTO synonyms SELECT project_id, %s::text, groups FROM synonyms"
-                       " WHERE project_id=%s AND deployment=%s", (deployment, pid, LIVE))
-            db.execute("INSERT INTO deployments VALUES(%s,%s,%s) ON CONFLICT (project_id, name)"
-                       " DO UPDATE SET last_deployed=EXCLUDED.last_deployed", (pid, deployment, stamp))
-            db.execute("UPDATE projects SET last_deployed=%s WHERE id=%s", (stamp, pid))
-            self._bump(db, pid, deployment)
-        return Deployment(deployment, stamp)
+    def _copy_deployment(self, db: psycopg.Connection, pid: int, source: str, target: str) -> None:
+        for table in ("records", "units", "synonyms"):
+            db.execute(f"DELETE FROM {table} WHERE project_id=%s AND deployment=%s", (pid, target))
+        db.execute("INSERT INTO records SELECT project_id, %s::text, id, kind, questions, answer, source, metadata,"
+                   " dialog, suggestions, content_hash, modified, fields FROM records"
+                   " WHERE project_id=%s AND deployment=%s", (target, pid, source))
+        db.execute("INSERT INTO units SELECT project_id, %s::text, record_id, field, ord, terms, embedding"
+                   " FROM units WHERE project_id=%s AND deployment=%s", (target, pid, source))
+        db.execute("INSERT INTO synonyms SELECT project_id, %s::text, groups FROM synonyms"
+                   " WHERE project_id=%s AND deployment=%s", (target, pid, source))
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         try:

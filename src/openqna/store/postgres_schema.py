@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -81,6 +81,16 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
     4: [lambda conn: _repair_surrogates(conn)],  # JSON kept with lone surrogates before issue 40 (store/base.py)
     5: [  # a file keeps the projects of the key that uploaded it; older files belong to no project in particular
         "ALTER TABLE files ADD COLUMN IF NOT EXISTS scope json",
+    ],
+    6: [  # deploys are recorded as versions; a deployment made before becomes one when it is next deployed over
+        """CREATE TABLE deploy_versions(
+             project_id bigint NOT NULL, version bigint NOT NULL, created text NOT NULL, created_by text NOT NULL,
+             qnas bigint NOT NULL, passages bigint NOT NULL, hash text NOT NULL, kept integer NOT NULL,
+             PRIMARY KEY(project_id, version))""",
+        """CREATE TABLE deploy_events(
+             project_id bigint NOT NULL, seq bigint NOT NULL, deployment text COLLATE "C" NOT NULL,
+             version bigint NOT NULL, deployed_at text NOT NULL, deployed_by text NOT NULL,
+             PRIMARY KEY(project_id, seq))""",
     ],
 }
 

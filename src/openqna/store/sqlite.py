@@ -25,7 +25,7 @@ import numpy as np
 from openqna import strict_json
 from openqna.clock import now_iso
 from openqna.records import NotFound, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Deployment, Job, Project, StoredQnA
+from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.sqlite_rows import (
     TERM_SEP,
     SQLiteIndexRows,
@@ -175,7 +175,8 @@ class SQLiteStore(SharedStatements):
     def delete_project(self, name: str) -> None:
         with self._tx() as db:
             pid = self._project_id(db, name)
-            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries"):
+            for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries",
+                          "deploy_versions", "deploy_events"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
@@ -300,25 +301,16 @@ class SQLiteStore(SharedStatements):
         db.execute("INSERT OR REPLACE INTO synonyms VALUES(?,?,?)", (pid, LIVE, json.dumps(groups, ensure_ascii=False)))
 
     # -- deployments -------------------------------------------------------------------------
-    def deploy(self, project: str, deployment: str) -> Deployment:
-        if deployment == LIVE:
-            raise ValueError("'test' is the live state and cannot be a deployment target")
-        stamp = now_iso()
-        with self._tx() as db:
-            pid = self._project_id(db, project)
-            for table in ("records", "units", "synonyms"):
-                db.execute(f"DELETE FROM {table} WHERE project_id=? AND deployment=?", (pid, deployment))
-            db.execute("INSERT INTO records SELECT project_id, ?, id, kind, questions, answer, source, metadata, dialog,"
-                       " suggestions, content_hash, modified, fields FROM records WHERE project_id=? AND deployment=?",
-                       (deployment, pid, LIVE))
-            db.execute("INSERT INTO units SELECT project_id, ?, record_id, field, ord, terms, vector FROM units"
-                       " WHERE project_id=? AND deployment=?", (deployment, pid, LIVE))
-            db.execute("INSERT INTO synonyms SELECT project_id, ?, groups FROM synonyms"
-                       " WHERE project_id=? AND deployment=?", (deployment, pid, LIVE))
-            db.execute("INSERT OR REPLACE INTO deployments VALUES(?,?,?)", (pid, deployment, stamp))
-            db.execute("UPDATE projects SET last_deployed=? WHERE id=?", (stamp, pid))
-            self._bump(db, pid, deployment)
-        return Deployment(deployment, stamp)
+    def _copy_deployment(self, db: sqlite3.Connection, pid: int, source: str, target: str) -> None:
+        for table in ("records", "units", "synonyms"):
+            db.execute(f"DELETE FROM {table} WHERE project_id=? AND deployment=?", (pid, target))
+        db.execute("INSERT INTO records SELECT project_id, ?, id, kind, questions, answer, source, metadata, dialog,"
+                   " suggestions, content_hash, modified, fields FROM records WHERE project_id=? AND deployment=?",
+                   (target, pid, source))
+        db.execute("INSERT INTO units SELECT project_id, ?, record_id, field, ord, terms, vector FROM units"
+                   " WHERE project_id=? AND deployment=?", (target, pid, source))
+        db.execute("INSERT INTO synonyms SELECT project_id, ?, groups FROM synonyms"
+                   " WHERE project_id=? AND deployment=?", (target, pid, source))
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         pid = self._project_id(self._db, project)

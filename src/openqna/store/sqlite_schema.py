@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS synonyms(
 CREATE TABLE IF NOT EXISTS deployments(
   project_id INTEGER NOT NULL, name TEXT NOT NULL, last_deployed TEXT NOT NULL,
   PRIMARY KEY(project_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deploy_versions(
+  project_id INTEGER NOT NULL, version INTEGER NOT NULL, created TEXT NOT NULL, created_by TEXT NOT NULL,
+  qnas INTEGER NOT NULL, passages INTEGER NOT NULL, hash TEXT NOT NULL, kept INTEGER NOT NULL,
+  PRIMARY KEY(project_id, version)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deploy_events(
+  project_id INTEGER NOT NULL, seq INTEGER NOT NULL, deployment TEXT NOT NULL, version INTEGER NOT NULL,
+  deployed_at TEXT NOT NULL, deployed_by TEXT NOT NULL, PRIMARY KEY(project_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sources(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
   source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
@@ -87,6 +94,8 @@ def migrate(db: sqlite3.Connection) -> str:
         if version < 5 and "scope" not in {c[1] for c in db.execute("PRAGMA table_info(files)")}:
             # v5: a file keeps the projects of the key that uploaded it; older files belong to no project in particular
             db.execute("ALTER TABLE files ADD COLUMN scope TEXT")
+        # v6: deploys are recorded as versions (``deploy_versions``, ``deploy_events``: created above, empty); a
+        # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

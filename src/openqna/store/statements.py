@@ -10,12 +10,25 @@ sequences), records and units (``COPY``, arrays), the deployment copy, and the j
 
 from __future__ import annotations
 
+import hashlib
+import json
 from contextlib import AbstractContextManager
 from functools import cache
 from typing import Any
 
+from openqna import settings
 from openqna.clock import now_iso
-from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Source, StoredFile, StoredQnA
+from openqna.records import InvalidArgument, NotFound
+from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Source, StoredFile, StoredQnA, Version
+
+# A kept version's content is stored as a deployment of this name (records, units and synonyms, as a deployment's):
+# deploying or rolling back copies it, and no user-made deployment can be named so (names starting with "~" are
+# refused; Azure's are letters, digits, '-' and '_').
+VERSION_PREFIX = "~v"
+
+
+def version_name(version: int) -> str:
+    return f"{VERSION_PREFIX}{version}"
 
 
 @cache
@@ -70,6 +83,16 @@ class Dialect:
     def _many(self, db: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """``sql`` once per row, in the transaction of ``db``."""
         raise NotImplementedError
+
+    def _copy_deployment(self, db: Any, pid: int, source: str, target: str) -> None:
+        """Replace ``target``'s records, units and synonyms with a copy of ``source``'s (a deploy, or a version)."""
+        raise NotImplementedError
+
+    def _qna_row(self, row: tuple[Any, ...]) -> Any:
+        """A ``QnA`` of a row of ``_QNA_COLS``."""
+        raise NotImplementedError
+
+    _QNA_COLS = ""
 
     @staticmethod
     def _json(value: Any) -> Any:
@@ -152,9 +175,132 @@ class SharedStatements(Dialect):
     def list_deployments(self, project: str) -> list[Deployment]:
         with self._reading() as db:
             pid = self._project_id(db, project)
-            rows = db.execute(self._sql("SELECT name, last_deployed FROM deployments WHERE project_id=? ORDER BY name"),
-                              (pid,)).fetchall()
+            rows = db.execute(self._sql(
+                "SELECT d.name, d.last_deployed, (SELECT e.version FROM deploy_events e WHERE e.project_id=d.project_id"
+                " AND e.deployment=d.name ORDER BY e.seq DESC LIMIT 1) FROM deployments d WHERE d.project_id=?"
+                " ORDER BY d.name"), (pid,)).fetchall()
         return [Deployment(*r) for r in rows]
+
+    # -- deploys and versions --------------------------------------------------------------------------------------
+    def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
+        """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or, with ``version``, the content
+        a kept version holds (a rollback), in one transaction, and record the deploy (``list_versions``).
+
+        The live state's content is kept as a version of its own (``version_name``) unless a kept version already
+        holds the same content (its hash); a deployment made before versions were kept first becomes a version
+        itself, so that the first deploy over it can be rolled back.  Past ``OPENQNA_VERSIONS_KEPT`` versions, the
+        oldest that no deployment holds lose their content (they stay listed)."""
+        if deployment == LIVE:
+            raise ValueError("'test' is the live state and cannot be a deployment target")
+        if deployment.startswith("~"):
+            raise InvalidArgument(f"Deployment name '{deployment}' may not start with '~'.", target="deploymentName")
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            held = db.execute(self._sql("SELECT last_deployed FROM deployments WHERE project_id=? AND name=?"),
+                              (pid, deployment)).fetchone()
+            if held is not None and self._held_version(db, pid, deployment) is None:
+                self._keep_version(db, pid, deployment, held[0], "", deployment)  # deployed before versions
+            if version is None:
+                version = self._keep_version(db, pid, LIVE, stamp, by, deployment)
+            else:
+                row = db.execute(self._sql("SELECT kept FROM deploy_versions WHERE project_id=? AND version=?"),
+                                 (pid, version)).fetchone()
+                if row is None or not row[0]:
+                    raise NotFound(f"Version {version} of project '{project}' is not kept: "
+                                   + ("it was never deployed." if row is None else
+                                      f"only the latest {settings.versions_kept()} versions keep their content."))
+            self._copy_deployment(db, pid, version_name(version), deployment)
+            db.execute(self._sql("INSERT INTO deployments VALUES(?,?,?) ON CONFLICT (project_id, name)"
+                                 " DO UPDATE SET last_deployed=excluded.last_deployed"), (pid, deployment, stamp))
+            self._record_deploy(db, pid, deployment, version, stamp, by)
+            db.execute(self._sql("UPDATE projects SET last_deployed=? WHERE id=?"), (stamp, pid))
+            self._drop_old_versions(db, pid)
+            self._bump(db, pid, deployment)
+        return Deployment(deployment, stamp, version)
+
+    def _held_version(self, db: Any, pid: int, deployment: str) -> int | None:
+        row = db.execute(self._sql("SELECT version FROM deploy_events WHERE project_id=? AND deployment=?"
+                                   " ORDER BY seq DESC LIMIT 1"), (pid, deployment)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _content_hash(self, db: Any, pid: int, deployment: str) -> str:
+        """One hash of a deployment's content: its records' ids and content hashes, and its synonyms."""
+        digest = hashlib.sha256()
+        for rid, chash in db.execute(self._sql("SELECT id, content_hash FROM records WHERE project_id=? AND"
+                                               " deployment=? ORDER BY id"), (pid, deployment)):
+            digest.update(f"{rid}:{chash};".encode())
+        row = db.execute(self._sql("SELECT groups FROM synonyms WHERE project_id=? AND deployment=?"),
+                         (pid, deployment)).fetchone()
+        groups = self._from_json(row[0]) if row is not None and row[0] is not None else []
+        digest.update(json.dumps(groups or [], ensure_ascii=False, sort_keys=True).encode())
+        return digest.hexdigest()
+
+    def _keep_version(self, db: Any, pid: int, source: str, stamp: str, by: str, deployment: str) -> int:
+        """The number of a kept version holding ``source``'s content: an existing one with the same hash, else a new
+        one (its content copied from ``source``), recorded with the counts."""
+        content = self._content_hash(db, pid, source)
+        row = db.execute(self._sql("SELECT version FROM deploy_versions WHERE project_id=? AND hash=? AND kept=1"
+                                   " ORDER BY version DESC LIMIT 1"), (pid, content)).fetchone()
+        if row is not None:
+            return int(row[0])
+        last = db.execute(self._sql("SELECT max(version) FROM deploy_versions WHERE project_id=?"), (pid,)).fetchone()
+        version = int(last[0] or 0) + 1
+        kinds = dict(db.execute(self._sql("SELECT kind, count(*) FROM records WHERE project_id=? AND deployment=?"
+                                          " GROUP BY kind"), (pid, source)).fetchall())
+        passages = int(kinds.pop("passage", 0))
+        db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,1)"),
+                   (pid, version, stamp, by, sum(int(n) for n in kinds.values()), passages, content))
+        self._copy_deployment(db, pid, source, version_name(version))
+        if source != LIVE:  # a deployment made before versions: its deploy is the version's first
+            self._record_deploy(db, pid, deployment, version, stamp, by)
+        return version
+
+    def _record_deploy(self, db: Any, pid: int, deployment: str, version: int, stamp: str, by: str) -> None:
+        last = db.execute(self._sql("SELECT max(seq) FROM deploy_events WHERE project_id=?"), (pid,)).fetchone()
+        db.execute(self._sql("INSERT INTO deploy_events VALUES(?,?,?,?,?,?)"),
+                   (pid, int(last[0] or 0) + 1, deployment, version, stamp, by))
+
+    def _drop_old_versions(self, db: Any, pid: int) -> None:
+        """Drop the content of kept versions past the newest ``OPENQNA_VERSIONS_KEPT``, but for those a deployment
+        holds now."""
+        kept = [int(r[0]) for r in db.execute(self._sql("SELECT version FROM deploy_versions WHERE project_id=? AND"
+                                                        " kept=1 ORDER BY version DESC"), (pid,)).fetchall()]
+        names = [r[0] for r in db.execute(self._sql("SELECT name FROM deployments WHERE project_id=?"),
+                                          (pid,)).fetchall()]
+        held = {self._held_version(db, pid, name) for name in names}
+        for version in kept[settings.versions_kept():]:
+            if version in held:
+                continue
+            for table in ("records", "units", "synonyms"):
+                db.execute(self._sql(f"DELETE FROM {table} WHERE project_id=? AND deployment=?"),
+                           (pid, version_name(version)))
+            db.execute(self._sql("UPDATE deploy_versions SET kept=0 WHERE project_id=? AND version=?"), (pid, version))
+
+    def list_versions(self, project: str) -> list[Version]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql(
+                "SELECT e.deployment, e.version, e.deployed_at, e.deployed_by, v.qnas, v.passages, v.hash, v.kept,"
+                " e.seq = (SELECT max(l.seq) FROM deploy_events l WHERE l.project_id=e.project_id"
+                " AND l.deployment=e.deployment) AND EXISTS (SELECT 1 FROM deployments d WHERE d.project_id="
+                "e.project_id AND d.name=e.deployment) FROM deploy_events e JOIN deploy_versions v ON"
+                " v.project_id=e.project_id AND v.version=e.version WHERE e.project_id=? ORDER BY e.seq"),
+                (pid,)).fetchall()
+        return [Version(r[0], int(r[1]), r[2], r[3], int(r[4]), int(r[5]), r[6], bool(r[7]), bool(r[8])) for r in rows]
+
+    def version_records(self, project: str, version: int) -> list[Any]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            row = db.execute(self._sql("SELECT kept FROM deploy_versions WHERE project_id=? AND version=?"),
+                             (pid, version)).fetchone()
+            if row is None or not row[0]:
+                raise NotFound(f"Version {version} of project '{project}' is "
+                               + ("not a version: none was deployed with that number." if row is None else
+                                  "no longer kept (OPENQNA_VERSIONS_KEPT)."))
+            rows = db.execute(self._sql(f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=?"
+                                        " ORDER BY id"), (pid, version_name(version))).fetchall()
+        return [self._qna_row(r) for r in rows]
 
     # -- sources and feedback --------------------------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:

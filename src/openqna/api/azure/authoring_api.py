@@ -22,7 +22,7 @@ from starlette.routing import Route
 from openqna.api import links
 from openqna.api.azure.wire import Body, authorize, body_json, handle_errors_off_loop
 from openqna.api.errors import azure_error
-from openqna.auth.keys import Authorizer, allows
+from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.ingest import fetch
@@ -327,7 +327,7 @@ class AzureAuthoring:
     @handle_errors_off_loop
     def deployment(self, request: Request) -> Response:
         name, deployment = request.path_params["project"], request.path_params["deployment"]
-        authorize(self.authorizer, request, role="author", project=name)
+        caller = authorize(self.authorizer, request, role="author", project=name)
         if request.method == "PUT":
             if deployment.lower() == LIVE:
                 raise InvalidArgument("'test' always answers the live state; deploy to another name such as "
@@ -335,7 +335,7 @@ class AzureAuthoring:
             _check_name(deployment, "deploymentName")
             self._existing(name)
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
-                                deployment=deployment)
+                                deployment=deployment, by=who(caller))
         for d in self.service.deployments(name):
             if d.name == deployment:
                 return JSONResponse({"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed})
