@@ -296,7 +296,7 @@ def test_the_readme_examples_connect(tmp_path, clickhouse, postgres):
     from test_readme import doc_blocks, run_block
 
     (tmp_path / "src").symlink_to(REPO / "src")
-    [block] = [b.code for b in doc_blocks() if b.lang == "sh" and "openqna table connect" in b.code]
+    [block] = [b.code for b in doc_blocks() if b.lang == "sh" and "openqna table connect arxiv" in b.code]
     block = (block.replace("clickhouse://gpt_reader@msc-example.myscale.com:8123/default", clickhouse)
              .replace("'postgresql://gpt_reader:PASSWORD@db.example.org:5432/library'", f"'{postgres[0]}'")
              .replace("public.chat_arxiv", postgres[1]))

@@ -26,6 +26,7 @@ from openqna.api.deadlines import DeadlineProtocol
 from openqna.api.errors import azure_error, qnamaker_error
 from openqna.api.native import NativeRoutes
 from openqna.api.openai.answers_api import OpenAIRoutes, openai_error
+from openqna.api.openai.embeddings_api import EmbeddingRoutes
 from openqna.api.openai.vector_stores_api import VectorStoreRoutes
 from openqna.api.qnamaker import QnAMakerRuntime, is_qnamaker_path
 from openqna.api.tools.get_related import Tools, tools_error
@@ -34,6 +35,7 @@ from openqna.auth.bearer import TokenValidator
 from openqna.auth.keys import Authorizer
 from openqna.kb.answers_search import get_completer
 from openqna.kb.authoring import Authoring
+from openqna.kb.embeddings import Embeddings
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Service
@@ -113,6 +115,7 @@ def create_app(service: Service) -> Starlette:
     openai = OpenAIRoutes(service, authorizer, get_completer(service.embedder.embed),
                           on_file_deleted=stores_core.detach_everywhere)
     vector_stores = VectorStoreRoutes(stores_core, authorizer)
+    embeddings = EmbeddingRoutes(Embeddings(service.embedder), authorizer)
     mcp = mcp_app(service, authorizer)
     native = NativeRoutes(service, authorizer, jobs, query_log)
 
@@ -158,7 +161,7 @@ def create_app(service: Service) -> Starlette:
         jobs.shutdown()
 
     routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
-              *openai.routes(), *vector_stores.routes(), *mcp.routes(), *native.routes(),
+              *openai.routes(), *vector_stores.routes(), *embeddings.routes(), *mcp.routes(), *native.routes(),
               *console_routes()]
     app = Starlette(routes=routes,
                     exception_handlers={HTTPException: not_found, ClientDisconnect: disconnected, Exception: crashed},

@@ -118,6 +118,9 @@ class Limits:
     text_passages: int = 16  # passages of a :query-text request embedded and scored (``Asking.answer_from_text``)
     span_top: int = 10
     filter_pairs: int = 50
+    embedding_inputs: int = 2048  # texts of one ``/v1/embeddings`` request, as at OpenAI
+    # characters of each of them: about OpenAI's 8,192 tokens (the bundled models read the first 256 word pieces)
+    embedding_input_chars: int = 32_768
 
 
 LIMITS = Limits()

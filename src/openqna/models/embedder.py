@@ -478,3 +478,17 @@ def _create(spec: str) -> Embedder:
         # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
         return UniversalSentenceEncoder(threads=1)
     raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'balanced', 'accurate', 'mpnet', 'openai' or 'hash'")
+
+
+def spec_of(embedder: Embedder) -> str | None:
+    """The name ``embedder`` answers to in ``OPENQNA_EMBEDDER`` and ``table connect --embedder`` ("local",
+    "accurate", ...), or None for one that ``get_embedder`` did not make and that is no bundled model.
+
+    ``POST /v1/embeddings`` accepts it as a model name: it is the name a caller filling a connected table's
+    vectors passes to ``table connect`` afterwards.
+    """
+    with _INSTANCES_LOCK:
+        made = next((spec for spec, instance in _INSTANCES.items() if instance is embedder), None)
+    if made is None and isinstance(embedder, LocalEncoder):
+        return embedder.model.key
+    return made
