@@ -23,6 +23,7 @@ from openqna import settings
 from openqna.models.batching import MicroBatcher
 from openqna.models.onnx_export import (
     MINILM,
+    MINILM_INT8,
     MPNET,
     OUTPUT_NAME,
     LocalModel,
@@ -256,6 +257,19 @@ class LocalMiniLM(LocalEncoder):
     dim = MINILM.dim
 
 
+class LocalMiniLMInt8(LocalEncoder):
+    """all-MiniLM-L6-v2 with int8 weights (``OPENQNA_EMBEDDER=fast``), quantized on first use from the fp32 file.
+
+    Its vectors stay at cos 0.99 or more of the default's (tests/test_fast.py) at a fraction of the cost, but they
+    are another vector space by name: a knowledge base is never searched with a mix of the two.  It is ranked with
+    MiniLM's calibration (docs/confidence.md, "Measured, not yet recommended: `fast`").
+    """
+
+    model = MINILM_INT8
+    name = MINILM_INT8.name
+    dim = MINILM_INT8.dim
+
+
 class LocalMPNet(LocalEncoder):
     """all-mpnet-base-v2 (``OPENQNA_EMBEDDER=mpnet``, the ``openqna[mpnet]`` extra): 12 layers, 768 dimensions.
 
@@ -443,7 +457,7 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "balanced", "accurate", "mpnet", "openai", "hash", or "multilingual": the
+    """The process-wide embedder for ``spec`` ("local", "fast", "balanced", "accurate", "mpnet", "openai", "hash", or "multilingual": the
     universal sentence encoder alone, the second space of ``openqna.ranking.multilingual``).
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
@@ -460,6 +474,8 @@ def get_embedder(spec: str | None = None) -> Embedder:
 def _create(spec: str) -> Embedder:
     if spec == "local":
         return LocalMiniLM()
+    if spec == "fast":
+        return LocalMiniLMInt8()
     if spec == "mpnet":
         return LocalMPNet()
     if spec == "accurate":
@@ -477,7 +493,7 @@ def _create(spec: str) -> Embedder:
     if spec == "multilingual":
         # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
         return UniversalSentenceEncoder(threads=1)
-    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'balanced', 'accurate', 'mpnet', 'openai' or 'hash'")
+    raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'fast', 'balanced', 'accurate', 'mpnet', 'openai' or 'hash'")
 
 
 def spec_of(embedder: Embedder) -> str | None:
