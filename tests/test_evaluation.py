@@ -381,6 +381,8 @@ def test_single_signals_are_counted_per_set(quick):
             mine = [q for q in regime["questions"] if q["kb"] == kb and q["split"] == "test" and q["gold"]]
             for name in SIGNALS:
                 assert test["signals"][name] == pytest.approx(sum(q["signals"][name] for q in mine) / len(mine))
+                assert test["discord"][name] == [sum(q["right"] and not q["signals"][name] for q in mine),
+                                                 sum(q["signals"][name] and not q["right"] for q in mine)]
             right = sum(q["right"] and q["confidence"] >= 0.5 for q in mine) / len(mine)
             assert test["right_at_t"] == pytest.approx(right)
 
@@ -412,3 +414,10 @@ def test_guard_holds_each_set_to_its_best_single_signal():
     assert figures.best_signal == ("dense-a", 0.81) and figures.floor_met  # within half a point
     figures.signals["dense-q"] = 0.812
     assert not figures.floor_met
+    assert figures.odds is None  # no question counted apart: no test
+    figures.discord = {"dense-q": [5, 15], "dense-a": [0, 30]}  # the best signal's are read
+    assert figures.odds == pytest.approx(sum(math.comb(20, k) for k in range(15, 21)) / 2 ** 20)  # 0.0207
+    figures.discord["dense-q"] = [9, 9]
+    assert figures.odds is None  # the ranker does not trail on the questions apart
+    figures.discord["dense-q"] = [9, 10]
+    assert figures.odds == pytest.approx(0.5)  # one question of nineteen: even odds

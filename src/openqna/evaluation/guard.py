@@ -15,8 +15,9 @@ and a run of one part (``--only``) check nothing: their subsets are not the repo
 
 from __future__ import annotations
 
+import math
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openqna.evaluation.baselines import SIGNALS
@@ -37,6 +38,19 @@ class SetFigures:
     top1: float
     right_at_t: float
     signals: dict[str, float]
+    discord: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def odds(self) -> float | None:
+        """How likely a ranker as good as its best single signal would trail it by as much or more on these questions:
+        the one-sided exact (McNemar) binomial test on the questions only one of the two gets right (None: no such
+        question, or the ranker is not behind)."""
+        name, _ = self.best_signal
+        ranker_only, signal_only = self.discord.get(name, [0, 0])
+        n = ranker_only + signal_only
+        if not n or signal_only <= ranker_only:
+            return None
+        return sum(math.comb(n, k) for k in range(signal_only, n + 1)) / 2 ** n
 
     @property
     def best_signal(self) -> tuple[str, float]:
@@ -60,7 +74,7 @@ def sets_of(metrics: dict) -> list[SetFigures]:
             test = splits["test"]
             if test["inscope"]:
                 out.append(SetFigures(kb, regime, test["inscope"], test["top1"], test.get("right_at_t", 0.0),
-                                      test.get("signals", {})))
+                                      test.get("signals", {}), test.get("discord", {})))
     return out
 
 
@@ -153,7 +167,10 @@ def section(metrics: dict, committed: dict[str, tuple[float, float]]) -> list[st
             " questions, the share whose top answer is right with confidence at or above t. *Committed*: the same"
             " figures in the `eval/report.md` of the commit this run started from; `make eval` exits non-zero when a"
             f" set is below its floor or falls by more than {100 * REGRESSION_SLACK:g} point on either figure"
-            " (`evaluation/guard.py`)."), ""]
+            " (`evaluation/guard.py`). *Only ranker / only signal*: the in-scope questions only the ranker's first"
+            " answer gets right, and only the best signal's; *chance*, where the ranker trails, how likely a ranker"
+            " exactly as good as that signal would trail it by as much on these questions (a one-sided exact McNemar"
+            " test): a floor missed at a chance of 0.2 says little, one at 0.01 is a real loss."), ""]
     rows = []
     for s in sets:
         bm25 = max(s.signals.get(n, 0.0) for n in SIGNALS if n.startswith("bm25"))
@@ -161,9 +178,12 @@ def section(metrics: dict, committed: dict[str, tuple[float, float]]) -> list[st
         name, best = s.best_signal
         was = committed.get(s.name)
         rows.append([f"`{s.name}`", s.regime, str(s.inscope), f"{bm25:.3f}", f"{dense:.3f}", name,
-                     f"{s.top1:.3f}", "yes" if s.floor_met else "**no**", f"{s.right_at_t:.3f}",
+                     f"{s.top1:.3f}", "yes" if s.floor_met else "**no**",
+                     "{} / {}".format(*s.discord.get(name, ["–", "–"])),
+                     "–" if s.odds is None else f"{s.odds:.2f}", f"{s.right_at_t:.3f}",
                      "–" if was is None else f"{was[0]:.3f}", "–" if was is None else f"{was[1]:.3f}"])
-    header = [SET, "regime", "in-scope", "BM25 alone", "dense alone", "best signal", TOP1, "floor met", RIGHT,
+    header = [SET, "regime", "in-scope", "BM25 alone", "dense alone", "best signal", TOP1, "floor met",
+              "only ranker / only signal", "chance", RIGHT,
               "committed top-1", "committed right at t"]
     out += ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in rows]

@@ -135,6 +135,8 @@ class Summary:
     bins: list[dict] = field(default_factory=list)
     right_at_t: float = 0.0  # of in-scope questions, the share whose top answer is right at or above the threshold
     signals: dict[str, float] = field(default_factory=dict)  # each single signal's top-1 (``baselines.SIGNALS``)
+    # per single signal, the in-scope questions only the ranker's first answer gets right, and only the signal's
+    discord: dict[str, list[int]] = field(default_factory=dict)
 
 
 def summary(outcomes: Sequence[Outcome], threshold: float) -> Summary:
@@ -149,7 +151,9 @@ def summary(outcomes: Sequence[Outcome], threshold: float) -> Summary:
         bins=reliability([o.confidence for o in outcomes], [o.right for o in outcomes]),
         right_at_t=sum(o.right and o.confidence >= threshold for o in inscope) / len(inscope) if inscope else 0.0,
         signals={name: sum(o.signals.get(name, False) for o in inscope) / len(inscope) if inscope else 0.0
-                 for name in SIGNALS})
+                 for name in SIGNALS},
+        discord={name: [sum(o.right and not o.signals.get(name, False) for o in inscope),
+                        sum(o.signals.get(name, False) and not o.right for o in inscope)] for name in SIGNALS})
 
 
 def summaries(outcomes: Sequence[Outcome], threshold: float) -> dict[str, dict[str, Summary]]:
