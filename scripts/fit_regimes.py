@@ -181,7 +181,7 @@ def logits(cap: dict, sparse: calibrations.Calibration) -> np.ndarray:
     f = SimpleNamespace(**cap["f"])
     if faq_page(cap):
         z = np.asarray(sparse.scale * sparse.logit(f, informative=cap["informative"]) + sparse.shift, np.float64)
-        share = ranker.passage_share(cap["informative"])  # an FAQ page whose answers read as passages
+        share = ranker.passage_share(cap["informative"], cap["n"])  # an FAQ page whose answers read as passages
         if share and c.passages is not None:
             z = (1.0 - share) * z + share * (c.passages.scale * c.passages.logit(f) + c.passages.shift)
     else:

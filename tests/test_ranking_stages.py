@@ -180,3 +180,22 @@ def test_what_ranking_derives_from_an_index_lives_with_that_version(kb):
     newer = kb.indexes.get("kb", LIVE)
     assert newer is not index and newer.n == 5
     assert newer.derived("test.n", lambda: newer.n) == 5 and len(ranker.headings(newer)) == 5
+
+
+def test_an_faq_page_of_passage_like_answers_is_read_partly_as_passages(kb, monkeypatch):
+    assert ranker.passage_share(0.45, 245) == 0.0  # covid-q: an FAQ page's answers, read by its own weights
+    assert ranker.passage_share(0.8, 200) == pytest.approx(0.25)
+    assert ranker.passage_share(0.92, 197) == ranker.passage_share(1.0, 5000) == 0.5  # XQuAD's paragraphs: half
+    assert ranker.passage_share(1.0, 99) == 0.0  # among a few rivals every answer looks informative
+    s = prepared(kb, "how long does it take to charge?", upto="kb_scale")
+    assert s.informative == 1.0 and s.index.n < ranker.PASSAGE_MIN_RECORDS  # four QnAs on four topics
+    before = s.logit.copy()
+    stage("kb_scale").apply(s)
+    assert np.allclose(s.logit, s.sparse.scale * before + s.sparse.shift)  # the FAQ-page weights alone
+    monkeypatch.setattr(ranker, "PASSAGE_MIN_RECORDS", 4)
+    big = prepared(kb, "how long does it take to charge?", upto="kb_scale")
+    before = big.logit.copy()
+    stage("kb_scale").apply(big)
+    p = big.calibration.passages
+    assert np.allclose(big.logit, 0.5 * (big.sparse.scale * before + big.sparse.shift)
+                       + 0.5 * (p.scale * p.logit(big.f) + p.shift))

@@ -284,9 +284,12 @@ def answer_informativeness(index: MemIndex) -> float:
 # An FAQ page whose answers say as much as passages do is read partly as passages are (``passage_share``): from an
 # answer informativeness of PASSAGE_FROM, in proportion, up to PASSAGE_MOST of the logit at PASSAGE_FULL and above.
 PASSAGE_FROM, PASSAGE_FULL, PASSAGE_MOST = 0.7, 0.9, 0.5
+# ... on a KB of this many records or more: among a few rivals any answer is nearer its own question than the others
+# (a KB of four QnAs on four topics measures 1.0), and no KB of make eval below it was measured
+PASSAGE_MIN_RECORDS = 100
 
 
-def passage_share(informative: float) -> float:
+def passage_share(informative: float, records: int) -> float:
     """The share of an FAQ page's calibrated logit read with the passages' weights (``calibrations.PASSAGES``: the
     answer's cosine, its words and its BM25), the rest with the FAQ-page weights, by the KB's answer informativeness.
 
@@ -296,9 +299,10 @@ def passage_share(informative: float) -> float:
     dev split the passages' weights alone ranked 0.966 top-1 against the FAQ-page weights' 0.917, and half of each
     0.960, while on the real FAQ pages' dev splits any share of them lost (covid-q 0.528 -> 0.479 at half, deepset
     0.702 -> 0.492).  So the share is 0 below 0.7, which no real FAQ page of ``make eval`` reaches, and at most half,
-    so that a KB's questions always count.
+    so that a KB's questions always count; and only on a KB of ``PASSAGE_MIN_RECORDS`` or more, where the measure
+    has rivals enough to mean something (XQuAD's has 197 records).
     """
-    if informative <= PASSAGE_FROM:
+    if informative <= PASSAGE_FROM or records < PASSAGE_MIN_RECORDS:
         return 0.0
     return PASSAGE_MOST * min(1.0, (informative - PASSAGE_FROM) / (PASSAGE_FULL - PASSAGE_FROM))
 
@@ -401,7 +405,7 @@ class KnowledgeBaseScale(Stage):
         c = s.calibration
         if s.sparse is not None:
             s.logit = s.sparse.scale * s.logit + s.sparse.shift
-            share = passage_share(s.informative)
+            share = passage_share(s.informative, s.index.n)
             if share and c.passages is not None and not s.question_only:
                 p = c.passages
                 s.logit = (1.0 - share) * s.logit + share * (p.scale * p.logit(s.f) + p.shift)
