@@ -233,8 +233,9 @@ def merge(service: Service, project: str, keep_id: int, drop_id: int) -> QnA:
     keep.dialog.prompts = keep.dialog.prompts + drop.dialog.prompts
     writes = {keep_id: keep}
     for other in service.store.list_qnas(project):
-        if other.id not in (keep_id, drop_id) and any(p.qna_id == drop_id for p in other.dialog.prompts):
-            writes[int(other.id)] = other
+        if other.id is not None and other.id not in (keep_id, drop_id) \
+                and any(p.qna_id == drop_id for p in other.dialog.prompts):
+            writes[other.id] = other
     for record in writes.values():
         record.dialog.prompts = _rewired(record.dialog.prompts, drop_id, keep_id, record.id)
     _write(service, project, list(writes.values()), [drop_id])
