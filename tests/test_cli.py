@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -374,3 +375,34 @@ def test_deployments_are_versions_that_roll_back(tmp_path):
     for version, says in (("9", "never deployed"), ("latest", "version number")):
         bad = run("deploy", "shop", "production", "--version", version, data=data, check=False)
         assert bad.returncode != 0 and says in bad.stderr
+
+
+def test_duplicates_merge_and_move_question(tmp_path):
+    data = tmp_path / "data"
+    faq = tmp_path / "faq.tsv"
+    faq.write_text("Question\tAnswer\tSource\tMetadata\n"
+                   "What are your opening hours?\tWe are open 9 to 5.\tfaq.tsv\t\n"
+                   "What are your opening hours?\tWe are open 8 to 8 every day.\tfaq2.tsv\t\n"
+                   "Do you ship abroad?\tWe ship to the European Union.\tfaq.tsv\t\n"
+                   "Can I pay by credit card?\tWe ship to the European Union.\tfaq.tsv\t\n"
+                   "Which payment methods do you accept?\tWe accept Visa, Mastercard and PayPal.\tfaq.tsv\t\n")
+    imported = run("import", "shop", str(faq), data=data)
+    assert "shop: 1 conflict: run `openqna duplicates shop`" in imported.stdout
+    found = json.loads(run("duplicates", "shop", "--json", data=data).stdout)
+    conflict = next(f for f in found if f["kind"] == "conflict")
+    assert conflict["score"] == 1.0 and len(conflict["qna_ids"]) == 2
+    text = run("duplicates", "shop", data=data).stdout
+    assert "1 conflicts" in text and f"openqna merge shop {conflict['qna_ids'][0]} {conflict['qna_ids'][1]}" in text
+    keep, drop = conflict["qna_ids"]
+    assert "merged" in run("merge", "shop", str(keep), str(drop), data=data).stdout
+    assert not [f for f in json.loads(run("duplicates", "shop", "--json", data=data).stdout) if f["kind"] == "conflict"]
+    bad = run("merge", "shop", str(keep), "999", data=data, check=False)
+    assert bad.returncode == 2 and "no QnA with id 999" in bad.stderr
+    exported = json.loads(run("duplicates", "shop", "--json", data=data).stdout)
+    assert isinstance(exported, list)
+    from openqna.kb.catalog import Catalog, open_data
+
+    qnas = {q.questions[0]: q.id for q in Catalog(open_data(str(data))).records("shop")}
+    moved = run("move-question", "shop", "Can I pay by credit card?", str(qnas["Do you ship abroad?"]),
+                str(qnas["Which payment methods do you accept?"]), data=data)
+    assert "moved 'Can I pay by credit card?'" in moved.stdout

@@ -22,6 +22,10 @@ error envelope (the console's other half speaks Azure):
 * ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development
   file: accuracy and rejection against the threshold before and after the fit (saved with ``save=true``);
 * ``POST /openqna/projects/{project}/suggestions/:reject`` — drop an active-learning suggestion;
+* ``GET /openqna/projects/{project}/duplicates?deploymentName=`` — QnAs that ask the same with the same answer
+  (``duplicate``) or another (``conflict``), and questions another QnA wins (``misplaced``), best first
+  (``openqna.kb.duplicates``); ``POST .../qnas/:merge`` (``{"keep", "drop"}``) folds one QnA into another and
+  ``POST .../qnas/:move-question`` (``{"question", "from", "to"}``) moves a question, each one write of ``test``;
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
   (``openqna.kb.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
 """
@@ -119,6 +123,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/suggestions/:reject", self.reject, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
+            *self.duplicates_routes(),
         ]
 
     async def whoami(self, request: Request) -> Response:
@@ -394,3 +399,60 @@ class NativeRoutes:
                                      retention_days=current.retention_days if retention is None else retention)
         settings = self.query_log.settings(project)
         return JSONResponse({"enabled": settings.enabled, "retentionDays": settings.retention_days})
+
+    # -- duplicates and conflicts (issue 41, item 3) ----------------------------------------------------------------
+    def duplicates_routes(self) -> list[Route]:
+        return [
+            Route(f"{PREFIX}/projects/{{project}}/duplicates", self.duplicates, methods=["GET"]),
+            Route(f"{PREFIX}/projects/{{project}}/qnas/:merge", self.merge, methods=["POST"]),
+            Route(f"{PREFIX}/projects/{{project}}/qnas/:move-question", self.move_question, methods=["POST"]),
+        ]
+
+    @handle_errors_off_loop
+    def duplicates(self, request: Request) -> Response:
+        from openqna.kb import duplicates as dup
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        deployment = request.query_params.get("deploymentName") or LIVE
+        self.service.project(project)
+        if deployment.lower() != LIVE and not self.service.has_deployment(project, deployment):
+            raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found: leave deploymentName out "
+                           "to check the test state.")
+        return JSONResponse({"deploymentName": deployment,
+                             "value": [f.to_json() for f in dup.find(self.service, project, deployment)]})
+
+    def _ids(self, request: Request, names: tuple[str, str], usage: str) -> tuple[Body, int, int]:
+        raw = body_json(request)
+        body = Body(raw if isinstance(raw, dict) else {})
+        ids = [body.integer(name, lo=1) for name in names]
+        for name, value in zip(names, ids):
+            if value is None:
+                raise InvalidArgument(f"'{name}' is required: a QnA id. The body must be {usage}.", target=name)
+        return body, int(ids[0] or 0), int(ids[1] or 0)
+
+    @handle_errors_off_loop
+    def merge(self, request: Request) -> Response:
+        from openqna.kb import duplicates as dup
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        _, keep, drop = self._ids(request, ("keep", "drop"), '{"keep": id, "drop": id}')
+        kept = dup.merge(self.service, project, keep, drop)
+        return JSONResponse({"id": kept.id, "questions": kept.questions, "answer": kept.answer,
+                             "metadata": kept.metadata, "deleted": drop})
+
+    @handle_errors_off_loop
+    def move_question(self, request: Request) -> Response:
+        from openqna.kb import duplicates as dup
+
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        usage = '{"question": "the question", "from": id, "to": id}'
+        body, source, target = self._ids(request, ("from", "to"), usage)
+        question = body.string("question", max_len=1000)
+        if not question:
+            raise InvalidArgument(f"'question' is required. The body must be {usage}.", target="question")
+        old, new = dup.move_question(self.service, project, question, source, target)
+        return JSONResponse({"from": {"id": old.id, "questions": old.questions},
+                             "to": {"id": new.id, "questions": new.questions}})

@@ -82,6 +82,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
                        f"({service.counts(project)['qna']} QnAs{groups})")
+            _duplicates_hint(service, project)
         for doc in documents:
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
@@ -536,6 +537,91 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     finally:
         for listener in listeners:
             listener.stop()
+
+
+# -- duplicates and conflicts (issue 41, item 3) --------------------------------------------------------------------
+def _duplicates_hint(service: object, project: str) -> None:
+    """After an import: one line when it left duplicates or conflicts (skipped above ``IMPORT_CHECK_MAX`` questions)."""
+    from openqna.kb import duplicates as dup
+    from openqna.kb.service import Service
+
+    assert isinstance(service, Service)
+    if service.indexes.get(project).q.n > dup.IMPORT_CHECK_MAX:
+        return
+    found = dup.counts(dup.find(service, project, misplaced=False))
+    parts = [f"{found[k]} {k}{'s' if found[k] != 1 else ''}" for k in ("duplicate", "conflict") if found[k]]
+    if parts:
+        click.echo(f"{project}: {' and '.join(parts)}: run `openqna duplicates {project}`")
+
+
+@main.command()
+@click.argument("project")
+@click.option("--deployment", default="test", show_default=True, help="The state to check: test or a deployment.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print a JSON list of {"kind", "qna_ids", "score", "questions", "answers"} (misplaced questions '
+                   'add "question", "winner" and "margin").')
+@data_option
+def duplicates(project: str, deployment: str, as_json: bool, data_dir: str) -> None:
+    """QnAs of PROJECT that ask the same (duplicates: same answer too; conflicts: different answers) and questions
+    that the ranker answers from another QnA (misplaced), best first.
+
+    Fix one with `openqna merge PROJECT KEEP_ID DROP_ID` or `openqna move-question PROJECT QUESTION FROM_ID TO_ID`."""
+    from openqna.kb import duplicates as dup
+
+    try:
+        findings = dup.find(open_service(data_dir), project, deployment)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if as_json:
+        click.echo(json.dumps([f.to_json() for f in findings], indent=2, ensure_ascii=False))
+        return
+    found = dup.counts(findings)
+    click.echo(f"{project}: {found['duplicate']} duplicates, {found['conflict']} conflicts, "
+               f"{found['misplaced']} misplaced questions")
+    for f in findings:
+        a, b = f.qna_ids
+        if f.kind == "misplaced":
+            click.echo(f"misplaced {f.score:.2f}: {f.question!r} of #{a} is answered by #{b} ({f.questions[1]!r})"
+                       f"\n    fix: openqna move-question {project} {json.dumps(f.question)} {a} {b}")
+            continue
+        click.echo(f"{f.kind} {f.score:.2f}: #{a} {f.questions[0]!r} ~ #{b} {f.questions[1]!r}")
+        if f.kind == "conflict":
+            click.echo(f"    #{a} answers: {f.answers[0][:80]!r}\n    #{b} answers: {f.answers[1][:80]!r}")
+        click.echo(f"    fix: openqna merge {project} {a} {b}")
+
+
+@main.command()
+@click.argument("project")
+@click.argument("keep_id", type=int)
+@click.argument("drop_id", type=int)
+@data_option
+def merge(project: str, keep_id: int, drop_id: int, data_dir: str) -> None:
+    """Fold QnA DROP_ID into KEEP_ID in PROJECT's test state: its questions, metadata and prompts join KEEP_ID, whose
+    answer stays; prompts to DROP_ID lead to KEEP_ID; DROP_ID is deleted.  Deploy to publish it."""
+    from openqna.kb import duplicates as dup
+
+    try:
+        kept = dup.merge(open_service(data_dir), project, keep_id, drop_id)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    click.echo(f"merged #{drop_id} into #{keep_id}: {len(kept.questions)} questions")
+
+
+@main.command("move-question")
+@click.argument("project")
+@click.argument("question")
+@click.argument("from_id", type=int)
+@click.argument("to_id", type=int)
+@data_option
+def move_question(project: str, question: str, from_id: int, to_id: int, data_dir: str) -> None:
+    """Move QUESTION from QnA FROM_ID to QnA TO_ID in PROJECT's test state.  Deploy to publish it."""
+    from openqna.kb import duplicates as dup
+
+    try:
+        dup.move_question(open_service(data_dir), project, question, from_id, to_id)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    click.echo(f"moved {question!r} from #{from_id} to #{to_id}")
 
 
 if __name__ == "__main__":

@@ -132,13 +132,15 @@ def unit_terms(index: MemIndex, units: np.ndarray) -> list[list[str]]:
     return out
 
 
-def held_out_features(index: MemIndex, V: np.ndarray, terms: list[list[str]], units: np.ndarray) -> dict[str, np.ndarray]:
+def held_out_features(index: MemIndex, V: np.ndarray, terms: list[list[str]], units: np.ndarray,
+                      products: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The ranker's features (held-out question × every record) of questions ``units`` (vectors ``V``,
-    unigrams ``terms``), each asked of the index without its own unit.  Answer BM25 (passages only) is 0."""
+    unigrams ``terms``), each asked of the index without its own unit.  Answer BM25 (passages only) is 0.
+    ``products``: ``V @ index.q.matrix.T`` when the caller has it already (it is overwritten)."""
     q, a, n = index.q, index.a, index.n
     m = len(units)
     own = q.rows[units]
-    S = V @ q.matrix.T
+    S = V @ q.matrix.T if products is None else products
     S[np.arange(m), units] = -1.0
     has = q.counts > 0
     best = np.full((m, n), -1.0, np.float32)
