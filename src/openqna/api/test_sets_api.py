@@ -50,7 +50,7 @@ class TestSetRoutes:
             Route(f"{PREFIX}/test-sets/{{name}}/:run", self.run, methods=["POST"]),
             Route(f"{PREFIX}/test-runs", self.list_runs, methods=["GET"]),
             Route(f"{PREFIX}/test-runs/compare", self.compare, methods=["GET"]),
-            Route(f"{PREFIX}/test-runs/{{runId:int}}", self.one_run, methods=["GET"]),
+            Route(f"{PREFIX}/test-runs/{{runId}}", self.one_run, methods=["GET"]),
         ]
 
     def _author(self, request: Request) -> str:
@@ -121,8 +121,10 @@ class TestSetRoutes:
     @handle_errors_off_loop
     def one_run(self, request: Request) -> Response:
         project = self._author(request)
-        return JSONResponse(summary_json(self.service.test_run(project, request.path_params["runId"]),
-                                         with_results=True))
+        raw = request.path_params["runId"]
+        if not raw.isdigit():
+            raise InvalidArgument(f"A run id is a number (GET .../test-runs lists them), not '{raw}'.", target="runId")
+        return JSONResponse(summary_json(self.service.test_run(project, int(raw)), with_results=True))
 
     @handle_errors_off_loop
     def compare(self, request: Request) -> Response:
