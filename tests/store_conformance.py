@@ -489,3 +489,45 @@ def test_replace_qnas_applies_an_import_whole_or_not_at_all(kb):
     assert kb.get_qnas("kb1", [2])[2].answer == "Clipped to the side."
     assert kb.get_synonyms("kb1") == [["charger", "adapter"]]
     assert kb.replace_qnas("kb1", [], [], None) == [] and kb.get_synonyms("kb1") == [["charger", "adapter"]]
+
+
+def test_test_sets_and_runs_round_trip(kb):
+    from openqna.store.base import TestRun, TestSet
+
+    items = [{"question": "Where is the pen?", "expected_qna_id": 2, "expected_answer": None, "metadata": {}},
+             {"question": "Café au lait?", "expected_qna_id": None, "expected_answer": "Yes,  we do",
+              "metadata": {"topic": "drinks"}},
+             {"question": "Capital of Peru?", "expected_qna_id": None, "expected_answer": None, "metadata": {}}]
+    first = kb.put_test_set("kb1", TestSet("smoke", items))
+    assert first.created and first.modified == first.created
+    again = kb.put_test_set("kb1", TestSet("smoke", items[:2]))
+    assert again.created == first.created
+    kb.put_test_set("kb1", TestSet("Another set", items[2:]))
+    assert [(s.name, len(s.items)) for s in kb.list_test_sets("kb1")] == [("Another set", 1), ("smoke", 2)]
+    assert kb.get_test_set("kb1", "smoke").items == items[:2]
+    with pytest.raises(NotFound, match="Test set 'nope'"):
+        kb.get_test_set("kb1", "nope")
+    with pytest.raises(ProjectNotFound):
+        kb.list_test_sets("missing")
+
+    results = [{"question": "Where is the pen?", "expected": 2, "got": 3, "confidence": 0.61, "right": False}]
+    one = kb.add_test_run("kb1", TestRun(0, "smoke", "test", "2026-01-01T00:00:00Z", 0.5, {"questions": 1}, results))
+    two = kb.add_test_run("kb1", TestRun(0, "Another set", "production", "2026-01-02T00:00:00Z", 0.7,
+                                         {"questions": 1, "top1": None}, []))
+    assert (one.id, two.id) == (1, 2)
+    listed = kb.list_test_runs("kb1")
+    assert [(r.id, r.test_set, r.deployment, r.threshold, r.summary, r.results) for r in listed] == [
+        (2, "Another set", "production", 0.7, {"questions": 1, "top1": None}, []),
+        (1, "smoke", "test", 0.5, {"questions": 1}, [])]
+    assert [r.id for r in kb.list_test_runs("kb1", "smoke")] == [1]
+    got = kb.get_test_run("kb1", 1)
+    assert got.results == results and got.created == "2026-01-01T00:00:00Z"
+    with pytest.raises(NotFound, match="Test run 9"):
+        kb.get_test_run("kb1", 9)
+
+    assert kb.delete_test_set("kb1", "smoke") and not kb.delete_test_set("kb1", "smoke")
+    assert [s.name for s in kb.list_test_sets("kb1")] == ["Another set"]
+    assert [r.id for r in kb.list_test_runs("kb1")] == [2, 1]  # a run outlives its set: the history stays
+    kb.delete_project("kb1")
+    kb.create_project(Project("kb1"))
+    assert kb.list_test_sets("kb1") == [] and kb.list_test_runs("kb1") == []

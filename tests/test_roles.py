@@ -31,6 +31,7 @@ from openqna.auth.keys import create_key
 from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
+from openqna.store.base import TestRun, TestSet
 from openqna.store.sqlite import SQLiteStore
 
 SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
@@ -126,6 +127,9 @@ class World:
                             json={"file_ids": [self.upload("assistants")]}).json()
         self.batch_id = batch["id"]
         self.victims = 0
+        store.put_test_set("kb", TestSet("smoke", [{"question": "How long is shipping?", "expected_qna_id": 1,
+                                                   "expected_answer": None, "metadata": {}}]))
+        store.add_test_run("kb", TestRun(0, "smoke", "test", "2026-01-01T00:00:00Z", 0.5, {"questions": 1}, []))
 
     def headers(self, kind: str) -> dict[str, str]:
         secret = self.secrets[kind]
@@ -160,11 +164,17 @@ class World:
                 values["vector_store_id"] = self.new_store()
             elif route == "/v1/files/{file_id}":
                 values["file_id"] = self.upload("answers")
+            elif route.endswith("/test-sets/{name}"):
+                self.victims += 1
+                values["name"] = f"victim{self.victims}"
+                self.service.store.put_test_set("kb", TestSet(values["name"], []))
             else:  # a vector store's file
                 values["file_id"] = self.upload("assistants")
                 attached = self.client.post(f"/v1/vector_stores/{self.store_id}/files", headers=self.headers("admin"),
                                             json={"file_id": values["file_id"]})
                 assert attached.status_code == 200, attached.text
+        values.setdefault("name", "smoke")
+        values["runId"] = "1"
         if route == "/openqna/keys/{keyId}":
             values["keyId"] = create_key(self.service.store, name="victim", role="query")[0].id
         if route == "/openqna/jobs/{jobId}":

@@ -27,7 +27,14 @@ error envelope (the console's other half speaks Azure):
   (``openqna.kb.duplicates``); ``POST .../qnas/:merge`` (``{"keep", "drop"}``) folds one QnA into another and
   ``POST .../qnas/:move-question`` (``{"question", "from", "to"}``) moves a question, each one write of ``test``;
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
-  (``openqna.kb.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention.
+  (``openqna.kb.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention;
+* ``GET /openqna/projects/{project}/test-sets``, ``PUT|GET|DELETE .../test-sets/{name}`` (PUT: the body is a TSV, CSV
+  or XLSX test-set file, ``?format=`` or ``?fileName=``; at most 2,000 questions) — a project's test sets;
+* ``POST /openqna/projects/{project}/test-sets/{name}/:run?deploymentName=&threshold=`` — run a set against a
+  deployment or ``test`` and store the run (``top1``, ``right_at_threshold``, ``no_answer_rejected``, ``wrong``);
+* ``GET /openqna/projects/{project}/test-runs``, ``.../test-runs/{runId}``, ``.../test-runs/compare?old=&new=`` — the
+  runs newest first, one run with each question's result, and two runs question by question
+  (``api/test_sets_api.py`` has these routes).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from openqna.api.azure.wire import (
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import azure_error
+from openqna.api.test_sets_api import TestSetRoutes
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
 from openqna.formats.limits import LIMITS
@@ -124,6 +132,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
             *self.duplicates_routes(),
+            *TestSetRoutes(self.service, self.authorizer).routes(),
         ]
 
     async def whoami(self, request: Request) -> Response:

@@ -16,7 +16,7 @@ from pathlib import Path
 from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, open_store
-from openqna.store.base import LIVE, Version
+from openqna.store.base import LIVE, TestRun, TestSet, Version
 
 __all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
            "open_data", "open_store", "state_name", "store_exists", "store_file"]
@@ -84,6 +84,34 @@ class Catalog:
     def versions(self, project: str) -> list[Version]:
         """Every deploy of ``project``, oldest first: deployment, version, when, by whom, counts and content hash."""
         return self.store.list_versions(project)
+
+    # -- test sets and runs (kb/test_sets.py runs them) ---------------------------------------------------------------
+    def import_test_set(self, project: str, name: str, data: bytes, filename: str, fmt: str | None = None) -> TestSet:
+        """Read a test-set file (``formats/test_sets.py``: TSV, CSV or XLSX) and store it as set ``name``, replacing
+        one of that name; a file with an error stores nothing."""
+        from openqna.formats.test_sets import read_test_set
+        from openqna.kb.test_sets import check_set_name
+
+        name = check_set_name(name)
+        items = read_test_set(data, filename, fmt)
+        self.store.get_project(project)
+        return self.store.put_test_set(project, TestSet(name, items))
+
+    def test_sets(self, project: str) -> list[TestSet]:
+        return self.store.list_test_sets(project)
+
+    def test_set(self, project: str, name: str) -> TestSet:
+        return self.store.get_test_set(project, name)
+
+    def delete_test_set(self, project: str, name: str) -> bool:
+        return self.store.delete_test_set(project, name)
+
+    def test_runs(self, project: str, test_set: str | None = None) -> list[TestRun]:
+        """The runs of ``project``'s sets (of ``test_set`` when given), newest first, without per-question results."""
+        return self.store.list_test_runs(project, test_set)
+
+    def test_run(self, project: str, run_id: int) -> TestRun:
+        return self.store.get_test_run(project, run_id)
 
     # -- records -----------------------------------------------------------------------------
     def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None) -> list[QnA]:

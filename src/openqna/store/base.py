@@ -370,8 +370,56 @@ class QueryLogStore(Protocol):
         ...
 
 
+@dataclass
+class TestSet:
+    """A named list of questions with what each should get (``kb/test_sets.py``): each item a dict of ``question``,
+    ``expected_qna_id`` (int or None), ``expected_answer`` (str or None) and ``metadata`` (dict); neither expected:
+    the question should get no answer."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    items: list[dict[str, Any]]
+    created: str = ""
+    modified: str = ""
+
+
+@dataclass
+class TestRun:
+    """One run of a test set against a state: its figures (``summary``) and each question's outcome (``results``;
+    left empty by ``list_test_runs``)."""
+
+    __test__ = False
+
+    id: int
+    test_set: str
+    deployment: str
+    created: str
+    threshold: float
+    summary: dict[str, Any]
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+class TestSetStore(Protocol):
+    """A project's test sets and the runs made of them, newest run first."""
+
+    def put_test_set(self, project: str, test_set: TestSet) -> TestSet:
+        """Create or replace the set of that name (its ``created`` kept on a replace)."""
+    def get_test_set(self, project: str, name: str) -> TestSet:
+        """The set (``NotFound`` when there is none)."""
+    def list_test_sets(self, project: str) -> list[TestSet]:
+        """Every set by name, with its items."""
+    def delete_test_set(self, project: str, name: str) -> bool: ...
+    def add_test_run(self, project: str, run: TestRun) -> TestRun:
+        """Store ``run`` under the project's next run number (its ``id``)."""
+    def list_test_runs(self, project: str, test_set: str | None = None) -> list[TestRun]:
+        """The runs (of ``test_set`` when given), newest first, without their per-question results."""
+    def get_test_run(self, project: str, run_id: int) -> TestRun:
+        """One run with its results (``NotFound`` when there is none)."""
+
+
 class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
-            QueryLogStore, Protocol):
+            QueryLogStore, TestSetStore, Protocol):
     """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
     that needs only one concern takes that protocol instead."""
 

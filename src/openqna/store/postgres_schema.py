@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -83,14 +83,23 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
         "ALTER TABLE files ADD COLUMN IF NOT EXISTS scope json",
     ],
     6: [  # deploys are recorded as versions; a deployment made before becomes one when it is next deployed over
-        """CREATE TABLE deploy_versions(
+        """CREATE TABLE IF NOT EXISTS deploy_versions(
              project_id bigint NOT NULL, version bigint NOT NULL, created text NOT NULL, created_by text NOT NULL,
              qnas bigint NOT NULL, passages bigint NOT NULL, hash text NOT NULL, kept integer NOT NULL,
              PRIMARY KEY(project_id, version))""",
-        """CREATE TABLE deploy_events(
+        """CREATE TABLE IF NOT EXISTS deploy_events(
              project_id bigint NOT NULL, seq bigint NOT NULL, deployment text COLLATE "C" NOT NULL,
              version bigint NOT NULL, deployed_at text NOT NULL, deployed_by text NOT NULL,
              PRIMARY KEY(project_id, seq))""",
+    ],
+    7: [  # test sets and their runs (kb/test_sets.py)
+        """CREATE TABLE IF NOT EXISTS test_sets(
+             project_id bigint NOT NULL, name text COLLATE "C" NOT NULL, created text NOT NULL, modified text NOT NULL,
+             items json NOT NULL, PRIMARY KEY(project_id, name))""",
+        """CREATE TABLE IF NOT EXISTS test_runs(
+             project_id bigint NOT NULL, id bigint NOT NULL, test_set text COLLATE "C" NOT NULL,
+             deployment text COLLATE "C" NOT NULL, created text NOT NULL, threshold double precision NOT NULL,
+             summary json NOT NULL, results json NOT NULL, PRIMARY KEY(project_id, id))""",
     ],
 }
 

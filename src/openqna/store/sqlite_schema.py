@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -45,6 +45,13 @@ CREATE TABLE IF NOT EXISTS deploy_versions(
 CREATE TABLE IF NOT EXISTS deploy_events(
   project_id INTEGER NOT NULL, seq INTEGER NOT NULL, deployment TEXT NOT NULL, version INTEGER NOT NULL,
   deployed_at TEXT NOT NULL, deployed_by TEXT NOT NULL, PRIMARY KEY(project_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS test_sets(
+  project_id INTEGER NOT NULL, name TEXT NOT NULL, created TEXT NOT NULL, modified TEXT NOT NULL, items TEXT NOT NULL,
+  PRIMARY KEY(project_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS test_runs(
+  project_id INTEGER NOT NULL, id INTEGER NOT NULL, test_set TEXT NOT NULL, deployment TEXT NOT NULL,
+  created TEXT NOT NULL, threshold REAL NOT NULL, summary TEXT NOT NULL, results TEXT NOT NULL,
+  PRIMARY KEY(project_id, id));
 CREATE TABLE IF NOT EXISTS sources(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
   source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
@@ -96,6 +103,7 @@ def migrate(db: sqlite3.Connection) -> str:
             db.execute("ALTER TABLE files ADD COLUMN scope TEXT")
         # v6: deploys are recorded as versions (``deploy_versions``, ``deploy_events``: created above, empty); a
         # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
+        # v7: test sets and their runs (``test_sets``, ``test_runs``: created above, empty)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -19,7 +19,19 @@ from typing import Any
 from openqna import settings
 from openqna.clock import now_iso
 from openqna.records import InvalidArgument, NotFound
-from openqna.store.base import LIVE, ApiKey, Deployment, Job, LoggedQuery, Source, StoredFile, StoredQnA, Version
+from openqna.store.base import (
+    LIVE,
+    ApiKey,
+    Deployment,
+    Job,
+    LoggedQuery,
+    Source,
+    StoredFile,
+    StoredQnA,
+    TestRun,
+    TestSet,
+    Version,
+)
 
 # A kept version's content is stored as a deployment of this name (records, units and synonyms, as a deployment's):
 # deploying or rolling back copies it, and no user-made deployment can be named so (names starting with "~" are
@@ -384,6 +396,69 @@ class SharedStatements(Dialect):
                 cursor = db.execute(self._sql("DELETE FROM queries WHERE project_id=? AND created<?"), (pid, before))
             deleted: int = cursor.rowcount
         return deleted
+
+    # -- test sets and their runs ---------------------------------------------------------------------------------
+    def put_test_set(self, project: str, test_set: TestSet) -> TestSet:
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            row = db.execute(self._sql("SELECT created FROM test_sets WHERE project_id=? AND name=?"),
+                             (pid, test_set.name)).fetchone()
+            created = stamp if row is None else row[0]
+            db.execute(self._sql("INSERT INTO test_sets VALUES(?,?,?,?,?) ON CONFLICT (project_id, name)"
+                                 " DO UPDATE SET modified=EXCLUDED.modified, items=EXCLUDED.items"),
+                       (pid, test_set.name, created, stamp, self._json(test_set.items)))
+        return TestSet(test_set.name, test_set.items, created, stamp)
+
+    def get_test_set(self, project: str, name: str) -> TestSet:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            row = db.execute(self._sql("SELECT name, items, created, modified FROM test_sets WHERE project_id=?"
+                                       " AND name=?"), (pid, name)).fetchone()
+        if row is None:
+            raise NotFound(f"Test set '{name}' of project '{project}' was not found.")
+        return TestSet(row[0], self._from_json(row[1]), row[2], row[3])
+
+    def list_test_sets(self, project: str) -> list[TestSet]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT name, items, created, modified FROM test_sets WHERE project_id=?"
+                                        " ORDER BY name"), (pid,)).fetchall()
+        return [TestSet(r[0], self._from_json(r[1]), r[2], r[3]) for r in rows]
+
+    def delete_test_set(self, project: str, name: str) -> bool:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            deleted: bool = db.execute(self._sql("DELETE FROM test_sets WHERE project_id=? AND name=?"),
+                                       (pid, name)).rowcount > 0
+        return deleted
+
+    def add_test_run(self, project: str, run: TestRun) -> TestRun:
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            last = db.execute(self._sql("SELECT max(id) FROM test_runs WHERE project_id=?"), (pid,)).fetchone()
+            number = int(last[0] or 0) + 1
+            db.execute(self._sql("INSERT INTO test_runs VALUES(?,?,?,?,?,?,?,?)"),
+                       (pid, number, run.test_set, run.deployment, run.created, float(run.threshold),
+                        self._json(run.summary), self._json(run.results)))
+        return TestRun(number, run.test_set, run.deployment, run.created, run.threshold, run.summary, run.results)
+
+    def list_test_runs(self, project: str, test_set: str | None = None) -> list[TestRun]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql(
+                "SELECT id, test_set, deployment, created, threshold, summary FROM test_runs WHERE project_id=?"
+                " AND (CAST(? AS TEXT) IS NULL OR test_set=?) ORDER BY id DESC"), (pid, test_set, test_set)).fetchall()
+        return [TestRun(int(r[0]), r[1], r[2], r[3], float(r[4]), self._from_json(r[5])) for r in rows]
+
+    def get_test_run(self, project: str, run_id: int) -> TestRun:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            r = db.execute(self._sql("SELECT id, test_set, deployment, created, threshold, summary, results"
+                                     " FROM test_runs WHERE project_id=? AND id=?"), (pid, run_id)).fetchone()
+        if r is None:
+            raise NotFound(f"Test run {run_id} of project '{project}' was not found.")
+        return TestRun(int(r[0]), r[1], r[2], r[3], float(r[4]), self._from_json(r[5]), self._from_json(r[6]))
 
     # -- the job queue's reads (claims and leases are each engine's own) ----------------------------------------------
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"

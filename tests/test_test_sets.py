@@ -1,0 +1,203 @@
+"""Test sets (issue 41, item 1): the file formats, the CLI in processes, and the HTTP routes through a real server."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import httpx
+import openpyxl
+import pytest
+
+from conftest import LiveServer
+from openqna.auth.keys import create_key
+from openqna.formats.test_sets import MAX_QUESTIONS, read_test_set
+from openqna.records import FormatError
+from test_cli import run
+from test_native_api import AUTHORING, VERSION, upload, wait
+
+# A small shop's FAQ, and the questions it should (and should not) answer.  "How do I pay?" expects the opening-hours
+# QnA on purpose, so that the wrong list is never empty.
+FAQ = ("QnaId\tQuestion\tAnswer\tMetadata\n"
+       "1\tWhen are you open?\tFrom 9 to 5 on weekdays.\ttopic:store\n"
+       "2\tDo you ship abroad?\tWe ship to every country in the EU.\ttopic:shipping\n"
+       "3\tCan I pay by card?\tYes, we take all major cards.\ttopic:payment\n"
+       "4\tHow do I return an item?\tSend it back within 30 days.\ttopic:returns\n")
+CHECKS = ("question\texpected_qna_id\texpected_answer\tmetadata\n"
+          "What are your opening hours?\t1\t\t\n"
+          "Do you deliver to other countries?\t\twe ship to every  country in the EU.\t\n"
+          "Can I pay with a credit card?\t3\t\ttopic:payment\n"
+          "What is the capital of Peru?\tnone\t\t\n"
+          "How do I pay?\t1\t\t\n")
+
+
+def xlsx(rows: list[list[object]]) -> bytes:
+    book = openpyxl.Workbook()
+    for row in rows:
+        book.active.append(row)
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+# -- the files ------------------------------------------------------------------------------------------------------
+def test_the_three_formats_read_alike():
+    tsv = read_test_set(CHECKS.encode(), "checks.tsv")
+    csv_text = "\n".join(",".join(f'"{c}"' if "," in c else c for c in line.split("\t")) for line in CHECKS.splitlines())
+    assert read_test_set(csv_text.encode(), "checks.csv") == tsv
+    sheet = [line.split("\t") for line in CHECKS.splitlines()]
+    assert read_test_set(xlsx(sheet), "checks.xlsx") == tsv
+    assert tsv[0] == {"question": "What are your opening hours?", "expected_qna_id": 1, "expected_answer": None,
+                      "metadata": {}}
+    assert tsv[1]["expected_answer"] == "we ship to every  country in the EU." and tsv[1]["expected_qna_id"] is None
+    assert tsv[2]["metadata"] == {"topic": "payment"}
+    assert tsv[3]["expected_qna_id"] is None and tsv[3]["expected_answer"] is None  # no answer
+    headers = read_test_set(b"Question,Expected QnA Id\nhi,0\n", "a.csv")  # any case; 0 is no answer
+    assert headers == [{"question": "hi", "expected_qna_id": None, "expected_answer": None, "metadata": {}}]
+    assert read_test_set(b"question\texpected_qna_id\nhi\t2\n", "upload", "TSV")[0]["expected_qna_id"] == 2
+
+
+@pytest.mark.parametrize(("name", "data", "where", "says"), [
+    ("a.tsv", b"question\texpected_qna_id\nok\t1\n\t2\n", "line 3, column 1", "the question is empty"),
+    ("a.tsv", b"question\texpected_qna_id\nok\tseven\n", "line 2, column 2", "is not a QnA id"),
+    ("a.tsv", b"question\texpected_qna_id\nok\t-1\n", "line 2, column 2", "is not a QnA id"),
+    ("a.tsv", b"question\texpected_qna_id\tmetadata\nok\t1\ttopic\n", "line 2, column 3", "key:value"),
+    ("a.tsv", b"question\texpected_qna_id\texpected_answer\nok\t1\tYes.\n", "line 2, column 3", "not both"),
+    ("a.tsv", b"question\tanswer\nok\t1\n", "line 1, column 2", "unknown column 'answer'"),
+    ("a.tsv", b"question\nok\n", "line 1", "needs an 'expected_qna_id' or 'expected_answer'"),
+    ("a.tsv", b"expected_qna_id\n1\n", "line 1", "no 'question' column"),
+    ("a.tsv", b"question\texpected_qna_id\nok\t1\textra\n", "line 2, column 3", "outside the header"),
+    ("a.tsv", b"question\texpected_qna_id\n", "line 1", "no questions"),
+    ("a.csv", b'question,expected_qna_id\n"one\ntwo",1\nok,x\n', "line 4, column 2", "is not a QnA id"),
+    ("a.csv", b"question,expected_qna_id\nok,\xff\n", "line 2", "UTF-8"),
+    ("a.xlsx", xlsx([["question", "expected_qna_id"], ["ok", 1], ["", 2]]), "row 3, column A", "question is empty"),
+    ("a.xlsx", xlsx([["Question", "Expected_Answer", "Metadata"], ["ok", "Yes", "a:b|a:c"]]), "row 2, column C",
+     "appears twice"),
+    ("a.xlsx", b"not a zip", "a.xlsx", "not a readable .xlsx"),
+    ("a.json", b"{}", "a.json", "name it .tsv, .csv or .xlsx"),
+])
+def test_a_bad_file_names_its_line_and_column(name, data, where, says):
+    with pytest.raises(FormatError) as err:
+        read_test_set(data, name)
+    assert where in str(err.value) and says in str(err.value)
+
+
+def test_a_set_has_at_most_2000_questions():
+    body = "".join(f"question {i}\t1\n" for i in range(MAX_QUESTIONS + 1))
+    with pytest.raises(FormatError, match="2,001 questions; the limit is 2,000"):
+        read_test_set(("question\texpected_qna_id\n" + body).encode(), "big.tsv")
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------------------
+def test_openqna_test_runs_a_set_and_diffs_two_runs(tmp_path):
+    data = tmp_path / "data"
+    (tmp_path / "faq.tsv").write_text(FAQ)
+    (tmp_path / "checks.tsv").write_text(CHECKS)
+    run("import", "shop", str(tmp_path / "faq.tsv"), data=data)
+    run("deploy", "shop", data=data)
+
+    first = json.loads(run("test", "shop", str(tmp_path / "checks.tsv"), "--deployment", "production", "--json",
+                           data=data).stdout)
+    assert {"questions", "top1", "right_at_threshold", "no_answer_rejected", "wrong"} <= set(first)
+    assert (first["questions"], first["top1"], first["right_at_threshold"], first["no_answer_rejected"]) == (
+        5, 0.75, 0.75, 1.0)
+    [wrong] = first["wrong"]
+    assert (wrong["question"], wrong["expected"], wrong["got"]) == ("How do I pay?", 1, 3)
+    assert wrong["confidence"] >= 0.5 and wrong["got_question"] == "Can I pay by card?"
+
+    # the FAQ changes: QnA 2 now answers otherwise, so the set's expected answer text names no QnA any more
+    (tmp_path / "faq.tsv").write_text(FAQ.replace("We ship to every country in the EU.", "Only within Germany."))
+    run("import", "shop", str(tmp_path / "faq.tsv"), data=data)
+    text = run("test", "shop", "--set", "checks", "--compare", str(first["run_id"]), data=data).stdout
+    assert "Run 2: test set 'checks' against test, 5 questions" in text
+    assert "top answer right:            50%" in text and "no-answer questions refused: 100%" in text
+    assert "expected a QnA answering 'we ship to every  country in the EU.' (none has that answer)" in text
+    assert "1 now wrong (were right):" in text and "'Do you deliver to other countries?'" in text
+
+    diff = json.loads(run("test-diff", "shop", "1", "2", "--json", data=data).stdout)
+    assert [c["question"] for c in diff["worse"]] == ["Do you deliver to other countries?"] and diff["better"] == []
+    assert diff["worse"][0]["before"]["got"] == diff["worse"][0]["after"]["got"] == 2
+    runs = json.loads(run("test-runs", "shop", "--json", data=data).stdout)
+    assert [(r["run_id"], r["deployment"], r["top1"]) for r in runs] == [(2, "test", 0.5), (1, "production", 0.75)]
+    listing = run("test-runs", "shop", data=data).stdout
+    assert "test sets: checks (5 questions)" in listing and listing.index("run 2") < listing.index("run 1")
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("question,expected_qna_id\nok,1\nwhat?,x\n")
+    refused = run("test", "shop", str(bad), data=data, check=False)
+    assert refused.returncode != 0 and "bad.csv, line 3, column 2" in refused.stderr
+    assert "bad" not in run("test-runs", "shop", data=data).stdout  # nothing stored
+    for args, says in ((["test", "shop"], "give a test-set FILE"), (["test", "shop", "--set", "nope"], "'nope'"),
+                       (["test", "shop", "--set", "checks", "--deployment", "staging"], "'staging'")):
+        refused = run(*args, data=data, check=False)
+        assert refused.returncode != 0 and says in refused.stderr
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def secured(service):
+    _, admin = create_key(service.store, name="admin", role="admin")
+    with LiveServer(service) as server:
+        yield server, admin
+
+
+def test_sets_upload_run_and_compare_over_http(service, secured):
+    server, admin = secured
+    headers = {"api-key": admin}
+    base = f"{server.url}/openqna/projects/shop"
+    upload(server, admin, "shop", "faq.tsv", FAQ.encode())
+    assert wait(httpx.put(f"{server.url}{AUTHORING}/shop/deployments/production", params=VERSION,
+                          headers=headers).headers["Operation-Location"], admin)["status"] == "succeeded"
+
+    csv_body = CHECKS.replace("\t", ",").encode()
+    put = httpx.put(f"{base}/test-sets/checks", params={"format": "csv"}, content=csv_body, headers=headers)
+    assert put.status_code == 200 and put.json()["questions"] == 5
+    sheet = xlsx([line.split("\t") for line in CHECKS.splitlines()])
+    put = httpx.put(f"{base}/test-sets/from-excel", params={"fileName": "checks.xlsx"}, content=sheet, headers=headers)
+    assert put.status_code == 200, put.text
+    assert [s["name"] for s in httpx.get(f"{base}/test-sets", headers=headers).json()["value"]] == [
+        "checks", "from-excel"]
+    got = httpx.get(f"{base}/test-sets/checks", headers=headers).json()
+    assert got["items"][2] == {"question": "Can I pay with a credit card?", "expected_qna_id": 3,
+                               "expected_answer": None, "metadata": {"topic": "payment"}}
+
+    first = httpx.post(f"{base}/test-sets/checks/:run", params={"deploymentName": "production"}, headers=headers)
+    assert first.status_code == 200, first.text
+    r1 = first.json()
+    assert (r1["questions"], r1["top1"], r1["right_at_threshold"], r1["no_answer_rejected"]) == (5, 0.75, 0.75, 1.0)
+    assert [(w["question"], w["expected"], w["got"]) for w in r1["wrong"]] == [("How do I pay?", 1, 3)]
+
+    # a stricter threshold than any answer reaches: nothing is right at it, every no-answer question is refused
+    strict = httpx.post(f"{base}/test-sets/checks/:run", params={"threshold": "1"}, headers=headers).json()
+    assert strict["right_at_threshold"] == 0.0 and strict["top1"] == 0.75 and strict["deployment"] == "test"
+    assert len(strict["wrong"]) == 4
+
+    runs = httpx.get(f"{base}/test-runs", headers=headers).json()["value"]
+    assert [r["run_id"] for r in runs] == [strict["run_id"], r1["run_id"]]
+    one = httpx.get(f"{base}/test-runs/{r1['run_id']}", headers=headers).json()
+    assert len(one["results"]) == 5 and one["results"][3]["no_answer"] is True
+    diff = httpx.get(f"{base}/test-runs/compare", params={"old": r1["run_id"], "new": strict["run_id"]},
+                     headers=headers).json()
+    assert sorted(c["question"] for c in diff["worse"]) == [
+        "Can I pay with a credit card?", "Do you deliver to other countries?", "What are your opening hours?"]
+
+    for method, url, params, body, status, says in (
+            ("PUT", f"{base}/test-sets/bad", {"format": "tsv"}, b"question\texpected_qna_id\nok\tseven\n", 400,
+             "line 2, column 2"),
+            ("PUT", f"{base}/test-sets/bad", {}, b"question\texpected_qna_id\nok\t1\n", 400, "?format="),
+            ("PUT", f"{base}/test-sets/bad", {"format": "pdf"}, b"x", 400, "tsv, csv or xlsx"),
+            ("PUT", f"{base}/test-sets/big", {"format": "tsv"},
+             ("question\texpected_qna_id\n" + "q\t1\n" * 2001).encode(), 400, "the limit is 2,000"),
+            ("POST", f"{base}/test-sets/nope/:run", {}, b"", 404, "Test set 'nope'"),
+            ("POST", f"{base}/test-sets/checks/:run", {"deploymentName": "staging"}, b"", 404, "'staging'"),
+            ("POST", f"{base}/test-sets/checks/:run", {"threshold": "2"}, b"", 400, "threshold"),
+            ("GET", f"{base}/test-runs/99", {}, b"", 404, "Test run 99"),
+            ("GET", f"{base}/test-runs/compare", {"old": "1"}, b"", 400, "?old=RUN_ID&new=RUN_ID")):
+        r = httpx.request(method, url, params=params, content=body, headers=headers)
+        assert r.status_code == status and says in r.json()["error"]["message"], (url, r.text)
+    assert "bad" not in {s["name"] for s in httpx.get(f"{base}/test-sets", headers=headers).json()["value"]}
+
+    assert httpx.delete(f"{base}/test-sets/from-excel", headers=headers).status_code == 204
+    assert httpx.delete(f"{base}/test-sets/from-excel", headers=headers).status_code == 404
+    _, reader = create_key(service.store, name="reader", role="query", projects=["shop"])
+    assert httpx.get(f"{base}/test-sets", headers={"api-key": reader}).status_code == 403
