@@ -173,12 +173,16 @@ def test_the_console_journey(server, browser):
     expect(page.get_by_role("heading", name="surface: deployments")).to_be_visible()
     page.get_by_label("Deployment name").fill("production")
     page.get_by_role("button", name="Show changes").click()
-    expect(page.locator(".diff")).to_contain_text("Added: 172")
-    page.screenshot(path=str(SHOTS / "console-deploy.png"))
+    expect(page.locator(".diff")).to_contain_text("QnAs: 81 added, 0 changed, 0 deleted · Passages: 91 added")
     page.get_by_role("button", name="Deploy", exact=True).click()
+    confirm = page.get_by_role("alertdialog", name="Confirm deploy")
+    expect(confirm).to_contain_text("Deploy test to production? QnAs: 81 added")
+    page.screenshot(path=str(SHOTS / "console-deploy.png"))
+    confirm.get_by_role("button", name="Confirm deploy").click()
     wait_status(page, "Deployed surface to production.")
     expect(page.get_by_role("heading", name="production")).to_be_visible()
     expect(page.locator("main")).to_contain_text("Identical to test.")
+    expect(page.get_by_role("region", name="Versions")).to_contain_text("v1")
 
     # the official Azure SDK: production answers the edited text
     client = QuestionAnsweringClient(url, AzureKeyCredential(secret))
@@ -213,7 +217,22 @@ def test_the_console_journey(server, browser):
     unanswered.get_by_role("button", name="Add to QnA").click()
     wait_status(page, f'"{missing}" is now an alternate question of QnA 3')
     page.get_by_role("link", name="Deploy").click()
-    expect(page.locator(".diff")).to_contain_text("Changed: 1")
+    expect(page.locator(".diff")).to_contain_text("QnAs: 0 added, 1 changed, 0 deleted")
+    expect(page.locator(".diff dl.changes")).to_contain_text(missing)  # the question added, old and new
+    page.get_by_role("button", name="Deploy test to production").click()
+    page.get_by_role("button", name="Cancel").click()  # nothing is deployed without the confirmation
+    expect(page.locator(".diff")).to_contain_text("1 changed")
+    page.get_by_role("button", name="Deploy test to production").click()
+    page.get_by_role("alertdialog", name="Confirm deploy").get_by_role("button", name="Confirm deploy").click()
+    wait_status(page, "Deployed surface to production.")
+    assert client.get_answers(question=missing, project_name="surface", deployment_name="production").answers[0].qna_id == 3
+    versions = page.get_by_role("region", name="Versions")
+    versions.get_by_role("button", name="Roll production back to v1").click()
+    page.get_by_role("alertdialog", name="Confirm rollback").get_by_role("button", name="Confirm rollback").click()
+    wait_status(page, "Rolled production back to version 1.")
+    assert client.get_answers(question=missing, project_name="surface", deployment_name="production",
+                              confidence_threshold=0.9).answers[0].qna_id == -1  # production answers as in v1
+    expect(page.get_by_role("region", name="Versions").get_by_role("row").nth(1)).to_contain_text("now deployed")
 
     # keys made in the console
     query_secret = new_key(page, "reader", "query")
