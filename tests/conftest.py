@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -200,8 +201,27 @@ class FileServer:
         from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
         class Quiet(SimpleHTTPRequestHandler):
+            """Sends a file's ``ETag`` (its content's hash) and answers a matching ``If-None-Match`` with 304, as
+            web servers do; ``Last-Modified``/``If-Modified-Since`` come from SimpleHTTPRequestHandler."""
+
+            etag = ""
+
             def log_message(self, *args) -> None:
                 pass
+
+            def send_head(self):
+                path = Path(self.translate_path(self.path))
+                self.etag = f'"{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"' if path.is_file() else ""
+                if self.etag and self.etag in self.headers.get("If-None-Match", ""):
+                    self.send_response(304)
+                    self.end_headers()
+                    return None
+                return super().send_head()
+
+            def end_headers(self) -> None:
+                if self.etag:
+                    self.send_header("ETag", self.etag)
+                super().end_headers()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

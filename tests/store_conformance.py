@@ -531,3 +531,34 @@ def test_test_sets_and_runs_round_trip(kb):
     kb.delete_project("kb1")
     kb.create_project(Project("kb1"))
     assert kb.list_test_sets("kb1") == [] and kb.list_test_runs("kb1") == []
+
+
+def test_source_refresh_round_trip_and_claim(kb, reopen):
+    from openqna.store import Source
+    from openqna.store.base import SourceRefresh
+
+    kb.put_source("kb1", Source("https://example.com/faq.md", "FAQ", "https://example.com/faq.md"))
+    assert kb.list_source_refreshes("kb1") == {}
+    state = SourceRefresh("https://example.com/faq.md", 3600, "2026-01-01T01:00:00Z", "2026-01-01T00:00:00Z",
+                          "2026-01-01T00:00:00Z", '"abc"', "Thu, 01 Jan 2026 00:00:00 GMT",
+                          {"status": "updated", "added": 1, "updated": 0, "deleted": 2, "addedIds": [7],
+                           "updatedIds": [], "deletedIds": [3, 4], "note": "café"})
+    kb.put_source_refresh("kb1", state)
+    assert kb.list_source_refreshes("kb1") == {state.source: state}
+    assert kb.due_source_refreshes("2026-01-01T00:59:59Z") == []
+    assert kb.due_source_refreshes("2026-01-01T01:00:00Z") == [("kb1", state)]
+    # two processes claim the same due check: exactly one gets it
+    other = reopen()
+    try:
+        claims = [kb.claim_source_refresh("kb1", state.source, state.next_due, "2026-01-01T02:00:00Z"),
+                  other.claim_source_refresh("kb1", state.source, state.next_due, "2026-01-01T02:00:00Z")]
+    finally:
+        other.close()
+    assert claims == [True, False]
+    assert kb.due_source_refreshes("2026-01-01T01:30:00Z") == []
+    off = SourceRefresh(state.source, 0, "", "2026-01-01T00:00:00Z", "", "", "", {"status": "unchanged"})
+    kb.put_source_refresh("kb1", off)
+    assert kb.due_source_refreshes("2099-01-01T00:00:00Z") == []
+    assert kb.list_source_refreshes("kb1")[state.source].outcome == {"status": "unchanged"}
+    assert kb.delete_source("kb1", state.source)
+    assert kb.list_source_refreshes("kb1") == {}

@@ -38,6 +38,7 @@ from openqna.kb.authoring import Authoring
 from openqna.kb.embeddings import Embeddings
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import QueryLog
+from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
 from openqna.kinds.vector_stores import VectorStores
 
@@ -107,7 +108,9 @@ def create_app(service: Service) -> Starlette:
     query_log = QueryLog(service.store)
     azure = AzureRuntime(service, authorizer, query_log)
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)
-    jobs = JobRunner(service.store, Authoring(service).handlers())
+    refresher = Refresher(service)
+    jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle})
+    refreshes = RefreshScheduler(refresher, jobs)  # one per process: URL sources due to refresh become jobs
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)
     tools = Tools(service, authorizer)
@@ -156,8 +159,10 @@ def create_app(service: Service) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):
         jobs.start()  # every process claims queued jobs, whichever process accepted them
+        refreshes.start()
         async with mcp.lifespan():  # the MCP session manager must run while requests arrive
             yield
+        refreshes.shutdown()
         jobs.shutdown()
 
     routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
@@ -168,4 +173,5 @@ def create_app(service: Service) -> Starlette:
                     middleware=[*links.host_middleware(), Middleware(ChecksOffLoop, authorizer=authorizer)],
                     lifespan=lifespan)
     app.state.jobs = jobs
+    app.state.refreshes = refreshes
     return app

@@ -139,6 +139,7 @@ store = Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embed
 pg_pool_size = Setting("OPENQNA_PG_POOL_SIZE", "5", "Most connections one process keeps open to PostgreSQL.", whole(1, "connections"))
 job_poll_seconds = Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each process's job worker looks for jobs that other processes accepted (a job a process accepts itself wakes its worker at once).", seconds)
 job_lease_seconds = Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out.", seconds)
+refresh_poll_seconds = Setting("OPENQNA_REFRESH_POLL_SECONDS", "60", "How often each `openqna serve` process looks for URL sources due to refresh (`openqna source-refresh`); a due check is claimed by one process and run as a job.", seconds)
 host = Setting("OPENQNA_HOST", "127.0.0.1", "Address `openqna serve` binds; beyond loopback it refuses to start without API keys.", text)
 port = Setting("OPENQNA_PORT", "8000", "Port `openqna serve` listens on.", whole(0))
 embedder = Setting("OPENQNA_EMBEDDER", "local", "`local` (bundled all-MiniLM-L6-v2 on onnxruntime: fast), `accurate` (all-mpnet-base-v2 on onnxruntime beside the multilingual universal sentence encoder, the `openqna[mpnet]` extra: the most accurate, several times slower per question; see docs/confidence.md, 'Choosing the embedding model'), `balanced` (MiniLM beside the universal sentence encoder: about twice the default's cost per question), `fast` (the same MiniLM with int8 weights, quantized on first use: about half the default's cost per question and when indexing, slightly different rankings; see docs/confidence.md), `mpnet` (all-mpnet-base-v2 alone) or `openai` (an OpenAI-compatible /v1/embeddings endpoint).", text)
@@ -177,7 +178,7 @@ versions_kept = Setting("OPENQNA_VERSIONS_KEPT", "10", "How many of a project's 
 sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip).", switch)
 
 SETTINGS: tuple[Setting[Any], ...] = (
-    data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, host, port, embedder, embeddings_base_url,
+    data, store, pg_pool_size, job_poll_seconds, job_lease_seconds, refresh_poll_seconds, host, port, embedder, embeddings_base_url,
     embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, allowed_hosts,
     trusted_proxies, fetch_allow,

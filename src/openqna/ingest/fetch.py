@@ -122,7 +122,8 @@ def checked_address(url: str, allowed: Allowed) -> IPAddress:
     return addresses[0]
 
 
-def _pinned_request(client: httpx.Client, url: str, ip: IPAddress) -> httpx.Request:
+def _pinned_request(client: httpx.Client, url: str, ip: IPAddress, headers: dict[str, str] | None = None
+                    ) -> httpx.Request:
     """A GET for ``url`` sent to ``ip``: Host and SNI keep the name, so TLS still verifies it."""
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -131,7 +132,19 @@ def _pinned_request(client: httpx.Client, url: str, ip: IPAddress) -> httpx.Requ
     target = parts._replace(netloc=netloc).geturl()
     host_header = host if parts.port is None else f"{host}:{parts.port}"
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-    return client.build_request("GET", target, headers={"Host": host_header}, extensions=extensions)
+    return client.build_request("GET", target, headers={**(headers or {}), "Host": host_header},
+                                extensions=extensions)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What a conditional fetch got: ``data`` None when the server answered 304 Not Modified; the validators
+    (``ETag``, ``Last-Modified``) the server sent, to send back next time."""
+
+    data: bytes | None
+    name: str
+    etag: str = ""
+    last_modified: str = ""
 
 
 def fetch(url: str, *, allowed: Allowed | None = None, max_bytes: int = MAX_BYTES) -> tuple[bytes, str]:
@@ -140,23 +153,39 @@ def fetch(url: str, *, allowed: Allowed | None = None, max_bytes: int = MAX_BYTE
     The name comes from the URL the author gave, not from where it redirected: its suffix
     (``.tsv``, ``.pdf``) is what tells the importer the format.
     """
+    got = fetch_if_changed(url, allowed=allowed, max_bytes=max_bytes)
+    assert got.data is not None  # no validators were sent, so no 304 can come back
+    return got.data, got.name
+
+
+def fetch_if_changed(url: str, *, etag: str = "", last_modified: str = "", allowed: Allowed | None = None,
+                     max_bytes: int = MAX_BYTES) -> Fetched:
+    """``fetch`` with ``If-None-Match: etag`` and ``If-Modified-Since: last_modified`` when given (a refresh)."""
     allowed = allowed_from_settings() if allowed is None else allowed
+    headers = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
     current = url
     with httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False, trust_env=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
             ip = checked_address(current, allowed)
             try:
-                response = client.send(_pinned_request(client, current, ip), stream=True)
+                response = client.send(_pinned_request(client, current, ip, headers), stream=True)
             except httpx.HTTPError as exc:
                 raise InvalidArgument(f"Could not fetch {current}: {type(exc).__name__}.", target="sourceUri") from None
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     current = urljoin(current, response.headers["location"])
                     continue
-                if response.status_code >= 400:
+                validators = (response.headers.get("etag", ""), response.headers.get("last-modified", ""))
+                if response.status_code == 304 and headers:
+                    return Fetched(None, _file_name(url), validators[0] or etag, validators[1] or last_modified)
+                if response.status_code >= 400 or response.status_code == 304:
                     raise InvalidArgument(f"Fetching {current} answered HTTP {response.status_code}.",
                                           target="sourceUri")
-                return _read_capped(response, current, max_bytes), _file_name(url)
+                return Fetched(_read_capped(response, current, max_bytes), _file_name(url), *validators)
             finally:
                 response.close()
     raise InvalidArgument(f"Fetching {url} was redirected more than {MAX_REDIRECTS} times.", target="sourceUri")

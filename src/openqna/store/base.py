@@ -178,6 +178,26 @@ class Source:
 
 
 @dataclass
+class SourceRefresh:
+    """How a URL source is refreshed (``kb/refresh.py``) and how its last refresh went.
+
+    ``every``: seconds between checks (0: never); ``next_due``: when the next check is due (empty when off), moved
+    forward by whichever process claims the check (``claim_source_refresh``).  ``etag`` and ``last_modified``: the
+    validators the source's server last sent, sent back as ``If-None-Match``/``If-Modified-Since``.  ``outcome``:
+    ``{"status": "unchanged"|"updated"|"failed", ...}`` with counts and ids when updated, ``error`` when failed.
+    """
+
+    source: str
+    every: int = 0
+    next_due: str = ""
+    checked: str = ""
+    changed: str = ""
+    etag: str = ""
+    last_modified: str = ""
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Job:
     """A persisted long-running operation (Azure's job state, plus what is needed to run it)."""
 
@@ -307,6 +327,14 @@ class SourceStore(Protocol):
     def list_sources(self, project: str) -> list[Source]: ...
     def put_source(self, project: str, source: Source) -> None: ...
     def delete_source(self, project: str, source: str) -> bool: ...
+    def list_source_refreshes(self, project: str) -> dict[str, SourceRefresh]:
+        """The refresh state of the project's sources that have one, by source name."""
+    def put_source_refresh(self, project: str, refresh: SourceRefresh) -> None:
+        """Write a source's refresh state (kept until the source or the project is deleted)."""
+    def due_source_refreshes(self, now: str) -> list[tuple[str, SourceRefresh]]:
+        """(project, refresh) of every source, in any project, whose check is due at ``now``."""
+    def claim_source_refresh(self, project: str, source: str, due: str, next_due: str) -> bool:
+        """Move a due check's ``next_due`` from ``due`` to ``next_due``; True only for the one caller that did."""
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None: ...
     def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
     def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...

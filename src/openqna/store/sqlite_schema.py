@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -56,6 +56,10 @@ CREATE TABLE IF NOT EXISTS sources(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
   source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
   last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS source_refresh(
+  project_id INTEGER NOT NULL, source TEXT NOT NULL, every_seconds INTEGER NOT NULL, next_due TEXT NOT NULL,
+  checked TEXT NOT NULL, changed TEXT NOT NULL, etag TEXT NOT NULL, last_modified TEXT NOT NULL, outcome TEXT NOT NULL,
+  PRIMARY KEY(project_id, source)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS feedback(
   project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
   created TEXT NOT NULL);
@@ -104,6 +108,7 @@ def migrate(db: sqlite3.Connection) -> str:
         # v6: deploys are recorded as versions (``deploy_versions``, ``deploy_events``: created above, empty); a
         # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
         # v7: test sets and their runs (``test_sets``, ``test_runs``: created above, empty)
+        # v8: URL sources that refresh (``source_refresh``: created above, empty)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

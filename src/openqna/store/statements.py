@@ -26,6 +26,7 @@ from openqna.store.base import (
     Job,
     LoggedQuery,
     Source,
+    SourceRefresh,
     StoredFile,
     StoredQnA,
     TestRun,
@@ -340,7 +341,49 @@ class SharedStatements(Dialect):
             pid = self._project_id(db, project)
             deleted: bool = db.execute(self._sql("DELETE FROM sources WHERE project_id=? AND source=?"),
                                        (pid, source)).rowcount > 0
+            db.execute(self._sql("DELETE FROM source_refresh WHERE project_id=? AND source=?"), (pid, source))
         return deleted
+
+    _REFRESH_COLS = "source, every_seconds, next_due, checked, changed, etag, last_modified, outcome"
+
+    @staticmethod
+    def _refresh_row(row: Any) -> SourceRefresh:
+        return SourceRefresh(row[0], int(row[1]), row[2], row[3], row[4], row[5], row[6], json.loads(row[7] or "{}"))
+
+    def list_source_refreshes(self, project: str) -> dict[str, SourceRefresh]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql(f"SELECT {self._REFRESH_COLS} FROM source_refresh WHERE project_id=?"
+                                        " ORDER BY source"), (pid,)).fetchall()
+        return {r[0]: self._refresh_row(r) for r in rows}
+
+    def put_source_refresh(self, project: str, refresh: SourceRefresh) -> None:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            db.execute(self._sql(
+                "INSERT INTO source_refresh VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (project_id, source) DO UPDATE"
+                " SET every_seconds=EXCLUDED.every_seconds, next_due=EXCLUDED.next_due, checked=EXCLUDED.checked,"
+                " changed=EXCLUDED.changed, etag=EXCLUDED.etag, last_modified=EXCLUDED.last_modified,"
+                " outcome=EXCLUDED.outcome"),
+                (pid, refresh.source, refresh.every, refresh.next_due, refresh.checked, refresh.changed, refresh.etag,
+                 refresh.last_modified, json.dumps(refresh.outcome, ensure_ascii=False)))
+
+    def due_source_refreshes(self, now: str) -> list[tuple[str, SourceRefresh]]:
+        cols = ", ".join(f"r.{c.strip()}" for c in self._REFRESH_COLS.split(","))
+        with self._reading() as db:
+            rows = db.execute(self._sql(
+                f"SELECT p.name, {cols} FROM source_refresh r JOIN projects p ON p.id=r.project_id"
+                " WHERE r.every_seconds > 0 AND r.next_due <> '' AND r.next_due <= ? ORDER BY r.next_due"),
+                (now,)).fetchall()
+        return [(r[0], self._refresh_row(r[1:])) for r in rows]
+
+    def claim_source_refresh(self, project: str, source: str, due: str, next_due: str) -> bool:
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            claimed: bool = db.execute(self._sql(
+                "UPDATE source_refresh SET next_due=? WHERE project_id=? AND source=? AND next_due=?"),
+                (next_due, pid, source, due)).rowcount == 1
+        return claimed
 
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
         stamp = now_iso()
