@@ -239,7 +239,7 @@ def test_listings_tell_qnas_from_passages_and_projects_from_files(tmp_path):
     assert "file-abc\tOpenAI file\t0 QnAs, 0 passages\tdeployments: none" in listed
 
     sources = run("sources", "manuals", data=data).stdout.splitlines()
-    assert sources[0] == "source\tkind\tQnAs\tpassages\tlast updated"
+    assert sources[0] == "source\tkind\tQnAs\tpassages\tlast updated\trefresh\tlast check\tlast change\toutcome"
     assert sources[1].startswith("guide.md\t") and not any(line.endswith("-") for line in sources)
     assert re.search(r"\t20\d\d-\d\d-\d\dT[\d:]+Z$", sources[1]), "an imported file's last update is its import's"
 

@@ -31,7 +31,7 @@ from openqna.auth.keys import create_key
 from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
-from openqna.store.base import TestRun, TestSet
+from openqna.store.base import Source, TestRun, TestSet
 from openqna.store.sqlite import SQLiteStore
 
 SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
@@ -130,6 +130,8 @@ class World:
         store.put_test_set("kb", TestSet("smoke", [{"question": "How long is shipping?", "expected_qna_id": 1,
                                                    "expected_answer": None, "metadata": {}}]))
         store.add_test_run("kb", TestRun(0, "smoke", "test", "2026-01-01T00:00:00Z", 0.5, {"questions": 1}, []))
+        # a URL source the fetcher refuses at once (loopback): a refresh of it is recorded as failed, with no wait
+        store.put_source("kb", Source("http://127.0.0.1:9/faq.md", "faq", "http://127.0.0.1:9/faq.md"))
 
     def headers(self, kind: str) -> dict[str, str]:
         secret = self.secrets[kind]
@@ -174,6 +176,7 @@ class World:
                                             json={"file_id": values["file_id"]})
                 assert attached.status_code == 200, attached.text
         values.setdefault("name", "smoke")
+        values["source:path"] = "faq"
         values["runId"] = "1"
         if route == "/openqna/keys/{keyId}":
             values["keyId"] = create_key(self.service.store, name="victim", role="query")[0].id

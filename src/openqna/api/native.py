@@ -34,7 +34,10 @@ error envelope (the console's other half speaks Azure):
   deployment or ``test`` and store the run (``top1``, ``right_at_threshold``, ``no_answer_rejected``, ``wrong``);
 * ``GET /openqna/projects/{project}/test-runs``, ``.../test-runs/{runId}``, ``.../test-runs/compare?old=&new=`` — the
   runs newest first, one run with each question's result, and two runs question by question
-  (``api/test_sets_api.py`` has these routes).
+  (``api/test_sets_api.py`` has these routes);
+* ``GET /openqna/projects/{project}/sources`` — the sources with each URL source's refresh state;
+  ``PUT .../sources/{source}/refresh`` (``{"every": "6h"}``) sets its interval and ``POST .../sources/{source}/:refresh``
+  checks it now, returning what changed (``api/sources_api.py`` has these routes).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from openqna.api.azure.wire import (
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import azure_error
+from openqna.api.sources_api import SourceRoutes
 from openqna.api.test_sets_api import TestSetRoutes
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
@@ -133,6 +137,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
             *self.duplicates_routes(),
             *TestSetRoutes(self.service, self.authorizer).routes(),
+            *SourceRoutes(self.service, self.authorizer).routes(),
         ]
 
     async def whoami(self, request: Request) -> Response:

@@ -104,25 +104,79 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
 @click.argument("project")
 @data_option
 def sources(project: str, data_dir: str) -> None:
-    """List PROJECT's sources with their record counts."""
+    """List PROJECT's sources with their record counts, and each URL source's refresh: interval, last check, last
+    change and the last check's outcome (`openqna source-refresh` sets and runs it)."""
     from collections import Counter
 
     from openqna.kb.authoring import Authoring
+    from openqna.kb.refresh import describe, format_every
 
     try:
         service = open_service(data_dir)
         counts = Counter((q.source.lower(), q.kind) for q in service.records(project))
         listed = Authoring(service).list_sources(project)
+        refreshes = service.store.list_source_refreshes(project)
         if not listed:
             click.echo(f"{project} has no sources")
             return
-        click.echo("source\tkind\tQnAs\tpassages\tlast updated")
+        click.echo("source\tkind\tQnAs\tpassages\tlast updated\trefresh\tlast check\tlast change\toutcome")
         for s in listed:
             qnas, passages = counts[(s.source.lower(), "qna")], counts[(s.source.lower(), "passage")]
             updated = s.last_updated or "not recorded"
-            click.echo(f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}")
+            line = f"{s.source}\t{s.source_kind}\t{qnas} QnAs\t{passages} passages\t{updated}"
+            r = refreshes.get(s.source)
+            if r is not None:
+                line += (f"\t{format_every(r.every)}\t{r.checked or 'never'}\t{r.changed or 'never'}"
+                         f"\t{describe(r.outcome)}")
+            elif s.source_uri:
+                line += "\toff\tnever\tnever\tnever checked"
+            click.echo(line)
     except OpenQnAError as exc:
         fail(exc.message)
+
+
+@main.command("source-refresh")
+@click.argument("project")
+@click.argument("source")
+@click.option("--every", default=None, metavar="INTERVAL",
+              help="Check SOURCE every INTERVAL: 30m, 6h, 1d, 7d (m, h, d, w; at least 10m), or 0/none to stop.")
+@click.option("--now", "now", is_flag=True, help="Check SOURCE now and print what changed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the source's refresh state as JSON.")
+@data_option
+def source_refresh(project: str, source: str, every: str | None, now: bool, as_json: bool, data_dir: str) -> None:
+    """Refresh PROJECT's URL source SOURCE (its URL or display name) on a schedule, or now.
+
+    `openqna serve` checks a source every INTERVAL, sending the ETag and Last-Modified it last saw; when the
+    document changed it is re-imported into the live (test) state, as `PATCH .../sources` with `refresh: true`
+    does.  Deployments change only when you deploy.  Exits 1 when a check (--now) failed."""
+    from openqna.kb.refresh import Refresher, describe, format_every, refresh_json
+
+    if every is None and not now:
+        fail("give --every INTERVAL (30m, 6h, 1d, 7d; 0 or none to stop) and/or --now")
+    try:
+        refresher = Refresher(open_service(data_dir))
+        name = refresher.source(project, source).source
+        state = refresher.set_every(project, name, every) if every is not None else None
+        if state is not None and not as_json:
+            when = f", next check at {state.next_due}" if state.every else ""
+            click.echo(f"{name}: every {format_every(state.every)}{when}" if state.every else
+                       f"{name}: refresh off")
+        if now:
+            state = refresher.refresh(project, name)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if state is None:
+        return
+    if as_json:
+        click.echo(json.dumps({"source": name, **(refresh_json(state) or {})}, indent=2, ensure_ascii=False))
+    elif now:
+        click.echo(f"{name}: {describe(state.outcome)}")
+        for key, sign in (("addedIds", "+"), ("updatedIds", "~"), ("deletedIds", "-")):
+            ids = state.outcome.get(key) or []
+            if ids:
+                click.echo(f"  {sign} " + ", ".join(f"#{i}" for i in ids))
+    if now and state.outcome.get("status") == "failed":
+        raise SystemExit(1)
 
 
 @main.command()
