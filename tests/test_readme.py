@@ -67,6 +67,8 @@ NOT_RUN = {
     "how do I reset my password?\t12": "the format of a calibration file (too short to calibrate on, as "
                                       "docs/confidence.md says); tests/test_calibrate.py runs calibrate",
     "4  surfaces     api/": "a drawing of the layers, not a command; tests/test_layers.py checks what it shows",
+    "openqna source-refresh support": "names a URL source on a web server the walkthrough does not run; "
+                                      "tests/test_refresh.py runs these commands against a loopback file server",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
 }
