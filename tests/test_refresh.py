@@ -78,6 +78,8 @@ def test_the_scheduler_refreshes_a_changed_source_into_the_live_state_only(servi
     # the Charging QnA is updated in place; its passage (keyed by its text) is replaced; the rest is untouched
     assert third["status"] == "updated" and (third["added"], third["updated"], third["deleted"]) == (1, 1, 1)
     assert sorted(third["updatedIds"] + third["deletedIds"]) == sorted(charging)
+    assert third["qnas"] == {"added": 0, "updated": 1, "deleted": 0}
+    assert third["passages"] == {"added": 1, "updated": 0, "deleted": 1}
     assert "three hours" in answers(service) and "two hours" not in answers(service)
     assert "two hours" in answers(service, "production")  # nothing reaches a deployment before a deploy
     stored = service.store.list_source_refreshes("docs")[guide]
@@ -137,6 +139,16 @@ def test_refresh_runs_as_a_job_through_the_server(service, files, guide, live):
     assert "four hours" in answers(service) and "two hours" in answers(service, "production")
 
 
+def test_a_new_url_forgets_the_old_validators(service, files, guide):
+    refresher = Refresher(service)
+    refresher.refresh("docs", guide)
+    assert service.store.list_source_refreshes("docs")[guide].etag
+    (files.root / "other.md").write_text(GUIDE, encoding="utf-8")
+    Authoring(service).update_sources("docs", [SourceOp("replace", Source(guide, "Guide", f"{files.url}/other.md"))])
+    stored = service.store.list_source_refreshes("docs")[guide]
+    assert (stored.etag, stored.last_modified) == ("", "")
+
+
 def test_unknown_and_non_url_sources(service, guide):
     refresher = Refresher(service)
     with pytest.raises(NotFound, match="no URL source 'nope'"):
@@ -191,7 +203,7 @@ def test_the_cli(tmp_path, files, embedder):
 
     (files.root / "guide.md").write_text(GUIDE.replace("two hours", "six hours"), encoding="utf-8")
     now = run("source-refresh", "docs", "Guide", "--now", data=data).stdout
-    assert "updated: 1 added, 1 updated, 1 deleted" in now and "  ~ #" in now  # the QnA; its passage replaced
+    assert "updated: 1 added, 1 updated, 1 deleted (QnAs 0/1/0, passages 1/0/1 added/updated/deleted)" in now and "  ~ #" in now  # the QnA; its passage replaced
     as_json = json.loads(run("source-refresh", "docs", "Guide", "--now", "--json", data=data).stdout)
     assert as_json["outcome"] == {"status": "unchanged", "notModified": True} and as_json["every"] == "6h"
     assert "\tunchanged (304 Not Modified)" in run("sources", "docs", data=data).stdout

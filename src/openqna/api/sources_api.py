@@ -3,7 +3,8 @@
 * ``GET /openqna/projects/{project}/sources`` — the project's sources (``source``, ``displayName``, ``sourceUri``,
   ``sourceKind``, ``lastUpdatedDateTime``) with each one's ``refresh``: ``every``, ``everySeconds``,
   ``nextDueDateTime``, ``lastCheckedDateTime``, ``lastChangedDateTime``, ``etag``, ``lastModified`` and the last
-  check's ``outcome`` (``status`` unchanged/updated/failed; counts and ids; ``error``), or null when never set;
+  check's ``outcome`` (``status`` unchanged/updated/failed; counts and ids, and ``qnas``/``passages`` counts
+  apart; ``error``), or null when never set;
 * ``PUT /openqna/projects/{project}/sources/{source}/refresh`` — ``{"every": "6h"}`` (``30m``, ``1d``, ``7d``; at
   least 10 minutes; ``0``/``none`` stops): the source's new refresh state;
 * ``POST /openqna/projects/{project}/sources/{source}/:refresh`` — check the source now (re-importing it into the

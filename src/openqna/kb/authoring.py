@@ -247,6 +247,11 @@ class Authoring:
             else:
                 src.content_hash = old.content_hash
             self.store.put_source(project, src)
+            if old is not None and old.source_uri != src.source_uri:  # the validators were the old URL's
+                refresh = self.store.list_source_refreshes(project).get(src.source)
+                if refresh is not None and (refresh.etag or refresh.last_modified):
+                    refresh.etag = refresh.last_modified = ""
+                    self.store.put_source_refresh(project, refresh)
 
     def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
         """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""

@@ -8,7 +8,7 @@ and ``If-Modified-Since``:
 - a 304, or a body whose hash is the one last imported, is recorded ``unchanged`` and imports nothing;
 - a changed body is re-imported into the live state (``test``) exactly as ``PATCH .../sources`` with
   ``refresh: true`` does (``Authoring._ingest``: unchanged sections keep their vectors), and the QnAs and passages
-  added, updated and deleted are recorded (counts and ids).  No deployment changes until the next deploy;
+  added, updated and deleted are recorded (counts and ids, and counts of QnAs and passages apart).  No deployment changes until the next deploy;
 - a failure (the fetch was refused, timed out, answered 4xx/5xx; the file no longer parses) is recorded ``failed``
   with its message, changes nothing, and the source is tried again at its next interval.
 
@@ -84,8 +84,11 @@ def describe(outcome: dict[str, Any]) -> str:
     """One line for an outcome: ``updated: 1 added, 2 updated, 0 deleted``, ``unchanged (304)``, ``failed: ...``."""
     status = outcome.get("status", "")
     if status == "updated":
-        return (f"updated: {outcome.get('added', 0)} added, {outcome.get('updated', 0)} updated, "
+        line = (f"updated: {outcome.get('added', 0)} added, {outcome.get('updated', 0)} updated, "
                 f"{outcome.get('deleted', 0)} deleted")
+        parts = [f"{label} {c['added']}/{c['updated']}/{c['deleted']}" for key, label in
+                 (("qnas", "QnAs"), ("passages", "passages")) if isinstance(c := outcome.get(key), dict)]
+        return f"{line} ({', '.join(parts)} added/updated/deleted)" if parts else line
     if status == "unchanged":
         return "unchanged (304 Not Modified)" if outcome.get("notModified") else "unchanged"
     if status == "failed":
@@ -177,13 +180,17 @@ class Refresher:
         added = sorted(set(after) - set(before))
         deleted = sorted(set(before) - set(after))
         updated = sorted(i for i in set(after) & set(before) if after[i] != before[i])
+        kind = {**{i: k for i, (k, _) in before.items()}, **{i: k for i, (k, _) in after.items()}}
+        apart = {f"{k}s": {"added": sum(kind[i] == k for i in added), "updated": sum(kind[i] == k for i in updated),
+                           "deleted": sum(kind[i] == k for i in deleted)} for k in ("qna", "passage")}
         return {"status": "updated", "added": len(added), "updated": len(updated), "deleted": len(deleted),
-                "addedIds": added, "updatedIds": updated, "deletedIds": deleted}
+                "addedIds": added, "updatedIds": updated, "deletedIds": deleted, **apart}
 
-    def _fingerprints(self, project: str, source: str) -> dict[int, str]:
-        """Record id -> content hash of the live records of ``source``."""
-        ids = {q.id for q in self.store.list_qnas(project) if q.source.lower() == source.lower() and q.id is not None}
-        return {i: h for i, h in self.store.content_hashes(project).items() if i in ids}
+    def _fingerprints(self, project: str, source: str) -> dict[int, tuple[str, str]]:
+        """Record id -> (kind, content hash) of the live records of ``source``."""
+        kinds = {q.id: q.kind for q in self.store.list_qnas(project)
+                 if q.source.lower() == source.lower() and q.id is not None}
+        return {i: (kinds[i], h) for i, h in self.store.content_hashes(project).items() if i in kinds}
 
     def handle(self, job: Job) -> None:
         """The ``refresh`` job: check the source the scheduler claimed (its outcome is recorded on the source)."""
