@@ -105,8 +105,18 @@ def test_the_console_journey(server, browser):
     url, secret = server
     SHOTS.mkdir(exist_ok=True)
     tab = Console(browser, url)
-    page = tab.sign_in(secret)
+    page = tab.page
+    # a wrong key first: refused, then the right one, and the refusal does not stay above the projects
+    page.goto(url + "/")
+    expect(page.locator(".signin .hint code")).to_have_text("openqna keys create")  # code, not `backticks`
+    page.get_by_label("API key").fill("oq_not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+    wait_status(page, "That key was refused by the server.")
+    page.get_by_label("API key").fill(secret)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     expect(page.locator(".who")).to_contain_text("admin")
+    expect(page.locator("#status")).to_be_empty()
 
     # create a project, then import the Surface Pro 4 manual into it, watching the job
     page.get_by_label("Name").fill("surface")
