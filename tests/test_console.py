@@ -118,24 +118,38 @@ def test_the_console_journey(server, browser):
     expect(page.locator(".who")).to_contain_text("admin")
     expect(page.locator("#status")).to_be_empty()
 
-    # create a project, then import the Surface Pro 4 manual into it, watching the job
+    # create a project; it opens on its empty QnAs page, where the Surface Pro 4 manual is added as a source
     page.get_by_label("Name").fill("surface")
     page.get_by_role("button", name="Create project").click()
     expect(page.get_by_role("heading", name="surface: QnAs")).to_be_visible()
-    page.get_by_role("link", name="← Projects").click()
-    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
-    page.get_by_label("Project", exact=True).fill("surface")
-    page.get_by_label("File").set_input_files(str(MANUAL))
-    page.get_by_role("button", name="Import").click()
+    expect(page.locator("main")).to_contain_text("This project is empty")
+    adder = page.get_by_role("form", name="Add a source")
+    expect(adder.get_by_label("or URL source")).to_be_visible()
+    adder.get_by_label("File").set_input_files(str(MANUAL))
+    adder.get_by_role("button", name="Add source").click()
     expect(page.locator(".progress")).to_contain_text("Importing product-manual.pdf")
     wait_status(page, "Imported product-manual.pdf into surface.")
+    result = page.locator(".import-result")  # where the user looks, with the counts
+    expect(result).to_contain_text("Imported product-manual.pdf into surface: +81 QnAs and +91 passages.")
+    expect(result).to_contain_text("now has 81 QnAs and 91 passages")
+    expect(result).to_be_in_viewport()
+    page.get_by_role("link", name="← Projects").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     row = page.get_by_role("row", name="surface")
     expect(row).to_contain_text("81")  # QnAs, passages counted apart
     expect(row).to_contain_text("91")
+    expect(page.get_by_role("form", name="Import").get_by_label("Project", exact=True)).to_be_visible()
+    # export from the Projects page: the file downloads at once, and Excel says it is a .zip
+    expect(row.get_by_label("Export format for surface").locator("option")).to_contain_text(
+        ["JSON", "TSV (.zip)", "Excel (.zip of .xlsx)"])
+    with page.expect_download() as download:
+        row.get_by_role("button", name="Export surface").click()
+    assert download.value.suggested_filename == "KnowledgeBase.json"
+    expect(row.get_by_role("link", name="Download the JSON file again")).to_be_visible()
     page.screenshot(path=str(SHOTS / "console-projects.png"))
 
-    # edit a QnA: an alternate question, a new answer, a follow-up prompt
-    page.get_by_role("link", name="surface").click()
+    # edit a QnA: an alternate question, a new answer, a follow-up prompt picked by its question
+    page.get_by_role("link", name="surface", exact=True).click()
     page.get_by_label("Search").fill("charge your surface")
     page.get_by_role("button", name="Charge your Surface Pro 4").click()
     questions = page.get_by_label("Questions (one per line; the first is the primary one)")

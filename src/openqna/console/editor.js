@@ -4,7 +4,7 @@ import { all, get, operation, project } from "./api.js";
 import { can, guard, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
-import { refused, runJob, tabs } from "./projects.js";
+import { importForm, refused, runJob, tabs } from "./projects.js";
 import { pending } from "./analytics.js";
 
 const PAGE = 25;
@@ -137,10 +137,16 @@ export async function showEditor(name) {
     [...sources].map(([src, items]) => h("section", {}, h("h3", {}, `${src} (${items.length})`),
       h("ul", { class: "passages" }, items.slice(0, 200).map((p) => h("li", {}, h("strong", {}, p.title), " — ", p.text.slice(0, 240)))))));
   guard(() => state.dirty);
+  // adding a source inside the project: on top while the project is empty or just after an import
+  const empty = !state.items.length && !passages.value.length;
+  const adder = editable ? importForm(progress, name) : null;
+  const first = adder && (empty || adder.querySelector(".import-result:not([hidden])"));
   render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
+    empty ? h("p", { class: "card" }, "This project is empty: add a source (a file or a URL) below, or write a QnA with New QnA.") : null,
+    first ? adder : null,
     h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
-    h("div", { class: "split" }, listBox, editBox), targets, passageList));
+    h("div", { class: "split" }, listBox, editBox), targets, passageList, first ? null : adder));
   draw();
   if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
     const question = pending.question;
