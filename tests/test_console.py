@@ -157,8 +157,11 @@ def test_the_console_journey(server, browser):
     page.get_by_label("Answer (Markdown)").fill(f"**Charging**\n\n1. Connect the power cord.\n2. {EDITED}.")
     expect(page.locator(".preview strong")).to_have_text("Charging")
     page.get_by_role("button", name="Add follow-up prompt").click()
-    page.get_by_label("Prompt display text").fill("Battery life")
-    page.get_by_label("Prompt target QnA (id or question)").fill("7")
+    page.get_by_label("Display text").fill("Battery life")
+    seven = page.locator("#qna-targets option[value^='#7 ']").get_attribute("value")
+    page.get_by_label("Leads to QnA").fill(seven.split(" ", 1)[1])  # QnA 7's question, as a user picks it
+    expect(page.locator(".prompt")).to_contain_text("→ QnA 7:")
+    expect(page.get_by_label("Order", exact=True)).to_have_value("0")
     page.screenshot(path=str(SHOTS / "console-editor.png"))
     page.get_by_role("button", name="Save").click()
     wait_status(page, "saved.")
@@ -237,7 +240,11 @@ def test_the_console_journey(server, browser):
     expect(unanswered).to_contain_text("2")
     expect(page.locator("main")).to_contain_text("3 questions from 3 users")
     page.screenshot(path=str(SHOTS / "console-analytics.png"), full_page=True)
-    unanswered.get_by_label(f'QnA to add "{missing}" to').fill("3")
+    qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/surface/qnas",
+                     params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
+    third = next(q["questions"][0] for q in qnas if q["id"] == 3)
+    unanswered.get_by_label(f'QnA to add "{missing}" to').fill(third)  # picked by its question
+    expect(unanswered).to_contain_text("→ QnA 3:")
     unanswered.get_by_role("button", name="Add to QnA").click()
     wait_status(page, f'"{missing}" is now an alternate question of QnA 3')
     page.get_by_role("link", name="Deploy").click()
