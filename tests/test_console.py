@@ -179,7 +179,14 @@ def test_the_console_journey(server, browser):
     answer.get_by_role("button", name="Inspect").click()
     inspect = page.get_by_role("region", name="Inspect")
     expect(inspect).to_contain_text("Answered by QnA 4")
-    expect(inspect.locator("td code").first).to_contain_text("qsim=")
+    why = inspect.locator(".why").first  # the confidence in words first, the raw features behind a toggle
+    expect(why).to_contain_text("Matched its question “How do I charge my Surface?” word for word")
+    expect(why).to_contain_text("of yours")
+    raw = inspect.locator("td details code").first
+    expect(raw).to_be_hidden()
+    inspect.locator("td details summary").first.click()
+    expect(raw).to_contain_text("qsim=")
+    expect(inspect).not_to_contain_text("**")  # the span is rendered Markdown
     page.screenshot(path=str(SHOTS / "console-test-chat.png"))
 
     # a question with no good answer: Inspect says why, and it becomes an alternate question of QnA 4
@@ -191,7 +198,8 @@ def test_the_console_journey(server, browser):
     expect(page.locator(".chat .bot").first).to_contain_text("Default answer")
     page.locator(".chat .bot").first.get_by_role("button", name="Inspect").click()
     expect(inspect).to_contain_text("Default answer given")
-    inspect.get_by_label("Add this question to QnA").fill("4")
+    inspect.get_by_label("Add this question to QnA").fill("charge your surface pro 4")  # picked by its question
+    expect(inspect).to_contain_text("→ QnA 4: Charge your Surface Pro 4")
     inspect.get_by_role("button", name="Add as alternate question").click()
     wait_status(page, "is now an alternate question of QnA 4")
 
