@@ -13,6 +13,7 @@ README and docs/authoring.md are taken here, so they show the console as it is.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -277,6 +278,10 @@ def test_the_console_journey(server, browser):
     query_secret = new_key(page, "reader", "query")
     scoped_secret = new_key(page, "surface-author", "author", "surface")
     expect(page.get_by_role("row", name="reader")).to_contain_text("query")
+    card = page.get_by_role("region", name="New key secret")  # on top of the page, with a Copy button
+    assert card.bounding_box()["y"] < page.locator("table").bounding_box()["y"]
+    card.get_by_role("button", name="Copy").click()
+    expect(page.locator("#status")).to_contain_text(re.compile("Copied the secret|the secret is selected"))
     page.screenshot(path=str(SHOTS / "console-keys.png"))
     tab.done()
 
