@@ -13,6 +13,7 @@ README and docs/authoring.md are taken here, so they show the console as it is.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -105,27 +106,51 @@ def test_the_console_journey(server, browser):
     url, secret = server
     SHOTS.mkdir(exist_ok=True)
     tab = Console(browser, url)
-    page = tab.sign_in(secret)
+    page = tab.page
+    # a wrong key first: refused, then the right one, and the refusal does not stay above the projects
+    page.goto(url + "/")
+    expect(page.locator(".signin .hint code")).to_have_text("openqna keys create")  # code, not `backticks`
+    page.get_by_label("API key").fill("oq_not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+    wait_status(page, "That key was refused by the server.")
+    page.get_by_label("API key").fill(secret)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     expect(page.locator(".who")).to_contain_text("admin")
+    expect(page.locator("#status")).to_be_empty()
 
-    # create a project, then import the Surface Pro 4 manual into it, watching the job
+    # create a project; it opens on its empty QnAs page, where the Surface Pro 4 manual is added as a source
     page.get_by_label("Name").fill("surface")
     page.get_by_role("button", name="Create project").click()
     expect(page.get_by_role("heading", name="surface: QnAs")).to_be_visible()
-    page.get_by_role("link", name="← Projects").click()
-    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
-    page.get_by_label("Project", exact=True).fill("surface")
-    page.get_by_label("File").set_input_files(str(MANUAL))
-    page.get_by_role("button", name="Import").click()
+    expect(page.locator("main")).to_contain_text("This project is empty")
+    adder = page.get_by_role("form", name="Add a source")
+    expect(adder.get_by_label("or URL source")).to_be_visible()
+    adder.get_by_label("File").set_input_files(str(MANUAL))
+    adder.get_by_role("button", name="Add source").click()
     expect(page.locator(".progress")).to_contain_text("Importing product-manual.pdf")
     wait_status(page, "Imported product-manual.pdf into surface.")
+    result = page.locator(".import-result")  # where the user looks, with the counts
+    expect(result).to_contain_text("Imported product-manual.pdf into surface: +81 QnAs and +91 passages.")
+    expect(result).to_contain_text("now has 81 QnAs and 91 passages")
+    expect(result).to_be_in_viewport()
+    page.get_by_role("link", name="← Projects").click()
+    expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     row = page.get_by_role("row", name="surface")
     expect(row).to_contain_text("81")  # QnAs, passages counted apart
     expect(row).to_contain_text("91")
+    expect(page.get_by_role("form", name="Import").get_by_label("Project", exact=True)).to_be_visible()
+    # export from the Projects page: the file downloads at once, and Excel says it is a .zip
+    expect(row.get_by_label("Export format for surface").locator("option")).to_contain_text(
+        ["JSON", "TSV (.zip)", "Excel (.zip of .xlsx)"])
+    with page.expect_download() as download:
+        row.get_by_role("button", name="Export surface").click()
+    assert download.value.suggested_filename == "KnowledgeBase.json"
+    expect(row.get_by_role("link", name="Download the JSON file again")).to_be_visible()
     page.screenshot(path=str(SHOTS / "console-projects.png"))
 
-    # edit a QnA: an alternate question, a new answer, a follow-up prompt
-    page.get_by_role("link", name="surface").click()
+    # edit a QnA: an alternate question, a new answer, a follow-up prompt picked by its question
+    page.get_by_role("link", name="surface", exact=True).click()
     page.get_by_label("Search").fill("charge your surface")
     page.get_by_role("button", name="Charge your Surface Pro 4").click()
     questions = page.get_by_label("Questions (one per line; the first is the primary one)")
@@ -133,8 +158,11 @@ def test_the_console_journey(server, browser):
     page.get_by_label("Answer (Markdown)").fill(f"**Charging**\n\n1. Connect the power cord.\n2. {EDITED}.")
     expect(page.locator(".preview strong")).to_have_text("Charging")
     page.get_by_role("button", name="Add follow-up prompt").click()
-    page.get_by_label("Prompt display text").fill("Battery life")
-    page.get_by_label("Prompt target QnA (id or question)").fill("7")
+    page.get_by_label("Display text").fill("Battery life")
+    seven = page.locator("#qna-targets option[value^='#7 ']").get_attribute("value")
+    page.get_by_label("Leads to QnA").fill(seven.split(" ", 1)[1])  # QnA 7's question, as a user picks it
+    expect(page.locator(".prompt")).to_contain_text("→ QnA 7:")
+    expect(page.get_by_label("Order", exact=True)).to_have_value("0")
     page.screenshot(path=str(SHOTS / "console-editor.png"))
     page.get_by_role("button", name="Save").click()
     wait_status(page, "saved.")
@@ -152,7 +180,14 @@ def test_the_console_journey(server, browser):
     answer.get_by_role("button", name="Inspect").click()
     inspect = page.get_by_role("region", name="Inspect")
     expect(inspect).to_contain_text("Answered by QnA 4")
-    expect(inspect.locator("td code").first).to_contain_text("qsim=")
+    why = inspect.locator(".why").first  # the confidence in words first, the raw features behind a toggle
+    expect(why).to_contain_text("Matched its question “How do I charge my Surface?” word for word")
+    expect(why).to_contain_text("of yours")
+    raw = inspect.locator("td details code").first
+    expect(raw).to_be_hidden()
+    inspect.locator("td details summary").first.click()
+    expect(raw).to_contain_text("qsim=")
+    expect(inspect).not_to_contain_text("**")  # the span is rendered Markdown
     page.screenshot(path=str(SHOTS / "console-test-chat.png"))
 
     # a question with no good answer: Inspect says why, and it becomes an alternate question of QnA 4
@@ -164,7 +199,8 @@ def test_the_console_journey(server, browser):
     expect(page.locator(".chat .bot").first).to_contain_text("Default answer")
     page.locator(".chat .bot").first.get_by_role("button", name="Inspect").click()
     expect(inspect).to_contain_text("Default answer given")
-    inspect.get_by_label("Add this question to QnA").fill("4")
+    inspect.get_by_label("Add this question to QnA").fill("charge your surface pro 4")  # picked by its question
+    expect(inspect).to_contain_text("→ QnA 4: Charge your Surface Pro 4")
     inspect.get_by_role("button", name="Add as alternate question").click()
     wait_status(page, "is now an alternate question of QnA 4")
 
@@ -213,7 +249,11 @@ def test_the_console_journey(server, browser):
     expect(unanswered).to_contain_text("2")
     expect(page.locator("main")).to_contain_text("3 questions from 3 users")
     page.screenshot(path=str(SHOTS / "console-analytics.png"), full_page=True)
-    unanswered.get_by_label(f'QnA to add "{missing}" to').fill("3")
+    qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/surface/qnas",
+                     params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
+    third = next(q["questions"][0] for q in qnas if q["id"] == 3)
+    unanswered.get_by_label(f'QnA to add "{missing}" to').fill(third)  # picked by its question
+    expect(unanswered).to_contain_text("→ QnA 3:")
     unanswered.get_by_role("button", name="Add to QnA").click()
     wait_status(page, f'"{missing}" is now an alternate question of QnA 3')
     page.get_by_role("link", name="Deploy").click()
@@ -238,6 +278,10 @@ def test_the_console_journey(server, browser):
     query_secret = new_key(page, "reader", "query")
     scoped_secret = new_key(page, "surface-author", "author", "surface")
     expect(page.get_by_role("row", name="reader")).to_contain_text("query")
+    card = page.get_by_role("region", name="New key secret")  # on top of the page, with a Copy button
+    assert card.bounding_box()["y"] < page.locator("table").bounding_box()["y"]
+    card.get_by_role("button", name="Copy").click()
+    expect(page.locator("#status")).to_contain_text(re.compile("Copied the secret|the secret is selected"))
     page.screenshot(path=str(SHOTS / "console-keys.png"))
     tab.done()
 

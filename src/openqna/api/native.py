@@ -314,6 +314,7 @@ class NativeRoutes:
         for a in ranked:
             item = answer_json(a)
             item["parts"] = a.parts
+            item["kind"] = a.qna.kind if a.qna is not None else None  # "qna" or "passage": the console says which
             item["belowThreshold"] = a.qna is not None and a.confidence < threshold
             out.append(item)
         return JSONResponse({"answers": [answer_json(a) for a in given], "candidates": out, "threshold": threshold,

@@ -4,6 +4,7 @@ import { all, call, get, operation, project } from "./api.js";
 import { can, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
+import { describe, qnaInput, qnaList } from "./picker.js";
 
 export const pending = { question: null }; // a logged question the editor opens as a new QnA
 
@@ -37,6 +38,8 @@ export async function showAnalytics(name, days = 7) {
   if (!can("author", name)) return render(refused(name, "analytics", "analytics"));
   const settings = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics/settings`);
   const report = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics?days=${days}&lowConfidence=0.5`);
+  const passageIds = new Set((await get(`/openqna/projects/${encodeURIComponent(name)}/passages`)).value.map((p) => p.id));
+  const qnas = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
   const progress = h("p", { class: "progress", role: "status", hidden: true });
 
   async function addTo(question, id) {
@@ -50,10 +53,17 @@ export async function showAnalytics(name, days = 7) {
   }
 
   function actions(question, suggested) {
-    const target = h("input", { type: "number", min: "1", class: "qna-id", value: suggested > 0 ? String(suggested) : "",
+    const start = qnas.find((q) => q.id === suggested);
+    const picker = qnaInput("analytics-qnas", () => qnas, { class: "qna-pick", value: start ? describe(start) : "",
       "aria-label": `QnA to add "${question}" to` });
-    return h("form", { class: "row inline", onsubmit: (event) => { event.preventDefault(); addTo(question, parseInt(target.value, 10)).catch(fail); } },
-      target, h("button", { type: "submit", class: "secondary" }, "Add to QnA"),
+    picker.update();
+    return h("form", { class: "row inline", onsubmit: (event) => {
+      event.preventDefault();
+      const q = picker.read();
+      if (q instanceof Error) return say(q.message, "error");
+      addTo(question, q.id).catch(fail);
+    } },
+      h("div", { class: "pick" }, picker.input, picker.shown), h("button", { type: "submit", class: "secondary" }, "Add to QnA"),
       h("button", { type: "button", class: "secondary", onclick: () => { pending.question = question; location.hash = `#/p/${encodeURIComponent(name)}/edit`; } }, "New QnA"));
   }
 
@@ -85,5 +95,5 @@ export async function showAnalytics(name, days = 7) {
       h("section", { class: "card", "aria-label": "Most asked" }, h("h2", {}, "Most asked"),
         table(["Question", "Count", "Answered by"], report.mostAsked.map((x) => [x.question, String(x.count), x.qnaId === -1 ? "default answer" : `QnA ${x.qnaId}`])))];
   render(h("section", {}, tabs(name, "analytics"), h("h1", {}, `${name}: analytics`), progress,
-    h("div", { class: "row tools" }, field("Period", period)), body, settingsForm));
+    h("div", { class: "row tools" }, field("Period", period)), body, settingsForm, qnaList("analytics-qnas", qnas)));
 }

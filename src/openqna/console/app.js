@@ -54,10 +54,10 @@ function signIn(message) {
   const form = h("form", { class: "card signin", onsubmit: async (event) => {
     event.preventDefault();
     saveKey(key.value.trim());
-    if (await whoami()) { start(); } else { saveKey(""); say("That key was refused by the server.", "error"); key.focus(); }
+    if (await whoami()) { say(""); start(); } else { saveKey(""); say("That key was refused by the server.", "error"); key.focus(); }
   } }, h("h1", {}, "Sign in to openqna"),
   h("p", {}, message || "This server needs an API key. It is kept in this tab only (session storage)."),
-  field("API key", key, "A key from `openqna keys create` or from an admin."),
+  field("API key", key, ["A key from ", h("code", {}, "openqna keys create"), " or from an admin."]),
   h("button", { type: "submit" }, "Sign in"));
   document.getElementById("nav").replaceChildren();
   render(form);

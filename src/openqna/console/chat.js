@@ -4,7 +4,8 @@
 import { all, call, get, operation, project } from "./api.js";
 import { can, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
-import { highlighted, renderMarkdown } from "./markdown.js";
+import { renderMarkdown } from "./markdown.js";
+import { describe, qnaInput, qnaList } from "./picker.js";
 import { runJob, tabs } from "./projects.js";
 
 function filters(text) {
@@ -13,6 +14,38 @@ function filters(text) {
     return { key: key.trim(), value: rest.join(":").trim() };
   });
   return pairs.length ? { metadataFilter: { metadata: pairs, logicalOperation: "AND" } } : undefined;
+}
+
+const pct = (x) => `${Math.round(x * 100)}%`;
+
+// A candidate's confidence in words, from the :inspect parts (the raw numbers stay behind a toggle).
+export function inWords(c, asked) {
+  const p = c.parts || {};
+  const passage = c.kind === "passage";
+  const out = [];
+  const q = c.questions || [];
+  const same = p.exact_match ? q.find((x) => x.trim().toLowerCase() === String(asked).trim().toLowerCase()) : null;
+  if (p.exact_match) out.push(same ? `matched its question “${same}” word for word` : "one of its questions is yours, word for word");
+  if (p.qsim !== undefined && !same) {
+    out.push(passage ? `its text is close in meaning to your question (${p.qsim.toFixed(2)})`
+      : q.length === 1 ? `matched the question “${q[0]}” (${p.qsim.toFixed(2)})`
+        : `matched the closest of its ${q.length} questions, such as “${q[0] || ""}” (${p.qsim.toFixed(2)})`);
+  }
+  if (!passage && p.asim !== undefined) out.push(`its answer's meaning is ${p.asim.toFixed(2)} similar to your question`);
+  if (!passage && p.qcov !== undefined) out.push(`its question holds ${pct(p.qcov)} of your words`);
+  if (p.acov !== undefined) out.push(`the ${passage ? "passage" : "answer"}'s words cover ${pct(p.acov)} of yours`);
+  if (p.bm25 !== undefined) out.push(p.bm25 > 0 ? `keyword score ${p.bm25.toFixed(2)}` : "no keyword in common");
+  if (p.context) out.push(`the conversation so far ${p.context > 0 ? "raised" : "lowered"} it`);
+  if (p.kb_adaptation) out.push(`this project's tuning ${p.kb_adaptation > 0 ? "raised" : "lowered"} it`);
+  const text = out.join("; ");
+  return text ? text.charAt(0).toUpperCase() + text.slice(1) + "." : "No explanation was recorded.";
+}
+
+// The span as Markdown would show it: markers a cut left unpaired are dropped rather than shown raw.
+function spanText(text) {
+  let out = String(text || "");
+  for (const marker of ["**", "`"]) if (out.split(marker).length % 2 === 0) out = out.split(marker).join("");
+  return out;
 }
 
 export async function showChat(name) {
@@ -54,6 +87,14 @@ export async function showChat(name) {
     } catch (error) { fail(error); }
   }
 
+  let qnaCache = null; // the project's QnAs, for picking one by its question (authors only)
+  async function liveQnas() {
+    if (qnaCache) return qnaCache;
+    const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
+    const passageIds = new Set(passages.value.map((p) => p.id));
+    return (qnaCache = qnas.filter((q) => !passageIds.has(q.id)));
+  }
+
   async function addAlternate(text, id) {
     const qnas = await all(`${project(name)}/qnas`);
     const q = qnas.find((x) => x.id === id);
@@ -62,6 +103,7 @@ export async function showChat(name) {
     const value = { id, questions: [...q.questions, text], answer: q.answer, metadata: q.metadata, source: q.source,
       dialog: q.dialog, ifLastUpdated: q.lastUpdatedDateTime };
     if (await runJob("Adding the question", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [{ op: "replace", value }], { onStatus }))) {
+      qnaCache = null;
       say(`"${text}" is now an alternate question of QnA ${id}.`);
     }
   }
@@ -69,17 +111,30 @@ export async function showChat(name) {
   async function showInspect(text, request) {
     try {
       const { data } = await call("POST", `/openqna/projects/${encodeURIComponent(name)}/:inspect?deploymentName=${encodeURIComponent(deployment.value)}`, request);
-      const rows = data.candidates.filter((c) => c.id !== -1).map((c) => [String(c.id), c.questions[0] || "",
-        c.confidenceScore.toFixed(3) + (c.belowThreshold ? " (below threshold)" : ""),
-        h("code", {}, Object.entries(c.parts || {}).map(([k, v]) => `${k}=${v}`).join(" "))]);
+      const author = can("author", name);
+      const qnas = author ? await liveQnas() : [];
+      const candidates = data.candidates.filter((c) => c.id !== -1);
+      const kindOf = new Map(candidates.map((c) => [c.id, c.kind === "passage" ? "Passage" : "QnA"]));
+      const rows = candidates.map((c) => [`${kindOf.get(c.id)} ${c.id}`, c.questions[0] || "",
+        c.confidenceScore.toFixed(2) + (c.belowThreshold ? " (below threshold)" : ""),
+        h("div", {}, h("p", { class: "why" }, inWords(c, text)),
+          h("details", {}, h("summary", {}, "Raw features"),
+            h("code", {}, Object.entries(c.parts || {}).map(([k, v]) => `${k}=${v}`).join(" "))))]);
       const given = data.answers[0];
-      const target = h("input", { type: "number", min: "1", value: data.candidates[0] && data.candidates[0].id > 0 ? String(data.candidates[0].id) : "" });
+      const top = candidates.find((c) => c.kind !== "passage");
+      const picker = qnaInput("inspect-qnas", () => qnas, { value: top ? describe(top) : "" });
+      picker.update();
+      const span = given && given.answerSpan ? spanText(given.answerSpan.text || given.answer.slice(given.answerSpan.offset, given.answerSpan.offset + given.answerSpan.length)) : "";
       inspect.replaceChildren(h("section", { class: "card", "aria-label": "Inspect" }, h("h2", {}, `Inspect: “${text}”`),
-        h("p", {}, data.defaultAnswerUsed ? `Default answer given. ${data.defaultAnswerReason}` : `Answered by QnA ${given.id} with confidence ${given.confidenceScore.toFixed(3)} (threshold ${data.threshold}).`),
-        given && given.answerSpan ? h("div", {}, h("h3", {}, "Answer span"), highlighted(given.answer, given.answerSpan.offset, given.answerSpan.length)) : null,
-        rows.length ? table(["QnA", "Question", "Confidence", "Made of"], rows, "Top candidates: features (qsim, asim, …), the KB adaptation and follow-up context, in logit units") : h("p", {}, "No candidates."),
-        can("author", name) ? h("form", { class: "row", onsubmit: (event) => { event.preventDefault(); addAlternate(text, parseInt(target.value, 10)); } },
-          field("Add this question to QnA", target), h("button", { type: "submit" }, "Add as alternate question")) : null));
+        h("p", {}, data.defaultAnswerUsed ? `Default answer given. ${data.defaultAnswerReason}` : `Answered by ${kindOf.get(given.id) || "QnA"} ${given.id} with confidence ${given.confidenceScore.toFixed(2)} (threshold ${data.threshold}).`),
+        span ? h("div", {}, h("h3", {}, "Answer span (the part of the answer that answers the question)"), h("blockquote", { class: "span" }, renderMarkdown(span))) : null,
+        rows.length ? table(["Answer", "Question or title", "Confidence", "Why"], rows, "Top candidates, and what each confidence is made of") : h("p", {}, "No candidates."),
+        author ? h("form", { class: "row", onsubmit: (event) => {
+          event.preventDefault();
+          const q = picker.read();
+          if (q instanceof Error) return say(q.message, "error");
+          addAlternate(text, q.id);
+        } }, field("Add this question to QnA", picker.input, picker.shown), h("button", { type: "submit" }, "Add as alternate question"), qnaList("inspect-qnas", qnas)) : null));
       inspect.querySelector("h2").tabIndex = -1;
       inspect.querySelector("h2").focus();
     } catch (error) { fail(error); }

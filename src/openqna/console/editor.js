@@ -4,7 +4,8 @@ import { all, get, operation, project } from "./api.js";
 import { can, guard, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
-import { refused, runJob, tabs } from "./projects.js";
+import { importForm, refused, runJob, tabs } from "./projects.js";
+import { describe, qnaInput, qnaList } from "./picker.js";
 import { pending } from "./analytics.js";
 
 const PAGE = 25;
@@ -57,16 +58,18 @@ export async function showEditor(name) {
   }
 
   function promptRow(p = { displayText: "", qnaId: "", displayOrder: 0 }) {
-    const text = h("input", { value: p.displayText, "aria-label": "Prompt display text", class: "prompt-text" });
-    const target = h("input", { value: p.qnaId ? String(p.qnaId) : "", list: "qna-targets", "aria-label": "Prompt target QnA (id or question)", class: "prompt-target" });
-    const order = h("input", { type: "number", value: String(p.displayOrder || 0), min: "0", "aria-label": "Prompt order", class: "prompt-order" });
-    const row = h("li", { class: "prompt" }, text, target, order,
-      h("button", { type: "button", class: "secondary", "aria-label": "Remove prompt", onclick: () => { row.remove(); } }, "Remove"));
+    const text = h("input", { value: p.displayText, class: "prompt-text" });
+    const start = p.qnaId ? (byId.has(p.qnaId) ? describe(byId.get(p.qnaId)) : String(p.qnaId)) : "";
+    const target = qnaInput("qna-targets", () => state.items, { value: start, class: "prompt-target" });
+    const order = h("input", { type: "number", value: String(p.displayOrder || 0), min: "0", class: "prompt-order" });
+    const row = h("li", { class: "prompt" }, field("Display text", text, "The button the user sees"),
+      field("Leads to QnA", target.input, target.shown), field("Order", order),
+      h("button", { type: "button", class: "secondary", "aria-label": "Remove prompt", onclick: () => { row.remove(); state.dirty = true; } }, "Remove"));
+    target.update();
     row.read = () => {
-      const raw = target.value.trim();
-      const id = /^\d+/.test(raw) ? parseInt(raw, 10) : (state.items.find((q) => q.questions[0] === raw) || {}).id;
-      if (!id || !byId.has(id)) throw new Error(`Prompt "${text.value}": no QnA "${raw}" in this project.`);
-      return { displayText: text.value.trim(), qnaId: id, displayOrder: parseInt(order.value, 10) || 0 };
+      const q = target.read();
+      if (q instanceof Error) throw new Error(`Prompt "${text.value}": ${q.message}`);
+      return { displayText: text.value.trim(), qnaId: q.id, displayOrder: parseInt(order.value, 10) || 0 };
     };
     return row;
   }
@@ -125,22 +128,28 @@ export async function showEditor(name) {
       byId.clear();
       for (const q of fresh) byId.set(q.id, q);
       draw();
-      targets.replaceChildren(...fresh.slice(0, 2000).map((q) => h("option", { value: String(q.id) }, q.questions[0] || "")));
+      targets.replaceWith(targets = qnaList("qna-targets", fresh));
       if (openId !== null) open(byId.get(openId)); else editBox.replaceChildren();
     } catch (error) { fail(error); }
   }
 
-  const targets = h("datalist", { id: "qna-targets" }, state.items.slice(0, 2000).map((q) => h("option", { value: String(q.id) }, q.questions[0] || "")));
+  let targets = qnaList("qna-targets", state.items);
   const sources = new Map();
   for (const p of passages.value) sources.set(p.source, (sources.get(p.source) || []).concat([p]));
   const passageList = h("details", { class: "card" }, h("summary", {}, `Passages (${passages.value.length})`),
     [...sources].map(([src, items]) => h("section", {}, h("h3", {}, `${src} (${items.length})`),
       h("ul", { class: "passages" }, items.slice(0, 200).map((p) => h("li", {}, h("strong", {}, p.title), " — ", p.text.slice(0, 240)))))));
   guard(() => state.dirty);
+  // adding a source inside the project: on top while the project is empty or just after an import
+  const empty = !state.items.length && !passages.value.length;
+  const adder = editable ? importForm(progress, name) : null;
+  const first = adder && (empty || adder.querySelector(".import-result:not([hidden])"));
   render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
+    empty ? h("p", { class: "card" }, "This project is empty: add a source (a file or a URL) below, or write a QnA with New QnA.") : null,
+    first ? adder : null,
     h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
-    h("div", { class: "split" }, listBox, editBox), targets, passageList));
+    h("div", { class: "split" }, listBox, editBox), targets, passageList, first ? null : adder));
   draw();
   if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
     const question = pending.question;

@@ -2,7 +2,7 @@
 import { all, call, get, operation, project } from "./api.js";
 import { can, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
-import { refused, runJob, tabs, exportButtons } from "./projects.js";
+import { refused, runJob, tabs } from "./projects.js";
 import { calibrationCard } from "./calibration.js";
 
 export async function showImprove(name) {
@@ -47,7 +47,8 @@ export async function showImprove(name) {
       say("Settings saved.");
     } catch (e) { fail(e); }
   } }, h("h2", {}, "Settings"), field("Default answer", answer), field("Language", language), field("Description", description),
-  author ? h("button", { type: "submit" }, "Save settings") : null, exportButtons(name, progress));
+  author ? h("button", { type: "submit" }, "Save settings") : null,
+  h("p", { class: "hint" }, "To export this project (JSON, TSV or Excel), use Export on the ", h("a", { href: "#/projects" }, "Projects"), " page."));
   render(h("section", {}, tabs(name, "improve"), h("h1", {}, `${name}: improve`), progress,
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
       rows.length ? table(["QnA", "Question", "User question", "Count", "", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),

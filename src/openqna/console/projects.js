@@ -36,41 +36,84 @@ export async function runJob(label, progress, send) {
   }
 }
 
+// What the last import did, shown in the import card the page draws next (the page is redrawn after one).
+let lastImport = null;
+
+async function counts(target) {
+  const { value } = await get("/openqna/projects");
+  const p = value.find((x) => x.projectName.toLowerCase() === target.toLowerCase());
+  return p ? { qnas: p.qnas, passages: p.passages } : { qnas: 0, passages: 0 };
+}
+
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
+function resultText(what, target, before, after) {
+  const dq = after.qnas - before.qnas, dp = after.passages - before.passages;
+  const change = dq || dp ? [dq ? `${dq > 0 ? "+" : ""}${plural(dq, "QnA")}` : null, dp ? `${dp > 0 ? "+" : ""}${plural(dp, "passage")}` : null]
+    .filter(Boolean).join(" and ") : "no new QnAs or passages";
+  return `${what} ${target}: ${change}. The project now has ${plural(after.qnas, "QnA")} and ${plural(after.passages, "passage")}; deploy to answer with them in production.`;
+}
+
+// Import a file or add a URL source: into any project (the Projects page) or into `fixedName` (its QnAs page).
 function importForm(progress, fixedName) {
   const name = h("input", { name: "project", required: true, pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*", value: fixedName || "" });
   const file = h("input", { type: "file", accept: FILES });
   const url = h("input", { type: "url", placeholder: "https://example.com/faq.html" });
-  const form = h("form", { class: "card", onsubmit: async (event) => {
+  const shown = lastImport;
+  lastImport = null;
+  const result = h("p", { class: shown ? `import-result ${shown.kind}` : "import-result", role: "status", hidden: !shown }, shown ? shown.text : "");
+  const finish = async (target, what, before) => {
+    const after = await counts(target).catch(() => before);
+    lastImport = { kind: "ok", text: resultText(what, target, before, after) };
+    await route();
+    const card = document.querySelector(".import-result:not([hidden])");
+    if (card) card.scrollIntoView({ block: "nearest" });
+  };
+  const form = h("form", { class: "card import", "aria-label": fixedName ? "Add a source" : "Import", onsubmit: async (event) => {
     event.preventDefault();
     const target = name.value.trim();
+    result.hidden = true;
+    const before = await counts(target).catch(() => ({ qnas: 0, passages: 0 }));
     if (file.files.length) {
       const f = file.files[0];
       const ok = await runJob(`Importing ${f.name}`, progress, (onStatus) =>
         operation("POST", `/openqna/projects/${encodeURIComponent(target)}/files?name=${encodeURIComponent(f.name)}`,
                   f, { raw: true, onStatus }));
-      if (ok) { say(`Imported ${f.name} into ${target}.`); route(); }
+      if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before); }
     } else if (url.value) {
       await call("PATCH", project(target), { language: "en" }).catch(() => {});
       const ok = await runJob(`Adding ${url.value}`, progress, (onStatus) =>
         operation("PATCH", `${project(target)}/sources`,
                   [{ op: "add", value: { displayName: url.value, sourceUri: url.value, sourceKind: "url" } }], { onStatus }));
-      if (ok) { say(`Added the source ${url.value} to ${target}.`); route(); }
-    } else say("Choose a file or give a URL to import.", "error");
-  } }, h("h2", {}, "Import"),
+      if (ok) { say(`Added the source ${url.value} to ${target}.`); await finish(target, `Added ${url.value} to`, before); }
+    } else {
+      result.hidden = false;
+      result.className = "import-result error";
+      result.textContent = "Choose a file or give a URL to import.";
+    }
+  } }, h("h2", {}, fixedName ? "Add a source" : "Import"),
   h("p", { class: "hint" }, "TSV, XLSX, Azure JSON or a QnA Maker .zip; PDF, Word, HTML or Markdown documents; or a URL."),
   fixedName ? null : field("Project", name, "An existing project, or a new one to create."),
-  field("File", file), field("or URL source", url), h("button", { type: "submit" }, "Import"));
+  field("File", file), field("or URL source", url), h("button", { type: "submit" }, fixedName ? "Add source" : "Import"), result);
   return form;
 }
 
-export function exportButtons(name, progress) {
+const FORMATS = [["json", "JSON"], ["tsv", "TSV (.zip)"], ["excel", "Excel (.zip of .xlsx)"]];
+
+// Export a project: the job, then the file downloads at once (and a link stays, to download it again).
+export function exportForm(name, progress) {
+  const format = h("select", { "aria-label": `Export format for ${name}` }, FORMATS.map(([v, text]) => h("option", { value: v }, text)));
   const links = h("span", { class: "downloads" });
-  const run = (format) => runJob(`Exporting ${format}`, progress, async (onStatus) => {
-    const job = await operation("POST", `${project(name)}/:export?format=${format}`, undefined, { onStatus });
-    links.append(h("a", { href: job.resultUrl, download: "" }, `Download ${format}`), " ");
-  });
-  return h("div", { class: "row" }, h("span", {}, "Export: "),
-    ["json", "tsv", "excel"].map((f) => h("button", { type: "button", class: "secondary", onclick: () => run(f) }, f)), links);
+  return h("form", { class: "row inline", onsubmit: async (event) => {
+    event.preventDefault();
+    const fmt = format.value;
+    await runJob(`Exporting ${name} (${fmt})`, progress, async (onStatus) => {
+      const job = await operation("POST", `${project(name)}/:export?format=${fmt}`, undefined, { onStatus });
+      const link = h("a", { href: job.resultUrl, download: "" }, `Download the ${fmt === "json" ? "JSON" : ".zip"} file again`);
+      links.replaceChildren(link);
+      link.click();
+    });
+  } }, format, h("button", { type: "submit", class: "secondary", "aria-label": `Export ${name}` }, "Export"), links);
 }
 
 export async function showProjects() {
@@ -79,6 +122,7 @@ export async function showProjects() {
   const rows = value.map((p) => [
     h("a", { href: `#/p/${encodeURIComponent(p.projectName)}/edit` }, p.projectName),
     String(p.qnas), String(p.passages), when(p.lastDeployedDateTime), when(p.lastModifiedDateTime),
+    p.canAuthor ? exportForm(p.projectName, progress) : "",
     p.canAuthor ? h("button", { type: "button", class: "danger", "aria-label": `Delete ${p.projectName}`, onclick: async () => {
       if (!confirm(`Delete project ${p.projectName} and all its deployments?`)) return;
       if (await runJob(`Deleting ${p.projectName}`, progress, (onStatus) => operation("DELETE", project(p.projectName), undefined, { onStatus }))) route();
@@ -97,7 +141,7 @@ export async function showProjects() {
   } }, h("h2", {}, "New project"), field("Name", name, "Letters, digits, - and _."), field("Language", language),
   field("Default answer", answer), h("button", { type: "submit" }, "Create project"));
   render(h("section", {}, h("h1", {}, "Projects"),
-    value.length ? table(["Project", "QnAs", "Passages", "Last deployed", "Last modified", ""], rows)
+    value.length ? table(["Project", "QnAs", "Passages", "Last deployed", "Last modified", "Export", ""], rows)
       : h("p", {}, "No projects yet" + (author ? ": create one or import a file." : ".")),
     progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null));
 }
