@@ -11,7 +11,7 @@ import pytest
 
 from conftest import LiveServer
 from openqna.auth.keys import create_key
-from openqna.formats.test_sets import MAX_QUESTIONS, read_test_set
+from openqna.formats.test_set_files import MAX_QUESTIONS, read_test_set
 from openqna.records import FormatError
 from test_cli import run
 from test_native_api import AUTHORING, VERSION, upload, wait

@@ -39,10 +39,13 @@ IGNORES_BODY = {
     ("POST", "/language/authoring/query-knowledgebases/projects/{project}/:export"),
     ("POST", "/language/query-knowledgebases/projects/{project}/:export"),
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),
+    ("POST", "/openqna/projects/{project}/deployments/{deployment}/:rollback"),
+    ("POST", "/openqna/projects/{project}/test-sets/{name}/:run"),
+    ("POST", "/openqna/projects/{project}/sources/{source:path}/:refresh"),
 }
 # Routes whose body is not JSON: each gets the bad text inside the kind of body it takes (below).
 NOT_JSON = {("POST", "/v1/files"), ("POST", "/openqna/projects/{project}/files"),
-            ("POST", "/openqna/projects/{project}/calibration")}
+            ("POST", "/openqna/projects/{project}/calibration"), ("PUT", "/openqna/projects/{project}/test-sets/{name}")}
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +181,12 @@ def test_uploaded_files_with_bad_text_are_refused_or_fail_their_job_plainly(worl
             assert all(e["code"] != "InternalServerError" for e in done["errors"]), done
         else:
             refused(response, "/openqna/projects/p/files")
-    # a development file for calibration
+    # a development file for calibration, and a test set
     response = client.post("/openqna/projects/p/calibration", content=b"q " + RAW + b"\t1\n")
     refused(response, "/openqna/projects/p/calibration")
+    response = client.put("/openqna/projects/p/test-sets/checks", params={"format": "tsv"},
+                          content=b"question\texpected_qna_id\nq " + RAW + b"\t1\n")
+    refused(response, "/openqna/projects/p/test-sets/checks")
 
 
 def test_after_the_walk_every_listing_still_answers(world):

@@ -24,7 +24,7 @@ from openqna.api.azure.wire import Body, Refused, authorize, handle_errors, hand
 from openqna.api.concurrency import run_query
 from openqna.auth.keys import Authorizer
 from openqna.formats.limits import LIMITS
-from openqna.formats.test_sets import FORMATS, MAX_QUESTIONS
+from openqna.formats.test_set_files import FORMATS, MAX_QUESTIONS
 from openqna.kb.catalog import LIVE
 from openqna.kb.service import Service
 from openqna.kb.test_sets import diff_runs, run_test_set, summary_json

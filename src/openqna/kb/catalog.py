@@ -87,10 +87,9 @@ class Catalog:
 
     # -- test sets and runs (kb/test_sets.py runs them) ---------------------------------------------------------------
     def import_test_set(self, project: str, name: str, data: bytes, filename: str, fmt: str | None = None) -> TestSet:
-        """Read a test-set file (``formats/test_sets.py``: TSV, CSV or XLSX) and store it as set ``name``, replacing
+        """Read a test-set file (``formats/test_set_files.py``: TSV, CSV or XLSX) and store it as set ``name``, replacing
         one of that name; a file with an error stores nothing."""
-        from openqna.formats.test_sets import read_test_set
-        from openqna.kb.test_sets import check_set_name
+        from openqna.formats.test_set_files import check_set_name, read_test_set
 
         name = check_set_name(name)
         items = read_test_set(data, filename, fmt)

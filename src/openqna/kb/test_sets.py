@@ -1,6 +1,6 @@
 """Test sets: questions with the QnA each should get, run against a deployment or ``test`` (issue 41, item 1).
 
-QnA Maker's batch testing, kept in the project.  A set is imported from a file (``formats/test_sets.py``); a run
+QnA Maker's batch testing, kept in the project.  A set is imported from a file (``formats/test_set_files.py``); a run
 asks every question as Azure's runtime would (top 3, threshold 0, the item's metadata as a filter) and reads:
 
 * ``top1``: the share of answerable questions whose top answer is the expected QnA;
@@ -24,7 +24,7 @@ from openqna.clock import now_iso
 from openqna.filters.match import MetaEq, all_of
 from openqna.kb.asking import AskRequest
 from openqna.kb.catalog import LIVE
-from openqna.records import InvalidArgument, NotFound
+from openqna.records import NotFound
 from openqna.store import Project
 from openqna.store.base import TestRun, TestSet
 
@@ -34,7 +34,6 @@ __all__ = ["DEFAULT_THRESHOLD", "SETTINGS_KEY", "answer_key", "diff_runs", "proj
 SETTINGS_KEY = "testThreshold"  # a project setting: the threshold runs read "right" at (default below)
 DEFAULT_THRESHOLD = 0.5  # as `openqna calibrate` reads in-scope and off-topic shares
 TOP = 3
-MAX_SET_NAME = 100
 
 
 def project_threshold(project: Project) -> float:
@@ -46,14 +45,6 @@ def project_threshold(project: Project) -> float:
 def answer_key(text: str) -> str:
     """How an expected answer text is matched to a QnA's answer: whitespace runs as one space, case folded."""
     return " ".join(text.split()).casefold()
-
-
-def check_set_name(name: str) -> str:
-    name = name.strip()
-    if not name or len(name) > MAX_SET_NAME or any(c in name for c in "/\\?#") or not name.isprintable():
-        raise InvalidArgument(f"A test set's name is 1 to {MAX_SET_NAME} printable characters without / \\ ? or #; "
-                              f"{name!r} is not.", target="name")
-    return name
 
 
 def _share(hits: list[bool]) -> float | None:

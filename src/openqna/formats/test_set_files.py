@@ -23,7 +23,7 @@ from typing import Any
 
 from openqna.formats import limits, qna_table
 from openqna.formats.qna_table import CellError
-from openqna.records import FormatError
+from openqna.records import FormatError, InvalidArgument
 
 MAX_QUESTIONS = 2_000  # a set's questions: a run asks each synchronously
 COLUMNS = ("question", "expected_qna_id", "expected_answer", "metadata")
@@ -158,3 +158,14 @@ def _items(rows: Sequence[tuple[int, list[str]]], fail: Fail) -> list[dict[str, 
     if not items:
         raise fail("the set has no questions below its header", header_line, None)
     return items
+
+
+MAX_SET_NAME = 100  # characters of a test set's name
+
+
+def check_set_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > MAX_SET_NAME or any(c in name for c in "/\\?#") or not name.isprintable():
+        raise InvalidArgument(f"A test set's name is 1 to {MAX_SET_NAME} printable characters without / \\ ? or #; "
+                              f"{name!r} is not.", target="name")
+    return name
