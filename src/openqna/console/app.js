@@ -8,6 +8,8 @@ import { showDeploy } from "./deploy.js";
 import { showImprove } from "./improve.js";
 import { showAnalytics } from "./analytics.js";
 import { showKeys } from "./keys.js";
+import { showTestSets } from "./testsets.js";
+import { showDuplicates } from "./duplicates.js";
 
 const RANK = { query: 0, author: 1, admin: 2 };
 export const session = { open: false, name: "", grants: [] };
@@ -74,6 +76,8 @@ export async function route() {
       if (tab === "deploy") return await showDeploy(parts[1]);
       if (tab === "improve") return await showImprove(parts[1]);
       if (tab === "analytics") return await showAnalytics(parts[1]);
+      if (tab === "tests") return await showTestSets(parts[1]);
+      if (tab === "duplicates") return await showDuplicates(parts[1]);
       return await showEditor(parts[1]);
     }
     return await showProjects();

@@ -48,7 +48,7 @@ async function diffOf(name, deployment) {
 }
 
 // A question put where the button was: nothing is deployed until "Confirm" is pressed.
-function confirmIn(slot, message, label, action) {
+export function confirmIn(slot, message, label, action) {
   const box = h("div", { class: "confirm", role: "alertdialog", "aria-label": label },
     h("p", {}, message),
     h("button", { type: "button", onclick: async () => { slot.replaceChildren(); await action(); } }, label),

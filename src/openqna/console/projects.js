@@ -6,7 +6,8 @@ import { fail, field, h, say, table } from "./dom.js";
 const FILES = ".tsv,.txt,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
 
 export function tabs(name, active) {
-  const items = [["edit", "QnAs"], ["chat", "Test"], ["deploy", "Deploy"], ["improve", "Improve"], ["analytics", "Analytics"]];
+  const items = [["edit", "QnAs"], ["chat", "Test"], ["deploy", "Deploy"], ["improve", "Improve"], ["analytics", "Analytics"],
+    ["tests", "Test sets"], ["duplicates", "Duplicates"]];
   return h("nav", { class: "tabs", "aria-label": `Project ${name}` },
     h("a", { href: "#/projects" }, "← Projects"),
     items.map(([tab, text]) => h("a", { href: `#/p/${encodeURIComponent(name)}/${tab}`,
