@@ -168,7 +168,7 @@ def test_the_console_journey(server, browser):
     wait_status(page, "saved.")
 
     # the test chat: ask, follow the prompt, open Inspect
-    page.get_by_role("link", name="Test").click()
+    page.get_by_role("link", name="Test", exact=True).click()
     expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
     page.get_by_label("Question").fill("How do I charge my Surface?")
     page.get_by_role("button", name="Ask").click()
@@ -292,7 +292,7 @@ def test_the_console_journey(server, browser):
     page.get_by_role("link", name="surface").click()
     expect(page.locator(".refused")).to_contain_text("needs the author role")
     expect(page.get_by_role("button", name="Save")).to_have_count(0)
-    page.get_by_role("link", name="Test").click()  # but it may ask production
+    page.get_by_role("link", name="Test", exact=True).click()  # but it may ask production
     expect(page.get_by_role("heading", name="surface: test")).to_be_visible()
     page.get_by_label("Ask", exact=True).select_option("production")
     page.get_by_label("Question").fill("How do I charge my Surface?")
@@ -394,4 +394,76 @@ def test_a_development_file_is_measured_and_plotted(server, browser, tmp_path):
     expect(card).to_contain_text("12 questions (7 in scope, 5 off-topic)", timeout=60_000)
     assert card.locator("svg.plot polyline").count() == 4
     card.screenshot(path=str(SHOTS / "console-calibration.png"))
+    tab.done()
+
+
+CONFLICTED = ("Question\tAnswer\tSource\tMetadata\n"
+              "How do I reset my password?\tOpen Settings, then Account, then Reset password.\tEditorial\t\n"
+              "How can I reset my password?\tCall the help desk and they reset it for you.\tEditorial\t\n"
+              "What are your opening hours?\tWe are open from 9 to 5 on weekdays.\tEditorial\t\n"
+              "Where is your office?\tOur office is at 1 Main Street, Springfield.\tEditorial\t\n")
+
+
+def test_a_test_set_finds_a_conflict_that_a_merge_fixes(server, browser, tmp_path):
+    """Test sets and Duplicates: a set with one question its conflicting twin wins is uploaded and run, the confusion
+    list shows it, the conflict is merged in the Duplicates tab, and a rerun shows the question got better."""
+    url, secret = server
+    made = httpx.post(f"{url}/openqna/projects/helpdesk/files", params={"name": "helpdesk.tsv"},
+                      content=CONFLICTED.encode(), headers={"api-key": secret}, timeout=30)
+    assert made.status_code == 202
+    poll_job(made.headers["Operation-Location"], secret)
+    qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/helpdesk/qnas",
+                     params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
+    ids = {q["questions"][0]: q["id"] for q in qnas}
+    reset, twin = ids["How do I reset my password?"], ids["How can I reset my password?"]
+    checks = tmp_path / "checks.csv"
+    checks.write_text("question,expected_qna_id\n"
+                      f"How do I reset my password?,{reset}\n"
+                      f"How can I reset my password?,{reset}\n"  # its twin answers it: wrong until merged
+                      f"When are you open?,{ids['What are your opening hours?']}\n"
+                      "Who won the 1966 world cup?,none\n", encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.get_by_role("link", name="helpdesk", exact=True).click()
+    page.get_by_role("link", name="Test sets").click()
+    expect(page.get_by_role("heading", name="helpdesk: test sets")).to_be_visible()
+    upload = page.get_by_role("form", name="Upload a test set")
+    upload.get_by_label("Set name").fill("checks")
+    upload.get_by_label("Test-set file").set_input_files(str(checks))
+    upload.get_by_role("button", name="Upload").click()
+    wait_status(page, "Uploaded test set checks: 4 questions.")
+    run = page.get_by_role("form", name="Run a test set")
+    run.get_by_label("Against").select_option("test")
+    run.get_by_role("button", name="Run").click()
+    wait_status(page, "Ran checks against test: 4 questions")
+    card = page.get_by_role("region", name="Run result")
+    expect(card).to_contain_text("Questions4")
+    confusion = card.get_by_role("row", name="How can I reset my password?")
+    expect(confusion).to_contain_text(f"QnA {reset}: How do I reset my password?")
+    expect(confusion).to_contain_text(f"QnA {twin}: How can I reset my password?")
+
+    page.get_by_role("link", name="Duplicates").click()
+    expect(page.get_by_role("heading", name="helpdesk: duplicates")).to_be_visible()
+    finding = page.get_by_role("row").filter(has_text="Conflict")
+    expect(finding).to_contain_text("How can I reset my password?")
+    finding.get_by_role("button", name="Merge").click()
+    confirm = page.get_by_role("alertdialog", name="Confirm merge")
+    expect(confirm).to_contain_text(f"Merge QnA {twin}")
+    page.screenshot(path=str(SHOTS / "console-duplicates.png"), full_page=True)
+    confirm.get_by_role("button", name="Confirm merge").click()
+    wait_status(page, f"Merged QnA {twin} into QnA {reset}: it now has 2 questions.")
+    expect(page.get_by_role("row").filter(has_text="Conflict")).to_have_count(0)
+
+    page.get_by_role("link", name="Test sets").click()
+    page.get_by_role("form", name="Run a test set").get_by_role("button", name="Run").click()
+    wait_status(page, "Ran checks against test: 4 questions")
+    history = page.get_by_role("region", name="Run history")
+    expect(history.get_by_role("row")).to_have_count(3)  # the header and two runs
+    history.get_by_role("button", name="Compare").click()
+    diff = page.get_by_role("region", name="Comparison")
+    expect(diff).to_contain_text("Worse: none.")
+    better = diff.get_by_role("table").filter(has_text="Better: 1").get_by_role("row", name="How can I reset my password?")
+    expect(better).to_contain_text(f"QnA {twin}: How can I reset my password?")  # what it got before
+    expect(better).to_contain_text(f"QnA {reset}: How do I reset my password?")  # and after the merge
+    page.screenshot(path=str(SHOTS / "console-test-sets.png"), full_page=True)
     tab.done()
