@@ -1,0 +1,102 @@
+"""A knowledge base's learned query adapter: a residual linear map of query vectors over a frozen space.
+
+``openqna train`` fits one per project on what the project holds (``training.examples``); the server applies it
+to the question's vector before ranking (``apply``), and the stored vectors stay as they are, so training never
+re-indexes anything and a replica needs only the adapter's bytes.  A dot product with a linearly mapped record
+vector is a dot product of the raw record vector with a mapped query, so a query-side map loses nothing a
+symmetric linear one would give.
+
+The map is ``normalize(v + v @ M)``, with ``M`` starting at zero and held near it by an L2 penalty, so an adapter
+trained on little data stays close to the space the ranker's features and calibration were fitted on.
+
+The fit: each example is a query vector and the record it should find; the loss is the cross-entropy of the
+record among all the KB's records, a record's logit being the log-sum-exp of its units' (its question and answer
+vectors) scaled cosines.  A unit the query is itself (a stored question asked of its own KB) is left out of its
+softmax.  Adam, minibatches, numpy only.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+TEMPERATURE = 20.0
+L2 = 1e-2  # on M, per example
+EPOCHS = 8
+BATCH = 128
+LEARNING_RATE = 1e-3
+
+
+@dataclass
+class QueryAdapter:
+    matrix: np.ndarray  # (dim, dim) float32: a query v is read as normalize(v + v @ matrix)
+    space: str  # the embedder (vector space) name it was trained on: it applies to that space only
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        """Query vectors (n, dim) or (dim,), mapped and unit-normalised, float32."""
+        v = np.asarray(vectors, np.float32)
+        out = v + v @ self.matrix
+        norm = np.linalg.norm(out, axis=-1, keepdims=True)
+        return (out / np.maximum(norm, 1e-12)).astype(np.float32, copy=False)
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, matrix=self.matrix.astype(np.float32), space=np.asarray(self.space))
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> QueryAdapter:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return cls(np.asarray(z["matrix"], np.float32), str(z["space"]))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes)
+
+
+@dataclass
+class Examples:
+    queries: np.ndarray  # (m, dim) float32 unit vectors: what a user's question would look like
+    targets: np.ndarray  # (m,) int64: the record (0..n_records-1) each query should find
+    self_units: np.ndarray  # (m,) int64: the unit each query is itself (-1: none)
+
+
+def fit(examples: Examples, units: np.ndarray, unit_records: np.ndarray, n_records: int, space: str, *,
+        epochs: int = EPOCHS, l2: float = L2, learning_rate: float = LEARNING_RATE,
+        seed: int = 0) -> QueryAdapter:
+    """The adapter that makes each example's query find its target record among ``units`` (u, dim) of records
+    ``unit_records`` (u,)."""
+    X = np.asarray(examples.queries, np.float32)
+    U = np.asarray(units, np.float32)
+    unit_records = np.asarray(unit_records, np.int64)
+    dim = U.shape[1]
+    M = np.zeros((dim, dim), np.float32)
+    m_, v_ = np.zeros_like(M), np.zeros_like(M)
+    rng = np.random.default_rng(seed)
+    beta1, beta2, t = 0.9, 0.999, 0
+    for _ in range(epochs):
+        order = rng.permutation(len(X))
+        for start in range(0, len(X), BATCH):
+            batch = order[start:start + BATCH]
+            x = X[batch]
+            a = x + x @ M
+            Z = TEMPERATURE * (a @ U.T)
+            own = examples.self_units[batch]
+            has_own = own >= 0
+            Z[np.flatnonzero(has_own), own[has_own]] = -np.inf
+            Z -= Z.max(axis=1, keepdims=True)
+            P = np.exp(Z)
+            P /= P.sum(axis=1, keepdims=True)
+            right = unit_records[None, :] == examples.targets[batch][:, None]
+            p_right = np.maximum((P * right).sum(axis=1, keepdims=True), 1e-12)
+            G = P - np.where(right, P / p_right, 0.0)  # d loss / d Z for loss = -log sum_{right units} p
+            G /= len(batch)
+            grad_a = TEMPERATURE * (G @ U)
+            g = x.T @ grad_a + 2 * l2 * M
+            t += 1
+            m_ = beta1 * m_ + (1 - beta1) * g
+            v_ = beta2 * v_ + (1 - beta2) * g * g
+            M -= learning_rate * (m_ / (1 - beta1**t)) / (np.sqrt(v_ / (1 - beta2**t)) + 1e-8)
+    return QueryAdapter(M.astype(np.float32), space)
