@@ -562,3 +562,33 @@ def test_source_refresh_round_trip_and_claim(kb, reopen):
     assert kb.list_source_refreshes("kb1")[state.source].outcome == {"status": "unchanged"}
     assert kb.delete_source("kb1", state.source)
     assert kb.list_source_refreshes("kb1") == {}
+
+
+def test_a_trained_model_is_deployed_kept_with_its_version_and_rolled_back(kb, reopen):
+    """The live state's trained model moves the live version; a deploy copies it, a version keeps it (its content
+    hash changes with the model) and a rollback restores what that version held; deleting the project drops it."""
+    live = kb.version("kb1")
+    kb.deploy("kb1", "production")
+    first = kb.list_versions("kb1")[-1]
+    kb.set_trained("kb1", b"model-one", {"kept": True})
+    assert kb.version("kb1") > live
+    trained = reopen().get_trained("kb1")
+    assert trained is not None and trained.data == b"model-one" and trained.meta == {"kept": True}
+    assert kb.get_trained("kb1", "production") is None  # nothing changes in production until a deploy
+    second = kb.deploy("kb1", "production")
+    assert second.version == first.version + 1  # same records, another model: another version
+    deployed = kb.get_trained("kb1", "production")
+    assert deployed is not None and deployed.data == b"model-one" and deployed.hash == trained.hash
+    kb.set_trained("kb1", b"model-two")
+    third = kb.deploy("kb1", "production")
+    assert reopen().get_trained("kb1", "production").data == b"model-two"
+    kb.deploy("kb1", "production", version=second.version)
+    assert kb.get_trained("kb1", "production").data == b"model-one"
+    kb.deploy("kb1", "production", version=first.version)
+    assert kb.get_trained("kb1", "production") is None
+    kb.set_trained("kb1", None)
+    assert kb.get_trained("kb1") is None and third.version == second.version + 1
+    kb.set_trained("kb1", b"model-three")
+    kb.delete_project("kb1")
+    kb.create_project(Project("kb1", "again"))
+    assert kb.get_trained("kb1") is None

@@ -9,7 +9,8 @@ The rules, checked on every module under ``src/openqna``:
                      drives ``Service`` as the CLI does)
    3     core        ``kb/`` (the use cases), ``kinds/`` (knowledge bases with state of their
                      own), ``auth/`` (keys, roles, bearer tokens)
-   2     components  ``index/``, ``answers/``, ``ranking/``, ``ingest/``, ``formats/``
+   2     components  ``index/``, ``answers/``, ``ranking/``, ``ingest/``, ``formats/``,
+                     ``training/`` (a project's trained query adapter)
    1     seams       ``models/``, ``store/``, ``connected/`` (the user's own engines)
    0     foundation  ``openqna`` itself, ``records``, ``settings``, ``clock``, ``turns``,
                      ``strict_json`` and the filter language ``filters/``: plain data and
@@ -45,7 +46,7 @@ PACKAGE = "openqna"
 FOUNDATION = {"openqna", "openqna.records", "openqna.settings", "openqna.clock", "openqna.turns", "openqna.strict_json"}
 FOUNDATION_PACKAGES = {"filters"}
 SEAMS = {"models", "store", "connected"}
-COMPONENTS = {"index", "answers", "ranking", "ingest", "formats"}
+COMPONENTS = {"index", "answers", "ranking", "ingest", "formats", "training"}
 CORE = {"kb", "kinds", "auth"}
 SURFACE_PACKAGES = {"api", "cli", "evaluation"}
 SURFACE_MODULES = {"openqna.server"}
@@ -56,7 +57,9 @@ SIBLING_EDGES = {
     ("answers", "index"),  # a span is chosen among an answer's analysed sentences (index.analyze)
     ("ranking", "index"),  # the ranker scores what the index holds
     ("ranking", "answers"),  # a follow-up prompt is matched against the previous answer's sentences
-    ("ingest", "formats"),  # FAQ extraction keeps records within Azure's limits (formats/limits.py)
+    ("ingest", "formats"),
+    ("training", "ranking"),  # a trained adapter is judged by the ranker on held-out questions
+    ("training", "index"),  # ... asked of the index without them  # FAQ extraction keeps records within Azure's limits (formats/limits.py)
     ("kb", "auth"),  # the catalog and the server's wiring hand keys to the surfaces
     ("kinds", "kb"),  # each kind is written and asked through the Service
     ("cli", "api"),  # `openqna serve` and `openqna mcp` start the surfaces

@@ -40,6 +40,7 @@ from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import QueryLog
 from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
+from openqna.kb.train_job import Trainer
 from openqna.kinds.vector_stores import VectorStores
 
 log = logging.getLogger("openqna")
@@ -109,7 +110,8 @@ def create_app(service: Service) -> Starlette:
     azure = AzureRuntime(service, authorizer, query_log)
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     refresher = Refresher(service)
-    jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle})
+    jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle,
+                                     "train": Trainer(service).handle})
     refreshes = RefreshScheduler(refresher, jobs)  # one per process: URL sources due to refresh become jobs
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)

@@ -175,6 +175,7 @@ secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cry
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
 question_focus = Setting("OPENQNA_QUESTION_FOCUS", "1", "When a long message (12 words or more, two sentences or more) gets no answer with confidence 0.5 or more, also ask each of its asking sentences on its own, and give each answer the best confidence the message or one of those sentences gets it, so greetings and details around a question do not sink its confidence (0 to turn off; see docs/confidence.md).", switch)
 versions_kept = Setting("OPENQNA_VERSIONS_KEPT", "10", "How many of a project's latest deployed versions keep their content, so that a deployment can be rolled back to them (`openqna deploy PROJECT DEPLOYMENT --version N`); a version a deployment holds is always kept. Each kept version stores a copy of the records and their vectors; older versions stay listed (`openqna deployments`) without their content.", whole(1, "versions"))
+trained_max_mb = Setting("OPENQNA_TRAINED_MAX_MB", "512", "Memory for the trained models (`openqna train`) a server keeps loaded: each project's is loaded on its first question and the least recently used are dropped past this (a MiniLM project's model takes about 0.6 MB).", whole(1, "MB"))
 sample = Setting("OPENQNA_SAMPLE", "1", "Load the sample knowledge base on the first `openqna serve` of an empty store (0 to skip).", switch)
 
 SETTINGS: tuple[Setting[Any], ...] = (
@@ -184,7 +185,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     trusted_proxies, fetch_allow,
     token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
     question_focus, header_timeout, body_timeout, slow_requests_per_address,
-    connected_timeout, secret_key, versions_kept, sample,
+    connected_timeout, secret_key, versions_kept, trained_max_mb, sample,
 )
 
 

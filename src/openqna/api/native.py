@@ -37,12 +37,15 @@ error envelope (the console's other half speaks Azure):
   (``api/test_sets_api.py`` has these routes);
 * ``GET /openqna/projects/{project}/sources`` — the sources with each URL source's refresh state;
   ``PUT .../sources/{source}/refresh`` (``{"every": "6h"}``) sets its interval and ``POST .../sources/{source}/:refresh``
-  checks it now, returning what changed (``api/sources_api.py`` has these routes).
+  checks it now, returning what changed (``api/sources_api.py`` has these routes);
+* ``POST /openqna/projects/{project}:train``, ``GET|DELETE .../training`` — Save and train: a train job, the trained
+  model of each deployment, removing the test state's (``api/train_api.py``).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 from urllib.parse import quote
@@ -69,6 +72,7 @@ from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import azure_error
 from openqna.api.sources_api import SourceRoutes
 from openqna.api.test_sets_api import TestSetRoutes
+from openqna.api.train_api import TrainRoutes
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
 from openqna.formats.limits import LIMITS
@@ -138,6 +142,7 @@ class NativeRoutes:
             *self.duplicates_routes(),
             *TestSetRoutes(self.service, self.authorizer).routes(),
             *SourceRoutes(self.service, self.authorizer).routes(),
+            *TrainRoutes(self.service, self.authorizer, self.jobs).routes(),
         ]
 
     async def whoami(self, request: Request) -> Response:
@@ -212,6 +217,8 @@ class NativeRoutes:
                 "expirationDateTime": job.expires}
         if job.errors:
             body["errors"] = job.errors
+        if job.kind == "train" and job.status == "succeeded" and job.result is not None:
+            body["result"] = json.loads(job.result)  # the training report (``api/train_api.py``)
         return JSONResponse(body, headers={} if job.status in ("succeeded", "failed") else {"Retry-After": "1"})
 
     @handle_errors

@@ -99,12 +99,12 @@ class IndexCache:
             dates = _date_columns(rows.settings())
             if old is not None and old.hashes is not None and old.n:
                 update = incremental_update(old, rows.content_hashes(), version,
-                                            lambda ids: _records(rows.rows(ids=ids), dates))
+                                            lambda ids: index_records(rows.rows(ids=ids), dates))
                 if update is not None:
                     return update
             dim = rows.dim()
             hashes: dict[int, str] = {}
-            batches = record_batches(rows.record_ids(), lambda span: _records(rows.rows(id_range=span), dates), hashes)
+            batches = record_batches(rows.record_ids(), lambda span: index_records(rows.rows(id_range=span), dates), hashes)
             index = MemIndex.build(batches, dim, version, hashes)
         if self._saved is not None:
             self._saved.built(index, pid, deployment)
@@ -151,8 +151,9 @@ def _date_columns(settings: dict[str, Any]) -> list[str]:
     return [c["name"] for c in (settings.get("schema") or {}).get("columns", []) if c["type"] == "DateTime"]
 
 
-def _records(rows: list[IndexRow], dates: list[str]) -> Records:
-    """Stored rows as index records.  DateTime columns are parsed once here, not on every filter evaluation."""
+def index_records(rows: list[IndexRow], dates: list[str]) -> Records:
+    """Stored rows as index records (with their content hashes and the vectors' dimension).  DateTime columns are
+    parsed once here, not on every filter evaluation."""
     records: dict[int, IndexRecord] = {}
     hashes: dict[int, str] = {}
     dim = 0

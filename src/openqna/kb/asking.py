@@ -74,7 +74,7 @@ class Asking(ServiceBase):
         proj = self.store.get_project(project)
         index = self.indexes.get(project, deployment)
         if req.qna_id is None and index.n:
-            self._check_embedder(proj)
+            self.check_embedder(proj)
         if req.qna_id is not None:
             found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
             answers = [Answer(found, 1.0)] if found else []
@@ -102,7 +102,7 @@ class Asking(ServiceBase):
         """
         question = req.question or ""
         synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
-        space = self.query_space(index, question, calibration, project=project)
+        space = self.query_space(index, question, calibration, project=project, deployment=deployment)
         index, embedder, calibration = space.index, space.embedder, space.calibration
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
         flt = all_of(req.filter, KindIn(kinds))
@@ -126,8 +126,9 @@ class Asking(ServiceBase):
         # The expanded question is what the vector and the keyword features read; the exact match reads the
         # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
         # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
-        vectors = np.concatenate([embedder.embed([text]) for text in
-                                  [expanded] + ([expand_with_synonyms(previous, synonyms)] if previous else [])])
+        vectors = space.mapped(np.concatenate([embedder.embed([text]) for text in
+                                               [expanded] + ([expand_with_synonyms(previous, synonyms)]
+                                                             if previous else [])]))
         vector = vectors[0]
         # a manual's sections are read through their text (``ranker.read_as_passages``), but in a conversation, and
         # in a KB whose FAQ adapts (its QnAs' logits are on the adapted scale, where a section read as a passage
@@ -159,7 +160,7 @@ class Asking(ServiceBase):
         focused = [] if children or previous else focus.pieces(question)
         if focused:
             texts = [typos.correct(index, expand_with_synonyms(piece, synonyms)) for piece in focused]
-            focused_vectors = embedder.embed(texts)
+            focused_vectors = space.mapped(embedder.embed(texts))
 
         def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""

@@ -110,8 +110,9 @@ class Searching(ServiceBase):
                    else _parsed_where(where, columns))
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
-        self._check_embedder(proj)
-        ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj))[0]
+        self.check_embedder(proj)
+        ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj),
+                                   trained=(kb, deployment))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
@@ -129,18 +130,22 @@ class Searching(ServiceBase):
 
     @taking_turns
     def rank_queries(self, index: MemIndex, queries: list[str], flt: Filter | None, *, top: int,
-                     calibration: calibrations.Calibration, threshold: float = 0.0) -> list[list[ranker.Ranked]]:
+                     calibration: calibrations.Calibration, threshold: float = 0.0,
+                     trained: tuple[str, str] | None = None) -> list[list[ranker.Ranked]]:
         """Each query's ``top`` records of ``index`` inside ``flt`` with confidence ≥ ``threshold``, best first.
 
         The one hybrid-search pipeline behind ``search`` and the vector stores' search (which asks
-        several queries at once, embedded in one call, and keeps each record's best).
+        several queries at once, embedded in one call, and keeps each record's best).  ``trained``: the (project,
+        deployment) whose trained adapter, if any, maps the query vectors.
         """
         eligible = index.mask(flt)
-        spaces = [self.query_space(index, query, calibration) for query in queries]
+        project, deployment = trained if trained is not None else (None, None)
+        spaces = [self.query_space(index, query, calibration, project=project, deployment=deployment)
+                  for query in queries]
         vectors: dict[int, np.ndarray] = {}
         for embedder in dict.fromkeys(space.embedder for space in spaces):  # one call per space, in order
             mine = [i for i, space in enumerate(spaces) if space.embedder is embedder]
-            for i, vector in zip(mine, embedder.embed([queries[i] for i in mine])):
+            for i, vector in zip(mine, spaces[mine[0]].mapped(embedder.embed([queries[i] for i in mine]))):
                 vectors[i] = vector
         return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
                             flt=None if space.multilingual else flt, calibration=space.calibration,

@@ -15,6 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Concatenate, ParamSpec, TypeVar
 
+import numpy as np
+
+from openqna import settings
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.index.memindex import MemIndex
 from openqna.kb.catalog import Catalog
@@ -25,6 +28,8 @@ from openqna.ranking.calibrations import Calibration
 from openqna.ranking.multilingual import MultilingualSpace
 from openqna.records import Conflict
 from openqna.store import Project, Store
+from openqna.training.adapter import QueryAdapter
+from openqna.training.model import TrainedModels
 from openqna.turns import Turns
 
 P = ParamSpec("P")
@@ -58,6 +63,11 @@ class QuerySpace:
     reads_cjk: bool
     calibration: Calibration
     multilingual: bool
+    adapter: QueryAdapter | None = None  # the project's trained query adapter for this space (``openqna train``)
+
+    def mapped(self, vectors: np.ndarray) -> np.ndarray:
+        """Query vectors as this space ranks them: through the trained adapter, when the project has one."""
+        return vectors if self.adapter is None else self.adapter.apply(vectors)
 
 
 class ServiceBase(Catalog):
@@ -75,8 +85,10 @@ class ServiceBase(Catalog):
         self.multilingual = MultilingualSpace(embedder, multilingual)
         self.indexes = IndexCache(store, nearest=engine_search(store))
         self.connected = ConnectedTables(store, embedder)
+        self.trained = TrainedModels(lambda project, deployment: _trained_bytes(store, project, deployment),
+                                     lambda: settings.trained_max_mb() * 1024 * 1024)
 
-    def _check_embedder(self, project: Project) -> None:
+    def check_embedder(self, project: Project) -> None:
         """Vectors from two embedders live in different spaces: never mix or compare them."""
         if project.embedder and project.embedder != self.embedder.name:
             raise Conflict(
@@ -102,15 +114,26 @@ class ServiceBase(Catalog):
         return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
 
     def query_space(self, index: MemIndex, question: str, calibration: Calibration | None = None, *,
-                    project: str | None = None) -> QuerySpace:
+                    project: str | None = None, deployment: str | None = None) -> QuerySpace:
         """Where ``question`` is ranked: the multilingual space (with its own calibration) for a Chinese, Japanese or
         Korean question asked of a knowledge base that has it, else ``index`` read by this service's embedder with
-        ``calibration`` (None: ``project``'s own, ``calibration(project)``)."""
+        ``calibration`` (None: ``project``'s own, ``calibration(project)``).  With ``deployment`` (and ``project``),
+        the space carries the deployment's trained adapter for it, if it has one."""
+        model = None if project is None or deployment is None else self.trained.get(project, deployment,
+                                                                                    index.version)
         view = self.multilingual.index_for(index, question)
         if view is not None:
-            return QuerySpace(view, self.multilingual.embedder, True, calibrations.MULTILINGUAL, multilingual=True)
+            embedder = self.multilingual.embedder
+            return QuerySpace(view, embedder, True, calibrations.MULTILINGUAL, multilingual=True,
+                              adapter=None if model is None else model.adapter_for(embedder.name))
         if calibration is None:
             if project is None:
                 raise ValueError("query_space needs a calibration or the project to read it from")
             calibration = self.calibration(self.store.get_project(project))
-        return QuerySpace(index, self.embedder, self.reads_cjk, calibration, multilingual=False)
+        return QuerySpace(index, self.embedder, self.reads_cjk, calibration, multilingual=False,
+                          adapter=None if model is None else model.adapter_for(self.embedder.name))
+
+
+def _trained_bytes(store: Store, project: str, deployment: str) -> bytes | None:
+    trained = store.get_trained(project, deployment)
+    return None if trained is None else trained.data

@@ -221,7 +221,7 @@ class Writing(ServiceBase):
         """What ``upsert`` would write: the report (unchanged ids in it) and the analysed, embedded records."""
         qnas = list(qnas)
         proj = self.store.get_project(project)
-        self._check_embedder(proj)
+        self.check_embedder(proj)
         existing = self.store.content_hashes(project)
         by_hash: dict[str, list[int]] = {}
         for rid, h in existing.items():

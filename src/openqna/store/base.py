@@ -202,7 +202,7 @@ class Job:
     """A persisted long-running operation (Azure's job state, plus what is needed to run it)."""
 
     id: str
-    kind: str  # deploy | export | import | qnas | sources | delete
+    kind: str  # deploy | export | import | qnas | sources | delete | upload | refresh | train
     project: str
     status: str = "notStarted"  # notStarted | running | succeeded | failed
     created: str = ""
@@ -446,8 +446,28 @@ class TestSetStore(Protocol):
         """One run with its results (``NotFound`` when there is none)."""
 
 
+@dataclass
+class Trained:
+    """A project's trained model (``openqna train``) as a deployment holds it: the artefact's bytes, what the train
+    job measured (``meta``), when it was made, and the bytes' hash (part of a version's content hash)."""
+
+    data: bytes
+    meta: dict[str, Any]
+    created: str
+    hash: str
+
+
+class TrainedStore(Protocol):
+    """A project's trained model: made in the live state by a train job, copied to a deployment by a deploy (and kept
+    with a version, so a rollback restores it), as content is."""
+
+    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None) -> None:
+        """Replace the live state's trained model (None: remove it); moves the live state's version."""
+    def get_trained(self, project: str, deployment: str = LIVE) -> Trained | None: ...
+
+
 class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
-            QueryLogStore, TestSetStore, Protocol):
+            QueryLogStore, TestSetStore, TrainedStore, Protocol):
     """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
     that needs only one concern takes that protocol instead."""
 

@@ -228,7 +228,7 @@ class PostgresStore(SharedStatements, VectorSearch):
                 raise _not_found(name)
             pid = row[0]
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments",
-                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh"):
+                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh", "trained"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 
@@ -365,7 +365,7 @@ class PostgresStore(SharedStatements, VectorSearch):
 
     # -- deployments -------------------------------------------------------------------------
     def _copy_deployment(self, db: psycopg.Connection, pid: int, source: str, target: str) -> None:
-        for table in ("records", "units", "synonyms"):
+        for table in ("records", "units", "synonyms", "trained"):
             db.execute(f"DELETE FROM {table} WHERE project_id=%s AND deployment=%s", (pid, target))
         db.execute("INSERT INTO records SELECT project_id, %s::text, id, kind, questions, answer, source, metadata,"
                    " dialog, suggestions, content_hash, modified, fields FROM records"
@@ -373,6 +373,8 @@ class PostgresStore(SharedStatements, VectorSearch):
         db.execute("INSERT INTO units SELECT project_id, %s::text, record_id, field, ord, terms, embedding"
                    " FROM units WHERE project_id=%s AND deployment=%s", (target, pid, source))
         db.execute("INSERT INTO synonyms SELECT project_id, %s::text, groups FROM synonyms"
+                   " WHERE project_id=%s AND deployment=%s", (target, pid, source))
+        db.execute("INSERT INTO trained SELECT project_id, %s::text, created, meta, hash, data FROM trained"
                    " WHERE project_id=%s AND deployment=%s", (target, pid, source))
 
     def has_deployment(self, project: str, deployment: str) -> bool:

@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -106,6 +106,11 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
              project_id bigint NOT NULL, source text COLLATE "C" NOT NULL, every_seconds bigint NOT NULL,
              next_due text COLLATE "C" NOT NULL, checked text NOT NULL, changed text NOT NULL, etag text NOT NULL,
              last_modified text NOT NULL, outcome text NOT NULL, PRIMARY KEY(project_id, source))""",
+    ],
+    9: [  # trained models (training/, ``openqna train``)
+        """CREATE TABLE IF NOT EXISTS trained(
+             project_id bigint NOT NULL, deployment text COLLATE "C" NOT NULL, created text NOT NULL,
+             meta json NOT NULL, hash text NOT NULL, data bytea NOT NULL, PRIMARY KEY(project_id, deployment))""",
     ],
 }
 

@@ -176,7 +176,7 @@ class SQLiteStore(SharedStatements):
         with self._tx() as db:
             pid = self._project_id(db, name)
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries",
-                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh"):
+                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh", "trained"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))
@@ -302,7 +302,7 @@ class SQLiteStore(SharedStatements):
 
     # -- deployments -------------------------------------------------------------------------
     def _copy_deployment(self, db: sqlite3.Connection, pid: int, source: str, target: str) -> None:
-        for table in ("records", "units", "synonyms"):
+        for table in ("records", "units", "synonyms", "trained"):
             db.execute(f"DELETE FROM {table} WHERE project_id=? AND deployment=?", (pid, target))
         db.execute("INSERT INTO records SELECT project_id, ?, id, kind, questions, answer, source, metadata, dialog,"
                    " suggestions, content_hash, modified, fields FROM records WHERE project_id=? AND deployment=?",
@@ -310,6 +310,8 @@ class SQLiteStore(SharedStatements):
         db.execute("INSERT INTO units SELECT project_id, ?, record_id, field, ord, terms, vector FROM units"
                    " WHERE project_id=? AND deployment=?", (target, pid, source))
         db.execute("INSERT INTO synonyms SELECT project_id, ?, groups FROM synonyms"
+                   " WHERE project_id=? AND deployment=?", (target, pid, source))
+        db.execute("INSERT INTO trained SELECT project_id, ?, created, meta, hash, data FROM trained"
                    " WHERE project_id=? AND deployment=?", (target, pid, source))
 
     def has_deployment(self, project: str, deployment: str) -> bool:

@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS source_refresh(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, every_seconds INTEGER NOT NULL, next_due TEXT NOT NULL,
   checked TEXT NOT NULL, changed TEXT NOT NULL, etag TEXT NOT NULL, last_modified TEXT NOT NULL, outcome TEXT NOT NULL,
   PRIMARY KEY(project_id, source)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trained(
+  project_id INTEGER NOT NULL, deployment TEXT NOT NULL, created TEXT NOT NULL, meta TEXT NOT NULL, hash TEXT NOT NULL,
+  data BLOB NOT NULL, PRIMARY KEY(project_id, deployment)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS feedback(
   project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
   created TEXT NOT NULL);
@@ -109,6 +112,7 @@ def migrate(db: sqlite3.Connection) -> str:
         # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
         # v7: test sets and their runs (``test_sets``, ``test_runs``: created above, empty)
         # v8: URL sources that refresh (``source_refresh``: created above, empty)
+        # v9: trained models (``trained``: created above, empty)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -31,6 +31,7 @@ from openqna.store.base import (
     StoredQnA,
     TestRun,
     TestSet,
+    Trained,
     Version,
 )
 
@@ -247,6 +248,10 @@ class SharedStatements(Dialect):
                          (pid, deployment)).fetchone()
         groups = self._from_json(row[0]) if row is not None and row[0] is not None else []
         digest.update(json.dumps(groups or [], ensure_ascii=False, sort_keys=True).encode())
+        row = db.execute(self._sql("SELECT hash FROM trained WHERE project_id=? AND deployment=?"),
+                         (pid, deployment)).fetchone()
+        if row is not None:  # only then: the hashes of versions made before training stay what they were
+            digest.update(f"trained:{row[0]};".encode())
         return digest.hexdigest()
 
     def _keep_version(self, db: Any, pid: int, source: str, stamp: str, by: str, deployment: str) -> int:
@@ -285,7 +290,7 @@ class SharedStatements(Dialect):
         for version in kept[settings.versions_kept():]:
             if version in held:
                 continue
-            for table in ("records", "units", "synonyms"):
+            for table in ("records", "units", "synonyms", "trained"):
                 db.execute(self._sql(f"DELETE FROM {table} WHERE project_id=? AND deployment=?"),
                            (pid, version_name(version)))
             db.execute(self._sql("UPDATE deploy_versions SET kept=0 WHERE project_id=? AND version=?"), (pid, version))
@@ -475,6 +480,23 @@ class SharedStatements(Dialect):
             deleted: bool = db.execute(self._sql("DELETE FROM test_sets WHERE project_id=? AND name=?"),
                                        (pid, name)).rowcount > 0
         return deleted
+
+    # -- the trained model ------------------------------------------------------------------------------------------
+    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None) -> None:
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            db.execute(self._sql("DELETE FROM trained WHERE project_id=? AND deployment=?"), (pid, LIVE))
+            if data is not None:
+                db.execute(self._sql("INSERT INTO trained VALUES(?,?,?,?,?,?)"),
+                           (pid, LIVE, now_iso(), self._json(meta or {}), hashlib.sha256(data).hexdigest(), data))
+            self._bump(db, pid, LIVE)
+
+    def get_trained(self, project: str, deployment: str = LIVE) -> Trained | None:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            row = db.execute(self._sql("SELECT data, meta, created, hash FROM trained WHERE project_id=? AND"
+                                       " deployment=?"), (pid, deployment)).fetchone()
+        return None if row is None else Trained(bytes(row[0]), self._from_json(row[1]), row[2], row[3])
 
     def add_test_run(self, project: str, run: TestRun) -> TestRun:
         with self._tx() as db:

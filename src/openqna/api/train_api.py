@@ -1,0 +1,63 @@
+"""Save and train under ``/openqna`` (author role, Azure's error envelope; ``kb/train_job.py`` does the work).
+
+* ``POST /openqna/projects/{project}:train`` — start a train job: 202 with ``Operation-Location``, the job at
+  ``GET /openqna/jobs/{jobId}``, whose ``result`` is the training report when it has succeeded (per vector space:
+  the held-out questions' top-1 and right at the threshold before and after, whether the model was kept and why);
+* ``GET /openqna/projects/{project}/training`` — the trained model of ``test`` and of each deployment (when it was
+  trained, its hash, the report it was kept on), null where there is none;
+* ``DELETE /openqna/projects/{project}/training`` — remove the test state's model (deployments keep theirs until
+  the next deploy).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from openqna.api import links
+from openqna.api.azure.wire import authorize, handle_errors, handle_errors_off_loop
+from openqna.auth.keys import Authorizer
+from openqna.kb.jobs import JobRunner
+from openqna.kb.service import Service
+from openqna.kb.train_job import Trainer
+
+
+class TrainRoutes:
+    def __init__(self, service: Service, authorizer: Authorizer, jobs: JobRunner):
+        self.service = service
+        self.authorizer = authorizer
+        self.jobs = jobs
+        self.trainer = Trainer(service)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/openqna/projects/{project}:train", self.train, methods=["POST"]),
+            Route("/openqna/projects/{project}/training", self.status, methods=["GET"]),
+            Route("/openqna/projects/{project}/training", self.forget, methods=["DELETE"]),
+        ]
+
+    def _author(self, request: Request) -> str:
+        project: str = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        return project
+
+    @handle_errors
+    async def train(self, request: Request) -> Response:
+        project = self._author(request)
+        await run_in_threadpool(self.service.project, project)  # 404 now, not a failed job later
+        job = await run_in_threadpool(self.jobs.submit, "train", project)
+        location = f"{links.base_url(request)}/openqna/jobs/{quote(job.id)}"
+        return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "500"})
+
+    @handle_errors_off_loop
+    def status(self, request: Request) -> Response:
+        return JSONResponse(self.trainer.status(self._author(request)))
+
+    @handle_errors_off_loop
+    def forget(self, request: Request) -> Response:
+        project = self._author(request)
+        return JSONResponse({"project": project, "removed": self.trainer.forget(project)})

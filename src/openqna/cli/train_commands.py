@@ -1,0 +1,60 @@
+"""``openqna train``: Save and train, a project's own query adapter fitted on what it holds (kb/train_job.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from openqna.cli.common import data_option, fail, open_service
+from openqna.records import OpenQnAError
+
+
+def _pct(share: float) -> str:
+    return f"{share:.1%}"
+
+
+def _print(result: dict[str, Any]) -> None:
+    click.echo(f"Trained {result['project']} in {result['seconds']:.1f} s (threshold {result['threshold']:.2f}):")
+    for s in result["spaces"]:
+        click.echo(f"  space {s['space']}: {s['examples']} training questions, held out: {s['heldOutKind']}")
+        b, a = s["before"], s["after"]
+        if b["questions"]:
+            click.echo(f"    {b['questions']} held-out questions: top answer right {_pct(b['top1'])} -> "
+                       f"{_pct(a['top1'])}, right at threshold {_pct(b['rightAtThreshold'])} -> "
+                       f"{_pct(a['rightAtThreshold'])}")
+        click.echo(f"    {'kept' if s['kept'] else 'not kept'}: {s['reason']}")
+    if result["kept"]:
+        click.echo("The trained model is in the test state; `openqna deploy` puts it in production.")
+    else:
+        click.echo("Nothing changed: no space's model answered its held-out questions better.")
+
+
+@click.command("train")
+@click.argument("project")
+@click.option("--forget", is_flag=True, help="Remove the test state's trained model instead of training one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
+@data_option
+def train(project: str, forget: bool, as_json: bool, data_dir: str) -> None:
+    """Save and train: fit PROJECT's own model on its questions, answers, headings and feedback.
+
+    Part of the project's own questions is held out and asked before and after training, through the ranker that
+    serves it; the model is kept only if it answers them better (top answer right and right at the project's
+    threshold, neither worse).  The model belongs to the test state until `openqna deploy`."""
+    from openqna.kb.train_job import Trainer
+
+    try:
+        trainer = Trainer(open_service(data_dir))
+        if forget:
+            had = trainer.forget(project)
+            click.echo(f"removed {project}'s trained model from the test state" if had else
+                       f"{project} has no trained model in the test state")
+            return
+        result = trainer.train(project).json()
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    _print(result)

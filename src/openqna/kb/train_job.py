@@ -1,0 +1,110 @@
+"""Save and train: ``openqna train``, ``POST /openqna/projects/{p}:train`` and the console's button run this.
+
+``Trainer.train`` reads the live state's records as the index reads them (vectors included: nothing is embedded
+again but the feedback's questions), trains a query adapter for each space the project is searched in
+(``training.project.train_space``: held-out questions, the ranker's verdict before and after) and writes the
+adapters that win as the live state's trained model (``Store.set_trained``).  A space whose adapter does not win
+keeps what it had: the previous model's adapter for it, if any.  Nothing changes in production until a deploy
+copies the model with the content; a rollback restores the model the version held.  ``forget`` removes the live
+state's model.  The job's result (``TrainResult.json``) is what the caller and the console show.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openqna.index.index_cache import index_records
+from openqna.kb.service import Service
+from openqna.kb.test_sets import project_threshold
+from openqna.ranking import calibrations
+from openqna.store import Job
+from openqna.store.base import LIVE
+from openqna.training.adapter import QueryAdapter
+from openqna.training.model import TrainedModel
+from openqna.training.project import Space, SpaceReport, train_space
+
+
+@dataclass
+class TrainResult:
+    project: str
+    threshold: float
+    spaces: list[SpaceReport] = field(default_factory=list)
+    kept: bool = False  # a new adapter was written for some space
+    seconds: float = 0.0
+    model_bytes: int = 0
+
+    def json(self) -> dict[str, Any]:
+        return {"project": self.project, "threshold": self.threshold, "kept": self.kept, "seconds": self.seconds,
+                "modelBytes": self.model_bytes, "spaces": [s.json() for s in self.spaces]}
+
+
+class Trainer:
+    def __init__(self, service: Service):
+        self.service = service
+        self.store = service.store
+
+    def train(self, project: str) -> TrainResult:
+        """Train ``project``'s model on its live state; the adapters that win replace the live state's."""
+        started = time.perf_counter()
+        proj = self.service.project(project)
+        self.service.check_embedder(proj)
+        threshold = project_threshold(proj)
+        pid = self.store.current(project)[0]
+        with self.store.read_index_rows(pid, LIVE) as rows:
+            stored = rows.rows()
+            dim = rows.dim()
+        records, _, _ = index_records(stored, [])
+        questions = {row.id: row.questions for row in stored}
+        spaces = [Space(self.service.embedder.name, self.service.calibration(proj), self.service.reads_cjk)]
+        if stored and all(row.mq_vectors or row.ma_vector is not None for row in stored):
+            spaces.append(Space(self.service.multilingual.embedder.name, calibrations.MULTILINGUAL, True,
+                                multilingual=True))
+        feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
+                    for text, _ in items if qna_id in records]
+        previous = self.store.get_trained(project)
+        adapters: dict[str, QueryAdapter] = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
+        result = TrainResult(project, threshold)
+        for space in spaces:
+            embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
+            vectors = embedder.embed([text for text, _ in feedback]) if feedback else np.zeros((0, 1), np.float32)
+            extra = [(v, qna_id) for v, (_, qna_id) in zip(vectors, feedback)]
+            adapter, report = train_space(records, questions, dim, space, extra, threshold)
+            result.spaces.append(report)
+            if adapter is not None:
+                adapters[space.name] = adapter
+                result.kept = True
+        result.seconds = round(time.perf_counter() - started, 2)
+        if result.kept:
+            model = TrainedModel(adapters)
+            result.model_bytes = model.nbytes
+            self.store.set_trained(project, model.to_bytes(), result.json())
+        return result
+
+    def forget(self, project: str) -> bool:
+        """Remove the live state's trained model (deployments keep theirs until the next deploy)."""
+        self.service.project(project)
+        had = self.store.get_trained(project) is not None
+        if had:
+            self.store.set_trained(project, None)
+        return had
+
+    def status(self, project: str) -> dict[str, Any]:
+        """The trained model of the live state and of each deployment: when it was trained and what it measured."""
+        self.service.project(project)
+        out: dict[str, Any] = {"project": project, "deployments": {}}
+        for name in [LIVE] + [d.name for d in self.store.list_deployments(project)]:
+            trained = self.store.get_trained(project, name)
+            out["deployments"][name] = None if trained is None else {
+                "trainedDateTime": trained.created, "hash": trained.hash, "report": trained.meta}
+        return out
+
+    def handle(self, job: Job) -> None:
+        """The ``train`` job: its result is the report, as JSON."""
+        result = self.train(job.project)
+        job.result = json.dumps(result.json()).encode()
+        job.result_name, job.result_media = "train.json", "application/json"

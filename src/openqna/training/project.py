@@ -1,0 +1,186 @@
+"""Training a project's model on what it holds, judged on its own held-out questions by the ranker that serves it.
+
+For each vector space the project is searched in (``Space``), ``train_space``:
+
+1. **holds out** part of the project's own questions: one question each of the QnAs that have two or more (up to
+   ``HELD_OUT_MAX`` of them); a KB of one question per QnA (an FAQ page) has no
+   alternate questions to spare, so its held-out questions are the only question of a fifth of its QnAs, which must
+   then be found through their answers;
+2. **trains** the query adapter (``adapter.fit``) on the rest: every remaining question (and passage heading)
+   asked of the KB without itself, so a QnA with one question teaches question → answer, and the user questions
+   feedback and accepted suggestions tied to a QnA (``extra``);
+3. **asks** each held-out question of the index without it (``MemIndex`` built from the remaining records), through
+   ``ranker.rank`` with the space's calibration and the KB's own adaptation, once with the raw vector and once
+   mapped: top-1 and right at the threshold, before and after;
+4. **keeps** the adapter only if neither figure falls and one rises (``wins``).  The adapter kept is the one
+   measured (trained without the held-out questions), so the figures reported are the served model's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from openqna.filters.match import KindIn
+from openqna.index.memindex import IndexRecord, MemIndex
+from openqna.ranking import ranker
+from openqna.ranking.calibrations import Calibration
+from openqna.training.adapter import Examples, QueryAdapter, fit
+
+HELD_OUT_MAX = 300
+HELD_OUT_SHARE = 0.2
+MIN_HELD_OUT = 10  # fewer held-out questions than this: nothing can be told, nothing is trained
+MIN_EXAMPLES = 20
+
+
+@dataclass(frozen=True)
+class Space:
+    """A vector space a project is searched in: its embedder's name, and how the ranker reads it."""
+
+    name: str
+    calibration: Calibration
+    reads_cjk: bool
+    multilingual: bool = False  # the multilingual space: the records' ``mq_vectors``/``ma_vector``
+
+
+@dataclass
+class Figures:
+    questions: int = 0
+    top1: float = 0.0
+    right_at_threshold: float = 0.0
+
+
+@dataclass
+class SpaceReport:
+    space: str
+    held_out_kind: str  # "alternate questions" | "one-question QnAs, found by their answers" | "none"
+    examples: int = 0
+    before: Figures = field(default_factory=Figures)
+    after: Figures = field(default_factory=Figures)
+    kept: bool = False
+    reason: str = ""
+    seconds: float = 0.0
+
+    def json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["heldOutKind"] = out.pop("held_out_kind")
+        for key in ("before", "after"):
+            out[key]["rightAtThreshold"] = out[key].pop("right_at_threshold")
+        return out
+
+
+@dataclass
+class HeldOut:
+    record_id: int
+    position: int  # of the question in the record
+    text: str
+
+
+def held_out(records: dict[int, IndexRecord], questions: dict[int, list[str]], seed: int = 0
+             ) -> tuple[list[HeldOut], str]:
+    """The questions held out of training (``questions``: each record's question texts), and which kind they are."""
+    rng = np.random.default_rng(seed)
+    qnas = [rid for rid in sorted(records) if records[rid].kind == "qna" and not records[rid].context_only]
+    many = [rid for rid in qnas if len(records[rid].q_vectors) >= 2]
+    single = [rid for rid in qnas if len(records[rid].q_vectors) == 1 and records[rid].a_vector is not None]
+    for pool, kind, share in ((many, "alternate questions", 1.0),
+                              (single, "one-question QnAs, found by their answers", HELD_OUT_SHARE)):
+        count = min(HELD_OUT_MAX, max(MIN_HELD_OUT, round(share * len(pool))))
+        if len(pool) >= 2 * MIN_HELD_OUT:
+            chosen = sorted(rng.choice(len(pool), count, replace=False).tolist())
+            out = []
+            for i in chosen:
+                rid = pool[i]
+                position = int(rng.integers(len(records[rid].q_vectors)))
+                out.append(HeldOut(rid, position, questions[rid][position]))
+            return out, kind
+    return [], "none"
+
+
+def without(records: dict[int, IndexRecord], held: list[HeldOut]) -> list[IndexRecord]:
+    """The records with the held-out questions taken out, by id."""
+    drop: dict[int, set[int]] = {}
+    for h in held:
+        drop.setdefault(h.record_id, set()).add(h.position)
+    out = []
+    for rid in sorted(records):
+        r = records[rid]
+        gone = drop.get(rid)
+        if gone:
+            keep = [i for i in range(len(r.q_vectors)) if i not in gone]
+            r = replace(r, question_keys=[r.question_keys[i] for i in keep], q_vectors=[r.q_vectors[i] for i in keep],
+                        q_terms=[r.q_terms[i] for i in keep],
+                        mq_vectors=[r.mq_vectors[i] for i in keep] if len(r.mq_vectors) == len(r.q_vectors) else [])
+        out.append(r)
+    return out
+
+
+def examples(index: MemIndex, extra: list[tuple[np.ndarray, int]]) -> tuple[Examples, np.ndarray, np.ndarray]:
+    """The training examples of ``index`` (in the space its vectors are in): each question unit asked without itself,
+    and ``extra`` (vector, record id) pairs; with the units (questions, then answers) and their record rows."""
+    q, a = index.q, index.a
+    units = np.concatenate([q.matrix, a.matrix]).astype(np.float32, copy=False)
+    unit_records = np.concatenate([q.rows, a.rows]).astype(np.int64)
+    row_of = index.row_of
+    kept_extra = [(v, row_of[rid]) for v, rid in extra if rid in row_of]
+    queries = np.concatenate([q.matrix] + [np.asarray([v for v, _ in kept_extra], np.float32).reshape(-1, index.dim)])
+    targets = np.concatenate([q.rows, np.asarray([r for _, r in kept_extra], np.int64)]).astype(np.int64)
+    self_units = np.concatenate([np.arange(q.n), np.full(len(kept_extra), -1)]).astype(np.int64)
+    return Examples(queries.astype(np.float32, copy=False), targets, self_units), units, unit_records
+
+
+def ask(index: MemIndex, held: list[HeldOut], vectors: np.ndarray, space: Space, threshold: float) -> Figures:
+    """Top-1 and right at ``threshold`` of the held-out questions (``vectors``: as the space ranks them)."""
+    eligible = index.mask(KindIn(("qna",))) & ~index.context_only
+    top1 = right = 0
+    for h, vector in zip(held, vectors):
+        found = ranker.rank(index, h.text, vector, eligible, top=1, calibration=space.calibration,
+                            reads_cjk=space.reads_cjk)
+        if found and found[0].record_id == h.record_id:
+            top1 += 1
+            right += found[0].confidence >= threshold
+    n = max(len(held), 1)
+    return Figures(len(held), round(top1 / n, 4), round(right / n, 4))
+
+
+def wins(before: Figures, after: Figures) -> bool:
+    """Whether a model measured ``after`` should replace none (``before``): nothing falls and something rises."""
+    return (after.top1 >= before.top1 and after.right_at_threshold >= before.right_at_threshold
+            and (after.top1 > before.top1 or after.right_at_threshold > before.right_at_threshold))
+
+
+def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]], dim: int, space: Space,
+                extra: list[tuple[np.ndarray, int]], threshold: float, *, seed: int = 0
+                ) -> tuple[QueryAdapter | None, SpaceReport]:
+    """The adapter of ``space`` for the project whose live records are ``records`` (and whether it won)."""
+    started = time.perf_counter()
+    held, kind = held_out(records, questions, seed)
+    report = SpaceReport(space.name, kind)
+    if not held:
+        report.reason = (f"too few QnAs to hold any out: training needs at least {2 * MIN_HELD_OUT} QnAs with two or "
+                         f"more questions, or {2 * MIN_HELD_OUT} with one question and an answer")
+        return None, report
+    base = MemIndex.build([without(records, held)], dim, 0)
+    index = base.multilingual() if space.multilingual else base
+    if index is None:
+        report.reason = "the knowledge base has no vectors in this space"
+        return None, report
+    train, units, unit_records = examples(index, extra)
+    report.examples = len(train.targets)
+    if report.examples < MIN_EXAMPLES:
+        report.reason = f"too few questions to learn from ({report.examples}; at least {MIN_EXAMPLES})"
+        return None, report
+    adapter = fit(train, units, unit_records, index.n, space.name, seed=seed)
+    by_id = {h.record_id: records[h.record_id] for h in held}
+    raw = np.asarray([(by_id[h.record_id].mq_vectors if space.multilingual else by_id[h.record_id].q_vectors)
+                      [h.position] for h in held], np.float32)
+    report.before = ask(index, held, raw, space, threshold)
+    report.after = ask(index, held, adapter.apply(raw), space, threshold)
+    report.kept = wins(report.before, report.after)
+    report.reason = ("it answers the held-out questions better" if report.kept else
+                     "it does not answer the held-out questions better than the model without training")
+    report.seconds = round(time.perf_counter() - started, 2)
+    return (adapter if report.kept else None), report

@@ -1,0 +1,150 @@
+"""Save and train (issue 42): the trained model is served, deployed, rolled back and evicted; the train job holds out
+questions and keeps only a model that wins on them; the CLI and HTTP routes, over real stores and the real model."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from conftest import REPO, LiveServer
+from openqna.auth.keys import create_key
+from openqna.evaluation import faq
+from openqna.kb.service import AskRequest
+from openqna.kb.train_job import Trainer
+from openqna.records import QnA
+from openqna.training.adapter import QueryAdapter
+from openqna.training.model import TrainedModel, TrainedModels
+from openqna.training.project import wins
+from test_cli import run
+from test_native_api import wait
+
+DATA = REPO.parent / "shared" / "data"
+SHOP = [QnA(["When are you open?"], "From 9 to 5 on weekdays."),
+        QnA(["Do you ship abroad?"], "We ship to every country in the EU."),
+        QnA(["Can I pay by card?"], "Yes, we take all major cards."),
+        QnA(["How do I return an item?"], "Send it back within 30 days.")]
+ASKED = "Is there a student discount?"  # near none of them
+
+
+def steering(service, question: str, target: str) -> TrainedModel:
+    """An adapter that reads ``question`` as ``target`` (and leaves questions far from it nearly alone)."""
+    q, t = service.embedder.embed([question, target])
+    matrix = 4.0 * np.outer(q, t).astype(np.float32)
+    return TrainedModel({service.embedder.name: QueryAdapter(matrix, service.embedder.name)})
+
+
+def top(service, project: str, deployment: str = "test") -> tuple[str, float]:
+    answer = service.ask(project, deployment, AskRequest(question=ASKED, top=1))[0]
+    return (answer.qna.questions[0] if answer.qna else "", answer.confidence)
+
+
+def test_a_trained_model_is_served_in_test_then_deployed_and_rolled_back(service):
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    service.deploy("shop", "production")
+    before = top(service, "shop")
+    model = steering(service, ASKED, "When are you open?")
+    service.store.set_trained("shop", model.to_bytes(), {})
+    assert top(service, "shop")[0] == "When are you open?" != before[0]
+    assert top(service, "shop", "production") == before  # production answers as before until a deploy
+    service.deploy("shop", "production")
+    assert top(service, "shop", "production")[0] == "When are you open?"
+    service.deploy("shop", "production", version=1)
+    assert top(service, "shop", "production") == before
+    # a model for another vector space is not applied to this one
+    other = TrainedModel({"another-space": next(iter(model.adapters.values()))})
+    service.store.set_trained("shop", other.to_bytes(), {})
+    assert top(service, "shop") == before
+
+
+def test_the_search_tool_reads_questions_through_the_trained_model(service):
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    assert service.search("shop", ASKED, limit=1)[0].record.questions != ["How do I return an item?"]
+    service.store.set_trained("shop", steering(service, ASKED, "How do I return an item?").to_bytes(), {})
+    assert service.search("shop", ASKED, limit=1)[0].record.questions == ["How do I return an item?"]
+
+
+def test_models_are_loaded_on_first_use_and_evicted_past_the_memory_limit():
+    matrix = np.zeros((384, 384), np.float32)
+    blob = TrainedModel({"s": QueryAdapter(matrix, "s")}).to_bytes()
+    loads: list[tuple[str, str]] = []
+
+    def load(project: str, deployment: str) -> bytes | None:
+        loads.append((project, deployment))
+        return None if project == "untrained" else blob
+
+    cache = TrainedModels(load, lambda: 2 * matrix.nbytes)
+    for project in ("a", "b", "a", "untrained", "untrained"):
+        cache.get(project, "production", 1)
+    assert loads == [("a", "production"), ("b", "production"), ("untrained", "production")]
+    assert cache.loaded_bytes == 2 * matrix.nbytes
+    cache.get("c", "production", 1)  # a third model: the least recently used (b) goes
+    assert cache.loaded_bytes == 2 * matrix.nbytes
+    cache.get("a", "production", 1)
+    cache.get("b", "production", 1)
+    assert loads[-1] == ("b", "production") and ("a", "production") not in loads[4:]
+    cache.get("a", "production", 2)  # a new version of a deployment replaces the old one's entry
+    assert loads[-1] == ("a", "production")
+
+
+def test_training_holds_out_questions_and_keeps_only_a_model_that_wins(service):
+    kb = faq.chitchat_kb(service, DATA, "professional", seed=20240601)
+    result = Trainer(service).train(kb.project)
+    (space,) = result.spaces
+    assert space.held_out_kind == "alternate questions"
+    assert space.before.questions == space.after.questions >= 50 and space.examples > 200
+    assert space.kept == wins(space.before, space.after) == result.kept
+    stored = service.store.get_trained(kb.project)
+    assert (stored is not None) == result.kept
+    if stored is not None:
+        assert stored.meta["spaces"][0]["after"] == result.json()["spaces"][0]["after"]
+
+
+def test_a_knowledge_base_too_small_to_hold_out_is_not_trained_and_says_why(service):
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    result = Trainer(service).train("shop")
+    assert not result.kept and service.store.get_trained("shop") is None
+    assert "too few QnAs to hold any out" in result.spaces[0].reason
+
+
+def test_the_train_job_over_http(service):
+    _, admin = create_key(service.store, name="admin", role="admin")
+    _, reader = create_key(service.store, name="bot", role="query")
+    faq.chitchat_kb(service, DATA, "friend", seed=20240601)
+    with LiveServer(service) as server:
+        url = f"{server.url}/openqna/projects"
+        assert httpx.post(f"{url}/chitchat-friend:train", headers={"api-key": reader}).status_code == 403
+        missing = httpx.post(f"{url}/nowhere:train", headers={"api-key": admin})
+        assert missing.status_code == 404 and "nowhere" in missing.json()["error"]["message"]
+        started = httpx.post(f"{url}/chitchat-friend:train", headers={"api-key": admin})
+        assert started.status_code == 202
+        job = wait(started.headers["Operation-Location"], admin)
+        assert job["status"] == "succeeded" and job["kind"] == "train"
+        report = job["result"]
+        assert report["project"] == "chitchat-friend" and report["spaces"][0]["before"]["questions"] >= 50
+        status = httpx.get(f"{url}/chitchat-friend/training", headers={"api-key": admin}).json()
+        assert (status["deployments"]["test"] is not None) == report["kept"]
+        removed = httpx.delete(f"{url}/chitchat-friend/training", headers={"api-key": admin}).json()
+        assert removed == {"project": "chitchat-friend", "removed": report["kept"]}
+        assert httpx.get(f"{url}/chitchat-friend/training", headers={"api-key": admin}).json()["deployments"] == \
+            {"test": None}
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_the_train_command(tmp_path, as_json):
+    tsv = tmp_path / "shop.tsv"
+    tsv.write_text("Question\tAnswer\n" + "".join(f"{q.questions[0]}\t{q.answer}\n" for q in SHOP))
+    run("import", "shop", str(tsv), data=tmp_path)
+    proc = run("train", "shop", *(["--json"] if as_json else []), data=tmp_path)
+    if as_json:
+        report = json.loads(proc.stdout)
+        assert report["kept"] is False and report["spaces"][0]["heldOutKind"] == "none"
+    else:
+        assert "not kept: too few QnAs to hold any out" in proc.stdout and "Nothing changed" in proc.stdout
+    forgot = run("train", "shop", "--forget", data=tmp_path)
+    assert "shop has no trained model in the test state" in forgot.stdout
