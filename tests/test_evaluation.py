@@ -352,6 +352,24 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     assert "## Chinese and Japanese" in (out / "report.md").read_text(encoding="utf-8")
 
 
+def test_quick_run_trains_every_regime_kb_and_reports_before_and_after(quick):
+    """Save and train in the evaluation (issue 42): every FAQ-regime and CJK KB trained; where no model was kept the
+    test figures after are the ones before, and where one was they come from asking the test split again."""
+    out, m = quick
+    t = m["training"]
+    kbs = {kb for data in m["regimes"].values() for kb in data["kbs"]} | set(m["cjk"]["kbs"])
+    assert set(t) == kbs
+    for name, entry in t.items():
+        test = next(data["summary"][name]["test"] for data in [*m["regimes"].values(), m["cjk"]]
+                    if name in data["summary"])
+        assert entry["before"]["top1"] == test["top1"] and entry["before"]["right_at_t"] == test["right_at_t"]
+        if not entry["kept"]:
+            assert entry["after"] == entry["before"], name
+        for space in entry["held_out"]:
+            assert space["kept"] == (entry["kept"] and space["kept"])
+    assert "## Save and train" in (out / "report.md").read_text(encoding="utf-8")
+
+
 def test_real_faq_pages_are_one_question_regimes_with_real_answers(quick):
     """covid-q and covid-qsim-deepset (and Tianchi's Chinese set) are FAQ pages of one question per QnA, judged by
     their gold entries; the intent sets cut to one question are a regime of their own, fitted on by nothing."""

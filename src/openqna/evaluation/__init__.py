@@ -43,6 +43,7 @@ from openqna.evaluation import (
     report,
     spans,
     tiny,
+    training,
     typo_questions,
 )
 from openqna.evaluation.document_regimes import DOCUMENTS, document_kbs
@@ -158,9 +159,15 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                                                     per_kb=plan.conversation_questions)
                 step("long_questions", t)
                 t = time.perf_counter()
-                metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
-                                              limit=plan.paragraphs["jsquad"])
+                cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
+                metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
                 step("cjk", t)
+                t = time.perf_counter()
+                before = {kb: by_split["test"] for section in (*metrics["regimes"].values(), metrics["cjk"])
+                          for kb, by_split in section["summary"].items() if kb != "all"}
+                metrics["training"] = training.evaluate(
+                    service, [kb for kb in built + cjk_built if kb.project in before], before, threshold)
+                step("training", t)
             finally:
                 store.close()
     finally:
@@ -345,8 +352,8 @@ def _run_cjk(data_dir: Path, out_dir: Path, plan: Plan, quick: bool, threshold: 
             store = open_store(tmp)
             try:
                 service = Service(store, embedder, multilingual)
-                metrics["cjk"] = cjk.evaluate(service, data_dir, seed=seed, threshold=threshold,
-                                              limit=plan.paragraphs["jsquad"])
+                metrics["cjk"] = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed,
+                                                                 limit=plan.paragraphs["jsquad"]), threshold=threshold)
                 metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
                                     for name, limit in plan.span_questions.items()}
             finally:

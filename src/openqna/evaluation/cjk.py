@@ -116,11 +116,15 @@ def sample_asked_in_chinese(service: Service, *, seed: int) -> RegimeKB:
                     notes="bundled English sample, hand-translated questions, OPENQNA_MULTILINGUAL=on")
 
 
-def evaluate(service: Service, data_dir: Path, *, seed: int, threshold: float,
-             limit: int | None = None) -> dict:
-    """Every CJK KB built and asked: per KB and split the regime summary, and every outcome (for fitting)."""
+def build(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
+    """Every CJK KB built in ``service``."""
     built = [kb for name in SETS for kb in paragraph_kbs(service, data_dir, name, seed=seed, limit=limit)]
     built.append(sample_asked_in_chinese(service, seed=seed))
+    return built
+
+
+def evaluate(service: Service, built: list[RegimeKB], *, threshold: float) -> dict:
+    """Every CJK KB (``build``) asked: per KB and split the regime summary, and every outcome (for fitting)."""
     outcomes = [o for kb in built for o in ask_all(service, kb)]
     cjk_kbs = [kb.project for kb in built if "-en-" not in kb.project and kb.project != SAMPLE_ZH]
     groups = summaries(outcomes, threshold)

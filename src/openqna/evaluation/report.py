@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openqna.evaluation import cjk_report, conversations, guard, long_questions, regime_report, typo_questions
+from openqna.evaluation import (
+    cjk_report,
+    conversations,
+    guard,
+    long_questions,
+    regime_report,
+    training,
+    typo_questions,
+)
 from openqna.evaluation.baselines import METHOD_NAMES, METHODS
 from openqna.evaluation.spans import LOOKED_AT, SPAN_METHODS, UNSEEN
 
@@ -250,6 +258,7 @@ def render(metrics: dict) -> str:
     out += long_questions.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
+    out += training.section(metrics)
     out += [
         "",
         "## Caveats",
