@@ -3,8 +3,8 @@
 Records keep their ids, vectors are copied (never re-embedded: the analysed terms are
 recomputed with the same analyzer, so BM25 is unchanged), and each deployment is
 recreated as it was, by staging its copy as the live state and deploying it, before
-the live state itself is copied.  Synonyms, sources, feedback, files and API keys come
-along; finished jobs do not (they expire after six hours anyway).
+the live state itself is copied.  Synonyms, sources, feedback, accepted suggestions, files and
+API keys come along; finished jobs do not (they expire after six hours anyway).
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ def migrate(source: Store, target: Store, *, progress=print) -> dict[str, int]:
                     for question, n in items for _ in range(n)]
         if feedback:
             target.add_feedback(project.name, feedback)
+        accepted = source.list_accepted(project.name)
+        if accepted:
+            target.add_accepted(project.name, accepted)
         target.update_project(copy.deepcopy(project))
         counts["projects"] += 1
         counts["qnas"] += len(live)

@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -106,6 +106,12 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
              project_id bigint NOT NULL, source text COLLATE "C" NOT NULL, every_seconds bigint NOT NULL,
              next_due text COLLATE "C" NOT NULL, checked text NOT NULL, changed text NOT NULL, etag text NOT NULL,
              last_modified text NOT NULL, outcome text NOT NULL, PRIMARY KEY(project_id, source))""",
+    ],
+    9: [  # accepted suggestions, which test sets are made from (kb/labelled_questions.py)
+        """CREATE TABLE IF NOT EXISTS accepted_questions(
+             project_id bigint NOT NULL, qna_id bigint NOT NULL, question text COLLATE "C" NOT NULL,
+             via text NOT NULL, created text COLLATE "C" NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS accepted_questions_project ON accepted_questions(project_id, created)",
     ],
 }
 
