@@ -291,7 +291,7 @@ def test_openqna_test_set_from_log_takes_accepted_suggestions(tmp_path):
     accepted = run("suggestions", "shop", "--accept", "3", "Do you take Visa?", data=data)
     assert "QnA #3 now has 2 questions" in accepted.stdout
     text = run("test-set-from-log", "shop", "labelled", data=data).stdout
-    assert "saved 2 questions as test set 'labelled': 1 accepted suggestions, 1 logged questions with feedback" in text
+    assert "saved 2 questions as test set 'labelled': 1 accepted suggestion, 1 logged question with feedback" in text
     assert "'Do you take Visa?' -> QnA #3 (accepted)" in text and "openqna test shop --set labelled" in text
     made = json.loads(run("test-set-from-log", "shop", "labelled", "--json", data=data).stdout)
     assert [(i["question"], i["expected_qna_id"]) for i in made["items"]] == [

@@ -17,6 +17,10 @@ def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _qna(qna_id: Any, question: str | None) -> str:
     if qna_id is None:
         return "no answer"
@@ -181,8 +185,9 @@ def test_set_from_log(project: str, name: str, as_json: bool, data_dir: str) -> 
         click.echo(json.dumps({"name": stored.name, **report, "items": stored.items}, indent=2, ensure_ascii=False))
         return
     skipped = report["skipped"]
-    click.echo(f"saved {report['questions']} questions as test set {stored.name!r}: {report['accepted']} accepted "
-               f"suggestions, {report['feedback']} logged questions with feedback")
+    click.echo(f"saved {_count(report['questions'], 'question')} as test set {stored.name!r}: "
+               f"{_count(report['accepted'], 'accepted suggestion')}, "
+               f"{_count(report['feedback'], 'logged question')} with feedback")
     left = [f"{n} {why}" for n, why in ((skipped["gone"], "whose QnA was deleted"),
                                         (skipped["ambiguous"], "whose feedback names more than one QnA"),
                                         (skipped["over"], "oldest beyond the 2,000 a set holds")) if n]
