@@ -298,3 +298,20 @@ def test_openqna_test_set_from_log_takes_accepted_suggestions(tmp_path):
         ("Do you take Visa?", 3), ("Can you deliver to Italy?", 2)]
     result = json.loads(run("test", "shop", "--set", "labelled", "--json", data=data).stdout)
     assert result["questions"] == 2 and result["test_set"] == "labelled"
+
+
+def test_an_edit_accepts_the_suggestions_and_logged_questions_it_adds():
+    from openqna.kb.labelled_questions import acceptances
+    from openqna.kb.query_log import question_key
+    from openqna.records import QnA
+
+    clusters = [{"ClusterHead": "pay by visa", "TotalAutoSuggestedCount": 0, "TotalUserSuggestedCount": 2,
+                 "AlternateQuestionList": [{"Question": "Pay by Visa", "AutoSuggestedCount": 0,
+                                            "UserSuggestedCount": 2}]}]
+    before = QnA(["Can I pay by card?"], "Yes.", id=3, suggested_questions=clusters)
+    after = QnA(["Can I pay by card?", "pay by visa", "Do you take cheques", "Is Amex fine?", "What about PayPal"],
+                "Yes.", id=3)
+    got = acceptances(before, after, ["do you take cheques"], {question_key("is amex fine")})
+    assert [(a.qna_id, a.question, a.via) for a in got] == [
+        (3, "pay by visa", "suggestion"), (3, "Do you take cheques", "suggestion"), (3, "Is Amex fine?", "log")]
+    assert acceptances(after, after, ["pay by visa"], set()) == []  # nothing added: nothing accepted

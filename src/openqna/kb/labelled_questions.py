@@ -47,11 +47,13 @@ def acceptances(before: QnA, after: QnA, feedback: list[str], logged: set[str]) 
     """The questions an edit from ``before`` to ``after`` (one QnA) accepted: each question it added that was a
     pending suggestion of the QnA (``feedback`` sent for it, or its suggestion clusters; ``via`` ``suggestion``) or
     was asked of a deployment (``logged``: the query log's ``question_key``\\ s; ``via`` ``log``)."""
+    if before.id is None:
+        return []
     had = {q.casefold() for q in before.questions}
     pending = {q.casefold() for q in [*feedback, *suggested_questions(before.suggested_questions)]}
     out = []
     for question in after.questions:
-        if question.casefold() in had or before.id is None:
+        if question.casefold() in had:
             continue
         if question.casefold() in pending:
             out.append(AcceptedQuestion(before.id, question, "suggestion"))
