@@ -592,3 +592,20 @@ def test_a_trained_model_is_deployed_kept_with_its_version_and_rolled_back(kb, r
     kb.delete_project("kb1")
     kb.create_project(Project("kb1", "again"))
     assert kb.get_trained("kb1") is None
+
+
+def test_accepted_questions_round_trip(kb):
+    from openqna.store.base import AcceptedQuestion
+
+    assert kb.list_accepted("kb1") == []
+    kb.add_accepted("kb1", [AcceptedQuestion(2, "Where's my pen?", "suggestion"),
+                            AcceptedQuestion(1, "Café au lait?", "log", "2026-01-01T00:00:00Z")])
+    got = kb.list_accepted("kb1")
+    assert [(a.qna_id, a.question, a.via) for a in got] == [(1, "Café au lait?", "log"),
+                                                           (2, "Where's my pen?", "suggestion")]
+    assert got[0].accepted == "2026-01-01T00:00:00Z" and got[1].accepted > got[0].accepted
+    with pytest.raises(ProjectNotFound):
+        kb.list_accepted("missing")
+    kb.delete_project("kb1")
+    kb.create_project(Project("kb1"))
+    assert kb.list_accepted("kb1") == []

@@ -24,7 +24,7 @@ from azure.ai.language.questionanswering import QuestionAnsweringClient
 from azure.core.credentials import AzureKeyCredential
 from playwright.sync_api import Page, expect, sync_playwright
 
-from conftest import REPO, SAMPLE_DOCS, ServeProcess, wait_for_job
+from conftest import REPO, SAMPLE_DOCS, FileServer, ServeProcess, wait_for_job
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -41,7 +41,8 @@ HOSTILE = ("Question\tAnswer\tSource\tMetadata\n"
 def server(tmp_path_factory):
     """`openqna serve` on a fresh SQLite store with one admin key (made by `openqna keys create`)."""
     data = tmp_path_factory.mktemp("console")
-    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1"}
+    # the owner's journey adds a URL source served on loopback: the operator's allow-list names it
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", "OPENQNA_FETCH_ALLOW": "127.0.0.1/32"}
     cli = [sys.executable, "-m", "openqna.cli.main"]
     made = subprocess.run([*cli, "keys", "create", "--name", "owner", "--role", "admin"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=True)
@@ -467,3 +468,183 @@ def test_a_test_set_finds_a_conflict_that_a_merge_fixes(server, browser, tmp_pat
     expect(better).to_contain_text(f"QnA {reset}: How do I reset my password?")  # and after the merge
     page.screenshot(path=str(SHOTS / "console-test-sets.png"), full_page=True)
     tab.done()
+
+
+BENEFITS = SAMPLE_DOCS / "data-source-formats" / "Multiturn-ContosoBenefits.pdf"
+SHOP = """# Shop help
+
+## How do I reset my password?
+
+Open Settings, then Account, then Reset password.
+
+## How can I reset my password?
+
+Call the help desk and they reset it for you.
+
+## What are your opening hours?
+
+We are open from 9 to 5 on weekdays.
+
+## Do you ship abroad?
+
+We ship to every country in the European Union.
+"""
+
+
+def test_the_owners_loop(server, browser, tmp_path):
+    """Issue 41's journey, as a knowledge-base owner makes it: create a project, add a PDF and a URL source inside
+    it, see the URL source's refresh and what it changed, import a test set and run it against test and production,
+    read the confusion list, fix a QnA, rerun and read the per-question diff, deploy after a confirmation, roll back
+    to the previous version, merge a duplicate, and make a test set from an accepted suggestion.  No console error."""
+    url, secret = server
+    headers = {"api-key": secret}
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "shop.md").write_text(SHOP, encoding="utf-8")
+    with FileServer(www) as site:
+        page_url = f"{site.url}/shop.md"
+        tab = Console(browser, url)
+        page = tab.sign_in(secret)
+
+        # a new project, then a PDF and a URL source added inside it
+        page.get_by_label("Name").fill("owners")
+        page.get_by_role("button", name="Create project").click()
+        expect(page.get_by_role("heading", name="owners: QnAs")).to_be_visible()
+        page.get_by_role("form", name="Add a source").get_by_label("File").set_input_files(str(BENEFITS))
+        page.get_by_role("form", name="Add a source").get_by_role("button", name="Add source").click()
+        wait_status(page, "Imported Multiturn-ContosoBenefits.pdf into owners.")
+        expect(page.locator(".import-result")).to_contain_text("+16 QnAs and +32 passages")
+        adder = page.get_by_role("form", name="Add a source")
+        adder.get_by_label("or URL source").fill(page_url)
+        adder.get_by_role("button", name="Add source").click()
+        wait_status(page, f"Added the source {page_url} to owners.")
+        expect(page.locator(".import-result")).to_contain_text("+4 QnAs")
+
+        # the Sources card: both sources; the URL one refreshes daily, changes, and a check shows what changed
+        sources = page.get_by_role("region", name="Sources")
+        expect(sources.get_by_role("row", name="Multiturn-ContosoBenefits.pdf")).to_contain_text("file")
+        shop = sources.get_by_role("row").filter(has_text=page_url)
+        expect(shop).to_contain_text("Not checked yet.")
+        shop.get_by_label(f"Refresh {page_url}").select_option("1d")
+        wait_status(page, "is checked every day")
+        (www / "shop.md").write_text(SHOP.replace("European Union", "European Union and Norway")
+                                     + "\n## Do you take cards?\n\nYes, we take all major cards.\n", encoding="utf-8")
+        shop.get_by_role("button", name=f"Check {page_url} now").click()
+        wait_status(page, "changed: ")
+        shop = page.get_by_role("region", name="Sources").get_by_role("row").filter(has_text=page_url)
+        expect(shop).to_contain_text("changed")
+        expect(shop.locator(".refresh-diff")).to_contain_text("QnAs: 1 added, 1 changed, 0 removed")
+        expect(shop.locator(".refresh-diff")).to_contain_text("Do you take cards?")
+        expect(shop.locator(".refresh-diff")).to_contain_text("Do you ship abroad?")
+        expect(shop.get_by_label(f"Refresh {page_url}")).to_have_value("1d")
+
+        qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/owners/qnas",
+                         params={"api-version": "2023-04-01", "maxpagesize": 1000}, headers=headers).json()["value"]
+        passages = {p["id"] for p in httpx.get(f"{url}/openqna/projects/owners/passages",
+                                               headers=headers).json()["value"]}
+        ids = {q["questions"][0]: q["id"] for q in qnas if q["id"] not in passages}  # a passage's title is a heading
+        reset, twin, hours = (ids["How do I reset my password?"], ids["How can I reset my password?"],
+                              ids["What are your opening hours?"])
+
+        # production first, after the confirmation
+        page.get_by_role("link", name="Deploy").click()
+        page.get_by_label("Deployment name").fill("production")
+        page.get_by_role("button", name="Deploy", exact=True).click()
+        page.get_by_role("alertdialog", name="Confirm deploy").get_by_role("button", name="Confirm deploy").click()
+        wait_status(page, "Deployed owners to production.")
+
+        # a test set, run against test and against production: the confusion list
+        checks = tmp_path / "checks.csv"
+        checks.write_text("question,expected_qna_id\n"
+                          f"What are your opening hours?,{hours}\n"
+                          f"How can I reset my password?,{reset}\n"  # its twin answers it
+                          f"When can I come to the shop?,{hours}\n"  # too unsure until the QnA is fixed
+                          "Who won the 1966 world cup?,none\n", encoding="utf-8")
+        page.get_by_role("link", name="Test sets").click()
+        upload = page.get_by_role("form", name="Upload a test set")
+        upload.get_by_label("Set name").fill("shop-checks")
+        upload.get_by_label("Test-set file").set_input_files(str(checks))
+        upload.get_by_role("button", name="Upload").click()
+        wait_status(page, "Uploaded test set shop-checks: 4 questions.")
+        for against in ("test", "production"):
+            run = page.get_by_role("form", name="Run a test set")
+            run.get_by_label("Against").select_option(against)
+            run.get_by_role("button", name="Run").click()
+            wait_status(page, f"Ran shop-checks against {against}: 4 questions")
+            card = page.get_by_role("region", name="Run result")
+            expect(card).to_contain_text("Confusion list: 2 not right")
+            confused = card.get_by_role("row", name="How can I reset my password?")
+            expect(confused).to_contain_text(f"QnA {reset}: How do I reset my password?")  # expected
+            expect(confused).to_contain_text(f"QnA {twin}: How can I reset my password?")  # answered instead
+            expect(card.get_by_role("row", name="When can I come to the shop?")).to_be_visible()
+
+        # fix a QnA: the unsure question becomes an alternate question of the opening hours
+        page.get_by_role("link", name="QnAs").click()
+        page.get_by_label("Search").fill("opening hours")
+        page.get_by_role("button", name="What are your opening hours?").click()
+        page.get_by_label("Questions (one per line; the first is the primary one)").fill(
+            "What are your opening hours?\nWhen can I come to the shop?")
+        page.get_by_role("button", name="Save").click()
+        wait_status(page, "saved.")
+
+        # rerun against test and compare with the first run, question by question
+        page.get_by_role("link", name="Test sets").click()
+        run = page.get_by_role("form", name="Run a test set")
+        run.get_by_label("Against").select_option("test")
+        run.get_by_role("button", name="Run").click()
+        wait_status(page, "Ran shop-checks against test: 4 questions")
+        expect(page.get_by_role("region", name="Run result")).to_contain_text("Confusion list: 1 not right")
+        history = page.get_by_role("region", name="Run history")
+        history.get_by_label("Older run").select_option("1")
+        history.get_by_label("Newer run").select_option("3")
+        history.get_by_role("button", name="Compare").click()
+        diff = page.get_by_role("region", name="Comparison")
+        expect(diff).to_contain_text("Run 1 → run 3")
+        expect(diff).to_contain_text("Worse: none.")
+        better = diff.get_by_role("table").filter(has_text="Better: 1")
+        expect(better.get_by_role("row", name="When can I come to the shop?")).to_contain_text(f"QnA {hours}")
+
+        # deploy the fix after the confirmation, then roll production back to the version before it
+        page.get_by_role("link", name="Deploy").click()
+        expect(page.locator(".diff")).to_contain_text("QnAs: 0 added, 1 changed, 0 deleted")
+        page.get_by_role("button", name="Deploy test to production").click()
+        confirm = page.get_by_role("alertdialog", name="Confirm deploy")
+        expect(confirm).to_contain_text("Deploy test to production? QnAs: 0 added, 1 changed")
+        confirm.get_by_role("button", name="Confirm deploy").click()
+        wait_status(page, "Deployed owners to production.")
+        versions = page.get_by_role("region", name="Versions")
+        expect(versions).to_contain_text("v2")
+        versions.get_by_role("button", name="Roll production back to v1").click()
+        page.get_by_role("alertdialog", name="Confirm rollback").get_by_role("button", name="Confirm rollback").click()
+        wait_status(page, "Rolled production back to version 1.")
+        expect(page.locator(".diff")).to_contain_text("1 changed")  # test holds the fix, production does not
+        asked = httpx.post(f"{url}/language/:query-knowledgebases", headers=headers,
+                           params={"api-version": "2021-10-01", "projectName": "owners", "deploymentName": "production"},
+                           json={"question": "When can I come to the shop?"}).json()["answers"][0]
+        assert asked["confidenceScore"] < 1.0  # production answers as version 1 did
+
+        # merge the duplicate: the two password QnAs that answer differently
+        page.get_by_role("link", name="Duplicates").click()
+        finding = page.get_by_role("row").filter(has_text="Conflict").filter(has_text="How can I reset my password?")
+        finding.get_by_role("button", name="Merge").click()
+        page.get_by_role("alertdialog", name="Confirm merge").get_by_role("button", name="Confirm merge").click()
+        wait_status(page, "Merged QnA")
+        expect(page.get_by_role("row").filter(has_text="How can I reset my password?")).to_have_count(0)
+
+        # a user's feedback is accepted as a suggestion, and a test set is made from it
+        sent = httpx.post(f"{url}/language/authoring/query-knowledgebases/projects/owners/feedback",
+                          params={"api-version": "2023-04-01"}, headers=headers,
+                          json={"records": [{"userId": "u1", "userQuestion": "do you deliver to Oslo", "qnaId":
+                                             ids["Do you ship abroad?"]}]})
+        assert sent.status_code == 204
+        page.get_by_role("link", name="Improve").click()
+        suggestion = page.get_by_role("row", name="do you deliver to Oslo")
+        suggestion.get_by_role("button", name="Accept").click()
+        expect(page.get_by_role("row", name="do you deliver to Oslo")).to_have_count(0)
+        page.get_by_role("link", name="Test sets").click()
+        made = page.get_by_role("form", name="Make a test set from the log")
+        expect(made.get_by_label("Set name")).to_have_value("from-log")
+        made.get_by_role("button", name="Make from log").click()
+        wait_status(page, "Made test set from-log: 1 question (1 accepted suggestion, 0 logged questions with feedback).")
+        expect(page.get_by_role("form", name="Run a test set")).to_contain_text("from-log")
+        tab.done()

@@ -297,6 +297,13 @@ def _authoring(out: str, walk: Walk) -> None:
     assert answer["answer"] == "9 to 5, Monday to Friday."
 
 
+def _from_log(out: str, walk: Walk) -> None:
+    assert "#2\t1\thow do I launch it" in out and "QnA #2 now has 3 questions" in out
+    assert "saved 1 question as test set 'confirmed': 1 accepted suggestion, 0 logged questions with feedback" in out
+    assert "'how do I launch it' -> QnA #2 (accepted)" in out
+    assert "Run " in out and "test set 'confirmed' against test, 1 questions" in out and "top answer right:" in out
+
+
 def _curl(check: Callable[[dict], bool]) -> Expect:
     def expect(out: str, walk: Walk) -> None:
         assert check(json.loads(out)), out
@@ -309,6 +316,7 @@ EXPECT: dict[str, Expect] = {
     "openqna import manuals": _documents,
     'openqna ask demo "can I load an excel file?"': lambda out, walk: "Excel" in out or pytest.fail(out),
     "openqna export demo demo.xlsx": lambda out, walk: (walk.folder / "demo.xlsx").exists() or pytest.fail(out),
+    "openqna test-set-from-log demo confirmed": _from_log,
     "openqna keys list": lambda out, walk: set(walk.keys) == {"query", "author"} or pytest.fail(out),
     "openqna keys revoke": lambda out, walk: "temporary" not in subprocess.run(
         ["openqna", "keys", "list"], env=walk.env, cwd=walk.folder, capture_output=True, text=True).stdout

@@ -80,6 +80,9 @@ def test_the_scheduler_refreshes_a_changed_source_into_the_live_state_only(servi
     assert sorted(third["updatedIds"] + third["deletedIds"]) == sorted(charging)
     assert third["qnas"] == {"added": 0, "updated": 1, "deleted": 0}
     assert third["passages"] == {"added": 1, "updated": 0, "deleted": 1}
+    # each changed record is named by its heading, the deleted passage as it was
+    assert set(third["titles"]) == {str(i) for i in third["addedIds"] + third["updatedIds"] + third["deletedIds"]}
+    assert set(third["titles"].values()) == {"Charging"}
     assert "three hours" in answers(service) and "two hours" not in answers(service)
     assert "two hours" in answers(service, "production")  # nothing reaches a deployment before a deploy
     stored = service.store.list_source_refreshes("docs")[guide]
@@ -91,6 +94,8 @@ def test_the_scheduler_refreshes_a_changed_source_into_the_live_state_only(servi
                                          + "\n## Storage\n\nKeep the widget in a dry place.\n", encoding="utf-8")
     fourth = scheduler.tick(T0 + timedelta(hours=4))[0]["outcome"]
     assert fourth["added"] >= 1 and fourth["deleted"] >= 1 and "dry place" in answers(service)
+    assert "Warranty" in {fourth["titles"][str(i)] for i in fourth["deletedIds"]}
+    assert {"Guarantee", "Storage"} <= {fourth["titles"][str(i)] for i in fourth["addedIds"]}
 
 
 def test_a_failing_source_is_recorded_and_retried_at_the_next_interval(service, files, guide):

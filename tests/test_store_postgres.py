@@ -250,6 +250,27 @@ def test_schema_3_files_gain_a_scope(pg_dsn):
         store.close()
 
 
+def test_schema_8_databases_gain_accepted_questions(pg_dsn):
+    """A schema-8 database (before acceptances were recorded) opens at schema 9 with its projects, none accepted."""
+    from openqna.store.base import AcceptedQuestion
+
+    store = PostgresStore(pg_dsn)
+    store.create_project(Project("p"))
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 8
+        conn.execute("DROP TABLE accepted_questions")
+        conn.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    store = PostgresStore(pg_dsn)
+    try:
+        assert store.list_accepted("p") == []
+        store.add_accepted("p", [AcceptedQuestion(1, "q", "suggestion")])
+        assert [a.question for a in store.list_accepted("p")] == ["q"]
+    finally:
+        store.close()
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
 def test_schema_1_jobs_are_migrated_to_a_queue(pg_dsn):
     """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
     from openqna.store import Job
@@ -539,7 +560,8 @@ def test_vector_search_sql_over_2000_dimensions_uses_halfvec(hnsw_store):
 
 
 def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
-    """`openqna migrate`: every record, vector, deployment, synonym, feedback, file and key, both ways."""
+    """`openqna migrate`: every record, vector, deployment, synonym, trained model, feedback, file and key, both
+    ways."""
     import subprocess
     import sys
     from pathlib import Path
@@ -548,13 +570,22 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     from openqna.kb.service import AskRequest, Service
     from openqna.records import QnA
     from openqna.store import StoredFile
+    from openqna.store.base import AcceptedQuestion
+    from openqna.training.adapter import QueryAdapter
+    from openqna.training.model import TrainedModel
     from test_service import surface_kb
 
     source = Service(SQLiteStore(tmp_path / "a"), embedder)
     source.import_content("surface", surface_kb())
+    model = TrainedModel({embedder.name: QueryAdapter(np.zeros((embedder.dim, embedder.dim), np.float32),
+                                                      embedder.name)}).to_bytes()  # the identity map
+    source.store.set_trained("surface", model, {"kept": True})
     source.deploy("surface", "production")
+    source.store.set_trained("surface", None)
     source.upsert("surface", [QnA(["How do I reset my password?"], "Call support.", id=5, source="faq.tsv")])
     source.store.add_feedback("surface", [(1, "battery dies", "u1")] * 2)
+    accepted = AcceptedQuestion(1, "battery dies", "suggestion", "2026-01-01T00:00:00Z")
+    source.store.add_accepted("surface", [accepted])
     source.store.put_file(StoredFile("file-x", "x.jsonl", "assistants", 3, 1, data=b"abc"))
     _, secret = create_key(source.store, role="query")
     openqna = str(Path(sys.executable).with_name("openqna"))
@@ -583,6 +614,9 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
                     assert [(a.qna.id, a.confidence) for a in got] == [(a.qna.id, a.confidence) for a in want]
             assert store.get_synonyms("surface") == source.store.get_synonyms("surface")
             assert store.list_feedback("surface") == {1: [("battery dies", 2)]}
+            assert store.list_accepted("surface") == [accepted]
+            assert store.get_trained("surface") is None
+            assert store.get_trained("surface", "production").data == model
             assert store.get_file("file-x", with_data=True).data == b"abc"
             assert store.find_key(hash_key(secret)).role == "query"
     finally:

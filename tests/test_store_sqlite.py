@@ -111,6 +111,22 @@ def test_schema_3_files_gain_a_scope(tmp_path):
     assert new.get_file("file-new").scope == ["alpha"]
 
 
+def test_schema_8_databases_gain_accepted_questions(tmp_path):
+    """A schema-8 database (before acceptances were recorded) opens at schema 9 with its projects, none accepted."""
+    from openqna.store.base import AcceptedQuestion
+
+    old = SQLiteStore(tmp_path)
+    old.create_project(Project("p"))
+    old._db.execute("DROP TABLE accepted_questions")
+    old._db.execute("UPDATE meta SET value='8' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert new.list_accepted("p") == []
+    new.add_accepted("p", [AcceptedQuestion(1, "q", "suggestion")])
+    assert [a.question for a in new.list_accepted("p")] == ["q"]
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
 # -- saved indexes -------------------------------------------------------------------------------
 def _large_kb(store, n=80, seed=3):
     rng = np.random.default_rng(seed)

@@ -201,3 +201,117 @@ def test_sets_upload_run_and_compare_over_http(service, secured):
     assert httpx.delete(f"{base}/test-sets/from-excel", headers=headers).status_code == 404
     _, reader = create_key(service.store, name="reader", role="query", projects=["shop"])
     assert httpx.get(f"{base}/test-sets", headers={"api-key": reader}).status_code == 403
+
+
+# -- sets made from the query log and accepted suggestions ------------------------------------------------------------
+def test_a_set_is_made_from_confirmed_questions_over_http(service, secured):
+    """Accepted suggestions, logged questions added to a QnA and logged questions with feedback become a set; a
+    question nobody confirmed, feedback naming two QnAs and feedback on a question never logged stay out."""
+    server, admin = secured
+    headers = {"api-key": admin}
+    base = f"{server.url}/openqna/projects/shop"
+    upload(server, admin, "shop", "faq.tsv", FAQ.encode())
+    assert wait(httpx.put(f"{server.url}{AUTHORING}/shop/deployments/production", params=VERSION,
+                          headers=headers).headers["Operation-Location"], admin)["status"] == "succeeded"
+    assert httpx.put(f"{base}/analytics/settings", json={"enabled": True, "retentionDays": 30},
+                     headers=headers).status_code == 200
+    for question in ("Do you send parcels to France?", "Do you post to Spain?", "Will you refund me?",
+                     "Can I bring shoes back?", "What is the weather like?"):
+        asked = httpx.post(f"{server.url}/language/:query-knowledgebases", headers=headers,
+                           params={**VERSION, "projectName": "shop", "deploymentName": "production"},
+                           json={"question": question, "userId": "u1"})
+        assert asked.status_code == 200, asked.text
+    feedback = [("Do you send parcels to France?", 2), ("Do you post to Spain?", 2), ("Can I bring shoes back?", 4),
+                ("Can I bring shoes back?", 1), ("Do you take cash?", 3)]  # the last was never asked of production
+    sent = httpx.post(f"{server.url}{AUTHORING}/shop/feedback", params=VERSION, headers=headers,
+                      json={"records": [{"userId": "u1", "userQuestion": q, "qnaId": i} for q, i in feedback]})
+    assert sent.status_code == 204, sent.text
+
+    def add_question(qna_id: int, question: str) -> None:  # what the console's Accept and Add to QnA send
+        qna = next(q for q in httpx.get(f"{server.url}{AUTHORING}/shop/qnas", params=VERSION,
+                                        headers=headers).json()["value"] if q["id"] == qna_id)
+        value = {k: qna[k] for k in ("id", "answer", "metadata", "source", "dialog")}
+        done = httpx.patch(f"{server.url}{AUTHORING}/shop/qnas", params=VERSION, headers=headers,
+                           json=[{"op": "replace", "value": {**value, "questions": [*qna["questions"], question]}}])
+        assert wait(done.headers["Operation-Location"], admin)["status"] == "succeeded"
+
+    add_question(2, "Do you send parcels to France?")  # a suggestion accepted
+    add_question(4, "Will you refund me?")  # a logged question added to a QnA (Analytics)
+    add_question(1, "Are you open on Sundays?")  # an edit nobody asked for: no label
+    assert [(a.qna_id, a.question, a.via) for a in service.store.list_accepted("shop")] == [
+        (2, "Do you send parcels to France?", "suggestion"), (4, "Will you refund me?", "log")]
+
+    made = httpx.post(f"{base}/test-sets/from-log/:from-log", headers=headers)
+    assert made.status_code == 200, made.text
+    body = made.json()
+    assert (body["name"], body["questions"], body["accepted"], body["feedback"]) == ("from-log", 3, 2, 1)
+    assert body["skipped"] == {"gone": 0, "ambiguous": 1, "over": 0}
+    items = httpx.get(f"{base}/test-sets/from-log", headers=headers).json()["items"]
+    assert [(i["question"], i["expected_qna_id"], i["origin"]) for i in items] == [
+        ("Do you send parcels to France?", 2, "accepted"), ("Will you refund me?", 4, "accepted"),
+        ("Do you post to Spain?", 2, "feedback")]
+    ran = httpx.post(f"{base}/test-sets/from-log/:run", headers=headers).json()
+    assert ran["questions"] == 3 and ran["top1"] >= 2 / 3  # two of them are now questions of their QnA
+
+    # QnA 4 is deleted: its accepted question goes, and says so; its feedback went with it, so the feedback on
+    # "Can I bring shoes back?" names one QnA now
+    gone = httpx.patch(f"{server.url}{AUTHORING}/shop/qnas", params=VERSION, headers=headers,
+                       json=[{"op": "delete", "value": {"id": 4}}])
+    assert wait(gone.headers["Operation-Location"], admin)["status"] == "succeeded"
+    again = httpx.post(f"{base}/test-sets/from-log/:from-log", headers=headers).json()
+    assert again["skipped"] == {"gone": 1, "ambiguous": 0, "over": 0}
+    items = httpx.get(f"{base}/test-sets/from-log", headers=headers).json()["items"]
+    assert [(i["question"], i["expected_qna_id"]) for i in items] == [
+        ("Do you send parcels to France?", 2), ("Can I bring shoes back?", 1), ("Do you post to Spain?", 2)]
+
+    upload(server, admin, "empty", "faq.tsv", FAQ.encode())
+    refused = httpx.post(f"{server.url}/openqna/projects/empty/test-sets/x/:from-log", headers=headers)
+    assert refused.status_code == 400 and "no question whose answer someone confirmed" in refused.json()["error"][
+        "message"]
+    assert httpx.get(f"{server.url}/openqna/projects/empty/test-sets", headers=headers).json()["value"] == []
+    bad = httpx.post(f"{base}/test-sets/a%23b/:from-log", headers=headers)
+    assert bad.status_code == 400 and bad.json()["error"]["target"] == "name"
+    assert httpx.post(f"{server.url}/openqna/projects/nope/test-sets/x/:from-log", headers=headers).status_code == 404
+
+
+def test_openqna_test_set_from_log_takes_accepted_suggestions(tmp_path):
+    from openqna.store.base import LoggedQuery
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    (tmp_path / "faq.tsv").write_text(FAQ)
+    run("import", "shop", str(tmp_path / "faq.tsv"), data=data)
+    refused = run("test-set-from-log", "shop", "labelled", data=data, check=False)
+    assert refused.returncode != 0 and "accept suggestions" in refused.stderr
+    store = SQLiteStore(data)
+    store.add_feedback("shop", [(3, "Do you take Visa?", "u1"), (2, "Can you deliver to Italy?", "u2")])
+    store.log_queries("shop", [LoggedQuery("2026-01-01T00:00:00Z", "production", "can you deliver to italy", "", 2,
+                                           0.4)])
+    store.close()
+    accepted = run("suggestions", "shop", "--accept", "3", "Do you take Visa?", data=data)
+    assert "QnA #3 now has 2 questions" in accepted.stdout
+    text = run("test-set-from-log", "shop", "labelled", data=data).stdout
+    assert "saved 2 questions as test set 'labelled': 1 accepted suggestion, 1 logged question with feedback" in text
+    assert "'Do you take Visa?' -> QnA #3 (accepted)" in text and "openqna test shop --set labelled" in text
+    made = json.loads(run("test-set-from-log", "shop", "labelled", "--json", data=data).stdout)
+    assert [(i["question"], i["expected_qna_id"]) for i in made["items"]] == [
+        ("Do you take Visa?", 3), ("Can you deliver to Italy?", 2)]
+    result = json.loads(run("test", "shop", "--set", "labelled", "--json", data=data).stdout)
+    assert result["questions"] == 2 and result["test_set"] == "labelled"
+
+
+def test_an_edit_accepts_the_suggestions_and_logged_questions_it_adds():
+    from openqna.kb.labelled_questions import acceptances
+    from openqna.kb.query_log import question_key
+    from openqna.records import QnA
+
+    clusters = [{"ClusterHead": "pay by visa", "TotalAutoSuggestedCount": 0, "TotalUserSuggestedCount": 2,
+                 "AlternateQuestionList": [{"Question": "Pay by Visa", "AutoSuggestedCount": 0,
+                                            "UserSuggestedCount": 2}]}]
+    before = QnA(["Can I pay by card?"], "Yes.", id=3, suggested_questions=clusters)
+    after = QnA(["Can I pay by card?", "pay by visa", "Do you take cheques", "Is Amex fine?", "What about PayPal"],
+                "Yes.", id=3)
+    got = acceptances(before, after, ["do you take cheques"], {question_key("is amex fine")})
+    assert [(a.qna_id, a.question, a.via) for a in got] == [
+        (3, "pay by visa", "suggestion"), (3, "Do you take cheques", "suggestion"), (3, "Is Amex fine?", "log")]
+    assert acceptances(after, after, ["pay by visa"], set()) == []  # nothing added: nothing accepted

@@ -41,6 +41,7 @@ IGNORES_BODY = {
     ("POST", "/v1/vector_stores/{vector_store_id}/file_batches/{batch_id}/cancel"),
     ("POST", "/openqna/projects/{project}/deployments/{deployment}/:rollback"),
     ("POST", "/openqna/projects/{project}/test-sets/{name}/:run"),
+    ("POST", "/openqna/projects/{project}/test-sets/{name}/:from-log"),
     ("POST", "/openqna/projects/{project}/sources/{source:path}/:refresh"),
 }
 # Routes whose body is not JSON: each gets the bad text inside the kind of body it takes (below).

@@ -4,6 +4,9 @@
 * ``PUT /openqna/projects/{project}/test-sets/{name}?format=tsv|csv|xlsx`` — the body is a test-set file (or name
   it: ``?fileName=checks.csv``); replaces a set of that name; at most ``MAX_QUESTIONS`` (2,000) questions;
 * ``GET``, ``DELETE /openqna/projects/{project}/test-sets/{name}`` — one set with its ``items``, or drop it;
+* ``POST /openqna/projects/{project}/test-sets/{name}/:from-log`` — make (or replace) the set from the questions
+  whose QnA someone confirmed (``kb/labelled_questions.py``): the set's figures with ``accepted``, ``feedback``
+  and ``skipped`` counts; 400 when there is no such question;
 * ``POST /openqna/projects/{project}/test-sets/{name}/:run?deploymentName=&threshold=`` — run it (synchronously)
   against a deployment or ``test`` (the default) and store the run: ``questions``, ``top1``, ``right_at_threshold``,
   ``no_answer_rejected``, ``wrong`` and ``run_id``;
@@ -48,6 +51,7 @@ class TestSetRoutes:
             Route(f"{PREFIX}/test-sets/{{name}}", self.upload, methods=["PUT"]),
             Route(f"{PREFIX}/test-sets/{{name}}", self.one_set, methods=["GET", "DELETE"]),
             Route(f"{PREFIX}/test-sets/{{name}}/:run", self.run, methods=["POST"]),
+            Route(f"{PREFIX}/test-sets/{{name}}/:from-log", self.from_log, methods=["POST"]),
             Route(f"{PREFIX}/test-runs", self.list_runs, methods=["GET"]),
             Route(f"{PREFIX}/test-runs/compare", self.compare, methods=["GET"]),
             Route(f"{PREFIX}/test-runs/{{runId}}", self.one_run, methods=["GET"]),
@@ -98,6 +102,12 @@ class TestSetRoutes:
         s = self.service.test_set(project, name)
         return JSONResponse({"name": s.name, "questions": len(s.items), "created": s.created, "modified": s.modified,
                              "items": s.items})
+
+    @handle_errors_off_loop
+    def from_log(self, request: Request) -> Response:
+        project = self._author(request)
+        stored, report = self.service.test_set_from_log(project, request.path_params["name"])
+        return JSONResponse({"name": stored.name, "created": stored.created, "modified": stored.modified, **report})
 
     @handle_errors
     async def run(self, request: Request) -> Response:

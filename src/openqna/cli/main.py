@@ -22,7 +22,7 @@ from openqna import settings
 from openqna.cli.common import data_option, fail, open_catalog, open_service
 from openqna.cli.key_commands import keys
 from openqna.cli.table_commands import table
-from openqna.cli.test_commands import test, test_diff, test_runs
+from openqna.cli.test_commands import test, test_diff, test_runs, test_set_from_log
 from openqna.cli.train_commands import train
 from openqna.filters.match import MetaEq, all_of
 from openqna.formats.limits import LIMITS
@@ -41,6 +41,7 @@ main.add_command(keys)
 main.add_command(test)
 main.add_command(test_runs)
 main.add_command(test_diff)
+main.add_command(test_set_from_log)
 main.add_command(train)
 
 

@@ -1,4 +1,5 @@
-"""``openqna test``, ``test-runs`` and ``test-diff``: test sets run against a deployment or ``test`` (kb/test_sets.py)."""
+"""``openqna test``, ``test-runs``, ``test-diff`` and ``test-set-from-log``: test sets run against a deployment or
+``test`` (kb/test_sets.py), and made from confirmed questions (kb/labelled_questions.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from openqna.records import OpenQnAError
 
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share:.0%}"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _qna(qna_id: Any, question: str | None) -> str:
@@ -158,3 +163,36 @@ def test_diff(project: str, old: int, new: int, as_json: bool, data_dir: str) ->
         click.echo(json.dumps(diff, indent=2, ensure_ascii=False))
         return
     _print_diff(diff)
+
+
+@click.command("test-set-from-log")
+@click.argument("project")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help='Print {"name", "questions", "accepted", "feedback", '
+              '"skipped", "items"} as JSON.')
+@data_option
+def test_set_from_log(project: str, name: str, as_json: bool, data_dir: str) -> None:
+    """Store test set NAME of PROJECT made of the questions whose QnA someone confirmed: the suggestions accepted
+    (and logged questions added to a QnA) and the logged questions whose feedback names one QnA.
+
+    A question nobody confirmed is left out (the answer it got is only what was ranked first), and so are questions
+    whose QnA was deleted or whose feedback names more than one QnA.  Run it with `openqna test PROJECT --set NAME`."""
+    try:
+        stored, report = open_catalog(data_dir).test_set_from_log(project, name)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    if as_json:
+        click.echo(json.dumps({"name": stored.name, **report, "items": stored.items}, indent=2, ensure_ascii=False))
+        return
+    skipped = report["skipped"]
+    click.echo(f"saved {_count(report['questions'], 'question')} as test set {stored.name!r}: "
+               f"{_count(report['accepted'], 'accepted suggestion')}, "
+               f"{_count(report['feedback'], 'logged question')} with feedback")
+    left = [f"{n} {why}" for n, why in ((skipped["gone"], "whose QnA was deleted"),
+                                        (skipped["ambiguous"], "whose feedback names more than one QnA"),
+                                        (skipped["over"], "oldest beyond the 2,000 a set holds")) if n]
+    if left:
+        click.echo("left out: " + "; ".join(left))
+    for item in stored.items:
+        click.echo(f"  {item['question']!r} -> QnA #{item['expected_qna_id']} ({item['origin']})")
+    click.echo(f"run it: openqna test {project} --set {stored.name}")

@@ -7,6 +7,7 @@ import { renderMarkdown } from "./markdown.js";
 import { importForm, refused, runJob, tabs } from "./projects.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
 import { pending } from "./analytics.js";
+import { sourcesCard } from "./sources.js";
 
 const PAGE = 25;
 
@@ -144,12 +145,13 @@ export async function showEditor(name) {
   const empty = !state.items.length && !passages.value.length;
   const adder = editable ? importForm(progress, name) : null;
   const first = adder && (empty || adder.querySelector(".import-result:not([hidden])"));
+  const sourceList = empty ? null : await sourcesCard(name, editable, () => showEditor(name));
   render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
     empty ? h("p", { class: "card" }, "This project is empty: add a source (a file or a URL) below, or write a QnA with New QnA.") : null,
     first ? adder : null,
     h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
-    h("div", { class: "split" }, listBox, editBox), targets, passageList, first ? null : adder));
+    h("div", { class: "split" }, listBox, editBox), targets, sourceList, passageList, first ? null : adder));
   draw();
   if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
     const question = pending.question;

@@ -1,4 +1,4 @@
-// Test sets: upload a named set (TSV, CSV or Excel), run it against test or a deployment, read the run's figures and
+// Test sets: upload a named set (TSV, CSV or Excel) or make one from the confirmed questions of the log, run it against test or a deployment, read the run's figures and
 // its confusion list, the run history, and the per-question diff between two runs (worse and better).
 import { all, call, get, project } from "./api.js";
 import { can, render } from "./app.js";
@@ -9,6 +9,7 @@ const FILES = ".tsv,.txt,.csv,.xlsx";
 
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
 function pct(share) { return share === null || share === undefined ? "–" : `${Math.round(share * 1000) / 10}%`; }
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 function conf(x) { return typeof x === "number" ? x.toFixed(2) : "–"; }
 
 function qna(id, question) {
@@ -82,6 +83,25 @@ export async function showTestSets(name, shown = {}) {
     "; an empty expectation means the question should get no answer."]),
   h("button", { type: "submit" }, "Upload"));
 
+  // made from the questions someone confirmed: accepted suggestions and logged questions with feedback
+  const logName = h("input", { value: "from-log", pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*" });
+  const fromLog = h("form", { class: "card", "aria-label": "Make a test set from the log", onsubmit: async (event) => {
+    event.preventDefault();
+    const target = logName.value.trim() || "from-log";
+    try {
+      const { data } = await call("POST", `${base}/test-sets/${encodeURIComponent(target)}/:from-log`);
+      const left = data.skipped.gone + data.skipped.ambiguous + data.skipped.over;
+      say(`Made test set ${data.name}: ${plural(data.questions, "question")} (${plural(data.accepted, "accepted suggestion")}, ` +
+        `${plural(data.feedback, "logged question")} with feedback${left ? `; ${left} left out` : ""}).`);
+      await showTestSets(name);
+    } catch (error) { fail(error); }
+  } }, h("h2", {}, "Make a test set from the log"),
+  h("p", { class: "hint" }, "Takes every question whose answer someone confirmed: suggestions accepted (Improve), questions ",
+    "added to a QnA from Analytics, and logged questions whose users' feedback names one QnA. Questions nobody confirmed ",
+    "are left out: the answer they got is only what was ranked first."),
+  field("Set name", logName, "Making a set of the same name again replaces it with what the log holds now."),
+  h("button", { type: "submit" }, "Make from log"));
+
   // run
   const which = h("select", {}, sets.value.map((s) => h("option", { value: s.name }, `${s.name} (${s.questions} questions)`)));
   const against = h("select", {}, h("option", { value: "test" }, "test (not deployed)"),
@@ -127,5 +147,5 @@ export async function showTestSets(name, shown = {}) {
 
   if (shown.run) result.replaceChildren(runCard(shown.run));
   render(h("section", {}, tabs(name, "tests"), h("h1", {}, `${name}: test sets`), progress, result,
-    h("div", { class: "grid" }, upload, runForm), history));
+    h("div", { class: "grid" }, upload, runForm), fromLog, history));
 }

@@ -19,9 +19,12 @@ from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
 from openqna.kb.documents import ingest_document, is_document
+from openqna.kb.labelled_questions import acceptances
+from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
 from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Job, Project, Source
+from openqna.store.base import AcceptedQuestion
 
 KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 EXPORT_RESULT = re.compile(r"/projects/[^/]+/export/jobs/(?P<job>[^/]+)/result$")
@@ -148,12 +151,27 @@ class Authoring:
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self._check_prompts(project, writes, set(existing) - set(deletes))
+        accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
         self.service.upsert(project, writes, match_content=False)
+        if accepted:
+            self.store.add_accepted(project, accepted)
         if deletes:
             self.store.delete_qnas(project, deletes)
             for qid in deletes:
                 self.store.delete_feedback(project, qid)
             self.touch(project)
+
+    def _accepted(self, project: str, edits: list[tuple[QnA, QnA]],
+                  feedback: dict[int, list[tuple[str, int]]]) -> list[AcceptedQuestion]:
+        """The suggestions and logged questions that ``edits`` (QnA before, after) accept (kb/labelled_questions.py);
+        the query log is read only when an edit adds a question."""
+        added = [(old, new) for old, new in edits
+                 if {q.casefold() for q in new.questions} - {q.casefold() for q in old.questions}]
+        if not added:
+            return []
+        logged = {question_key(q.question) for q in self.store.list_queries(project, "")}
+        return [a for old, new in added
+                for a in acceptances(old, new, [x for x, _ in feedback.get(old.id or 0, [])], logged)]
 
     def touch(self, project: str) -> Project:
         """Move ``lastModifiedDateTime``: apps such as FAQ Plus republish when it is later than the last deploy."""
@@ -199,6 +217,7 @@ class Authoring:
         if question.lower() not in {q.lower() for q in qna.questions}:
             qna.questions.append(question)
             self.service.upsert(project, [qna], match_content=False)
+            self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
         self.store.delete_feedback(project, qna_id, question)
         return qna
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, QnA
@@ -95,6 +96,25 @@ class Catalog:
         items = read_test_set(data, filename, fmt)
         self.store.get_project(project)
         return self.store.put_test_set(project, TestSet(name, items))
+
+    def test_set_from_log(self, project: str, name: str) -> tuple[TestSet, dict[str, Any]]:
+        """Store set ``name`` made of the questions whose QnA someone confirmed: accepted suggestions and logged
+        questions with feedback (``kb/labelled_questions.py``); returns it with what was taken and left out.
+        Refused (nothing stored) when there is no such question."""
+        from openqna.formats.test_set_files import check_set_name
+        from openqna.kb.labelled_questions import labelled_questions
+
+        name = check_set_name(name)
+        labelled = labelled_questions(self.store, project)
+        if not labelled.items:
+            left = labelled.gone + labelled.ambiguous
+            raise InvalidArgument(
+                f"Project '{project}' has no question whose answer someone confirmed"
+                + (f" ({left} left out: their QnA was deleted, or their feedback names more than one QnA)" if left
+                   else "")
+                + ": accept suggestions (Improve), add logged questions to QnAs (Analytics), or send feedback on "
+                  "questions asked of a deployment with the query log on; then make the set again.")
+        return self.store.put_test_set(project, TestSet(name, labelled.items)), labelled.report()
 
     def test_sets(self, project: str) -> list[TestSet]:
         return self.store.list_test_sets(project)

@@ -3,8 +3,8 @@
 Records keep their ids, vectors are copied (never re-embedded: the analysed terms are
 recomputed with the same analyzer, so BM25 is unchanged), and each deployment is
 recreated as it was, by staging its copy as the live state and deploying it, before
-the live state itself is copied.  Synonyms, sources, feedback, files and API keys come
-along; finished jobs do not (they expire after six hours anyway).
+the live state itself is copied.  Synonyms, trained models, sources, feedback, accepted suggestions, files and
+API keys come along; finished jobs do not (they expire after six hours anyway).
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ def _replace_live(target: Store, project: str, items: list[StoredQnA]) -> None:
         target.put_qnas(project, [StoredQnA(copy.deepcopy(i.qna), i.units, i.content_hash) for i in items])
 
 
+def _copy_trained(source: Store, target: Store, project: str, deployment: str) -> None:
+    """The trained model ``deployment`` holds, as the target's live model (a deploy then copies it)."""
+    trained = source.get_trained(project, deployment)
+    target.set_trained(project, None if trained is None else trained.data, None if trained is None else trained.meta)
+
+
 def migrate(source: Store, target: Store, *, progress=print) -> dict[str, int]:
     """Copy all projects, files and keys; refuses to overwrite a project that already exists."""
     counts = {"projects": 0, "qnas": 0, "deployments": 0, "files": 0, "keys": 0}
@@ -60,17 +66,22 @@ def migrate(source: Store, target: Store, *, progress=print) -> dict[str, int]:
         for deployment in source.list_deployments(project.name):
             _replace_live(target, project.name, _stored(source, project.name, deployment.name, project.embedder))
             target.set_synonyms(project.name, source.get_synonyms(project.name, deployment.name))
+            _copy_trained(source, target, project.name, deployment.name)
             target.deploy(project.name, deployment.name)
             counts["deployments"] += 1
         live = _stored(source, project.name, LIVE, project.embedder)
         _replace_live(target, project.name, live)
         target.set_synonyms(project.name, source.get_synonyms(project.name))
+        _copy_trained(source, target, project.name, LIVE)
         for src in source.list_sources(project.name):
             target.put_source(project.name, src)
         feedback = [(qid, question, "") for qid, items in source.list_feedback(project.name).items()
                     for question, n in items for _ in range(n)]
         if feedback:
             target.add_feedback(project.name, feedback)
+        accepted = source.list_accepted(project.name)
+        if accepted:
+            target.add_accepted(project.name, accepted)
         target.update_project(copy.deepcopy(project))
         counts["projects"] += 1
         counts["qnas"] += len(live)

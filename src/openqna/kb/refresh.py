@@ -8,7 +8,8 @@ and ``If-Modified-Since``:
 - a 304, or a body whose hash is the one last imported, is recorded ``unchanged`` and imports nothing;
 - a changed body is re-imported into the live state (``test``) exactly as ``PATCH .../sources`` with
   ``refresh: true`` does (``Authoring._ingest``: unchanged sections keep their vectors), and the QnAs and passages
-  added, updated and deleted are recorded (counts and ids, and counts of QnAs and passages apart).  No deployment changes until the next deploy;
+  added, updated and deleted are recorded (counts and ids, counts of QnAs and passages apart, and ``titles``: the
+  first question, or a passage's title, of up to 200 of them, so that a deleted record is named too).  No deployment changes until the next deploy;
 - a failure (the fetch was refused, timed out, answered 4xx/5xx; the file no longer parses) is recorded ``failed``
   with its message, changes nothing, and the source is tried again at its next interval.
 
@@ -40,6 +41,7 @@ from openqna.store.base import SourceRefresh
 log = logging.getLogger("openqna.kb.refresh")
 
 MIN_SECONDS = 10 * 60
+MAX_TITLES = 200  # the records an outcome names by their first question (``titles``); the ids are all kept
 MAX_SECONDS = 365 * 86400
 UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 INTERVAL = re.compile(r"^\s*(\d{1,6})\s*([mhdw])\s*$", re.IGNORECASE)
@@ -172,9 +174,10 @@ class Refresher:
         digest = hashlib.sha256(got.data).hexdigest()
         if digest == src.content_hash:
             return {"status": "unchanged", "notModified": False}
-        before = self._fingerprints(project, src.source)
+        before, titles = self._fingerprints(project, src.source)
         self.authoring._ingest(project, src, got.name, got.data)
-        after = self._fingerprints(project, src.source)
+        after, new_titles = self._fingerprints(project, src.source)
+        titles.update(new_titles)  # a changed record is named as it is now, a deleted one as it was
         src.content_hash = digest
         self.store.put_source(project, src)
         added = sorted(set(after) - set(before))
@@ -183,14 +186,19 @@ class Refresher:
         kind = {**{i: k for i, (k, _) in before.items()}, **{i: k for i, (k, _) in after.items()}}
         apart = {f"{k}s": {"added": sum(kind[i] == k for i in added), "updated": sum(kind[i] == k for i in updated),
                            "deleted": sum(kind[i] == k for i in deleted)} for k in ("qna", "passage")}
+        named = [*added, *updated, *deleted][:MAX_TITLES]
         return {"status": "updated", "added": len(added), "updated": len(updated), "deleted": len(deleted),
-                "addedIds": added, "updatedIds": updated, "deletedIds": deleted, **apart}
+                "addedIds": added, "updatedIds": updated, "deletedIds": deleted, **apart,
+                "titles": {str(i): titles[i] for i in named if i in titles}}
 
-    def _fingerprints(self, project: str, source: str) -> dict[int, tuple[str, str]]:
-        """Record id -> (kind, content hash) of the live records of ``source``."""
-        kinds = {q.id: q.kind for q in self.store.list_qnas(project)
-                 if q.source.lower() == source.lower() and q.id is not None}
-        return {i: (kinds[i], h) for i, h in self.store.content_hashes(project).items() if i in kinds}
+    def _fingerprints(self, project: str, source: str) -> tuple[dict[int, tuple[str, str]], dict[int, str]]:
+        """Record id -> (kind, content hash) of the live records of ``source``, and id -> its first question (a
+        passage's: its title), which names the record in the outcome."""
+        records = {q.id: q for q in self.store.list_qnas(project)
+                   if q.source.lower() == source.lower() and q.id is not None}
+        hashes: dict[int, tuple[str, str]] = {i: (records[i].kind, h)
+                                              for i, h in self.store.content_hashes(project).items() if i in records}
+        return hashes, {i: q.questions[0][:200] for i, q in records.items() if q.questions}
 
     def handle(self, job: Job) -> None:
         """The ``refresh`` job: check the source the scheduler claimed (its outcome is recorded on the source)."""

@@ -256,6 +256,17 @@ class LoggedQuery:
     confidence: float
 
 
+@dataclass
+class AcceptedQuestion:
+    """A question an owner confirmed belongs to a QnA (``kb/labelled_questions.py``): an active-learning suggestion
+    accepted (``via`` ``suggestion``), or a question from the query log added to the QnA (``via`` ``log``)."""
+
+    qna_id: int
+    question: str
+    via: str
+    accepted: str = ""  # ISO 8601, UTC
+
+
 class ProjectStore(Protocol):
     """Projects (knowledge bases): their names, descriptions and settings."""
 
@@ -338,6 +349,10 @@ class SourceStore(Protocol):
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None: ...
     def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]: ...
     def delete_feedback(self, project: str, qna_id: int, question: str | None = None) -> int: ...
+    def add_accepted(self, project: str, accepted: list[AcceptedQuestion]) -> None:
+        """Record acceptances (an empty ``accepted`` time: now); kept until the project is deleted."""
+    def list_accepted(self, project: str) -> list[AcceptedQuestion]:
+        """Every acceptance, oldest first."""
 
 
 class JobStore(Protocol):

@@ -228,7 +228,8 @@ class PostgresStore(SharedStatements, VectorSearch):
                 raise _not_found(name)
             pid = row[0]
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments",
-                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh", "trained"):
+                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh",
+                          "accepted_questions", "trained"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 

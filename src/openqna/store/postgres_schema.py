@@ -107,7 +107,12 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
              next_due text COLLATE "C" NOT NULL, checked text NOT NULL, changed text NOT NULL, etag text NOT NULL,
              last_modified text NOT NULL, outcome text NOT NULL, PRIMARY KEY(project_id, source))""",
     ],
-    9: [  # trained models (training/, ``openqna train``)
+    9: [  # accepted suggestions, which test sets are made from (kb/labelled_questions.py), and trained models
+        # (training/, ``openqna train``)
+        """CREATE TABLE IF NOT EXISTS accepted_questions(
+             project_id bigint NOT NULL, qna_id bigint NOT NULL, question text COLLATE "C" NOT NULL,
+             via text NOT NULL, created text COLLATE "C" NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS accepted_questions_project ON accepted_questions(project_id, created)",
         """CREATE TABLE IF NOT EXISTS trained(
              project_id bigint NOT NULL, deployment text COLLATE "C" NOT NULL, created text NOT NULL,
              meta json NOT NULL, hash text NOT NULL, data bytea NOT NULL, PRIMARY KEY(project_id, deployment))""",

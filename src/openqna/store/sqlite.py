@@ -176,7 +176,8 @@ class SQLiteStore(SharedStatements):
         with self._tx() as db:
             pid = self._project_id(db, name)
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries",
-                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh", "trained"):
+                          "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh",
+                          "accepted_questions", "trained"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))

@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS feedback(
   project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, user_id TEXT NOT NULL,
   created TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS feedback_qna ON feedback(project_id, qna_id);
+CREATE TABLE IF NOT EXISTS accepted_questions(
+  project_id INTEGER NOT NULL, qna_id INTEGER NOT NULL, question TEXT NOT NULL, via TEXT NOT NULL,
+  created TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS accepted_questions_project ON accepted_questions(project_id, created);
 CREATE TABLE IF NOT EXISTS queries(
   project_id INTEGER NOT NULL, created TEXT NOT NULL, deployment TEXT NOT NULL, question TEXT NOT NULL,
   user_hash TEXT NOT NULL, qna_id INTEGER NOT NULL, confidence REAL NOT NULL);
@@ -112,7 +116,8 @@ def migrate(db: sqlite3.Connection) -> str:
         # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
         # v7: test sets and their runs (``test_sets``, ``test_runs``: created above, empty)
         # v8: URL sources that refresh (``source_refresh``: created above, empty)
-        # v9: trained models (``trained``: created above, empty)
+        # v9: accepted suggestions, which test sets are made from (``accepted_questions``), and trained models
+        # (``trained``): created above, empty
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -21,6 +21,7 @@ from openqna.clock import now_iso
 from openqna.records import InvalidArgument, NotFound
 from openqna.store.base import (
     LIVE,
+    AcceptedQuestion,
     ApiKey,
     Deployment,
     Job,
@@ -419,6 +420,20 @@ class SharedStatements(Dialect):
                                     (pid, qna_id, question))
             deleted: int = cursor.rowcount
         return deleted
+
+    def add_accepted(self, project: str, accepted: list[AcceptedQuestion]) -> None:
+        stamp = now_iso()
+        with self._tx() as db:
+            pid = self._project_id(db, project)
+            self._many(db, self._sql("INSERT INTO accepted_questions VALUES(?,?,?,?,?)"),
+                       [(pid, a.qna_id, a.question, a.via, a.accepted or stamp) for a in accepted])
+
+    def list_accepted(self, project: str) -> list[AcceptedQuestion]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql("SELECT qna_id, question, via, created FROM accepted_questions"
+                                        " WHERE project_id=? ORDER BY created, qna_id, question"), (pid,)).fetchall()
+        return [AcceptedQuestion(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
     # -- query log --------------------------------------------------------------------------------------------------
     def log_queries(self, project: str, queries: list[LoggedQuery]) -> None:
