@@ -64,7 +64,7 @@ class Examples:
 
 
 def fit(examples: Examples, units: np.ndarray, unit_records: np.ndarray, n_records: int, space: str, *,
-        epochs: int = EPOCHS, l2: float = L2, learning_rate: float = LEARNING_RATE,
+        epochs: int = EPOCHS, l2: float = L2, learning_rate: float = LEARNING_RATE, temperature: float = TEMPERATURE,
         seed: int = 0) -> QueryAdapter:
     """The adapter that makes each example's query find its target record among ``units`` (u, dim) of records
     ``unit_records`` (u,)."""
@@ -82,7 +82,7 @@ def fit(examples: Examples, units: np.ndarray, unit_records: np.ndarray, n_recor
             batch = order[start:start + BATCH]
             x = X[batch]
             a = x + x @ M
-            Z = TEMPERATURE * (a @ U.T)
+            Z = temperature * (a @ U.T)
             own = examples.self_units[batch]
             has_own = own >= 0
             Z[np.flatnonzero(has_own), own[has_own]] = -np.inf
@@ -93,7 +93,7 @@ def fit(examples: Examples, units: np.ndarray, unit_records: np.ndarray, n_recor
             p_right = np.maximum((P * right).sum(axis=1, keepdims=True), 1e-12)
             G = P - np.where(right, P / p_right, 0.0)  # d loss / d Z for loss = -log sum_{right units} p
             G /= len(batch)
-            grad_a = TEMPERATURE * (G @ U)
+            grad_a = temperature * (G @ U)
             g = x.T @ grad_a + 2 * l2 * M
             t += 1
             m_ = beta1 * m_ + (1 - beta1) * g

@@ -1,0 +1,302 @@
+"""Research probe for ``openqna train`` (issue 42): what a KB's query adapter (``training.adapter``) does to the full
+ranker, per FAQ regime, and whether a held-out gate inside the job would decide as the dev (or test) split does.
+
+The knowledge bases and questions are ``make eval``'s (``evaluation.build_regimes``' FAQ regimes, same seed):
+many questions (banking77, hwu64, chit-chat), one question FAQ pages (chit-chat one question, covid-q,
+covid-qsim-deepset) and Chinese (covid-qsim-tianchi-zh, ranked in the multilingual space).  Every question goes
+through ``Service.ask`` (top 1, threshold 0), first as shipped, then with the question's vector mapped by an adapter
+trained on the KB's own content only (never on the questions asked) and the KB's adaptation (``ranking.adapt``)
+refitted, optionally with its held-out questions' vectors mapped too.
+
+The gate: a seeded sample of the KB's stored questions (the adaptation's own held-out units on a KB with alternate
+questions; on an FAQ page, ``GATE_SHARE`` of its QnAs' questions) is left out of the adapter's training, then asked
+of the index without its own unit, with the ranker's weights, before and after; the model is kept when it wins.
+
+Usage: python scripts/train_probe.py [--test] [--cache PATH] [--kbs a,b] [--recipes NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from openqna.evaluation import DEFAULT_THRESHOLD, SEED, datasets, faq, faq_regimes
+from openqna.evaluation.embedcache import CachedEmbedder, cached
+from openqna.evaluation.regimes import RegimeKB
+from openqna.index.memindex import MemIndex
+from openqna.kb.service import AskRequest, Service
+from openqna.models.embedder import get_embedder
+from openqna.ranking import adapt, ranker
+from openqna.ranking.calibrations import Calibration
+from openqna.store.sqlite import SQLiteStore
+from openqna.training import adapter
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+GATE_SHARE = 0.2  # of an FAQ page's questions held out for the gate
+GATE_MIN, GATE_MAX = 20, 300
+ADAPT_KEY = "ranking.adapt.classifier=True"  # what ``ranker`` caches the KB's adaptation under (``adapt.of``)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    # a: alternate questions of records with 2+ questions; b: an FAQ page's question -> its record (its own question
+    # left out, so its answer alone); B: every question -> its answer, among the answers only
+    kinds: str = "ab"
+    epochs: int = adapter.EPOCHS
+    l2: float = adapter.L2
+    learning_rate: float = adapter.LEARNING_RATE
+    temperature: float = adapter.TEMPERATURE
+    map_held_out: bool = True  # the adaptation's held-out questions mapped as the asked ones are
+    final_all: bool = False  # ship a model trained on every question (else: without the gate's held-out ones)
+
+
+RECIPES = {r.name: r for r in (
+    Recipe("default"),
+    Recipe("no-map", map_held_out=False),
+    Recipe("all", final_all=True),
+    Recipe("a-only", kinds="a"), Recipe("B", kinds="B"),
+    Recipe("ep4", epochs=4), Recipe("ep16", epochs=16), Recipe("ep30", epochs=30),
+    Recipe("l2-1e-3", l2=1e-3), Recipe("l2-1e-1", l2=1e-1), Recipe("l2-1", l2=1.0),
+    Recipe("lr3e-3", learning_rate=3e-3), Recipe("lr1e-2", learning_rate=1e-2),
+    Recipe("t10", temperature=10.0), Recipe("t30", temperature=30.0),
+)}
+
+
+@dataclass
+class Figures:
+    top1: float
+    right_at: float
+    rejected: float  # off-topic questions under the threshold
+    inscope: int
+
+
+@dataclass
+class Row:
+    kb: str
+    regime: str
+    recipe: str
+    before: Figures
+    after: Figures
+    train_seconds: float
+    examples: int
+    gate_before: float = float("nan")
+    gate_after: float = float("nan")
+    gate_n: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Mapped:
+    """An embedder whose vectors are mapped by an adapter: the question's vector as the server would map it."""
+
+    def __init__(self, inner, mapping: adapter.QueryAdapter) -> None:
+        self.inner, self.mapping = inner, mapping
+        self.name, self.dim = inner.name, inner.dim
+        self.reads_cjk = getattr(inner, "reads_cjk", True)
+
+    def embed(self, texts):
+        return self.mapping.apply(self.inner.embed(texts))
+
+
+def build(service: Service) -> list[RegimeKB]:
+    """The FAQ regimes' KBs, as ``evaluation.build_regimes`` builds them."""
+    seed, off_n = SEED, 300
+    banking, hwu = datasets.banking77(DATA), datasets.hwu64(DATA)
+    faq_kbs = [faq.intent_kb(service, d, seed=seed) for d in (banking, hwu)]
+    faq_kbs += [faq.chitchat_kb(service, DATA, p, seed=seed) for p in datasets.CHITCHAT_PERSONALITIES]
+    asked = {kb.project: [q for q, _ in kb.queries] for kb in faq_kbs[:2]}
+
+    def off(source: str, salt: str) -> list[str]:
+        return faq_regimes.offtopic_sample(asked[source], off_n, seed, salt)
+
+    def other(kb: str) -> str:
+        return "hwu64" if kb.startswith("banking77") else "banking77"
+
+    built = [faq_regimes.many_question_kb(service, kb, off(other(kb.project), kb.project), seed, other(kb.project))
+             for kb in faq_kbs]
+    built += [faq_regimes.one_question_chitchat_kb(service, DATA, p, off("banking77", f"{p}-one"), seed=seed,
+                                                   source="banking77") for p in datasets.CHITCHAT_PERSONALITIES]
+    covid = datasets.covid_q(DATA)
+    built.append(faq_regimes.real_faq_kb(service, covid, faq_regimes.offtopic_sample(covid.unanswered, off_n, seed,
+                                                                                      covid.name),
+                                         seed=seed, source="covid-q unanswered"))
+    built.append(faq_regimes.real_faq_kb(service, datasets.covid_qsim_deepset(DATA), off("banking77",
+                                                                                         "covid-qsim-deepset"),
+                                         seed=seed, source="banking77"))
+    zh_off = [q.question for q in datasets.squad(DATA, datasets.SPAN_SETS["xquad-zh"][0])]
+    tianchi = faq_regimes.real_faq_kb(service, datasets.covid_qsim_tianchi_zh(DATA),
+                                      faq_regimes.offtopic_sample(zh_off, off_n, seed, "tianchi"), seed=seed,
+                                      source="xquad-zh questions")
+    tianchi.regime = faq_regimes.ONE_ZH
+    built.append(tianchi)
+    return built
+
+
+def ask(service: Service, kb: RegimeKB, split: str) -> Figures:
+    right = right_at = rejected = inscope = off = 0
+    for q in kb.questions:
+        if q.split != split:
+            continue
+        answers = service.ask(kb.project, "test", AskRequest(question=q.text, top=1, threshold=0.0))
+        first = answers[0] if answers and answers[0].qna is not None else None
+        confidence = first.confidence if first else 0.0
+        if q.gold is None:
+            off += 1
+            rejected += confidence < DEFAULT_THRESHOLD
+            continue
+        inscope += 1
+        ok = first is not None and first.qna.id is not None and kb.is_right(first.qna.id, q.gold)
+        right += ok
+        right_at += ok and confidence >= DEFAULT_THRESHOLD
+    return Figures(right / max(inscope, 1), right_at / max(inscope, 1), rejected / max(off, 1), inscope)
+
+
+def gate_units(index: MemIndex, seed: int = 0) -> np.ndarray:
+    """The stored questions the job holds out: the adaptation's own (alternate questions) when it has enough, else a
+    seeded ``GATE_SHARE`` of the QnAs' questions (an FAQ page: each then asked of its QnA's answer alone)."""
+    units = adapt.held_out_units(index)
+    if len(units) >= adapt.MIN_HELD_OUT:
+        return units
+    q = index.q
+    every = adapt.canonical_units(index)
+    every = every[~index.passage[q.rows[every]]]
+    n = min(GATE_MAX, max(GATE_MIN, round(GATE_SHARE * len(every))), len(every) // 2)
+    return np.sort(every[np.random.default_rng(seed).choice(len(every), n, replace=False)]).astype(np.int64)
+
+
+def held_out_top1(index: MemIndex, c: Calibration, V: np.ndarray, units: np.ndarray) -> float:
+    """Top-1 of stored questions ``units`` (vectors ``V``) asked of the index without their own unit, read with the
+    weights the ranker reads the KB with (an FAQ page's own, ``ranker.weights``)."""
+    w = ranker.weights(index, c)
+    informative = ranker.answer_informativeness(index) if w is not c else 0.0
+    terms = adapt.unit_terms(index, units)
+    hits = 0
+    for i in range(0, len(units), 50):
+        f = SimpleNamespace(**adapt.held_out_features(index, V[i:i + 50], terms[i:i + 50], units[i:i + 50]))
+        logit = np.where(index.passage[None, :], -np.inf, w.logit(f, False, informative))
+        hits += int((logit.argmax(axis=1) == index.q.rows[units[i:i + 50]]).sum())
+    return hits / max(len(units), 1)
+
+
+def training_set(index: MemIndex, kinds: str, leave_out: np.ndarray) -> tuple[adapter.Examples, np.ndarray, np.ndarray]:
+    """Examples of kinds ``kinds`` from the index's questions (not ``leave_out``), its units and their records."""
+    q, a = index.q, index.a
+    many = q.counts[q.rows] >= 2
+    pick = ~index.passage[q.rows] & ((many & ("a" in kinds)) | (~many & ("b" in kinds)))
+    pick[leave_out] = False
+    us = np.flatnonzero(pick)
+    units = np.concatenate([q.matrix, a.matrix]).astype(np.float32)
+    unit_records = np.concatenate([q.rows, a.rows]).astype(np.int64)
+    if "B" in kinds:  # answers only (the probe's variant: one fit, so no mixing with "a"'s units)
+        pick = ~index.passage[q.rows]
+        pick[leave_out] = False
+        us = np.flatnonzero(pick)
+        return adapter.Examples(q.matrix[us], q.rows[us].astype(np.int64), np.full(len(us), -1, np.int64)), \
+            a.matrix.astype(np.float32), a.rows.astype(np.int64)
+    return adapter.Examples(q.matrix[us], q.rows[us].astype(np.int64), us.astype(np.int64)), units, unit_records
+
+
+def train(index: MemIndex, r: Recipe, leave_out: np.ndarray, space: str) -> tuple[adapter.QueryAdapter, float, int]:
+    examples, units, unit_records = training_set(index, r.kinds, leave_out)
+    start = time.perf_counter()
+    model = adapter.fit(examples, units, unit_records, index.n, space, epochs=r.epochs, l2=r.l2,
+                        learning_rate=r.learning_rate, temperature=r.temperature)
+    return model, time.perf_counter() - start, len(examples.targets)
+
+
+def refit_adaptation(index: MemIndex, c: Calibration, mapping: adapter.QueryAdapter | None) -> None:
+    """Drop the cached adaptation of ``index`` and fit it again, its held-out questions mapped by ``mapping``."""
+    state = index.__dict__.setdefault("_derived", {})
+    state[ADAPT_KEY] = adapt.fit(index, lambda *a: ranker._held_out_logits(c, *a),
+                                 query_map=None if mapping is None else mapping.apply)
+
+
+def probe(service: Service, kb: RegimeKB, recipes: list[Recipe], split: str) -> list[Row]:
+    zh = kb.regime == faq_regimes.ONE_ZH
+    index = service.indexes.get(kb.project, "test")
+    c = service.calibration(service.store.get_project(kb.project))
+    if zh:
+        view = index.multilingual()
+        assert view is not None, "the Chinese KB has no multilingual space"
+        index, c = view, ranker.calibrations.MULTILINGUAL
+    inner = service.multilingual.embedder if zh else service.embedder
+    before = ask(service, kb, split)
+    gate = gate_units(index)
+    gate_before = held_out_top1(index, c, index.q.matrix[gate], gate)
+    rows = []
+    for r in recipes:
+        model, seconds, n = train(index, r, gate, inner.name)
+        gate_after = held_out_top1(index, c, model.apply(index.q.matrix[gate]), gate) if n else gate_before
+        if r.final_all:
+            model, seconds, n = train(index, r, np.zeros(0, np.int64), inner.name)
+        refit_adaptation(index, c, model if r.map_held_out else None)
+        mapped = Mapped(inner, model)
+        if zh:
+            service.multilingual._embedder = mapped
+        else:
+            service.embedder = mapped
+        try:
+            after = ask(service, kb, split)
+        finally:
+            if zh:
+                service.multilingual._embedder = inner
+            else:
+                service.embedder = inner
+            index.__dict__["_derived"].pop(ADAPT_KEY, None)
+        a = index.__dict__["_derived"].get(ADAPT_KEY)
+        row = Row(kb.project, kb.regime, r.name, before, after, seconds, n, gate_before, gate_after, len(gate),
+                  {"norm": float(np.linalg.norm(model.matrix)), "adapt": a is not None})
+        rows.append(row)
+        print(line(row), flush=True)
+    return rows
+
+
+def line(r: Row) -> str:
+    b, a = r.before, r.after
+    return (f"| {r.kb} | {r.recipe} | {b.inscope} | {b.top1:.3f} | {a.top1:.3f} | {a.top1 - b.top1:+.3f} | "
+            f"{b.right_at:.3f} | {a.right_at:.3f} | {a.right_at - b.right_at:+.3f} | {b.rejected:.3f} | "
+            f"{a.rejected:.3f} | {r.gate_n} | {r.gate_before:.3f} | {r.gate_after:.3f} | {r.examples} | "
+            f"{r.train_seconds:.1f} |")
+
+
+HEADER = ("| KB | recipe | in-scope | top-1 before | after | Δ | right@0.5 before | after | Δ | off-topic rejected "
+          "before | after | gate n | gate before | gate after | examples | train s |\n|" + "---|" * 17)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--test", action="store_true", help="report the test split (never choose on it)")
+    parser.add_argument("--cache", type=Path, default=ROOT / "eval" / ".cache" / "embeddings.sqlite3")
+    parser.add_argument("--kbs", default="", help="comma-separated project names (default: all)")
+    parser.add_argument("--recipes", default="default", help=f"comma-separated, of {', '.join(RECIPES)}")
+    parser.add_argument("--set", default="", help="override the recipes' fields: epochs=16,l2=0.1")
+    args = parser.parse_args()
+    recipes = [RECIPES[n] for n in args.recipes.split(",")]
+    for item in filter(None, args.set.split(",")):
+        key, value = item.split("=")
+        kind = type(getattr(recipes[0], key))
+        recipes = [replace(r, name=f"{r.name}+{item}", **{key: (value == "True") if kind is bool else kind(value)})
+                   for r in recipes]
+    embedder = cached(get_embedder(), args.cache)
+    multilingual = CachedEmbedder(get_embedder("multilingual"), args.cache)
+    service = Service(SQLiteStore(tempfile.mkdtemp(prefix="train-probe-")), embedder, multilingual)
+    kbs = build(service)
+    wanted = set(filter(None, args.kbs.split(",")))
+    print(HEADER, flush=True)
+    for kb in kbs:
+        if not wanted or kb.project in wanted:
+            probe(service, kb, recipes, "test" if args.test else "dev")
+    embedder.close()
+    multilingual.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
