@@ -18,6 +18,7 @@ Usage: python scripts/train_probe.py [--test] [--cache PATH] [--kbs a,b] [--reci
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import tempfile
 import time
@@ -33,8 +34,9 @@ from openqna.evaluation.regimes import RegimeKB
 from openqna.index.memindex import MemIndex
 from openqna.kb.service import AskRequest, Service
 from openqna.models.embedder import get_embedder
-from openqna.ranking import adapt, ranker
+from openqna.ranking import adapt, calibrations, ranker
 from openqna.ranking.calibrations import Calibration
+from openqna.records import QnA
 from openqna.store.sqlite import SQLiteStore
 from openqna.training import adapter
 
@@ -57,6 +59,11 @@ class Recipe:
     temperature: float = adapter.TEMPERATURE
     map_held_out: bool = True  # the adaptation's held-out questions mapped as the asked ones are
     final_all: bool = False  # ship a model trained on every question (else: without the gate's held-out ones)
+    # accepted feedback (kind d), simulated by the dev split's in-scope questions (so only with --test): three in four
+    # are trained on, and the fourth is the gate, asked through ``Service.ask``
+    feedback: bool = False
+    by_record: bool = False  # the gate's fourth is a fourth of the QnAs the feedback asks (else of the questions)
+    pool: int = 0  # feedback from every QnA instead: this many unstored training utterances per intent (intent sets)
 
 
 RECIPES = {r.name: r for r in (
@@ -68,6 +75,10 @@ RECIPES = {r.name: r for r in (
     Recipe("l2-1e-3", l2=1e-3), Recipe("l2-1e-1", l2=1e-1), Recipe("l2-1", l2=1.0),
     Recipe("lr3e-3", learning_rate=3e-3), Recipe("lr1e-2", learning_rate=1e-2),
     Recipe("t10", temperature=10.0), Recipe("t30", temperature=30.0),
+    Recipe("fb", feedback=True), Recipe("fb-only", kinds="", feedback=True),
+    Recipe("fb-rec", feedback=True, by_record=True), Recipe("pool5", feedback=True, pool=5),
+    Recipe("pool5-l2-0.1", feedback=True, pool=5, l2=0.1), Recipe("pool5-l2-1", feedback=True, pool=5, l2=1.0), Recipe("fb-l2-1", feedback=True, l2=1.0),
+    Recipe("fb-l2-0.1", feedback=True, l2=0.1), Recipe("fb-rec-l2-0.1", feedback=True, by_record=True, l2=0.1),
 )}
 
 
@@ -106,8 +117,9 @@ class Mapped:
         return self.mapping.apply(self.inner.embed(texts))
 
 
-def build(service: Service) -> list[RegimeKB]:
-    """The FAQ regimes' KBs, as ``evaluation.build_regimes`` builds them."""
+def build(service: Service, *, full: bool = True) -> list[RegimeKB]:
+    """The FAQ regimes' KBs, as ``evaluation.build_regimes`` builds them (``full``: and banking77 with every training
+    utterance stored)."""
     seed, off_n = SEED, 300
     banking, hwu = datasets.banking77(DATA), datasets.hwu64(DATA)
     faq_kbs = [faq.intent_kb(service, d, seed=seed) for d in (banking, hwu)]
@@ -137,13 +149,26 @@ def build(service: Service) -> list[RegimeKB]:
                                       source="xquad-zh questions")
     tianchi.regime = faq_regimes.ONE_ZH
     built.append(tianchi)
+    if full:
+        built.append(full_intent_kb(service, banking, built[0]))
     return built
 
 
-def ask(service: Service, kb: RegimeKB, split: str) -> Figures:
+def full_intent_kb(service: Service, data: datasets.IntentData, asked: RegimeKB) -> RegimeKB:
+    """``data`` with every training utterance as a question (banking77: 10,003; too many questions × records for the
+    KB adaptation's classifier), asked what ``asked`` (its many-question KB) is asked, in the same splits."""
+    project = f"{data.name}-full"
+    service.create_project(project)
+    service.upsert(project, [QnA(list(utterances), datasets.humanise(label), source=data.name)
+                             for label, utterances in data.train.items()])
+    return RegimeKB(project, faq_regimes.MANY, len(data.train), asked.questions,
+                    faq_regimes.by_answer(faq_regimes.answers_of(service, project)), notes="every training utterance")
+
+
+def ask(service: Service, kb: RegimeKB, split: str, only: set[str] | None = None) -> Figures:
     right = right_at = rejected = inscope = off = 0
     for q in kb.questions:
-        if q.split != split:
+        if q.split != split or (only is not None and q.text not in only):
             continue
         answers = service.ask(kb.project, "test", AskRequest(question=q.text, top=1, threshold=0.0))
         first = answers[0] if answers and answers[0].qna is not None else None
@@ -204,8 +229,62 @@ def training_set(index: MemIndex, kinds: str, leave_out: np.ndarray) -> tuple[ad
     return adapter.Examples(q.matrix[us], q.rows[us].astype(np.int64), us.astype(np.int64)), units, unit_records
 
 
-def train(index: MemIndex, r: Recipe, leave_out: np.ndarray, space: str) -> tuple[adapter.QueryAdapter, float, int]:
+def feedback_examples(service: Service, kb: RegimeKB, index: MemIndex, inner, by_record: bool,
+                      pool: int = 0) -> tuple[adapter.Examples, set[str]]:
+    """The dev split's in-scope questions as accepted feedback: three in four as examples, and the held-out fourth
+    (``by_record``: the questions of a fourth of the QnAs asked).  ``pool``: instead, that many training utterances of
+    every intent that the KB does not store (banking77 and hwu64 only), so that feedback reaches every QnA."""
+    if pool:
+        data = {"banking77": datasets.banking77, "hwu64": datasets.hwu64}[kb.project](DATA)
+        stored = {t for r in service.store.list_qnas(kb.project) for t in r.questions}
+        rng = random.Random(f"{SEED}:{kb.project}:pool")
+        found = {t: datasets.humanise(label) for label, utterances in data.train.items()
+                 for t in rng.sample([u for u in utterances if u not in stored], pool)}
+        asked = sorted(found.items(), key=lambda item: hash_of(item[0]))
+    else:
+        asked = sorted({q.text: q.gold for q in kb.questions if q.split == "dev" and q.gold is not None}.items(),
+                       key=lambda item: hash_of(item[0]))
+    if by_record:
+        golds = sorted({g for _, g in asked}, key=hash_of)
+        held_golds = {g for i, g in enumerate(golds) if i % 4 == 0}
+        held = {text for text, g in asked if g in held_golds}
+    else:
+        held = {text for i, (text, _) in enumerate(asked) if i % 4 == 0}
+    rows: dict[str, int] = {}
+    for text, gold in asked:
+        if gold not in rows:
+            rows[gold] = next(r for r in range(index.n) if kb.is_right(int(index.ids[r]), gold))
+    train_on = [(t, g) for t, g in asked if t not in held]
+    vectors = inner.embed([t for t, _ in train_on]) if train_on else np.zeros((0, index.q.dim), np.float32)
+    examples = adapter.Examples(vectors.astype(np.float32), np.array([rows[g] for _, g in train_on], np.int64),
+                                np.full(len(train_on), -1, np.int64))
+    examples.gold = dict(asked)  # type: ignore[attr-defined]  # the probe's gate reads it
+    return examples, held
+
+
+def gate_top1(service: Service, kb: RegimeKB, held: set[str], fb: adapter.Examples) -> float:
+    """Top-1 through ``Service.ask`` of the held-out feedback questions ``held``."""
+    gold = getattr(fb, "gold", {})
+    right = 0
+    for text in held:
+        answers = service.ask(kb.project, "test", AskRequest(question=text, top=1, threshold=0.0))
+        first = answers[0].qna if answers else None
+        right += first is not None and first.id is not None and kb.is_right(first.id, gold[text])
+    return right / max(len(held), 1)
+
+
+def hash_of(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def train(index: MemIndex, r: Recipe, leave_out: np.ndarray, space: str,
+          extra: adapter.Examples | None = None) -> tuple[adapter.QueryAdapter, float, int]:
     examples, units, unit_records = training_set(index, r.kinds, leave_out)
+    if extra is not None:
+        examples = adapter.Examples(np.concatenate([examples.queries, extra.queries]),
+                                    np.concatenate([examples.targets, extra.targets]),
+                                    np.concatenate([examples.self_units, extra.self_units]))
     start = time.perf_counter()
     model = adapter.fit(examples, units, unit_records, index.n, space, epochs=r.epochs, l2=r.l2,
                         learning_rate=r.learning_rate, temperature=r.temperature)
@@ -226,17 +305,24 @@ def probe(service: Service, kb: RegimeKB, recipes: list[Recipe], split: str) -> 
     if zh:
         view = index.multilingual()
         assert view is not None, "the Chinese KB has no multilingual space"
-        index, c = view, ranker.calibrations.MULTILINGUAL
+        index, c = view, calibrations.MULTILINGUAL
     inner = service.multilingual.embedder if zh else service.embedder
     before = ask(service, kb, split)
     gate = gate_units(index)
     gate_before = held_out_top1(index, c, index.q.matrix[gate], gate)
     rows = []
     for r in recipes:
-        model, seconds, n = train(index, r, gate, inner.name)
-        gate_after = held_out_top1(index, c, model.apply(index.q.matrix[gate]), gate) if n else gate_before
-        if r.final_all:
-            model, seconds, n = train(index, r, np.zeros(0, np.int64), inner.name)
+        fb_gate, g_before = None, gate_before
+        if r.feedback:
+            assert split == "test" or r.pool, "feedback is simulated with the dev questions: report on --test"
+            fb, held = feedback_examples(service, kb, index, inner, r.by_record, r.pool)
+            model, seconds, n = train(index, r, np.zeros(0, np.int64), inner.name, fb)
+            fb_gate = (gate_top1(service, kb, held, fb), held)
+        else:
+            model, seconds, n = train(index, r, gate, inner.name)
+            g_after = held_out_top1(index, c, model.apply(index.q.matrix[gate]), gate) if n else gate_before
+            if r.final_all:
+                model, seconds, n = train(index, r, np.zeros(0, np.int64), inner.name)
         refit_adaptation(index, c, model if r.map_held_out else None)
         mapped = Mapped(inner, model)
         if zh:
@@ -245,6 +331,8 @@ def probe(service: Service, kb: RegimeKB, recipes: list[Recipe], split: str) -> 
             service.embedder = mapped
         try:
             after = ask(service, kb, split)
+            if fb_gate is not None:
+                g_before, g_after = fb_gate[0], gate_top1(service, kb, fb_gate[1], fb)
         finally:
             if zh:
                 service.multilingual._embedder = inner
@@ -252,7 +340,8 @@ def probe(service: Service, kb: RegimeKB, recipes: list[Recipe], split: str) -> 
                 service.embedder = inner
             index.__dict__["_derived"].pop(ADAPT_KEY, None)
         a = index.__dict__["_derived"].get(ADAPT_KEY)
-        row = Row(kb.project, kb.regime, r.name, before, after, seconds, n, gate_before, gate_after, len(gate),
+        row = Row(kb.project, kb.regime, r.name, before, after, seconds, n, g_before, g_after,
+                  len(gate) if fb_gate is None else len(fb_gate[1]),
                   {"norm": float(np.linalg.norm(model.matrix)), "adapt": a is not None})
         rows.append(row)
         print(line(row), flush=True)
@@ -271,15 +360,60 @@ HEADER = ("| KB | recipe | in-scope | top-1 before | after | Δ | right@0.5 befo
           "before | after | gate n | gate before | gate after | examples | train s |\n|" + "---|" * 17)
 
 
+def finetune(service: Service, kb: RegimeKB, split: str, epochs: int, lr: float = 3e-5) -> None:
+    """The older alternative, measured beside the adapter: MiniLM itself fine-tuned (SetFit-style in-batch contrastive,
+    ``kb_finetune_probe.tune``'s loss) on the KB's own pairs: each question with another question of its QnA, or with
+    its answer when it is the QnA's only one; then the KBs built again with the tuned model and asked the same."""
+    import torch
+    from kb_finetune_probe import BATCH, TEMPERATURE, Tuned
+    from sentence_transformers import SentenceTransformer
+
+    from openqna.models.onnx_export import bundled_model_dir
+
+    random.seed(0)
+    torch.manual_seed(0)
+    records = service.store.list_qnas(kb.project)
+    model = SentenceTransformer(str(bundled_model_dir()), device="cpu")
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
+    start = time.perf_counter()
+    model.train()
+    for _ in range(epochs):
+        pairs = [(q, random.choice([p for p in r.questions if p != q]) if len(r.questions) > 1 else r.answer, r.id)
+                 for r in records for q in r.questions]
+        random.shuffle(pairs)
+        for i in range(0, len(pairs), BATCH):
+            batch = pairs[i:i + BATCH]
+            ids = torch.tensor([rid for *_, rid in batch])
+            a = torch.nn.functional.normalize(model(model.tokenize([x for x, _, _ in batch]))["sentence_embedding"],
+                                              dim=-1)
+            b = torch.nn.functional.normalize(model(model.tokenize([y for _, y, _ in batch]))["sentence_embedding"],
+                                              dim=-1)
+            same = (ids[:, None] == ids[None, :]) & ~torch.eye(len(batch), dtype=torch.bool)
+            loss = torch.nn.functional.cross_entropy((TEMPERATURE * a @ b.T).masked_fill(same, -1e4),
+                                                     torch.arange(len(batch)))
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    model.eval()
+    seconds = time.perf_counter() - start
+    tuned = Service(SQLiteStore(tempfile.mkdtemp(prefix="train-probe-tuned-")), Tuned(model),
+                    service.multilingual.embedder)
+    again = next(k for k in build(tuned, full=False) if k.project == kb.project)
+    before, after = ask(service, kb, split), ask(tuned, again, split)
+    row = Row(kb.project, kb.regime, f"fine-tune {epochs} ep", before, after, seconds, len(records))
+    print(line(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--test", action="store_true", help="report the test split (never choose on it)")
     parser.add_argument("--cache", type=Path, default=ROOT / "eval" / ".cache" / "embeddings.sqlite3")
     parser.add_argument("--kbs", default="", help="comma-separated project names (default: all)")
     parser.add_argument("--recipes", default="default", help=f"comma-separated, of {', '.join(RECIPES)}")
+    parser.add_argument("--finetune", type=int, default=0, help="also fine-tune MiniLM this many epochs")
     parser.add_argument("--set", default="", help="override the recipes' fields: epochs=16,l2=0.1")
     args = parser.parse_args()
-    recipes = [RECIPES[n] for n in args.recipes.split(",")]
+    recipes = [RECIPES[n] for n in args.recipes.split(",") if n]
     for item in filter(None, args.set.split(",")):
         key, value = item.split("=")
         kind = type(getattr(recipes[0], key))
@@ -293,7 +427,10 @@ def main() -> None:
     print(HEADER, flush=True)
     for kb in kbs:
         if not wanted or kb.project in wanted:
-            probe(service, kb, recipes, "test" if args.test else "dev")
+            if args.recipes:
+                probe(service, kb, recipes, "test" if args.test else "dev")
+            if args.finetune:
+                finetune(service, kb, "test" if args.test else "dev", args.finetune)
     embedder.close()
     multilingual.close()
 
