@@ -154,6 +154,22 @@ def build(service: Service, *, full: bool = True) -> list[RegimeKB]:
     return built
 
 
+def build_one(service: Service, project: str) -> RegimeKB:
+    """One FAQ page of ``build`` (covid-q or covid-qsim-deepset), built alone: the same records, questions and splits."""
+    banking = datasets.banking77(DATA)
+    if project == "covid-q":
+        covid = datasets.covid_q(DATA)
+        return faq_regimes.real_faq_kb(service, covid, faq_regimes.offtopic_sample(covid.unanswered, 300, SEED,
+                                                                                   covid.name),
+                                       seed=SEED, source="covid-q unanswered")
+    if project == "covid-qsim-deepset":
+        asked = [text for text, _ in banking.test]
+        return faq_regimes.real_faq_kb(service, datasets.covid_qsim_deepset(DATA),
+                                       faq_regimes.offtopic_sample(asked, 300, SEED, "covid-qsim-deepset"),
+                                       seed=SEED, source="banking77")
+    raise ValueError(f"build_one builds covid-q and covid-qsim-deepset, not {project}")
+
+
 def full_intent_kb(service: Service, data: datasets.IntentData, asked: RegimeKB) -> RegimeKB:
     """``data`` with every training utterance as a question (banking77: 10,003; too many questions × records for the
     KB adaptation's classifier), asked what ``asked`` (its many-question KB) is asked, in the same splits."""
@@ -398,7 +414,7 @@ def finetune(service: Service, kb: RegimeKB, split: str, epochs: int, lr: float 
     seconds = time.perf_counter() - start
     tuned = Service(SQLiteStore(tempfile.mkdtemp(prefix="train-probe-tuned-")), Tuned(model),
                     service.multilingual.embedder)
-    again = next(k for k in build(tuned, full=False) if k.project == kb.project)
+    again = build_one(tuned, kb.project)
     before, after = ask(service, kb, split), ask(tuned, again, split)
     row = Row(kb.project, kb.regime, f"fine-tune {epochs} ep", before, after, seconds, len(records))
     print(line(row), flush=True)
