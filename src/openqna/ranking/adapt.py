@@ -152,8 +152,8 @@ def held_out_features(index: MemIndex, V: np.ndarray, terms: list[list[str]], un
     counts = np.broadcast_to(q.counts.astype(np.float32), (m, n)).copy()
     counts[np.arange(m), own] -= 1
     norms = np.broadcast_to(q.sum_norms, (m, n)).copy()
-    norms[np.arange(m), own] = np.linalg.norm(
-        np.add.reduceat(q.matrix, q.starts)[np.searchsorted(q.seg_rows, own)] - V, axis=1)
+    norms[np.arange(m), own] = np.linalg.norm(  # the centroid without the unit itself (``V`` may be mapped)
+        np.add.reduceat(q.matrix, q.starts)[np.searchsorted(q.seg_rows, own)] - q.matrix[units], axis=1)
     live = has[None, :] & (counts > 0)
     qmean = np.where(live, total / np.maximum(counts, 1), 0.0)
     qcent = np.where(live, total / np.maximum(norms, 1e-9), 0.0)
@@ -192,23 +192,28 @@ def select(base: np.ndarray, extra: np.ndarray | None, gold: np.ndarray) -> tupl
     return best[0], without, best[1]
 
 
-def _classifier(index: MemIndex, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The classifier trained on question ``units``, its classes in record-id order (so any row order of the
-    same records trains the very same model), returned by row."""
+def _classifier(index: MemIndex, units: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The classifier trained on question ``units`` (their vectors as queries: ``queries[units]``), its classes in
+    record-id order (so any row order of the same records trains the very same model), returned by row."""
     by_id = np.empty(index.n, np.int64)
     by_id[np.argsort(index.ids)] = np.arange(index.n)
-    W, b = fit_classifier(index.q.matrix[units], by_id[index.q.rows[units]], index.n)
+    W, b = fit_classifier(queries[units], by_id[index.q.rows[units]], index.n)
     return W[:, by_id], b[by_id]
 
 
 BaseLogits = Callable[[MemIndex, np.ndarray, list[list[str]], np.ndarray], np.ndarray]
+QueryMap = Callable[[np.ndarray], np.ndarray]
 
 
-def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) -> Adaptation | None:
+def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
+        query_map: QueryMap | None = None) -> Adaptation | None:
     """Fit the adaptation of ``index``.
 
     ``base_logits(index, vectors, terms, units)`` returns the ranker's logits (held-out questions
-    × records) of the questions ``units`` asked with their own unit left out.
+    × records) of the questions ``units`` asked with their own unit left out.  ``query_map`` (a trained
+    ``training.adapter.QueryAdapter``'s ``apply``) maps the held-out questions' vectors, and the classifier's
+    training vectors, as the server maps a question's: the typical score is then read in the space questions are
+    asked in.
     """
     if index.q.n + index.a.n > MAX_UNITS:
         return None
@@ -216,9 +221,10 @@ def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) ->
     if len(units) < MIN_HELD_OUT:
         return None
     q = index.q
+    queries = q.matrix if query_map is None else query_map(q.matrix)
     gold = q.rows[units]
     terms = unit_terms(index, units)
-    base = np.concatenate([base_logits(index, q.matrix[units[i:i + 50]], terms[i:i + 50], units[i:i + 50])
+    base = np.concatenate([base_logits(index, queries[units[i:i + 50]], terms[i:i + 50], units[i:i + 50])
                            for i in range(0, len(units), 50)])  # in slices: (held out × records) arrays
     extra = None
     W = b = None
@@ -230,8 +236,8 @@ def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) ->
         for k in range(FOLDS):
             keep = np.ones(q.n, bool)
             keep[units[folds == k]] = False
-            Wk, bk = _classifier(index, order[keep[order]])
-            extra[folds == k] = class_scores(q.matrix[units[folds == k]], Wk, bk, has_q)
+            Wk, bk = _classifier(index, order[keep[order]], queries)
+            extra[folds == k] = class_scores(queries[units[folds == k]], Wk, bk, has_q)
     weight, without, with_ = select(base, extra, gold)
     logits = base if not weight or extra is None else base + weight * extra
     right = logits.argmax(axis=1) == gold
@@ -240,15 +246,17 @@ def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) ->
         return None
     offset = float(np.percentile(right, PERCENTILE))
     if weight:
-        W, b = _classifier(index, canonical_units(index))
+        W, b = _classifier(index, canonical_units(index), queries)
     return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right)
 
 
 _lock = threading.Lock()  # one fit at a time: a fit takes seconds on a large KB, and racing ones would repeat it
 
 
-def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True) -> Adaptation | None:
-    """The adaptation of ``index``, fitted on first use and kept as long as the index lives."""
+def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
+       query_map: QueryMap | None = None, map_name: str = "") -> Adaptation | None:
+    """The adaptation of ``index``, fitted on first use and kept as long as the index lives (one per
+    ``map_name``: the query map's, such as its adapter's digest)."""
     with _lock:
-        return index.derived(f"ranking.adapt.classifier={classifier}",
-                             lambda: fit(index, base_logits, classifier=classifier))
+        return index.derived(f"ranking.adapt.classifier={classifier}{map_name and '.' + map_name}",
+                             lambda: fit(index, base_logits, classifier=classifier, query_map=query_map))
