@@ -648,3 +648,27 @@ def test_the_owners_loop(server, browser, tmp_path):
         wait_status(page, "Made test set from-log: 1 question (1 accepted suggestion, 0 logged questions with feedback).")
         expect(page.get_by_role("form", name="Run a test set")).to_contain_text("from-log")
         tab.done()
+
+
+def test_save_and_train_shows_what_the_job_measured(server, browser):
+    """The Deploy tab's Save and train card: Train runs the job and shows its held-out figures and verdict (a KB of
+    four QnAs has nothing to hold out, so nothing changes, and the card says why)."""
+    url, secret = server
+    made = httpx.post(f"{url}/openqna/projects/trainee/files", params={"name": "trainee.tsv"},
+                      content=CONFLICTED.encode(), headers={"api-key": secret}, timeout=30)
+    assert made.status_code == 202
+    poll_job(made.headers["Operation-Location"], secret)
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.get_by_role("link", name="trainee", exact=True).click()
+    page.get_by_role("link", name="Deploy").click()
+    card = page.get_by_role("region", name="Save and train")
+    expect(card).to_contain_text("test: no trained model")
+    card.get_by_role("button", name="Train").click()
+    wait_status(page, "Trained trainee: the model did not answer the held-out questions better, so nothing changed.")
+    result = page.locator(".train-result")
+    expect(result).to_contain_text("Last training")
+    expect(result).to_contain_text("too few QnAs to hold any out")
+    status = httpx.get(f"{url}/openqna/projects/trainee/training", headers={"api-key": secret}).json()
+    assert status["deployments"] == {"test": None}
+    tab.done()

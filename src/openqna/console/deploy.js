@@ -4,6 +4,7 @@ import { all, call, get, operation, project } from "./api.js";
 import { can, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
+import { trainingCard } from "./training.js";
 
 const PARTS = { questions: "Questions", answer: "Answer", metadata: "Metadata", prompts: "Follow-up prompts",
   contextOnly: "Context only", source: "Source", fields: "Fields", kind: "Kind" };
@@ -102,7 +103,8 @@ export async function showDeploy(name) {
     h("button", { type: "button", class: "secondary", onclick: async () => preview.replaceChildren(changes(await diffOf(name, target.value.trim()))) }, "Show changes"),
     preview, h("button", { type: "submit" }, "Deploy"), slot);
   render(h("section", {}, tabs(name, "deploy"), h("h1", {}, `${name}: deployments`), progress,
-    cards.length ? cards : h("p", {}, "Not deployed yet."), form, history(versions.value, rollback)));
+    await trainingCard(name, progress), cards.length ? cards : h("p", {}, "Not deployed yet."), form,
+    history(versions.value, rollback)));
 }
 
 // Every deploy, newest first: a kept version another deployment state can be rolled back to in one click (and a
