@@ -48,6 +48,7 @@ SCRIPTS = {
     "console": "the console's QnA editor at 100 and 10k QnAs in chromium vs fetching them through the API",
     "bombs": "decompression bombs inside the upload limits vs reading nothing and ordinary files of the same size",
     "connected": "tool search on a connected chdb (ClickHouse) table of 1M rows vs the same rows loaded into openqna",
+    "training": "openqna train on banking77 and a 1,000-QnA FAQ vs embedding their texts; question p50 with a trained model vs without",
 }
 
 HEADER = """# Benchmarks
