@@ -378,6 +378,12 @@ def test_table_connect_finds_the_index_or_says_how_to_build_one(indexed, postgre
     schema = postgres[1].split(".")[0]
     assert infos["pg_plain"]["suggested_index"] == (
         f'CREATE INDEX ON "{schema}"."chat_arxiv_plain" USING hnsw ("vector" vector_cosine_ops);')
+    from test_readme import doc_blocks
+
+    [shown] = [b.code for b in doc_blocks() if b.lang == "sql" and "vector_similarity" in b.code]
+    assert infos["ch_plain"]["suggested_index"] in shown  # docs/tools.md shows what table connect suggests
+    assert infos["pg_plain"]["suggested_index"].replace(f'"{schema}"."chat_arxiv_plain"',
+                                                        '"public"."chat_arxiv"') in shown
     l2 = connect_table(indexed, "pg_l2", postgres[0], postgres[1], vector="vector", text=["title"], metric="l2")
     assert l2.index is None and "vector_l2_ops" in l2.suggested_index  # an index for another distance is no use
     indexed.delete_project("pg_l2")
