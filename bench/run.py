@@ -47,7 +47,8 @@ SCRIPTS = {
     "million": "1M passages: start-up, tool search latency and RSS vs the query embedding",
     "console": "the console's QnA editor at 100 and 10k QnAs in chromium vs fetching them through the API",
     "bombs": "decompression bombs inside the upload limits vs reading nothing and ordinary files of the same size",
-    "connected": "tool search on a connected chdb (ClickHouse) table of 1M rows vs the same rows loaded into openqna",
+    "connected": "tool search on connected chdb (ClickHouse) and PostgreSQL tables of 1M rows through the engine's "
+                 "HNSW index vs brute force in the engine and the same rows loaded into openqna",
     "training": "openqna train on banking77 and a 1,000-QnA FAQ vs embedding their texts; question p50 with a trained model vs without",
 }
 

@@ -67,6 +67,10 @@ def clickhouse(tmp_path_factory, arxiv):
     lines = [json.dumps({**r, "vector": v.tolist()}) for r, v in zip(rows, vectors)]
     for i in range(0, len(lines), 500):
         session.query("INSERT INTO default.ChatArXiv FORMAT JSONEachRow\n" + "\n".join(lines[i:i + 500]))
+    session.query("CREATE TABLE default.ChatArXivHnsw AS default.ChatArXiv")  # the same rows, with an HNSW index
+    session.query("ALTER TABLE default.ChatArXivHnsw ADD INDEX arxiv_hnsw vector TYPE vector_similarity('hnsw', "
+                  "'cosineDistance', 384)")
+    session.query("INSERT INTO default.ChatArXivHnsw SELECT * FROM default.ChatArXiv")
     session.query("CREATE TABLE default.Tiny (id String, title String, tag String, vector Array(Float32)) "
                   "ENGINE = MergeTree ORDER BY id")
     session.query("INSERT INTO default.Tiny FORMAT JSONEachRow\n" + json.dumps(
@@ -93,10 +97,27 @@ def postgres(pg_server, arxiv):  # noqa: F811
                               r["authors"], "[" + ",".join(map(str, v.tolist())) + "]")
                              for r, v in zip(rows, vectors)])
         conn.execute(f"CREATE INDEX ON {schema}.chat_arxiv USING hnsw (vector vector_cosine_ops)")
+        # PostgreSQL's planner scans a table this small rather than read an index (with a filter and ef_search 200,
+        # it reads the index at 20k rows): a table of 20,000 rows, the 2,000 and noisy copies of them, with an HNSW
+        # index, and a copy without one
+        copies = vectors[np.arange(18000) % N_ROWS] + np.random.default_rng(3).standard_normal(
+            (18000, vectors.shape[1])).astype(np.float32) * (0.5 / np.sqrt(vectors.shape[1]))
+        conn.execute(f"CREATE TABLE {schema}.chat_arxiv_big (LIKE {schema}.chat_arxiv)")
+        with conn.cursor().copy(f"COPY {schema}.chat_arxiv_big FROM STDIN") as copy:
+            for i, v in enumerate([*vectors, *copies]):
+                r = rows[i % N_ROWS]
+                copy.write_row((r["id"] + (f"~{i // N_ROWS}" if i >= N_ROWS else ""), r["title"], r["abstract"],
+                                r["pubdate"] + "+00", r["categories"], r["authors"],
+                                "[" + ",".join(map(str, v.tolist())) + "]"))
+        conn.execute(f"CREATE TABLE {schema}.chat_arxiv_plain AS SELECT * FROM {schema}.chat_arxiv_big")  # no index
+        conn.execute(f"CREATE INDEX ON {schema}.chat_arxiv_big USING hnsw (vector vector_cosine_ops)")
+        conn.execute(f"ANALYZE {schema}.chat_arxiv_big")
+        conn.execute(f"ANALYZE {schema}.chat_arxiv_plain")
         conn.execute("DROP ROLE IF EXISTS gpt_reader")
         conn.execute(f"CREATE ROLE gpt_reader LOGIN PASSWORD '{PASSWORD}'")
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO gpt_reader")
-        conn.execute(f"GRANT SELECT ON {schema}.chat_arxiv TO gpt_reader")
+        conn.execute(f"GRANT SELECT ON {schema}.chat_arxiv, {schema}.chat_arxiv_big, {schema}.chat_arxiv_plain "
+                     "TO gpt_reader")
     params = conninfo_to_dict(pg_server.dsn())
     url = (f"postgresql://gpt_reader:{quote(PASSWORD, safe='')}@/{DATABASE}?host={quote(str(params['host']))}"
            + (f"&port={params['port']}" if params.get("port") else ""))
@@ -175,8 +196,8 @@ def test_only_select_and_describe_statements_reach_the_engines(tmp_path, embedde
     sent: list[str] = []
     ch_query, pg_select = ChdbClient.query, PostgresTable.select
     monkeypatch.setattr(ChdbClient, "query", lambda self, sql, params: sent.append(sql) or ch_query(self, sql, params))
-    monkeypatch.setattr(PostgresTable, "select", lambda self, sql, params: sent.append(sql) or pg_select(self, sql,
-                                                                                                         params))
+    monkeypatch.setattr(PostgresTable, "select", lambda self, sql, params, settings=None: sent.append(sql) or pg_select(
+        self, sql, params, settings))
     service = Service(SQLiteStore(tmp_path), embedder)
     connect_table(service, "ch", clickhouse, "default.ChatArXiv", vector="vector", text=["abstract"])
     connect_table(service, "pg", postgres[0], postgres[1], vector="vector", text=["abstract"])
@@ -202,10 +223,10 @@ def test_a_search_gives_its_turn_up_while_the_engine_answers(tmp_path, embedder,
     at_engine, other_had_the_turn = threading.Event(), threading.Event()
     select, meanwhile = PostgresTable.select, []
 
-    def slow_select(self, sql, params):
+    def slow_select(self, sql, params, settings=None):
         at_engine.set()
         meanwhile.append(other_had_the_turn.wait(5))
-        return select(self, sql, params)
+        return select(self, sql, params, settings)
 
     def other():
         at_engine.wait(10)
@@ -304,3 +325,143 @@ def test_the_readme_examples_connect(tmp_path, clickhouse, postgres):
     out = run_block(block, tmp_path, tmp_path / "data")
     assert "connected table arxiv: default.ChatArXiv" in out and "connected table papers_pg" in out
     assert PASSWORD not in out
+
+
+# The engine's own vector index: ClickHouse's vector_similarity (HNSW) and pgvector's HNSW.
+
+INDEX_SEARCHES = [*SEARCHES, ("vaccines and immunity", "NOT has(categories, 'stat.ML')"),  # keeps ~85% of rows
+                  ("gene regulation", "id IN ('4983', '5836', '7912')")]  # keeps 3 rows
+
+
+def recorded(monkeypatch) -> list[tuple]:
+    """Every statement the engines are sent, with its parameters (and PostgreSQL's transaction settings)."""
+    sent: list[tuple] = []
+    ch_query, pg_select = ChdbClient.query, PostgresTable.select
+    monkeypatch.setattr(ChdbClient, "query", lambda self, sql, params: sent.append((self, sql, params))
+                        or ch_query(self, sql, params))
+    monkeypatch.setattr(PostgresTable, "select", lambda self, sql, params, settings=None: sent.append(
+        (self, sql, params, settings)) or pg_select(self, sql, params, settings))
+    return sent
+
+
+def explain(statement: tuple) -> str:
+    """The engine's plan of a statement openqna sent, with the same parameters and settings."""
+    if isinstance(statement[0], ChdbClient):
+        client, sql, params = statement
+        return "\n".join(str(r[0]) for r in ChdbClient.query(client, "EXPLAIN indexes = 1 " + sql, params))
+    engine, sql, params, settings = statement
+    return "\n".join(str(r[0]) for r in PostgresTable.select(engine, "EXPLAIN " + sql, params, settings))
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, embedder, clickhouse, postgres):
+    """The same rows connected twice in each engine: a table with a vector index and one without (PostgreSQL's hold
+    20,000 rows, the 2,000 and noisy copies)."""
+    service = Service(SQLiteStore(tmp_path_factory.mktemp("indexed")), embedder)
+    schema = postgres[1].split(".")[0]
+    for kb, url, table in (("ch", clickhouse, "default.ChatArXivHnsw"), ("ch_plain", clickhouse, "default.ChatArXiv"),
+                           ("pg", postgres[0], f"{schema}.chat_arxiv_big"),
+                           ("pg_plain", postgres[0], f"{schema}.chat_arxiv_plain")):
+        connect_table(service, kb, url, table, vector="vector", text=["title"], title="title")
+    yield service
+    service.connected.close()
+
+
+def test_table_connect_finds_the_index_or_says_how_to_build_one(indexed, postgres):
+    infos = {k.name: k.connected for k in indexed.knowledge_bases()}
+    assert infos["ch"]["index"]["name"] == "arxiv_hnsw" and infos["ch"]["index"]["metric"] == "cosine"
+    assert infos["ch"]["index"]["method"] == "vector_similarity hnsw" and not infos["ch"]["suggested_index"]
+    assert infos["pg"]["index"]["name"] == "chat_arxiv_big_vector_idx" and infos["pg"]["index"]["method"] == "hnsw"
+    assert infos["pg"]["index"]["iterative_scan"] is True  # pgserver's pgvector is 0.8
+    assert infos["ch_plain"]["index"] is None and infos["pg_plain"]["index"] is None
+    assert infos["ch_plain"]["suggested_index"] == (
+        "ALTER TABLE `default`.`ChatArXiv` ADD INDEX `vector_hnsw` `vector` TYPE vector_similarity('hnsw', "
+        "'cosineDistance', 384);\nALTER TABLE `default`.`ChatArXiv` MATERIALIZE INDEX `vector_hnsw`;")
+    schema = postgres[1].split(".")[0]
+    assert infos["pg_plain"]["suggested_index"] == (
+        f'CREATE INDEX ON "{schema}"."chat_arxiv_plain" USING hnsw ("vector" vector_cosine_ops) '
+        "WITH (m = 32, ef_construction = 128);")
+    from test_readme import doc_blocks
+
+    [shown] = [b.code for b in doc_blocks() if b.lang == "sql" and "vector_similarity" in b.code]
+    assert infos["ch_plain"]["suggested_index"] in shown  # docs/tools.md shows what table connect suggests
+    assert infos["pg_plain"]["suggested_index"].replace(f'"{schema}"."chat_arxiv_plain"',
+                                                        '"public"."chat_arxiv"') in shown
+    l2 = connect_table(indexed, "pg_l2", postgres[0], postgres[1], vector="vector", text=["title"], metric="l2")
+    assert l2.index is None and "vector_l2_ops" in l2.suggested_index  # an index for another distance is no use
+    indexed.delete_project("pg_l2")
+
+
+@pytest.mark.parametrize("engine", ["ch", "pg"])
+@pytest.mark.parametrize(("subject", "where"), INDEX_SEARCHES, ids=[w or "no filter" for _, w in INDEX_SEARCHES])
+def test_the_index_serves_the_search_and_agrees_with_brute_force(indexed, monkeypatch, engine, subject, where):
+    sent = recorded(monkeypatch)
+    got = indexed.search(engine, subject, where=where, limit=10)
+    searched, sent[:] = [s for s in sent if "openqna_distance" in s[1]], []
+    want = indexed.search(f"{engine}_plain", subject, where=where, limit=10)
+    sent[:] = [s for s in sent if "openqna_distance" in s[1]]
+    got_ids, want_ids = [hit_id(h) for h in got], [hit_id(h) for h in want]
+    assert len(got_ids) == len(want_ids) == (3 if where and "IN" in where else 10)
+    assert len(set(got_ids) & set(want_ids)) >= 0.9 * len(want_ids)  # recall@10
+    scores = {hit_id(h): h.score for h in got}  # ClickHouse's come from its index, close to the vectors' own
+    assert all(abs(scores[hit_id(h)] - h.score) <= 1e-3 for h in want if hit_id(h) in scores)
+    assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+    index = "arxiv_hnsw" if engine == "ch" else "chat_arxiv_big_vector_idx"
+    plan = explain(searched[0])
+    if where and "IN" in where:  # too few rows pass the index's candidates: the search ran again, exactly
+        assert len(searched) == 2 and index not in explain(searched[1])
+    elif engine == "pg" and where and not where.startswith("NOT"):
+        # a filter that keeps under ~30% of the rows: PostgreSQL's planner may read those rows first (exact)
+        assert len(searched) == 1 and (f"Index Scan using {index}" in plan or "Seq Scan" in plan), plan
+    else:
+        assert len(searched) == 1, searched
+        assert (f"Name: {index}" in plan) if engine == "ch" else (f"Index Scan using {index}" in plan), plan
+    plain = explain(sent[0])
+    assert "arxiv_hnsw" not in plain and "_idx" not in plain  # without an index: today's exact scan
+
+
+def test_pgvector_before_iterative_scans_filters_a_wider_index_read(indexed, monkeypatch):
+    from dataclasses import replace
+
+    indexed.search("pg", "warmup", limit=1)
+    stamp, engine, index = indexed.connected.engines["pg"]
+    monkeypatch.setitem(indexed.connected.engines, "pg", (stamp, engine, replace(index, iterative_scan=False)))
+    sent = recorded(monkeypatch)
+    subject, where = SEARCHES[2]
+    got = [hit_id(h) for h in indexed.search("pg", subject, where=where, limit=10)]
+    want = [hit_id(h) for h in indexed.search("pg_plain", subject, where=where, limit=10)]
+    assert len(got) == 10 and len(set(got) & set(want)) >= 9
+    assert sent[0][3]["hnsw.ef_search"] == "200" and "hnsw.iterative_scan" not in sent[0][3]
+    assert "Index Scan using chat_arxiv_big_vector_idx" in explain(sent[0])
+
+
+def test_table_connect_says_whether_an_index_was_found(tmp_path, clickhouse, postgres):
+    close_chdb()  # the CLI runs in its own process, as a user's would, and opens the chdb directory
+    found = run("table", "connect", "with_index", "--url", postgres[0], "--table", postgres[1], "--vector", "vector",
+                "--text", "abstract", data=tmp_path / "a")
+    assert "vector index found: chat_arxiv_vector_idx (hnsw, cosine); searches use it" in found.stdout
+    missing = run("table", "connect", "without", "--url", clickhouse, "--table", "default.ChatArXiv", "--vector",
+                  "vector", "--text", "abstract", data=tmp_path / "b")
+    assert "no vector index for cosine distance on vector" in missing.stdout
+    assert "ALTER TABLE `default`.`ChatArXiv` ADD INDEX `vector_hnsw`" in missing.stdout
+    assert PASSWORD not in found.stdout + missing.stdout
+
+
+def test_the_suggested_ddl_builds_an_index_the_next_connect_finds(tmp_path, embedder, clickhouse):
+    service = Service(SQLiteStore(tmp_path), embedder)
+    session = chdb_session(clickhouse.removeprefix("chdb://"))
+    session.query("CREATE TABLE default.Later AS default.ChatArXiv")
+    session.query("INSERT INTO default.Later SELECT * FROM default.ChatArXiv LIMIT 300")
+    before = connect_table(service, "before", clickhouse, "default.Later", vector="vector", text=["title"])
+    for statement in before.suggested_index.split(";\n"):
+        session.query(statement.rstrip(";") + (" SETTINGS mutations_sync = 2" if "MATERIALIZE" in statement else ""))
+    after = connect_table(service, "after", clickhouse, "default.Later", vector="vector", text=["title"])
+    assert before.index is None and after.index["name"] == "vector_hnsw"
+    assert len(service.search("before", "vaccines", limit=5)) == 5  # an open engine looks the index up again
+    assert service.connected.engines["before"][2].name == "vector_hnsw"
+    service.connected.close()
+    session.query("DROP TABLE default.Later")
+
+
+def hit_id(hit) -> str:
+    return hit.record.fields["id"]

@@ -71,6 +71,8 @@ NOT_RUN = {
                                       "tests/test_refresh.py runs these commands against a loopback file server",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
+    "-- ClickHouse 25.8+": "SQL for the reader's own tables; tests/test_connected.py checks that `table connect` "
+                           "suggests these statements, and runs ClickHouse's on chdb",
 }
 
 

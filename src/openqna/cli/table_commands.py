@@ -90,6 +90,11 @@ def table_connect(name: str, url: str, password_env: str | None, table_: str, ve
     except OpenQnAError as exc:
         fail(exc.message)
     click.echo(f"connected table {name}: {info.table} at {info.url}, {info.dim}-dimensional vectors in {info.vector}")
+    if info.index:
+        click.echo(f"vector index found: {info.index['name']} ({info.index['method']}, {info.metric}); searches use it")
+    else:
+        click.echo(f"no vector index for {info.metric} distance on {info.vector}: every search scans the whole table. "
+                   f"To build one (run as the table's owner, not the read-only user):\n{info.suggested_index}")
 
 
 def with_password(url: str, password: str) -> str:

@@ -7,8 +7,12 @@ pgvector) and reads back the nearest rows.  This module is the seam in front of 
 * ``Connection`` is where a table lives, parsed from a URL; its password is kept apart from it (the
   caller stores it encrypted) and ``masked_url`` is the only form that is ever shown;
 * ``TableEngine`` is what openqna asks of an engine: the table's columns (``DESCRIBE TABLE``,
-  ``information_schema``) and its nearest rows under a Filter.  Filters compile with
-  ``filters.sql`` to bound parameters, never spliced;
+  ``information_schema``), the vector indexes on its vector column, and its nearest rows under a Filter.
+  Filters compile with ``filters.sql`` to bound parameters, never spliced;
+* ``VectorIndex`` is an index the engine searches instead of scanning every row (ClickHouse's
+  ``vector_similarity``, pgvector's HNSW and IVFFlat): with one built for the connection's metric, the search
+  is written so that the engine uses it; without one it stays an exact scan, and ``index_ddl`` says how
+  to build one;
 * the errors say what went wrong in words fit for a caller (the tools dialect turns them into 4xx or
   504) and never carry the engine's raw message, which may name the host or the user.
 
@@ -114,6 +118,33 @@ class TableColumn:
     dim: int | None = None
 
 
+@dataclass(frozen=True)
+class VectorIndex:
+    """An approximate nearest-neighbour index on a vector column, as the engine reports it.
+
+    ``method`` is ``vector_similarity`` (ClickHouse's HNSW), ``hnsw`` or ``ivfflat`` (pgvector); ``metric`` the
+    distance it was built for (None when it is one openqna does not search by, such as an inner product);
+    ``definition`` the engine's own text of it; ``iterative_scan``, on pgvector 0.8 and later, that a filtered
+    scan can go on reading the index until enough rows pass.
+    """
+
+    name: str
+    method: str
+    metric: Metric | None
+    definition: str
+    iterative_scan: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def usable_index(indexes: list[VectorIndex], metric: Metric) -> VectorIndex | None:
+    """The index a search by ``metric`` can use: the first built for that distance (HNSW before IVFFlat)."""
+    fitting = [i for i in indexes if i.metric == metric]
+    fitting.sort(key=lambda i: i.method == "ivfflat")
+    return fitting[0] if fitting else None
+
+
 class TableEngine(Protocol):
     dialect: str  # "ClickHouse" or "PostgreSQL": the SQL the tool description shows
 
@@ -125,10 +156,18 @@ class TableEngine(Protocol):
 
     def count(self, table: str) -> int: ...
 
+    def vector_indexes(self, table: str, vector: str) -> list[VectorIndex]:
+        """The approximate nearest-neighbour indexes on ``table``'s column ``vector`` (empty when none)."""
+
+    def index_ddl(self, table: str, vector: str, metric: Metric, dim: int) -> str:
+        """The statements that would build an index a search by ``metric`` uses (shown, never run)."""
+
     def nearest(self, table: str, vector: str, metric: Metric, query: np.ndarray, where: Filter | None,
-                columns: list[Column], limit: int) -> list[tuple[dict[str, Any], float]]:
+                columns: list[Column], limit: int,
+                index: VectorIndex | None = None) -> list[tuple[dict[str, Any], float]]:
         """The ``limit`` rows nearest to ``query`` inside ``where``, nearest first: each row's ``columns``
-        (DateTime as ISO 8601 UTC text) and its distance."""
+        (DateTime as ISO 8601 UTC text) and its distance.  With ``index`` the engine searches that index
+        (approximate, and exact again when a filter leaves the index too few rows); without, every row."""
 
     def close(self) -> None: ...
 

@@ -5,7 +5,9 @@ vectors of the vector column's dimension, and records the table as a knowledge b
 whose settings say where it lives (``connected``, with the URL's password masked) and hold the
 password encrypted (``connected_secret``), never shown again.  ``ConnectedTables.search`` answers the
 tool surfaces' searches: the subject embedded by that embedder, ``where_str`` parsed by the allow-list
-parser, then the engine's own vector search with the filter's values bound (``connected.engine``).
+parser, then the engine's own vector search with the filter's values bound (``connected.engine``), through the
+table's vector index when it has one for the connection's metric (looked up again whenever the engine is
+opened, so an index built after ``table connect`` is used from the server's next start).
 openqna never writes to a connected table.
 
 The password is encrypted with Fernet (AES-128-CBC with an HMAC) under ``OPENQNA_SECRET_KEY``, or
@@ -23,7 +25,7 @@ from typing import Any
 
 from openqna import settings
 from openqna.connected import open_engine
-from openqna.connected.engine import Connection, TableColumn, TableEngine
+from openqna.connected.engine import Connection, TableColumn, TableEngine, VectorIndex, usable_index
 from openqna.filters.nodes import Column, Filter
 from openqna.models.embedder import Embedder, get_embedder
 from openqna.records import InvalidArgument, QnA
@@ -45,6 +47,8 @@ class ConnectedTable:
     metric: str
     embedder: str  # the spec given to get_embedder ("local", "openai", ...)
     columns: list[dict[str, str]]  # every column the engine described: name, engine type, comment
+    index: dict[str, Any] | None = None  # the vector index ``table connect`` found for the metric (VectorIndex)
+    suggested_index: str = ""  # without one: the DDL that would build it
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -92,23 +96,25 @@ class ConnectedTables:
     def __init__(self, store: Store, embedder: Embedder):
         self.store = store
         self.embedder = embedder
-        self.engines: dict[str, tuple[str, TableEngine]] = {}
+        self.engines: dict[str, tuple[str, TableEngine, VectorIndex | None]] = {}
         self.lock = threading.Lock()
 
-    def engine(self, project: Project, info: ConnectedTable) -> TableEngine:
+    def engine(self, project: Project, info: ConnectedTable) -> tuple[TableEngine, VectorIndex | None]:
+        """The table's open engine and the vector index its searches use (None: an exact scan)."""
         stamp = repr(project.settings.get(SECRET)) + info.url + info.table
         with self.lock:
             held = self.engines.get(project.name)
             if held is not None and held[0] == stamp:
-                return held[1]
+                return held[1], held[2]
             if held is not None:
                 held[1].close()
             password = fernet(self.store).decrypt(project.settings[SECRET].encode()).decode()
             engine = open_engine(Connection(info.engine, _unmasked(info.url)), password,  # type: ignore[arg-type]
                                  timeout=settings.connected_timeout())
             engine.describe(info.table)  # the engine learns the columns' own types
-            self.engines[project.name] = (stamp, engine)
-            return engine
+            index = usable_index(engine.vector_indexes(info.table, info.vector), info.metric)  # type: ignore[arg-type]
+            self.engines[project.name] = (stamp, engine, index)
+            return engine, index
 
     def model(self, info: ConnectedTable) -> Embedder:
         model = get_embedder(info.embedder)
@@ -127,9 +133,9 @@ class ConnectedTables:
         query = self.model(info).embed([subject])[0]
         reads = columns + [Column(n, "String") for n in text if all(c.name != n for c in columns)]
         with paused():  # the engine's round trips: no Python work of this thread (``openqna.turns``)
-            engine = self.engine(project, info)
+            engine, index = self.engine(project, info)
             rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
-                                  limit)
+                                  limit, index)
         out = []
         for fields, distance in rows:
             body = "\n\n".join(str(fields[n]) for n in text if fields.get(n))
@@ -150,7 +156,7 @@ class ConnectedTables:
 
     def close(self) -> None:
         with self.lock:
-            for _, engine in self.engines.values():
+            for _, engine, _ in self.engines.values():
                 engine.close()
             self.engines.clear()
 

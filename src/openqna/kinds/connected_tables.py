@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from openqna import settings
 from openqna.connected import open_engine
-from openqna.connected.engine import parse_url
+from openqna.connected.engine import parse_url, usable_index
 from openqna.kb.connected_search import SECRET, ConnectedTable, fernet, typed_columns
 from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
@@ -18,7 +18,11 @@ from openqna.records import InvalidArgument
 def connect_table(service: Service, name: str, url: str, table: str, *, vector: str, text: list[str],
                   title: str | None = None, embedder: str = "local", metric: str = "cosine",
                   description: str = "") -> ConnectedTable:
-    """Connect ``table`` as knowledge base ``name``; nothing is copied and nothing is written to the engine."""
+    """Connect ``table`` as knowledge base ``name``; nothing is copied and nothing is written to the engine.
+
+    The returned table says which vector index its searches use (``index``), or, when it has none for
+    ``metric``, the statements that would build one (``suggested_index``); both are kept in its settings.
+    """
     if metric not in ("cosine", "l2"):
         raise InvalidArgument("metric must be cosine or l2", target="metric")
     if not text:
@@ -49,10 +53,13 @@ def connect_table(service: Service, name: str, url: str, table: str, *, vector: 
                                   f"{table}.{vector} holds {dim or 'no'} vectors of {dim}: they must match, so "
                                   "name the embedder that wrote the table's vectors", target="embedder")
         count = engine.count(table)
+        index = usable_index(engine.vector_indexes(table, vector), metric)  # type: ignore[arg-type]
+        ddl = "" if index else engine.index_ddl(table, vector, metric, dim)  # type: ignore[arg-type]
     finally:
         engine.close()
     info = ConnectedTable(connection.engine, connection.masked_url, table, vector, dim, metric, embedder,
-                          [{"name": c.name, "type": c.engine_type, "comment": c.comment} for c in described])
+                          [{"name": c.name, "type": c.engine_type, "comment": c.comment} for c in described],
+                          index.to_json() if index else None, ddl)
     columns = [{"name": c.name, "type": c.type} for c in typed_columns(described)]
     project = service.create_project(name, description=description or f"rows of {table}")
     project.settings.update({"schema": {"columns": columns, "text": text, "title": title},
