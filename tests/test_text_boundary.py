@@ -43,6 +43,7 @@ IGNORES_BODY = {
     ("POST", "/openqna/projects/{project}/test-sets/{name}/:run"),
     ("POST", "/openqna/projects/{project}/test-sets/{name}/:from-log"),
     ("POST", "/openqna/projects/{project}/sources/{source:path}/:refresh"),
+    ("POST", "/openqna/projects/{project}:train"),
 }
 # Routes whose body is not JSON: each gets the bad text inside the kind of body it takes (below).
 NOT_JSON = {("POST", "/v1/files"), ("POST", "/openqna/projects/{project}/files"),

@@ -80,8 +80,8 @@ def section(metrics: dict) -> list[str]:
                     f"{pct(b['offtopic_rejected'])} | {pct(a['offtopic_rejected'])} | {t['seconds']:.1f} |")
     return ["", "## Save and train", "",
             ("Each KB above trained as `openqna train` trains it (`kb/train_job.py`): questions it holds are held out,"
-             " a query adapter is fitted on the rest and kept only if the held-out questions' top-1 and right at"
-             f" {threshold:g} both hold and one rises (*held out*: top-1 / right at t before→after, with their"
+             " a query adapter is fitted on the rest and kept only if the held-out questions' top-1 rises by a point"
+             f" and two questions and right at {threshold:g} does not fall (*held out*: top-1 / right at t before→after, with their"
              " count, per vector space). The test split is then asked again; where no model was kept the figures"
              " are the untrained ones."), "",
             f"| set | regime | held out | kept | test top-1 before | after | right at {threshold:g} before | after |"
