@@ -60,6 +60,15 @@ def test_a_trained_model_is_served_in_test_then_deployed_and_rolled_back(service
     assert top(service, "shop") == before
 
 
+def test_a_damaged_model_is_logged_and_answered_without(service, caplog):
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    before = top(service, "shop")
+    service.store.set_trained("shop", b"not a model", {})
+    assert top(service, "shop") == before
+    assert "cannot be read" in caplog.text
+
+
 def test_the_search_tool_reads_questions_through_the_trained_model(service):
     service.create_project("shop")
     service.upsert("shop", SHOP)

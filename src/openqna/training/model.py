@@ -13,6 +13,7 @@ content.
 from __future__ import annotations
 
 import io
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from openqna.training.adapter import QueryAdapter
+
+log = logging.getLogger("openqna.training")
 
 
 @dataclass
@@ -66,7 +69,11 @@ class TrainedModels:
                 self._models.move_to_end(key)
                 return self._models[key]
         data = self._load(project, deployment)
-        model = None if data is None else TrainedModel.from_bytes(data)
+        try:
+            model = None if data is None else TrainedModel.from_bytes(data)
+        except (ValueError, KeyError, OSError):  # a damaged artefact: answer untrained rather than fail every question
+            log.exception("the trained model of %s/%s cannot be read; answering without it", project, deployment)
+            model = None
         with self._lock:
             for old in [k for k in self._models if k[:2] == key[:2] and k != key]:  # older versions of it
                 self._drop(old)
