@@ -11,13 +11,15 @@ import pytest
 
 from conftest import REPO, LiveServer
 from openqna.auth.keys import create_key
-from openqna.evaluation import faq
+from openqna.evaluation import datasets, faq
 from openqna.kb.service import AskRequest
 from openqna.kb.train_job import Trainer
+from openqna.ranking import adapt, ranker
 from openqna.records import QnA
+from openqna.store.base import TestSet
 from openqna.training.adapter import QueryAdapter
 from openqna.training.model import TrainedModel, TrainedModels
-from openqna.training.project import wins
+from openqna.training.project import loses, wins
 from test_cli import run
 from test_native_api import wait
 
@@ -157,3 +159,71 @@ def test_the_train_command(tmp_path, as_json):
         assert "not kept: too few QnAs to hold any out" in proc.stdout and "Nothing changed" in proc.stdout
     forgot = run("train", "shop", "--forget", data=tmp_path)
     assert "shop has no trained model in the test state" in forgot.stdout
+
+
+def bank_faq(service, intents: int = 30, feedback: int = 5) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """An FAQ page of one banking77 utterance per intent (answers written for it), ``feedback`` more users'
+    utterances per intent sent as feedback, and a test set of every other banking77 test utterance of those
+    intents; returns each intent's QnA id and the test utterances not in the set."""
+    data = datasets.banking77(DATA)
+    names = sorted(data.train)[:intents]
+    service.create_project("bank")
+    answers = {f"About {n.replace('_', ' ')}: see the app's help page.": n for n in names}
+    service.upsert("bank", [QnA(data.train[n][:1], answer) for answer, n in answers.items()])
+    ids = {answers[q.answer]: q.id for q in service.records("bank", "test")}
+    service.store.add_feedback("bank", [(ids[n], u, "user") for n in names for u in data.train[n][1:1 + feedback]])
+    asked = [(u, n) for u, n in data.test if n in ids]
+    service.store.put_test_set("bank", TestSet("users", [
+        {"question": u, "expected_qna_id": ids[n], "expected_answer": None, "metadata": {}} for u, n in asked[::2]]))
+    return ids, asked[1::2]
+
+
+def test_the_owners_test_sets_judge_a_one_question_faq_and_its_model_is_served(service):
+    ids, unseen = bank_faq(service)
+    result = Trainer(service).train("bank")
+    (space,) = result.spaces
+    assert space.judged_by == "test sets" and space.test_sets_before.questions == 600
+    assert space.held_out_kind == "one-question QnAs, found by their answers"
+    assert result.kept and space.kept == (wins(space.test_sets_before, space.test_sets_after)
+                                          and not loses(space.before, space.after))
+    assert space.test_sets_after.top1 > space.test_sets_before.top1
+
+    def top1(deployment: str) -> float:
+        answers = [service.ask("bank", deployment, AskRequest(question=u, top=1)) for u, _ in unseen]
+        return sum(bool(a) and a[0].qna.id == ids[n] for a, (_, n) in zip(answers, unseen)) / len(unseen)
+
+    service.deploy("bank", "production")
+    trained = top1("production")
+    service.store.set_trained("bank", None)
+    assert top1("test") < trained  # users' questions the job never saw: better answered with the model
+
+
+def test_a_model_is_kept_only_if_it_wins_on_the_owners_test_set(service):
+    kb = faq.chitchat_kb(service, DATA, "professional", seed=20240601)
+    items = [{"question": q, "expected_qna_id": gold, "expected_answer": None, "metadata": {}}
+             for q, gold in kb.queries[:120]]
+    service.store.put_test_set(kb.project, TestSet("users", items))
+    result = Trainer(service).train(kb.project)
+    (space,) = result.spaces
+    assert space.judged_by == "test sets" and space.test_sets_before.questions > 50
+    assert space.kept == (wins(space.test_sets_before, space.test_sets_after)
+                          and not loses(space.before, space.after)) == result.kept
+    assert (service.store.get_trained(kb.project) is not None) == result.kept
+
+
+def test_the_kb_adaptation_is_fitted_on_questions_mapped_by_the_trained_model(service):
+    kb = faq.chitchat_kb(service, DATA, "friend", seed=20240601)
+    index = service.indexes.get(kb.project, "test")
+    calibration = service.calibration(service.store.get_project(kb.project))
+    q = service.embedder.embed(["what's up with you"])[0]
+    adapter = QueryAdapter(2.0 * np.outer(q, q).astype(np.float32), service.embedder.name)
+    plain = ranker.kb_adaptation(index, calibration)
+    mapped = ranker.kb_adaptation(index, calibration, adapter)
+    assert plain is not None and mapped is not None and mapped is not plain
+    refit = adapt.fit(index, lambda *a: ranker._held_out_logits(calibration, *a), query_map=adapter.apply)
+    assert refit is not None and mapped.offset == pytest.approx(refit.offset) != pytest.approx(plain.offset)
+    # the server asks with the mapped adaptation once the model is in the state it asks
+    service.store.set_trained(kb.project, TrainedModel({adapter.space: adapter}).to_bytes(), {})
+    service.ask(kb.project, "test", AskRequest(question="how are you", top=1))
+    asked = service.indexes.get(kb.project, "test")
+    assert any(key.endswith(adapter.digest) for key in asked.__dict__["_derived"])

@@ -133,10 +133,10 @@ class Asking(ServiceBase):
         # a manual's sections are read through their text (``ranker.read_as_passages``), but in a conversation, and
         # in a KB whose FAQ adapts (its QnAs' logits are on the adapted scale, where a section read as a passage
         # ranked below every FAQ QnA), by their headings as well
-        sections = not (children or previous) and ranker.kb_adaptation(index, calibration) is None
+        sections = not (children or previous) and ranker.kb_adaptation(index, calibration, space.adapter) is None
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk,
-                       sections_as_passages=sections)
+                       sections_as_passages=sections, query_map=space.adapter)
         offsets: dict[int, float] = {}
         # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
         kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))

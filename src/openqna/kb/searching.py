@@ -80,7 +80,10 @@ class Searching(ServiceBase):
             typos.dictionary()
         loaded = self.indexes.saved()
         for project, deployment in loaded:
-            ranker.kb_adaptation(self.indexes.get(project, deployment), self.shipped_calibration)
+            index = self.indexes.get(project, deployment)
+            model = self.trained.get(project, deployment, index.version)
+            ranker.kb_adaptation(index, self.shipped_calibration,
+                                 None if model is None else model.adapter_for(self.embedder.name))
         return loaded
 
     def knowledge_bases(self, key: Caller | None = None) -> list[KnowledgeBaseInfo]:
@@ -149,5 +152,5 @@ class Searching(ServiceBase):
                 vectors[i] = vector
         return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
                             flt=None if space.multilingual else flt, calibration=space.calibration,
-                            reads_cjk=space.reads_cjk)
+                            reads_cjk=space.reads_cjk, query_map=space.adapter)
                 for i, (query, space) in enumerate(zip(queries, spaces))]

@@ -18,18 +18,19 @@ the text as its expectation.  Runs are stored, and two runs compare question by 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from openqna.clock import now_iso
 from openqna.filters.match import MetaEq, all_of
 from openqna.kb.asking import AskRequest
 from openqna.kb.catalog import LIVE
-from openqna.records import NotFound
+from openqna.records import NotFound, QnA
 from openqna.store import Project
 from openqna.store.base import TestRun, TestSet
 
-__all__ = ["DEFAULT_THRESHOLD", "SETTINGS_KEY", "answer_key", "diff_runs", "project_threshold", "run_test_set",
-           "summary_json"]
+__all__ = ["DEFAULT_THRESHOLD", "SETTINGS_KEY", "answer_key", "diff_runs", "labelled_questions", "project_threshold",
+           "run_test_set", "summary_json"]
 
 SETTINGS_KEY = "testThreshold"  # a project setting: the threshold runs read "right" at (default below)
 DEFAULT_THRESHOLD = 0.5  # as `openqna calibrate` reads in-scope and off-topic shares
@@ -62,13 +63,11 @@ def run_test_set(service: Any, project: str, test_set: TestSet, deployment: str 
         raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found: deploy first, or run "
                        "against test.")
     records = {q.id: q for q in service.records(project, deployment)}
-    by_answer: dict[str, list[int]] = {}
-    for q in records.values():
-        by_answer.setdefault(answer_key(q.answer), []).append(q.id)
+    by_answer = _by_answer(records.values())
     results: list[dict[str, Any]] = []
     for item in test_set.items:
         qna_id, text = item.get("expected_qna_id"), item.get("expected_answer")
-        accepted = [qna_id] if qna_id else by_answer.get(answer_key(text), []) if text else []
+        accepted = _accepted(item, by_answer)
         no_answer = not qna_id and not text
         flt = all_of(*(MetaEq(k, v) for k, v in (item.get("metadata") or {}).items()))
         answers = service.ask(project, deployment, AskRequest(question=item["question"], top=TOP, threshold=0.0,
@@ -93,6 +92,34 @@ def run_test_set(service: Any, project: str, test_set: TestSet, deployment: str 
                "threshold": at}
     run = TestRun(0, test_set.name, deployment, now_iso(), at, summary, results)
     return service.store.add_test_run(project, run)
+
+
+def _by_answer(records: Iterable[QnA]) -> dict[str, list[int]]:
+    by_answer: dict[str, list[int]] = {}
+    for q in records:
+        by_answer.setdefault(answer_key(q.answer), []).append(q.id)  # type: ignore[arg-type]
+    return by_answer
+
+
+def _accepted(item: dict[str, Any], by_answer: dict[str, list[int]]) -> list[int]:
+    """The QnAs that answer a test set's ``item`` right: its expected QnA, or every QnA with its expected answer."""
+    qna_id, text = item.get("expected_qna_id"), item.get("expected_answer")
+    return [qna_id] if qna_id else by_answer.get(answer_key(text), []) if text else []
+
+
+def labelled_questions(service: Any, project: str) -> list[tuple[str, frozenset[int]]]:
+    """Every answerable question of the project's test sets with the live QnAs that answer it right (once per
+    question text; a question no live QnA answers is left out), as ``openqna train`` judges a model by them.
+    An item's metadata is not read: the question is asked of the whole project."""
+    items = [item for test_set in service.store.list_test_sets(project) for item in test_set.items]
+    by_answer = (_by_answer(service.records(project, LIVE)) if any(i.get("expected_answer") for i in items)
+                 else {})
+    out: dict[str, frozenset[int]] = {}
+    for item in items:
+        accepted = frozenset(_accepted(item, by_answer))
+        if accepted and item["question"] not in out:
+            out[item["question"]] = accepted
+    return list(out.items())
 
 
 def _first_question(records: dict, qna_id: int | None) -> str | None:

@@ -1,8 +1,9 @@
 """Save and train: ``openqna train``, ``POST /openqna/projects/{p}:train`` and the console's button run this.
 
 ``Trainer.train`` reads the live state's records as the index reads them (vectors included: nothing is embedded
-again but the feedback's questions), trains a query adapter for each space the project is searched in
-(``training.project.train_space``: held-out questions, the ranker's verdict before and after) and writes the
+again but the feedback's and the test sets' questions), trains a query adapter for each space the project is searched
+in (``training.project.train_space``: held-out questions and the test sets' questions, the ranker's verdict before
+and after) and writes the
 adapters that win as the live state's trained model (``Store.set_trained``).  A space whose adapter does not win
 keeps what it had: the previous model's adapter for it, if any.  Nothing changes in production until a deploy
 copies the model with the content; a rollback restores the model the version held.  ``forget`` removes the live
@@ -20,13 +21,13 @@ import numpy as np
 
 from openqna.index.index_cache import index_records
 from openqna.kb.service import Service
-from openqna.kb.test_sets import project_threshold
+from openqna.kb.test_sets import labelled_questions, project_threshold
 from openqna.ranking import calibrations
 from openqna.store import Job
 from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter
 from openqna.training.model import TrainedModel
-from openqna.training.project import Space, SpaceReport, train_space
+from openqna.training.project import Labelled, Space, SpaceReport, train_space
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Trainer:
                                 multilingual=True))
         feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
                     for text, _ in items if qna_id in records]
+        tests = labelled_questions(self.service, project)
         previous = self.store.get_trained(project)
         adapters: dict[str, QueryAdapter] = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
         result = TrainResult(project, threshold)
@@ -73,7 +75,12 @@ class Trainer:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
             vectors = embedder.embed([text for text, _ in feedback]) if feedback else np.zeros((0, 1), np.float32)
             extra = [(v, qna_id) for v, (_, qna_id) in zip(vectors, feedback)]
-            adapter, report = train_space(records, questions, dim, space, extra, threshold)
+            # a test question is judged in the space the server ranks it in (CJK ones in the multilingual space)
+            mine = [(text, accepted) for text, accepted in tests
+                    if self.service.multilingual.reads(text) == space.multilingual]
+            test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
+            labelled = [Labelled(text, v, accepted) for v, (text, accepted) in zip(test_vectors, mine)]
+            adapter, report = train_space(records, questions, dim, space, extra, threshold, labelled=labelled)
             result.spaces.append(report)
             if adapter is not None:
                 adapters[space.name] = adapter

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -203,6 +204,15 @@ def _classifier(index: MemIndex, units: np.ndarray, queries: np.ndarray) -> tupl
 
 BaseLogits = Callable[[MemIndex, np.ndarray, list[list[str]], np.ndarray], np.ndarray]
 QueryMap = Callable[[np.ndarray], np.ndarray]
+
+
+class TrainedMap(Protocol):
+    """A trained map of query vectors (``training.adapter.QueryAdapter``): ``digest`` names it in the index's cache."""
+
+    @property
+    def digest(self) -> str: ...
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray: ...
 
 
 def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,

@@ -156,16 +156,25 @@ def text_confidences(c: Calibration, cosines: np.ndarray, coverages: np.ndarray,
     return sigmoid(logit)
 
 
-def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION) -> adapt.Adaptation | None:
-    """The adaptation ``calibration`` uses on ``index`` (None: none fitted or turned off)."""
-    return _adaptation(index, calibration)
+def kb_adaptation(index: MemIndex, calibration: Calibration = CALIBRATION,
+                  query_map: adapt.TrainedMap | None = None) -> adapt.Adaptation | None:
+    """The adaptation ``calibration`` uses on ``index`` (None: none fitted or turned off), for questions mapped by
+    ``query_map`` (a project's trained adapter, ``openqna train``) when they are."""
+    return _adaptation(index, calibration, query_map)
 
 
-def _adaptation(index: MemIndex, c: Calibration) -> adapt.Adaptation | None:
-    """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it."""
+def _adaptation(index: MemIndex, c: Calibration, query_map: adapt.TrainedMap | None = None
+                ) -> adapt.Adaptation | None:
+    """The KB's own adaptation (held-out alternate questions), when ``c`` and the settings allow it.  With a trained
+    ``query_map`` the held-out questions are mapped as asked questions are, so the KB's typical right answer (and so
+    the threshold) is read in the space the questions are ranked in: a model that moves every right answer's score
+    moves the typical score with it."""
     if c.typical is None or not settings.kb_adapt():
         return None
-    return adapt.of(index, lambda *a: _held_out_logits(c, *a))
+    if query_map is None:
+        return adapt.of(index, lambda *a: _held_out_logits(c, *a))
+    return adapt.of(index, lambda *a: _held_out_logits(c, *a), query_map=query_map.apply,
+                    map_name=query_map.digest)
 
 
 def _held_out_logits(c: Calibration, index: MemIndex, V: np.ndarray, terms: list[list[str]],
@@ -218,9 +227,10 @@ def _unmatched_cjk(index: MemIndex, terms: list[str]) -> bool:
     return bool(cjk) and not any(fld.postings.get(t) is not None for t in cjk for fld in (index.q, index.a))
 
 
-def weights(index: MemIndex, calibration: Calibration = CALIBRATION) -> Calibration:
+def weights(index: MemIndex, calibration: Calibration = CALIBRATION,
+            query_map: adapt.TrainedMap | None = None) -> Calibration:
     """The feature weights (and their scale and shift) ``rank`` reads ``index``'s records with."""
-    return _sparse(index, calibration, _adaptation(index, calibration)) or calibration
+    return _sparse(index, calibration, _adaptation(index, calibration, query_map)) or calibration
 
 
 def _sparse(index: MemIndex, c: Calibration, adaptation: adapt.Adaptation | None) -> Calibration | None:
@@ -360,6 +370,7 @@ class Scoring:
     informative: float = 0.0  # the KB's answer informativeness, when it is read with the FAQ-page weights
     confidence: np.ndarray | None = None
     sections: bool = True  # document sections with headings read as passages (``read_as_passages``)
+    query_map: adapt.TrainedMap | None = None  # the project's trained adapter that mapped ``query_vector``, if any
 
     @property
     def passages(self) -> np.ndarray:
@@ -384,7 +395,7 @@ class FeatureSum(Stage):
     name = "features"
 
     def apply(self, s: Scoring) -> None:
-        s.adaptation = _adaptation(s.index, s.calibration)
+        s.adaptation = _adaptation(s.index, s.calibration, s.query_map)
         s.sparse = _sparse(s.index, s.calibration, s.adaptation)
         informative = answer_informativeness(s.index) if s.sparse is not None else 0.0
         s.informative = informative
@@ -530,7 +541,8 @@ def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: 
             question_only: bool = False, boosted_ids: set[int] | frozenset[int] = frozenset(),
             exact_prompt_ids: set[int] | frozenset[int] = frozenset(), logit_offsets: dict[int, float] | None = None,
             calibration: Calibration = CALIBRATION, flt: Filter | None = None, reads_cjk: bool = True,
-            keywords: str | None = None, explain: bool = False, sections_as_passages: bool = True) -> Scoring | None:
+            keywords: str | None = None, explain: bool = False, sections_as_passages: bool = True,
+            query_map: adapt.TrainedMap | None = None) -> Scoring | None:
     """The candidates of ``question`` and their features, ready for ``STAGES`` (``rank``'s arguments); None when
     no record may answer."""
     if index.n == 0 or not eligible.any():
@@ -545,7 +557,8 @@ def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: 
     if not len(f.rows):
         return None
     return Scoring(index, question, terms, query_vector, eligible, calibration, question_only, reads_cjk, f,
-                   exact_rows, boosted_rows, offsets, trace={} if explain else None, sections=sections_as_passages)
+                   exact_rows, boosted_rows, offsets, trace={} if explain else None, sections=sections_as_passages,
+                   query_map=query_map)
 
 
 def rank(
@@ -566,6 +579,7 @@ def rank(
     keywords: str | None = None,
     explain: bool = False,
     sections_as_passages: bool = True,
+    query_map: adapt.TrainedMap | None = None,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -583,10 +597,13 @@ def rank(
     ``explain`` fills each result's ``parts`` with its features and the logit parts added to them.
     ``sections_as_passages=False`` ranks a document's sections by their headings too (``read_as_passages``), as a
     conversation does.
+    ``query_map``: the project's trained adapter when it mapped ``query_vector`` (``openqna train``); the KB's
+    adaptation is then the one fitted on questions mapped alike.
     """
     s = scoring(index, question, query_vector, eligible, question_only=question_only, boosted_ids=boosted_ids,
                 exact_prompt_ids=exact_prompt_ids, logit_offsets=logit_offsets, calibration=calibration, flt=flt,
-                reads_cjk=reads_cjk, keywords=keywords, explain=explain, sections_as_passages=sections_as_passages)
+                reads_cjk=reads_cjk, keywords=keywords, explain=explain, sections_as_passages=sections_as_passages,
+                query_map=query_map)
     if s is None:
         return []
     f = s.f

@@ -25,8 +25,10 @@ softmax.  Adam, minibatches, numpy only.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -60,6 +62,11 @@ class QueryAdapter:
     def from_bytes(cls, data: bytes) -> QueryAdapter:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return cls(np.asarray(z["matrix"], np.float32), str(z["space"]))
+
+    @cached_property
+    def digest(self) -> str:
+        """A short hash of the map: what the KB adaptation fitted for it is cached under (``ranking.adapt.of``)."""
+        return hashlib.sha256(np.ascontiguousarray(self.matrix, np.float32).tobytes()).hexdigest()[:16]
 
     @property
     def nbytes(self) -> int:
