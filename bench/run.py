@@ -45,6 +45,8 @@ SCRIPTS = {
     "peers": "Chroma, LanceDB, numpy and bm25s on the same vectors vs the query embedding",
     "coldstart": "launch to first answer and RSS with 100k QnAs vs an empty store",
     "million": "1M passages: start-up, tool search latency and RSS vs the query embedding",
+    "scale": "two `openqna serve` processes on one PostgreSQL at 1M QnAs: requests/s, p99 and a write's propagation "
+             "vs the same two at 10k and the query embedding",
     "console": "the console's QnA editor at 100 and 10k QnAs in chromium vs fetching them through the API",
     "bombs": "decompression bombs inside the upload limits vs reading nothing and ordinary files of the same size",
     "connected": "tool search on connected chdb (ClickHouse) and PostgreSQL tables of 1M rows through the engine's "

@@ -51,21 +51,27 @@ TARGET = 150.0
 
 
 # -- the load generator (runs in its own process: keep imports light) ---------------------------------
-async def _load(base: str, kind: str, target: str, questions: list[str], start: int, concurrency: int,
-                seconds: float, warmup: float) -> dict:
+async def _load(base: str | list[str], kind: str, target: str, questions: list[str], start: int, concurrency: int,
+                seconds: float, warmup: float, deployment: str = "production") -> dict:
+    """``base``: one server's URL, or several that the requests take in turn (bench/scale.py's two servers)."""
     import aiohttp
 
+    bases = [base] if isinstance(base, str) else base
     latencies: list[float] = []
     errors: list[str] = []
     cursor = start
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    sent = 0
+    connector = aiohttp.TCPConnector(limit=concurrency * len(bases))
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(q: str) -> tuple[int, float]:
+            nonlocal sent
+            base = bases[sent % len(bases)]
+            sent += 1
             t = time.perf_counter()
             if kind == "azure":
                 r = session.post(f"{base}/language/:query-knowledgebases", json={"question": q, "top": 3},
-                                 params={"projectName": target, "deploymentName": "production",
+                                 params={"projectName": target, "deploymentName": deployment,
                                          "api-version": "2021-10-01"})
             elif kind == "tools":
                 r = session.get(f"{base}/get_related_{target}", params={"subject": q})
