@@ -12,6 +12,8 @@ README and docs/authoring.md are taken here, so they show the console as it is.
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 import signal
@@ -671,4 +673,79 @@ def test_save_and_train_shows_what_the_job_measured(server, browser):
     expect(result).to_contain_text("too few QnAs to hold any out")
     status = httpx.get(f"{url}/openqna/projects/trainee/training", headers={"api-key": secret}).json()
     assert status["deployments"] == {"test": None}
+    tab.done()
+
+
+def test_a_trained_model_reaches_production_and_the_azure_sdk(server, browser):
+    """Save and train's journey: an FAQ page of 30 banking questions (one each) with users' feedback and a test set
+    of users' questions; production answers untrained; Train in the console keeps a model that answers the test set
+    better (before → after shown), the deploy says the model differs, and through the Azure SDK production then
+    answers users' questions it never saw better than before."""
+    from openqna.evaluation import datasets
+
+    url, secret = server
+    headers = {"api-key": secret}
+    data = datasets.banking77(REPO.parent / "shared" / "data")
+    names = sorted(data.train)[:30]
+    answers = {f"About {n.replace('_', ' ')}: see the help page of the app.": n for n in names}
+    tsv = "Question\tAnswer\n" + "".join(f"{data.train[n][0]}\t{a}\n" for a, n in answers.items())
+    made = httpx.post(f"{url}/openqna/projects/banking/files", params={"name": "banking.tsv"}, content=tsv.encode(),
+                      headers=headers, timeout=60)
+    assert made.status_code == 202
+    poll_job(made.headers["Operation-Location"], secret)
+    authoring = f"{url}/language/authoring/query-knowledgebases/projects/banking"
+    listed = httpx.get(f"{authoring}/qnas", params={"api-version": "2021-10-01"}, headers=headers).json()["value"]
+    ids = {answers[q["answer"]]: q["id"] for q in listed}
+    feedback = [{"userId": "u", "userQuestion": u, "qnaId": ids[n]} for n in names for u in data.train[n][1:6]]
+    sent = httpx.post(f"{url}/language/query-knowledgebases/projects/banking/feedback",
+                      params={"api-version": "2021-10-01"}, json={"records": feedback}, headers=headers)
+    assert sent.status_code == 204, sent.text
+    asked = [(u, n) for u, n in data.test if n in ids]
+    sheet = io.StringIO()
+    csv.writer(sheet).writerows([("question", "expected_qna_id"), *((u, ids[n]) for u, n in asked[::2])])
+    checks = sheet.getvalue()
+    put = httpx.put(f"{url}/openqna/projects/banking/test-sets/users", params={"format": "csv"},
+                    content=checks.encode(), headers=headers)
+    assert put.status_code == 200, put.text
+    deployed = httpx.put(f"{authoring}/deployments/production", params={"api-version": "2021-10-01"}, headers=headers)
+    poll_job(deployed.headers["Operation-Location"], secret)
+    client = QuestionAnsweringClient(url, AzureKeyCredential(secret))
+    unseen = asked[1::2][:150]  # users' questions in neither the feedback nor the test set
+
+    def production() -> tuple[float, list[float]]:
+        right, confidences = 0, []
+        for question, n in unseen:
+            top = client.get_answers(question=question, project_name="banking", deployment_name="production",
+                                     top=1).answers[0]
+            right += top.qna_id == ids[n]
+            confidences.append(top.confidence)
+        return right / len(unseen), confidences
+
+    before, before_confidence = production()
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.get_by_role("link", name="banking", exact=True).click()
+    page.get_by_role("link", name="Deploy").click()
+    card = page.get_by_role("region", name="Save and train")
+    card.get_by_role("button", name="Train").click()
+    wait_status(page, "Trained banking: the new model is in test; deploy to use it in production.")
+    result = page.locator(".train-result")
+    expect(result).to_contain_text(f"{len(asked[::2])} from the test sets")
+    expect(result).to_contain_text("yes: it answers the test sets' questions better")
+    report = httpx.get(f"{url}/openqna/projects/banking/training", headers=headers).json()["deployments"]
+    sets = report["test"]["report"]["spaces"][0]["testSets"]
+    assert sets["after"]["top1"] > sets["before"]["top1"]
+    expect(result).to_contain_text(f"{100 * sets['before']['top1']:.1f}% → {100 * sets['after']['top1']:.1f}%")
+    assert report["production"] is None
+    production_card = page.locator("section.card").filter(has=page.get_by_role("heading", name="production"))
+    expect(production_card).to_contain_text("The trained model differs.")
+    production_card.get_by_role("button", name="Deploy test to production").click()
+    confirm = page.get_by_role("alertdialog", name="Confirm deploy")
+    expect(confirm).to_contain_text("The trained model differs.")
+    confirm.get_by_role("button", name="Confirm deploy").click()
+    wait_status(page, "Deployed banking to production.")
+    expect(page.get_by_role("region", name="Save and train")).to_contain_text("production: the same model as test")
+    after, after_confidence = production()
+    assert after > before, (before, after)
+    assert after_confidence != before_confidence
     tab.done()

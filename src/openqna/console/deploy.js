@@ -63,7 +63,12 @@ function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").rep
 export async function showDeploy(name) {
   if (!can("author", name)) return render(refused(name, "deploy", "deploying"));
   const base = `/openqna/projects/${encodeURIComponent(name)}`;
-  const [deployments, versions] = await Promise.all([all(`${project(name)}/deployments`), get(`${base}/versions`)]);
+  const [deployments, versions, training] = await Promise.all([all(`${project(name)}/deployments`),
+    get(`${base}/versions`), get(`${base}/training`)]);
+  // a trained model is deployed with the content: say when test's differs from a deployment's
+  const modelHash = (deployment) => (training.deployments[deployment] || {}).hash || null;
+  const modelChange = (deployment) => (modelHash("test") === modelHash(deployment) ? ""
+    : modelHash("test") ? "The trained model differs." : "test has no trained model; this deployment has one.");
   const progress = h("p", { class: "progress", role: "status", hidden: true });
   const deploy = async (deployment) => {
     if (await runJob(`Deploying to ${deployment}`, progress, (onStatus) =>
@@ -74,7 +79,8 @@ export async function showDeploy(name) {
   };
   const askDeploy = async (slot, deployment) => {
     const diff = await diffOf(name, deployment);
-    confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}. Users of ${deployment} get these answers at once.`,
+    const model = modelChange(deployment);
+    confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}.${model ? ` ${model}` : ""} Users of ${deployment} get these answers at once.`,
       "Confirm deploy", () => deploy(deployment));
   };
   const rollback = async (deployment, version) => {
@@ -88,10 +94,11 @@ export async function showDeploy(name) {
   for (const d of deployments) {
     const diff = await diffOf(name, d.deploymentName);
     const same = !diff.added.length && !diff.changed.length && !diff.deleted.length;
+    const model = modelChange(d.deploymentName);
     const slot = h("div", {});
     cards.push(h("section", { class: "card" }, h("h2", {}, d.deploymentName),
-      h("p", {}, `Last deployed ${when(d.lastDeployedDateTime)}. ${same ? "Identical to test." : "test differs:"}`),
-      same ? null : changes(diff),
+      h("p", {}, `Last deployed ${when(d.lastDeployedDateTime)}. ${same && !model ? "Identical to test." : "test differs:"}`),
+      same ? null : changes(diff), model ? h("p", {}, model) : null,
       h("button", { type: "button", onclick: () => askDeploy(slot, d.deploymentName) }, `Deploy test to ${d.deploymentName}`),
       slot));
   }

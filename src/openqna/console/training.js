@@ -8,14 +8,23 @@ import { runJob } from "./projects.js";
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
 function pct(x) { return `${(100 * x).toFixed(1)}%`; }
 
-// One row per vector space the job trained: held-out questions, top answer right and right at the threshold,
-// before → after, and whether the model was kept (and why).
+// Per vector space the job trained: what it asked before and after (its own held-out questions, and the test
+// sets' questions when the project has them), top answer right and right at the threshold, and whether the model
+// was kept (and why).
 export function reportTable(report) {
-  return table(["Space", "Held-out questions", "Top answer right", `Right at ${report.threshold}`, "Kept"],
-    report.spaces.map((s) => [s.space, s.before.questions ? `${s.before.questions} (${s.heldOutKind})` : "none",
-      s.before.questions ? `${pct(s.before.top1)} → ${pct(s.after.top1)}` : "–",
-      s.before.questions ? `${pct(s.before.rightAtThreshold)} → ${pct(s.after.rightAtThreshold)}` : "–",
-      `${s.kept ? "yes" : "no"}: ${s.reason}`]));
+  const rows = [];
+  for (const s of report.spaces) {
+    const asked = [];
+    if (s.before.questions) asked.push([`${s.before.questions} held out (${s.heldOutKind})`, s.before, s.after]);
+    const sets = s.testSets;
+    if (sets && sets.before.questions) asked.push([`${sets.before.questions} from the test sets`, sets.before, sets.after]);
+    if (!asked.length) asked.push(["none", null, null]);
+    asked.forEach(([what, before, after], i) => rows.push([i ? "" : s.space, what,
+      before ? `${pct(before.top1)} → ${pct(after.top1)}` : "–",
+      before ? `${pct(before.rightAtThreshold)} → ${pct(after.rightAtThreshold)}` : "–",
+      i ? "" : `${s.kept ? "yes" : "no"}: ${s.reason}`]));
+  }
+  return table(["Space", "Questions asked", "Top answer right", `Right at ${report.threshold}`, "Kept"], rows);
 }
 
 export async function trainingCard(name, progress) {
@@ -32,15 +41,17 @@ export async function trainingCard(name, progress) {
     })) {
       const report = job.result;
       say(report.kept ? `Trained ${name}: the new model is in test; deploy to use it in production.`
-        : `Trained ${name}: the model did not answer the held-out questions better, so nothing changed.`);
+        : `Trained ${name}: the model did not answer ${report.spaces.some((x) => x.judgedBy === "test sets")
+          ? "the test sets' questions" : "the held-out questions"} better, so nothing changed.`);
       await route();
       const shown = document.querySelector(".train-result");
       if (shown) shown.replaceChildren(h("h3", {}, "Last training"), reportTable(report));
     }
   };
   return h("section", { class: "card", "aria-label": "Save and train" }, h("h2", {}, "Save and train"),
-    h("p", {}, "Learn from this project's own questions, answers and accepted suggestions. Part of its questions is "
-      + "held out and asked before and after; the new model is kept only if it answers them better."),
+    h("p", {}, "Learn from this project's own questions, answers, feedback and accepted suggestions. Part of its "
+      + "questions is held out, and its test sets' questions are never learnt from: both are asked before and after, "
+      + "and the new model is kept only if it answers them better (the test sets decide when there are ten or more)."),
     h("p", {}, test ? `test: a model trained ${when(test.trainedDateTime)}` : "test: no trained model"),
     held.length ? h("p", {}, held.join(" · ")) : null,
     test && test.report && test.report.spaces ? reportTable(test.report) : null,
