@@ -207,10 +207,9 @@ def main() -> None:
           f"(p50 {np.median(floor) * 1000:.1f} ms, CPU {floor_cpu:.1f} ms/query); server: one `openqna serve` "
           f"process, OPENQNA_THREADS={os.environ.get('OPENQNA_THREADS', '2')}, "
           f"OPENQNA_QUERY_THREADS={os.environ.get('OPENQNA_QUERY_THREADS', 'auto')} (= 8 x cores by default)")
-    del embedder
 
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "wb") as log:
-        lookup = corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors)
+        lookup = corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors, fallback=embedder)
         service = Service(SQLiteStore(data), lookup)
         corpus.fill_openqna(service, KB, kb_texts)
         service.deploy(KB, "production")
