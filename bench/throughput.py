@@ -29,8 +29,9 @@ The int8 MiniLM (``OPENQNA_EMBEDDER=fast``) in the same run (``measure_fast``): 
 vectors (a vector space of its own) in a store of their own, its in-process ask and its server at c=1 on the
 questions the default's c=1 run asked, and at c=16 its server and the default's side by side in interleaved rounds
 on the same questions, each round followed by both models alone one question at a time on them.  Targets (issue 43;
-int8 is not the default, so both models are held to them, from the rounds): the Azure query at c=16 at >= 1.3x the fp32 model's one-at-a-time rate on the same
-questions, p99 <= 150 ms, no errors; at c=1, p50 over HTTP <= 1.3x the in-process ask with the same model.
+int8 is not the default, so both models are held to them, from the rounds): the Azure query at c=16 at >= 1.3x the
+fp32 model's one-at-a-time rate on the same questions, p99 <= 150 ms, no errors; at c=1, p50 over HTTP <= 1.3x the
+in-process ask with the same model.
 
 Usage: python bench/throughput.py [--seconds 5] [--fast-env NAME=VALUE ...]
 """
@@ -230,7 +231,7 @@ def measure_fast(default_data: str, kb_texts: list[str], questions: list[str], w
     At c=16 the default's server (restarted on its data) and the int8 server run side by side, idle in turn, asked
     the same fresh questions in each of ``FAST_ROUNDS`` rounds (which goes first alternates), and after each round
     both models alone, in-process, one question at a time, on the round's questions: the machine is shared, and
-    its load moves within a run, so each rate is held against rates measured minutes apart at most.
+    its load moves within a run, so each rate is held against rates measured seconds apart.
     """
     import corpus
     import numpy as np
