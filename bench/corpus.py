@@ -113,10 +113,13 @@ class LookupEmbedder:
     with the peers', which get precomputed vectors too.
     """
 
-    def __init__(self, name: str, texts: list[str], vectors: np.ndarray):
+    def __init__(self, name: str, texts: list[str], vectors: np.ndarray, fallback=None):
+        """``fallback``, an embedder of the same space, embeds texts it was not given: the ranker embeds a long
+        question's asking sentences apart (``kb/focus.py``), texts no list of questions holds."""
         self.name, self.dim = name, vectors.shape[1]
         self._row = {t: i for i, t in enumerate(texts)}
         self._vectors = vectors
+        self._fallback = fallback
 
     def add(self, texts: list[str], vectors: np.ndarray) -> None:
         start = len(self._vectors)
@@ -124,6 +127,9 @@ class LookupEmbedder:
         self._row.update((t, start + i) for i, t in enumerate(texts))
 
     def embed(self, texts) -> np.ndarray:
+        if self._fallback is not None and any(t not in self._row for t in texts):
+            unknown = [t for t in dict.fromkeys(texts) if t not in self._row]
+            self.add(unknown, self._fallback.embed(unknown))
         return self._vectors[[self._row[t] for t in texts]]
 
 

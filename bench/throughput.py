@@ -25,7 +25,15 @@ rate (>= 150 queries/s) with no errors and
 p99 <= 150 ms; at concurrency 1, p50 over HTTP <= 1.3x the in-process ask; server CPU per request
 <= 1.2x the in-process ask's.
 
-Usage: python bench/throughput.py [--seconds 5]
+The int8 MiniLM (``OPENQNA_EMBEDDER=fast``) in the same run (``measure_fast``): the same QnAs filled with its own
+vectors (a vector space of its own) in a store of their own, its in-process ask and its server at c=1 on the
+questions the default's c=1 run asked, and at c=16 its server and the default's side by side in interleaved rounds
+on the same questions, each round followed by both models alone one question at a time on them.  Targets (issue 43;
+int8 is not the default, so both models are held to them, from the rounds): the Azure query at c=16 at >= 1.3x the
+fp32 model's one-at-a-time rate on the same questions, p99 <= 150 ms, no errors; at c=1, p50 over HTTP <= 1.3x the
+in-process ask with the same model.
+
+Usage: python bench/throughput.py [--seconds 5] [--fast-env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ HERE = Path(__file__).resolve().parent
 KB = "bank"
 LEVELS = (1, 4, 16)
 TARGET = 150.0
+ISSUE43_RATIO = 1.3
 
 
 # -- the load generator (runs in its own process: keep imports light) ---------------------------------
@@ -187,11 +196,115 @@ def make_vector_store(base: str, n_abstracts: int) -> tuple[str, float]:
     return vs_id, time.perf_counter() - t
 
 
+def azure_run(client, base: str, server, questions: list[str], start: int, concurrency: int, seconds: float) -> dict:
+    """One closed-loop Azure query run from ``start`` in ``questions``: its latencies, errors, seconds, server CPU."""
+    cpu0 = sum(server.cpu_times()[:2])
+    r = client.submit(load, base, "azure", KB, questions, start, concurrency, seconds, 1.0).result()
+    return {"latencies": r["latencies"], "errors": len(r["errors"]), "seconds": r["seconds"],
+            "server_cpu": sum(server.cpu_times()[:2]) - cpu0, "window": (start, r["cursor"])}
+
+
+def warm(base: str, question: str) -> None:
+    """One Azure query, so that the server has loaded its index before a measured run."""
+    import httpx
+
+    httpx.post(f"{base}/language/:query-knowledgebases", json={"question": question, "top": 3}, timeout=300,
+               params={"projectName": KB, "deploymentName": "production", "api-version": "2021-10-01"}
+               ).raise_for_status()
+
+
+def summed(runs: list[dict]) -> dict:
+    """Runs taken together: requests/s, p50, p99, errors and server CPU per request."""
+    import corpus
+    import numpy as np
+
+    lat = [ms for r in runs for ms in r["latencies"]]
+    seconds = sum(r["seconds"] for r in runs)
+    return {"rps": len(lat) / seconds, "p50": float(np.median(lat)), "p99": corpus.pct(lat, 99),
+            "errors": sum(r["errors"] for r in runs), "cpu_ms": sum(r["server_cpu"] for r in runs) / len(lat) * 1000}
+
+
+FAST_ROUNDS = 3
+
+
+def measure_fast(default_data: str, kb_texts: list[str], questions: list[str], window: dict, seconds: float, log,
+                 env: dict[str, str]) -> dict:
+    """The int8 MiniLM (``OPENQNA_EMBEDDER=fast``, issue 43) against the default, in interleaved rounds.
+
+    The same 10,000 QnAs filled with the int8 model's own vectors (a vector space of its own: cached like the
+    default's, ``corpus.embed_cached``) in a store of their own; its in-process ask one question at a time on the
+    questions the default's Azure run at c=1 asked first, then its server at c=1 on the questions that run asked.
+    At c=16 the default's server (restarted on its data) and the int8 server run side by side, idle in turn, asked
+    the same fresh questions in each of ``FAST_ROUNDS`` rounds (which goes first alternates), and after each round
+    both models alone, in-process, one question at a time, on the round's questions: the machine is shared, and
+    its load moves within a run, so each rate is held against rates measured seconds apart.
+    """
+    import corpus
+    import numpy as np
+    import psutil
+
+    from openqna.kb.service import AskRequest, Service
+    from openqna.models.embedder import LocalMiniLM, LocalMiniLMInt8
+    from openqna.store.sqlite import SQLiteStore
+
+    models = {"default": LocalMiniLM(cache_size=0, max_batch=1), "fast": LocalMiniLMInt8(cache_size=0, max_batch=1)}
+    vectors = corpus.embed_cached(kb_texts, models["fast"])
+    out: dict = {"rounds": []}
+    with tempfile.TemporaryDirectory() as data:
+        service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLMInt8.name, kb_texts, vectors))
+        corpus.fill_openqna(service, KB, kb_texts)
+        service.deploy(KB, "production")
+        real = Service(service.store, models["fast"])
+        real.ask(KB, "production", AskRequest(question=questions[0]))  # builds the in-memory index
+        asks, out["ask_cpu"] = one_by_one(lambda q: real.ask(KB, "production", AskRequest(question=q, top=3)),
+                                          questions[:200])
+        out["ask_p50"] = float(np.median(asks)) * 1000
+        service.store.close()
+        procs, bases = {}, {}
+        try:
+            for name, folder, extra in (("default", default_data, {}),
+                                        ("fast", data, {"OPENQNA_EMBEDDER": "fast", **env})):
+                port = free_port()
+                bases[name], procs[name] = f"http://127.0.0.1:{port}", start_server(folder, port, log, **extra)
+            for name in procs:
+                wait_ready(bases[name], procs[name])
+                warm(bases[name], questions[-1])
+            servers = {name: psutil.Process(proc.pid) for name, proc in procs.items()}
+            with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as client:
+                out["c1"] = summed([azure_run(client, bases["fast"], servers["fast"], questions,
+                                              window[("azure", 1)][0], 1, seconds)])
+                cursor = window[("azure", 16)][0]
+                for k in range(FAST_ROUNDS):
+                    order = ("default", "fast") if k % 2 == 0 else ("fast", "default")
+                    runs = {name: azure_run(client, bases[name], servers[name], questions, cursor, 16, seconds)
+                            for name in order}
+                    end = max(r["window"][1] for r in runs.values())
+                    asked = [questions[i % len(questions)] for i in range(cursor, end)]
+                    asked = asked[::max(1, len(asked) // 300)]
+                    alone = {}
+                    for name, model in models.items():
+                        model.embed([asked[0]])
+                        took, _ = one_by_one(lambda q, m=model: m.embed([q]), asked)
+                        alone[name] = len(took) / sum(took)
+                    out["rounds"].append({"runs": runs, "alone": alone})
+                    cursor = end
+        finally:
+            for proc in procs.values():
+                stop_server(proc)
+    for name in models:
+        out[name] = summed([r["runs"][name] for r in out["rounds"]])
+        out[f"{name}_alone"] = float(np.mean([r["alone"][name] for r in out["rounds"]]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per endpoint and level")
     parser.add_argument("--abstracts", type=int, default=30, help="SciFact abstracts in the vector store")
+    parser.add_argument("--fast-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the server run with OPENQNA_EMBEDDER=fast only (repeatable)")
     args = parser.parse_args()
+    fast_env = dict(item.split("=", 1) for item in args.fast_env)
 
     import corpus
     import numpy as np
@@ -213,10 +326,9 @@ def main() -> None:
           f"(p50 {np.median(floor) * 1000:.1f} ms, CPU {floor_cpu:.1f} ms/query); server: one `openqna serve` "
           f"process, OPENQNA_THREADS={os.environ.get('OPENQNA_THREADS', '2')}, "
           f"OPENQNA_QUERY_THREADS={os.environ.get('OPENQNA_QUERY_THREADS', 'auto')} (= 8 x cores by default)")
-    del embedder
 
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "wb") as log:
-        lookup = corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors)
+        lookup = corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors, fallback=embedder)
         service = Service(SQLiteStore(data), lookup)
         corpus.fill_openqna(service, KB, kb_texts)
         service.deploy(KB, "production")
@@ -306,6 +418,27 @@ def main() -> None:
             stop_server(proc)
         print(f"batching on vs off, Azure query at c=16: {best[('azure', 16)] / alone[16]:.2f}x the requests/s; "
               f"at c=1: {best[('azure', 1)] / alone[1]:.2f}x")
+        fast = measure_fast(data, kb_texts, questions, window, args.seconds, log, fast_env)
+        setting = "".join(f", {k}={v}" for k, v in fast_env.items())
+        print(f"Service.ask in-process with the int8 model (OPENQNA_EMBEDDER=fast, the same QnAs with its own vectors), "
+              f"one question at a time: p50 {fast['ask_p50']:.1f} ms, CPU {fast['ask_cpu']:.1f} ms/query")
+        f = fast["c1"]
+        print(f"Azure query with the int8 model (OPENQNA_EMBEDDER=fast{setting}; its own server, the questions the "
+              f"default's run at c=1 asked), c=1: {f['rps']:.0f} req/s, p50 {f['p50']:.1f} / p99 {f['p99']:.1f} ms, "
+              f"{f['errors']} errors, server CPU {f['cpu_ms']:.1f} ms/request; {f['rps'] / best[('azure', 1)]:.2f}x "
+              f"the default's requests/s, p50 {f['p50'] / fast['ask_p50']:.2f}x its in-process ask")
+        for name, label in (("default", "the default (fp32)"), ("fast", f"int8 (OPENQNA_EMBEDDER=fast{setting})")):
+            f = fast[name]
+            print(f"Azure query at c=16, {label}, {FAST_ROUNDS} interleaved rounds of {args.seconds:g} s beside the "
+                  f"other model's server, the same questions in each round: {f['rps']:.0f} req/s, p50 {f['p50']:.1f} / "
+                  f"p99 {f['p99']:.1f} ms, {f['errors']} errors, server CPU {f['cpu_ms']:.1f} ms/request; the model "
+                  f"alone one question at a time on the rounds' questions {fast[name + '_alone']:.0f} queries/s")
+        per_round = [len(r["runs"]["fast"]["latencies"]) / r["runs"]["fast"]["seconds"] / r["alone"]["default"]
+                     for r in fast["rounds"]]
+        print(f"int8 against fp32 at c=16 in the same rounds: {fast['fast']['rps'] / fast['default']['rps']:.2f}x the "
+              f"requests/s; int8's requests/s {fast['fast']['rps'] / fast['default_alone']:.2f}x the fp32 model's "
+              f"one-at-a-time rate (rounds {min(per_round):.2f}-{max(per_round):.2f}x); int8 alone "
+              f"{fast['fast_alone'] / fast['default_alone']:.2f}x fp32 alone")
     # The embedder alone again, one question at a time, on the questions the Azure run at c=16 asked (the cursor
     # wraps round a list of banking77 and hwu64 utterances of different lengths, so the first 300 may be longer
     # or shorter on average than the run's): its rate on the same texts, measured with the server stopped.
@@ -339,6 +472,21 @@ def main() -> None:
           f"{'met' if p99_ms[('azure', 16)] <= 150 else 'NOT met'}); c=1 p50 over HTTP {c1_ratio:.2f}x the in-process "
           f"ask (target <= 1.3: {'met' if c1_ratio <= 1.3 else 'NOT met'}); server CPU per request at c=16 "
           f"{cpu_ratio:.2f}x the in-process ask's (target <= 1.2: {'met' if cpu_ratio <= 1.2 else 'NOT met'})")
+    # Issue 43: with int8 weights, the Azure query at c=16 at >= 1.3x the fp32 model's one-at-a-time rate in the same
+    # run, p99 <= 150 ms, no errors; at c=1 the p50 over HTTP <= 1.3x the in-process ask. int8 is not the default,
+    # so the default is held to the same targets beside it: both from the interleaved rounds at c=16.
+    rows = []
+    for name, label, c1 in (("default", "default (fp32)", c1_ratio), ("fast", "fast (int8)",
+                                                                      fast["c1"]["p50"] / fast["ask_p50"])):
+        f = fast[name]
+        ratio = f["rps"] / fast["default_alone"]
+        met = ratio >= ISSUE43_RATIO and f["p99"] <= 150 and f["errors"] == 0 and c1 <= 1.3
+        rows.append(f"{label}: c=16 {ratio:.2f}x the fp32 model's one-at-a-time rate on the same questions "
+                    f"(target >= {ISSUE43_RATIO}: {'met' if ratio >= ISSUE43_RATIO else 'NOT met'}), p99 "
+                    f"{f['p99']:.0f} ms ({'met' if f['p99'] <= 150 else 'NOT met'}), {f['errors']} errors; c=1 p50 "
+                    f"over HTTP {c1:.2f}x the in-process ask with the same model ({'met' if c1 <= 1.3 else 'NOT met'});"
+                    f" {'all met' if met else 'NOT all met'}")
+    print("issue 43 (int8 is not the default: both): " + "; ".join(rows))
     print(f"target >= {TARGET:.0f} queries/s at c=16 with no errors: Azure query {azure16:.0f}/s "
           f"({'met' if azure16 >= TARGET else 'NOT met'}); its server CPU cost {cpu_ms[('azure', 16)]:.1f} ms/request "
           f"caps it at {cores * 1000 / cpu_ms[('azure', 16)]:.0f}/s on {cores} idle cores (server CPU near "

@@ -217,7 +217,8 @@ def test_quick_run_writes_report_and_plots(quick):
     for heading in ("## FAQ matching", "## Off-topic rejection at threshold 0.5", "## Passage retrieval",
                     "## Search in Chinese and Japanese", "## Precise answers", "## Runtime",
                     "## Regimes: the kinds of knowledge base users have (threshold t = 0.5)",
-                    "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder"):
+                    "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder",
+                    "## The int8 model (`fast`): every set of the guard table"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -243,6 +244,10 @@ def test_quick_run_metrics_are_sane(quick):
     assert m["mpnet_alone"]["embedder"] == "mpnet-base-v2/onnx-fp32"
     for acc in (m["accurate"], m["mpnet_alone"]):
         _same_questions_as_the_default(m, acc)
+    # every set of the guard table again with the int8 model, the same questions; the guard reads none of it
+    assert m["fast"]["embedder"] == "minilm-l6-v2/onnx-int8" and "questions" not in m["fast"]["cjk"]
+    default, fast = guard.sets_of(m), guard.sets_of(m["fast"])
+    assert [(s.name, s.inscope) for s in fast] == [(s.name, s.inscope) for s in default]
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
@@ -425,6 +430,17 @@ def test_guard_reads_back_its_own_table_and_refuses_a_fall(quick):
     half[name] = (committed[name][0] + 0.009, committed[name][1])  # within the point allowed
     assert not guard.check(m, half).regressed
     assert guard.committed_figures("# Answer quality\n\nno guard here\n") == {}
+
+
+def test_guard_reads_no_table_after_its_own(quick):
+    out, m = quick
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## The int8 model (`fast`)" in report.split(guard.HEADING, 1)[1]  # a later section, with a table
+    committed = guard.committed_figures(report)
+    # a later table with the guard's own column names is not read either
+    later = "\n".join(["", "## Another model", "", f"| {guard.SET} | {guard.TOP1} | {guard.RIGHT} |", "|---|---:|---:|",
+                       *[f"| `{name}` | 0.001 | 0.001 |" for name in committed]])
+    assert guard.committed_figures(report + later) == committed
 
 
 def test_guard_holds_each_set_to_its_best_single_signal():
