@@ -560,8 +560,8 @@ def test_vector_search_sql_over_2000_dimensions_uses_halfvec(hnsw_store):
 
 
 def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
-    """`openqna migrate`: every record, vector, deployment, synonym, trained model, feedback, file and key, both
-    ways."""
+    """`openqna migrate`: every record, vector, deployment, synonym, trained model, feedback, test set and run, file
+    and key, both ways."""
     import subprocess
     import sys
     from pathlib import Path
@@ -570,7 +570,8 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     from openqna.kb.service import AskRequest, Service
     from openqna.records import QnA
     from openqna.store import StoredFile
-    from openqna.store.base import AcceptedQuestion
+    from openqna.kb.test_sets import run_test_set
+    from openqna.store.base import AcceptedQuestion, TestSet
     from openqna.training.adapter import QueryAdapter
     from openqna.training.model import TrainedModel
     from test_service import surface_kb
@@ -587,6 +588,10 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
     accepted = AcceptedQuestion(1, "battery dies", "suggestion", "2026-01-01T00:00:00Z")
     source.store.add_accepted("surface", [accepted])
     source.store.put_file(StoredFile("file-x", "x.jsonl", "assistants", 3, 1, data=b"abc"))
+    checks = TestSet("checks", [{"question": "battery dies", "expected_qna_id": 1, "expected_answer": None,
+                                 "metadata": {}}])
+    source.store.put_test_set("surface", checks)
+    runs = [run_test_set(source, "surface", checks), run_test_set(source, "surface", checks, "production")]
     _, secret = create_key(source.store, role="query")
     openqna = str(Path(sys.executable).with_name("openqna"))
     out = subprocess.run([openqna, "migrate", "--from", str(tmp_path / "a"), "--to", pg_dsn],
@@ -618,6 +623,8 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
             assert store.get_trained("surface") is None
             assert store.get_trained("surface", "production").data == model
             assert store.get_file("file-x", with_data=True).data == b"abc"
+            assert [(t.name, t.items) for t in store.list_test_sets("surface")] == [("checks", checks.items)]
+            assert [store.get_test_run("surface", r.id) for r in runs] == runs
             assert store.find_key(hash_key(secret)).role == "query"
     finally:
         pg.close()

@@ -3,8 +3,9 @@
 Records keep their ids, vectors are copied (never re-embedded: the analysed terms are
 recomputed with the same analyzer, so BM25 is unchanged), and each deployment is
 recreated as it was, by staging its copy as the live state and deploying it, before
-the live state itself is copied.  Synonyms, trained models, sources, feedback, accepted suggestions, files and
-API keys come along; finished jobs do not (they expire after six hours anyway).
+the live state itself is copied.  Synonyms, trained models, sources, feedback, accepted suggestions, test sets and
+their runs (the same run numbers, in order), files and API keys come along; finished jobs do not (they expire after
+six hours anyway).
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ def migrate(source: Store, target: Store, *, progress=print) -> dict[str, int]:
         accepted = source.list_accepted(project.name)
         if accepted:
             target.add_accepted(project.name, accepted)
+        for test_set in source.list_test_sets(project.name):
+            target.put_test_set(project.name, test_set)
+        for run in reversed(source.list_test_runs(project.name)):  # oldest first: the target numbers them alike
+            target.add_test_run(project.name, source.get_test_run(project.name, run.id))
         target.update_project(copy.deepcopy(project))
         counts["projects"] += 1
         counts["qnas"] += len(live)
