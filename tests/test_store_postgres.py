@@ -568,9 +568,9 @@ def test_migrate_sqlite_to_postgres_and_back(tmp_path, pg_dsn, embedder):
 
     from openqna.auth.keys import create_key, hash_key
     from openqna.kb.service import AskRequest, Service
+    from openqna.kb.test_sets import run_test_set
     from openqna.records import QnA
     from openqna.store import StoredFile
-    from openqna.kb.test_sets import run_test_set
     from openqna.store.base import AcceptedQuestion, TestSet
     from openqna.training.adapter import QueryAdapter
     from openqna.training.model import TrainedModel
