@@ -4,6 +4,7 @@ questions and keeps only a model that wins on them; the CLI and HTTP routes, ove
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import numpy as np
@@ -227,3 +228,11 @@ def test_the_kb_adaptation_is_fitted_on_questions_mapped_by_the_trained_model(se
     service.ask(kb.project, "test", AskRequest(question="how are you", top=1))
     asked = service.indexes.get(kb.project, "test")
     assert any(key.endswith(adapter.digest) for key in asked.__dict__["_derived"])
+
+
+def test_the_train_command_reports_the_test_sets_it_was_judged_by(service, tmp_path):
+    bank_faq(service)
+    proc = run("train", "bank", data=tmp_path / "data")
+    assert re.search(r"600 test-set questions: top answer right [\d.]+% -> [\d.]+%, right at threshold", proc.stdout)
+    assert "kept: it answers the test sets' questions better" in proc.stdout
+    assert "The trained model is in the test state" in proc.stdout

@@ -24,11 +24,16 @@ def _print(result: dict[str, Any]) -> None:
             click.echo(f"    {b['questions']} held-out questions: top answer right {_pct(b['top1'])} -> "
                        f"{_pct(a['top1'])}, right at threshold {_pct(b['rightAtThreshold'])} -> "
                        f"{_pct(a['rightAtThreshold'])}")
+        sb, sa = s["testSets"]["before"], s["testSets"]["after"]
+        if sb["questions"]:
+            click.echo(f"    {sb['questions']} test-set questions: top answer right {_pct(sb['top1'])} -> "
+                       f"{_pct(sa['top1'])}, right at threshold {_pct(sb['rightAtThreshold'])} -> "
+                       f"{_pct(sa['rightAtThreshold'])}")
         click.echo(f"    {'kept' if s['kept'] else 'not kept'}: {s['reason']}")
     if result["kept"]:
         click.echo("The trained model is in the test state; `openqna deploy` puts it in production.")
     else:
-        click.echo("Nothing changed: no space's model answered its held-out questions better.")
+        click.echo("Nothing changed: no space's model answered the questions it was judged by better.")
 
 
 @click.command("train")
@@ -39,9 +44,10 @@ def _print(result: dict[str, Any]) -> None:
 def train(project: str, forget: bool, as_json: bool, data_dir: str) -> None:
     """Save and train: fit PROJECT's own model on its questions, answers, headings and feedback.
 
-    Part of the project's own questions is held out and asked before and after training, through the ranker that
-    serves it; the model is kept only if it answers them better (top answer right and right at the project's
-    threshold, neither worse).  The model belongs to the test state until `openqna deploy`."""
+    Part of the project's own questions is held out, and its test sets' questions are never learnt from: both are
+    asked before and after training, through the ranker that serves it, and the model is kept only if it answers
+    them better (top answer right and right at the project's threshold, neither worse; the test sets decide when
+    they hold ten or more questions).  The model belongs to the test state until `openqna deploy`."""
     from openqna.kb.train_job import Trainer
 
     try:

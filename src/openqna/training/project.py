@@ -244,5 +244,9 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
         report.kept = wins(report.before, report.after)
         report.reason = ("it answers the held-out questions better" if report.kept else
                          "it does not answer the held-out questions better than the model without training")
+        if not report.kept and kind != "alternate questions":
+            report.reason += (f" (on a page of one question per QnA they can only be found through their answers: a "
+                              f"test set of {MIN_HELD_OUT} or more users' questions lets the job judge by what users "
+                              f"ask)")
     report.seconds = round(time.perf_counter() - started, 2)
     return (adapter if report.kept else None), report
