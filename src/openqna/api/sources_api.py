@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from openqna.api.azure.wire import authorize, body_json, handle_errors_off_loop
+from openqna.api.azure.wire import authorized_project, body_json, handle_errors_off_loop
 from openqna.auth.keys import Authorizer
 from openqna.kb.authoring import Authoring
 from openqna.kb.refresh import FORMS, Refresher, refresh_json
@@ -44,9 +44,7 @@ class SourceRoutes:
         ]
 
     def _author(self, request: Request) -> str:
-        project: str = request.path_params["project"]
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        return project
+        return authorized_project(self.authorizer, request)
 
     @handle_errors_off_loop
     def list_sources(self, request: Request) -> Response:

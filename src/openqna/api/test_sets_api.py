@@ -23,7 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from openqna.api.azure.wire import Body, Refused, authorize, handle_errors, handle_errors_off_loop, too_large
+from openqna.api.azure.wire import (
+    Body,
+    Refused,
+    authorized_project,
+    handle_errors,
+    handle_errors_off_loop,
+    too_large,
+)
 from openqna.api.concurrency import run_query
 from openqna.auth.keys import Authorizer
 from openqna.formats.limits import LIMITS
@@ -58,9 +65,7 @@ class TestSetRoutes:
         ]
 
     def _author(self, request: Request) -> str:
-        project: str = request.path_params["project"]
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        return project
+        return authorized_project(self.authorizer, request)
 
     @handle_errors_off_loop
     def list_sets(self, request: Request) -> Response:

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api import links
-from openqna.api.azure.wire import authorize, handle_errors, handle_errors_off_loop
+from openqna.api.azure.wire import authorized_project, handle_errors, handle_errors_off_loop
 from openqna.auth.keys import Authorizer
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
@@ -41,9 +41,7 @@ class TrainRoutes:
         ]
 
     def _author(self, request: Request) -> str:
-        project: str = request.path_params["project"]
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        return project
+        return authorized_project(self.authorizer, request)
 
     @handle_errors
     async def train(self, request: Request) -> Response:

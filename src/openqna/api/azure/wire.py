@@ -139,6 +139,13 @@ def authorize(authorizer: Authorizer, request: Request, *, role: str, project: s
     return caller
 
 
+def authorized_project(authorizer: Authorizer, request: Request) -> str:
+    """The ``{project}`` of an openqna route that needs the author role on it (no api-version), once authorized."""
+    project: str = request.path_params["project"]
+    authorize(authorizer, request, role="author", project=project, api_version=False)
+    return project
+
+
 async def read_json(request: Request) -> Any:
     declared = request.headers.get("content-length")
     size = numbers.count(declared)
