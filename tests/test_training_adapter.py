@@ -81,3 +81,21 @@ def test_lifts_held_out_questions_on_banking77(embedder):
     assert after >= before + 0.005, (before, after)
     weak = adapter.fit(examples, units, records, len(labels), embedder.name, l2=0.01)
     assert record_top1(weak, queries, units, records, gold) >= before + 0.03
+
+
+def test_a_gain_is_kept_only_when_it_is_unlikely_to_be_chance():
+    from openqna.training.project import Figures, chance, wins
+
+    def figures(hits: list[bool], right: float = 0.5) -> Figures:
+        return Figures(len(hits), sum(hits) / len(hits), right, tuple(hits))
+
+    same = [True] * 50 + [False] * 42
+    four_for_two = figures([True] * 52 + [False] * 40)  # 4 gained among the first failures, 2 lost
+    before = figures(same)
+    after = figures([False, False] + same[2:50] + [True] * 4 + same[54:])
+    assert sum(after.hits) == sum(four_for_two.hits) and chance(before, after) == 22 / 64
+    assert not wins(before, after)
+    many = figures([True] * 50 + [True] * 12 + [False] * 30)
+    assert chance(before, many) == 1 / 2**12 and wins(before, many)
+    assert not wins(before, figures(many.hits, right=0.4))  # right at the threshold fell
+    assert chance(Figures(3, 1.0, 1.0), Figures(3, 1.0, 1.0)) == 1.0  # no per-question outcomes: nothing to tell

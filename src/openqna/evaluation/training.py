@@ -22,8 +22,8 @@ from typing import Any
 from openqna.evaluation.regimes import MRR_K, Outcome, RegimeKB, summary
 from openqna.kb.catalog import LIVE
 from openqna.kb.service import AskRequest, Service
+from openqna.kb.test_sets import TestSet
 from openqna.kb.train_job import Trainer, TrainResult
-from openqna.store.base import TestSet
 
 DEV_SET = "eval-dev-split"  # the test set the second training reads: the KB's dev questions, with their QnAs
 

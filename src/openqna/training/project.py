@@ -14,8 +14,8 @@ For each vector space the project is searched in (``Space``), ``train_space``:
    mapped (the adaptation then refitted on mapped questions, as the server fits it): top-1 and right at the
    threshold, before and after; and the same for the questions of the project's **test sets** (``Labelled``: the
    owner's own questions with the QnA each should get, never trained on), asked of the whole index;
-4. **keeps** the adapter only if it wins (``wins``: top-1 rises by a point and two questions, right at the threshold
-   does not fall) on the test sets' questions when the project has at least ``MIN_HELD_OUT`` of them, and does not
+4. **keeps** the adapter only if it wins (``wins``: top-1 rises by a point and two questions, by a margin unlikely
+   to be chance on the same questions, and right at the threshold does not fall) on the test sets' questions when the project has at least ``MIN_HELD_OUT`` of them, and does not
    lose on its own held-out questions either (``loses``); without test sets, it must win on its own held-out
    questions.  The owner's questions decide first because they are what users ask: on an FAQ page of one
    question per QnA, the held-out questions can only be found through their answers, a harder task that a model
@@ -26,6 +26,7 @@ For each vector space the project is searched in (``Space``), ``train_space``:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -43,6 +44,7 @@ HELD_OUT_MAX = 300
 HELD_OUT_SHARE = 0.2
 MIN_HELD_OUT = 10  # fewer held-out questions than this: nothing can be told, nothing is trained
 MIN_EXAMPLES = 20
+MAX_CHANCE = 0.1  # of a top-1 gain as large from a model no better than none (``chance``)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Figures:
     questions: int = 0
     top1: float = 0.0
     right_at_threshold: float = 0.0
+    hits: tuple[bool, ...] = field(default=(), repr=False)  # each question's top answer right (not reported)
 
 
 @dataclass
@@ -78,6 +81,8 @@ class SpaceReport:
 
     def json(self) -> dict[str, Any]:
         out = asdict(self)
+        for key in ("before", "after", "test_sets_before", "test_sets_after"):
+            out[key].pop("hits")
         out["heldOutKind"] = out.pop("held_out_kind")
         out["judgedBy"] = out.pop("judged_by")
         out["testSets"] = {"before": out.pop("test_sets_before"), "after": out.pop("test_sets_after")}
@@ -160,15 +165,15 @@ def ask(index: MemIndex, questions: list[tuple[str, frozenset[int]]], vectors: n
     """Top-1 and right at ``threshold`` of ``questions`` (text, the record ids that answer it right; ``vectors``: as
     the space ranks them, mapped by ``adapter`` when it is given, which the KB's adaptation is then fitted for)."""
     eligible = index.mask(KindIn(("qna",))) & ~index.context_only
-    top1 = right = 0
+    hits: list[bool] = []
+    right = 0
     for (text, accepted), vector in zip(questions, vectors):
         found = ranker.rank(index, text, vector, eligible, top=1, calibration=space.calibration,
                             reads_cjk=space.reads_cjk, query_map=adapter)
-        if found and found[0].record_id in accepted:
-            top1 += 1
-            right += found[0].confidence >= threshold
+        hits.append(bool(found) and found[0].record_id in accepted)
+        right += hits[-1] and found[0].confidence >= threshold
     n = max(len(questions), 1)
-    return Figures(len(questions), round(top1 / n, 4), round(right / n, 4))
+    return Figures(len(questions), round(sum(hits) / n, 4), round(right / n, 4), tuple(hits))
 
 
 def _margin(before: Figures) -> float:
@@ -176,10 +181,22 @@ def _margin(before: Figures) -> float:
     return max(0.01, 2 / max(before.questions, 1))
 
 
+def chance(before: Figures, after: Figures) -> float:
+    """How likely a model no better than none would gain as many of the same questions as it loses, or more: the
+    one-sided exact McNemar test on the questions only one of the two gets right (1.0 without per-question hits)."""
+    if len(before.hits) != len(after.hits) or not before.hits:
+        return 1.0
+    gained = sum(a and not b for b, a in zip(before.hits, after.hits))
+    lost = sum(b and not a for b, a in zip(before.hits, after.hits))
+    n = gained + lost
+    return sum(math.comb(n, k) for k in range(gained, n + 1)) / 2**n if n else 1.0
+
+
 def wins(before: Figures, after: Figures) -> bool:
     """Whether a model measured ``after`` should replace none (``before``): top-1 rises by at least a point and two
-    questions, and right at the threshold does not fall."""
-    return (after.top1 >= before.top1 + _margin(before) - 1e-9
+    questions, a gain unlikely to be chance (``chance`` ≤ ``MAX_CHANCE``: 4 questions gained against 2 lost have a
+    chance of 0.34), and right at the threshold does not fall."""
+    return (after.top1 >= before.top1 + _margin(before) - 1e-9 and chance(before, after) <= MAX_CHANCE
             and after.right_at_threshold >= before.right_at_threshold)
 
 
