@@ -25,6 +25,8 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -47,11 +49,11 @@ from openqna.evaluation import (
     typo_questions,
 )
 from openqna.evaluation.document_regimes import DOCUMENTS, document_kbs
-from openqna.evaluation.embedcache import CachedEmbedder, cached
+from openqna.evaluation.embedcache import CachedEmbedder, CachedHybrid, cached
 from openqna.evaluation.env import setting
 from openqna.kb.catalog import open_store
 from openqna.kb.service import Service
-from openqna.models.embedder import get_embedder
+from openqna.models.embedder import Embedder, get_embedder
 from openqna.ranking import ranker
 
 SEED = 20240601
@@ -112,67 +114,57 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
             print(f"eval: {name} done in {timing[name]:.1f} s", file=sys.stderr)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    embedder = CachedEmbedder(get_embedder("local"), out_dir / ".cache" / "embeddings.sqlite3")
-    multilingual = CachedEmbedder(get_embedder("multilingual"), out_dir / ".cache" / "embeddings.sqlite3")
-    metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed, "embedder": embedder.name,
-                                "data_dir": str(data_dir), "per_intent_questions": faq.PER_INTENT}}
-    try:
-        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = open_store(tmp)
-            service = Service(store, embedder, multilingual)
-            try:
-                kbs, faq_results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, step)
-                banking, hwu = kbs[0], kbs[1]
-                t = time.perf_counter()
-                adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
-                with setting("OPENQNA_KB_ADAPT", "0"):  # the same ranker without each KB's own adaptation
-                    plain = {kb.project: faq.evaluate(service, kb, baselines=False) for kb in kbs}
-                    plain_off = {kb.project: offtopic.evaluate(service, kb, plain[kb.project], other, threshold)
-                                 for kb, other in ((banking, hwu), (hwu, banking))}
-                step("without_adaptation", t)
-                t = time.perf_counter()
-                scifact = passages.evaluate(service, data_dir, seed=seed, queries=plan.scifact_queries,
-                                            extra_docs=plan.scifact_extra_docs)
-                step("passages", t)
-                t = time.perf_counter()
-                paragraph_results = {name: passages.paragraph_retrieval(service, data_dir, name, limit=limit)
-                                     for name, limit in plan.paragraphs.items()}
-                step("paragraphs", t)
-                t = time.perf_counter()
-                span_results = {name: spans.evaluate(service, data_dir, name, seed=seed, limit=limit)
-                                for name, limit in plan.span_questions.items()}
-                step("spans", t)
-                t = time.perf_counter()
-                built = build_regimes(service, data_dir, plan, seed, kbs)
-                metrics["regimes"] = ask_regimes(service, built, threshold)
-                step("regimes", t)
-                t = time.perf_counter()
-                metrics["conversations"] = conversations.evaluate(service, built, seed=seed, threshold=threshold,
-                                                                  per_kb=plan.conversation_questions)
-                step("conversations", t)
-                t = time.perf_counter()
-                metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
-                                                  per_kb=plan.conversation_questions)
-                step("typos", t)
-                t = time.perf_counter()
-                metrics["long_questions"] = long_questions.evaluate(service, built, seed=seed, threshold=threshold,
-                                                                    per_kb=plan.conversation_questions)
-                step("long_questions", t)
-                t = time.perf_counter()
-                cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
-                metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
-                step("cjk", t)
-                t = time.perf_counter()
-                before = {kb: by_split["test"] for section in (*metrics["regimes"].values(), metrics["cjk"])
-                          for kb, by_split in section["summary"].items() if kb != "all"}
-                metrics["training"] = training.evaluate(
-                    service, [kb for kb in built + cjk_built if kb.project in before], before, threshold)
-                step("training", t)
-            finally:
-                store.close()
-    finally:
-        embedder.close()
-        multilingual.close()
+    with _fresh_service(out_dir, get_embedder("local")) as (service, embedder):
+        metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed,
+                                    "embedder": embedder.name, "data_dir": str(data_dir),
+                                    "per_intent_questions": faq.PER_INTENT}}
+        kbs, faq_results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, step)
+        banking, hwu = kbs[0], kbs[1]
+        t = time.perf_counter()
+        adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
+        with setting("OPENQNA_KB_ADAPT", "0"):  # the same ranker without each KB's own adaptation
+            plain = {kb.project: faq.evaluate(service, kb, baselines=False) for kb in kbs}
+            plain_off = {kb.project: offtopic.evaluate(service, kb, plain[kb.project], other, threshold)
+                         for kb, other in ((banking, hwu), (hwu, banking))}
+        step("without_adaptation", t)
+        t = time.perf_counter()
+        scifact = passages.evaluate(service, data_dir, seed=seed, queries=plan.scifact_queries,
+                                    extra_docs=plan.scifact_extra_docs)
+        step("passages", t)
+        t = time.perf_counter()
+        paragraph_results = {name: passages.paragraph_retrieval(service, data_dir, name, limit=limit)
+                             for name, limit in plan.paragraphs.items()}
+        step("paragraphs", t)
+        t = time.perf_counter()
+        span_results = {name: spans.evaluate(service, data_dir, name, seed=seed, limit=limit)
+                        for name, limit in plan.span_questions.items()}
+        step("spans", t)
+        t = time.perf_counter()
+        built = build_regimes(service, data_dir, plan, seed, kbs)
+        metrics["regimes"] = ask_regimes(service, built, threshold)
+        step("regimes", t)
+        t = time.perf_counter()
+        metrics["conversations"] = conversations.evaluate(service, built, seed=seed, threshold=threshold,
+                                                          per_kb=plan.conversation_questions)
+        step("conversations", t)
+        t = time.perf_counter()
+        metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
+                                                   per_kb=plan.conversation_questions)
+        step("typos", t)
+        t = time.perf_counter()
+        metrics["long_questions"] = long_questions.evaluate(service, built, seed=seed, threshold=threshold,
+                                                            per_kb=plan.conversation_questions)
+        step("long_questions", t)
+        t = time.perf_counter()
+        cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
+        metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
+        step("cjk", t)
+        t = time.perf_counter()
+        before = {kb: by_split["test"] for section in (*metrics["regimes"].values(), metrics["cjk"])
+                  for kb, by_split in section["summary"].items() if kb != "all"}
+        metrics["training"] = training.evaluate(
+            service, [kb for kb in built + cjk_built if kb.project in before], before, threshold)
+        step("training", t)
 
     metrics["faq"] = {name: {"records": r.kb.records, "indexed_questions": r.kb.indexed_questions,
                              "queries": len(r.kb.queries), "top1": r.top1, "mrr5": r.mrr5}
@@ -345,25 +337,13 @@ def _run_cjk(data_dir: Path, out_dir: Path, plan: Plan, quick: bool, threshold: 
     """``run_eval(only="cjk")``: the CJK knowledge bases and the span sets, report.md with their sections only."""
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    cache = out_dir / ".cache" / "embeddings.sqlite3"
-    embedder = CachedEmbedder(get_embedder("local"), cache)
-    multilingual = CachedEmbedder(get_embedder("multilingual"), cache)
-    metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed, "embedder": embedder.name,
-                                "data_dir": str(data_dir), "only": CJK_ONLY}}
-    try:
-        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = open_store(tmp)
-            try:
-                service = Service(store, embedder, multilingual)
-                metrics["cjk"] = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed,
-                                                                 limit=plan.paragraphs["jsquad"]), threshold=threshold)
-                metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
-                                    for name, limit in plan.span_questions.items()}
-            finally:
-                store.close()
-    finally:
-        embedder.close()
-        multilingual.close()
+    with _fresh_service(out_dir, get_embedder("local")) as (service, embedder):
+        metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed,
+                                    "embedder": embedder.name, "data_dir": str(data_dir), "only": CJK_ONLY}}
+        metrics["cjk"] = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed,
+                                                         limit=plan.paragraphs["jsquad"]), threshold=threshold)
+        metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
+                            for name, limit in plan.span_questions.items()}
     metrics["timing"] = {"total_seconds": round(time.perf_counter() - started, 1)}
     (out_dir / "report.md").write_text(cjk_report.render_only(metrics), encoding="utf-8")
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -386,19 +366,9 @@ def _accurate_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, thresh
     except RuntimeError as exc:
         return {"missing": str(exc)}
     started = time.perf_counter()
-    cache = out_dir / ".cache" / "embeddings.sqlite3"
-    embedder = cached(inner, cache)
-    try:
-        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = open_store(tmp)
-            try:
-                service = Service(store, embedder)
-                kbs, results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, lambda *_: None)
-                adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
-            finally:
-                store.close()
-    finally:
-        embedder.close()
+    with _fresh_service(out_dir, inner, multilingual=False) as (service, embedder):
+        kbs, results, off = _faq_and_offtopic(service, data_dir, plan, seed, threshold, lambda *_: None)
+        adaptations = {kb.project: adaptation_of(service, kb.project) for kb in kbs}
     return {"embedder": embedder.name, "setting": f"OPENQNA_EMBEDDER={spec}",
             "faq": {name: {"records": r.kb.records, "indexed_questions": r.kb.indexed_questions,
                            "queries": len(r.kb.queries), "top1": r.top1, "mrr5": r.mrr5}
@@ -426,27 +396,15 @@ def fast_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, threshold: 
     except RuntimeError as exc:
         return {"missing": str(exc)}
     started = time.perf_counter()
-    cache = out_dir / ".cache" / "embeddings.sqlite3"
-    embedder = CachedEmbedder(inner, cache)
-    multilingual = CachedEmbedder(get_embedder("multilingual"), cache)
-    try:
-        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
-            store = open_store(tmp)
-            try:
-                service = Service(store, embedder, multilingual)
-                kbs = [faq.intent_kb(service, data, seed=seed, intents=plan.intents,
-                                     per_intent_queries=plan.per_intent_queries)
-                       for data in (datasets.banking77(data_dir), datasets.hwu64(data_dir))]
-                kbs += [faq.chitchat_kb(service, data_dir, p, seed=seed, answers=plan.chitchat_answers)
-                        for p in datasets.CHITCHAT_PERSONALITIES]
-                asked = ask_regimes(service, build_regimes(service, data_dir, plan, seed, kbs), threshold)
-                by_cjk = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"]),
-                                      threshold=threshold)
-            finally:
-                store.close()
-    finally:
-        embedder.close()
-        multilingual.close()
+    with _fresh_service(out_dir, inner) as (service, embedder):
+        kbs = [faq.intent_kb(service, data, seed=seed, intents=plan.intents,
+                             per_intent_queries=plan.per_intent_queries)
+               for data in (datasets.banking77(data_dir), datasets.hwu64(data_dir))]
+        kbs += [faq.chitchat_kb(service, data_dir, p, seed=seed, answers=plan.chitchat_answers)
+                for p in datasets.CHITCHAT_PERSONALITIES]
+        asked = ask_regimes(service, build_regimes(service, data_dir, plan, seed, kbs), threshold)
+        by_cjk = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"]),
+                              threshold=threshold)
 
     def without_outcomes(section: dict) -> dict:
         return {k: v for k, v in section.items() if k != "questions"}
@@ -455,6 +413,29 @@ def fast_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, threshold: 
             "regimes": {name: without_outcomes(r) for name, r in asked.items()}, "cjk": without_outcomes(by_cjk),
             "seconds": round(time.perf_counter() - started, 1),
             "embedding_model_seconds": round(embedder.model_seconds, 1), "texts_embedded": embedder.misses}
+
+
+@contextmanager
+def _fresh_service(out_dir: Path, inner: Embedder, *,
+                   multilingual: bool = True) -> Iterator[tuple[Service, CachedEmbedder | CachedHybrid]]:
+    """A ``Service`` over a fresh SQLite store in a temporary folder, embedding with ``inner`` (and the multilingual
+    space's encoder, unless not ``multilingual``: then the service loads the bundled one on first need) behind the
+    vector cache in ``out_dir/.cache``; yields it and the cached embedder, whose counts the reports read.  The
+    store and the caches are closed when the block ends."""
+    cache = out_dir / ".cache" / "embeddings.sqlite3"
+    embedder = cached(inner, cache)
+    second = CachedEmbedder(get_embedder("multilingual"), cache) if multilingual else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
+            store = open_store(tmp)
+            try:
+                yield Service(store, embedder, second), embedder
+            finally:
+                store.close()
+    finally:
+        embedder.close()
+        if second is not None:
+            second.close()
 
 
 def adaptation_of(service: Service, project: str) -> dict | None:
