@@ -83,6 +83,32 @@ def test_records_roundtrip_and_ids(kb):
     assert kb.content_hashes("kb1")[2] == "hash-Where is the pen?"
 
 
+def test_content_hashes_of_named_records_are_read_in_batches(kb):
+    """An edit reads the hashes of the records it names, however many (more than a statement may hold: SQLite takes
+    999 variables before 3.32, 32766 after unless built otherwise), from the live state only; ids of no live record
+    are left out."""
+    kb.deploy("kb1", "production")
+    kb.delete_qnas("kb1", [2])  # still deployed, no longer live
+    kb.put_qnas("kb1", [item([f"question {i}"], f"answer {i}", vectors=[vec(1, 0, 0, 0)], answer_vector=vec(0, 1, 0, 0))
+                        for i in range(1200)])
+    every = kb.content_hashes("kb1")
+    assert len(every) == 1203 and 2 not in every
+    assert kb.content_hashes("kb1", range(1, 40_001)) == every
+    assert kb.content_hashes("kb1", [3, 3, 2, 99_999, np.int64(4), 2**70]) == {3: every[3], 4: every[4]}
+    assert kb.content_hashes("kb1", []) == {}
+    assert kb.get_qnas("kb1", [3, 2**70]).keys() == {3}  # an id past 64 bits names no record
+    with pytest.raises(ProjectNotFound):
+        kb.content_hashes("nope", [1])
+
+
+def test_feedback_of_named_qnas_is_read_in_batches(kb):
+    kb.add_feedback("kb1", [(i, f"question {i % 3}", "u") for i in range(1, 1201)] + [(7, "question 1", "v")])
+    every = kb.list_feedback("kb1")
+    assert kb.list_feedback("kb1", range(1, 1201)) == every and len(every) == 1200
+    assert kb.list_feedback("kb1", [7, 8, 5000]) == {7: [("question 1", 2)], 8: [("question 2", 1)]}
+    assert kb.list_feedback("kb1", []) == {}
+
+
 def test_records_are_counted_by_kind(kb):
     """``openqna projects`` counts QnAs and passages apart without reading every record."""
     assert kb.count_kinds("kb1") == {"qna": 3, "passage": 1}

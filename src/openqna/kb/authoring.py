@@ -120,8 +120,12 @@ class Authoring:
 
     # -- QnAs ------------------------------------------------------------------------------
     def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
-        """Apply add/replace/delete operations as one change; any bad operation fails them all."""
-        existing = {q.id: q for q in self.store.list_qnas(project)}
+        """Apply add/replace/delete operations as one change; any bad operation fails them all.
+
+        Only what the operations name is read (their QnAs, their feedback, their prompts' targets): an edit of one
+        QnA must not read a project of a million.
+        """
+        existing = self.store.get_qnas(project, list({op.qna.id for op in ops if op.qna.id is not None}))
         writes: list[QnA] = []
         deletes: list[int] = []
         errors = []
@@ -145,12 +149,12 @@ class Authoring:
             raise InvalidArgument(" ".join(errors))
         if conflicts:
             raise Conflict(" ".join(conflicts))
-        feedback = self.store.list_feedback(project)
+        feedback = self.store.list_feedback(project, [q.id for q in writes if q.id is not None])
         for q in writes:
             q.normalised()
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
-        self._check_prompts(project, writes, set(existing) - set(deletes))
+        self._check_prompts(project, writes, set(deletes))
         accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
         self.service.upsert(project, writes, match_content=False)
         if accepted:
@@ -182,8 +186,12 @@ class Authoring:
         self.store.set_synonyms(project, groups)
         self.touch(project)
 
-    def _check_prompts(self, project: str, writes: list[QnA], kept: set[int]) -> None:
-        known = kept | {q.id for q in writes if q.id is not None}
+    def _check_prompts(self, project: str, writes: list[QnA], deletes: set[int]) -> None:
+        """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``."""
+        written = {q.id for q in writes if q.id is not None}
+        targets = {p.qna_id for q in writes for p in q.dialog.prompts if p.qna_id is not None} - written
+        stored = set(self.store.content_hashes(project, targets)) if targets else set()
+        known = written | (stored - deletes)
         for q in writes:
             missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known]
             if missing:
@@ -192,7 +200,7 @@ class Authoring:
 
     # -- active learning -----------------------------------------------------------------------
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
-        ids = set(self.store.content_hashes(project))
+        ids = set(self.store.content_hashes(project, [qid for qid, _, _ in records]))
         for i, (qid, _, _) in enumerate(records):
             if qid not in ids:
                 raise InvalidArgument(f"records[{i}].qnaId: there is no QnA with id {qid}.", target=f"records[{i}].qnaId")

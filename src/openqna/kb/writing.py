@@ -222,15 +222,20 @@ class Writing(ServiceBase):
         qnas = list(qnas)
         proj = self.store.get_project(project)
         self.check_embedder(proj)
-        existing = self.store.content_hashes(project)
-        by_hash: dict[str, list[int]] = {}
-        for rid, h in existing.items():
-            by_hash.setdefault(h, []).append(rid)
-        by_answer: dict[tuple[str, str], list[int]] = {}
-        for q in self.store.list_qnas(project) if match_content else ():  # "add" edits match nothing
-            by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
         claimed = {q.id for q in qnas if q.id is not None}
-        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, len(existing)))
+        by_hash: dict[str, list[int]] = {}
+        by_answer: dict[tuple[str, str], list[int]] = {}
+        if match_content:  # an import matches records by content: it reads every record
+            existing = self.store.content_hashes(project)
+            stored = len(existing)
+            for rid, h in existing.items():
+                by_hash.setdefault(h, []).append(rid)
+            for q in self.store.list_qnas(project):
+                by_answer.setdefault((q.source.lower(), q.answer), []).append(q.id)
+        else:  # "add" edits match nothing: only the named records' hashes are needed (an edit of one QnA reads one)
+            existing = self.store.content_hashes(project, claimed)
+            stored = self.store.count_qnas(project)
+        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, stored))
         space = hashed_space(self.embedder.name, report.multilingual)
         todo, hashes = [], []
         for q in qnas:

@@ -54,7 +54,7 @@ from openqna.store.postgres_rows import (
 )
 from openqna.store.postgres_schema import SCHEMA_VERSION, migrate
 from openqna.store.postgres_vector import VectorSearch, filter_to_sql
-from openqna.store.statements import SharedStatements, percent_marks
+from openqna.store.statements import SharedStatements, percent_marks, record_ids
 from openqna.turns import paused
 
 
@@ -342,7 +342,7 @@ class PostgresStore(SharedStatements, VectorSearch):
 
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:
         with self._conn() as db:
-            rows = db.execute(self._QNAS_CHECKED, (deployment == LIVE, deployment, deployment, [int(i) for i in ids],
+            rows = db.execute(self._QNAS_CHECKED, (deployment == LIVE, deployment, deployment, record_ids(ids),
                                     project)).fetchall()
         return {r[0]: self._qna_row(r) for r in self._checked(rows, project, deployment) if r[0] is not None}
 

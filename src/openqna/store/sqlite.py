@@ -37,7 +37,7 @@ from openqna.store.sqlite_rows import (
     vector_blob,
 )
 from openqna.store.sqlite_schema import migrate
-from openqna.store.statements import SharedStatements
+from openqna.store.statements import SharedStatements, id_batches
 
 PAGE_SIZE = 16384
 class SQLiteStore(SharedStatements):
@@ -222,8 +222,7 @@ class SQLiteStore(SharedStatements):
         """The stored vectors of records, by (field, ord), so unchanged text is never re-embedded."""
         pid = self._project_id(self._db, project)
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
+        for batch in id_batches(ids):
             rows = self._db.execute(
                 f"SELECT record_id, field, ord, vector FROM units WHERE project_id=? AND deployment=?"
                 f" AND record_id IN ({','.join('?' * len(batch))})", (pid, deployment, *batch))
@@ -265,8 +264,7 @@ class SQLiteStore(SharedStatements):
         """One read when a record is found (every answered question): a deployment's records exist only with it,
         so only an empty result needs the project and the deployment looked up, to say which does not exist."""
         out: dict[int, QnA] = {}
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
+        for batch in id_batches(ids):
             marks = ",".join("?" * len(batch))
             rows = self._db.execute(
                 f"SELECT {self._QNA_COLS} FROM records WHERE project_id=(SELECT id FROM projects WHERE name=?)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from functools import cache
 from typing import Any
@@ -44,6 +45,23 @@ VERSION_PREFIX = "~v"
 
 def version_name(version: int) -> str:
     return f"{VERSION_PREFIX}{version}"
+
+
+# Ids per statement when a read names records: SQLite allows 999 variables in a statement before 3.32.
+ID_BATCH = 500
+
+
+def record_ids(ids: Iterable[int]) -> list[int]:
+    """``ids`` that can name a record, each once, ascending, as ints (numpy's too): an id past SQL's 64-bit integers
+    names none (a client may send one; the engines would refuse it as a parameter)."""
+    return sorted({n for n in map(int, ids) if -(2**63) <= n < 2**63})
+
+
+def id_batches(ids: Iterable[int]) -> Iterator[list[int]]:
+    """``record_ids(ids)`` in lists of at most ``ID_BATCH``, one per statement."""
+    unique = record_ids(ids)
+    for start in range(0, len(unique), ID_BATCH):
+        yield unique[start : start + ID_BATCH]
 
 
 @cache
@@ -165,12 +183,19 @@ class SharedStatements(Dialect):
             self._bump(db, pid, LIVE)
 
     # -- records' counts and deployments ----------------------------------------------------------------------------
-    def content_hashes(self, project: str) -> dict[int, str]:
+    def content_hashes(self, project: str, ids: Iterable[int] | None = None) -> dict[int, str]:
+        """Every live record's content hash, by id; or, given ``ids``, those of ``ids`` that are records (an edit
+        reads the hashes of what it writes, not every record of the project)."""
+        sql = "SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?"
         with self._reading() as db:
             pid = self._project_id(db, project)
-            rows = db.execute(self._sql("SELECT id, content_hash FROM records WHERE project_id=? AND deployment=?"),
-                              (pid, LIVE)).fetchall()
-        return dict(rows)
+            if ids is None:
+                return dict(db.execute(self._sql(sql), (pid, LIVE)).fetchall())
+            out: dict[int, str] = {}
+            for batch in id_batches(ids):
+                out.update(db.execute(self._sql(f"{sql} AND id IN ({','.join('?' * len(batch))})"),
+                                      (pid, LIVE, *batch)).fetchall())
+        return out
 
     def count_qnas(self, project: str, deployment: str = LIVE) -> int:
         with self._reading() as db:
@@ -398,13 +423,20 @@ class SharedStatements(Dialect):
             self._many(db, self._sql("INSERT INTO feedback VALUES(?,?,?,?,?)"),
                        [(pid, qna_id, question, user_id, stamp) for qna_id, question, user_id in records])
 
-    def list_feedback(self, project: str) -> dict[int, list[tuple[str, int]]]:
-        """Per QnA, each distinct user question and how often it was sent, most frequent first."""
+    def list_feedback(self, project: str, ids: Iterable[int] | None = None) -> dict[int, list[tuple[str, int]]]:
+        """Per QnA (every one, or those of ``ids``), each distinct user question and how often it was sent, most
+        frequent first."""
+        group = " GROUP BY qna_id, question ORDER BY qna_id, count(*) DESC, question"
+        sql = "SELECT qna_id, question, count(*) FROM feedback WHERE project_id=?"
         with self._reading() as db:
             pid = self._project_id(db, project)
-            rows = db.execute(self._sql("SELECT qna_id, question, count(*) FROM feedback WHERE project_id=?"
-                                        " GROUP BY qna_id, question ORDER BY qna_id, count(*) DESC, question"),
-                              (pid,)).fetchall()
+            if ids is None:
+                rows = db.execute(self._sql(sql + group), (pid,)).fetchall()
+            else:
+                rows = []
+                for batch in id_batches(ids):
+                    rows += db.execute(self._sql(f"{sql} AND qna_id IN ({','.join('?' * len(batch))}){group}"),
+                                       (pid, *batch)).fetchall()
         out: dict[int, list[tuple[str, int]]] = {}
         for qna_id, question, count in rows:
             out.setdefault(qna_id, []).append((question, count))
