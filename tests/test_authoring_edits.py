@@ -101,6 +101,14 @@ def test_an_edit_started_from_an_older_qna_is_a_conflict(authoring):
         authoring.update_qnas("kb", [QnaOp("replace", QnA(["Where is the pen?"], "Gone.", id=3),
                                            if_last_updated="2000-01-01T00:00:00Z")])
     assert stored(authoring)[3].answer == "In the box."
+    # an add has no earlier version to compare: with or without an id, the precondition is an error, not a crash
+    with pytest.raises(InvalidArgument) as err:
+        authoring.update_qnas("kb", [QnaOp("add", QnA(["New?"], "Yes."), if_last_updated=when),
+                                     QnaOp("add", QnA(["Newer?"], "Yes.", id=77), if_last_updated=when)])
+    assert err.value.message == (
+        "[0] add: ifLastUpdated is for 'replace' and 'delete'; a QnA being added has no earlier version to compare "
+        "it with. [1] add: ifLastUpdated is for 'replace' and 'delete'; a QnA being added has no earlier version "
+        "to compare it with.")
 
 
 def test_a_replace_without_questions_keeps_the_stored_ones(authoring):

@@ -182,6 +182,12 @@ def test_an_edit_from_a_stale_copy_is_reported_not_applied(secured):
     assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
     after = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
     assert next(q for q in after if q["id"] == hours["id"])["answer"] == "Closed on Sundays."
+    # an add has no earlier version: a precondition on it is refused at once, not left to fail the job
+    r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin},
+                    json=[{"op": "add", "value": {"questions": ["New?"], "answer": "Yes.",
+                                                  "ifLastUpdated": hours["lastUpdatedDateTime"]}}])
+    assert r.status_code == 400 and r.json()["error"]["target"] == "[0].value.ifLastUpdated"
+    assert "is for 'replace'" in r.json()["error"]["message"]
 
 
 def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_was_given(service, secured):

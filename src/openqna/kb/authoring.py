@@ -136,6 +136,9 @@ class Authoring:
                 errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
             elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
                 errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
+            elif op.op == "add" and op.if_last_updated:
+                errors.append(f"[{i}] add: ifLastUpdated is for 'replace' and 'delete'; a QnA being added has no "
+                              "earlier version to compare it with.")
             elif op.if_last_updated and existing[qid].last_updated != op.if_last_updated:
                 conflicts.append(f"[{i}] {op.op}: QnA {qid} was changed elsewhere at {existing[qid].last_updated} "
                               f"(this edit started from {op.if_last_updated}); reload it and apply the edit again.")

@@ -447,6 +447,9 @@ class AzureAuthoring:
             else:
                 # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
                 since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                if since and op == "add":
+                    raise InvalidArgument(f"[{i}].value.ifLastUpdated is for 'replace': a QnA being added has no "
+                                          "earlier version to compare it with.", target=f"[{i}].value.ifLastUpdated")
                 value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
                 if op == "add" and Body(value).integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
