@@ -12,7 +12,10 @@ wall time of threads it finds running, so beside them the server's CPU time is r
 JSON), the query threads (ranking, the store), the embedding and products workers, and onnxruntime's
 own threads.
 
-Usage: python bench/hotspots.py [--seconds 8]   (needs py-spy, the bench extra)
+With ``--env NAME=VALUE`` (repeatable) both servers run with those settings as well, and the knowledge base is
+filled with the vectors of the model they run: ``--env OPENQNA_EMBEDDER=fast`` profiles the int8 model's server.
+
+Usage: python bench/hotspots.py [--seconds 8] [--env NAME=VALUE ...]   (needs py-spy, the bench extra)
 """
 
 from __future__ import annotations
@@ -69,20 +72,27 @@ def thread_cpu(pid: int) -> dict[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for both servers (repeatable), e.g. OPENQNA_EMBEDDER=fast")
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.env)
 
     import corpus
     import throughput as tp
 
     from openqna.kb.service import Service
-    from openqna.models.embedder import LocalMiniLM
+    from openqna.models.embedder import LocalMiniLM, LocalMiniLMInt8
     from openqna.store.sqlite import SQLiteStore
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     texts, vectors, questions, _ = corpus.real_data(LocalMiniLM(cache_size=0, max_batch=1))
     kb_texts, kb_vectors = corpus.grow(texts, vectors, 10_000)
+    model = LocalMiniLM
+    if settings.get("OPENQNA_EMBEDDER") == "fast":  # the int8 model's own vectors (a vector space of its own)
+        model = LocalMiniLMInt8
+        kb_vectors = corpus.embed_cached(kb_texts, LocalMiniLMInt8(cache_size=0, max_batch=1))
     with tempfile.TemporaryDirectory() as data, open(Path(data) / "server.log", "wb") as log:
-        service = Service(SQLiteStore(data), corpus.LookupEmbedder(LocalMiniLM.name, kb_texts, kb_vectors))
+        service = Service(SQLiteStore(data), corpus.LookupEmbedder(model.name, kb_texts, kb_vectors))
         corpus.fill_openqna(service, tp.KB, kb_texts)
         service.deploy(tp.KB, "production")
         service.store.close()
@@ -92,7 +102,7 @@ def main() -> None:
         for label, env in runs.items():
             port = tp.free_port()
             base = f"http://127.0.0.1:{port}"
-            proc = tp.start_server(data, port, log, **env)
+            proc = tp.start_server(data, port, log, **{**env, **settings})
             raw = Path(data) / "profile.txt"
             try:
                 tp.wait_ready(base, proc)
@@ -112,6 +122,7 @@ def main() -> None:
                 tp.stop_server(proc)
             total, own, inclusive = summary(raw)
             rps = len(r["latencies"]) / r["seconds"]
+            label += "".join(f", {k}={v}" for k, v in settings.items())
             print(f"{label}: Azure query at c=16, {rps:.0f} req/s while sampled; {total} samples; top self: "
                   + "; ".join(f"{c / total:.1%} {f}" for f, c in own.most_common(TOP)))
             parts = ["Session.run (onnxruntime/capi/onnxruntime_inference_collection.py)",
