@@ -303,11 +303,19 @@ class Field:
                     self.shared_ann = FieldAnn(self.matrix, self.keys)
         return self.shared_ann.ivf
 
+    @cached_property
+    def _bm25_norm(self) -> np.ndarray:
+        """Each unit's BM25 length normalisation, ``K1 * (1 - B + B * length / avgdl)``: made once per field, not on
+        every question (three passes over every unit's length)."""
+        norm: np.ndarray = K1 * (1.0 - B + B * self.lengths / self.avgdl)
+        norm.flags.writeable = False
+        return norm
+
     def bm25_units(self, terms: Iterable[str]) -> np.ndarray:
         scores = np.zeros(self.n, np.float32)
         if not self.n:
             return scores
-        norm = K1 * (1.0 - B + B * self.lengths / self.avgdl)
+        norm = self._bm25_norm
         for term in terms:
             hit = self.postings.get(term)
             if hit is None:
