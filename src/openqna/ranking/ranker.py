@@ -616,12 +616,42 @@ def rank(
     assert confidence is not None, "the last stages turn the logit into a confidence"
     allowed = eligible[f.rows]
     confidence[~allowed] = -1.0
-    k = min(top, len(f.rows))
-    best = np.argpartition(-confidence, k - 1)[:k]
-    best = best[np.argsort(-confidence[best], kind="stable")]
+    best = best_first(confidence, min(top, len(f.rows)))
     exact = set(exact_rows)
     return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]), _parts(s, i, int(f.rows[i]) in exact) if explain else {})
             for i in best if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+
+
+# Up to this many results ``best_first`` finds them by passes of ``argmax``: one pass over 10,000 candidates costs
+# about a tenth of ``np.argpartition`` over them (12 against 122 us), and a question asks for 3 by default.
+FEW = 8
+
+
+def best_first(confidence: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the ``k`` largest values of ``confidence``, largest first, as ``np.argpartition`` and a stable
+    sort of the ``k`` it keeps give them.
+
+    For a few (``FEW``) they are found by ``k + 1`` passes of ``argmax`` (each best is set aside in turn, and put back
+    after), and kept when that answer is the partition's: when the ``k`` values and the next one all differ.  Ties
+    among them or at the cut, and NaN, are left to the partition, whose choice among equal values is its own.
+    """
+    if 0 < k <= FEW and len(confidence) > k:
+        picked: list[int] = []
+        values: list[float] = []
+        try:
+            for _ in range(k + 1):
+                i = int(np.argmax(confidence))
+                picked.append(i)
+                values.append(confidence[i])
+                confidence[i] = -np.inf
+        finally:
+            for i, value in zip(reversed(picked), reversed(values)):  # in reverse: a position picked twice (-inf
+                confidence[i] = value  # left) gets its own value back last
+        if all(values[j] > values[j + 1] for j in range(k)):  # False for NaN
+            return np.asarray(picked[:k], dtype=np.intp)
+    best = np.argpartition(-confidence, k - 1)[:k]
+    sorted_best: np.ndarray = best[np.argsort(-confidence[best], kind="stable")]
+    return sorted_best
 
 
 FEATURE_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "bm25")
