@@ -172,3 +172,49 @@ def test_index_applies_changes_in_place_as_a_fresh_build_would(store, monkeypatc
         # the exact nearest allowed unit is among them
         assert allowed[units].all() and len(units) == 10
         assert np.argmax(np.where(allowed, inc.q.matrix @ query, -np.inf)) in units.tolist()
+
+
+def test_an_index_that_only_gains_records_reads_as_a_fresh_build_and_leaves_the_old_one_alone(store, monkeypatch,
+                                                                                             indexes):
+    """Records only added (no record dropped or replaced): the update copies the per-record structures instead of
+    renumbering them; the result reads as a fresh build, and the index it came from, which queries may still hold,
+    is unchanged, also where an added question repeats one it holds (its exact-match list is shared)."""
+    import copy
+
+    from openqna.index import memindex
+
+    rng = np.random.default_rng(11)
+
+    def one(i, question=None, **kw):
+        q = question or f"how do I reset device {i}"
+        return item([q], f"answer {i}", vectors=[vec(*rng.standard_normal(8))], answer_vector=vec(*rng.standard_normal(8)),
+                    metadata={"group": str(i % 3)}, source=f"s{i % 2}", **kw)
+
+    store.create_project(Project("grow"))
+    store.put_qnas("grow", [one(i) for i in range(20)])
+    first = indexes.get("grow")
+    before = (copy.deepcopy(first.exact), copy.deepcopy(first.metadata), len(first.rows), first.n)
+    store.put_qnas("grow", [one(20 + i) for i in range(3)] +
+                   [one(30, question="how do I reset device 4"), one(31, question="How do I reset device 7?")])
+    updates = []
+    real = memindex.MemIndex.updated
+    monkeypatch.setattr(memindex.MemIndex, "updated", lambda self, *a: updates.append(1) or real(self, *a))
+    grown = indexes.get("grow")
+    assert updates == [1] and grown.n == 25
+    assert (first.exact, first.metadata, len(first.rows), first.n) == before
+    fresh = IndexCache(store, nearest=engine_search(store)).get("grow")
+    assert {k: sorted(grown.ids[r].tolist()) for k, r in grown.exact.items()} == \
+        {k: sorted(fresh.ids[r].tolist()) for k, r in fresh.exact.items()}
+    assert len(grown.exact[first_key := next(k for k, r in first.exact.items() if first.ids[r[0]] == first.ids[4])]) == 2
+    assert len(first.exact[first_key]) == 1
+    assert dict(zip(grown.ids.tolist(), grown.metadata)) == dict(zip(fresh.ids.tolist(), fresh.metadata))
+    assert dict(zip(grown.ids.tolist(), (r["@source"] for r in grown.rows))) == \
+        dict(zip(fresh.ids.tolist(), (r["@source"] for r in fresh.rows)))
+    for flt in (MetaEq("group", "2"), SourceIn(("S1",))):
+        assert dict(zip(grown.ids.tolist(), grown.mask(flt).tolist())) == dict(zip(fresh.ids.tolist(), fresh.mask(flt).tolist()))
+    query = vec(*rng.standard_normal(8))
+    everything = np.ones(grown.n, dtype=bool)
+    grown.nearest_rows = fresh.nearest_rows = None
+    for field in ("q", "a"):
+        assert dict(zip(grown.ids.tolist(), np.round(grown.dense(query, field, everything), 5).tolist())) == \
+            dict(zip(fresh.ids.tolist(), np.round(fresh.dense(query, field, everything), 5).tolist()))

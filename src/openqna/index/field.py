@@ -122,7 +122,8 @@ class Field:
             sum_norms[new_rows[starts]] = np.linalg.norm(np.add.reduceat(new_matrix, starts), axis=1)
         return Field(
             np.concatenate((rec_new[self.rows[unit_keep]], np.asarray(rows, np.int64))),
-            np.concatenate((self.matrix[unit_keep], new_matrix)), None, n_records, self.dim,
+            np.concatenate((self.matrix if kept == self.n else self.matrix[unit_keep], new_matrix)), None, n_records,
+            self.dim,
             lengths=np.concatenate((self.lengths[unit_keep], np.asarray([len(t) for t in terms], np.float32))),
             postings=self.postings.renumbered(unit_keep, unit_new, terms, kept),
             keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann,
