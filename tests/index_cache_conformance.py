@@ -218,3 +218,30 @@ def test_an_index_that_only_gains_records_reads_as_a_fresh_build_and_leaves_the_
     for field in ("q", "a"):
         assert dict(zip(grown.ids.tolist(), np.round(grown.dense(query, field, everything), 5).tolist())) == \
             dict(zip(fresh.ids.tolist(), np.round(fresh.dense(query, field, everything), 5).tolist()))
+
+
+def test_an_index_the_cache_replaced_is_freed_at_once(store, indexes):
+    """No index refers to itself (the store's own vector search is handed a proxy of it): one the cache replaced is
+    freed as soon as no query holds it, not when the cyclic garbage collector runs, which at a million records was
+    gigabytes held per write (bench/scale.py)."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(5)
+    store.create_project(Project("freed"))
+    store.put_qnas("freed", [item([f"question {i}"], f"answer {i}", vectors=[vec(*rng.standard_normal(8))],
+                                  answer_vector=vec(*rng.standard_normal(8))) for i in range(10)])
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        first = indexes.get("freed")
+        gone = weakref.ref(first)
+        first.row_of  # what the store's vector search reads of it
+        del first
+        store.put_qnas("freed", [item(["one more"], "answer", vectors=[vec(*rng.standard_normal(8))],
+                                      answer_vector=vec(*rng.standard_normal(8)))])
+        assert indexes.get("freed").n == 11
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()

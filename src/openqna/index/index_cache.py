@@ -14,6 +14,7 @@ An engine that searches vectors itself (PostgreSQL's pgvector) is handed in as
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
@@ -64,7 +65,9 @@ class IndexCache:
             if index is None or index.version != version:
                 index = self._refresh(pid, deployment, index)
                 if self.nearest is not None:
-                    index.nearest_rows = partial(self.nearest, pid, deployment, index)
+                    # a proxy, not the index: a reference from the index to itself would keep an index this cache
+                    # replaced (gigabytes at a million records) alive until the cyclic garbage collector ran
+                    index.nearest_rows = partial(self.nearest, pid, deployment, weakref.proxy(index))
                 self._indexes[key] = index
         return index
 
