@@ -17,8 +17,10 @@ Per size, two ``openqna serve`` processes (``OPENQNA_STORE`` = that database) st
 while QnAs are added.  Load: Azure ``POST /language/:query-knowledgebases`` on the live state
 (``deploymentName=test``), closed loop from another process, the requests alternating between the two ports, at
 concurrency 1 and 16; every size is asked the same questions (test utterances its pair of servers never saw).
-Write propagation: a new QnA added through one server's authoring API (``PATCH .../projects/{p}/qnas``, a job),
-then the other server asked its question every 20 ms until it answers with it, alternating which server writes;
+Write propagation: the other server asked once (untimed, so that it starts current, as a server answering traffic
+is: with writes alternating it would otherwise catch up first with the write that went through it), a new QnA added
+through one server's authoring API (``PATCH .../projects/{p}/qnas``, a job), then the other server asked its
+question every 20 ms until it answers with it, alternating which server writes;
 the time from the PATCH to the other's answer, and to the writer's job reporting ``succeeded`` (polled beside).
 The QnAs added are deleted when the servers have stopped.  The machine is shared, so the servers are killed (and
 the run says so) if its available memory falls below ``--floor`` GiB.
@@ -164,6 +166,9 @@ def propagate(client, writer: str, reader: str, n: int) -> tuple[float, float, f
     """
     question = f"Where does the scale probe number {n} keep its {uuid.uuid4().hex[:8]} lighthouse keys?"
     answer = f"Probe {n}: under the mat of lighthouse {uuid.uuid4().hex[:8]}."
+    # untimed: the reader catches up with what was written before (the last write went through it, and it was not
+    # asked since), as a server answering traffic would have; otherwise its first catch-up is for that write
+    asked(client, reader, question)
     t = time.perf_counter()
     r = client.patch(f"{writer}{AUTHORING}/qnas", params={"api-version": "2023-04-01"},
                      json=[{"op": "add", "value": {"questions": [question], "answer": answer}}])
