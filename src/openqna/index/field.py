@@ -49,6 +49,30 @@ class FieldAnn:
         return ann
 
 
+# Up to this many dropped rows ``kept_then`` copies the runs between them; past it, one boolean selection.
+FEW_DROPPED = 4096
+
+
+def kept_then(array: np.ndarray, keep: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """``np.concatenate((array[keep], extra))`` with one copy of ``array``'s kept rows, not two: the runs between the
+    rows dropped are copied into the result (a field's matrix at a million units, 1.5 GB, with one row dropped:
+    0.26-0.37 s against 0.64-1.56 s)."""
+    dropped = np.flatnonzero(~keep)
+    if not len(dropped):
+        return np.concatenate((array, extra))
+    if len(dropped) > FEW_DROPPED:
+        return np.concatenate((array[keep], extra))
+    kept = len(array) - len(dropped)
+    out = np.empty((kept + len(extra), *array.shape[1:]), dtype=np.result_type(array, extra))
+    at = start = 0
+    for end in [*dropped.tolist(), len(array)]:
+        out[at:at + end - start] = array[start:end]
+        at += end - start
+        start = end + 1
+    out[kept:] = extra
+    return out
+
+
 class Field:
     """Units of one field; each record's units are contiguous (segments), for reduceat."""
 
@@ -122,8 +146,7 @@ class Field:
             sum_norms[new_rows[starts]] = np.linalg.norm(np.add.reduceat(new_matrix, starts), axis=1)
         return Field(
             np.concatenate((rec_new[self.rows[unit_keep]], np.asarray(rows, np.int64))),
-            np.concatenate((self.matrix if kept == self.n else self.matrix[unit_keep], new_matrix)), None, n_records,
-            self.dim,
+            kept_then(self.matrix, unit_keep, new_matrix), None, n_records, self.dim,
             lengths=np.concatenate((self.lengths[unit_keep], np.asarray([len(t) for t in terms], np.float32))),
             postings=self.postings.renumbered(unit_keep, unit_new, terms, kept),
             keys=np.concatenate((self.keys[unit_keep], new_keys)), next_key=self.next_key + len(rows), ann=ann,
