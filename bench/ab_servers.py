@@ -8,8 +8,7 @@ the order alternating; the machine is shared and its load moves, so each rate is
 seconds apart, and the ratio is reported per round and over all rounds.  Before the rounds both servers answer the
 same questions one at a time and their response bodies are compared byte for byte (answers, confidences, order).
 
-The load is a closed loop of raw HTTP/1.1 keep-alive connections (asyncio streams, no client library), from this
-process.
+The load is ``bench/throughput.py``'s closed loop (aiohttp, the bench extra), from this process.
 
 With ``--store postgresql`` both servers read one database of a PostgreSQL started for the run (``pgserver``).
 
@@ -20,8 +19,6 @@ Usage: python bench/ab_servers.py --base ../fast-path-base/src [--rounds 6] [--s
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import shutil
 import statistics
@@ -32,56 +29,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
-PATH = "/language/:query-knowledgebases?projectName={kb}&deploymentName=production&api-version=2021-10-01"
 
 
-async def _ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
-               question: str) -> tuple[int, bytes]:
-    body = json.dumps({"question": question, "top": 3}).encode()
-    writer.write(f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    status = int((await reader.readline()).split()[1])
-    length = 0
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return status, await reader.readexactly(length)
+def _bodies(base: str, kb: str, questions: list[str]) -> list[bytes]:
+    """The response bodies of ``questions`` asked one at a time, as the load asks them (``throughput._load``)."""
+    import httpx
 
-
-async def _load(port: int, path: str, questions: list[str], start: int, concurrency: int, seconds: float,
-                warmup: float) -> dict:
-    latencies: list[float] = []
-    errors = 0
-    cursor = start
-
-    async def worker(deadline: float, record: bool) -> None:
-        nonlocal cursor, errors
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < deadline:
-                q = questions[cursor % len(questions)]
-                cursor += 1
-                t = time.perf_counter()
-                status, _ = await _ask(reader, writer, path, q)
-                if record:
-                    latencies.append((time.perf_counter() - t) * 1000)
-                    errors += status != 200
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(worker(time.perf_counter() + warmup, False) for _ in range(concurrency)))
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(t0 + seconds, True) for _ in range(concurrency)))
-    return {"latencies": latencies, "errors": errors, "seconds": time.perf_counter() - t0, "cursor": cursor}
-
-
-async def _bodies(port: int, path: str, questions: list[str]) -> list[bytes]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        return [(await _ask(reader, writer, path, q))[1] for q in questions]
-    finally:
-        writer.close()
+    with httpx.Client(timeout=60) as client:
+        return [client.post(f"{base}/language/:query-knowledgebases", json={"question": q, "top": 3},
+                            params={"projectName": kb, "deploymentName": "production",
+                                    "api-version": "2021-10-01"}).content for q in questions]
 
 
 def main() -> None:
@@ -141,7 +98,6 @@ def main() -> None:
             shutil.copytree(data["base"], data["new"])
         trees = {"base": ":".join(str(Path(part).resolve()) for part in args.base.split(":")), "new": str(SRC)}
         procs, ports, servers = {}, {}, {}
-        path = PATH.format(kb=tp.KB)
         try:
             for side in ("base", "new"):
                 ports[side] = tp.free_port()
@@ -150,7 +106,7 @@ def main() -> None:
                 tp.wait_ready(f"http://127.0.0.1:{ports[side]}", procs[side])
                 servers[side] = psutil.Process(procs[side].pid)
             same = questions[-args.same:]
-            bodies = {side: asyncio.run(_bodies(ports[side], path, same)) for side in procs}
+            bodies = {side: _bodies(f"http://127.0.0.1:{ports[side]}", tp.KB, same) for side in procs}
             differ = sum(a != b for a, b in zip(bodies["base"], bodies["new"]))
             print(f"same answers: {len(same) - differ} of {len(same)} response bodies byte for byte the same")
             rounds = []
@@ -160,7 +116,8 @@ def main() -> None:
                 runs = {}
                 for side in order:
                     cpu0 = sum(servers[side].cpu_times()[:2])
-                    r = asyncio.run(_load(ports[side], path, questions, cursor, args.concurrency, args.seconds, 1.0))
+                    r = tp.load(f"http://127.0.0.1:{ports[side]}", "azure", tp.KB, questions, cursor,
+                                args.concurrency, args.seconds, 1.0)
                     r["cpu"] = sum(servers[side].cpu_times()[:2]) - cpu0
                     r["load"] = os.getloadavg()[0]
                     runs[side] = r
@@ -181,7 +138,7 @@ def main() -> None:
         lat = [ms for r in rounds for ms in r[side]["latencies"]]
         n = len(lat)
         out[side] = {"rps": n / sum(r[side]["seconds"] for r in rounds), "p50": float(np.median(lat)),
-                     "p99": corpus.pct(lat, 99), "errors": sum(r[side]["errors"] for r in rounds),
+                     "p99": corpus.pct(lat, 99), "errors": sum(len(r[side]["errors"]) for r in rounds),
                      "cpu_ms": sum(r[side]["cpu"] for r in rounds) / max(n, 1) * 1000}
     ratios = [len(r["new"]["latencies"]) / r["new"]["seconds"] / (len(r["base"]["latencies"]) / r["base"]["seconds"])
               for r in rounds]
