@@ -17,13 +17,19 @@ scores every record of these small KBs).  Then, on the **dev** questions only:
    and the adapted KBs' have weights of their own.
 3. ``RIVAL``, "none of these" (below), and ``SHIFT``: each regime's dev precision and recall at 0.5 are printed for a grid of shifts; the chosen one is below.
 
-Usage: python scripts/fit_regimes.py [DATA_DIR] [--write]   (~4 min with a warm eval/.cache; FIT_REGIMES_CACHE=file.pkl
-keeps what was asked, so that a second run only refits)
+The embedding model is ``OPENQNA_EMBEDDER``'s (the default's unless set): each model's fits read its own vectors and
+start from its own FAQ calibration (``calibrations.calibration_for``).  ``--write`` writes the default's as ``SPARSE``
+and ``REGIME``, another model's as entries of its own (``PARTS``: ``BALANCED_SPARSE`` and ``BALANCED_REGIME`` for
+``BALANCED_CALIBRATION``), which its calibration then names as its parts.
+
+Usage: [OPENQNA_EMBEDDER=balanced] python scripts/fit_regimes.py [DATA_DIR] [--write]   (~4 min with a warm
+eval/.cache; FIT_REGIMES_CACHE=file.pkl keeps what was asked, so that a second run only refits)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 import sys
@@ -37,7 +43,7 @@ from scipy.optimize import minimize
 
 from openqna.evaluation import FULL, SEED, datasets, faq, faq_regimes, regime_results
 from openqna.evaluation import regimes as regimes_module
-from openqna.evaluation.embedcache import CachedEmbedder
+from openqna.evaluation.embedcache import cached
 from openqna.evaluation.env import setting
 from openqna.index.analyze import analyze, exact_key
 from openqna.kb.catalog import open_store
@@ -115,7 +121,7 @@ def collect(data_dir: Path) -> list[tuple[str, dict, dict]]:
         return ask_all(service, kb)
 
     ranker.rank, Service.ask, regimes_module.ask_all = ranking, asking, asking_all  # type: ignore[method-assign]
-    embedder = CachedEmbedder(get_embedder("local"), Path("eval") / ".cache" / "embeddings.sqlite3")
+    embedder = cached(get_embedder(), Path("eval") / ".cache" / "embeddings.sqlite3")
     with tempfile.TemporaryDirectory(prefix="openqna-fit-regimes-") as tmp:
         store = open_store(tmp)
         service = Service(store, embedder)
@@ -175,9 +181,9 @@ def faq_page(cap: dict) -> bool:
     return cap["offset"] is None and not cap["has_passages"] and cap["one_question"]
 
 
-def logits(cap: dict, sparse: calibrations.Calibration) -> np.ndarray:
-    """Every candidate's logit before the last step, as ``ranker.rank`` computes it with ``sparse``."""
-    c = calibrations.CALIBRATION
+def logits(cap: dict, sparse: calibrations.Calibration, c: calibrations.Calibration) -> np.ndarray:
+    """Every candidate's logit before the last step, as ``ranker.rank`` computes it with ``c`` (the model's FAQ
+    calibration) and ``sparse``."""
     f = SimpleNamespace(**cap["f"])
     if faq_page(cap):
         z = np.asarray(sparse.scale * sparse.logit(f, informative=cap["informative"]) + sparse.shift, np.float64)
@@ -196,10 +202,10 @@ def logits(cap: dict, sparse: calibrations.Calibration) -> np.ndarray:
     return np.where(cap["passage"], c.passages.scale * c.passages.logit(f) + c.passages.shift, z)
 
 
-def top_terms(cap: dict, sparse: calibrations.Calibration, rival: float | None
+def top_terms(cap: dict, sparse: calibrations.Calibration, c: calibrations.Calibration, rival: float | None
               ) -> tuple[dict[str, float], bool, bool]:
     """The last step's inputs of the top candidate, whether it is an exact match, and whether it is right."""
-    z = logits(cap, sparse)
+    z = logits(cap, sparse, c)
     adapted = cap["offset"] is not None
     x = regime.inputs(z, cap["eligible"], cap["passage"], cap["heading"], adapted=adapted, faq_page=faq_page(cap),
                       records=cap["n"], rival=rival)
@@ -269,9 +275,38 @@ def figures(rows: list[tuple[dict, float]]) -> str:
     return f"top-1 {top1:.3f}  precision {precision:.3f}  recall {recall:.3f}  off-topic rejected {rejected:.3f}"
 
 
+# The entries each model's fits are written as, by the name of the model's FAQ calibration (``--write``)
+PARTS = {"CALIBRATION": ("SPARSE", "REGIME"),
+         "BALANCED_CALIBRATION": ("BALANCED_SPARSE", "BALANCED_REGIME"),
+         "ACCURATE_CALIBRATION": ("ACCURATE_SPARSE", "ACCURATE_REGIME")}
+
+
+def write(entry: str, sparse: calibrations.Calibration, terms: regime.RegimeTerms) -> None:
+    """Save the fits as the parts of the calibration ``entry`` (the default's: ``SPARSE`` and ``REGIME``)."""
+    if entry not in PARTS:
+        raise SystemExit(f"no entries named for {entry}'s fits: add them to PARTS in {__file__}")
+    names = PARTS[entry]
+    setting = os.environ.get("OPENQNA_EMBEDDER")
+    by = ("" if entry == "CALIBRATION" or not setting else f"OPENQNA_EMBEDDER={setting} ") + "scripts/fit_regimes.py"
+    calibrations.save(names[0], sparse, fitted_by=by)
+    calibrations.save(names[1], terms, fitted_by=by)
+    if entry != "CALIBRATION":  # the model's calibration names them as its parts
+        fits = calibrations.load()
+        whole = fits[entry]
+        assert isinstance(whole, calibrations.Calibration)
+        old = json.loads(calibrations.DATA_FILE.read_text(encoding="utf-8"))["fits"][entry]
+        calibrations.save(entry, dataclasses.replace(whole, sparse=fits[names[0]], regime=fits[names[1]]),
+                          fitted_by=old["fitted_by"], use=old.get("use"), embedder=old.get("embedder"))
+    print(f"{' and '.join(names)} written to {calibrations.DATA_FILE}")
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if a != "--write"]
     data_dir = Path(args[0]) if args else Path("../shared/data")
+    model = get_embedder().name
+    base = calibrations.calibration_for(model)
+    entry = calibrations.served("faq").get(model, "CALIBRATION")
+    print(f"embedder {model}: fits from {entry}")
     cache = os.environ.get("FIT_REGIMES_CACHE")  # a pickle of what was collected, to refit without asking again
     if cache and Path(cache).exists():
         found = pickle.loads(Path(cache).read_bytes())
@@ -294,7 +329,7 @@ def main() -> None:
     for rival in RIVALS:  # the dev log-loss of each "none of these"; RIVAL is used
         rows = []
         for name, o, cap in found:
-            terms, exact, right = top_terms(cap, sparse, rival)
+            terms, exact, right = top_terms(cap, sparse, base, rival)
             rows.append((name, dict(o, right_top=right, exact=exact), terms))
         dev = [(name, o, t) for name, o, t in rows if o["split"] == "dev" and not o["exact"] and name not in NOT_FITTED]
         X = np.asarray([[t[k] for k in TERMS] for _, _, t in dev])
@@ -317,9 +352,7 @@ def main() -> None:
         shift=SHIFT, rival=rival)
     print("REGIME =", terms)
     if "--write" in sys.argv[1:]:
-        calibrations.save("SPARSE", sparse, fitted_by="scripts/fit_regimes.py")
-        calibrations.save("REGIME", terms, fitted_by="scripts/fit_regimes.py")
-        print(f"SPARSE and REGIME written to {calibrations.DATA_FILE}")
+        write(entry, sparse, terms)
     for shift in SHIFTS:
         print(f"shift {shift}{' (chosen)' if shift == SHIFT else ''}:")
         for split in ("dev",):  # the test splits are for `make eval`'s report only

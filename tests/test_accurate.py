@@ -16,7 +16,7 @@ from openqna.models import embedder as embedders  # noqa: E402
 from openqna.models.embedder import HybridEncoder, LocalMPNet, UniversalSentenceEncoder, get_embedder  # noqa: E402
 from openqna.ranking import calibrations
 from openqna.store.base import LIVE  # noqa: E402
-from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
+from test_mpnet import check_own_faq_page_fits, check_paraphrases_and_off_topic, shop_service  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,7 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(accurate_
 
 def test_paraphrases_found_and_off_topic_declined(accurate_service):
     check_paraphrases_and_off_topic(accurate_service)
+
+
+def test_faq_pages_are_read_with_the_pairs_own_faq_page_weights_and_last_step(accurate_service):
+    check_own_faq_page_fits(accurate_service, calibrations.ACCURATE_CALIBRATION)

@@ -15,7 +15,7 @@ from openqna.models import embedder as embedders  # noqa: E402
 from openqna.models.embedder import HybridEncoder, LocalMiniLM, UniversalSentenceEncoder, get_embedder  # noqa: E402
 from openqna.ranking import calibrations
 from openqna.store.base import LIVE  # noqa: E402
-from test_mpnet import check_paraphrases_and_off_topic, shop_service  # noqa: E402
+from test_mpnet import check_own_faq_page_fits, check_paraphrases_and_off_topic, shop_service  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +55,8 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_the_pair(balanced_
 
 def test_paraphrases_found_and_off_topic_declined(balanced_service):
     check_paraphrases_and_off_topic(balanced_service)
+
+
+
+def test_faq_pages_are_read_with_the_pairs_own_faq_page_weights_and_last_step(balanced_service):
+    check_own_faq_page_fits(balanced_service, calibrations.BALANCED_CALIBRATION)

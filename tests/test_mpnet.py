@@ -3,6 +3,7 @@ ONNX, equal to sentence-transformers, and ranked with the calibration fitted for
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from importlib import metadata
@@ -15,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from openqna.kb.service import AskRequest, Service
 from openqna.models import onnx_export  # noqa: E402
 from openqna.models.embedder import LocalMPNet, get_embedder  # noqa: E402
-from openqna.ranking import calibrations
+from openqna.ranking import calibrations, ranker
 from openqna.store.base import LIVE  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
 
@@ -171,3 +172,17 @@ def test_vector_store_scores_are_mpnets_fitted_probabilities(mpnet_service):
         assert page.data[0].filename == "returns.txt" and scores[0] > 0.5 > scores[1], scores
         assert c.vector_stores.search(vs.id, query="zebra migration patterns in the serengeti",
                                       ranking_options={"score_threshold": 0.5}).data == []
+
+
+def check_own_faq_page_fits(service, c) -> None:
+    """A model's FAQ-page weights and last step are its own (scripts/fit_regimes.py with its OPENQNA_EMBEDDER), not
+    MiniLM's: the shop FAQ (one question per QnA) is ranked with them, and they move its confidences."""
+    assert c.sparse is not None and c.regime is not None
+    assert c.sparse is not calibrations.SPARSE and c.regime is not calibrations.REGIME
+    index = service.indexes.get("shop", LIVE)
+    assert ranker._sparse(index, c, None) is c.sparse
+    req = AskRequest(question="how many days until my parcel arrives", top=1)
+    served, _ = service.rank("shop", LIVE, index, req, calibration=c)
+    bare, _ = service.rank("shop", LIVE, index, req, calibration=dataclasses.replace(c, sparse=None, regime=None))
+    assert served[0].record_id == bare[0].record_id == 3
+    assert abs(served[0].confidence - bare[0].confidence) > 1e-3

@@ -231,11 +231,15 @@ CALIBRATION = _calibration("CALIBRATION")
 # data.  The lexical part reads keywords only and is shared.
 MPNET_CALIBRATION = _calibration("MPNET_CALIBRATION")
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
-# fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data.
+# fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data; and its own
+# FAQ-page weights and last step (``ACCURATE_SPARSE``, ``ACCURATE_REGIME``), by ``OPENQNA_EMBEDDER=accurate python
+# scripts/fit_regimes.py --write``, the default's recipe and shift on the same dev splits.  Read with the default's
+# last step instead, its 0.5 answered 71% of covid-q's off-topic questions (docs/confidence.md, "Every kind of
+# knowledge base, per model").
 ACCURATE_CALIBRATION = _calibration("ACCURATE_CALIBRATION")
 # OPENQNA_EMBEDDER=balanced (MiniLM beside the universal sentence encoder): its own fits, by
-# ``OPENQNA_EMBEDDER=balanced python scripts/fit_ranker.py --write`` on the same development data.  Like the accurate
-# model's, it has no FAQ-page weights and no last step of its own yet: every KB is read with these weights.
+# ``OPENQNA_EMBEDDER=balanced python scripts/fit_ranker.py --write`` on the same development data, and FAQ-page weights
+# and a last step of its own (``BALANCED_SPARSE``, ``BALANCED_REGIME``) as the accurate model's are made.
 BALANCED_CALIBRATION = _calibration("BALANCED_CALIBRATION")
 # Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``):
 # the universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py
