@@ -343,7 +343,7 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     r = m["cjk"]
     kinds = ("paragraphs", "faq")
     assert set(r["kbs"]) == {f"cjk-{s}-{k}" for s in ("xquad-zh", "jsquad", "xquad-en") for k in kinds} | {
-        "cjk-sample-asked-in-zh"}
+        "cjk-sample-asked-in-zh"} | {f"cjk-asked-in-zh-xquad-en-{k}" for k in kinds}
     by_kb: dict = {}
     for q in r["questions"]:
         by_kb.setdefault(q["kb"], []).append(q)
@@ -351,6 +351,10 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     for kind in kinds:
         en, zh = by_kb[f"cjk-xquad-en-{kind}"], by_kb[f"cjk-xquad-zh-{kind}"]
         assert [(q["gold"], q["split"]) for q in en] == [(q["gold"], q["split"]) for q in zh]
+        # the English KB asked XQuAD's Chinese questions: the Chinese KB's questions, the English KB's golds
+        cross = by_kb[f"cjk-asked-in-zh-xquad-en-{kind}"]
+        assert [(q["question"], q["gold"], q["split"]) for q in cross] == [
+            (z["question"], e["gold"], e["split"]) for z, e in zip(zh, en)]
     sample = by_kb["cjk-sample-asked-in-zh"]
     assert len(sample) == 60 and sum(q["gold"] is None for q in sample) == 20
     assert r["summary"]["all"]["test"]["inscope"] > 0

@@ -22,8 +22,10 @@ from openqna.evaluation.document_regimes import read_questions
 from openqna.formats import read_file
 from openqna.index.index_cache import IndexCache
 from openqna.index.saved_index import load, save
+from openqna.kb import service_base
 from openqna.kb.service import AskRequest, Service
-from openqna.ranking.multilingual import FILLED
+from openqna.ranking import calibrations
+from openqna.ranking.multilingual import FILLED, crosses
 from openqna.records import QnA
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
@@ -114,11 +116,34 @@ def test_a_cjk_question_of_an_english_kb_gets_the_default_answer_without_the_spa
 
 
 def test_cross_lingual_with_the_setting_on(service, monkeypatch):
-    """``on``: the English sample KB gets the space, and a Chinese question finds the English QnA answering it."""
+    """``on``: the English sample KB gets the space, and a Chinese question finds the English QnA answering it, with
+    a confidence read by the cross-lingual calibration (``multilingual.crosses``): above the threshold, where the
+    monolingual one, which expects shared words, put it far below (0.0845 once); an off-topic one stays below."""
     monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
     service.import_content("sample", read_file(SAMPLE))
+    index = service.indexes.get("sample", "test")
+    assert crosses(index) and service.query_space(index, "怎么启动服务器？", project="sample").calibration \
+        is calibrations.CROSSLINGUAL
     answers = _ask(service, "sample", "怎么启动服务器？")
-    assert "make serve" in answers[0].qna.answer
+    assert "make serve" in answers[0].qna.answer and answers[0].confidence >= 0.5
+    monkeypatch.setattr(service_base, "crosses", lambda index: False)  # read as a Chinese KB's question is
+    monolingual = _ask(service, "sample", "怎么启动服务器？")
+    assert monolingual[0].qna.id == answers[0].qna.id and monolingual[0].confidence < 0.3
+    monkeypatch.undo()
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
+    off = _ask(service, "sample", "明天天气怎么样？")
+    assert off[0].qna is None or off[0].confidence < 0.5
+
+
+def test_only_a_kb_of_mostly_other_languages_crosses(service):
+    """A Chinese KB asked in Chinese is read with the monolingual calibration, with a few English records too; a KB
+    of mostly English records crosses."""
+    _kb(service, "zh", ZH + [(["How do I reset my password?"], "Use the reset link.")])
+    zh = service.indexes.get("zh", "test")
+    assert not crosses(zh)
+    assert service.query_space(zh, ZH_ASKED[0][0], project="zh").calibration is calibrations.MULTILINGUAL
+    _kb(service, "mixed", ZH[:2] + [([f"English question {i}?"], f"English answer {i}.") for i in range(3)])
+    assert crosses(service.indexes.get("mixed", "test"))
 
 
 def _stores(request, tmp_path):

@@ -14,7 +14,9 @@ get the multilingual space):
   (``xquad-en``, the English path, untouched) are the parallel comparison: same paragraphs left out, same
   splits;
 * the bundled sample KB asked in Chinese (``questions/sample-kb-zh.tsv``, ``sample-kb.tsv`` translated)
-  with ``OPENQNA_MULTILINGUAL=on``: cross-lingual search, a Chinese question finding the English QnA.
+  with ``OPENQNA_MULTILINGUAL=on``: cross-lingual search, a Chinese question finding the English QnA;
+* and on a larger scale XQuAD's English KBs with ``OPENQNA_MULTILINGUAL=on`` asked the Chinese file's questions
+  (``asked_in_chinese``: the English KBs' golds and splits).
 
 Splits follow ``regimes``: by paragraph (no paragraph has questions in both), so a fit on dev never saw a
 test paragraph.  JSQuAD is cut to its first ``JSQUAD_PARAGRAPHS`` paragraphs (file order) for time.
@@ -50,21 +52,28 @@ def _held_out(i: int, seed: int) -> bool:
 
 
 def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, limit: int | None = None,
-                  kinds: tuple[str, ...] = ("paragraphs", "faq"), prefix: str = "cjk", regime: str = CJK
-                  ) -> list[RegimeKB]:
+                  kinds: tuple[str, ...] = ("paragraphs", "faq"), prefix: str = "cjk", regime: str = CJK,
+                  asked_in: str | None = None) -> list[RegimeKB]:
     """The paragraphs KB and the FAQ KB of span set ``name`` (see the module docstring), or those of ``kinds``,
-    as projects ``{prefix}-{name}-{kind}`` of ``regime`` (the one-question regime has XQuAD's English FAQ)."""
+    as projects ``{prefix}-{name}-{kind}`` of ``regime`` (the one-question regime has XQuAD's English FAQ).
+
+    ``asked_in``: a span set parallel to ``name`` (XQuAD's files: the same questions about the same paragraphs, by
+    id), whose questions are asked instead of ``name``'s (the FAQ KB's stored questions stay ``name``'s)."""
     relative, _ = datasets.SPAN_SETS[name]
     questions = datasets.squad(data_dir, relative)
+    translated = None if asked_in is None else {
+        q.id: q.question for q in datasets.squad(data_dir, datasets.SPAN_SETS[asked_in][0])}
     paragraphs = list(dict.fromkeys(q.context for q in questions))
     if limit is None and name == "jsquad":
         limit = JSQUAD_PARAGRAPHS
     paragraphs = paragraphs[:limit]
     number = {p: i for i, p in enumerate(paragraphs)}
     asked: dict[int, list[str]] = {}
+    ids: dict[str, str] = {}
     for q in questions:
         if q.context in number:
             asked.setdefault(number[q.context], []).append(q.question)
+            ids.setdefault(q.question, q.id)
     split = split_of_keys(range(len(paragraphs)), seed, f"cjk:{name.split('-')[0]}")  # xquad-en/zh alike
     kept = [i for i in range(len(paragraphs)) if not _held_out(i, seed)]
     out = []
@@ -80,6 +89,7 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
         qs = []
         for i, texts in asked.items():
             for text in texts if kind == "paragraphs" else texts[1:]:
+                text = text if translated is None else translated[ids[text]]
                 qs.append(Question(text, None if _held_out(i, seed) else str(i), split[i]))
         out.append(RegimeKB(project, regime, len(records), qs,
                             lambda record_id, gold, source=source: source.get(record_id) == gold,
@@ -90,16 +100,9 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
 
 def sample_asked_in_chinese(service: Service, *, seed: int) -> RegimeKB:
     """The bundled English sample KB with the multilingual space (``OPENQNA_MULTILINGUAL=on``), asked in Chinese."""
-    before = os.environ.get("OPENQNA_MULTILINGUAL")
-    os.environ["OPENQNA_MULTILINGUAL"] = "on"
-    try:
+    with _multilingual_on():
         path = Path(str(resources.files("openqna") / "samples" / "openqna-faq.tsv"))
         service.import_content(SAMPLE_ZH, read_file(path))
-    finally:
-        if before is None:
-            del os.environ["OPENQNA_MULTILINGUAL"]
-        else:
-            os.environ["OPENQNA_MULTILINGUAL"] = before
     texts = {q.id: normalise(q.answer) for q in service.store.list_qnas(SAMPLE_ZH)}
     questions = [Question(q.question, q.answer) for q in read_questions(QUESTIONS / "sample-kb-zh.tsv")]
     # the English file's splits: the same question in both languages falls on the same side
@@ -116,17 +119,44 @@ def sample_asked_in_chinese(service: Service, *, seed: int) -> RegimeKB:
                     notes="bundled English sample, hand-translated questions, OPENQNA_MULTILINGUAL=on")
 
 
+CROSS_PREFIX = "cjk-asked-in-zh"
+
+
+def asked_in_chinese(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
+    """XQuAD's English paragraphs and FAQ KBs with the multilingual space (``OPENQNA_MULTILINGUAL=on``), asked the
+    same questions in Chinese (XQuAD's parallel file): cross-lingual search on the scale the sample KB is too small
+    for, with its dev and test splits (those of the English and Chinese KBs: by paragraph)."""
+    with _multilingual_on():
+        return paragraph_kbs(service, data_dir, "xquad-en", seed=seed, limit=limit, prefix=CROSS_PREFIX,
+                             asked_in="xquad-zh")
+
+
+class _multilingual_on:
+    """``OPENQNA_MULTILINGUAL=on`` inside the block (as a server started with it), what it was after."""
+
+    def __enter__(self) -> None:
+        self.before = os.environ.get("OPENQNA_MULTILINGUAL")
+        os.environ["OPENQNA_MULTILINGUAL"] = "on"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before is None:
+            del os.environ["OPENQNA_MULTILINGUAL"]
+        else:
+            os.environ["OPENQNA_MULTILINGUAL"] = self.before
+
+
 def build(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
     """Every CJK KB built in ``service``."""
     built = [kb for name in SETS for kb in paragraph_kbs(service, data_dir, name, seed=seed, limit=limit)]
     built.append(sample_asked_in_chinese(service, seed=seed))
+    built += asked_in_chinese(service, data_dir, seed=seed, limit=limit)
     return built
 
 
 def evaluate(service: Service, built: list[RegimeKB], *, threshold: float) -> dict:
     """Every CJK KB (``build``) asked: per KB and split the regime summary, and every outcome (for fitting)."""
     outcomes = [o for kb in built for o in ask_all(service, kb)]
-    cjk_kbs = [kb.project for kb in built if "-en-" not in kb.project and kb.project != SAMPLE_ZH]
+    cjk_kbs = [kb.project for kb in built if "-en-" not in kb.project and kb.project != SAMPLE_ZH]  # monolingual
     groups = summaries(outcomes, threshold)
     groups["all"] = summaries([o for o in outcomes if o.kb in cjk_kbs], threshold)["all"]
     return {"kbs": {kb.project: {"records": kb.records, "questions": len(kb.questions),

@@ -42,7 +42,11 @@ def section(metrics: dict) -> list[str]:
          " (`calibrations.MULTILINGUAL`) was fitted on dev only (`scripts/fit_multilingual.py`). XQuAD's English"
          " KBs are the same questions and paragraphs in English, ranked by the English path, unchanged. *sample"
          " KB asked in Chinese*: the bundled English sample with `OPENQNA_MULTILINGUAL=on`, asked"
-         " `questions/sample-kb-zh.tsv` (the English questions translated)."),
+         " `questions/sample-kb-zh.tsv` (the English questions translated); *asked in zh*: XQuAD's English KBs with"
+         " `OPENQNA_MULTILINGUAL=on` asked XQuAD's Chinese questions (the same questions translated, the English"
+         " KBs' splits). A CJK question asked of a KB whose records are mostly not CJK is read with"
+         " `calibrations.CROSSLINGUAL` (`multilingual.crosses`), fitted on these two KBs' dev splits"
+         " (`scripts/fit_multilingual.py --cross`); the sample KB was never fitted on."),
         "",
         (f"At confidence {threshold:g}: *precision* is the share of top answers at or above it that are right (an"
          f" off-topic question answered counts as wrong), *recall* the share of right top answers at or above it;"

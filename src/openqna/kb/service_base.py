@@ -25,7 +25,7 @@ from openqna.kb.connected_search import ConnectedTables
 from openqna.models.embedder import Embedder
 from openqna.ranking import calibrations
 from openqna.ranking.calibrations import Calibration
-from openqna.ranking.multilingual import MultilingualSpace
+from openqna.ranking.multilingual import MultilingualSpace, crosses
 from openqna.records import Conflict
 from openqna.store import Project, Store
 from openqna.training.adapter import QueryAdapter
@@ -124,7 +124,8 @@ class ServiceBase(Catalog):
         view = self.multilingual.index_for(index, question)
         if view is not None:
             embedder = self.multilingual.embedder
-            return QuerySpace(view, embedder, True, calibrations.MULTILINGUAL, multilingual=True,
+            fitted = calibrations.CROSSLINGUAL if crosses(index) else calibrations.MULTILINGUAL
+            return QuerySpace(view, embedder, True, fitted, multilingual=True,
                               adapter=None if model is None else model.adapter_for(embedder.name))
         if calibration is None:
             if project is None:

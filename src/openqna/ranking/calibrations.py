@@ -248,6 +248,13 @@ BALANCED_CALIBRATION = _calibration("BALANCED_CALIBRATION")
 # regression of "the top answer is right" with the off-topic ones): dev precision 0.916 and recall 0.936 at 0.5.
 # The question mean and centroid have no weight: the dev FAQs have one question per QnA.
 MULTILINGUAL = _calibration("MULTILINGUAL")
+# The same space when a CJK question is asked of a KB whose records are mostly not CJK (``multilingual.crosses``: an
+# English KB given the space with ``OPENQNA_MULTILINGUAL=on``): the same terms fitted by ``scripts/fit_multilingual.py
+# --cross`` on XQuAD's English paragraphs and FAQ KBs asked XQuAD's Chinese questions (dev splits, 789 in-scope
+# questions for the weights), its last step less 0.75 as the FAQ one's (dev precision 0.868, recall 0.595 at 0.5).
+# Read with MULTILINGUAL instead, whose weights lean on the words a question shares with a record (none here but
+# names and numbers), a right cross-lingual answer came out below 0.5 nearly always.
+CROSSLINGUAL = _calibration("CROSSLINGUAL")
 _FITTED = {embedder: _calibration(name) for embedder, name in served("faq").items()}
 
 

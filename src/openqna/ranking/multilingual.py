@@ -29,6 +29,8 @@ import re
 import threading
 from collections.abc import Iterable
 
+import numpy as np
+
 from openqna import settings
 from openqna.index.analyze import cjk_share
 from openqna.index.memindex import MemIndex
@@ -42,6 +44,27 @@ AUTO_SHARE = 0.05  # under ``auto``, records with CJK text at least this share o
 # a project setting: every live record has vectors in the space (set once filled, cleared by a write without them)
 FILLED = "multilingualVectors"
 _CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def crosses(index: MemIndex) -> bool:
+    """Whether a CJK question asked of ``index`` crosses languages: fewer than half of its records have a Chinese,
+    Japanese or Korean word (an English KB given the space with ``OPENQNA_MULTILINGUAL=on``).  Such a question shares
+    no word with the records, so the keyword features that ``calibrations.MULTILINGUAL`` leans on are zero for every
+    one of them; it is read with ``calibrations.CROSSLINGUAL`` instead, fitted on Chinese questions asked of English
+    KBs.  Counted once per index version, on the words the index holds."""
+    return index.derived("multilingual.crosses", lambda: _cjk_records(index) < 0.5 * max(index.n, 1))
+
+
+def _cjk_records(index: MemIndex) -> int:
+    """How many of ``index``'s records have a CJK word (term) in a question or in their answer or passage text."""
+    rows: list[np.ndarray] = []
+    for field in (index.q, index.a):
+        postings = field.postings
+        cjk = np.asarray([tid for term, tid in postings.vocab.items() if _CJK.search(term)], np.int64)
+        if len(cjk):
+            units = postings.units[np.isin(postings.tids, cjk)]
+            rows.append(field.rows[units[units < field.n]])
+    return len(np.unique(np.concatenate(rows))) if rows else 0
 
 
 def hashed_space(embedder: str, multilingual: bool) -> str:
