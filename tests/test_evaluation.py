@@ -343,7 +343,8 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     r = m["cjk"]
     kinds = ("paragraphs", "faq")
     assert set(r["kbs"]) == {f"cjk-{s}-{k}" for s in ("xquad-zh", "jsquad", "xquad-en") for k in kinds} | {
-        "cjk-sample-asked-in-zh"} | {f"cjk-asked-in-zh-xquad-en-{k}" for k in kinds}
+        "cjk-sample-asked-in-zh"} | {f"cjk-asked-in-zh-xquad-en-{k}" for k in kinds} | {
+        f"cjk-asked-in-en-xquad-zh-{k}" for k in kinds}
     by_kb: dict = {}
     for q in r["questions"]:
         by_kb.setdefault(q["kb"], []).append(q)
@@ -355,6 +356,9 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
         cross = by_kb[f"cjk-asked-in-zh-xquad-en-{kind}"]
         assert [(q["question"], q["gold"], q["split"]) for q in cross] == [
             (z["question"], e["gold"], e["split"]) for z, e in zip(zh, en)]
+        reverse = by_kb[f"cjk-asked-in-en-xquad-zh-{kind}"]  # and the Chinese KB asked the English questions
+        assert [(q["question"], q["gold"], q["split"]) for q in reverse] == [
+            (e["question"], z["gold"], z["split"]) for z, e in zip(zh, en)]
     sample = by_kb["cjk-sample-asked-in-zh"]
     assert len(sample) == 60 and sum(q["gold"] is None for q in sample) == 20
     assert r["summary"]["all"]["test"]["inscope"] > 0

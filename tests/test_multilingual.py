@@ -23,9 +23,9 @@ from openqna.formats import read_file
 from openqna.index.index_cache import IndexCache
 from openqna.index.saved_index import load, save
 from openqna.kb import service_base
-from openqna.kb.service import AskRequest, Service
+from openqna.kb.service import AskRequest, Service, SpanRequest
 from openqna.ranking import calibrations
-from openqna.ranking.multilingual import FILLED, crosses
+from openqna.ranking.multilingual import FILLED, cjk_kb, crosses
 from openqna.records import QnA
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
@@ -122,11 +122,11 @@ def test_cross_lingual_with_the_setting_on(service, monkeypatch):
     monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
     service.import_content("sample", read_file(SAMPLE))
     index = service.indexes.get("sample", "test")
-    assert crosses(index) and service.query_space(index, "怎么启动服务器？", project="sample").calibration \
-        is calibrations.CROSSLINGUAL
+    assert crosses(index, "怎么启动服务器？") and not crosses(index, "How do I start the server?")
+    assert service.query_space(index, "怎么启动服务器？", project="sample").calibration is calibrations.CROSSLINGUAL
     answers = _ask(service, "sample", "怎么启动服务器？")
     assert "make serve" in answers[0].qna.answer and answers[0].confidence >= 0.5
-    monkeypatch.setattr(service_base, "crosses", lambda index: False)  # read as a Chinese KB's question is
+    monkeypatch.setattr(service_base, "crosses", lambda index, question: False)  # as a Chinese KB's question is
     monolingual = _ask(service, "sample", "怎么启动服务器？")
     assert monolingual[0].qna.id == answers[0].qna.id and monolingual[0].confidence < 0.3
     monkeypatch.undo()
@@ -137,13 +137,28 @@ def test_cross_lingual_with_the_setting_on(service, monkeypatch):
 
 def test_only_a_kb_of_mostly_other_languages_crosses(service):
     """A Chinese KB asked in Chinese is read with the monolingual calibration, with a few English records too; a KB
-    of mostly English records crosses."""
+    of mostly English records crosses for a Chinese question, and a Chinese KB for an English one."""
     _kb(service, "zh", ZH + [(["How do I reset my password?"], "Use the reset link.")])
     zh = service.indexes.get("zh", "test")
-    assert not crosses(zh)
+    assert cjk_kb(zh) and not crosses(zh, ZH_ASKED[0][0]) and crosses(zh, "How long does charging take?")
     assert service.query_space(zh, ZH_ASKED[0][0], project="zh").calibration is calibrations.MULTILINGUAL
     _kb(service, "mixed", ZH[:2] + [([f"English question {i}?"], f"English answer {i}.") for i in range(3)])
-    assert crosses(service.indexes.get("mixed", "test"))
+    assert not cjk_kb(service.indexes.get("mixed", "test"))
+
+
+def test_an_english_question_of_a_chinese_kb_is_ranked_in_the_space(service):
+    """MiniLM cannot read the Chinese records; the universal sentence encoder reads both languages: an English
+    question finds the Chinese QnA answering it, read with the cross-lingual calibration, its span read by the
+    encoder; with the setting ``off`` it is ranked by MiniLM as before."""
+    ids = _kb(service, "zh", ZH)
+    zh = service.indexes.get("zh", "test")
+    space = service.query_space(zh, "How long does it take to charge the device fully?", project="zh")
+    assert space.multilingual and space.calibration is calibrations.CROSSLINGUAL
+    answers = _ask(service, "zh", "How long does it take to charge the device fully?", span=SpanRequest())
+    assert answers[0].qna.id == ids[0] and answers[0].confidence >= 0.5
+    assert answers[0].span is not None and answers[0].span.text in ZH[0][1]
+    off = _ask(service, "zh", "What is the capital of Peru?")
+    assert off[0].qna is None or off[0].confidence < 0.5
 
 
 def _stores(request, tmp_path):
@@ -242,11 +257,15 @@ def test_azure_sdk_on_a_chinese_kb_through_the_http_server(service):
 
 
 def test_tool_search_ranks_cjk_subjects_in_the_space(service):
-    """``Service.search`` (the tools, MCP and vector stores' path): English and CJK subjects in one call each."""
+    """``Service.search`` (the tools, MCP and vector stores' path): English and CJK subjects in one call each; an
+    English subject of this mostly Chinese KB is ranked in the space too, where the Chinese warranty QnA answers it
+    as well as the English one."""
     ids = _kb(service, "faq", ZH + [(["How long is the warranty?"], "One year from the date of purchase.")])
+    assert "保修" in ZH[4][0][0]
     hits = service.search("faq", "密码忘了怎么重置", limit=2)
     assert hits[0].record.id == ids[2] and hits[0].score >= 0.5
-    assert service.search("faq", "warranty period", limit=1)[0].record.id == ids[-1]
+    warranty = service.search("faq", "warranty period", limit=2)
+    assert {h.record.id for h in warranty} == {ids[4], ids[-1]} and warranty[0].score >= 0.5
 
 
 def test_auto_needs_a_share_of_cjk_records_before_embedding_a_whole_kb(service):

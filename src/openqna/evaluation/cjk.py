@@ -16,7 +16,8 @@ get the multilingual space):
 * the bundled sample KB asked in Chinese (``questions/sample-kb-zh.tsv``, ``sample-kb.tsv`` translated)
   with ``OPENQNA_MULTILINGUAL=on``: cross-lingual search, a Chinese question finding the English QnA;
 * and on a larger scale XQuAD's English KBs with ``OPENQNA_MULTILINGUAL=on`` asked the Chinese file's questions
-  (``asked_in_chinese``: the English KBs' golds and splits).
+  (``asked_in_chinese``: the English KBs' golds and splits), and the Chinese KBs asked the English file's
+  (``asked_in_english``).
 
 Splits follow ``regimes``: by paragraph (no paragraph has questions in both), so a fit on dev never saw a
 test paragraph.  JSQuAD is cut to its first ``JSQUAD_PARAGRAPHS`` paragraphs (file order) for time.
@@ -120,6 +121,7 @@ def sample_asked_in_chinese(service: Service, *, seed: int) -> RegimeKB:
 
 
 CROSS_PREFIX = "cjk-asked-in-zh"
+REVERSE_PREFIX = "cjk-asked-in-en"
 
 
 def asked_in_chinese(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
@@ -129,6 +131,13 @@ def asked_in_chinese(service: Service, data_dir: Path, *, seed: int, limit: int 
     with _multilingual_on():
         return paragraph_kbs(service, data_dir, "xquad-en", seed=seed, limit=limit, prefix=CROSS_PREFIX,
                              asked_in="xquad-zh")
+
+
+def asked_in_english(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
+    """The other way: XQuAD's Chinese KBs (the space by default) asked the same questions in English.  Nothing was
+    fitted on them (``calibrations.CROSSLINGUAL`` was fitted on ``asked_in_chinese``'s dev splits)."""
+    return paragraph_kbs(service, data_dir, "xquad-zh", seed=seed, limit=limit, prefix=REVERSE_PREFIX,
+                         asked_in="xquad-en")
 
 
 class _multilingual_on:
@@ -150,6 +159,7 @@ def build(service: Service, data_dir: Path, *, seed: int, limit: int | None = No
     built = [kb for name in SETS for kb in paragraph_kbs(service, data_dir, name, seed=seed, limit=limit)]
     built.append(sample_asked_in_chinese(service, seed=seed))
     built += asked_in_chinese(service, data_dir, seed=seed, limit=limit)
+    built += asked_in_english(service, data_dir, seed=seed, limit=limit)
     return built
 
 

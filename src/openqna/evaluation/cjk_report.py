@@ -44,9 +44,10 @@ def section(metrics: dict) -> list[str]:
          " KB asked in Chinese*: the bundled English sample with `OPENQNA_MULTILINGUAL=on`, asked"
          " `questions/sample-kb-zh.tsv` (the English questions translated); *asked in zh*: XQuAD's English KBs with"
          " `OPENQNA_MULTILINGUAL=on` asked XQuAD's Chinese questions (the same questions translated, the English"
-         " KBs' splits). A CJK question asked of a KB whose records are mostly not CJK is read with"
-         " `calibrations.CROSSLINGUAL` (`multilingual.crosses`), fitted on these two KBs' dev splits"
-         " (`scripts/fit_multilingual.py --cross`); the sample KB was never fitted on."),
+         " KBs' splits); *asked in en*: XQuAD's Chinese KBs asked the English questions. A question whose language"
+         " is not that of most of the KB's records (CJK or not) is ranked in the space and read with"
+         " `calibrations.CROSSLINGUAL` (`multilingual.crosses`), fitted on the *asked in zh* KBs' dev splits"
+         " (`scripts/fit_multilingual.py --cross`); the sample KB and the *asked in en* KBs were never fitted on."),
         "",
         (f"At confidence {threshold:g}: *precision* is the share of top answers at or above it that are right (an"
          f" off-topic question answered counts as wrong), *recall* the share of right top answers at or above it;"

@@ -18,6 +18,7 @@ from openqna.answers.span import Span, best_spans, sentence_spans
 from openqna.filters.match import Filter, IdIn, KindIn, all_of
 from openqna.formats.limits import LIMITS
 from openqna.index.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
+from openqna.index.memindex import MemIndex
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.models.embedder import Embedder
 from openqna.ranking import calibrations, focus, followup, ranker, typos
@@ -81,7 +82,7 @@ class Asking(ServiceBase):
         else:
             answers, vector = self._search(project, deployment, index, req, self.calibration(proj))
             if answers and req.span is not None:
-                self._add_spans(req, vector, answers)
+                self._add_spans(req, vector, answers, index)
         if not answers:
             return [Answer(None, 0.0, default_text=proj.default_answer)], proj
         return answers, proj
@@ -215,16 +216,19 @@ class Asking(ServiceBase):
                                             embedder.embed, gain, f"{question} {previous}")
         return vector, offsets
 
-    def reader(self, question: str) -> Embedder:
+    def reader(self, question: str, index: MemIndex | None = None) -> Embedder:
         """The embedder that reads ``question``'s answer spans: the multilingual one for a CJK question (when the
-        setting is not ``off``), else this service's."""
-        return self.multilingual.embedder if self.multilingual.reads(question) else self.embedder
+        setting is not ``off``), or for one ranked in the space of ``index`` (``MultilingualSpace.index_for``), else
+        this service's."""
+        multilingual = self.multilingual.reads(question) or (
+            index is not None and self.multilingual.index_for(index, question) is not None)
+        return self.multilingual.embedder if multilingual else self.embedder
 
-    def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer]) -> None:
+    def _add_spans(self, req: AskRequest, vector: np.ndarray, answers: list[Answer], index: MemIndex) -> None:
         """Answer spans; ``vector``, the question's in the space it was ranked in, is made again by ``reader``."""
         assert req.span is not None
         chosen = answers[: req.span.top_answers]
-        reader = self.reader(req.question or "")
+        reader = self.reader(req.question or "", index)
         if reader is not self.embedder:
             vector = reader.embed([req.question or ""])[0]  # a cache hit when it was ranked in that space
         spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], reader.embed)

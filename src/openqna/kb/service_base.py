@@ -115,8 +115,9 @@ class ServiceBase(Catalog):
 
     def query_space(self, index: MemIndex, question: str, calibration: Calibration | None = None, *,
                     project: str | None = None, deployment: str | None = None) -> QuerySpace:
-        """Where ``question`` is ranked: the multilingual space (with its own calibration) for a Chinese, Japanese or
-        Korean question asked of a knowledge base that has it, else ``index`` read by this service's embedder with
+        """Where ``question`` is ranked: the multilingual space (with its own calibration, or the cross-lingual one)
+        for a Chinese, Japanese or Korean question asked of a knowledge base that has it, and for any question of a
+        KB of mostly CJK records that has it (``MultilingualSpace.index_for``), else ``index`` read by this service's embedder with
         ``calibration`` (None: ``project``'s own, ``calibration(project)``).  With ``deployment`` (and ``project``),
         the space carries the deployment's trained adapter for it, if it has one."""
         model = None if project is None or deployment is None else self.trained.get(project, deployment,
@@ -124,7 +125,7 @@ class ServiceBase(Catalog):
         view = self.multilingual.index_for(index, question)
         if view is not None:
             embedder = self.multilingual.embedder
-            fitted = calibrations.CROSSLINGUAL if crosses(index) else calibrations.MULTILINGUAL
+            fitted = calibrations.CROSSLINGUAL if crosses(index, question) else calibrations.MULTILINGUAL
             return QuerySpace(view, embedder, True, fitted, multilingual=True,
                               adapter=None if model is None else model.adapter_for(embedder.name))
         if calibration is None:

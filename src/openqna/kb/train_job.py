@@ -23,6 +23,7 @@ from openqna.index.index_cache import index_records
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, project_threshold
 from openqna.ranking import calibrations
+from openqna.ranking.multilingual import cjk_kb
 from openqna.store import Job
 from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter
@@ -62,9 +63,11 @@ class Trainer:
         records, _, _ = index_records(stored, [])
         questions = {row.id: row.questions for row in stored}
         spaces = [Space(self.service.embedder.name, self.service.calibration(proj), self.service.reads_cjk)]
+        live = self.service.indexes.get(project, LIVE)
         if stored and all(row.mq_vectors or row.ma_vector is not None for row in stored):
-            spaces.append(Space(self.service.multilingual.embedder.name, calibrations.MULTILINGUAL, True,
-                                multilingual=True))
+            # read as the server reads CJK questions there (``ServiceBase.query_space``)
+            fitted = calibrations.MULTILINGUAL if cjk_kb(live) else calibrations.CROSSLINGUAL
+            spaces.append(Space(self.service.multilingual.embedder.name, fitted, True, multilingual=True))
         feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
                     for text, _ in items if qna_id in records]
         tests = labelled_questions(self.service, project)
@@ -77,7 +80,7 @@ class Trainer:
             extra = [(v, qna_id) for v, (_, qna_id) in zip(vectors, feedback)]
             # a test question is judged in the space the server ranks it in (CJK ones in the multilingual space)
             mine = [(text, accepted) for text, accepted in tests
-                    if self.service.multilingual.reads(text) == space.multilingual]
+                    if (self.service.multilingual.index_for(live, text) is not None) == space.multilingual]
             test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
             labelled = [Labelled(text, v, accepted) for v, (text, accepted) in zip(test_vectors, mine)]
             adapter, report = train_space(records, questions, dim, space, extra, threshold, labelled=labelled)

@@ -46,13 +46,19 @@ FILLED = "multilingualVectors"
 _CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
-def crosses(index: MemIndex) -> bool:
-    """Whether a CJK question asked of ``index`` crosses languages: fewer than half of its records have a Chinese,
-    Japanese or Korean word (an English KB given the space with ``OPENQNA_MULTILINGUAL=on``).  Such a question shares
-    no word with the records, so the keyword features that ``calibrations.MULTILINGUAL`` leans on are zero for every
-    one of them; it is read with ``calibrations.CROSSLINGUAL`` instead, fitted on Chinese questions asked of English
-    KBs.  Counted once per index version, on the words the index holds."""
-    return index.derived("multilingual.crosses", lambda: _cjk_records(index) < 0.5 * max(index.n, 1))
+def cjk_kb(index: MemIndex) -> bool:
+    """Whether at least half of ``index``'s records have a Chinese, Japanese or Korean word (counted once per index
+    version, on the words the index holds)."""
+    return index.derived("multilingual.cjk_kb", lambda: _cjk_records(index) >= 0.5 * max(index.n, 1))
+
+
+def crosses(index: MemIndex, question: str) -> bool:
+    """Whether ``question``, ranked in the space, crosses languages: a CJK question of a KB whose records are mostly
+    not CJK (an English KB given the space with ``OPENQNA_MULTILINGUAL=on``), or a question without CJK text of a
+    KB whose records mostly are.  It shares no word with the records but names and numbers, so the keyword
+    features that ``calibrations.MULTILINGUAL`` leans on say nothing of it; it is read with
+    ``calibrations.CROSSLINGUAL`` instead, fitted on Chinese questions asked of English KBs."""
+    return (cjk_share(question) > 0) != cjk_kb(index)
 
 
 def _cjk_records(index: MemIndex) -> int:
@@ -124,5 +130,10 @@ class MultilingualSpace:
 
     def index_for(self, index: MemIndex, question: str) -> MemIndex | None:
         """The index to rank ``question`` on in the space (``index.multilingual()``), or None to rank it as before:
-        a question without CJK text, an index some unit of which lacks a vector there, or the setting ``off``."""
-        return index.multilingual() if self.reads(question) else None
+        a question without CJK text asked of a KB whose records are mostly not CJK (``cjk_kb``), an index some unit
+        of which lacks a vector there, or the setting ``off``.  A question without CJK text asked of a KB of mostly
+        CJK records is ranked in the space too: the main embedder cannot read the records (an English question of
+        a Chinese KB: top-1 0.19 on XQuAD's, 0.74 in the space)."""
+        if not self.active or settings.multilingual() == "off":
+            return None
+        return index.multilingual() if cjk_share(question) > 0 or cjk_kb(index) else None
