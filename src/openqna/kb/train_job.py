@@ -23,7 +23,6 @@ from openqna.index.index_cache import index_records
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, project_threshold
 from openqna.ranking import calibrations
-from openqna.ranking.multilingual import cjk_kb
 from openqna.store import Job
 from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter
@@ -65,9 +64,9 @@ class Trainer:
         spaces = [Space(self.service.embedder.name, self.service.calibration(proj), self.service.reads_cjk)]
         live = self.service.indexes.get(project, LIVE)
         if stored and all(row.mq_vectors or row.ma_vector is not None for row in stored):
-            # read as the server reads CJK questions there (``ServiceBase.query_space``)
-            fitted = calibrations.MULTILINGUAL if cjk_kb(live) else calibrations.CROSSLINGUAL
-            spaces.append(Space(self.service.multilingual.embedder.name, fitted, True, multilingual=True))
+            # each question read as the server reads it there (``ServiceBase.query_space``)
+            spaces.append(Space(self.service.multilingual.embedder.name, calibrations.MULTILINGUAL, True,
+                                multilingual=True, cross=calibrations.CROSSLINGUAL))
         feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
                     for text, _ in items if qna_id in records]
         tests = labelled_questions(self.service, project)

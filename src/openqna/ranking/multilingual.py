@@ -136,4 +136,8 @@ class MultilingualSpace:
         a Chinese KB: top-1 0.19 on XQuAD's, 0.74 in the space)."""
         if not self.active or settings.multilingual() == "off":
             return None
-        return index.multilingual() if cjk_share(question) > 0 or cjk_kb(index) else None
+        if cjk_share(question) > 0:
+            return index.multilingual()
+        if index.mq is None and index.ma is None:  # no vector in the space (an English KB under auto): nothing to read
+            return None
+        return index.multilingual() if cjk_kb(index) else None

@@ -38,6 +38,7 @@ from openqna.filters.match import KindIn
 from openqna.index.memindex import IndexRecord, MemIndex
 from openqna.ranking import ranker
 from openqna.ranking.calibrations import Calibration
+from openqna.ranking.multilingual import crosses
 from openqna.training.adapter import Examples, QueryAdapter, fit
 
 HELD_OUT_MAX = 300
@@ -55,6 +56,7 @@ class Space:
     calibration: Calibration
     reads_cjk: bool
     multilingual: bool = False  # the multilingual space: the records' ``mq_vectors``/``ma_vector``
+    cross: Calibration | None = None  # how a question crossing languages is read there (``multilingual.crosses``)
 
 
 @dataclass
@@ -168,7 +170,8 @@ def ask(index: MemIndex, questions: list[tuple[str, frozenset[int]]], vectors: n
     hits: list[bool] = []
     right = 0
     for (text, accepted), vector in zip(questions, vectors):
-        found = ranker.rank(index, text, vector, eligible, top=1, calibration=space.calibration,
+        calibration = space.cross if space.cross is not None and crosses(index, text) else space.calibration
+        found = ranker.rank(index, text, vector, eligible, top=1, calibration=calibration,
                             reads_cjk=space.reads_cjk, query_map=adapter)
         hits.append(bool(found) and found[0].record_id in accepted)
         right += hits[-1] and found[0].confidence >= threshold
