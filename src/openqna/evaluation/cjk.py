@@ -70,11 +70,11 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
     paragraphs = paragraphs[:limit]
     number = {p: i for i, p in enumerate(paragraphs)}
     asked: dict[int, list[str]] = {}
-    ids: dict[str, str] = {}
+    ids: dict[int, list[str]] = {}  # each asked question's id, in the same places (texts repeat: not by text)
     for q in questions:
         if q.context in number:
             asked.setdefault(number[q.context], []).append(q.question)
-            ids.setdefault(q.question, q.id)
+            ids.setdefault(number[q.context], []).append(q.id)
     split = split_of_keys(range(len(paragraphs)), seed, f"cjk:{name.split('-')[0]}")  # xquad-en/zh alike
     kept = [i for i in range(len(paragraphs)) if not _held_out(i, seed)]
     out = []
@@ -89,8 +89,9 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
         source = {q.id: q.source for q in service.store.list_qnas(project)}
         qs = []
         for i, texts in asked.items():
-            for text in texts if kind == "paragraphs" else texts[1:]:
-                text = text if translated is None else translated[ids[text]]
+            first = 0 if kind == "paragraphs" else 1
+            for text, qid in zip(texts[first:], ids[i][first:]):
+                text = text if translated is None else translated[qid]
                 qs.append(Question(text, None if _held_out(i, seed) else str(i), split[i]))
         out.append(RegimeKB(project, regime, len(records), qs,
                             lambda record_id, gold, source=source: source.get(record_id) == gold,
