@@ -77,7 +77,7 @@ class Trainer:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
             vectors = embedder.embed([text for text, _ in feedback]) if feedback else np.zeros((0, 1), np.float32)
             extra = [(v, qna_id) for v, (_, qna_id) in zip(vectors, feedback)]
-            # a test question is judged in the space the server ranks it in (CJK ones in the multilingual space)
+            # a test question is judged in the space the server ranks it in (``MultilingualSpace.index_for``)
             mine = [(text, accepted) for text, accepted in tests
                     if (self.service.multilingual.index_for(live, text) is not None) == space.multilingual]
             test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
