@@ -278,7 +278,8 @@ def figures(rows: list[tuple[dict, float]]) -> str:
 # The entries each model's fits are written as, by the name of the model's FAQ calibration (``--write``)
 PARTS = {"CALIBRATION": ("SPARSE", "REGIME"),
          "BALANCED_CALIBRATION": ("BALANCED_SPARSE", "BALANCED_REGIME"),
-         "ACCURATE_CALIBRATION": ("ACCURATE_SPARSE", "ACCURATE_REGIME")}
+         "ACCURATE_CALIBRATION": ("ACCURATE_SPARSE", "ACCURATE_REGIME"),
+         "MPNET_CALIBRATION": ("MPNET_SPARSE", "MPNET_REGIME")}
 
 
 def write(entry: str, sparse: calibrations.Calibration, terms: regime.RegimeTerms) -> None:

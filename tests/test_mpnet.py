@@ -148,6 +148,10 @@ def test_questions_are_ranked_with_the_calibration_fitted_for_mpnet(mpnet_servic
     assert abs(fitted[0].confidence - minilms[0].confidence) > 1e-3  # the fit is not MiniLM's
 
 
+def test_faq_pages_are_read_with_mpnets_own_faq_page_weights_and_last_step(mpnet_service):
+    check_own_faq_page_fits(mpnet_service, calibrations.MPNET_CALIBRATION)
+
+
 def test_paraphrases_found_and_off_topic_declined(mpnet_service):
     right = check_paraphrases_and_off_topic(mpnet_service)
     assert sorted(right)[1] >= 0.5, right  # all but the loosest paraphrase clear the default threshold

@@ -228,7 +228,8 @@ CALIBRATION = _calibration("CALIBRATION")
 # The fits above read all-MiniLM-L6-v2's vectors.  Another model's cosines are spread differently (its KBs'
 # typical right-answer logit is 16.3 against MiniLM's 21.9), so the accurate model, all-mpnet-base-v2, has the
 # same fits of its own, made by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_ranker.py`` on the same development
-# data.  The lexical part reads keywords only and is shared.
+# data.  The lexical part reads keywords only and is shared.  Its FAQ-page weights and last step (``MPNET_SPARSE``,
+# ``MPNET_REGIME``) are its own too, by ``OPENQNA_EMBEDDER=mpnet python scripts/fit_regimes.py --write``.
 MPNET_CALIBRATION = _calibration("MPNET_CALIBRATION")
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
 # fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data; and its own
