@@ -234,9 +234,8 @@ MPNET_CALIBRATION = _calibration("MPNET_CALIBRATION")
 # OPENQNA_EMBEDDER=accurate (mpnet beside the universal sentence encoder, ``embedder.HybridEncoder``): its own
 # fits, by ``OPENQNA_EMBEDDER=accurate python scripts/fit_ranker.py`` on the same development data; and its own
 # FAQ-page weights and last step (``ACCURATE_SPARSE``, ``ACCURATE_REGIME``), by ``OPENQNA_EMBEDDER=accurate python
-# scripts/fit_regimes.py --write``, the default's recipe and shift on the same dev splits.  Read with the default's
-# last step instead, its 0.5 answered 71% of covid-q's off-topic questions (docs/confidence.md, "Every kind of
-# knowledge base, per model").
+# scripts/fit_regimes.py --write``, the default's recipe and shift on the same dev splits.  Without them, its 0.5
+# answered 71% of covid-q's off-topic questions (docs/confidence.md, "Every kind of knowledge base, per model").
 ACCURATE_CALIBRATION = _calibration("ACCURATE_CALIBRATION")
 # OPENQNA_EMBEDDER=balanced (MiniLM beside the universal sentence encoder): its own fits, by
 # ``OPENQNA_EMBEDDER=balanced python scripts/fit_ranker.py --write`` on the same development data, and FAQ-page weights
