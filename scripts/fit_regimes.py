@@ -306,7 +306,11 @@ def main() -> None:
     data_dir = Path(args[0]) if args else Path("../shared/data")
     model = get_embedder().name
     base = calibrations.calibration_for(model)
-    entry = calibrations.served("faq").get(model, "CALIBRATION")
+    entry = calibrations.served("faq").get(model)
+    if entry is None and "--write" in sys.argv[1:]:  # it is ranked with MiniLM's: its fits would replace MiniLM's
+        raise SystemExit(f"{model} has no FAQ calibration of its own: fit one first "
+                         f"(scripts/fit_ranker.py --write with the same OPENQNA_EMBEDDER), then its parts here")
+    entry = entry or "CALIBRATION"
     print(f"embedder {model}: fits from {entry}")
     cache = os.environ.get("FIT_REGIMES_CACHE")  # a pickle of what was collected, to refit without asking again
     if cache and Path(cache).exists():
