@@ -129,8 +129,7 @@ def test_cross_lingual_with_the_setting_on(service, monkeypatch):
     monkeypatch.setattr(service_base, "crosses", lambda index, question: False)  # as a Chinese KB's question is
     monolingual = _ask(service, "sample", "怎么启动服务器？")
     assert monolingual[0].qna.id == answers[0].qna.id and monolingual[0].confidence < 0.3
-    monkeypatch.undo()
-    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "on")
+    monkeypatch.setattr(service_base, "crosses", crosses)
     off = _ask(service, "sample", "明天天气怎么样？")
     assert off[0].qna is None or off[0].confidence < 0.5
 

@@ -26,13 +26,13 @@ test paragraph.  JSQuAD is cut to its first ``JSQUAD_PARAGRAPHS`` paragraphs (fi
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
 from openqna.evaluation import datasets
 from openqna.evaluation.document_regimes import contains, read_questions
+from openqna.evaluation.env import setting
 from openqna.evaluation.regimes import Question, RegimeKB, ask_all, split_of_keys, summaries
 from openqna.evaluation.tiny import SAMPLE
 from openqna.formats import read_file
@@ -102,7 +102,7 @@ def paragraph_kbs(service: Service, data_dir: Path, name: str, *, seed: int, lim
 
 def sample_asked_in_chinese(service: Service, *, seed: int) -> RegimeKB:
     """The bundled English sample KB with the multilingual space (``OPENQNA_MULTILINGUAL=on``), asked in Chinese."""
-    with _multilingual_on():
+    with setting("OPENQNA_MULTILINGUAL", "on"):
         path = Path(str(resources.files("openqna") / "samples" / "openqna-faq.tsv"))
         service.import_content(SAMPLE_ZH, read_file(path))
     texts = {q.id: normalise(q.answer) for q in service.store.list_qnas(SAMPLE_ZH)}
@@ -129,7 +129,7 @@ def asked_in_chinese(service: Service, data_dir: Path, *, seed: int, limit: int 
     """XQuAD's English paragraphs and FAQ KBs with the multilingual space (``OPENQNA_MULTILINGUAL=on``), asked the
     same questions in Chinese (XQuAD's parallel file): cross-lingual search on the scale the sample KB is too small
     for, with its dev and test splits (those of the English and Chinese KBs: by paragraph)."""
-    with _multilingual_on():
+    with setting("OPENQNA_MULTILINGUAL", "on"):
         return paragraph_kbs(service, data_dir, "xquad-en", seed=seed, limit=limit, prefix=CROSS_PREFIX,
                              asked_in="xquad-zh")
 
@@ -139,20 +139,6 @@ def asked_in_english(service: Service, data_dir: Path, *, seed: int, limit: int 
     fitted on them (``calibrations.CROSSLINGUAL`` was fitted on ``asked_in_chinese``'s dev splits)."""
     return paragraph_kbs(service, data_dir, "xquad-zh", seed=seed, limit=limit, prefix=REVERSE_PREFIX,
                          asked_in="xquad-en")
-
-
-class _multilingual_on:
-    """``OPENQNA_MULTILINGUAL=on`` inside the block (as a server started with it), what it was after."""
-
-    def __enter__(self) -> None:
-        self.before = os.environ.get("OPENQNA_MULTILINGUAL")
-        os.environ["OPENQNA_MULTILINGUAL"] = "on"
-
-    def __exit__(self, *exc: object) -> None:
-        if self.before is None:
-            del os.environ["OPENQNA_MULTILINGUAL"]
-        else:
-            os.environ["OPENQNA_MULTILINGUAL"] = self.before
 
 
 def build(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
