@@ -20,7 +20,7 @@ from openqna.records import QnA
 from openqna.store.base import TestSet
 from openqna.training.adapter import QueryAdapter
 from openqna.training.model import TrainedModel, TrainedModels
-from openqna.training.project import loses, wins
+from openqna.training.project import MIN_HELD_OUT, loses, wins
 from test_cli import run
 from test_native_api import wait
 
@@ -236,3 +236,17 @@ def test_the_train_command_reports_the_test_sets_it_was_judged_by(service, tmp_p
     assert re.search(r"600 test-set questions: top answer right [\d.]+% -> [\d.]+%, right at threshold", proc.stdout)
     assert "kept: it answers the test sets' questions better" in proc.stdout
     assert "The trained model is in the test state" in proc.stdout
+
+
+def test_an_faq_pages_held_out_questions_are_asked_of_its_answers_alone(service):
+    """A held-out question of a one-question QnA leaves that QnA its answer alone: among the other QnAs as they are
+    it would rank below every record with a question; among answers only, the page's questions find their answers."""
+    ids, _ = bank_faq(service)
+    service.store.delete_test_set("bank", "users")
+    result = Trainer(service).train("bank")
+    (space,) = result.spaces
+    assert space.held_out_kind == "one-question QnAs, found by their answers" and space.judged_by == "held-out questions"
+    assert space.before.questions == MIN_HELD_OUT
+    # each answer names its intent: 4 of the 10 utterances find theirs among the 30 answers (none did when the
+    # held-out QnA was the only one without a question)
+    assert space.before.top1 >= 0.3
