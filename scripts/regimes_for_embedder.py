@@ -54,7 +54,7 @@ def main(argv: list[str]) -> None:
             for kb, splits in (r["summary"] | r.get("subsets", {})).items()}
     print(f"embedder {embedder.name}; test splits at t = {THRESHOLD}")
     print("| set | regime | top-1 | right at t | precision at t | off-topic rejected | best signal | floor met "
-          "| dev: top-1 / right at t / precision at t |")
+          "| dev: top-1 / right at t / precision at t (best signal) |")
     print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     for s in guard.sets_of(metrics):
         name, best = s.best_signal
@@ -64,14 +64,17 @@ def main(argv: list[str]) -> None:
               f"{dev_figures(devs.get(s.name, {}))} |")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     if out is not None:
-        out.write_text(json.dumps({"embedder": embedder.name, "tests": tests}, indent=1, ensure_ascii=False) + "\n")
+        out.write_text(json.dumps({"embedder": embedder.name, "tests": tests, "devs": devs}, indent=1, ensure_ascii=False) + "\n")
 
 
 def dev_figures(d: dict) -> str:
     """The dev split's top-1, right at t and precision at t (what a choice between fits may look at)."""
     if not d.get("inscope"):
         return "–"
-    return f"{d['top1']:.3f} / {d.get('right_at_t') or 0:.3f} / {d.get('precision') or 0:.3f}"
+    signals = d.get("signals") or {}
+    best = max(signals, key=signals.get) if signals else None
+    return (f"{d['top1']:.3f} / {d.get('right_at_t') or 0:.3f} / {d.get('precision') or 0:.3f}"
+            + (f" (best signal {signals[best]:.3f}, {best})" if best else ""))
 
 
 if __name__ == "__main__":
