@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, SHARED_DATA
-from openqna.evaluation import datasets, guard, metrics, regimes, run_eval
+from openqna.evaluation import datasets, guard, metrics, regimes, report, run_eval
 from openqna.evaluation import document_regimes as doc_eval
 from openqna.evaluation.baselines import SIGNALS, fused
 from openqna.evaluation.embedcache import CachedEmbedder
@@ -218,7 +218,8 @@ def test_quick_run_writes_report_and_plots(quick):
                     "## Search in Chinese and Japanese", "## Precise answers", "## Runtime",
                     "## Regimes: the kinds of knowledge base users have (threshold t = 0.5)",
                     "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder",
-                    "## The int8 model (`fast`): every set of the guard table"):
+                    "## The int8 model (`fast`): every set of the guard table",
+                    "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -248,6 +249,8 @@ def test_quick_run_metrics_are_sane(quick):
     assert m["fast"]["embedder"] == "minilm-l6-v2/onnx-int8" and "questions" not in m["fast"]["cjk"]
     default, fast = guard.sets_of(m), guard.sets_of(m["fast"])
     assert [(s.name, s.inscope) for s in fast] == [(s.name, s.inscope) for s in default]
+    # the accurate pair and its int8 mpnet over every set are left to full runs (mpnet twice: 140 s)
+    assert m["accurate_sets"] == m["accurate_fast"] == {"missing": "not run by a quick run"}
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
@@ -264,6 +267,27 @@ def test_quick_run_metrics_are_sane(quick):
     # a whole sentence almost never equals the gold answer; the short span often does
     em = {method: sum(r["em"][method] for r in m["spans"].values()) for method in ("short span", "best sentence")}
     assert em["short span"] > em["best sentence"]
+
+
+def test_an_int8_models_sets_are_shown_beside_its_fp32_models(quick):
+    """The accurate-fast section's table (full runs only) read from two runs of the same shape: the quick run's
+    int8 MiniLM standing for accurate-fast, the default's own sets for accurate."""
+    _, m = quick
+    shaped = {**m, "accurate_sets": {**m["fast"], "regimes": m["regimes"], "cjk": m["cjk"]},
+              "accurate_fast": m["fast"]}
+    lines = report._accurate_fast_section(shaped)
+    assert lines[1] == "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table"
+    default, fast = {s.name: s for s in guard.sets_of(m)}, guard.sets_of(m["fast"])
+    rows = [line for line in lines if line.startswith("| `")]
+    assert len(rows) == len(fast)
+    for row, s in zip(rows, fast):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == f"`{s.name}`" and float(cells[3]) == pytest.approx(default[s.name].top1, abs=5e-4)
+        assert float(cells[4]) == pytest.approx(s.top1, abs=5e-4) and cells[-1] == f"{default[s.name].top1:.3f}"
+        moved = max(abs(s.top1 - default[s.name].top1), abs(s.right_at_t - default[s.name].right_at_t)) > 0.005
+        assert (cells[10] == "**yes**") == moved
+    assert lines[-1].startswith(f"{sum('**yes**' in r for r in rows)} of {len(rows)} sets moved")
+    assert report._accurate_fast_section(m)[3] == "Not measured: not run by a quick run"
 
 
 def test_threshold_curves_agree_with_real_calls(quick):

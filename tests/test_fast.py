@@ -4,6 +4,7 @@ made on first use beside the fp32 file, a vector space of its own, ranked with M
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -53,15 +54,15 @@ def test_vectors_of_the_sample_kb_stay_with_fp32(fast, embedder, sample_kb):
         assert cosines.min() >= bound, f"{texts[worst][:40]!r}: cos {cosines[worst]:.4f}"
 
 
-def test_quantize_writes_a_verified_file_and_nothing_else(tmp_path, embedder, monkeypatch):
+def test_quantize_writes_a_verified_file_and_nothing_else(tmp_path, embedder):
     (tmp_path / onnx_export.MINILM.onnx_filename).symlink_to(embedder.onnx_path)  # the fp32 file, not re-exported
     out = tmp_path / onnx_export.MINILM_INT8.onnx_filename
     assert onnx_export.export(out, onnx_export.MINILM_INT8) == out
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, onnx_export.MINILM.onnx_filename])
     out.unlink()
-    monkeypatch.setattr(onnx_export, "MIN_INT8_COSINE", 1.01)  # as a broken quantization would be
+    broken = replace(onnx_export.MINILM_INT8, min_int8_cosine=1.01)  # as a broken quantization would be
     with pytest.raises(RuntimeError, match="moved its vectors too far"):
-        onnx_export.quantize(out)
+        onnx_export.quantize(out, broken)
     assert [p.name for p in tmp_path.iterdir()] == [onnx_export.MINILM.onnx_filename]  # no temp file left
 
 

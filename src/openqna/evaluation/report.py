@@ -132,10 +132,6 @@ def _fast_section(metrics: dict) -> list[str]:
     if "missing" in fast:
         return out + [f"Not measured: {fast['missing']}"]
     threshold = metrics["config"]["threshold"]
-    default = {s.name: s for s in guard.sets_of(metrics)}
-    sets = [s for s in guard.sets_of(fast) if s.name in default]
-    moved = [s.name for s in sets if max(abs(s.top1 - default[s.name].top1),
-                                         abs(s.right_at_t - default[s.name].right_at_t)) > MOVED + 1e-9]
     out += [(f"The regimes and the Chinese and Japanese KBs built and asked again, the same questions, with"
              f" `{fast['embedder']}` (`{fast['setting']}`: all-MiniLM-L6-v2 with int8 weights, made by onnxruntime's"
              " dynamic quantization of the default's file) in a store of its own, ranked with the default's"
@@ -144,20 +140,60 @@ def _fast_section(metrics: dict) -> list[str]:
              f" (t = {threshold:g}). For reading only: the guard holds the default's figures, not these. This run"
              f" embedded {fast['texts_embedded']:,} texts with it in {fast['embedding_model_seconds']:.0f} s and"
              f" took {fast['seconds']:.0f} s in all."), ""]
+    return out + _int8_table(guard.sets_of(metrics), fast, "default", "fast", threshold,
+                             "issue 43 makes `fast` the default only when none does.")
+
+
+def _int8_table(fp32_sets: list, int8: dict, fp32_name: str, int8_name: str, threshold: float, rule: str,
+                default: list | None = None) -> list[str]:
+    """Each guard set's top-1 and right at t with a model (``fp32_sets``) and its int8 weights (``int8``), and
+    which moved by more than ``MOVED``; with the default model's top-1 beside them when ``default`` is given."""
+    base = {s.name: s for s in fp32_sets}
+    shipped = {s.name: s for s in default or []}
+    sets = [s for s in guard.sets_of(int8) if s.name in base]
+    moved = [s.name for s in sets if max(abs(s.top1 - base[s.name].top1),
+                                         abs(s.right_at_t - base[s.name].right_at_t)) > MOVED + 1e-9]
     rows = []
     for s in sets:
-        d = default[s.name]
+        d = base[s.name]
         rows.append([f"`{s.name}`", s.regime, str(s.inscope), f"{d.top1:.3f}", f"{s.top1:.3f}",
                      f"{100 * (s.top1 - d.top1):+.1f}", f"{d.right_at_t:.3f}", f"{s.right_at_t:.3f}",
                      f"{100 * (s.right_at_t - d.right_at_t):+.1f}", "yes" if s.floor_met else "**no**",
-                     "**yes**" if s.name in moved else ""])
+                     "**yes**" if s.name in moved else ""]
+                    + ([f"{shipped[s.name].top1:.3f}" if s.name in shipped else ""] if default else []))
     right = f"right at {threshold:g}"
-    out += _table(["knowledge base", "regime", "in-scope", "top-1: default", "top-1: fast", "top-1: points",
-                   f"{right}: default", f"{right}: fast", f"{right}: points", "fast: floor met",
-                   f"moved > {100 * MOVED:g} point"], rows, text_columns=2)
-    out += ["", (f"{len(moved)} of {len(sets)} sets moved by more than {100 * MOVED:g} point on top-1 or right at"
-                 f" {threshold:g}; issue 43 makes `fast` the default only when none does.")]
-    return out
+    out = _table(["knowledge base", "regime", "in-scope", f"top-1: {fp32_name}", f"top-1: {int8_name}", "top-1: points",
+                  f"{right}: {fp32_name}", f"{right}: {int8_name}", f"{right}: points", f"{int8_name}: floor met",
+                  f"moved > {100 * MOVED:g} point"] + (["top-1: default model"] if default else []),
+                 rows, text_columns=2)
+    mean = sum(s.top1 - base[s.name].top1 for s in sets) / max(len(sets), 1)
+    mean_right = sum(s.right_at_t - base[s.name].right_at_t for s in sets) / max(len(sets), 1)
+    return out + ["", (f"{len(moved)} of {len(sets)} sets moved by more than {100 * MOVED:g} point on top-1 or right at"
+                       f" {threshold:g} (on average {100 * mean:+.2f} points of top-1 and {100 * mean_right:+.2f} of"
+                       f" right at {threshold:g}); {rule}")]
+
+
+def _accurate_fast_section(metrics: dict) -> list[str]:
+    """Every set of the guard table with the accurate pair (``accurate``) and with its int8 mpnet (``accurate-fast``)."""
+    acc, fast = metrics.get("accurate_sets"), metrics.get("accurate_fast")
+    if not acc or not fast:
+        return []
+    out = ["", "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table", ""]
+    if "missing" in acc or "missing" in fast:
+        return out + [f"Not measured: {acc.get('missing') or fast.get('missing')}"]
+    threshold = metrics["config"]["threshold"]
+    out += [(f"The regimes and the Chinese and Japanese KBs built and asked again, as in the section above, with"
+             f" `{acc['embedder']}` (`{acc['setting']}`) and with `{fast['embedder']}` (`{fast['setting']}`: the same"
+             " pair, mpnet with int8 weights but for its 12 feed-forward output products and its embedding tables,"
+             " `onnx_export.MPNET_INT8`), each in a store of its own, both ranked with the accurate pair's calibration"
+             " (`calibrations.calibration_for`: an int8 model reads as the fp32 one it comes from; not refitted). A"
+             " question takes about 0.7x the accurate pair's time (bench/models.py). Test splits; *right at t* as in"
+             f" the guard table (t = {threshold:g}); the default model's top-1 last. For reading only. The int8 run"
+             f" embedded {fast['texts_embedded']:,} texts in {fast['embedding_model_seconds']:.0f} s and took"
+             f" {fast['seconds']:.0f} s in all, the fp32 run {acc['seconds']:.0f} s."), ""]
+    return out + _int8_table(guard.sets_of(acc), fast, "accurate", "accurate-fast", threshold,
+                             "issue 43 would make it replace `accurate` only when none did.",
+                             default=guard.sets_of(metrics))
 
 
 def render(metrics: dict) -> str:
@@ -241,6 +277,7 @@ def render(metrics: dict) -> str:
     out += [f"![{_KB_NAMES.get(kb, kb)}]({plot_name(kb)})" for kb in faq]
     out += _accurate_section(metrics.get("accurate"), metrics.get("mpnet_alone"), faq, threshold)
     out += _fast_section(metrics)
+    out += _accurate_fast_section(metrics)
     p = metrics["passages"]["scifact"]
     out += [
         "",
@@ -330,7 +367,8 @@ def render(metrics: dict) -> str:
     out += ["", (f"The default embedding model ran {timing['embedding_model_seconds']:.0f} s for"
              f" {timing['texts_embedded']:,} texts; {timing['texts_from_cache']:,} embeddings came from the cache"
              " (*accurate_model*: the accurate model's and mpnet's FAQ and off-topic runs; *fast_model*: the int8"
-             " model's regimes and CJK KBs; their own figures above)."), ""]
+             " model's regimes and CJK KBs; *accurate_fast_model*: the same with the accurate pair and with its int8"
+             " mpnet; their own figures above)."), ""]
     return "\n".join(out)
 
 

@@ -259,8 +259,16 @@ _FITTED = {embedder: _calibration(name) for embedder, name in served("faq").item
 
 
 def calibration_for(embedder: str) -> Calibration:
-    """The shipped calibration for vectors of the embedder named ``embedder`` (MiniLM's for any model not fitted)."""
-    return _FITTED.get(embedder, CALIBRATION)
+    """The shipped calibration for vectors of the embedder named ``embedder`` (MiniLM's for any model not fitted).
+
+    A model with int8 weights is read as the fp32 model it was quantized from (``accurate-fast`` as ``accurate``;
+    ``fast`` as MiniLM): its vectors stay at cos 0.99 of that model's on average (docs/confidence.md)."""
+    return _FITTED.get(embedder) or _FITTED.get(quantized_from(embedder), CALIBRATION)
+
+
+def quantized_from(embedder: str) -> str:
+    """The name of the fp32 model whose int8 weights the embedder named ``embedder`` runs (else that name)."""
+    return embedder.replace("/onnx-int8", "/onnx-fp32")
 
 
 def rescaled(c: Calibration, scale: float, shift: float) -> Calibration:
@@ -301,7 +309,8 @@ _PASSAGE_CALIBRATIONS = {embedder: _calibration(name) for embedder, name in serv
 
 def passage_calibration(embedder: str) -> Calibration:
     """How a vector store scores chunks embedded by ``embedder`` (MiniLM's fit for any model not fitted)."""
-    return _PASSAGE_CALIBRATIONS.get(embedder, PASSAGE_CALIBRATION)
+    return _PASSAGE_CALIBRATIONS.get(embedder) or _PASSAGE_CALIBRATIONS.get(quantized_from(embedder),
+                                                                            PASSAGE_CALIBRATION)
 
 
 # -- Azure :query-text (``Service.answer_from_text``): ad-hoc passages ------------------------------
