@@ -254,11 +254,11 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
         raw = np.asarray([(by_id[h.record_id].mq_vectors if space.multilingual else by_id[h.record_id].q_vectors)
                           [h.position] for h in held], np.float32)
         asked = [(h.text, frozenset((h.record_id,))) for h in held]
-        judge = index
+        judge: MemIndex | None = index
         if kind != "alternate questions":  # found through their answers, among answers only (``answers_only``)
             page = MemIndex.build([answers_only(without(records, held))], dim, 0)
             judge = page.multilingual() if space.multilingual else page
-            assert judge is not None, "the records without their questions keep their answers' spaces"
+        assert judge is not None, "the records without their questions keep their answers' spaces"
         report.before = ask(judge, asked, raw, space, threshold)
         report.after = ask(judge, asked, adapter.apply(raw), space, threshold, adapter)
     if judged_by_sets:
