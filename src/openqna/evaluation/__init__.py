@@ -290,6 +290,9 @@ def build_regimes(service: Service, data_dir: Path, plan: Plan, seed: int,
     built += document_kbs(service, data_dir, seed=seed, documents=plan.documents,
                           per_document=plan.document_questions)
     built.append(tiny.sample_kb(service, seed=seed))
+    built.append(tiny.faq_cut(service, covid, covid.unanswered, seed=seed, source="covid-q questions no entry answers"))
+    built.append(tiny.faq_cut(service, datasets.covid_qsim_deepset(data_dir), [text for text, _ in banking.test],
+                              seed=seed, source="banking77"))
     tasks = tiny.task_questions(hwu)
     built += [tiny.chitchat_cut(service, data_dir, p, size,
                                 faq_regimes.offtopic_sample(tasks, plan.tiny_offtopic, seed, f"tiny-{p}"),

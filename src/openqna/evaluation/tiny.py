@@ -2,6 +2,9 @@
 
 * the bundled sample KB (``samples/openqna-faq.tsv``, 14 QnAs, imported as ``openqna serve`` imports
   it), asked the hand-written questions of ``questions/sample-kb.tsv`` (40 paraphrases, 20 off-topic);
+* cuts of the one-question FAQ pages with real answers (``faq_cut``: ``FAQ_CUT`` seeded-random entries of covid-q
+  and of covid-qsim-deepset, asked those entries' queries and as many off-topic questions): the dozen QnAs a team
+  starts with, one question each;
 * cuts of the chit-chat KBs (``CHITCHAT_CUTS`` seeded-random answers with two or more questions each,
   half of each answer's questions indexed and the rest asked) and of banking77 (``BANKING_CUT``
   seeded-random intents, ten training utterances each, asked their test utterances), each also
@@ -22,7 +25,7 @@ from pathlib import Path
 from openqna.evaluation import datasets
 from openqna.evaluation.document_regimes import QUESTIONS, contains, normalise, read_questions
 from openqna.evaluation.faq import PER_INTENT
-from openqna.evaluation.faq_regimes import answers_of, by_answer
+from openqna.evaluation.faq_regimes import answers_of, by_answer, offtopic_sample, real_faq_kb
 from openqna.evaluation.regimes import Question, RegimeKB, assign_splits
 from openqna.formats import read_file
 from openqna.kb.service import Service
@@ -31,6 +34,7 @@ from openqna.records import QnA
 TINY = "tiny"
 SAMPLE = "tiny-sample-kb"
 CHITCHAT_CUTS = {"professional": 12, "friend": 18, "comic": 24}
+FAQ_CUT = 12
 BANKING_CUT = 15
 
 
@@ -90,3 +94,21 @@ def banking_cut(service: Service, data: datasets.IntentData, offtopic: list[str]
     assign_splits(questions, seed, project, by_gold=True)
     return RegimeKB(project, TINY, len(labels), questions, by_answer(answers_of(service, project)),
                     notes=f"{BANKING_CUT} intents, {PER_INTENT} questions each", offtopic_source="hwu64")
+
+
+def faq_cut(service: Service, data: datasets.FaqData, offtopic: list[str], *, seed: int, source: str) -> RegimeKB:
+    """``FAQ_CUT`` seeded-random entries of a one-question FAQ page with real answers (of those some query asks),
+    each a QnA with its one question and its answer, asked every query of theirs and as many questions of
+    ``offtopic``; split by entry, as ``faq_regimes.real_faq_kb`` splits a whole page."""
+    project = f"tiny-{data.name}"
+    rng = random.Random(f"{seed}:{project}")
+    asked = {gold for _, golds, _ in data.queries for gold in golds}
+    eligible = [entry for entry in data.entries if entry[0] in asked]
+    entries = [eligible[i] for i in sorted(rng.sample(range(len(eligible)), FAQ_CUT))]
+    ids = {faq_id for faq_id, _, _ in entries}
+    queries = [(text, tuple(g for g in golds if g in ids), origin) for text, golds, origin in data.queries
+               if ids.intersection(golds)]
+    cut = datasets.FaqData(project, entries, queries, [])
+    kb = real_faq_kb(service, cut, offtopic_sample(offtopic, len(queries), seed, project), seed=seed, source=source)
+    kb.regime, kb.notes = TINY, f"{FAQ_CUT} entries of {data.name}, one question each"
+    return kb
