@@ -32,9 +32,10 @@ REGIME_TEXT = {
                   " (`evaluation/questions/documents.tsv`, written and committed before anything was measured)"
                   " with `includeUnstructuredSources`; a record is right when its text contains the labelled snippet"),
     "tiny": ("the bundled sample KB (14 QnAs) with 40 hand-written paraphrases and 20 off-topic questions"
-             " (`evaluation/questions/sample-kb.tsv`), cuts of 12, 18 and 24 chit-chat answers and of 15 banking77"
-             " intents, asked their held-out questions (*hwu64 tasks*: hwu64's test utterances without its"
-             " `general_*` intents, which are chit-chat)"),
+             " (`evaluation/questions/sample-kb.tsv`), 12 seeded entries of covid-q and of covid-qsim-deepset, one"
+             " question each, asked those entries' queries (`tiny.faq_cut`), cuts of 12, 18 and 24 chit-chat answers"
+             " and of 15 banking77 intents, asked their held-out questions (*hwu64 tasks*: hwu64's test utterances"
+             " without its `general_*` intents, which are chit-chat)"),
 }
 
 
@@ -49,7 +50,7 @@ BEFORE = {
 # (its one-question rows mixed the intent KBs with chit-chat's; the regime is now FAQ pages with real answers, so
 # they are left out)
 # KBs added to a regime since BEFORE_COMMIT: its "before and after" row reads the regime without them
-ADDED_SINCE = {"one-question-xquad-en-faq"}
+ADDED_SINCE = {"one-question-xquad-en-faq", "tiny-covid-q", "tiny-covid-qsim-deepset"}
 
 
 def plot_name(regime: str) -> str:
