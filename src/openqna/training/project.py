@@ -20,8 +20,8 @@ For each vector space the project is searched in (``Space``), ``train_space``:
    questions.  The owner's questions decide first because they are what users ask: on an FAQ page of one
    question per QnA, the held-out questions can only be found through their answers, a harder task that a model
    which helps users' questions can still fail to move (make eval: covid-q's 49 held-out questions 49% top-1
-   before and after, while its dev split, as a test set, gained 6 points).  The adapter kept is the one measured (trained without the held-out
-   questions), so the figures reported are the served model's.
+   before and after, while its dev split, as a test set, gained 6 points).  The adapter kept is the one measured
+   (trained without the held-out questions), so the figures reported are the served model's.
 """
 
 from __future__ import annotations
@@ -153,8 +153,8 @@ def answers_only(records: list[IndexRecord]) -> list[IndexRecord]:
 
     A held-out question of a one-question QnA leaves that QnA with its answer alone; asked of the other QnAs as they
     are, it would be the one record without a question field, ranked below every record whose question shares a
-    word or two (make eval: covid-q's 49 held-out questions found first 6% of the time, the right one ranked 18th
-    at the median on covid-qsim-deepset) whatever the model.  Among answers only, each held-out question is a fair
+    word or two (make eval: covid-q's 49 held-out questions found first 6% of the time, the right one ranked 29th
+    at the median of covid-qsim-deepset's 42) whatever the model.  Among answers only, each held-out question is a fair
     test of what the model learns on such a page: a question finding its answer (covid-q 49%, covid-qsim-deepset
     50%)."""
     return [replace(r, question_keys=[], q_vectors=[], q_terms=[], mq_vectors=[]) if r.kind == "qna" else r
