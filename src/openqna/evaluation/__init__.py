@@ -187,14 +187,14 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
     metrics["mpnet_alone"] = _accurate_model(data_dir, out_dir, plan, seed, threshold, spec="mpnet")
     step("accurate_model", t)
     t = time.perf_counter()
-    metrics["fast"] = fast_model(data_dir, out_dir, plan, seed, threshold)
+    metrics["fast"] = model_on_every_set(FAST, data_dir, out_dir, plan, seed, threshold)
     step("fast_model", t)
     t = time.perf_counter()
     if quick:  # mpnet twice over every regime: 140 s of a quick run's 190, for figures a smoke test does not read
         metrics["accurate_sets"] = metrics["accurate_fast"] = {"missing": "not run by a quick run"}
     else:
-        metrics["accurate_sets"] = fast_model(data_dir, out_dir, plan, seed, threshold, spec=ACCURATE)
-        metrics["accurate_fast"] = fast_model(data_dir, out_dir, plan, seed, threshold, spec=ACCURATE_FAST)
+        metrics["accurate_sets"] = model_on_every_set(ACCURATE, data_dir, out_dir, plan, seed, threshold)
+        metrics["accurate_fast"] = model_on_every_set(ACCURATE_FAST, data_dir, out_dir, plan, seed, threshold)
     step("accurate_fast_model", t)
     metrics["timing"] = {**timing, "embedding_model_seconds": round(embedder.model_seconds, 1),
                          "texts_embedded": embedder.misses, "texts_from_cache": embedder.hits}
@@ -394,15 +394,15 @@ FAST = "fast"
 ACCURATE_FAST = "accurate-fast"
 
 
-def fast_model(data_dir: Path, out_dir: Path, plan: Plan, seed: int, threshold: float, spec: str = FAST) -> dict:
-    """Every set of the guard table again with the int8 MiniLM (``OPENQNA_EMBEDDER=fast``), or another model
-    (``spec``: "accurate" and "accurate-fast", the accurate pair and its int8 mpnet, side by side in the report): the
+def model_on_every_set(spec: str, data_dir: Path, out_dir: Path, plan: Plan, seed: int, threshold: float) -> dict:
+    """Every set of the guard table again with the model ``OPENQNA_EMBEDDER=spec`` names (the int8 MiniLM, ``fast``;
+    the accurate pair and its int8 mpnet, ``accurate`` and ``accurate-fast``, side by side in the report): the
     regimes and the Chinese and Japanese KBs built and asked as above, in a store of their own, with the multilingual
     space as above.
 
     Only for reading beside the default's figures (report.md's sections on them): the guard reads
     ``metrics["regimes"]`` and ``metrics["cjk"]``, never these.  Per set and split the summaries; no per-question
-    outcomes.  Its vectors are cached under its own name (``minilm-l6-v2/onnx-int8``), apart from the default's.
+    outcomes.  Its vectors are cached under its own name (``minilm-l6-v2/onnx-int8``, say), apart from the default's.
     """
     try:
         inner = get_embedder(spec)
