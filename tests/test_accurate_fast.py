@@ -88,3 +88,21 @@ def test_it_is_ranked_with_the_accurate_pairs_calibration(fast_service, accurate
     assert calibrations.calibration_for(accurate_fast.a.name) is calibrations.MPNET_CALIBRATION
     assert calibrations.calibration_for("minilm-l6-v2/onnx-int8") is calibrations.CALIBRATION
     check_paraphrases_and_off_topic(fast_service)
+
+
+@pytest.fixture
+def mpnet_fast_service(tmp_path):
+    yield from shop_service(tmp_path, get_embedder("mpnet-fast"))
+
+
+def test_mpnet_fast_is_the_int8_transformer_alone_ranked_with_mpnets_calibration(mpnet_fast_service, accurate_fast):
+    """OPENQNA_EMBEDDER=mpnet-fast: accurate-fast's int8 mpnet without the universal sentence encoder, read with
+    mpnet alone's fits (its FAQ-page weights and last step, its passage calibration)."""
+    mpnet_fast = get_embedder("mpnet-fast")
+    assert isinstance(mpnet_fast, LocalMPNetInt8) and mpnet_fast.name == "mpnet-base-v2/onnx-int8"
+    assert mpnet_fast.dim == 768 and embedders.spec_of(mpnet_fast) == "mpnet-fast"
+    texts = ["how do i reset my password", "Where is my data stored?"]
+    assert np.allclose(mpnet_fast.embed(texts), accurate_fast.a.embed(texts), atol=1e-6)
+    assert mpnet_fast_service.shipped_calibration is calibrations.MPNET_CALIBRATION
+    assert calibrations.passage_calibration(mpnet_fast.name) is calibrations.MPNET_PASSAGE_CALIBRATION
+    check_paraphrases_and_off_topic(mpnet_fast_service)

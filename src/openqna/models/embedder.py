@@ -285,7 +285,8 @@ class LocalMPNet(LocalEncoder):
 
 class LocalMPNetInt8(LocalEncoder):
     """all-mpnet-base-v2 with int8 weights but for its feed-forward outputs and embedding tables (the transformer of
-    ``OPENQNA_EMBEDDER=accurate-fast``), quantized on first use from the fp32 file (``onnx_export.MPNET_INT8``).
+    ``OPENQNA_EMBEDDER=accurate-fast``, and ``mpnet-fast`` alone), quantized on first use from the fp32 file
+    (``onnx_export.MPNET_INT8``).
 
     Its vectors stay at cos 0.99 of fp32's on average (0.96 at the least) for 0.68x the time of a question; another
     vector space by name, ranked with the calibration of the fp32 model it comes from (``calibrations.calibration_for``).
@@ -471,9 +472,9 @@ _INSTANCES_LOCK = threading.Lock()
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The process-wide embedder for ``spec`` ("local", "fast", "balanced", "accurate", "accurate-fast", "mpnet", "openai",
-    "hash", or "multilingual": the
-    universal sentence encoder alone, the second space of ``openqna.ranking.multilingual``).
+    """The process-wide embedder for ``spec`` ("local", "fast", "balanced", "accurate", "accurate-fast", "mpnet",
+    "mpnet-fast", "openai", "hash", or "multilingual": the universal sentence encoder alone, the second space of
+    ``openqna.ranking.multilingual``).
 
     ``spec`` defaults to ``$OPENQNA_EMBEDDER``, else "local".  Instances are
     cached per spec so the model loads once per process; the environment is
@@ -497,6 +498,8 @@ def _create(spec: str) -> Embedder:
         return HybridEncoder(LocalMPNet(), UniversalSentenceEncoder(), ACCURATE_WEIGHT)
     if spec == "accurate-fast":
         return HybridEncoder(LocalMPNetInt8(), UniversalSentenceEncoder(), ACCURATE_WEIGHT)
+    if spec == "mpnet-fast":
+        return LocalMPNetInt8()
     if spec == "balanced":
         return HybridEncoder(LocalMiniLM(), UniversalSentenceEncoder(), BALANCED_WEIGHT)
     if spec == "openai":
@@ -511,7 +514,7 @@ def _create(spec: str) -> Embedder:
         # one thread: a question took 4.7 ms on one and 140 ms on two on this busy two-core machine (bench/multilingual.py)
         return UniversalSentenceEncoder(threads=1)
     raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'fast', 'balanced', 'accurate', 'accurate-fast', "
-                     "'mpnet', 'openai' or 'hash'")
+                     "'mpnet', 'mpnet-fast', 'openai' or 'hash'")
 
 
 def spec_of(embedder: Embedder) -> str | None:
