@@ -219,7 +219,8 @@ def test_quick_run_writes_report_and_plots(quick):
                     "## Regimes: the kinds of knowledge base users have (threshold t = 0.5)",
                     "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder",
                     "## The int8 model (`fast`): every set of the guard table",
-                    "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table"):
+                    "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table",
+                    "## mpnet alone with int8 weights (`mpnet-fast`): every set of the guard table"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -249,8 +250,9 @@ def test_quick_run_metrics_are_sane(quick):
     assert m["fast"]["embedder"] == "minilm-l6-v2/onnx-int8" and "questions" not in m["fast"]["cjk"]
     default, fast = guard.sets_of(m), guard.sets_of(m["fast"])
     assert [(s.name, s.inscope) for s in fast] == [(s.name, s.inscope) for s in default]
-    # the accurate pair and its int8 mpnet over every set are left to full runs (mpnet twice: 140 s)
-    assert m["accurate_sets"] == m["accurate_fast"] == {"missing": "not run by a quick run"}
+    # the accurate pair, mpnet alone and their int8 mpnet over every set are left to full runs (mpnet twice: 140 s)
+    for key in ("accurate_sets", "accurate_fast", "mpnet_sets", "mpnet_fast"):
+        assert m[key] == {"missing": "not run by a quick run"}
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}
@@ -275,7 +277,7 @@ def test_an_int8_models_sets_are_shown_beside_its_fp32_models(quick):
     _, m = quick
     shaped = {**m, "accurate_sets": {**m["fast"], "regimes": m["regimes"], "cjk": m["cjk"]},
               "accurate_fast": m["fast"]}
-    lines = report._accurate_fast_section(shaped)
+    lines = report._int8_pair_section(shaped, *report.INT8_PAIRS[0])
     assert lines[1] == "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table"
     default, fast = {s.name: s for s in guard.sets_of(m)}, guard.sets_of(m["fast"])
     rows = [line for line in lines if line.startswith("| `")]
@@ -287,7 +289,8 @@ def test_an_int8_models_sets_are_shown_beside_its_fp32_models(quick):
         moved = max(abs(s.top1 - default[s.name].top1), abs(s.right_at_t - default[s.name].right_at_t)) > 0.005
         assert (cells[10] == "**yes**") == moved
     assert lines[-1].startswith(f"{sum('**yes**' in r for r in rows)} of {len(rows)} sets moved")
-    assert report._accurate_fast_section(m)[3] == "Not measured: not run by a quick run"
+    for pair in report.INT8_PAIRS:
+        assert report._int8_pair_section(m, *pair)[3] == "Not measured: not run by a quick run"
 
 
 def test_threshold_curves_agree_with_real_calls(quick):

@@ -173,26 +173,40 @@ def _int8_table(fp32_sets: list, int8: dict, fp32_name: str, int8_name: str, thr
                        f" right at {threshold:g}); {rule}")]
 
 
-def _accurate_fast_section(metrics: dict) -> list[str]:
-    """Every set of the guard table with the accurate pair (``accurate``) and with its int8 mpnet (``accurate-fast``)."""
-    acc, fast = metrics.get("accurate_sets"), metrics.get("accurate_fast")
-    if not acc or not fast:
+# The int8 models beside the fp32 ones they come from (full runs of ``make eval`` only): the metrics keys of the fp32
+# and int8 runs, the settings' names, the heading, what the int8 model is, and a question's time against the fp32 one.
+INT8_PAIRS = (
+    ("accurate_sets", "accurate_fast", "accurate", "accurate-fast",
+     "The accurate model with int8 weights (`accurate-fast`)",
+     "the same pair, mpnet with int8 weights but for its 12 feed-forward output products and its embedding tables,"
+     " `onnx_export.MPNET_INT8`", "the accurate pair's", "about 0.7x the accurate pair's"),
+    ("mpnet_sets", "mpnet_fast", "mpnet", "mpnet-fast",
+     "mpnet alone with int8 weights (`mpnet-fast`)",
+     "the same transformer with the int8 weights `accurate-fast` runs", "mpnet alone's", "about 0.55x mpnet's"),
+)
+
+
+def _int8_pair_section(metrics: dict, fp32_key: str, int8_key: str, fp32_name: str, int8_name: str, heading: str,
+                       what: str, calibration: str, time: str) -> list[str]:
+    """Every set of the guard table with an fp32 model (``metrics[fp32_key]``) and with its int8 weights
+    (``metrics[int8_key]``), the default model's top-1 last (``INT8_PAIRS``)."""
+    fp32, int8 = metrics.get(fp32_key), metrics.get(int8_key)
+    if not fp32 or not int8:
         return []
-    out = ["", "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table", ""]
-    if "missing" in acc or "missing" in fast:
-        return out + [f"Not measured: {acc.get('missing') or fast.get('missing')}"]
+    out = ["", f"## {heading}: every set of the guard table", ""]
+    if "missing" in fp32 or "missing" in int8:
+        return out + [f"Not measured: {fp32.get('missing') or int8.get('missing')}"]
     threshold = metrics["config"]["threshold"]
     out += [(f"The regimes and the Chinese and Japanese KBs built and asked again, as in the section above, with"
-             f" `{acc['embedder']}` (`{acc['setting']}`) and with `{fast['embedder']}` (`{fast['setting']}`: the same"
-             " pair, mpnet with int8 weights but for its 12 feed-forward output products and its embedding tables,"
-             " `onnx_export.MPNET_INT8`), each in a store of its own, both ranked with the accurate pair's calibration"
+             f" `{fp32['embedder']}` (`{fp32['setting']}`) and with `{int8['embedder']}` (`{int8['setting']}`: {what}),"
+             f" each in a store of its own, both ranked with {calibration} calibration"
              " (`calibrations.calibration_for`: an int8 model reads as the fp32 one it comes from; not refitted). A"
-             " question takes about 0.7x the accurate pair's time (bench/models.py). Test splits; *right at t* as in"
+             f" question takes {time} time (bench/models.py). Test splits; *right at t* as in"
              f" the guard table (t = {threshold:g}); the default model's top-1 last. For reading only. The int8 run"
-             f" embedded {fast['texts_embedded']:,} texts in {fast['embedding_model_seconds']:.0f} s and took"
-             f" {fast['seconds']:.0f} s in all, the fp32 run {acc['seconds']:.0f} s."), ""]
-    return out + _int8_table(guard.sets_of(acc), fast, "accurate", "accurate-fast", threshold,
-                             "issue 43 would make it replace `accurate` only when none did.",
+             f" embedded {int8['texts_embedded']:,} texts in {int8['embedding_model_seconds']:.0f} s and took"
+             f" {int8['seconds']:.0f} s in all, the fp32 run {fp32['seconds']:.0f} s."), ""]
+    return out + _int8_table(guard.sets_of(fp32), int8, fp32_name, int8_name, threshold,
+                             f"issue 43 would make it replace `{fp32_name}` only when none did.",
                              default=guard.sets_of(metrics))
 
 
@@ -277,7 +291,8 @@ def render(metrics: dict) -> str:
     out += [f"![{_KB_NAMES.get(kb, kb)}]({plot_name(kb)})" for kb in faq]
     out += _accurate_section(metrics.get("accurate"), metrics.get("mpnet_alone"), faq, threshold)
     out += _fast_section(metrics)
-    out += _accurate_fast_section(metrics)
+    for pair in INT8_PAIRS:
+        out += _int8_pair_section(metrics, *pair)
     p = metrics["passages"]["scifact"]
     out += [
         "",
@@ -368,7 +383,7 @@ def render(metrics: dict) -> str:
              f" {timing['texts_embedded']:,} texts; {timing['texts_from_cache']:,} embeddings came from the cache"
              " (*accurate_model*: the accurate model's and mpnet's FAQ and off-topic runs; *fast_model*: the int8"
              " model's regimes and CJK KBs; *accurate_fast_model*: the same with the accurate pair and with its int8"
-             " mpnet; their own figures above)."), ""]
+             " mpnet; *mpnet_fast_model*: with mpnet alone and its int8 weights; their own figures above)."), ""]
     return "\n".join(out)
 
 
