@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = {
     "foundation": "import throughput vs the embedder; Azure SDK latency vs in-process",
     "multilingual": "a Chinese question in the multilingual space vs the same question in English; its memory at 100k records; install size",
-    "models": "the accurate embedding model (all-mpnet-base-v2 with the universal sentence encoder), the same with int8 mpnet (accurate-fast) and mpnet alone vs the default (all-MiniLM-L6-v2)",
+    "models": "the accurate embedding model (all-mpnet-base-v2 with the universal sentence encoder), the same with int8 mpnet (accurate-fast), mpnet alone and int8 mpnet alone (mpnet-fast) vs the default (all-MiniLM-L6-v2)",
     "int8": "the int8 MiniLM (OPENQNA_EMBEDDER=fast): question embedding and indexing vs the fp32 default",
     "answers": "/v1/answers with 200 documents vs the question embedding",
     "stores": "100k QnAs on SQLite and PostgreSQL vs the query embedding",
