@@ -164,6 +164,33 @@ def test_splits_are_deterministic_disjoint_and_stratified():
             assert abs(dev - (len(group) - dev)) <= 1 and all(q.split in regimes.SPLITS for q in group)
 
 
+def test_chitchat_pages_are_not_asked_what_their_file_files_under_two_answers(tmp_path):
+    """The chit-chat file files a dozen texts under two answers ("Good morning": a greeting and "Hi!"); asked, each
+    would be wrong whichever of the two the KB answers with, so the one-question regime leaves them out, and only
+    them: every other question keeps the split it had."""
+    from collections import Counter
+
+    from openqna.evaluation import faq_regimes
+    from openqna.formats import read_file
+    from openqna.index.analyze import exact_key
+
+    qnas = read_file(datasets.chitchat_file(SHARED_DATA, "friend")).qnas
+    owners = Counter(key for qna in qnas for key in {exact_key(q) for q in qna.questions})
+    assert owners["good morning"] == 2 and sum(n > 1 for n in owners.values()) >= 10
+    store = SQLiteStore(tmp_path / "data")
+    kb = faq_regimes.one_question_chitchat_kb(Service(store, HashEmbedder()), SHARED_DATA, "friend",
+                                              ["What's my balance?"], seed=20240601)
+    store.close()
+    asked = [q for q in kb.questions if q.gold is not None]
+    assert asked and all(owners[exact_key(q.text)] == 1 for q in asked)
+    left_out = sum(len(qna.questions) - 1 for qna in qnas) - len(asked)
+    assert 0 < left_out <= sum(n for n in owners.values() if n > 1)
+    everyone = [Question(q, qna.answer) for qna in qnas for q in qna.questions]
+    regimes.assign_splits(everyone, 20240601, kb.project, by_gold=True)
+    split_of = {(q.text, q.gold): q.split for q in everyone}
+    assert all(q.split == split_of[(q.text, q.gold)] for q in asked)
+
+
 def test_hand_written_questions_are_labelled_right(tmp_path):
     """Every snippet label is found in a record of its imported document (a label matching nothing is a
     bug in the labels), every document of the regime is there, and about a sixth of the questions are none."""
