@@ -205,6 +205,20 @@ def test_failed_job_reports_errors(live, admin):
     assert job["status"] == "failed" and "no QnA with id 7" in job["errors"][0]["message"]
 
 
+def test_two_adds_of_one_id_fail_the_update(live, admin):
+    """The second add used to overwrite the first silently, as an add of a stored id is refused (and an import of
+    two QnAs with one id)."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"id": 5, "questions": ["What colour is it?"], "answer": "Blue."}},
+        {"op": "add", "value": {"id": 5, "questions": ["How heavy is it?"], "answer": "Two kilos."}}])
+    assert r.status_code == 202
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and "QnA 5 is also added by [0]" in job["errors"][0]["message"]
+    assert _req(live, "GET", "/kb/qnas", admin).json()["value"] == []
+
+
 def test_job_protocol_details(live, admin):
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})
     r = _req(live, "PUT", "/kb/deployments/production", admin, prefix=P1)

@@ -130,10 +130,13 @@ class Authoring:
         deletes: list[int] = []
         errors = []
         conflicts = []
+        added: dict[int, int] = {}  # id -> the operation that adds it: a second add would overwrite the first
         for i, op in enumerate(ops):
             qid = op.qna.id
             if op.op == "add" and qid is not None and qid in existing:
                 errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
+            elif op.op == "add" and qid is not None and qid in added:
+                errors.append(f"[{i}] add: QnA {qid} is also added by [{added[qid]}]; every QnA added needs its own id.")
             elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
                 errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
             elif op.op == "add" and op.if_last_updated:
@@ -145,6 +148,8 @@ class Authoring:
             elif op.op == "delete":
                 deletes.append(qid)
             else:
+                if op.op == "add" and qid is not None:
+                    added[qid] = i
                 if op.op == "replace" and op.keep_questions:
                     op.qna.questions = list(existing[qid].questions)
                 writes.append(op.qna)
