@@ -178,6 +178,13 @@ def test_roles_and_scopes(live, admin):
     ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"], "answer": "x" * 25001}}], 400,
      "InvalidArgument"),
     ("PATCH", "/kb/qnas", [{"op": "delete", "value": {}}], 400, "InvalidArgument"),
+    # ids are int32: a larger one was stored (and could not be asked for by qnaId), one past 2**63 crashed the job
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"id": 2**31, "questions": ["q"], "answer": "a"}}], 400,
+     "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"], "answer": "a", "dialog": {"prompts": [
+        {"displayOrder": 0, "qnaId": 2**31, "displayText": "more"}]}}}], 400, "InvalidArgument"),
+    ("POST", "/kb/:import", {"assets": {"qnas": [{"id": 2**63, "questions": ["q"], "answer": "a"}]}}, 400,
+     "InvalidArgument"),
     ("PUT", "/kb/synonyms", {"value": [{"alterations": "notalist"}]}, 400, "InvalidArgument"),
     ("PATCH", "/kb/sources", [{"op": "add", "value": {"sourceUri": "file:///etc/passwd"}}], 400, "InvalidArgument"),
     ("POST", "/kb/feedback", {"records": [{"userQuestion": "q", "qnaId": 99}]}, 400, "InvalidArgument"),
