@@ -237,6 +237,15 @@ def test_bad_requests_name_the_field(server, body, target):
     assert r.headers["x-ms-error-code"] == "InvalidArgument"
 
 
+def test_a_bound_on_one_side_is_named_alone(server):
+    """A number bounded on one side used to be refused as "between None and 2147483647"."""
+    r = post(server, QKB, {"qnaId": 2**40}, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'qnaId' must be at most 2147483647; got 1099511627776."
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects",
+                  params={"api-version": "2023-04-01", "top": "-1"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["message"] == "'top' must be at least 0; got -1."
+
+
 def test_malformed_json_and_missing_parameters(server):
     r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test",
                                               "api-version": "2021-10-01"}, content=b"{not json", timeout=10)
