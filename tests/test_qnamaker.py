@@ -196,6 +196,9 @@ def test_keys_and_publishing(server, key):
     r = post(server, path, question, headers={"Ocp-Apim-Subscription-Key": "EndpointKey wrong"})
     assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
     assert post(server, path, question, headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {key}"}).status_code == 200
+    # the legacy SDK sends its resource's subscription key beside the endpoint key: QnA Maker read the endpoint key
+    legacy = {"Ocp-Apim-Subscription-Key": "the-old-azure-subscription-key", "Authorization": f"EndpointKey {key}"}
+    assert post(server, path, question, headers=legacy).status_code == 200
     scoped = create_key(server.service.store, name="other", role="query", projects=["other"])[1]
     r = post(server, path, question, scoped)
     assert r.status_code == 404 and r.json()["error"]["code"] == "KbNotFound"
