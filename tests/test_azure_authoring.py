@@ -199,6 +199,15 @@ def test_error_paths(live, admin, method, path, body, status, code):
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
 
 
+def test_a_bad_id_names_its_operation(live, admin):
+    """An add's id that is no integer was refused with target 'id', naming no operation of the list."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"questions": ["q"], "answer": "a"}},
+        {"op": "add", "value": {"id": "seven", "questions": ["q"], "answer": "a"}}])
+    assert r.status_code == 400 and r.json()["error"]["target"] == "[1].value.id", r.text
+
+
 def test_failed_job_reports_errors(live, admin):
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})
     authoring, _ = clients(live, admin)
