@@ -94,6 +94,12 @@ def test_sdk_follow_up_and_qna_id(server):
     assert by_id.answers[0].qna_id == 3 and by_id.answers[0].confidence == 1.0
 
 
+def test_sdk_test_deployment_in_any_case(server):
+    """"Test" was a deployment that does not exist (404), while a PUT of it is refused as the live state."""
+    with client(server) as c:
+        assert c.get_answers(qna_id=3, project_name="surface", deployment_name="Test").answers[0].qna_id == 3
+
+
 def test_sdk_default_answer(server):
     with client(server) as c:
         result = c.get_answers(question="what is the capital of peru", project_name="surface",
