@@ -235,6 +235,21 @@ def test_two_adds_of_one_id_fail_the_update(live, admin):
     assert _req(live, "GET", "/kb/qnas", admin).json()["value"] == []
 
 
+def test_a_failed_update_names_the_callers_operation(live, admin):
+    """A follow-up written inline becomes an add of its own in the job: the error named [2] for the caller's [1]."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    live.app.state.jobs.wait()
+    _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": {"id": 1, "questions": ["q"], "answer": "a"}}])
+    live.app.state.jobs.wait()
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"questions": ["Which colours?"], "answer": "Three.", "dialog": {"prompts": [
+            {"displayOrder": 0, "displayText": "Blue", "qna": {"questions": ["Blue?"], "answer": "Yes."}}]}}},
+        {"op": "add", "value": {"id": 1, "questions": ["How heavy is it?"], "answer": "Two kilos."}}])
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and job["errors"][0]["message"].startswith("[1] add: QnA 1 already exists")
+
+
 def test_job_protocol_details(live, admin):
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})
     r = _req(live, "PUT", "/kb/deployments/production", admin, prefix=P1)
