@@ -100,6 +100,19 @@ def test_sdk_test_deployment_in_any_case(server):
         assert c.get_answers(qna_id=3, project_name="surface", deployment_name="Test").answers[0].qna_id == 3
 
 
+def test_sdk_threshold_equal_to_an_answers_confidence_keeps_it(server):
+    """Confidences are answered to 4 decimals, but the threshold was compared unrounded: an answer shown at 0.9023
+    was dropped by confidence_threshold=0.9023 whenever it was ranked at 0.90226."""
+    with client(server) as c:
+        ask = dict(question="how long does charging the battery take?", project_name="surface",
+                   deployment_name="production", top=3)
+        shown = c.get_answers(**ask).answers
+        for a in shown:
+            kept = c.get_answers(**ask, confidence_threshold=a.confidence).answers
+            assert a.qna_id in [k.qna_id for k in kept], (a.confidence, [(k.qna_id, k.confidence) for k in kept])
+            assert all(k.confidence >= a.confidence for k in kept)
+
+
 def test_sdk_default_answer(server):
     with client(server) as c:
         result = c.get_answers(question="what is the capital of peru", project_name="surface",
