@@ -117,6 +117,17 @@ def test_default_answer_and_score_scales(server):
         assert post(server, path, {**question, "scoreThreshold": below}).json()["answers"][0]["id"] == 1
 
 
+def test_a_score_sent_back_as_the_threshold_keeps_its_answer(server):
+    """A score is answered to 2 decimals on 0..100 and was compared unrounded, and 57.99 / 100 is 0.5799000000000001:
+    a bot that raised its threshold to an answer's score lost that answer."""
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    for question in ("how many hours until my battery is full?", "battery", "return policy", "plug in monitor"):
+        for answer in post(server, path, {"question": question, "top": 5}).json()["answers"]:
+            if answer["score"] > 1:  # a threshold of at most 1 is read on 0..1
+                again = post(server, path, {"question": question, "top": 5, "scoreThreshold": answer["score"]})
+                assert answer["id"] in [a["id"] for a in again.json()["answers"]], (question, answer["score"])
+
+
 def test_strict_filters(server):
     path = f"/knowledgebases/{KB_ID}/generateAnswer"
     battery = "how long does it take to charge the battery?"

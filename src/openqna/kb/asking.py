@@ -98,7 +98,8 @@ class Asking(ServiceBase):
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         answers = [Answer(qnas[r.record_id], round(r.confidence, DECIMALS), parts=r.parts) for r in ranked
                    if r.record_id in qnas]
-        return [a for a in answers if a.confidence >= req.threshold], vector
+        threshold = round(req.threshold, 12)  # QnA Maker's 57.99 / 100 is 0.5799000000000001
+        return [a for a in answers if a.confidence >= threshold], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
