@@ -146,6 +146,15 @@ def test_answer_span_v5(server):
     span = answer["answerSpan"]
     assert set(span) == {"text", "score", "startIndex", "endIndex"} and 0 < span["score"] <= 100
     assert answer["answer"][span["startIndex"]:span["endIndex"]] == span["text"] and "hours" in span["text"]
+    # a span's score sent back as the span threshold keeps the span (21.1 / 100 is 0.21100000000000002)
+    path = f"/qnamaker/v5.0-preview.1/knowledgebases/{KB_ID}/generateAnswer"
+    body = {"question": "second monitor", "top": 3, "answerSpanRequest": {"enable": True, "topAnswersWithSpan": 3}}
+    for answer in post(server, path, body).json()["answers"]:
+        if "answerSpan" in answer and answer["answerSpan"]["score"] > 1:
+            again = {**body, "answerSpanRequest": {**body["answerSpanRequest"],
+                                                   "scoreThreshold": answer["answerSpan"]["score"]}}
+            spans = {a["id"]: a.get("answerSpan") for a in post(server, path, again).json()["answers"]}
+            assert spans[answer["id"]] == answer["answerSpan"], answer
 
 
 def test_train_feeds_suggestions(server):

@@ -240,7 +240,7 @@ class Asking(ServiceBase):
             vector = reader.embed([req.question or ""])[0]  # a cache hit when it was ranked in that space
         spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], reader.embed)
         for answer, span in zip(chosen, spans):
-            if span is not None and span.confidence >= req.span.threshold:
+            if span is not None and span.confidence >= round(req.span.threshold, 12):  # as the answers' threshold
                 answer.span = span
 
     @taking_turns
