@@ -178,6 +178,13 @@ def test_roles_and_scopes(live, admin):
     ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"], "answer": "x" * 25001}}], 400,
      "InvalidArgument"),
     ("PATCH", "/kb/qnas", [{"op": "delete", "value": {}}], 400, "InvalidArgument"),
+    # ids are int32: a larger one was stored (and could not be asked for by qnaId), one past 2**63 crashed the job
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"id": 2**31, "questions": ["q"], "answer": "a"}}], 400,
+     "InvalidArgument"),
+    ("PATCH", "/kb/qnas", [{"op": "add", "value": {"questions": ["q"], "answer": "a", "dialog": {"prompts": [
+        {"displayOrder": 0, "qnaId": 2**31, "displayText": "more"}]}}}], 400, "InvalidArgument"),
+    ("POST", "/kb/:import", {"assets": {"qnas": [{"id": 2**63, "questions": ["q"], "answer": "a"}]}}, 400,
+     "InvalidArgument"),
     ("PUT", "/kb/synonyms", {"value": [{"alterations": "notalist"}]}, 400, "InvalidArgument"),
     ("PATCH", "/kb/sources", [{"op": "add", "value": {"sourceUri": "file:///etc/passwd"}}], 400, "InvalidArgument"),
     ("POST", "/kb/feedback", {"records": [{"userQuestion": "q", "qnaId": 99}]}, 400, "InvalidArgument"),
@@ -192,6 +199,15 @@ def test_error_paths(live, admin, method, path, body, status, code):
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
 
 
+def test_a_bad_id_names_its_operation(live, admin):
+    """An add's id that is no integer was refused with target 'id', naming no operation of the list."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"questions": ["q"], "answer": "a"}},
+        {"op": "add", "value": {"id": "seven", "questions": ["q"], "answer": "a"}}])
+    assert r.status_code == 400 and r.json()["error"]["target"] == "[1].value.id", r.text
+
+
 def test_failed_job_reports_errors(live, admin):
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})
     authoring, _ = clients(live, admin)
@@ -203,6 +219,35 @@ def test_failed_job_reports_errors(live, admin):
     live.app.state.jobs.wait()
     job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
     assert job["status"] == "failed" and "no QnA with id 7" in job["errors"][0]["message"]
+
+
+def test_two_adds_of_one_id_fail_the_update(live, admin):
+    """The second add used to overwrite the first silently, as an add of a stored id is refused (and an import of
+    two QnAs with one id)."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"id": 5, "questions": ["What colour is it?"], "answer": "Blue."}},
+        {"op": "add", "value": {"id": 5, "questions": ["How heavy is it?"], "answer": "Two kilos."}}])
+    assert r.status_code == 202
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and "QnA 5 is also added by [0]" in job["errors"][0]["message"]
+    assert _req(live, "GET", "/kb/qnas", admin).json()["value"] == []
+
+
+def test_a_failed_update_names_the_callers_operation(live, admin):
+    """A follow-up written inline becomes an add of its own in the job: the error named [2] for the caller's [1]."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    live.app.state.jobs.wait()
+    _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": {"id": 1, "questions": ["q"], "answer": "a"}}])
+    live.app.state.jobs.wait()
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[
+        {"op": "add", "value": {"questions": ["Which colours?"], "answer": "Three.", "dialog": {"prompts": [
+            {"displayOrder": 0, "displayText": "Blue", "qna": {"questions": ["Blue?"], "answer": "Yes."}}]}}},
+        {"op": "add", "value": {"id": 1, "questions": ["How heavy is it?"], "answer": "Two kilos."}}])
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and job["errors"][0]["message"].startswith("[1] add: QnA 1 already exists")
 
 
 def test_job_protocol_details(live, admin):

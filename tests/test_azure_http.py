@@ -94,6 +94,25 @@ def test_sdk_follow_up_and_qna_id(server):
     assert by_id.answers[0].qna_id == 3 and by_id.answers[0].confidence == 1.0
 
 
+def test_sdk_test_deployment_in_any_case(server):
+    """"Test" was a deployment that does not exist (404), while a PUT of it is refused as the live state."""
+    with client(server) as c:
+        assert c.get_answers(qna_id=3, project_name="surface", deployment_name="Test").answers[0].qna_id == 3
+
+
+def test_sdk_threshold_equal_to_an_answers_confidence_keeps_it(server):
+    """Confidences are answered to 4 decimals, but the threshold was compared unrounded: an answer shown at 0.9023
+    was dropped by confidence_threshold=0.9023 whenever it was ranked at 0.90226."""
+    with client(server) as c:
+        ask = dict(question="how long does charging the battery take?", project_name="surface",
+                   deployment_name="production", top=3)
+        shown = c.get_answers(**ask).answers
+        for a in shown:
+            kept = c.get_answers(**ask, confidence_threshold=a.confidence).answers
+            assert a.qna_id in [k.qna_id for k in kept], (a.confidence, [(k.qna_id, k.confidence) for k in kept])
+            assert all(k.confidence >= a.confidence for k in kept)
+
+
 def test_sdk_default_answer(server):
     with client(server) as c:
         result = c.get_answers(question="what is the capital of peru", project_name="surface",
@@ -235,6 +254,15 @@ def test_bad_requests_name_the_field(server, body, target):
     error = r.json()["error"]
     assert error["code"] == "InvalidArgument" and error["target"] == target
     assert r.headers["x-ms-error-code"] == "InvalidArgument"
+
+
+def test_a_bound_on_one_side_is_named_alone(server):
+    """A number bounded on one side used to be refused as "between None and 2147483647"."""
+    r = post(server, QKB, {"qnaId": 2**40}, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'qnaId' must be at most 2147483647; got 1099511627776."
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects",
+                  params={"api-version": "2023-04-01", "top": "-1"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["message"] == "'top' must be at least 0; got -1."
 
 
 def test_malformed_json_and_missing_parameters(server):

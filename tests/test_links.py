@@ -49,6 +49,15 @@ def test_a_forged_host_never_reaches_a_link(service, admin):
         assert [s["url"] for s in doc.json()["servers"]] == [live.url]
 
 
+def test_a_trailing_slash_redirect_keeps_to_the_server(service, admin):
+    """The router's 307 for a path with a trailing slash sent ``Location: http://evil.example/...`` back."""
+    with LiveServer(service) as live:
+        r = httpx.post(live.url + "/language/:query-knowledgebases/", params={**V, "projectName": "kb"},
+                       headers={**admin, "Host": "evil.example"}, json={"question": "start?"})
+        assert r.status_code == 307, r.text
+        assert r.headers["Location"] == live.url + "/language/:query-knowledgebases?api-version=2023-04-01&projectName=kb"
+
+
 def test_a_trusted_proxy_and_allowed_hosts(service, admin, monkeypatch):
     """``OPENQNA_TRUSTED_PROXIES`` makes a proxy's ``X-Forwarded-Proto`` believed; ``OPENQNA_ALLOWED_HOSTS`` refuses
     other hosts with 400 and lets links use the checked ``Host``."""

@@ -117,6 +117,17 @@ def test_default_answer_and_score_scales(server):
         assert post(server, path, {**question, "scoreThreshold": below}).json()["answers"][0]["id"] == 1
 
 
+def test_a_score_sent_back_as_the_threshold_keeps_its_answer(server):
+    """A score is answered to 2 decimals on 0..100 and was compared unrounded, and 57.99 / 100 is 0.5799000000000001:
+    a bot that raised its threshold to an answer's score lost that answer."""
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    for question in ("how many hours until my battery is full?", "battery", "return policy", "plug in monitor"):
+        for answer in post(server, path, {"question": question, "top": 5}).json()["answers"]:
+            if answer["score"] > 1:  # a threshold of at most 1 is read on 0..1
+                again = post(server, path, {"question": question, "top": 5, "scoreThreshold": answer["score"]})
+                assert answer["id"] in [a["id"] for a in again.json()["answers"]], (question, answer["score"])
+
+
 def test_strict_filters(server):
     path = f"/knowledgebases/{KB_ID}/generateAnswer"
     battery = "how long does it take to charge the battery?"
@@ -135,6 +146,15 @@ def test_answer_span_v5(server):
     span = answer["answerSpan"]
     assert set(span) == {"text", "score", "startIndex", "endIndex"} and 0 < span["score"] <= 100
     assert answer["answer"][span["startIndex"]:span["endIndex"]] == span["text"] and "hours" in span["text"]
+    # a span's score sent back as the span threshold keeps the span (21.1 / 100 is 0.21100000000000002)
+    path = f"/qnamaker/v5.0-preview.1/knowledgebases/{KB_ID}/generateAnswer"
+    body = {"question": "second monitor", "top": 3, "answerSpanRequest": {"enable": True, "topAnswersWithSpan": 3}}
+    for answer in post(server, path, body).json()["answers"]:
+        if "answerSpan" in answer and answer["answerSpan"]["score"] > 1:
+            again = {**body, "answerSpanRequest": {**body["answerSpanRequest"],
+                                                   "scoreThreshold": answer["answerSpan"]["score"]}}
+            spans = {a["id"]: a.get("answerSpan") for a in post(server, path, again).json()["answers"]}
+            assert spans[answer["id"]] == answer["answerSpan"], answer
 
 
 def test_train_feeds_suggestions(server):
@@ -196,6 +216,9 @@ def test_keys_and_publishing(server, key):
     r = post(server, path, question, headers={"Ocp-Apim-Subscription-Key": "EndpointKey wrong"})
     assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
     assert post(server, path, question, headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {key}"}).status_code == 200
+    # the legacy SDK sends its resource's subscription key beside the endpoint key: QnA Maker read the endpoint key
+    legacy = {"Ocp-Apim-Subscription-Key": "the-old-azure-subscription-key", "Authorization": f"EndpointKey {key}"}
+    assert post(server, path, question, headers=legacy).status_code == 200
     scoped = create_key(server.service.store, name="other", role="query", projects=["other"])[1]
     r = post(server, path, question, scoped)
     assert r.status_code == 404 and r.json()["error"]["code"] == "KbNotFound"

@@ -172,7 +172,8 @@ def create_app(service: Service) -> Starlette:
               *console_routes()]
     app = Starlette(routes=routes,
                     exception_handlers={HTTPException: not_found, ClientDisconnect: disconnected, Exception: crashed},
-                    middleware=[*links.host_middleware(), Middleware(ChecksOffLoop, authorizer=authorizer)],
+                    middleware=[*links.host_middleware(), Middleware(links.RedirectsToBaseUrl),
+                                Middleware(ChecksOffLoop, authorizer=authorizer)],
                     lifespan=lifespan)
     app.state.jobs = jobs
     app.state.refreshes = refreshes

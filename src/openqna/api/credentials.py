@@ -19,7 +19,12 @@ def secret_from_headers(headers) -> str | None:
 
     QnA Maker clients prefix the key with ``EndpointKey `` in ``Authorization`` and, in
     botbuilder-python, in ``Ocp-Apim-Subscription-Key`` too: the prefix is dropped wherever it is.
+    ``Authorization: EndpointKey`` wins over the other headers: QnA Maker's runtime read only it, and its legacy
+    SDK (azure-cognitiveservices-knowledge-qnamaker) sends the resource's subscription key, another key, beside it.
     """
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("endpointkey ") and auth[len("endpointkey "):].strip():
+        return auth[len("endpointkey "):].strip()
     for name in ("ocp-apim-subscription-key", "api-key"):
         value = headers.get(name)
         if value and value.strip():

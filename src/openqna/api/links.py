@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
+from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openqna import settings
 
@@ -39,6 +42,30 @@ def base_url(request: Request) -> str:
         host = f"[{host}]"
     default = (scheme, port) in (("http", 80), ("https", 443)) or port is None
     return f"{scheme}://{host}" if default else f"{scheme}://{host}:{port}"
+
+
+class RedirectsToBaseUrl:
+    """ASGI middleware: a redirect's ``Location`` (Starlette's router adds or drops a path's trailing slash with a 307)
+    points at ``base_url``, not at the scheme and host the request claimed (``Host: evil.example`` was sent back)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_located(message: Message) -> None:
+            if message["type"] == "http.response.start" and 300 <= message["status"] < 400:
+                headers = MutableHeaders(scope=message)
+                if location := headers.get("location"):
+                    parts = urlsplit(location)
+                    headers["location"] = base_url(Request(scope)) + parts.path + (f"?{parts.query}" if parts.query
+                                                                                   else "")
+            await send(message)
+
+        await self.app(scope, receive, send_located)
 
 
 def host_middleware() -> list[Middleware]:

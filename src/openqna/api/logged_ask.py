@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from openqna.api.concurrency import run_query
+from openqna.kb.catalog import LIVE
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service
 
 
 def _ask_and_log(service: Service, log: QueryLog, project: str, deployment: str, req: AskRequest,
                  user_id: Any) -> list[Answer]:
+    if deployment.lower() == LIVE:  # "Test" is the live state, as a PUT of it and the query log take it
+        deployment = LIVE
     answers, proj = service.ask_in(project, deployment, req)
     if req.qna_id is None and req.question:
         best = answers[0].qna if answers else None

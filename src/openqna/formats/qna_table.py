@@ -101,6 +101,8 @@ def parse_qna_id(value: Any, path: str) -> int | None:
     number = as_int(value)
     if number is None or number < 0:
         raise CellError(path, f"{value!r} is not a positive integer")
+    if number > limits.MAX_QNA_ID:
+        raise CellError(path, f"{number} is larger than {limits.MAX_QNA_ID}, the largest QnA id")
     return number or None
 
 
@@ -150,6 +152,8 @@ def parse_prompts(items: Any, path: str) -> list[Prompt]:
         qna_id = as_int(fields.get("qnaid"))
         if qna_id is None or qna_id <= 0:
             raise CellError(f"{here}.QnaId", f"{fields.get('qnaid')!r} is not a positive integer")
+        if qna_id > limits.MAX_QNA_ID:
+            raise CellError(f"{here}.QnaId", f"{qna_id} is larger than {limits.MAX_QNA_ID}, the largest QnA id")
         text = fields.get("displaytext")
         if not isinstance(text, str):
             raise CellError(f"{here}.DisplayText", "must be a string")

@@ -10,7 +10,7 @@ store (the previous QnA) and the index together.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from openqna.models.embedder import Embedder
 from openqna.ranking import calibrations, focus, followup, ranker, typos
 from openqna.records import QnA
 from openqna.store import Project
+
+DECIMALS = 4  # a confidence is answered rounded, as Azure's are
 
 
 @dataclass
@@ -89,10 +91,15 @@ class Asking(ServiceBase):
 
     def _search(self, project: str, deployment: str, index, req: AskRequest,
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
-        ranked, vector = self.rank(project, deployment, index, req, calibration)
+        # the threshold is compared with the confidence as answered, to 4 decimals: an answer shown at 0.9023 passes
+        # a threshold of 0.9023 (ranked at 0.90226 it did not); the ranker's cut lets those that round up through
+        ranked, vector = self.rank(project, deployment, index,
+                                   replace(req, threshold=max(0.0, req.threshold - 0.5 * 10**-DECIMALS)), calibration)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
-        return [Answer(qnas[r.record_id], round(r.confidence, 4), parts=r.parts) for r in ranked
-                if r.record_id in qnas], vector
+        answers = [Answer(qnas[r.record_id], round(r.confidence, DECIMALS), parts=r.parts) for r in ranked
+                   if r.record_id in qnas]
+        threshold = round(req.threshold, 12)  # QnA Maker's 57.99 / 100 is 0.5799000000000001
+        return [a for a in answers if a.confidence >= threshold], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
@@ -233,7 +240,7 @@ class Asking(ServiceBase):
             vector = reader.embed([req.question or ""])[0]  # a cache hit when it was ranked in that space
         spans = best_spans(req.question or "", vector, [a.qna.answer for a in chosen], reader.embed)
         for answer, span in zip(chosen, spans):
-            if span is not None and span.confidence >= req.span.threshold:
+            if span is not None and span.confidence >= round(req.span.threshold, 12):  # as the answers' threshold
                 answer.span = span
 
     @taking_turns

@@ -38,6 +38,8 @@ class QnaOp:
     keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
     # openqna's precondition (``ifLastUpdated`` in the op): the QnA's lastUpdatedDateTime the edit started from
     if_last_updated: str | None = None
+    # the op's place in the caller's list, which errors name: a follow-up QnA written inline becomes an op of its own
+    index: int | None = None
 
 
 @dataclass
@@ -130,10 +132,13 @@ class Authoring:
         deletes: list[int] = []
         errors = []
         conflicts = []
-        for i, op in enumerate(ops):
-            qid = op.qna.id
+        added: dict[int, int] = {}  # id -> the operation that adds it: a second add would overwrite the first
+        for position, op in enumerate(ops):
+            i, qid = position if op.index is None else op.index, op.qna.id
             if op.op == "add" and qid is not None and qid in existing:
                 errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
+            elif op.op == "add" and qid is not None and qid in added:
+                errors.append(f"[{i}] add: QnA {qid} is also added by [{added[qid]}]; every QnA added needs its own id.")
             elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
                 errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
             elif op.op == "add" and op.if_last_updated:
@@ -145,6 +150,8 @@ class Authoring:
             elif op.op == "delete":
                 deletes.append(qid)
             else:
+                if op.op == "add" and qid is not None:
+                    added[qid] = i
                 if op.op == "replace" and op.keep_questions:
                     op.qna.questions = list(existing[qid].questions)
                 writes.append(op.qna)
@@ -433,15 +440,16 @@ class Authoring:
 
         def qnas(job: Job) -> None:
             ops = []
-            for o in job.params["ops"]:
+            for i, o in enumerate(job.params["ops"]):
                 if o["op"] == "delete":
-                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"])))
+                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"]), index=i))
                     continue
                 # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
                 inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
-                ops.extend(QnaOp("add", q) for q in read_json({"assets": {"qnas": inline}}).qnas)
+                ops.extend(QnaOp("add", q, index=i) for q in read_json({"assets": {"qnas": inline}}).qnas)
                 ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
-                                 keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated")))
+                                 keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated"),
+                                 index=i))
             self.update_qnas(job.project, ops)
 
         def sources(job: Job) -> None:

@@ -451,7 +451,7 @@ class AzureAuthoring:
                     raise InvalidArgument(f"[{i}].value.ifLastUpdated is for 'replace': a QnA being added has no "
                                           "earlier version to compare it with.", target=f"[{i}].value.ifLastUpdated")
                 value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
-                if op == "add" and Body(value).integer("id") == 0:
+                if op == "add" and Body(value, f"[{i}].value").integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
                 keep = op == "replace" and Body(value).get("questions") is None

@@ -19,7 +19,7 @@ from openqna.api.concurrency import run_query
 from openqna.api.logged_ask import ask_and_log
 from openqna.auth.keys import Authorizer
 from openqna.filters.match import And, Filter, MetaEq, Or, SourceIn
-from openqna.formats.limits import LIMITS
+from openqna.formats.limits import LIMITS, MAX_QNA_ID
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
 from openqna.records import InvalidArgument
@@ -66,7 +66,6 @@ def parse_filters(body: Body | None) -> Filter | None:
     return (And if op == "AND" else Or)(tuple(parts))
 
 
-QNA_ID_MAX = 2**31 - 1  # Azure types QnA ids as int32
 USER_ID_CHARS = 1000  # a Bot Framework channel's user id is far shorter
 
 
@@ -75,7 +74,7 @@ def optional_id(body: Body, key: str) -> int | None:
     value = body.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    qna_id = body.integer(key, hi=QNA_ID_MAX)
+    qna_id = body.integer(key, hi=MAX_QNA_ID)
     return qna_id if qna_id is not None and qna_id > 0 else None
 
 

@@ -57,8 +57,9 @@ class Body:
             raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
         value = int(value)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise InvalidArgument(f"'{self._name(key)}' must be between {lo} and {hi}; got {value}.",
-                                  target=self._name(key))
+            bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
+                f"at least {lo}" if lo is not None else f"at most {hi}"
+            raise InvalidArgument(f"'{self._name(key)}' must be {bounds}; got {value}.", target=self._name(key))
         return value
 
     def number(self, key: str, *, lo: float = 0.0, hi: float = 1.0) -> float | None:
