@@ -144,6 +144,16 @@ def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
         c.files.retrieve("file-missing")
 
 
+def test_jsonl_lines_end_at_newlines_only(live):
+    """U+2028, U+2029 and U+0085 are legal raw inside a JSON string; they do not end a JSON Lines line."""
+    c = client(live)
+    texts = ["Puppy A is happy.\u2028It wags.", "Puppy B is sad.\u0085It naps.\u2029Zzz."]
+    data = "\r\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts).encode()
+    f = c.files.create(file=("raw.jsonl", io.BytesIO(data)), purpose="search")
+    s = post(live, "/engines/ada/search", {"query": "happy puppy", "file": f.id}).json()
+    assert [(d["document"], d["text"]) for d in s["data"]] == list(enumerate(texts))
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 

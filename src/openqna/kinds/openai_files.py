@@ -47,7 +47,9 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
         line = data[: exc.start].count(b"\n") + 1
         raise InvalidArgument(f"{filename}, line {line}: not valid UTF-8.", target="file") from None
     documents: list[tuple[int, str, object]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (JSON Lines): str.splitlines would also cut at U+2028, U+2029 and U+0085, which JSON
+    # allows raw inside a string (json.dumps(ensure_ascii=False) and JavaScript write them so).
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
