@@ -211,6 +211,8 @@ class FakeLLM:
                     return
                 texts = [f" Beijing.\nQ: next question {i}" for i in range(body.get("n", 1))]
                 if self.path.endswith("/chat/completions"):
+                    if "say nothing" in json.dumps(body):  # a refusal, or a reasoning model out of tokens
+                        texts = [None] * len(texts)
                     choices = [{"index": i, "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)]
                 else:
                     choices = [{"index": i, "text": t} for i, t in enumerate(texts)]
@@ -244,6 +246,7 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
                 "max_tokens": 7, "temperature": 0.5, "stop": ["\n\n"], "logit_bias": {"50256": -100}}
         r = post(live, "/answers", body).json()
         failed = post(live, "/answers", dict(body, question="please fail"))
+        silent = post(live, "/answers", dict(body, question="say nothing"))
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
     assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
@@ -256,3 +259,4 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     assert r["model"] == "fake-llm-7b" and r["completion"] == "cmpl-fake"
     assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"
+    assert silent.status_code == 200 and silent.json()["answers"] == (["", ""] if api == "chat" else ["Beijing."] * 2)

@@ -93,7 +93,11 @@ class OpenAICompatibleCompleter:
         try:
             raw = r.json()
             choices = sorted(raw["choices"], key=lambda c: c.get("index", 0))
-            texts = [c["message"]["content"] if self.api == "chat" else c["text"] for c in choices]
+            # A chat message's content may be null (a refusal, or a reasoning model that spent max_tokens thinking):
+            # the model wrote no text.
+            texts = [(c["message"]["content"] or "") if self.api == "chat" else c["text"] for c in choices]
         except (ValueError, KeyError, TypeError) as exc:
             raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
+        if not all(isinstance(t, str) for t in texts):
+            raise CompleterError("The completion endpoint sent a completion whose text is not a string.")
         return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw)
