@@ -216,6 +216,9 @@ class FakeLLM:
                     choices = [{"index": i, "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)]
                 else:
                     choices = [{"index": i, "text": t} for i, t in enumerate(texts)]
+                    if body.get("logprobs") is not None:
+                        for c in choices:
+                            c["logprobs"] = {"tokens": [" Beijing"], "token_logprobs": [-0.25 * (c["index"] + 1)]}
                 payload = json.dumps({"id": "cmpl-fake", "model": "fake-llm-7b", "choices": choices}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -247,6 +250,7 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
         r = post(live, "/answers", body).json()
         failed = post(live, "/answers", dict(body, question="please fail"))
         silent = post(live, "/answers", dict(body, question="say nothing"))
+        with_logprobs = post(live, "/answers", dict(body, logprobs=1)).json()
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
     assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
@@ -260,3 +264,9 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"
     assert silent.status_code == 200 and silent.json()["answers"] == (["", ""] if api == "chat" else ["Beijing."] * 2)
+    # logprobs expand the completion (OpenAI: "completion will be automatically added into expand to get the
+    # logprobs"); the endpoint's logprobs reach it (only /completions is asked for them)
+    choices = with_logprobs["completion"]["choices"]
+    assert [c["text"] for c in choices] == ["Beijing.", "Beijing."] and with_logprobs["completion"]["id"] == "cmpl-fake"
+    assert [c["logprobs"] for c in choices] == ([None, None] if api == "chat" else [
+        {"tokens": [" Beijing"], "token_logprobs": [-0.25]}, {"tokens": [" Beijing"], "token_logprobs": [-0.5]}])

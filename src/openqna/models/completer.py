@@ -41,6 +41,7 @@ class Completion:
     model: str
     texts: list[str]
     raw: dict = field(default_factory=dict)
+    logprobs: list = field(default_factory=list)  # each choice's, as the endpoint sent them (None: not sent)
 
 
 class CompleterError(OpenQnAError):
@@ -100,4 +101,5 @@ class OpenAICompatibleCompleter:
             raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
         if not all(isinstance(t, str) for t in texts):
             raise CompleterError("The completion endpoint sent a completion whose text is not a string.")
-        return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw)
+        return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw,
+                          [c.get("logprobs") for c in choices])

@@ -267,7 +267,8 @@ class OpenAIRoutes:
             completion: Any = result.completion_id
             if "completion" in expand or req.logprobs is not None:
                 completion = {"id": result.completion_id, "object": "text_completion", "model": result.model,
-                              "choices": [{"text": t, "index": i, "logprobs": None, "finish_reason": "stop"}
+                              "choices": [{"text": t, "index": i, "finish_reason": "stop",
+                                           "logprobs": result.logprobs[i] if i < len(result.logprobs) else None}
                                           for i, t in enumerate(result.answers)]}
             out: dict[str, Any] = {
                 "object": "answer", "model": result.model, "search_model": req.search_model,
