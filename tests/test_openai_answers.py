@@ -154,6 +154,23 @@ def test_jsonl_lines_end_at_newlines_only(live):
     assert [(d["document"], d["text"]) for d in s["data"]] == list(enumerate(texts))
 
 
+def test_files_list_pages_and_refuses_what_it_cannot_page(live):
+    c = client(live)
+    for i in range(3):
+        c.files.create(file=(f"{i}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
+    newest_first = [f.id for f in c.files.list()]
+    assert len(newest_first) == 3 and [f.id for f in c.files.list(limit=1)] == newest_first  # the SDK follows has_more
+    assert [f.id for f in c.files.list(limit=2, order="asc")] == newest_first[::-1]
+    for params in ({"order": "newest"}, {"after": "file-missing"}):
+        r = httpx.get(live.url + "/v1/files", params=params, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == next(iter(params)), r.text
+    # deleting while iterating removes the page's cursor: the next page is refused, not silently empty
+    with pytest.raises(openai.BadRequestError):
+        for f in c.files.list(limit=2):
+            c.files.delete(f.id)
+    assert len(c.files.list().data) == 1
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 

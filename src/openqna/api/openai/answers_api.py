@@ -199,11 +199,17 @@ class OpenAIRoutes:
         q = request.query_params
         files = await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"),
                                         visible_to(request.state.key))
+        if q.get("order", "desc") not in ("asc", "desc"):
+            return openai_error(400, f"'order' must be 'asc' or 'desc'; got {q['order']!r}.", param="order")
         if q.get("order") == "asc":
             files.reverse()
-        if q.get("after"):
+        if q.get("after") is not None:
+            # An unknown cursor is refused, as the vector-store lists refuse it: an empty last page would end the
+            # SDK's iteration as if the list were done (deleting files while iterating them stopped after a page).
             ids = [f.id for f in files]
-            files = files[ids.index(q["after"]) + 1:] if q["after"] in ids else []
+            if q["after"] not in ids:
+                return openai_error(400, f"'after' names no object of this list: {q['after']!r}.", param="after")
+            files = files[ids.index(q["after"]) + 1:]
         limit = numbers.count(q.get("limit", "10000"))
         if limit is None or not 1 <= limit <= 10000:
             return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
