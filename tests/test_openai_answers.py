@@ -171,6 +171,20 @@ def test_files_list_pages_and_refuses_what_it_cannot_page(live):
     assert len(c.files.list().data) == 1
 
 
+def test_a_record_added_to_a_files_knowledge_base_elsewhere_is_not_a_document(live):
+    """The Azure authoring API reaches a file's knowledge base as a project; what it adds has no document index."""
+    from openqna.records import QnA
+
+    c = client(live)
+    f = c.files.create(file=("p.jsonl", io.BytesIO(b'{"text": "Puppy A is happy."}')), purpose="answers")
+    live.service.upsert(f.id, [QnA(["happy puppy?"], "A happy puppy added through another API.")])
+    s = post(live, "/engines/ada/search", {"query": "happy puppy", "file": f.id})
+    assert s.status_code == 200 and [d["text"] for d in s.json()["data"]] == ["Puppy A is happy."], s.text
+    a = post(live, "/answers", {"model": "curie", "question": "happy puppy?", "examples": EXAMPLES,
+                                "examples_context": "", "file": f.id})
+    assert a.status_code == 200 and a.json()["selected_documents"] == [{"document": 0, "text": "Puppy A is happy. "}]
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 

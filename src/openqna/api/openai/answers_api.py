@@ -22,6 +22,7 @@ from openqna.auth.keys import Authorizer, Caller, Denied, Principal, allows, lac
 from openqna.formats.limits import LIMITS
 from openqna.kb.answers_search import Answering, AnswersRequest
 from openqna.kb.catalog import StoredFile
+from openqna.kb.searching import Hit
 from openqna.kb.service import Service
 from openqna.kinds import openai_files
 from openqna.models.completer import Completer
@@ -92,6 +93,15 @@ def error_response(exc: OpenQnAError) -> Response:
 def file_json(f: StoredFile) -> dict:
     return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "filename": f.filename,
             "purpose": f.purpose, "status": f.status, "status_details": None}
+
+
+def file_documents(hits: list[Hit]) -> list[Hit]:
+    """The hits that are documents of the file (each has its index in the file).
+
+    A file's knowledge base is reached as a project on the Azure surface too (docs/security.md), so a record added
+    there has no index: it is not one of the file's documents, and /v1/answers and /v1/search leave it out.
+    """
+    return [h for h in hits if type(h.record.fields.get("document")) is int]
 
 
 class Body:
@@ -268,7 +278,7 @@ class OpenAIRoutes:
                 hits = await run_query(self.service.search, f.project, req.alternative_question or
                                        req.question, limit=req.max_rerank)
                 req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
-                                   h.score) for h in hits]
+                                   h.score) for h in file_documents(hits)]
             result = await run_in_threadpool(self.answering.answers, req)
             completion: Any = result.completion_id
             if "completion" in expand or req.logprobs is not None:
@@ -354,7 +364,7 @@ class OpenAIRoutes:
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],
                                 "score": round(300 * h.score, 3), "text": h.record.answer,
                                 **({"metadata": h.record.fields.get("metadata")} if metadata else {})}
-                               for h in hits), key=lambda d: d["document"])
+                               for h in file_documents(hits)), key=lambda d: d["document"])
             return JSONResponse({"object": "list", "model": model, "data": data})
 
         return await self._guard(request, "query", work)
