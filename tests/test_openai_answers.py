@@ -185,6 +185,16 @@ def test_a_record_added_to_a_files_knowledge_base_elsewhere_is_not_a_document(li
     assert a.status_code == 200 and a.json()["selected_documents"] == [{"document": 0, "text": "Puppy A is happy. "}]
 
 
+def test_nan_metadata_is_refused_at_upload(live):
+    """json.dumps writes NaN; stored, it made every return_metadata answer about the file a 500."""
+    c = client(live)
+    data = json.dumps({"text": "fine", "metadata": 1.5}) + "\n" + json.dumps({"text": "x", "metadata": {"n": float("nan")}})
+    with pytest.raises(openai.BadRequestError) as err:
+        c.files.create(file=("nan.jsonl", io.BytesIO(data.encode())), purpose="search")
+    assert "line 2" in err.value.message and "NaN" in err.value.message
+    assert c.files.list().data == []
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 
