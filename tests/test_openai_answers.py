@@ -195,6 +195,17 @@ def test_nan_metadata_is_refused_at_upload(live):
     assert c.files.list().data == []
 
 
+def test_a_blank_query_in_file_mode_finds_no_document(live):
+    """A blank query meets the spec's minLength 1: documents mode scores it; file mode's prefilter finds nothing."""
+    c = client(live)
+    f = c.files.create(file=("p.jsonl", io.BytesIO(b'{"text": "Puppy A is happy."}')), purpose="answers")
+    s = post(live, "/engines/ada/search", {"query": " \n", "file": f.id})
+    assert s.status_code == 200 and s.json()["data"] == [], s.text
+    a = post(live, "/answers", {"model": "curie", "question": " ", "examples": EXAMPLES, "examples_context": "",
+                                "file": f.id})
+    assert a.status_code == 200 and a.json()["selected_documents"] == [], a.text
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 

@@ -268,6 +268,16 @@ class OpenAIRoutes:
         return await self._guard(request, "query", work)
 
     # -- answers and search ---------------------------------------------------------------------
+    async def _file_hits(self, f: StoredFile, query: str, limit: int) -> list[Hit]:
+        """The file's best ``limit`` documents for ``query``; none for a blank one.
+
+        OpenAI's file mode first asked Elasticsearch for ``max_rerank`` documents, which a blank query matches
+        none of (the knowledge-base search refuses one, naming its own parameter).
+        """
+        if not query.strip():
+            return []
+        return file_documents(await run_query(self.service.search, f.project, query, limit=limit))
+
     async def answers(self, request: Request) -> Response:
         async def work() -> Response:
             body = Body(await read_json(request), ANSWERS_FIELDS)
@@ -275,10 +285,9 @@ class OpenAIRoutes:
             if file_id:
                 f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("answers",),
                                             visible_to(request.state.key))
-                hits = await run_query(self.service.search, f.project, req.alternative_question or
-                                       req.question, limit=req.max_rerank)
+                hits = await self._file_hits(f, req.alternative_question or req.question, req.max_rerank)
                 req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
-                                   h.score) for h in file_documents(hits)]
+                                   h.score) for h in hits]
             result = await run_in_threadpool(self.answering.answers, req)
             completion: Any = result.completion_id
             if "completion" in expand or req.logprobs is not None:
@@ -359,12 +368,12 @@ class OpenAIRoutes:
             else:
                 f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("search", "answers"),
                                             visible_to(request.state.key))
-                hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
+                hits = await self._file_hits(f, query, max_rerank)
                 metadata = body.boolean("return_metadata")
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],
                                 "score": round(300 * h.score, 3), "text": h.record.answer,
                                 **({"metadata": h.record.fields.get("metadata")} if metadata else {})}
-                               for h in file_documents(hits)), key=lambda d: d["document"])
+                               for h in hits), key=lambda d: d["document"])
             return JSONResponse({"object": "list", "model": model, "data": data})
 
         return await self._guard(request, "query", work)
