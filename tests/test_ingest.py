@@ -164,6 +164,32 @@ def test_no_overlap_when_asked_and_word_overlap_for_long_sentences():
     assert overlapped[1].text.split()[:5] == overlapped[0].text.split()[-5:]
 
 
+@pytest.mark.parametrize(("make", "counter"), [
+    (lambda n: " ".join(f"w{i}" for i in range(n // 10)), words),  # one sentence of many words
+    (lambda n: "x" * n, lambda t: len(t) // 4 + 1),  # one word, four characters to a token
+])
+def test_a_long_sentence_is_split_with_linear_work(make, counter):
+    """Each window is sought in what one window can hold, not in all the text left: that made splitting
+    quadratic (a 1 MB paragraph attached to a vector store took minutes, 10 MB would take hours)."""
+    def work(text: str) -> int:
+        counted = []
+
+        def counting(t: str) -> int:
+            counted.append(len(t))
+            return counter(t)
+
+        made = chunk_document(ParsedDocument("long.txt", None, [Block("paragraph", text)]), max_tokens=100,
+                              overlap_tokens=50, count_tokens=counting)
+        assert all(counter(c.text) <= 100 for c in made)
+        return sum(counted)
+
+    text = make(100_000)
+    plain = chunk_document(ParsedDocument("long.txt", None, [Block("paragraph", text)]), max_tokens=100,
+                           overlap_tokens=0, count_tokens=counter)
+    assert "".join(c.text for c in plain).replace(" ", "") == text.replace(" ", "")  # no character lost
+    assert work(make(200_000)) < 2.5 * work(text)  # twice the text, about twice the counting (it was four times)
+
+
 def test_real_tokenizer_overlap_on_a_long_manual_section():
     section = ["The basics", "Power and charging"]
     made = [c for c in chunks(GUIDE, max_tokens=64, overlap_tokens=16) if c.heading_path == section]

@@ -144,6 +144,68 @@ def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
         c.files.retrieve("file-missing")
 
 
+def test_jsonl_lines_end_at_newlines_only(live):
+    """U+2028, U+2029 and U+0085 are legal raw inside a JSON string; they do not end a JSON Lines line."""
+    c = client(live)
+    texts = ["Puppy A is happy.\u2028It wags.", "Puppy B is sad.\u0085It naps.\u2029Zzz."]
+    data = "\r\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts).encode()
+    f = c.files.create(file=("raw.jsonl", io.BytesIO(data)), purpose="search")
+    s = post(live, "/engines/ada/search", {"query": "happy puppy", "file": f.id}).json()
+    assert [(d["document"], d["text"]) for d in s["data"]] == list(enumerate(texts))
+
+
+def test_files_list_pages_and_refuses_what_it_cannot_page(live):
+    c = client(live)
+    for i in range(3):
+        c.files.create(file=(f"{i}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
+    newest_first = [f.id for f in c.files.list()]
+    assert len(newest_first) == 3 and [f.id for f in c.files.list(limit=1)] == newest_first  # the SDK follows has_more
+    assert [f.id for f in c.files.list(limit=2, order="asc")] == newest_first[::-1]
+    for params in ({"order": "newest"}, {"after": "file-missing"}):
+        r = httpx.get(live.url + "/v1/files", params=params, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == next(iter(params)), r.text
+    # deleting while iterating removes the page's cursor: the next page is refused, not silently empty
+    with pytest.raises(openai.BadRequestError):
+        for f in c.files.list(limit=2):
+            c.files.delete(f.id)
+    assert len(c.files.list().data) == 1
+
+
+def test_a_record_added_to_a_files_knowledge_base_elsewhere_is_not_a_document(live):
+    """The Azure authoring API reaches a file's knowledge base as a project; what it adds has no document index."""
+    from openqna.records import QnA
+
+    c = client(live)
+    f = c.files.create(file=("p.jsonl", io.BytesIO(b'{"text": "Puppy A is happy."}')), purpose="answers")
+    live.service.upsert(f.id, [QnA(["happy puppy?"], "A happy puppy added through another API.")])
+    s = post(live, "/engines/ada/search", {"query": "happy puppy", "file": f.id})
+    assert s.status_code == 200 and [d["text"] for d in s.json()["data"]] == ["Puppy A is happy."], s.text
+    a = post(live, "/answers", {"model": "curie", "question": "happy puppy?", "examples": EXAMPLES,
+                                "examples_context": "", "file": f.id})
+    assert a.status_code == 200 and a.json()["selected_documents"] == [{"document": 0, "text": "Puppy A is happy. "}]
+
+
+def test_nan_metadata_is_refused_at_upload(live):
+    """json.dumps writes NaN; stored, it made every return_metadata answer about the file a 500."""
+    c = client(live)
+    data = json.dumps({"text": "fine", "metadata": 1.5}) + "\n" + json.dumps({"text": "x", "metadata": {"n": float("nan")}})
+    with pytest.raises(openai.BadRequestError) as err:
+        c.files.create(file=("nan.jsonl", io.BytesIO(data.encode())), purpose="search")
+    assert "line 2" in err.value.message and "NaN" in err.value.message
+    assert c.files.list().data == []
+
+
+def test_a_blank_query_in_file_mode_finds_no_document(live):
+    """A blank query meets the spec's minLength 1: documents mode scores it; file mode's prefilter finds nothing."""
+    c = client(live)
+    f = c.files.create(file=("p.jsonl", io.BytesIO(b'{"text": "Puppy A is happy."}')), purpose="answers")
+    s = post(live, "/engines/ada/search", {"query": " \n", "file": f.id})
+    assert s.status_code == 200 and s.json()["data"] == [], s.text
+    a = post(live, "/answers", {"model": "curie", "question": " ", "examples": EXAMPLES, "examples_context": "",
+                                "file": f.id})
+    assert a.status_code == 200 and a.json()["selected_documents"] == [], a.text
+
+
 def test_keys_apply_to_openai_routes(live):
     from openqna.auth.keys import create_key
 
@@ -201,9 +263,14 @@ class FakeLLM:
                     return
                 texts = [f" Beijing.\nQ: next question {i}" for i in range(body.get("n", 1))]
                 if self.path.endswith("/chat/completions"):
+                    if "say nothing" in json.dumps(body):  # a refusal, or a reasoning model out of tokens
+                        texts = [None] * len(texts)
                     choices = [{"index": i, "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)]
                 else:
                     choices = [{"index": i, "text": t} for i, t in enumerate(texts)]
+                    if body.get("logprobs") is not None:
+                        for c in choices:
+                            c["logprobs"] = {"tokens": [" Beijing"], "token_logprobs": [-0.25 * (c["index"] + 1)]}
                 payload = json.dumps({"id": "cmpl-fake", "model": "fake-llm-7b", "choices": choices}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -234,6 +301,8 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
                 "max_tokens": 7, "temperature": 0.5, "stop": ["\n\n"], "logit_bias": {"50256": -100}}
         r = post(live, "/answers", body).json()
         failed = post(live, "/answers", dict(body, question="please fail"))
+        silent = post(live, "/answers", dict(body, question="say nothing"))
+        with_logprobs = post(live, "/answers", dict(body, logprobs=1)).json()
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
     assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
@@ -246,3 +315,10 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     assert r["model"] == "fake-llm-7b" and r["completion"] == "cmpl-fake"
     assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"
+    assert silent.status_code == 200 and silent.json()["answers"] == (["", ""] if api == "chat" else ["Beijing."] * 2)
+    # logprobs expand the completion (OpenAI: "completion will be automatically added into expand to get the
+    # logprobs"); the endpoint's logprobs reach it (only /completions is asked for them)
+    choices = with_logprobs["completion"]["choices"]
+    assert [c["text"] for c in choices] == ["Beijing.", "Beijing."] and with_logprobs["completion"]["id"] == "cmpl-fake"
+    assert [c["logprobs"] for c in choices] == ([None, None] if api == "chat" else [
+        {"tokens": [" Beijing"], "token_logprobs": [-0.25]}, {"tokens": [" Beijing"], "token_logprobs": [-0.5]}])

@@ -200,6 +200,13 @@ def test_errors_in_openai_envelope(live):
          400, "filters"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "and", "filters": []}}, 400,
          "filters"),
+        # integers no float holds (OpenAI's numbers are floats; the SDK reads attributes as float)
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "gt", "key": "a", "value": -10**400}},
+         400, "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "in", "key": "a", "value": [10**400]}},
+         400, "filters"),
+        ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "attributes": {"year": 10**400}}, 400,
+         "attributes.year"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "max_num_results": 51}, 400, "max_num_results"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "ranking_options": {"score_threshold": 2}}, 400,
          "ranking_options.score_threshold"),

@@ -148,6 +148,7 @@ class AnswersResult:
     model: str
     selected: list[dict] = field(default_factory=list)
     prompt: str = ""
+    logprobs: list = field(default_factory=list)  # each answer's logprobs from the completer, when it sent them
 
 
 def build_instruction(examples: list[tuple[str, str]], examples_context: str) -> str:
@@ -221,7 +222,7 @@ class Answering:
             temperature=req.temperature, stop=req.stop, logit_bias=req.logit_bias, logprobs=req.logprobs,
             user=req.user))
         texts = [t.replace("A:", "").split("Q:")[0].strip() for t in completion.texts]
-        return AnswersResult(texts, completion.id, completion.model, selected, prompt)
+        return AnswersResult(texts, completion.id, completion.model, selected, prompt, completion.logprobs)
 
     def _ranked(self, query: str, infos: list[dict]) -> list[dict]:
         if not infos:

@@ -16,6 +16,7 @@ callers may see it is the surface's to say: every read here takes a ``visible`` 
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -47,7 +48,9 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
         line = data[: exc.start].count(b"\n") + 1
         raise InvalidArgument(f"{filename}, line {line}: not valid UTF-8.", target="file") from None
     documents: list[tuple[int, str, object]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (JSON Lines): str.splitlines would also cut at U+2028, U+2029 and U+0085, which JSON
+    # allows raw inside a string (json.dumps(ensure_ascii=False) and JavaScript write them so).
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -56,6 +59,11 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
             raise InvalidArgument(f"{filename}, line {number}: not valid JSON ({exc.msg}).", target="file") from None
         if not isinstance(row, dict):
             raise InvalidArgument(f"{filename}, line {number}: expected a JSON object with \"text\".", target="file")
+        try:  # json.loads takes NaN and Infinity (json.dumps writes them); no JSON answer could carry them back
+            json.dumps(row.get("metadata"), allow_nan=False)
+        except ValueError:
+            raise InvalidArgument(f"{filename}, line {number}: not valid JSON (\"metadata\" holds NaN or Infinity, "
+                                  "which JSON has no numbers for; write null or a string).", target="file") from None
         extra = set(row) - {"text", "metadata"}
         if extra:
             raise InvalidArgument(f"{filename}, line {number}: unexpected field(s) {', '.join(sorted(extra))}; a line "

@@ -41,6 +41,7 @@ class Completion:
     model: str
     texts: list[str]
     raw: dict = field(default_factory=dict)
+    logprobs: list = field(default_factory=list)  # each choice's, as the endpoint sent them (None: not sent)
 
 
 class CompleterError(OpenQnAError):
@@ -93,7 +94,12 @@ class OpenAICompatibleCompleter:
         try:
             raw = r.json()
             choices = sorted(raw["choices"], key=lambda c: c.get("index", 0))
-            texts = [c["message"]["content"] if self.api == "chat" else c["text"] for c in choices]
+            # A chat message's content may be null (a refusal, or a reasoning model that spent max_tokens thinking):
+            # the model wrote no text.
+            texts = [(c["message"]["content"] or "") if self.api == "chat" else c["text"] for c in choices]
         except (ValueError, KeyError, TypeError) as exc:
             raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
-        return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw)
+        if not all(isinstance(t, str) for t in texts):
+            raise CompleterError("The completion endpoint sent a completion whose text is not a string.")
+        return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw,
+                          [c.get("logprobs") for c in choices])

@@ -22,6 +22,7 @@ from openqna.auth.keys import Authorizer, Caller, Denied, Principal, allows, lac
 from openqna.formats.limits import LIMITS
 from openqna.kb.answers_search import Answering, AnswersRequest
 from openqna.kb.catalog import StoredFile
+from openqna.kb.searching import Hit
 from openqna.kb.service import Service
 from openqna.kinds import openai_files
 from openqna.models.completer import Completer
@@ -92,6 +93,15 @@ def error_response(exc: OpenQnAError) -> Response:
 def file_json(f: StoredFile) -> dict:
     return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "filename": f.filename,
             "purpose": f.purpose, "status": f.status, "status_details": None}
+
+
+def file_documents(hits: list[Hit]) -> list[Hit]:
+    """The hits that are documents of the file (each has its index in the file).
+
+    A file's knowledge base is reached as a project on the Azure surface too (docs/security.md), so a record added
+    there has no index: it is not one of the file's documents, and /v1/answers and /v1/search leave it out.
+    """
+    return [h for h in hits if type(h.record.fields.get("document")) is int]
 
 
 class Body:
@@ -199,11 +209,17 @@ class OpenAIRoutes:
         q = request.query_params
         files = await run_in_threadpool(openai_files.list_files, self.service, q.get("purpose"),
                                         visible_to(request.state.key))
+        if q.get("order", "desc") not in ("asc", "desc"):
+            return openai_error(400, f"'order' must be 'asc' or 'desc'; got {q['order']!r}.", param="order")
         if q.get("order") == "asc":
             files.reverse()
-        if q.get("after"):
+        if q.get("after") is not None:
+            # An unknown cursor is refused, as the vector-store lists refuse it: an empty last page would end the
+            # SDK's iteration as if the list were done (deleting files while iterating them stopped after a page).
             ids = [f.id for f in files]
-            files = files[ids.index(q["after"]) + 1:] if q["after"] in ids else []
+            if q["after"] not in ids:
+                return openai_error(400, f"'after' names no object of this list: {q['after']!r}.", param="after")
+            files = files[ids.index(q["after"]) + 1:]
         limit = numbers.count(q.get("limit", "10000"))
         if limit is None or not 1 <= limit <= 10000:
             return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
@@ -252,6 +268,16 @@ class OpenAIRoutes:
         return await self._guard(request, "query", work)
 
     # -- answers and search ---------------------------------------------------------------------
+    async def _file_hits(self, f: StoredFile, query: str, limit: int) -> list[Hit]:
+        """The file's best ``limit`` documents for ``query``; none for a blank one.
+
+        OpenAI's file mode first asked Elasticsearch for ``max_rerank`` documents, which a blank query matches
+        none of (the knowledge-base search refuses one, naming its own parameter).
+        """
+        if not query.strip():
+            return []
+        return file_documents(await run_query(self.service.search, f.project, query, limit=limit))
+
     async def answers(self, request: Request) -> Response:
         async def work() -> Response:
             body = Body(await read_json(request), ANSWERS_FIELDS)
@@ -259,15 +285,15 @@ class OpenAIRoutes:
             if file_id:
                 f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("answers",),
                                             visible_to(request.state.key))
-                hits = await run_query(self.service.search, f.project, req.alternative_question or
-                                       req.question, limit=req.max_rerank)
+                hits = await self._file_hits(f, req.alternative_question or req.question, req.max_rerank)
                 req.file_texts = [(h.record.fields["document"], h.record.answer, h.record.fields.get("metadata"),
                                    h.score) for h in hits]
             result = await run_in_threadpool(self.answering.answers, req)
             completion: Any = result.completion_id
             if "completion" in expand or req.logprobs is not None:
                 completion = {"id": result.completion_id, "object": "text_completion", "model": result.model,
-                              "choices": [{"text": t, "index": i, "logprobs": None, "finish_reason": "stop"}
+                              "choices": [{"text": t, "index": i, "finish_reason": "stop",
+                                           "logprobs": result.logprobs[i] if i < len(result.logprobs) else None}
                                           for i, t in enumerate(result.answers)]}
             out: dict[str, Any] = {
                 "object": "answer", "model": result.model, "search_model": req.search_model,
@@ -342,7 +368,7 @@ class OpenAIRoutes:
             else:
                 f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("search", "answers"),
                                             visible_to(request.state.key))
-                hits = await run_query(self.service.search, f.project, query, limit=max_rerank)
+                hits = await self._file_hits(f, query, max_rerank)
                 metadata = body.boolean("return_metadata")
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],
                                 "score": round(300 * h.score, 3), "text": h.record.answer,

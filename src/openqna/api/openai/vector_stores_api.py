@@ -17,6 +17,7 @@ score; ``has_more`` says whether more chunks passed the threshold than ``max_num
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -70,7 +71,12 @@ def _refuse(message: str, param: str) -> InvalidArgument:
 
 
 def _scalar(value: object) -> bool:
-    return isinstance(value, (str, bool)) or (isinstance(value, (int, float)) and math.isfinite(value))
+    """A string, a boolean or a number a float holds: OpenAI's numbers are floats (so are the SDK's attributes)."""
+    if isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, int):  # math.isfinite(10**400) raises OverflowError
+        return abs(value) <= sys.float_info.max
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _count(raw: dict, key: str, lo: int, hi: int, param: str) -> int:
