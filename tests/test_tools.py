@@ -129,6 +129,17 @@ def test_get_related_speaks_myscale(live_arxiv):
     assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
 
 
+def test_get_related_keeps_a_column_named_score(service):
+    """A table's own ``score`` column reaches the documents; the relevance moves to ``_score`` beside it."""
+    schema = TableSchema([parse_column(c) for c in ("id:String", "text:String", "score:Float64")], ["text"], None)
+    create_table(service, "reviews", schema)
+    load_rows(service, "reviews", "r.jsonl", b'{"id": "1", "text": "Returns within 30 days.", "score": 4.5}')
+    with LiveServer(service) as live:
+        body = get(live, "/get_related_reviews", subject="returns", where_str="score > 4").json()
+    [line] = [json.loads(line) for line in body["documents"].split("\n")]
+    assert line["score"] == 4.5 and 0 < line["_score"] <= 1
+
+
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
 REFUSALS = [
     ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),

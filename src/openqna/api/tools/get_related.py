@@ -48,11 +48,19 @@ def hit_json(hit: Hit) -> dict:
 
 
 def hit_line(hit: Hit) -> str:
-    """One hit as one line of the ``documents`` string: the fields an LLM needs, as compact JSON."""
+    """One hit as one line of the ``documents`` string: the fields an LLM needs, as compact JSON.
+
+    The entry's own columns (or metadata) win over the derived title, text and source; the relevance
+    takes ``score`` unless a column has that name, then ``_score``, so no column value is ever hidden.
+    """
     r = hit.record
     item: dict[str, Any] = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
-    item.update(r.fields or r.metadata)
-    item["score"] = hit.score
+    own = r.fields or r.metadata
+    item.update(own)
+    relevance = "score"
+    while relevance in own:
+        relevance = "_" + relevance
+    item[relevance] = hit.score
     return json.dumps(item, ensure_ascii=False, default=str)
 
 
