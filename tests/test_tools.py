@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -201,6 +202,23 @@ def test_openapi_documents_validate_and_match_snapshots(live_arxiv, version):
             snapshot.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             pytest.fail(f"wrote a new snapshot {snapshot.name}; check it in and run again")
         assert doc == json.loads(snapshot.read_text(encoding="utf-8")), f"{snapshot.name} changed"
+
+
+def test_openapi_names_any_kb_as_gpt_actions_need(service):
+    """The CLI accepts names such as 'my kb' or 'a.b'; their operations still get function-name operationIds
+    (GPT Actions make functions of them: ^[a-zA-Z0-9_-]{1,64}$, unique) and paths a client can call."""
+    names = ["my kb", "my_kb", "a.b", "é", "x" * 100, "x" * 99 + "y"]
+    for name in names:
+        service.create_project(name)
+    with LiveServer(service) as live:
+        doc = get(live, "/tools/openapi.json", version="3.0").json()
+        validate(doc)
+        ids = [item["get"]["operationId"] for item in doc["paths"].values()]
+        assert len(set(ids)) == len(names) and all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", i) for i in ids), ids
+        for path in doc["paths"]:
+            assert " " not in path
+            r = httpx.get(live.url + path, params={"subject": "anything"}, timeout=30)
+            assert r.status_code == 200, (path, r.text)
 
 
 def test_table_cli(tmp_path):
