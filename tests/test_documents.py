@@ -130,6 +130,23 @@ def test_document_url_source_through_the_api(live, files):
     assert "three hours" in qa("how long should I charge the widget first?", False)["answer"]
 
 
+def test_document_url_without_a_suffix_is_read_by_its_content(live, files):
+    """A download link (``/download/manual``) or a short link that redirects names no suffix: a PDF or a Word
+    document behind it is read by what its bytes are, as a web page already was."""
+    (files.root / "download").mkdir()
+    (files.root / "download" / "paper").write_bytes((SAMPLE_DOCS / "data-source-formats" / "white-paper.pdf")
+                                                    .read_bytes())
+    (files.root / "download" / "word").write_bytes((SAMPLE_DOCS / "data-source-formats" / "structured.docx")
+                                                   .read_bytes())
+    authoring = AuthoringClient(live.url, AzureKeyCredential("k"))
+    assert _create(live)
+    authoring.begin_update_sources("docs", [
+        {"op": "add", "value": {"displayName": name, "sourceUri": f"{files.url}/download/{name}", "sourceKind": "url"}}
+        for name in ("paper", "word")]).result()
+    sources = {q.source for q in live.service.store.list_qnas("docs")}
+    assert sources == {f"{files.url}/download/paper", f"{files.url}/download/word"}
+
+
 def _create(live) -> bool:
     return httpx.patch(live.url + "/language/query-knowledgebases/projects/docs", params={"api-version": "2021-10-01"},
                        json={"language": "en"}).status_code == 201
