@@ -145,6 +145,9 @@ LEGIT: list[tuple[str, set[int]]] = [
     ("stock NOT IN (0, 7)", {1, 3, 6, 7, 8, 10}),
     ("stock > '5'", {1, 4, 7, 8}),
     ("stock >= -5 AND stock <= -(5)", {6}),
+    ("stock > 2.6", {1, 3, 4, 7, 8}),  # a fraction next to an Int64 column is compared, never rounded
+    ("stock BETWEEN 2.5 AND 7.5", {3, 4}),
+    ("stock = 10.0", {1}),
     ("price BETWEEN 3 AND 10", {1, 3, 10}),
     ("price NOT BETWEEN 3 AND 10", {2, 5, 6, 7, 8}),
     ("published > parseDateTime32BestEffort('2024-01-01')", {1, 3, 6, 8, 10}),
