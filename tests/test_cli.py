@@ -93,6 +93,16 @@ def test_export_names_its_format_and_counts_by_kind(tmp_path):
     assert wrote.startswith(f"wrote {qnas} QnAs and {passages} passages of manuals (test) to ")
 
 
+def test_creating_a_table_under_a_taken_name_is_one_clear_error(tmp_path):
+    data = tmp_path / "data"
+    run("import", "faq", str(CHITCHAT), data=data)
+    for name in ("faq", "FAQ"):
+        taken = run("table", "create", name, "--column", "id:String", "--text", "id", data=data, check=False)
+        assert taken.returncode == 2 and "Traceback" not in taken.stderr, taken.stderr
+        assert "already" in taken.stderr and "faq" in taken.stderr
+    assert "96 QnAs" in run("projects", data=data).stdout
+
+
 def test_keys_are_printed_once_and_stored_hashed(tmp_path):
     created = run("keys", "create", "--name", "bot", "--role", "query", data=tmp_path)
     secret = created.stdout.strip()
