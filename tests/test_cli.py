@@ -91,6 +91,9 @@ def test_export_names_its_format_and_counts_by_kind(tmp_path):
     assert not (tmp_path / "out.pdf").exists()
     wrote = run("export", "manuals", str(tmp_path / "out.tsv"), data=data).stdout
     assert wrote.startswith(f"wrote {qnas} QnAs and {passages} passages of manuals (test) to ")
+    nowhere = run("export", "manuals", str(tmp_path / "no" / "such" / "out.tsv"), data=data, check=False)
+    assert nowhere.returncode == 2 and "Traceback" not in nowhere.stderr, nowhere.stderr
+    assert nowhere.stderr.startswith("error: cannot write ") and "out.tsv" in nowhere.stderr
 
 
 def test_creating_a_table_under_a_taken_name_is_one_clear_error(tmp_path):

@@ -202,7 +202,10 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     except OpenQnAError as exc:
         fail(exc.message)
     data, _, _ = export_bytes(content, chosen)
-    out.write_bytes(data)
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     passages = sum(q.kind == "passage" for q in content.qnas)
     click.echo(f"wrote {len(content.qnas) - passages} QnAs and {passages} passages of {project} ({deployment}) to {out}")
 
