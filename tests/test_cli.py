@@ -327,6 +327,22 @@ def test_table_load_lists_every_bad_json_row(tmp_path):
     assert "row 5: not valid JSON" in proc.stderr
 
 
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("rows.jsonl", b'{"title": "caf\xe9", "year": 2020}\n', "not UTF-8"),
+    ("rows.csv", b"title,year\ncaf\xe9,2020\n", "not UTF-8"),
+    ("rows.parquet", b"PAR1 not really PAR1", "not a readable Parquet file"),
+    ("rows.parquet", b"", "not a readable Parquet file"),
+])
+def test_table_load_of_an_unreadable_file_is_one_clear_error(tmp_path, name, content, says):
+    data = tmp_path / "data"
+    run("table", "create", "papers", "--column", "title:String", "--column", "year:Int64", "--text", "title",
+        data=data)
+    (tmp_path / name).write_bytes(content)
+    proc = run("table", "load", "papers", str(tmp_path / name), data=data, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"error: {name}: {says}"), proc.stderr
+
+
 def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
