@@ -277,6 +277,15 @@ def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
     assert missing.returncode == 2 and "--reset" in missing.stderr
 
 
+def test_calibrate_on_a_file_that_is_not_utf8_is_one_clear_error(tmp_path):
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    latin1 = tmp_path / "questions.tsv"
+    latin1.write_bytes("quel âge as-tu ?\t1\n".encode("latin-1"))
+    proc = run("calibrate", "chitchat", str(latin1), data=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: questions.tsv: not UTF-8 text"), proc.stderr
+
+
 def test_every_group_command_has_a_description(tmp_path):
     for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
         listed = run(group, "--help", data=tmp_path).stdout
