@@ -286,6 +286,27 @@ def test_calibrate_on_a_file_that_is_not_utf8_is_one_clear_error(tmp_path):
     assert proc.stderr.startswith("error: questions.tsv: not UTF-8 text"), proc.stderr
 
 
+def test_an_unreachable_postgresql_store_is_one_clear_error(tmp_path):
+    """OPENQNA_STORE or migrate's --to naming a PostgreSQL server that does not answer: one line, no traceback."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"postgresql://reader:s3cret@127.0.0.1:{port}/kb"
+    for args, env in ((("projects",), {"OPENQNA_STORE": url}),
+                      (("migrate", "--from", str(tmp_path / "d"), "--to", url), {})):
+        if args[0] == "migrate":
+            run("import", "chitchat", str(CHITCHAT), data=tmp_path / "d")
+        proc = run(*args, data=tmp_path / "d", env=env, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("error: cannot connect to the PostgreSQL store") and "s3cret" not in proc.stderr
+
+
+def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
+    proc = run("migrate", "--from", str(tmp_path / "typo"), "--to", str(tmp_path / "to"), data=tmp_path, check=False)
+    assert proc.returncode == 1 and "no openqna store in" in proc.stderr, proc.stderr
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "to").exists()
+
+
 def test_every_group_command_has_a_description(tmp_path):
     for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
         listed = run(group, "--help", data=tmp_path).stdout
