@@ -15,6 +15,7 @@ from openapi_spec_validator import validate
 
 from conftest import SHARED_DATA, LiveServer
 from openqna.auth.keys import create_key
+from openqna.formats import read_file
 from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column
 from openqna.records import InvalidArgument
 from test_cli import run
@@ -139,6 +140,18 @@ def test_get_related_keeps_a_column_named_score(service):
         body = get(live, "/get_related_reviews", subject="returns", where_str="score > 4").json()
     [line] = [json.loads(line) for line in body["documents"].split("\n")]
     assert line["score"] == 4.5 and 0 < line["_score"] <= 1
+
+
+def test_get_related_names_the_relevance_alike_in_every_line(service):
+    """A project where one QnA has the metadata key ``score``: every line puts the relevance under ``_score``."""
+    service.import_content("faq", read_file("faq.tsv", b"Question\tAnswer\tSource\tMetadata\n"
+                                                       b"How long is shipping?\tTen days.\tfaq\tscore:5\n"
+                                                       b"Do you ship abroad?\tTo the EU only.\tfaq\t\n"))
+    with LiveServer(service) as live:
+        body = get(live, "/get_related_faq", subject="shipping").json()
+    lines = [json.loads(line) for line in body["documents"].split("\n")]
+    assert len(lines) == 2 and all(0 <= line["_score"] <= 1 for line in lines)
+    assert [line.get("score") for line in lines if line["text"] == "Ten days."] == ["5"]
 
 
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
