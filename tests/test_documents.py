@@ -6,6 +6,7 @@ import httpx
 import pytest
 from azure.ai.language.questionanswering.authoring import AuthoringClient
 from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError
 
 from conftest import SAMPLE_DOCS
 from openqna.ingest import parse_document
@@ -145,6 +146,11 @@ def test_document_url_without_a_suffix_is_read_by_its_content(live, files):
         for name in ("paper", "word")]).result()
     sources = {q.source for q in live.service.store.list_qnas("docs")}
     assert sources == {f"{files.url}/download/paper", f"{files.url}/download/word"}
+    (files.root / "download" / "logo").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with pytest.raises(HttpResponseError) as failed:  # the job fails; its error lists documents too
+        authoring.begin_update_sources("docs", [{"op": "add", "value": {
+            "displayName": "logo", "sourceUri": f"{files.url}/download/logo", "sourceKind": "url"}}]).result()
+    assert "unsupported file type '(none)'" in str(failed.value) and ".pdf" in str(failed.value)
 
 
 def _create(live) -> bool:

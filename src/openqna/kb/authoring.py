@@ -289,7 +289,12 @@ class Authoring:
         sniffed = suffix_from_content(data)
         if sniffed == ".html" and not name.lower().endswith((".htm", ".html")):
             name += ".html"  # a web page's URL rarely ends in .html
-        elif sniffed and PurePosixPath(name).suffix.lower() not in (*DOCUMENT_SUFFIXES, *QNA_SUFFIXES):
+        elif PurePosixPath(name).suffix.lower() not in (*DOCUMENT_SUFFIXES, *QNA_SUFFIXES):
+            if not sniffed:  # read_file's message would list the QnA files alone
+                suffix = PurePosixPath(name).suffix.lower() or "(none)"
+                raise FormatError(f"unsupported file type {suffix!r}; a source is a QnA file "
+                                  f"({', '.join(QNA_SUFFIXES)}) or a document ({', '.join(DOCUMENT_SUFFIXES)})",
+                                  file=name)
             name += sniffed  # a download link: the bytes say what the name does not
         if is_document(name, data):
             ingest_document(self.service, project, parse_document(name, data), source=src.source,
