@@ -91,6 +91,19 @@ def test_export_names_its_format_and_counts_by_kind(tmp_path):
     assert not (tmp_path / "out.pdf").exists()
     wrote = run("export", "manuals", str(tmp_path / "out.tsv"), data=data).stdout
     assert wrote.startswith(f"wrote {qnas} QnAs and {passages} passages of manuals (test) to ")
+    nowhere = run("export", "manuals", str(tmp_path / "no" / "such" / "out.tsv"), data=data, check=False)
+    assert nowhere.returncode == 2 and "Traceback" not in nowhere.stderr, nowhere.stderr
+    assert nowhere.stderr.startswith("error: cannot write ") and "out.tsv" in nowhere.stderr
+
+
+def test_creating_a_table_under_a_taken_name_is_one_clear_error(tmp_path):
+    data = tmp_path / "data"
+    run("import", "faq", str(CHITCHAT), data=data)
+    for name in ("faq", "FAQ"):
+        taken = run("table", "create", name, "--column", "id:String", "--text", "id", data=data, check=False)
+        assert taken.returncode == 2 and "Traceback" not in taken.stderr, taken.stderr
+        assert "already" in taken.stderr and "faq" in taken.stderr
+    assert "96 QnAs" in run("projects", data=data).stdout
 
 
 def test_keys_are_printed_once_and_stored_hashed(tmp_path):
@@ -264,6 +277,36 @@ def test_calibrate_documents_its_minimum_and_resets_without_a_file(tmp_path):
     assert missing.returncode == 2 and "--reset" in missing.stderr
 
 
+def test_calibrate_on_a_file_that_is_not_utf8_is_one_clear_error(tmp_path):
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path)
+    latin1 = tmp_path / "questions.tsv"
+    latin1.write_bytes("quel âge as-tu ?\t1\n".encode("latin-1"))
+    proc = run("calibrate", "chitchat", str(latin1), data=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: questions.tsv: not UTF-8 text"), proc.stderr
+
+
+def test_an_unreachable_postgresql_store_is_one_clear_error(tmp_path):
+    """OPENQNA_STORE or migrate's --to naming a PostgreSQL server that does not answer: one line, no traceback."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"postgresql://reader:s3cret@127.0.0.1:{port}/kb"
+    for args, env in ((("projects",), {"OPENQNA_STORE": url}),
+                      (("migrate", "--from", str(tmp_path / "d"), "--to", url), {})):
+        if args[0] == "migrate":
+            run("import", "chitchat", str(CHITCHAT), data=tmp_path / "d")
+        proc = run(*args, data=tmp_path / "d", env=env, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("error: cannot connect to the PostgreSQL store") and "s3cret" not in proc.stderr
+
+
+def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
+    proc = run("migrate", "--from", str(tmp_path / "typo"), "--to", str(tmp_path / "to"), data=tmp_path, check=False)
+    assert proc.returncode == 1 and "no openqna store in" in proc.stderr, proc.stderr
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "to").exists()
+
+
 def test_every_group_command_has_a_description(tmp_path):
     for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
         listed = run(group, "--help", data=tmp_path).stdout
@@ -312,6 +355,22 @@ def test_table_load_lists_every_bad_json_row(tmp_path):
     assert "3 bad row(s)" in proc.stderr
     assert "row 2: not valid JSON" in proc.stderr and "row 3: expected a JSON object" in proc.stderr
     assert "row 5: not valid JSON" in proc.stderr
+
+
+@pytest.mark.parametrize(("name", "content", "says"), [
+    ("rows.jsonl", b'{"title": "caf\xe9", "year": 2020}\n', "not UTF-8"),
+    ("rows.csv", b"title,year\ncaf\xe9,2020\n", "not UTF-8"),
+    ("rows.parquet", b"PAR1 not really PAR1", "not a readable Parquet file"),
+    ("rows.parquet", b"", "not a readable Parquet file"),
+])
+def test_table_load_of_an_unreadable_file_is_one_clear_error(tmp_path, name, content, says):
+    data = tmp_path / "data"
+    run("table", "create", "papers", "--column", "title:String", "--column", "year:Int64", "--text", "title",
+        data=data)
+    (tmp_path / name).write_bytes(content)
+    proc = run("table", "load", "papers", str(tmp_path / name), data=data, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"error: {name}: {says}"), proc.stderr
 
 
 def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):

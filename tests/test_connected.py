@@ -267,6 +267,9 @@ def test_an_embedder_of_another_dimension_is_refused(tmp_path, embedder, clickho
     assert "384" in refused.value.message
     with pytest.raises(InvalidArgument, match="vector columns: vector"):
         connect_table(service, "x", clickhouse, "default.ChatArXiv", vector="title", text=["title"])
+    for missing in ("default.NoSuchTable", "nosuchdb.ChatArXiv"):  # not "check where_str": there is none yet
+        with pytest.raises(InvalidArgument, match=f"there is no table '{missing}'"):
+            connect_table(service, "x", clickhouse, missing, vector="vector", text=["title"])
     assert service.knowledge_bases() == []
 
 

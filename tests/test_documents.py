@@ -6,6 +6,7 @@ import httpx
 import pytest
 from azure.ai.language.questionanswering.authoring import AuthoringClient
 from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError
 
 from conftest import SAMPLE_DOCS
 from openqna.ingest import parse_document
@@ -128,6 +129,28 @@ def test_document_url_source_through_the_api(live, files):
     authoring.begin_update_sources("docs", [{"op": "replace", "value": {
         "displayName": "Guide", "sourceUri": f"{files.url}/guide.md", "sourceKind": "url", "refresh": True}}]).result()
     assert "three hours" in qa("how long should I charge the widget first?", False)["answer"]
+
+
+def test_document_url_without_a_suffix_is_read_by_its_content(live, files):
+    """A download link (``/download/manual``) or a short link that redirects names no suffix: a PDF or a Word
+    document behind it is read by what its bytes are, as a web page already was."""
+    (files.root / "download").mkdir()
+    (files.root / "download" / "paper").write_bytes((SAMPLE_DOCS / "data-source-formats" / "white-paper.pdf")
+                                                    .read_bytes())
+    (files.root / "download" / "word").write_bytes((SAMPLE_DOCS / "data-source-formats" / "structured.docx")
+                                                   .read_bytes())
+    authoring = AuthoringClient(live.url, AzureKeyCredential("k"))
+    assert _create(live)
+    authoring.begin_update_sources("docs", [
+        {"op": "add", "value": {"displayName": name, "sourceUri": f"{files.url}/download/{name}", "sourceKind": "url"}}
+        for name in ("paper", "word")]).result()
+    sources = {q.source for q in live.service.store.list_qnas("docs")}
+    assert sources == {f"{files.url}/download/paper", f"{files.url}/download/word"}
+    (files.root / "download" / "logo").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with pytest.raises(HttpResponseError) as failed:  # the job fails; its error lists documents too
+        authoring.begin_update_sources("docs", [{"op": "add", "value": {
+            "displayName": "logo", "sourceUri": f"{files.url}/download/logo", "sourceKind": "url"}}]).result()
+    assert "unsupported file type '(none)'" in str(failed.value) and ".pdf" in str(failed.value)
 
 
 def _create(live) -> bool:

@@ -563,6 +563,12 @@ def test_xlsx_error_not_a_workbook() -> None:
     assert "not a readable .xlsx" in _xlsx_error(b"PK\x03\x04 not really").message
 
 
+def test_xlsx_error_names_a_password_or_the_legacy_format() -> None:
+    """Excel saves a workbook with a password (and an .xls) as an OLE file, not as a damaged ZIP."""
+    message = _xlsx_error(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504)).message
+    assert "password-protected or in the legacy .xls format" in message and "damaged" not in message
+
+
 def test_xlsx_finds_qna_sheet_after_other_sheets() -> None:
     workbook = openpyxl.Workbook()
     workbook.active.append(["Key", "Value"])

@@ -329,6 +329,15 @@ def test_html_without_main_drops_site_chrome_from_body():
     assert qnas[0].qna.answer == "**Returns**\n\nReturn within 30 days."
 
 
+def test_html_keeps_text_that_no_block_element_ends():
+    """Text straight in <body> (old-style pages, or text served as HTML) and text after the last block element."""
+    page = b"<html><body>Our shop opens at nine.<br>Closed on Sundays.</body></html>"
+    assert [b.text for b in parse_document("hours.html", page).blocks] == ["Our shop opens at nine.\nClosed on Sundays."]
+    page = b"<html><body><h1>Returns</h1><p>Within 30 days.</p>Bring the receipt.</body></html>"
+    assert [b.text for b in parse_document("returns.html", page).blocks] == ["Returns", "Within 30 days.",
+                                                                              "Bring the receipt."]
+
+
 def test_html_honours_declared_charset():
     page = "<html><head><meta charset='windows-1252'></head><body><p>Café crème</p></body></html>"
     assert parse_document("legacy.html", page.encode("cp1252")).blocks[0].text == "Café crème"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from openapi_spec_validator import validate
 
 from conftest import SHARED_DATA, LiveServer
 from openqna.auth.keys import create_key
+from openqna.formats import read_file
 from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column
 from openqna.records import InvalidArgument
 from test_cli import run
@@ -129,6 +131,29 @@ def test_get_related_speaks_myscale(live_arxiv):
     assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
 
 
+def test_get_related_keeps_a_column_named_score(service):
+    """A table's own ``score`` column reaches the documents; the relevance moves to ``_score`` beside it."""
+    schema = TableSchema([parse_column(c) for c in ("id:String", "text:String", "score:Float64")], ["text"], None)
+    create_table(service, "reviews", schema)
+    load_rows(service, "reviews", "r.jsonl", b'{"id": "1", "text": "Returns within 30 days.", "score": 4.5}')
+    with LiveServer(service) as live:
+        body = get(live, "/get_related_reviews", subject="returns", where_str="score > 4").json()
+    [line] = [json.loads(line) for line in body["documents"].split("\n")]
+    assert line["score"] == 4.5 and 0 < line["_score"] <= 1
+
+
+def test_get_related_names_the_relevance_alike_in_every_line(service):
+    """A project where one QnA has the metadata key ``score``: every line puts the relevance under ``_score``."""
+    service.import_content("faq", read_file("faq.tsv", b"Question\tAnswer\tSource\tMetadata\n"
+                                                       b"How long is shipping?\tTen days.\tfaq\tscore:5\n"
+                                                       b"Do you ship abroad?\tTo the EU only.\tfaq\t\n"))
+    with LiveServer(service) as live:
+        body = get(live, "/get_related_faq", subject="shipping").json()
+    lines = [json.loads(line) for line in body["documents"].split("\n")]
+    assert len(lines) == 2 and all(0 <= line["_score"] <= 1 for line in lines)
+    assert [line.get("score") for line in lines if line["text"] == "Ten days."] == ["5"]
+
+
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
 REFUSALS = [
     ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),
@@ -190,6 +215,23 @@ def test_openapi_documents_validate_and_match_snapshots(live_arxiv, version):
             snapshot.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             pytest.fail(f"wrote a new snapshot {snapshot.name}; check it in and run again")
         assert doc == json.loads(snapshot.read_text(encoding="utf-8")), f"{snapshot.name} changed"
+
+
+def test_openapi_names_any_kb_as_gpt_actions_need(service):
+    """The CLI accepts names such as 'my kb' or 'a.b'; their operations still get function-name operationIds
+    (GPT Actions make functions of them: ^[a-zA-Z0-9_-]{1,64}$, unique) and paths a client can call."""
+    names = ["my kb", "my_kb", "a.b", "é", "x" * 100, "x" * 99 + "y"]
+    for name in names:
+        service.create_project(name)
+    with LiveServer(service) as live:
+        doc = get(live, "/tools/openapi.json", version="3.0").json()
+        validate(doc)
+        ids = [item["get"]["operationId"] for item in doc["paths"].values()]
+        assert len(set(ids)) == len(names) and all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", i) for i in ids), ids
+        for path in doc["paths"]:
+            assert " " not in path
+            r = httpx.get(live.url + path, params={"subject": "anything"}, timeout=30)
+            assert r.status_code == 200, (path, r.text)
 
 
 def test_table_cli(tmp_path):

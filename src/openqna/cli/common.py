@@ -22,17 +22,28 @@ def open_store(data_dir: str, create: bool) -> Store:
     """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
     creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
     from openqna.kb.catalog import open_data, store_exists, store_file
+    from openqna.records import OpenQnAError
 
-    if store_exists(data_dir):
-        return open_data(data_dir)
-    path = store_file(data_dir)
-    if not create:
-        click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
-                   "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
-        sys.exit(1)
-    store = open_data(data_dir)
-    click.echo(f"created a new openqna store at {path}", err=True)
+    exists = store_exists(data_dir)
+    if not exists and not create:
+        no_store(data_dir)
+    try:
+        store = open_data(data_dir)
+    except OpenQnAError as exc:  # a PostgreSQL store that cannot be reached
+        fail(exc.message)
+    if not exists:
+        click.echo(f"created a new openqna store at {store_file(data_dir)}", err=True)
     return store
+
+
+def no_store(data_dir: str) -> NoReturn:
+    """Exit (code 1) saying where the store was looked for."""
+    from openqna.kb.catalog import store_file
+
+    path = store_file(data_dir)
+    click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
+               "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
+    sys.exit(1)
 
 
 def open_catalog(data_dir: str, create: bool = False) -> Catalog:

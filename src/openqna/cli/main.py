@@ -19,7 +19,7 @@ from typing import cast
 import click
 
 from openqna import settings
-from openqna.cli.common import data_option, fail, open_catalog, open_service
+from openqna.cli.common import data_option, fail, no_store, open_catalog, open_service
 from openqna.cli.key_commands import keys
 from openqna.cli.table_commands import table
 from openqna.cli.test_commands import test, test_diff, test_runs, test_set_from_log
@@ -202,7 +202,10 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     except OpenQnAError as exc:
         fail(exc.message)
     data, _, _ = export_bytes(content, chosen)
-    out.write_bytes(data)
+    try:
+        out.write_bytes(data)
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     passages = sum(q.kind == "passage" for q in content.qnas)
     click.echo(f"wrote {len(content.qnas) - passages} QnAs and {passages} passages of {project} ({deployment}) to {out}")
 
@@ -400,9 +403,11 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
 @click.option("--to", "target", required=True, help="Target store: a data directory or a postgresql:// URL.")
 def migrate(source: str, target: str) -> None:
     """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
-    from openqna.kb.catalog import open_store
+    from openqna.kb.catalog import is_postgres, open_store, store_file
     from openqna.kb.migrate import migrate as run
 
+    if not is_postgres(source) and not store_file(source).exists():
+        no_store(source)  # opening it would create an empty store and copy nothing
     try:
         counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
     except OpenQnAError as exc:

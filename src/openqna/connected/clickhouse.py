@@ -45,6 +45,7 @@ _CODE = re.compile(r"Code: (\d+)")
 _NAME = re.compile(r"\(([A-Z][A-Z_]+)\)")
 _TIMEOUTS = {159, 209, 210}  # TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR
 _UNAVAILABLE = {192, 193, 194, 195, 516}  # unknown user, wrong password, ..., AUTHENTICATION_FAILED
+_NO_SUCH_TABLE = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
 _DISTANCES: dict[Metric, str] = {"cosine": "cosineDistance", "l2": "L2Distance"}
 _METRICS: dict[str, Metric] = {v: k for k, v in _DISTANCES.items()}
 _INDEX_ARGS = re.compile(r"vector_similarity\(\s*'(\w+)'\s*,\s*'(\w+)'")
@@ -97,7 +98,12 @@ class ClickHouseTable:
         self.settings = f" SETTINGS max_execution_time = {max(1, round(timeout))}"
 
     def describe(self, table: str) -> list[TableColumn]:
-        rows = self.client.query(f"DESCRIBE TABLE {quoted(table)}", {})
+        try:
+            rows = self.client.query(f"DESCRIBE TABLE {quoted(table)}", {})
+        except EngineRejected as exc:
+            if exc.engine_code in _NO_SUCH_TABLE:
+                return []  # connect_table says there is no such table, not "check where_str"
+            raise
         return [TableColumn(str(r[0]), str(r[1]), column_type(str(r[1])), str(r[4] or ""),
                             0 if _vector_type(str(r[1])) else None) for r in rows]
 
@@ -172,8 +178,10 @@ def engine_error(exc: Exception) -> Exception:
     if code in _UNAVAILABLE or code is None:
         return EngineUnavailable("The table's ClickHouse server cannot be reached or refused the connection; "
                                  "its operator should check the connection.")
-    return EngineRejected(f"The table's ClickHouse server refused the query: error {code}{name}. Check where_str "
-                          "against the columns in the tool description.")
+    rejected = EngineRejected(f"The table's ClickHouse server refused the query: error {code}{name}. Check "
+                              "where_str against the columns in the tool description.")
+    rejected.engine_code = code
+    return rejected
 
 
 class HttpClient:

@@ -43,6 +43,7 @@ class EngineRejected(OpenQnAError):
 
     code = "EngineRejected"
     status = 400
+    engine_code: int | None = None  # the engine's own error number, when it gave one
 
 
 class EngineTimeout(OpenQnAError):

@@ -130,13 +130,13 @@ class Dialect(ABC):
             return f"(NOT {self.emit(f.child)})"
         if isinstance(f, Compare):
             ref = self.ref(f.ref, ordered=f.op not in ("=", "!="))
-            return f"({ref} {_SQL_OPS[f.op]} {self.bind(f.value, f.ref.type)})"
+            return f"({ref} {_SQL_OPS[f.op]} {self.bind(f.value, _bind_type(f.value, f.ref))})"
         if isinstance(f, InList):
-            values = ", ".join(self.bind(v, f.ref.type) for v in f.values)
+            values = ", ".join(self.bind(v, _bind_type(v, f.ref)) for v in f.values)
             return f"({self.ref(f.ref)} {'NOT IN' if f.negated else 'IN'} ({values}))"
         if isinstance(f, Between):
             word = "NOT BETWEEN" if f.negated else "BETWEEN"
-            lo, hi = self.bind(f.lo, f.ref.type), self.bind(f.hi, f.ref.type)
+            lo, hi = self.bind(f.lo, _bind_type(f.lo, f.ref)), self.bind(f.hi, _bind_type(f.hi, f.ref))
             return f"({self.ref(f.ref, ordered=True)} {word} {lo} AND {hi})"
         if isinstance(f, Like):
             return self.like(f)
@@ -223,6 +223,12 @@ class SQLite(Dialect):
         if isinstance(f, KindIn):
             return f"({record.kind} IN ({', '.join(self.bind(k, 'String') for k in f.kinds)}))"
         return f"({record.id} IN ({', '.join(self.bind(int(i), 'Int64') for i in f.ids)}))"
+
+
+def _bind_type(value: Value, ref: Ref) -> BindType:
+    """The SQL type to bind ``value`` as: the ref's, but Float64 for a fraction next to an Int64 (``stock > 2.5``
+    compares, as in ClickHouse; bound as Int64 it is rounded by a cast, or refused)."""
+    return "Float64" if ref.type == "Int64" and isinstance(value, float) else ref.type
 
 
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -33,9 +33,13 @@ Row = tuple[int, list[str]]
 MAX_UNPACKED_BYTES = 100 * 1024 * 1024
 MAX_XML_TAGS = 2_000_000
 MAX_SHEET_CELLS = 2_000_000
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted workbook, or a legacy .xls
 
 
 def read_xlsx(data: bytes, name: str = "upload.xlsx") -> KnowledgeBaseContent:
+    if data.startswith(OLE_MAGIC):
+        raise FormatError("is password-protected or in the legacy .xls format; save it as a .xlsx without a "
+                          "password", file=name)
     zip_limits.check(data, lambda message: FormatError(message, file=name), max_unpacked=MAX_UNPACKED_BYTES,
                      max_tags=MAX_XML_TAGS, unreadable="not a readable .xlsx workbook (its ZIP container is damaged)")
     try:

@@ -55,7 +55,9 @@ def parse_html(name: str, data: bytes) -> ParsedDocument:
     blocks: list[Block] = []
     if root is not None:
         _strip_chrome(root)
-        _Walker(blocks).walk(root)
+        walker = _Walker(blocks)
+        walker.walk(root)
+        walker.flush()  # text after the last block element (or a page of text without any)
     title = _SPACE.sub(" ", title_node.text()).strip() if title_node is not None else ""
     if not title:
         title = next((b.text for b in blocks if b.kind == "heading"), "")

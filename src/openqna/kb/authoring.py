@@ -11,14 +11,15 @@ import hmac
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from urllib.parse import parse_qs, urlparse
 
 from openqna import strict_json
-from openqna.formats import export_archive, is_archive, read_file, read_json
+from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
 from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
-from openqna.kb.documents import ingest_document, is_document
+from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document, suffix_from_content
 from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
@@ -292,9 +293,16 @@ class Authoring:
 
     def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
         """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""
-        looks_html = data.lstrip()[:1] == b"<"
-        if looks_html and not name.lower().endswith((".htm", ".html")):
+        sniffed = suffix_from_content(data)
+        if sniffed == ".html" and not name.lower().endswith((".htm", ".html")):
             name += ".html"  # a web page's URL rarely ends in .html
+        elif PurePosixPath(name).suffix.lower() not in (*DOCUMENT_SUFFIXES, *QNA_SUFFIXES):
+            if not sniffed:  # read_file's message would list the QnA files alone
+                suffix = PurePosixPath(name).suffix.lower() or "(none)"
+                raise FormatError(f"unsupported file type {suffix!r}; a source is a QnA file "
+                                  f"({', '.join(QNA_SUFFIXES)}) or a document ({', '.join(DOCUMENT_SUFFIXES)})",
+                                  file=name)
+            name += sniffed  # a download link: the bytes say what the name does not
         if is_document(name, data):
             ingest_document(self.service, project, parse_document(name, data), source=src.source,
                             unstructured=src.content_structure_kind.lower() == "unstructured")

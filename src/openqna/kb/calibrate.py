@@ -55,7 +55,13 @@ def read_pairs(path: Path) -> list[Pair]:
 
     A first row whose second cell is not a number or ``none`` is taken as a header.
     """
-    return parse_pairs(path.read_text(encoding="utf-8-sig"), path.name)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{path.name}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start]:#04x}); "
+                              "save it as UTF-8") from None
+    return parse_pairs(text, path.name)
 
 
 def parse_pairs(text: str, name: str) -> list[Pair]:

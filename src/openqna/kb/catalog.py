@@ -16,11 +16,11 @@ from typing import Any
 
 from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, QnA
-from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, open_store
+from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
 __all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
-           "open_data", "open_store", "state_name", "store_exists", "store_file"]
+           "is_postgres", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
 

@@ -9,7 +9,9 @@ whose section disappeared are deleted.
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import PurePosixPath
 
 from openqna.formats.limits import MAX_METADATA_VALUE_CHARS
@@ -30,6 +32,22 @@ class IngestReport:
     deleted: int
     embedded: int
     pages: int
+
+
+def suffix_from_content(data: bytes) -> str:
+    """The suffix a URL's bytes show when its name shows none the importer reads (``/download/7``, a short
+    link): ``.html`` for a web page, ``.pdf``, ``.docx`` and ``.xlsx`` by their signatures, else ``""``."""
+    if data.lstrip()[:1] == b"<":
+        return ".html"
+    if data[:5] == b"%PDF-":
+        return ".pdf"
+    if data[:4] == b"PK\x03\x04":
+        try:
+            names = set(zipfile.ZipFile(BytesIO(data)).namelist())
+        except zipfile.BadZipFile:
+            return ""
+        return ".docx" if "word/document.xml" in names else ".xlsx" if "xl/workbook.xml" in names else ""
+    return ""
 
 
 def is_document(name: str, data: bytes) -> bool:

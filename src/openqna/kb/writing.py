@@ -18,7 +18,7 @@ from openqna.index.analyze import analyze
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import FILLED, hashed_space
-from openqna.records import KnowledgeBaseContent, NotFound, QnA
+from openqna.records import Conflict, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
 
 EMBED_BATCH = 16
@@ -44,6 +44,13 @@ class Writing(ServiceBase):
     # -- projects ----------------------------------------------------------------------
     def create_project(self, name: str, *, description: str = "", language: str = "en",
                        default_answer: str | None = None) -> Project:
+        """A new, empty project; ``Conflict`` when the name is taken (the stores compare names case-insensitively)."""
+        try:
+            taken = self.store.get_project(name)
+        except NotFound:
+            pass
+        else:
+            raise Conflict(f"A knowledge base named '{taken.name}' already exists; choose another name.")
         settings = {"defaultAnswer": default_answer or "No good match found in KB."}
         return self.store.create_project(Project(name, description, language, settings=settings,
                                                  embedder=self.embedder.name))

@@ -84,7 +84,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
     lines are reported together rather than one per attempt."""
     suffix = Path(name).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        for number, line in enumerate(data.decode("utf-8-sig").splitlines(), start=1):
+        for number, line in enumerate(_utf8(name, data).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -94,17 +94,29 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
                 continue
             yield number, row if isinstance(row, dict) else "expected a JSON object"
     elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig")))
+        reader = csv.DictReader(io.StringIO(_utf8(name, data)))
         for number, row in enumerate(reader, start=1):
             yield number, {k: (None if v == "" else v) for k, v in row.items() if k is not None}
     elif suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.read_table(io.BytesIO(data))
+        try:
+            table = pq.read_table(io.BytesIO(data))
+        except (pa.ArrowException, OSError) as exc:
+            raise InvalidArgument(f"{name}: not a readable Parquet file ({exc})") from None
         for number, row in enumerate(table.to_pylist(), start=1):
             yield number, row
     else:
         raise InvalidArgument(f"{name}: rows load from .jsonl, .csv or .parquet files")
+
+
+def _utf8(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{name}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start]:#04x}); "
+                              "save it as UTF-8") from None
 
 
 def _value(column: Column, raw: Any, from_text: bool) -> Any:

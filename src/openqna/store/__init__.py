@@ -7,7 +7,7 @@ def open_store(location: str, cache_dir: str | None = None) -> Store:
     """Open the store at ``location``: a directory (embedded SQLite), or PostgreSQL given as a
     ``postgresql://`` URL or a libpq ``key=value`` string naming a ``dbname``; PostgreSQL keeps
     its saved indexes in ``cache_dir`` (none when it is None)."""
-    if location.startswith(("postgres://", "postgresql://")) or "dbname=" in location:
+    if is_postgres(location):
         from openqna import settings
         from openqna.store.postgres import PostgresStore
 
@@ -17,4 +17,9 @@ def open_store(location: str, cache_dir: str | None = None) -> Store:
     return SQLiteStore(location)
 
 
-__all__ = ["ApiKey", "Deployment", "Job", "LoggedQuery", "Project", "Source", "Store", "StoredFile", "StoredQnA", "Unit", "open_store"]
+def is_postgres(location: str) -> bool:
+    """Whether ``location`` names a PostgreSQL database rather than a data directory."""
+    return location.startswith(("postgres://", "postgresql://")) or "dbname=" in location
+
+
+__all__ = ["ApiKey", "Deployment", "Job", "LoggedQuery", "Project", "Source", "Store", "StoredFile", "StoredQnA", "Unit", "is_postgres", "open_store"]

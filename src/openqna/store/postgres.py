@@ -43,7 +43,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from openqna.clock import now_iso
-from openqna.records import NotFound, ProjectNotFound, QnA
+from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
 from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
@@ -67,6 +67,25 @@ def _not_found(name: str) -> ProjectNotFound:
 _DEPLOYED = "%s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s)"
 
 
+
+class StoreUnavailable(OpenQnAError):
+    """The PostgreSQL server cannot be reached or refuses the connection (a command says so in one line)."""
+
+    code = "ServiceUnavailable"
+    status = 503
+
+
+def _unreachable(dsn: str, exc: psycopg.Error) -> str:
+    """Where and why, without the password: the host, port and database, and the driver's first line."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+        where = f" at {parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+    except psycopg.Error:
+        where = ""
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"cannot connect to the PostgreSQL store{where}: {reason}"
+
+
 class PostgresStore(SharedStatements, VectorSearch):
     """Store protocol on PostgreSQL + pgvector; safe to share across threads and processes.
 
@@ -86,7 +105,11 @@ class PostgresStore(SharedStatements, VectorSearch):
         self._hnsw_ready: set[str] = set()
         self._hnsw_checked: dict[str, float] = {}
         self._hnsw_building: set[str] = set()
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            conn = psycopg.connect(dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(_unreachable(dsn, exc)) from None
+        with conn:
             self.instance = migrate(conn)
         self.index_dir = None if cache_dir is None else Path(cache_dir) / "indexes" / f"pg-{self.instance[:16]}"
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},

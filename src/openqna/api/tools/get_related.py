@@ -47,12 +47,24 @@ def hit_json(hit: Hit) -> dict:
             "text": r.answer, "source": r.source, "fields": r.fields, "metadata": r.metadata}
 
 
-def hit_line(hit: Hit) -> str:
-    """One hit as one line of the ``documents`` string: the fields an LLM needs, as compact JSON."""
+def documents(hits: list[Hit]) -> str:
+    """The hits as the ``documents`` string: one compact JSON line each, the fields an LLM needs.
+
+    An entry's own columns (or metadata) win over the derived title, text and source. The relevance takes
+    ``score``, or ``_score`` in every line when any entry has a column or metadata key ``score``, so no
+    value is hidden and one key means one thing throughout the answer.
+    """
+    relevance = "score"
+    while any(relevance in (h.record.fields or h.record.metadata) for h in hits):
+        relevance = "_" + relevance
+    return "\n".join(_line(h, relevance) for h in hits)
+
+
+def _line(hit: Hit, relevance: str) -> str:
     r = hit.record
     item: dict[str, Any] = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
     item.update(r.fields or r.metadata)
-    item["score"] = hit.score
+    item[relevance] = hit.score
     return json.dumps(item, ensure_ascii=False, default=str)
 
 
@@ -102,7 +114,7 @@ class Tools:
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]
         return await self._guarded(request, kb, lambda hits: {
-            "documents": "\n".join(hit_line(h) for h in hits), "num_retrieved": len(hits)})
+            "documents": documents(hits), "num_retrieved": len(hits)})
 
     async def search(self, request: Request) -> Response:
         kb = request.path_params["kb"]

@@ -8,11 +8,17 @@ parameter's ≤ 700, so the table schema and filter hints go into the ``where_st
 
 from __future__ import annotations
 
+import hashlib
+import re
+from urllib.parse import quote
+
 from openqna import __version__, settings
 from openqna.kb.service import KnowledgeBaseInfo
 
 OPERATION_CHARS = 300
 PARAMETER_CHARS = 700
+OPERATION_ID_CHARS = 64  # GPT Actions make functions of operationIds: ^[a-zA-Z0-9_-]{1,64}$
+_NOT_IN_OPERATION_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -54,13 +60,23 @@ def _example(kb: KnowledgeBaseInfo) -> str:
     return f"Example: {first.name} = 'value'" if first else ""
 
 
+def operation_id(kb_name: str) -> str:
+    """``get_related_{kb}`` as a function name; a name that has to change (a space, a dot, a letter outside
+    ASCII, over 64 characters) gets a hash of itself, so it stays unique and the same in every document."""
+    plain = f"get_related_{kb_name}"
+    if len(plain) <= OPERATION_ID_CHARS and not _NOT_IN_OPERATION_ID.search(plain):
+        return plain
+    tag = "_" + hashlib.sha256(kb_name.encode()).hexdigest()[:8]
+    return _NOT_IN_OPERATION_ID.sub("_", plain)[: OPERATION_ID_CHARS - len(tag)] + tag
+
+
 def _operation(kb: KnowledgeBaseInfo) -> dict:
     what = kb.description.strip() or f"a {kb.kind} of {kb.count} records"
     description = _clip(f"Search the knowledge base '{kb.name}' ({what}) for the entries most related to a "
                         f"subject. Returns one JSON line per entry. Narrow results with where_str.", OPERATION_CHARS)
     max_limit = settings.tools_max_limit()
     return {
-        "operationId": f"get_related_{kb.name}",
+        "operationId": operation_id(kb.name),
         "summary": _clip(f"Search {kb.name}", OPERATION_CHARS),
         "description": description,
         "parameters": [
@@ -88,7 +104,7 @@ def openapi_document(kbs: list[KnowledgeBaseInfo], server: str, version: str = "
         "info": {"title": "openqna knowledge bases", "version": __version__,
                  "description": "Search knowledge bases hosted by openqna."},
         "servers": [{"url": server}],
-        "paths": {f"/get_related_{kb.name}": {"get": _operation(kb)} for kb in kbs},
+        "paths": {f"/get_related_{quote(kb.name, safe='')}": {"get": _operation(kb)} for kb in kbs},
         "components": {
             "schemas": {
                 "QueryResult": {"type": "object", "properties": {
