@@ -16,7 +16,7 @@ from openapi_spec_validator import validate
 from conftest import SHARED_DATA, LiveServer
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
-from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column
+from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column, read_rows
 from openqna.records import InvalidArgument
 from test_cli import run
 
@@ -245,3 +245,11 @@ def test_table_cli(tmp_path):
     assert "papers: 12 rows from papers.jsonl (24 texts embedded, 0 stale rows deleted)" in out
     bad = run("table", "create", "t2", "--column", "x:Text", "--text", "x", data=tmp_path / "d", check=False)
     assert bad.returncode == 2 and "Array(String)" in bad.stderr
+
+
+def test_a_jsonl_line_ends_at_a_newline_only():
+    """U+2028, U+2029 and U+0085 are legal raw inside a JSON string (JavaScript and ensure_ascii=False write them so):
+    the line holding one is one row, not two broken halves."""
+    rows = [{"id": "1", "text": "Returns\u2028within 30 days.\u0085Ask us."}, {"id": "2", "text": "Shipping\u2029free."}]
+    data = "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode()
+    assert list(read_rows("rows.jsonl", data)) == [(1, rows[0]), (2, rows[1])]

@@ -84,7 +84,9 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
     lines are reported together rather than one per attempt."""
     suffix = Path(name).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        for number, line in enumerate(_utf8(name, data).splitlines(), start=1):
+        # lines end at "\n" only (JSON Lines): str.splitlines also cuts at U+2028, U+2029 and U+0085, which JSON allows
+        # raw inside a string (json.dumps(ensure_ascii=False) and JavaScript write them so)
+        for number, line in enumerate(_utf8(name, data).split("\n"), start=1):
             if not line.strip():
                 continue
             try:
