@@ -154,6 +154,26 @@ def test_get_related_names_the_relevance_alike_in_every_line(service):
     assert [line.get("score") for line in lines if line["text"] == "Ten days."] == ["5"]
 
 
+def test_get_related_stays_under_the_gpt_actions_response_limit(service):
+    """GPT Actions refuse a response of 100,000 characters or more: twenty sections of 9,000 characters (with quotes,
+    which the response escapes) come back clipped alike, each line still JSON, every hit kept; a small answer is
+    left whole."""
+    section = 'He said "charge it" first. ' * 333  # 8,991 characters, 666 quotes
+    rows = "".join(f"How do I charge part {i}?\tPart {i}: {section}\tmanual\t\n" for i in range(20))
+    service.import_content("manual", read_file("manual.tsv", f"Question\tAnswer\tSource\tMetadata\n{rows}".encode()))
+    with LiveServer(service) as live:
+        r = get(live, "/get_related_manual", subject="how do I charge it", limit=20)
+        small = get(live, "/get_related_manual", subject="how do I charge it", limit=1).json()
+    assert r.status_code == 200 and len(r.text) < 100_000
+    body = r.json()
+    lines = [json.loads(line) for line in body["documents"].split("\n")]
+    assert body["num_retrieved"] == len(lines) == 20
+    assert all(line["text"].endswith("…") and 3000 < len(line["text"]) < len(section) for line in lines)
+    assert len({len(line["text"]) for line in lines}) == 1  # one length for every hit
+    [whole] = [json.loads(line) for line in small["documents"].split("\n")]
+    assert whole["text"].startswith("Part ") and whole["text"].endswith(section.strip())
+
+
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
 REFUSALS = [
     ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),

@@ -47,25 +47,62 @@ def hit_json(hit: Hit) -> dict:
             "text": r.answer, "source": r.source, "fields": r.fields, "metadata": r.metadata}
 
 
-def documents(hits: list[Hit]) -> str:
-    """The hits as the ``documents`` string: one compact JSON line each, the fields an LLM needs.
+# GPT Actions refuse a response of 100,000 characters or more (``ResponseTooLargeError``; the payload limit of
+# ../shared/reference/myscale-sql.md).  The ``documents`` string, as the response writes it (its quotes escaped), is
+# kept to this many: long values are clipped to one length for every hit, as long as the budget allows.
+DOCUMENTS_CHARS = 96_000
+
+
+def documents(hits: list[Hit], budget: int = DOCUMENTS_CHARS) -> tuple[str, int]:
+    """The hits as the ``documents`` string, one compact JSON line each with the fields an LLM needs, and how many
+    hits it holds.
 
     An entry's own columns (or metadata) win over the derived title, text and source. The relevance takes
     ``score``, or ``_score`` in every line when any entry has a column or metadata key ``score``, so no
-    value is hidden and one key means one thing throughout the answer.
+    value is hidden and one key means one thing throughout the answer.  Past ``budget`` characters (escaped, as the
+    response holds the string), every string value is clipped to the longest length that fits, its end marked
+    with "…"; hits that still do not fit (hundreds of columns) are left out from the last.
     """
     relevance = "score"
     while any(relevance in (h.record.fields or h.record.metadata) for h in hits):
         relevance = "_" + relevance
-    return "\n".join(_line(h, relevance) for h in hits)
+    items = [_item(h, relevance) for h in hits]
+    out = _joined(items, None)
+    if _written(out) <= budget:
+        return out, len(hits)
+    lo, hi = 0, max(len(v) for item in items for v in item.values() if isinstance(v, str))
+    while lo < hi:  # the longest value length that fits
+        mid = (lo + hi + 1) // 2
+        if _written(_joined(items, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    while items and _written(out := _joined(items, lo)) > budget:
+        items.pop()
+    return out, len(items)
 
 
-def _line(hit: Hit, relevance: str) -> str:
+def _item(hit: Hit, relevance: str) -> dict[str, Any]:
     r = hit.record
     item: dict[str, Any] = {"title": r.questions[0] if r.questions else None, "text": r.answer, "source": r.source}
     item.update(r.fields or r.metadata)
     item[relevance] = hit.score
-    return json.dumps(item, ensure_ascii=False, default=str)
+    return item
+
+
+def _joined(items: list[dict[str, Any]], most: int | None) -> str:
+    """The items as JSON lines, every string value clipped to ``most`` characters (None: as they are)."""
+    def clip(value: Any) -> Any:
+        if most is None or not isinstance(value, str) or len(value) <= most:
+            return value
+        return value[: most - 1] + "…" if most else ""
+    return "\n".join(json.dumps({k: clip(v) for k, v in item.items()}, ensure_ascii=False, default=str)
+                     for item in items)
+
+
+def _written(text: str) -> int:
+    """The characters ``text`` takes in the response's JSON (its quotes and control characters escaped)."""
+    return len(json.dumps(text, ensure_ascii=False))
 
 
 class Tools:
@@ -113,8 +150,7 @@ class Tools:
 
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]
-        return await self._guarded(request, kb, lambda hits: {
-            "documents": documents(hits), "num_retrieved": len(hits)})
+        return await self._guarded(request, kb, _documents_answer)
 
     async def search(self, request: Request) -> Response:
         kb = request.path_params["kb"]
@@ -161,6 +197,11 @@ class Tools:
         if not kbs:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
         return JSONResponse(openapi_document(kbs, self._server(request), version))
+
+
+def _documents_answer(hits: list[Hit]) -> dict[str, Any]:
+    text, count = documents(hits)
+    return {"documents": text, "num_retrieved": count}
 
 
 class _Refused(Exception):
