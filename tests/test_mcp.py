@@ -177,6 +177,19 @@ def test_stdio(kbs, tmp_path):
             raise
 
 
+def test_stdio_refuses_a_folder_without_a_store(tmp_path):
+    """``python -m openqna.api.tools.mcp --data TYPO`` says where it looked and exits 1, as ``openqna mcp`` does,
+    instead of serving an empty store it made there."""
+    import subprocess
+
+    missing = tmp_path / "typo"
+    env = {k: v for k, v in os.environ.items() if k != "OPENQNA_STORE"}
+    done = subprocess.run([sys.executable, "-m", "openqna.api.tools.mcp", "--data", str(missing)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and f"no openqna store in {missing}" in done.stderr
+    assert not missing.exists()
+
+
 # -------------------------------------------------------------------------------------------- HTTP
 @pytest.fixture
 def http(kbs):
