@@ -121,6 +121,7 @@ async def check_errors(client: Client) -> None:
     refused = await client.call_tool("search", {"kb": "products", "subject": "tent", "where": "weight > 3"})
     assert refused.is_error and refused.structured_content is None
     assert "unknown column 'weight'" in tool_text(refused) and "price Float64" in tool_text(refused)
+    assert "where refused" in tool_text(refused) and "where_str" not in tool_text(refused)  # its own name
 
     injected = await client.call_tool("search", {"kb": "faq", "subject": "x", "where": "1=1; DROP TABLE qnas"})
     assert injected.is_error and "refused" in tool_text(injected)

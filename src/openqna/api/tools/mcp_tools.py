@@ -181,7 +181,9 @@ class KnowledgeBaseTools:
         except ProjectNotFound:
             raise _unknown(kb) from None
         except OpenQnAError as exc:
-            raise ToolError(exc.message) from None
+            # the filter's messages name get_related's parameter, where_str; this tool's is ``where``
+            raise ToolError(exc.message.replace("where_str", "where") if exc.target == "where_str"
+                            else exc.message) from None
 
     def list_knowledge_bases(self, ctx: Context) -> Annotated[CallToolResult, KnowledgeBaseList]:
         infos = self.service.knowledge_bases(self.caller(ctx))
