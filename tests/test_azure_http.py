@@ -341,6 +341,23 @@ def test_query_text_utf16_offsets(server):
     assert units[2 * best["offset"] : 2 * (best["offset"] + best["length"])].decode("utf-16-le") == best["answer"]
 
 
+def test_query_text_offsets_count_text_elements_by_default(server):
+    """Without stringIndexType (TextElements_v8, the REST default), an offset counts grapheme clusters: the skin-toned
+    thumb (two code points), the flag (two) and the e with a combining accent (two) are one element each."""
+    text = "👍🏽 🇯🇵 cafe\u0301 first. The warranty lasts two years from purchase."
+    question = {"question": "how long is the warranty", "records": [{"id": "a", "text": text}]}
+    by_kind = {}
+    for kind in (None, "TextElements_v8", "UnicodeCodePoint"):
+        body = question if kind is None else {**question, "stringIndexType": kind}
+        by_kind[kind] = post(server, "/language/:query-text", body).json()["answers"][0]
+    points, elements = by_kind["UnicodeCodePoint"], by_kind[None]
+    span = points["answerSpan"]
+    assert span["text"] == "two years" and points["answer"][span["offset"]:][: span["length"]] == "two years"
+    assert elements == by_kind["TextElements_v8"]
+    assert elements["answerSpan"]["offset"] == span["offset"] - 3 and elements["answerSpan"]["length"] == 9
+    assert elements["length"] == points["length"] - 3 and elements["offset"] == points["offset"] == 0
+
+
 def test_unknown_route_is_an_azure_404(server):
     r = httpx.get(server.url + "/language/nothing-here", timeout=10)
     assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"

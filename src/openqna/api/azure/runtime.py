@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import regex
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -140,9 +141,13 @@ def answer_json(a: Answer) -> dict:
 
 
 def _index_converter(kind: str, text: str):
-    """Offsets are code points internally; Utf16CodeUnit callers get UTF-16 units."""
+    """Offsets are code points internally; Utf16CodeUnit callers get UTF-16 units, and TextElements_v8 callers (the
+    REST default; the Python SDK sends UnicodeCodePoint) text elements: .NET's, Unicode's extended grapheme clusters
+    (UAX #29: "👍🏽" or "é" written as e and a combining accent is one)."""
     if kind == "Utf16CodeUnit":
         return lambda n: len(text[:n].encode("utf-16-le")) // 2
+    if kind == "TextElements_v8":
+        return lambda n: len(regex.findall(r"\X", text[:n]))
     return lambda n: n
 
 
