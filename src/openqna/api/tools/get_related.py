@@ -70,7 +70,7 @@ def documents(hits: list[Hit], budget: int = DOCUMENTS_CHARS) -> tuple[str, int]
     out = _joined(items, None)
     if _written(out) <= budget:
         return out, len(hits)
-    lo, hi = 0, max(len(v) for item in items for v in item.values() if isinstance(v, str))
+    lo, hi = 0, max((len(v) for item in items for v in item.values() if isinstance(v, str)), default=0)
     while lo < hi:  # the longest value length that fits
         mid = (lo + hi + 1) // 2
         if _written(_joined(items, mid)) <= budget:
