@@ -81,6 +81,15 @@ class InvalidArgument(OpenQnAError):
     pass
 
 
+def utf8_text(name: str, data: bytes) -> str:
+    """``data`` as UTF-8 text (a BOM allowed), or ``InvalidArgument`` naming the file and the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"{name}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start]:#04x}); "
+                              "save it as UTF-8") from None
+
+
 class NotFound(OpenQnAError):
     code = "NotFound"
     status = 404

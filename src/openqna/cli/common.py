@@ -38,11 +38,9 @@ def open_store(data_dir: str, create: bool) -> Store:
 
 def no_store(data_dir: str) -> NoReturn:
     """Exit (code 1) saying where the store was looked for."""
-    from openqna.kb.catalog import store_file
+    from openqna.kb.catalog import no_store_message
 
-    path = store_file(data_dir)
-    click.echo(f"error: no openqna store in {path.parent} (looked for {path}); "
-               "pass --data or set OPENQNA_DATA to the folder that has one", err=True)
+    click.echo(f"error: {no_store_message(data_dir)}", err=True)
     sys.exit(1)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from openqna.kb.service import AskRequest, Service
 from openqna.ranking.calibrations import CALIBRATION, Calibration, rescaled
-from openqna.records import InvalidArgument
+from openqna.records import InvalidArgument, utf8_text
 from openqna.store.base import LIVE
 
 PRIOR_WEIGHT = 2.0  # the prior counts like this many questions on each parameter
@@ -55,13 +55,7 @@ def read_pairs(path: Path) -> list[Pair]:
 
     A first row whose second cell is not a number or ``none`` is taken as a header.
     """
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"{path.name}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start]:#04x}); "
-                              "save it as UTF-8") from None
-    return parse_pairs(text, path.name)
+    return parse_pairs(utf8_text(path.name, path.read_bytes()), path.name)
 
 
 def parse_pairs(text: str, name: str) -> list[Pair]:

@@ -20,7 +20,7 @@ from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, i
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
 __all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
-           "is_postgres", "open_data", "open_store", "state_name", "store_exists", "store_file"]
+           "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
 
@@ -34,6 +34,13 @@ def store_exists(data_dir: str) -> bool:
     """Whether the store the settings name is already there: a PostgreSQL URL always counts, since
     its database is made by its administrator; opening a missing SQLite store would create it."""
     return bool(settings.store()) or store_file(data_dir).exists()
+
+
+def no_store_message(data_dir: str) -> str:
+    """What a command that reads says when ``data_dir`` holds no store (rather than creating an empty one there)."""
+    path = store_file(data_dir)
+    return (f"no openqna store in {path.parent} (looked for {path}); "
+            "pass --data or set OPENQNA_DATA to the folder that has one")
 
 
 def open_data(data_dir: str) -> Store:

@@ -22,7 +22,7 @@ from openqna import strict_json
 from openqna.filters.nodes import COLUMN_TYPES, Column
 from openqna.filters.values import parse_datetime_text
 from openqna.kb.service import Service
-from openqna.records import InvalidArgument, QnA
+from openqna.records import InvalidArgument, QnA, utf8_text
 
 MAX_ROW_ERRORS = 20
 
@@ -86,7 +86,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
     if suffix in (".jsonl", ".ndjson"):
         # lines end at "\n" only (JSON Lines): str.splitlines also cuts at U+2028, U+2029 and U+0085, which JSON allows
         # raw inside a string (json.dumps(ensure_ascii=False) and JavaScript write them so)
-        for number, line in enumerate(_utf8(name, data).split("\n"), start=1):
+        for number, line in enumerate(utf8_text(name, data).split("\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -96,7 +96,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
                 continue
             yield number, row if isinstance(row, dict) else "expected a JSON object"
     elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(_utf8(name, data)))
+        reader = csv.DictReader(io.StringIO(utf8_text(name, data)))
         for number, row in enumerate(reader, start=1):
             yield number, {k: (None if v == "" else v) for k, v in row.items() if k is not None}
     elif suffix == ".parquet":
@@ -111,14 +111,6 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
             yield number, row
     else:
         raise InvalidArgument(f"{name}: rows load from .jsonl, .csv or .parquet files")
-
-
-def _utf8(name: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgument(f"{name}: not UTF-8 text (byte {exc.start + 1} is {data[exc.start]:#04x}); "
-                              "save it as UTF-8") from None
 
 
 def _value(column: Column, raw: Any, from_text: bool) -> Any:

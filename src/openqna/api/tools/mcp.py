@@ -44,7 +44,7 @@ from openqna.api.credentials import secret_from_headers
 from openqna.api.tools.mcp_tools import build_server
 from openqna.auth.keys import Authorizer, Denied
 from openqna.formats.limits import LIMITS
-from openqna.kb.catalog import LIVE, open_data, store_exists, store_file
+from openqna.kb.catalog import LIVE, no_store_message, open_data, store_exists
 from openqna.kb.service import Service
 
 PATH = "/mcp"
@@ -190,8 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
     args = parser.parse_args(argv)
     if not store_exists(args.data):  # serving tools over a store made empty here would only ever say "none"
-        parser.exit(1, f"error: no openqna store in {args.data} (looked for {store_file(args.data)}); "
-                       "pass --data or set OPENQNA_DATA to the folder that has one\n")
+        parser.exit(1, f"error: {no_store_message(args.data)}\n")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run_stdio(Service(open_data(args.data), get_embedder()),
               deployment=args.deployment)
