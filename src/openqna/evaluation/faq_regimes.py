@@ -9,8 +9,8 @@
   side carries little. Chit-chat: the real answers, each with one seeded-random question of its
   own; the others are asked. Asked the intent sets' test utterances and the chit-chat answers'
   other questions, but for those the chit-chat file itself files under two answers or more (12
-  texts in each personality's file, "Good morning" and "Do you hate me?" among them: 24 of about
-  650 questions), which no answer can get right when the other answer holds the text.
+  texts in each personality's file, "Good morning" and "Do you hate me?" among them: at most 24 of
+  about 650 questions), which no answer can get right when the other answer holds the text.
 
 Off-topic questions: banking77's KBs are asked hwu64's test utterances and hwu64's banking77's
 (both have currency questions, see ``offtopic.OVERLAP``; they are not removed here, so a few

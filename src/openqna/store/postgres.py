@@ -67,7 +67,6 @@ def _not_found(name: str) -> ProjectNotFound:
 _DEPLOYED = "%s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s)"
 
 
-
 class StoreUnavailable(OpenQnAError):
     """The PostgreSQL server cannot be reached or refuses the connection (a command says so in one line)."""
 
