@@ -19,7 +19,17 @@ Chinese (``cjk.asked_in_chinese``, dev splits): what a CJK question asked of a K
 read with (``multilingual.crosses``), where no keyword is ever shared and MULTILINGUAL's keyword weights would read
 every right answer as a poor one.
 
-Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]] [--cross] [--write]   (~2 min with a warm eval/.cache; CACHE: another
+``--faq`` fits ``calibrations.MULTILINGUAL_SPARSE``, the space's weights for an FAQ page (one question per QnA, no
+passages): on the dev splits of the English FAQ pages with real answers of ``make eval``'s one-question regime
+ranked in the space (``evaluation.space_faq``: no Chinese or Japanese FAQ page with real users' questions is in the
+data), a softmax over each question's records with each KB weighing the same, over fit_regimes.py's ``COLUMNS``
+(the answer read again in proportion to the KB's answer informativeness in the space); then a scale and shift that
+put its top logit on MULTILINGUAL's scale (a logistic fit through MULTILINGUAL's last step, dev questions in scope
+and off-topic), less ``FAQ_SHIFT`` so that 0.5 stands where English FAQ pages' does (a probability of 0.68).  The
+weights hand a page over to MULTILINGUAL's own as its answers say more (``HANDOVER``), so XQuAD's and JSQuAD's FAQ
+KBs, which MULTILINGUAL was fitted on, are ranked as before.
+
+Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]] [--cross | --faq] [--write]   (~2 min with a warm eval/.cache; CACHE: another
 embedding cache file, such as an `openqna eval --out DIR` run's DIR/.cache/embeddings.sqlite3)
 """
 
@@ -28,12 +38,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 
-from openqna.evaluation import SEED, cjk
+from openqna.evaluation import FULL, SEED, cjk, space_faq
 from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.index.analyze import analyze
 from openqna.kb.catalog import open_store
@@ -43,6 +56,7 @@ from openqna.ranking import calibrations, ranker, regime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_ranker import softmax_fit  # noqa: E402  (the same softmax over each question's records)
+from fit_regimes import COLUMNS, SPARSE_REGIMES, fit_sparse  # noqa: E402  (the English FAQ-page weights' columns and fit)
 
 QNA_NAMES = ("qsim", "asim", "qcov", "acov")
 PASSAGE_NAMES = ("asim", "acov", "bm25")
@@ -52,6 +66,12 @@ THRESHOLD = 0.5
 # (scripts/fit_regimes.py); chosen on the dev figures printed for each of SHIFTS.
 CROSS_SHIFT = 0.75
 SHIFTS = (0.0, 0.5, 0.75, 1.0, 1.5)
+# --faq: the answer informativeness (in the space) over which an FAQ page is handed over from the FAQ-page weights
+# to MULTILINGUAL's own: the real FAQ pages measure 0.10-0.38 there (chit-chat 0.10-0.16, covid-q 0.34, deepset
+# 0.38), the KBs MULTILINGUAL was fitted on 0.65 (JSQuAD's FAQ) and 0.78 (XQuAD-zh's); the ramp lies between, with
+# a margin on each side.  Nothing between 0.4 and 0.6 was measured.
+HANDOVER = (0.4, 0.6)
+FAQ_SHIFT = 0.75  # the FAQ-page last step's shift (scripts/fit_regimes.py's SHIFT): 0.5 at a probability of 0.68
 
 
 def collect(service: Service, data_dir: Path, cross: bool = False) -> list[dict]:
@@ -78,8 +98,113 @@ def matrix(f: ranker.Features, names: tuple[str, ...]) -> np.ndarray:
     return np.stack([getattr(f, n) for n in names], axis=1).astype(np.float64)
 
 
+def collect_faq_pages(data_dir: Path, cache: Path, tiny: bool = False) -> list[dict]:
+    """Per question of ``space_faq``'s FAQ pages: its KB, split, the features of every record in the space, which
+    records are right, the KB's answer informativeness there."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="openqna-fit-multilingual-") as tmp:
+        store = open_store(tmp)
+        service = Service(store, CachedEmbedder(get_embedder("local"), cache),
+                          CachedEmbedder(get_embedder("multilingual"), cache))
+        for kb in space_faq.build(service, data_dir, seed=SEED, offtopic=FULL.regime_offtopic, tiny=tiny):
+            index = service.indexes.get(kb.project)
+            view = index.multilingual()
+            assert view is not None, kb.project
+            informative = ranker.answer_informativeness(view)
+            everything = np.ones(index.n, bool)
+            vectors = service.multilingual.embedder.embed([q.text for q in kb.questions])
+            for q, v in zip(kb.questions, vectors):
+                f = ranker.features(view, analyze(q.text), v, everything, [])
+                right = np.array([q.gold is not None and kb.is_right(int(index.ids[r]), q.gold) for r in f.rows])
+                out.append({"kb": kb.project, "split": q.split, "right": right, "inscope": q.gold is not None,
+                            "informative": informative, "n": index.n, "headings": ranker.heading_handover(view),
+                            "f": {k: np.asarray(getattr(f, k), np.float64) for k in ranker.FEATURE_NAMES}})
+        store.close()
+    return out
+
+
+def fit_faq(data_dir: Path, cache: Path) -> None:
+    """``--faq``: MULTILINGUAL_SPARSE (see the module docstring)."""
+    questions = collect_faq_pages(data_dir, cache, tiny=True)
+    dev = [q for q in questions if q["split"] == "dev" and not q["kb"].startswith("tiny-")]
+    weights = fit_sparse([(SPARSE_REGIMES[0], {"kb": q["kb"], "split": "dev"},
+                           {"f": q["f"], "informative": q["informative"], "right": q["right"],
+                            "eligible": np.ones(len(q["right"]), bool), "offset": None, "has_passages": False,
+                            "one_question": True}) for q in dev if q["inscope"]])
+    names = dict(zip(("w_" + c for c in COLUMNS), np.round(weights, 3).tolist()))
+    unscaled = calibrations.Calibration(**names, handover_from=HANDOVER[0], handover_full=HANDOVER[1])
+    terms = calibrations.MULTILINGUAL.regime
+    assert terms is not None
+
+    def top(q: dict, c: calibrations.Calibration) -> tuple[float, float, bool]:
+        f = SimpleNamespace(**q["f"])
+        z = np.asarray(c.logit(f, informative=q["informative"]), np.float64)
+        g = regime.gaps(z, np.ones(len(z), bool))
+        i = int(np.argmax(z))
+        return float(z[i]), float(g[i]), bool(q["right"][i])
+
+    per_kb = Counter(q["kb"] for q in dev)
+    rows = [(*top(q, unscaled), 1.0 / per_kb[q["kb"]]) for q in dev]
+    kbs = sorted({q["kb"] for q in questions})
+    z, gap, y, w = (np.asarray(v, np.float64) for v in zip(*rows))
+
+    def loss(v: np.ndarray) -> float:  # the last step's logit of a*z + b (the gap scales with a)
+        p = 1.0 / (1.0 + np.exp(-(terms.w_logit * (v[0] * z + v[1]) + terms.w_gap * v[0] * gap + terms.bias)))
+        return float(-(w * (y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))).sum() / w.sum())
+
+    a, b = minimize(loss, np.array([1.0, 0.0]), method="Nelder-Mead").x
+    shift = b - FAQ_SHIFT / terms.w_logit
+    sparse = dataclasses.replace(unscaled, scale=round(float(a), 3), shift=round(float(shift), 3), context_boost=1.0)
+    print(sparse)
+    for split in ("dev", "test"):
+        for kb in kbs + ["all"]:
+            sel = [q for q in questions if q["split"] == split and (kb == q["kb"] or kb == "all" and q["kb"] in per_kb)]
+            print(f"{split:4} {kb:36} before {faq_figures(sel, None)}\n{'':42}after  {faq_figures(sel, sparse)}")
+    if "--write" in sys.argv[1:]:
+        calibrations.save("MULTILINGUAL_SPARSE", sparse, fitted_by="scripts/fit_multilingual.py --faq")
+        whole = calibrations.load()["MULTILINGUAL"]
+        assert isinstance(whole, calibrations.Calibration)
+        calibrations.save("MULTILINGUAL", dataclasses.replace(whole, sparse=sparse),
+                          fitted_by="scripts/fit_multilingual.py")
+        print(f"MULTILINGUAL_SPARSE written to {calibrations.DATA_FILE}")
+
+
+def faq_figures(rows: list[dict], sparse: calibrations.Calibration | None) -> str:
+    """Top-1, precision, recall and off-topic rejected at ``THRESHOLD`` of ``rows`` ranked as ``ranker.rank`` ranks
+    an FAQ page in the space: with ``sparse`` (and its handover to MULTILINGUAL), or MULTILINGUAL alone (None)."""
+    c = calibrations.MULTILINGUAL
+    terms = c.regime
+    assert terms is not None
+    conf, right, inscope = [], [], []
+    for q in rows:
+        f = SimpleNamespace(**q["f"])
+        own = np.asarray(c.logit(f), np.float64)
+        if sparse is None:
+            z = own
+        else:
+            z = sparse.scale * np.asarray(sparse.logit(f, informative=q["informative"]), np.float64) + sparse.shift
+            share = max(ranker.handover_share(sparse, q["informative"], q["n"]), q["headings"])
+            z = (1.0 - share) * z + share * own
+        logit = terms.of(z, np.ones(len(z), bool), np.zeros(len(z), bool), np.zeros(len(z), bool),
+                         faq_page=sparse is not None, records=q["n"])
+        i = int(np.argmax(z))
+        conf.append(float(1.0 / (1.0 + np.exp(-logit[i]))))
+        right.append(bool(q["right"][i]))
+        inscope.append(q["inscope"])
+    conf_a, right_a, in_a = np.asarray(conf), np.asarray(right), np.asarray(inscope)
+    answered = conf_a >= THRESHOLD
+    precision = right_a[answered].mean() if answered.any() else float("nan")
+    recall = answered[right_a].mean() if right_a.any() else float("nan")
+    return (f"top-1 {right_a[in_a].mean():.3f}  P {precision:.3f}  R {recall:.3f}"
+            f"  right at t {(right_a & answered)[in_a].mean():.3f}  off-topic rejected {(~answered[~in_a]).mean():.3f}")
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a not in ("--write", "--cross")]
+    args = [a for a in sys.argv[1:] if a not in ("--write", "--cross", "--faq")]
+    if "--faq" in sys.argv[1:]:
+        fit_faq(Path(args[0] if args else "../shared/data"),
+                Path(args[1]) if len(args) > 1 else Path("eval") / ".cache" / "embeddings.sqlite3")
+        return
     cross = "--cross" in sys.argv[1:]
     name = "CROSSLINGUAL" if cross else "MULTILINGUAL"
     data_dir = Path(args[0] if args else "../shared/data")

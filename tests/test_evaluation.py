@@ -419,6 +419,23 @@ def test_quick_run_covers_the_chinese_and_japanese_kbs(quick):
     assert "## Chinese and Japanese" in (out / "report.md").read_text(encoding="utf-8")
 
 
+def test_quick_run_ranks_real_faq_pages_in_the_multilingual_space(quick):
+    """``space_faq``: the one-question regime's English FAQ pages with real answers (and the two tiny cuts) given
+    the space and asked the same questions in the same splits, before and after the space's FAQ-page weights."""
+    out, m = quick
+    r = m["cjk_faq_pages"]["kbs"]
+    assert set(r) == {"covid-q", "covid-qsim-deepset", "tiny-covid-q", "tiny-covid-qsim-deepset"} | {
+        f"chitchat-{p}-one-question" for p in ("professional", "friend", "comic")}
+    regimes = {kb: by_split for data in m["regimes"].values() for kb, by_split in data["summary"].items()}
+    for kb, k in r.items():
+        for split in ("dev", "test"):  # the same questions as the regime's KB of that name
+            assert (k["after"][split]["inscope"], k["after"][split]["offtopic"]) == (
+                regimes[kb][split]["inscope"], regimes[kb][split]["offtopic"]), kb
+            assert k["before"][split]["inscope"] == k["after"][split]["inscope"]
+        assert 0.0 <= k["handover"] <= 1.0 and 0.0 <= k["informativeness"] <= 1.0
+    assert "### Real FAQ pages ranked in the multilingual space" in (out / "report.md").read_text(encoding="utf-8")
+
+
 def test_quick_run_trains_every_regime_kb_and_reports_before_and_after(quick):
     """Save and train in the evaluation (issue 42): every FAQ-regime and CJK KB trained; where no model was kept the
     test figures after are the ones before, and where one was they come from asking the test split again."""

@@ -18,13 +18,14 @@ from azure.ai.language.questionanswering.models import ShortAnswerOptions
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import LiveServer
+from openqna.evaluation import space_faq
 from openqna.evaluation.document_regimes import read_questions
 from openqna.formats import read_file
 from openqna.index.index_cache import IndexCache
 from openqna.index.saved_index import load, save
 from openqna.kb import service_base
 from openqna.kb.service import AskRequest, Service, SpanRequest
-from openqna.ranking import calibrations
+from openqna.ranking import calibrations, ranker
 from openqna.ranking.multilingual import FILLED, cjk_kb, crosses
 from openqna.records import QnA
 from openqna.store.sqlite import SQLiteStore
@@ -283,3 +284,63 @@ def test_auto_needs_a_share_of_cjk_records_before_embedding_a_whole_kb(service):
                            QnA(["保修期是多久？"], "一年有限保修。")])
     index = service.indexes.get("big")  # 3 CJK records written beside 41: 5% or more, the space for all 44
     assert index.multilingual() is not None and _units(index) == 2 * 44
+
+
+# A municipal FAQ page in Japanese, one question per QnA as such pages are (written for this test, after
+# localgovFAQ's kind of page): real answers that name other entries' topics (moving house names bulky waste and the
+# certificate of residence), asked as residents ask.
+MUNICIPAL = [
+    ("住民票の写しはどこで取得できますか？", "市役所本庁舎1階の市民課窓口、各支所、またはマイナンバーカードをお持ちの方は"
+     "コンビニエンスストアで取得できます。手数料は1通300円です。"),
+    ("粗大ごみはどのように出せばよいですか？", "事前に粗大ごみ受付センターへ電話かインターネットで申し込み、処理券を購入して"
+     "指定日に出してください。"),
+    ("引っ越しのときに必要な手続きは何ですか？", "転出届を市民課に提出してください。引っ越しで出る粗大ごみや家電は、粗大ごみ"
+     "受付センターへ申し込むか、販売店に引き取りを依頼してください。住民票の写しが必要な場合は転出前に取得してください。"),
+    ("保育園の入園申し込みはいつまでですか？", "4月入園の一次申し込みは前年の11月末までです。途中入園は入園希望月の前月10日"
+     "までに保育課へ申請してください。"),
+    ("国民健康保険の保険料はどうやって納めますか？", "納付書による金融機関やコンビニでの支払い、または口座振替で納めることが"
+     "できます。"),
+    ("図書館の開館時間を教えてください。", "中央図書館は火曜日から金曜日が午前9時から午後8時まで、土日祝日は午後5時までです。"
+     "月曜日は休館日です。"),
+    ("犬の登録はどこでできますか？", "生後91日以上の犬は、保健所または動物病院で登録と狂犬病予防注射を受けてください。"),
+    ("印鑑登録をしたいのですが、何が必要ですか？", "登録する印鑑と本人確認書類（運転免許証など）を持って、市民課窓口へ本人が"
+     "お越しください。"),
+    ("市役所の駐車場は無料ですか？", "市役所に用事のある方は2時間まで無料です。窓口で駐車券に認証を受けてください。"),
+    ("子どもの医療費助成について知りたい", "中学校卒業までのお子さんの保険診療の自己負担分を助成します。受給者証を医療機関の"
+     "窓口で提示してください。"),
+    ("戸籍謄本を郵送で請求できますか？", "本籍地の市区町村へ、請求書、本人確認書類の写し、手数料分の定額小為替、返信用封筒を"
+     "郵送してください。"),
+    ("水道の使用を開始するにはどうすればいいですか？", "水道局お客さまセンターへ、使用開始日の3日前までに電話または"
+     "インターネットで申し込んでください。"),
+]
+RESIDENTS_ASK = [("大きな家具を捨てるにはどうすればいい？", 1), ("粗大ごみの出し方を知りたい", 1),
+                 ("住民票はどこでもらえますか", 0), ("引っ越しの手続きについて教えて", 2), ("保育園の申し込み期限はいつ？", 3),
+                 ("国保の保険料の払い方", 4), ("図書館は何時まで開いていますか", 5), ("飼い犬の登録をしたい", 6),
+                 ("印鑑登録に必要なもの", 7), ("市役所に車で行くと駐車料金はかかりますか", 8), ("子供の医療費は助成されますか", 9),
+                 ("戸籍謄本を郵便で取り寄せたい", 10), ("水道を使い始める手続き", 11), ("コンビニで住民票を取れますか", 0)]
+
+
+def test_a_japanese_faq_page_is_read_by_its_questions(service, monkeypatch):
+    """The space's FAQ-page weights (``calibrations.MULTILINGUAL_SPARSE``): each resident's question finds the entry
+    whose question it asks, confidently, though another entry's answer repeats its words.  MULTILINGUAL's weights
+    alone, fitted where questions were written from the answer, put the moving-house entry first for two of them
+    and a third entry for the insurance question."""
+    ids = _kb(service, "city", [([q], a) for q, a in MUNICIPAL])
+    assert service.indexes.get("city").multilingual() is not None
+    for question, k in RESIDENTS_ASK:
+        first = _ask(service, "city", question)[0]
+        assert first.qna.id == ids[k] and first.confidence >= 0.45, (question, first.qna.questions, first.confidence)
+    monkeypatch.setattr(calibrations, "MULTILINGUAL", space_faq.before())
+    wrong = [q for q, k in RESIDENTS_ASK if _ask(service, "city", q)[0].qna.id != ids[k]]
+    assert len(wrong) >= 3, wrong
+
+
+@pytest.mark.parametrize("informative, records, share", [
+    (0.34, 245, 0.0), (0.4, 300, 0.0), (0.5, 300, 0.5), (0.6, 300, 1.0), (0.65, 335, 1.0), (0.67, 12, 0.0)])
+def test_the_space_hands_an_faq_page_whose_answers_say_much_to_its_own_weights(informative, records, share):
+    """None at informativeness 0.4 or less (the real FAQ pages: 0.10-0.38 in the space), all from 0.6 (JSQuAD's FAQ
+    0.65, XQuAD-zh's 0.78, ranked as MULTILINGUAL was fitted to rank them), and never on a KB under 100 records."""
+    sparse = calibrations.MULTILINGUAL.sparse
+    assert sparse is not None
+    assert ranker.handover_share(sparse, informative, records) == pytest.approx(share)
+    assert ranker.handover_share(calibrations.SPARSE, 0.9, 1000) == 0.0  # the English FAQ-page weights hand nothing over

@@ -43,6 +43,7 @@ from openqna.evaluation import (
     passages,
     regimes,
     report,
+    space_faq,
     spans,
     tiny,
     training,
@@ -152,13 +153,16 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
                                                    per_kb=plan.conversation_questions)
         step("typos", t)
         t = time.perf_counter()
-        metrics["long_questions"] = long_questions.evaluate(service, built, seed=seed, threshold=threshold,
-                                                            per_kb=plan.conversation_questions)
-        step("long_questions", t)
-        t = time.perf_counter()
         cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
         metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
         step("cjk", t)
+        t = time.perf_counter()
+        metrics["long_questions"] = long_questions.evaluate(service, built + cjk_built, seed=seed,
+                                                            threshold=threshold, per_kb=plan.conversation_questions)
+        step("long_questions", t)
+        t = time.perf_counter()
+        metrics["cjk_faq_pages"] = _faq_pages_in_space(data_dir, out_dir, plan, seed, threshold)
+        step("cjk_faq_pages", t)
         t = time.perf_counter()
         before = {kb: by_split["test"] for section in (*metrics["regimes"].values(), metrics["cjk"])
                   for kb, by_split in section["summary"].items() if kb != "all"}
@@ -358,10 +362,19 @@ def _run_cjk(data_dir: Path, out_dir: Path, plan: Plan, quick: bool, threshold: 
                                                          limit=plan.paragraphs["jsquad"]), threshold=threshold)
         metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
                             for name, limit in plan.span_questions.items()}
+    metrics["cjk_faq_pages"] = _faq_pages_in_space(data_dir, out_dir, plan, seed, threshold)
     metrics["timing"] = {"total_seconds": round(time.perf_counter() - started, 1)}
     (out_dir / "report.md").write_text(cjk_report.render_only(metrics), encoding="utf-8")
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return metrics
+
+
+def _faq_pages_in_space(data_dir: Path, out_dir: Path, plan: Plan, seed: int, threshold: float) -> dict:
+    """``space_faq.evaluate`` in a service of its own (its KBs have the regimes' names)."""
+    with _fresh_service(out_dir, get_embedder("local")) as (service, _):
+        return space_faq.evaluate(service, data_dir, seed=seed, threshold=threshold, offtopic=plan.regime_offtopic,
+                                  queries=plan.faq_queries, answers=plan.chitchat_answers,
+                                  per_answer=plan.per_answer_queries)
 
 
 ACCURATE = "accurate"

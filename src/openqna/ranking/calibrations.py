@@ -60,6 +60,12 @@ class Calibration:
     w_asim_informative: float = 0.0
     w_acov_informative: float = 0.0
     w_bm25_informative: float = 0.0
+    # An FAQ page's weights may hand the page over to the calibration's own weights as its answers say more
+    # (``ranker.handover_share``): none at an answer informativeness of ``handover_from`` or below, all of it at
+    # ``handover_full`` and above, in proportion between; 0 and 0: never (the page is read partly as passages are
+    # instead, ``ranker.passage_share``).
+    handover_from: float = 0.0
+    handover_full: float = 0.0
 
     def logit(self, f: Any, question_only: bool = False, informative: float = 0.0) -> Any:
         """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape); ``informative``:
@@ -246,7 +252,14 @@ BALANCED_CALIBRATION = _calibration("BALANCED_CALIBRATION")
 # on the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
 # in-scope questions for the weights, a softmax over each question's records; then the last step, a logistic
 # regression of "the top answer is right" with the off-topic ones): dev precision 0.916 and recall 0.936 at 0.5.
-# The question mean and centroid have no weight: the dev FAQs have one question per QnA.
+# The question mean and centroid have no weight: the dev FAQs have one question per QnA.  Those FAQs' questions were
+# written from the paragraph, so the weights read the answer; an FAQ page (one question per QnA, no passages) is
+# read with MULTILINGUAL's ``sparse`` part instead, MULTILINGUAL_SPARSE: scripts/fit_multilingual.py --faq, the
+# English FAQ-page weights' columns fitted on the dev splits of make eval's English FAQ pages with real answers
+# ranked in the space (``evaluation.space_faq``; no CJK FAQ page with real users' questions is in the data), scaled
+# onto MULTILINGUAL's last step with 0.5 where the English FAQ pages' stands; it hands a page whose answers say as
+# much as those paragraphs (``ranker.handover_share``) or whose questions read as headings (``heading_handover``)
+# back to MULTILINGUAL's own weights, so XQuAD-zh's and JSQuAD's KBs rank as before.
 MULTILINGUAL = _calibration("MULTILINGUAL")
 # The same space when a CJK question is asked of a KB whose records are mostly not CJK (``multilingual.crosses``: an
 # English KB given the space with ``OPENQNA_MULTILINGUAL=on``): the same terms fitted by ``scripts/fit_multilingual.py

@@ -19,7 +19,8 @@ PyPI), stored beside the main vectors as units "mq" and "ma" (``store.base.MULTI
   too, whatever the knowledge base holds: the sentences are embedded when asked.
 * Asking: a question with CJK text (``cjk_share`` > 0, so "Surface Pro 4の充電時間は" too) asked of an index whose
   every unit has a vector in the space is embedded by the encoder and ranked on ``MemIndex.multilingual()`` with
-  ``calibrations.MULTILINGUAL`` (its dense and keyword features fitted together on CJK dev data).  Every other
+  ``calibrations.MULTILINGUAL`` (its dense and keyword features fitted together on CJK dev data; an FAQ page,
+  one question per QnA, with its FAQ-page weights, ``calibrations.MULTILINGUAL_SPARSE``).  Every other
   question is ranked exactly as before.
 """
 

@@ -317,6 +317,52 @@ def passage_share(informative: float, records: int) -> float:
     return PASSAGE_MOST * min(1.0, (informative - PASSAGE_FROM) / (PASSAGE_FULL - PASSAGE_FROM))
 
 
+def handover_share(sparse: Calibration, informative: float, records: int) -> float:
+    """The share of an FAQ page's calibrated logit read with its calibration's own weights rather than the FAQ-page
+    weights ``sparse``, by the KB's answer informativeness (``Calibration.handover_from`` and ``handover_full``;
+    0 when ``sparse`` names no handover).  ``calibrations.MULTILINGUAL_SPARSE`` hands a CJK FAQ page whose answers
+    say as much as XQuAD's or JSQuAD's paragraphs (0.65 and more in the multilingual space) back to
+    ``calibrations.MULTILINGUAL``, fitted on such KBs, and reads a real FAQ page (0.4 and less) by its questions.
+    As ``passage_share``, only on a KB of ``PASSAGE_MIN_RECORDS`` or more: among a dozen QnAs nearly any answer is
+    nearer its own question than the others'."""
+    lo, hi = sparse.handover_from, sparse.handover_full
+    if hi <= 0.0 or informative <= lo or records < PASSAGE_MIN_RECORDS:
+        return 0.0
+    return 1.0 if informative >= hi else (informative - lo) / (hi - lo)
+
+
+# A page whose questions read as headings ("電源と充電", "Wi-Fi に接続する": a manual's sections typed in as QnAs) names
+# topics, not the questions its answers answer: the FAQ-page weights hand it over too (``heading_handover``), none
+# when HEADINGS_FROM of its records or fewer read so, all of it from HEADINGS_FULL (chit-chat's one-question pages:
+# a third; covid-q's 7%, deepset's 3%).
+HEADINGS_FROM, HEADINGS_FULL = 0.5, 0.9
+
+
+def heading_share(index: MemIndex) -> float:
+    """The share of ``index``'s QnAs no question of which asks (``regime.key_asks``; a QnA without questions asks
+    nothing either: the train job's answers-only index is read through its answers), once per index."""
+    return index.derived("ranking.heading_share", lambda: _heading_share(index))
+
+
+def _heading_share(index: MemIndex) -> float:
+    qnas = ~index.passage
+    if not qnas.any():
+        return 0.0
+    asks = np.zeros(index.n, dtype=bool)
+    for key, rows in index.exact.items():
+        if regime.key_asks(key):
+            asks[rows] = True
+    return float((qnas & ~asks).sum() / qnas.sum())
+
+
+def heading_handover(index: MemIndex) -> float:
+    """The share of an FAQ page handed over for its questions reading as headings (``HEADINGS_FROM``, ``_FULL``)."""
+    share = heading_share(index)
+    if share <= HEADINGS_FROM:
+        return 0.0
+    return min(1.0, (share - HEADINGS_FROM) / (HEADINGS_FULL - HEADINGS_FROM))
+
+
 def _informativeness(index: MemIndex) -> float:
     qna = ~index.passage & (index.q.counts > 0) & (index.a.counts > 0)
     rows = np.flatnonzero(qna)
@@ -406,7 +452,8 @@ class FeatureSum(Stage):
 
 class KnowledgeBaseScale(Stage):
     """The sum read on the knowledge base's own scale: an FAQ page's weights carry their own scale and shift (and an
-    FAQ page whose answers read as passages is read partly with the passages' weights, ``passage_share``);
+    FAQ page whose answers read as passages is read partly with the passages' weights, ``passage_share``, or, where
+    the FAQ-page weights name a handover, with the calibration's own, ``handover_share``);
     otherwise the KB's adaptation adds its classifier's evidence and reads the logit against its typical right
     answer (``ranking.adapt``), or the calibration's typical score does, before the calibration's scale and shift."""
 
@@ -416,6 +463,12 @@ class KnowledgeBaseScale(Stage):
         c = s.calibration
         if s.sparse is not None:
             s.logit = s.sparse.scale * s.logit + s.sparse.shift
+            if s.sparse.handover_full > 0.0:
+                own = max(handover_share(s.sparse, s.informative, s.index.n), heading_handover(s.index))
+                if own:
+                    z = c.logit(s.f, s.question_only) - (c.typical or 0.0)
+                    s.logit = (1.0 - own) * s.logit + own * (c.scale * z + c.shift)
+                return
             share = passage_share(s.informative, s.index.n)
             if share and c.passages is not None and not s.question_only:
                 p = c.passages

@@ -34,6 +34,7 @@ record or of the KB, so the step moves confidences without reordering records of
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +149,19 @@ def inputs(logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading:
 QUESTION_WORDS = frozenset(
     "how what what's whats why when where who whom whose which can could do does did is are was were will would "
     "should shall may might must have has am i my any".split())
+
+
+# What makes a Chinese or Japanese text ask: an interrogative, a request ("教えて", "知りたい", "请问") or a
+# sentence-final question particle (its question mark may be gone: ``exact_key`` drops punctuation).
+CJK_ASKS = re.compile("何|なに|なん|どう|どこ|どれ|どの|どちら|どんな|いつ|誰|だれ|なぜ|いくら|教えて|知りたい|"
+                      "什么|甚麼|怎么|怎麼|怎样|怎樣|如何|为什么|為什麼|哪|谁|多少|多久|几|幾|是否|能否|请问|請問|"
+                      "想知道|想了解|(?:か|かな|かね|吗|嗎|呢|么|麼)$")
+
+
+def key_asks(key: str) -> bool:
+    """Whether a question's key (``exact_key``: lower case, no punctuation) asks: an English question word first
+    (``QUESTION_WORDS``), or what ``CJK_ASKS`` finds."""
+    return key.split(" ", 1)[0] in QUESTION_WORDS or CJK_ASKS.search(key) is not None
 
 
 def heading_rows(exact: dict[str, list[int]], n: int, has_question: np.ndarray) -> np.ndarray:
