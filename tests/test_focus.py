@@ -28,6 +28,34 @@ def test_the_asking_sentences_of_a_long_message(monkeypatch):
     assert focus.pieces(message) == []
 
 
+def test_the_asking_sentences_of_a_long_chinese_or_japanese_message():
+    """A greeting, a detail that tells and a closing stay out; a question, a request, a wish or a Japanese noun phrase
+    that names what is wanted is asked; a CJK character counts as two thirds of a word."""
+    assert focus.pieces("こんにちは。先月この市に引っ越してきた者です。粗大ごみの出し方を教えてください。よろしくお願いします。") == \
+        ["粗大ごみの出し方を教えてください。"]
+    assert focus.pieces("お世話になっております。平日は仕事で忙しいです。水道を使い始める手続き。ご回答お待ちしております。") == \
+        ["水道を使い始める手続き。"]
+    assert focus.pieces("はじめまして。市のホームページを見てもよく分かりませんでした。飼い犬の登録をしたい。") == ["飼い犬の登録をしたい。"]
+    assert focus.pieces("你好。我上个月刚搬到这里。请问怎么办理居住证？谢谢。") == ["请问怎么办理居住证？"]
+    assert focus.pieces("你好。我上个月刚搬到这里。我在市中心工作。谢谢。") == []  # nothing asked
+    assert focus.pieces("家族は四人です。住民票は？") == []  # short: one question
+    assert focus.message_words("家族は四人です。住民票はどこでもらえますか。") == pytest.approx(20 / 1.5)
+    assert focus.message_words("Surface Pro 4の充電時間は") == pytest.approx(3 + 6 / 1.5)
+
+
+@pytest.mark.parametrize("question", ["新型冠状病毒肺炎潜伏期多久", "肺炎患者饮食要注意什么？", "東京タワーの高さは何メートルですか",
+                                      "水道を使い始める手続き"])
+def test_make_evals_chinese_and_japanese_messages_ask_only_their_question(question):
+    """``long_questions.long_message`` in Chinese and Japanese: whatever greeting, detail and closing it draws, the
+    focus asks the question alone (none of the hand-written sentences around it asks), once the message is long."""
+    asked = question if question.endswith("？") else question + "？"
+    for seed in range(40):
+        message = long_message(question, random.Random(seed))
+        assert asked in message and " " not in message
+        if focus.message_words(message) >= focus.MIN_WORDS:
+            assert focus.pieces(message) == [asked], message
+
+
 @pytest.fixture(scope="module")
 def faq_page(tmp_path_factory, embedder):
     """deepset's COVID-QA FAQ bank (210 health agencies' entries, one question each) and its paraphrases."""

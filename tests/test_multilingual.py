@@ -335,6 +335,27 @@ def test_a_japanese_faq_page_is_read_by_its_questions(service, monkeypatch):
     assert len(wrong) >= 3, wrong
 
 
+def test_a_japanese_faq_page_finds_the_question_inside_a_long_message(service, monkeypatch):
+    """Residents' questions written as messages to the city (a greeting, a detail, the question, a closing): the
+    question focus (``ranking.focus``) asks the question alone, so the right entry keeps the confidence the question
+    alone earns; without it the greetings and details drag half of them below 0.5."""
+    ids = _kb(service, "city", [([q], a) for q, a in MUNICIPAL])
+    greetings = ["こんにちは。", "お世話になっております。", "", "はじめまして。"]
+    details = ["先月この市に引っ越してきた者です。", "平日は仕事で忙しいです。", "家族は四人です。",
+               "市のホームページを見てもよく分かりませんでした。"]
+    closings = ["よろしくお願いします。", "ご回答お待ちしております。", "", "ありがとうございます。"]
+    messages = [(greetings[n % 4] + details[n % 4] + q + ("" if q.endswith("？") else "。") + closings[n % 4], k)
+                for n, (q, k) in enumerate(RESIDENTS_ASK)]
+
+    def right_at_half() -> int:
+        return sum(a.qna.id == ids[k] and a.confidence >= 0.5
+                   for a, k in ((_ask(service, "city", m)[0], k) for m, k in messages))
+
+    focused = right_at_half()
+    monkeypatch.setenv("OPENQNA_QUESTION_FOCUS", "0")
+    assert focused >= 12 and right_at_half() <= 9, focused
+
+
 @pytest.mark.parametrize("informative, records, share", [
     (0.34, 245, 0.0), (0.4, 300, 0.0), (0.5, 300, 0.5), (0.6, 300, 1.0), (0.65, 335, 1.0), (0.67, 12, 0.0)])
 def test_the_space_hands_an_faq_page_whose_answers_say_much_to_its_own_weights(informative, records, share):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 
 from openqna import settings
-from openqna.index.analyze import STOP_WORDS, analyze
+from openqna.index.analyze import STOP_WORDS, analyze, cjk_share
+from openqna.ranking import regime
 from openqna.ranking.ranker import Ranked
 
 MIN_WORDS = 12  # a message shorter than this is one question, whatever its punctuation
@@ -39,14 +40,56 @@ POOL = 5
 # the first words of a sentence that asks (a question mark also says so)
 ASKING_WORDS = frozenset("how what what's whats why when where who whom whose which can could do does did is are was "
                          "were will would should shall may might must isn't aren't can't don't doesn't".split())
-_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
+# A sentence ends at a full stop, question or exclamation mark (CJK or not), or at a line's end; not at one followed
+# by a digit ("$1.00") or by Chinese or Japanese text (a Japanese title's "!": "ちかっぱしんけん!』と").  Users leave
+# out the space after one ("check what's going on.I don't want"): no space is needed.
+_SENTENCE = re.compile("(?s).+?(?:[。！？]+|[.!?]+(?![0-9\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                       "\uff00-\uffef])|\n|$)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+
+
+# A Japanese sentence that ends as a statement or a greeting does ("…者です", "お願いします", "…でした", "はじめまして",
+# "こんにちは", a verb's or an adjective's plain form: "…遅れている", "…多い") tells something; one that ends otherwise
+# asks ("印鑑登録に必要なもの", "水道を使い始める手続き"), as do
+# ``regime.CJK_ASKS``' interrogatives, requests and particles in Chinese or Japanese, and a wish ("…したい").
+_JA_TELLS = re.compile("(?:です|ます|た|だ|ね|よ|て|は|わ|[うくぐすつぬぶむるい])$")
+_KANA = re.compile("[\u3040-\u30ff]")
+_ASIDE = re.compile(r"\s*[（(][^（）()]*[）)]$")
+_CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def message_words(text: str) -> float:
+    """How many words long ``text`` reads: its words, and a word for each one and a half Chinese, Japanese or Korean
+    characters in them ("我上个月刚搬到这里" reads as "I moved here last month")."""
+    words = 0.0
+    for word in _WORD.findall(text):
+        cjk = len(_CJK.findall(word))
+        words += cjk / 1.5 + (len(word) > cjk)
+    return words
+
+
+def asks(sentence: str) -> bool:
+    """Whether ``sentence`` asks something: a question mark, an English question word first, or in Chinese or
+    Japanese what ``regime.CJK_ASKS`` finds, a wish or request ("たい", "ください"), or a Japanese sentence that does
+    not end as a statement (``_JA_TELLS``)."""
+    text = sentence.strip()
+    if text.endswith(("?", "？")):
+        return True
+    words = [w.lower() for w in _WORD.findall(text)]
+    if words and words[0] in ASKING_WORDS:
+        return True
+    if not cjk_share(text):
+        return False
+    bare = _ASIDE.sub("", text.rstrip("。．.！!、，, 　"))  # "…ことができる（第31条第5項）" ends as its sentence does
+    if regime.CJK_ASKS.search(bare) or bare.endswith(("たい", "ください")):
+        return True
+    return _KANA.search(bare) is not None and _JA_TELLS.search(bare) is None
 
 
 def pieces(question: str) -> list[str]:
     """The sentences of ``question`` to be asked on their own (none for a short or one-sentence question, or with
     ``OPENQNA_QUESTION_FOCUS`` off)."""
-    if not settings.question_focus() or len(_WORD.findall(question)) < MIN_WORDS:
+    if not settings.question_focus() or message_words(question) < MIN_WORDS:
         return []
     sentences = [m.group().strip() for m in _SENTENCE.finditer(question)]
     sentences = [s for s in sentences if _WORD.search(s)]
@@ -54,10 +97,8 @@ def pieces(question: str) -> list[str]:
         return []
     out = []
     for sentence in sentences:
-        words = [w.lower() for w in _WORD.findall(sentence)]
-        asks = sentence.rstrip().endswith(("?", "？")) or (bool(words) and words[0] in ASKING_WORDS)
         content = [t for t in analyze(sentence, bigrams=False) if t not in STOP_WORDS]
-        if asks and len(content) >= MIN_TERMS and sentence.strip() != question.strip():
+        if asks(sentence) and len(content) >= MIN_TERMS and sentence.strip() != question.strip():
             out.append(sentence)
     return out[:MAX_PIECES]
 
