@@ -38,6 +38,8 @@ def test_the_asking_sentences_of_a_long_chinese_or_japanese_message():
     assert focus.pieces("はじめまして。市のホームページを見てもよく分かりませんでした。飼い犬の登録をしたい。") == ["飼い犬の登録をしたい。"]
     assert focus.pieces("你好。我上个月刚搬到这里。请问怎么办理居住证？谢谢。") == ["请问怎么办理居住证？"]
     assert focus.pieces("你好。我上个月刚搬到这里。我在市中心工作。谢谢。") == []  # nothing asked
+    assert focus.pieces("안녕하세요. 지난달에 이사 왔습니다. 주민등록등본은 어디서 발급받을 수 있나요. 감사합니다.") == \
+        ["주민등록등본은 어디서 발급받을 수 있나요."]
     assert focus.pieces("家族は四人です。住民票は？") == []  # short: one question
     assert focus.message_words("家族は四人です。住民票はどこでもらえますか。") == pytest.approx(20 / 1.5)
     assert focus.message_words("Surface Pro 4の充電時間は") == pytest.approx(3 + 6 / 1.5)

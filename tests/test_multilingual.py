@@ -21,11 +21,12 @@ from conftest import LiveServer
 from openqna.evaluation import space_faq
 from openqna.evaluation.document_regimes import read_questions
 from openqna.formats import read_file
+from openqna.index.analyze import exact_key
 from openqna.index.index_cache import IndexCache
 from openqna.index.saved_index import load, save
 from openqna.kb import service_base
 from openqna.kb.service import AskRequest, Service, SpanRequest
-from openqna.ranking import calibrations, ranker
+from openqna.ranking import calibrations, ranker, regime
 from openqna.ranking.multilingual import FILLED, cjk_kb, crosses
 from openqna.records import QnA
 from openqna.store.sqlite import SQLiteStore
@@ -365,3 +366,15 @@ def test_the_space_hands_an_faq_page_whose_answers_say_much_to_its_own_weights(i
     assert sparse is not None
     assert ranker.handover_share(sparse, informative, records) == pytest.approx(share)
     assert ranker.handover_share(calibrations.SPARSE, 0.9, 1000) == 0.0  # the English FAQ-page weights hand nothing over
+
+
+@pytest.mark.parametrize("question, asks", [
+    ("How do I reset my password?", True), ("Power and charging", False), ("Good morning", False),
+    ("住民票の写しはどこで取得できますか？", True), ("子どもの医療費助成について知りたい", True), ("電源と充電", False),
+    ("Wi-Fi に接続する", False), ("新型冠状肺炎潜伏期多久", True), ("密码忘了怎么重置", True), ("保修期是一年吗", True),
+    ("产品保修政策", False), ("비밀번호를 어떻게 재설정하나요?", True), ("배송은 언제 되나요", True),
+    ("환불 정책 안내", False)])
+def test_which_stored_questions_ask_in_four_languages(question, asks):
+    """What ``ranker.heading_share`` counts as a question (``regime.key_asks`` on the stored question's key): a page
+    whose questions nearly all name topics instead is read through its answers."""
+    assert regime.key_asks(exact_key(question)) is asks

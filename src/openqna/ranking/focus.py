@@ -69,8 +69,8 @@ def message_words(text: str) -> float:
 
 
 def asks(sentence: str) -> bool:
-    """Whether ``sentence`` asks something: a question mark, an English question word first, or in Chinese or
-    Japanese what ``regime.CJK_ASKS`` finds, a wish or request ("たい", "ください"), or a Japanese sentence that does
+    """Whether ``sentence`` asks something: a question mark, an English question word first, or in Chinese, Japanese or
+    Korean what ``regime.CJK_ASKS`` finds, a wish or request ("たい", "ください", "싶어요"), or a Japanese sentence that does
     not end as a statement (``_JA_TELLS``)."""
     text = sentence.strip()
     if text.endswith(("?", "？")):
@@ -81,7 +81,7 @@ def asks(sentence: str) -> bool:
     if not cjk_share(text):
         return False
     bare = _ASIDE.sub("", text.rstrip("。．.！!、，, 　"))  # "…ことができる（第31条第5項）" ends as its sentence does
-    if regime.CJK_ASKS.search(bare) or bare.endswith(("たい", "ください")):
+    if regime.CJK_ASKS.search(bare) or bare.endswith(("たい", "ください", "싶어요", "싶습니다")):
         return True
     return _KANA.search(bare) is not None and _JA_TELLS.search(bare) is None
 

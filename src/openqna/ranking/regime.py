@@ -151,11 +151,12 @@ QUESTION_WORDS = frozenset(
     "should shall may might must have has am i my any".split())
 
 
-# What makes a Chinese or Japanese text ask: an interrogative, a request ("教えて", "知りたい", "请问") or a
-# sentence-final question particle (its question mark may be gone: ``exact_key`` drops punctuation).
+# What makes a Chinese, Japanese or Korean text ask: an interrogative, a request ("教えて", "知りたい", "请问",
+# "알려 주세요") or a sentence-final question ending (its question mark may be gone: ``exact_key`` drops punctuation).
 CJK_ASKS = re.compile("何|なに|なん|どう|どこ|どれ|どの|どちら|どんな|いつ|誰|だれ|なぜ|いくら|教えて|知りたい|"
                       "什么|甚麼|怎么|怎麼|怎样|怎樣|如何|为什么|為什麼|哪|谁|多少|多久|几|幾|是否|能否|请问|請問|"
-                      "想知道|想了解|(?:か|かな|かね|吗|嗎|呢|么|麼)$")
+                      "想知道|想了解|무엇|뭐|뭘|어떻게|어떤|언제|어디|왜|누구|누가|얼마|몇|알려 ?주|궁금|"
+                      "(?:か|かな|かね|吗|嗎|呢|么|麼|나요|까요|니까|가요|는지|인가|을까)$")
 
 
 def key_asks(key: str) -> bool:
