@@ -93,12 +93,17 @@ def single_signal_tops(service: Service, project: str, question: str, *,
     view = service.multilingual.index_for(index, question)
     embedder = service.embedder if view is None else service.multilingual.embedder
     index = index if view is None else view
+    return signal_tops(index, question, embedder.embed([question])[0], include_unstructured=include_unstructured)
+
+
+def signal_tops(index: MemIndex, question: str, vector: np.ndarray, *,
+                include_unstructured: bool = False) -> dict[str, int | None]:
+    """``single_signal_tops`` on ``index`` (a KB's index or its multilingual view) with the question's ``vector``."""
     kinds = ("qna", "passage") if include_unstructured else ("qna",)
     allowed = index.mask(KindIn(kinds)) & ~index.context_only
     if not allowed.any():
         return dict.fromkeys(SIGNALS)
     terms = analyze(question)
-    vector = embedder.embed([question])[0]
     scores = {}
     for name, per_field in (("bm25", lambda f: index.bm25(terms, f, allowed)),
                             ("dense", lambda f: index.dense(vector, f, allowed))):

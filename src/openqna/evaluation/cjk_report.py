@@ -103,18 +103,21 @@ def faq_pages_section(metrics: dict) -> list[str]:
             " more back to MULTILINGUAL's weights as its answers say more of their questions (*informativeness* in"
             " the space, `ranker.answer_informativeness`; *handed over*, the share read with MULTILINGUAL's weights:"
             " none at 0.4 or less, all at 0.6 and more, so XQuAD-zh's FAQ at 0.78 and JSQuAD's at 0.65 rank as the"
-            " table above shows). Test splits; at t = 0.5."),
+            " table above shows; or as its questions read as headings, `ranker.heading_handover`). *Dense alone*: the"
+            " best of the guard's dense signals, read in the space. The guard holds these sets as they now rank"
+            " (\"covid-q in the multilingual space\", ...). Test splits; at t = 0.5."),
            ""]
     rows = []
     for kb, k in r["kbs"].items():
         b, a = k["before"]["test"], k["after"]["test"]
         rows.append([f"{kb}{'' if k['fitted'] else ' (never fitted on)'}", f"{k['records']:,}",
                      f"{k['informativeness']:.2f}", f"{k['handover']:.2f}", f"{a['inscope']:,}",
+                     _f(max((v for n, v in a.get("signals", {}).items() if n.startswith("dense")), default=None)),
                      f"{_f(b['top1'])} → {_f(a['top1'])}", f"{_pct(b['precision'])} → {_pct(a['precision'])}",
                      f"{_f(b['right_at_t'])} → {_f(a['right_at_t'])}",
                      f"{_pct(b['offtopic_rejected'])} → {_pct(a['offtopic_rejected'])}"])
-    return out + _table(["knowledge base", "records", "informativeness", "handed over", "in-scope", "top-1",
-                         "precision at t", "right at t", "off-topic rejected"], rows)
+    return out + _table(["knowledge base", "records", "informativeness", "handed over", "in-scope", "dense alone",
+                         "top-1", "precision at t", "right at t", "off-topic rejected"], rows)
 
 
 def render_only(metrics: dict) -> str:

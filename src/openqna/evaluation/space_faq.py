@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from openqna.evaluation import datasets, faq_regimes
+from openqna.evaluation.baselines import signal_tops
 from openqna.evaluation.env import setting
 from openqna.evaluation.regimes import MRR_K, SPLITS, Outcome, RegimeKB, Summary, summary
 from openqna.evaluation.tiny import faq_cut
@@ -78,10 +79,13 @@ def ask(service: Service, kb: RegimeKB, calibration: Calibration | None = None) 
         rank = None if gold is None else next(
             (i for i, r in enumerate(ranked, 1) if kb.is_right(r.record_id, gold)), None)
         top = ranked[0] if ranked else None
+        signals = {} if gold is None else {  # the guard's single signals, read in the space
+            name: first is not None and kb.is_right(first, gold)
+            for name, first in signal_tops(view, q.text, v).items()}
         out.append(Outcome(kb=kb.project, split=q.split, question=q.text, gold=gold,
                            top=None if top is None else top.record_id, top_text="",
                            confidence=0.0 if top is None else top.confidence, right=rank == 1, rank=rank,
-                           origin=q.origin))
+                           signals=signals, origin=q.origin))
     return out
 
 
@@ -112,7 +116,10 @@ def evaluate(service: Service, data_dir: Path, *, seed: int, threshold: float, o
     return out
 
 
-FIGURES = ("inscope", "offtopic", "top1", "mrr5", "precision", "recall", "right_at_t", "offtopic_rejected")
+FIGURES = ("inscope", "offtopic", "top1", "mrr5", "precision", "recall", "right_at_t", "offtopic_rejected", "signals",
+           "discord")
+# The guard (``guard.sets_of``) holds these sets, after, by this name: "covid-q in the multilingual space"
+IN_SPACE = " in the multilingual space"
 
 
 def _figures(s: Summary) -> dict:
