@@ -191,12 +191,19 @@ def faq_figures(rows: list[dict], sparse: calibrations.Calibration | None) -> st
         conf.append(float(1.0 / (1.0 + np.exp(-logit[i]))))
         right.append(bool(q["right"][i]))
         inscope.append(q["inscope"])
+    return at_threshold(conf, right, inscope, right_at_t=True)
+
+
+def at_threshold(conf: list[float], right: list[bool], inscope: list[bool], right_at_t: bool = False) -> str:
+    """Top-1, and precision, recall (right at t) and off-topic rejected at ``THRESHOLD``, of top answers' confidences
+    ``conf``, whether they are right, and whether their question is in scope."""
     conf_a, right_a, in_a = np.asarray(conf), np.asarray(right), np.asarray(inscope)
     answered = conf_a >= THRESHOLD
     precision = right_a[answered].mean() if answered.any() else float("nan")
     recall = answered[right_a].mean() if right_a.any() else float("nan")
-    return (f"top-1 {right_a[in_a].mean():.3f}  P {precision:.3f}  R {recall:.3f}"
-            f"  right at t {(right_a & answered)[in_a].mean():.3f}  off-topic rejected {(~answered[~in_a]).mean():.3f}")
+    share = f"  right at t {(right_a & answered)[in_a].mean():.3f}" if right_at_t else ""
+    return (f"top-1 {right_a[in_a].mean():.3f}  P {precision:.3f}  R {recall:.3f}{share}"
+            f"  off-topic rejected {(~answered[~in_a]).mean():.3f}")
 
 
 def main() -> None:
@@ -271,12 +278,7 @@ def figures(rows: list[dict], logits, terms: regime.RegimeTerms) -> str:
         conf.append(float(1 / (1 + np.exp(-terms.logit({k: v[top:top + 1] for k, v in x.items()})[0]))))
         right.append(bool(q["right"][top]))
         inscope.append(q["inscope"])
-    conf_a, right_a, in_a = np.asarray(conf), np.asarray(right), np.asarray(inscope)
-    answered = conf_a >= THRESHOLD
-    precision = right_a[answered].mean() if answered.any() else float("nan")
-    recall = answered[right_a].mean() if right_a.any() else float("nan")
-    return (f"top-1 {right_a[in_a].mean():.3f}  P {precision:.3f}  R {recall:.3f}"
-            f"  off-topic rejected {(~answered[~in_a]).mean():.3f}")
+    return at_threshold(conf, right, inscope)
 
 if __name__ == "__main__":
     main()
