@@ -32,13 +32,14 @@ STOP_WORDS = frozenset(
     while who whom why will with would you your yours yourself yourselves s t d ll m re ve""".split()
 )
 
-_CJK_RANGES = (
+# The Chinese, Japanese and Korean characters (a character class's ranges), for every reader of CJK text
+CJK_RANGES = (
     "\u3040-\u309f"  # hiragana
     "\u30a0-\u30ff\u31f0-\u31ff"  # katakana
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
     "\uac00-\ud7af\u1100-\u11ff"  # hangul
 )
-_TOKEN = re.compile(rf"([{_CJK_RANGES}]+)|([^\W_{_CJK_RANGES}]+)")
+_TOKEN = re.compile(rf"([{CJK_RANGES}]+)|([^\W_{CJK_RANGES}]+)")
 _HIRAGANA = re.compile("[\u3040-\u309f]")
 
 _stemmer = Stemmer.Stemmer("english")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from openqna import settings
-from openqna.index.analyze import STOP_WORDS, analyze, cjk_share
+from openqna.index.analyze import CJK_RANGES, STOP_WORDS, analyze, cjk_share
 from openqna.ranking import regime
 from openqna.ranking.ranker import Ranked
 
@@ -55,7 +55,7 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _JA_TELLS = re.compile("(?:です|ます|た|だ|ね|よ|て|は|わ|[うくぐすつぬぶむるい])$")
 _KANA = re.compile("[\u3040-\u30ff]")
 _ASIDE = re.compile(r"\s*[（(][^（）()]*[）)]$")
-_CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_CJK = re.compile(f"[{CJK_RANGES}]")
 
 
 def message_words(text: str) -> float:
