@@ -58,6 +58,21 @@ def test_import_ask_deploy_export(tmp_path):
     assert original == copied and len(copied) == 96
 
 
+def test_import_a_spreadsheets_csv_and_ask_it(tmp_path):
+    """A FAQ saved from a spreadsheet as CSV: quoted commas and line breaks arrive as written."""
+    faq = tmp_path / "faq.csv"
+    faq.write_bytes("\ufeffQuestion,Answer,Metadata\r\n"
+                    '"How do I reset, or change, my password?","Open Settings, then:\r\n1. click Reset\r\n'
+                    '2. confirm by e-mail",area:account\r\n'
+                    '"I forgot my password","Open Settings, then:\r\n1. click Reset\r\n2. confirm by e-mail",'
+                    'area:account\r\n'
+                    'What does the plan cost?,"12,50 EUR a month",area:billing\r\n'.encode("utf-8"))
+    assert "2 added, 0 updated, 0 unchanged (2 QnAs)" in run("import", "faq", str(faq), data=tmp_path).stdout
+    answer = run("ask", "faq", "i forgot my password", "--top", "1", data=tmp_path).stdout
+    assert "Open Settings, then:\n    1. click Reset\n    2. confirm by e-mail" in answer  # its lines, indented
+    assert "12,50 EUR" in run("ask", "faq", "how much does the plan cost?", "--top", "1", data=tmp_path).stdout
+
+
 def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("Question\tAnswer\tSource\tMetadata\nhi\thello\tEditorial\tcategory:greeting\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import zipfile
@@ -13,6 +14,8 @@ import pytest
 from openqna.formats import (
     export_bytes,
     limits,
+    qna_table,
+    read_csv,
     read_file,
     read_json,
     read_tsv,
@@ -480,8 +483,9 @@ def test_error_bad_synonym_row(tmp_path: Path) -> None:
 
 
 def test_error_unsupported_extension(tmp_path: Path) -> None:
-    err = _tsv_error(tmp_path, "Question,Answer\n", name="kb.csv")
-    assert "unsupported file type '.csv'" in err.message
+    err = _tsv_error(tmp_path, "Question,Answer\n", name="kb.ods")
+    assert "unsupported file type '.ods'" in err.message
+    assert ".csv" in err.message  # the list of what import reads
 
 
 def test_error_file_too_large() -> None:
@@ -614,3 +618,83 @@ def test_json_schema_errors_name_the_path() -> None:
     err = _json_error(json.dumps({"Assets": {"Synonyms": [{"Alterations": [f"w{i}" for i in range(21)]}]}}))
     assert "Assets.Synonyms[0].Alterations: has 21 words" in err.message
     assert "(root): must be an object" in _json_error("[]").message
+
+
+# --- CSV ---------------------------------------------------------------------------------------------------------
+
+
+def _as_csv(path: Path, separator: str = ",") -> bytes:
+    """A QnA Maker TSV saved as a spreadsheet saves it as CSV: quoted cells, real newlines instead of ``\\n``."""
+    lines = [line.removesuffix("\r") for line in qna_table.decode_text(path.read_bytes(), path.name).split("\n")]
+    header = lines[0].split("\t")
+    text_columns = {i for i, name in enumerate(header) if name.strip().lower() in ("question", "answer", "source",
+                                                                                    "metadata")}
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter=separator, lineterminator="\r\n")
+    writer.writerow(header)
+    for line in lines[1:]:
+        if line.strip("\t "):
+            writer.writerow([qna_table.unescape(cell) if i in text_columns else cell
+                             for i, cell in enumerate(line.split("\t"))])
+    return out.getvalue().encode("utf-8")
+
+
+@pytest.mark.parametrize("separator", [",", ";"])
+@pytest.mark.parametrize("path", [KBS / "SampleV2QnAs.tsv", KBS / "SampleActiveLearning.tsv",
+                                  CHITCHAT / "qna_chitchat_the_professional.tsv"], ids=lambda p: p.name)
+def test_csv_holds_what_the_tsv_holds(path: Path, separator: str) -> None:
+    expected = read_file(path)
+    assert any(q.dialog.prompts or "\n" in q.answer or "," in q.answer for q in expected.qnas)  # cells to quote
+    got = read_file(path.with_suffix(".csv").name, _as_csv(path, separator))
+    assert got.qnas == expected.qnas
+
+
+def test_csv_quotes_commas_newlines_and_quotes() -> None:
+    text = ('question,ANSWER,Metadata\r\n'
+            '"How do I reset, or change, my password?","Open Settings, then:\r\n1. click ""Reset""\r\n2. confirm",'
+            'area:account\r\n'
+            '"Forgot my password","Open Settings, then:\r\n1. click ""Reset""\r\n2. confirm",area:account\r\n'
+            '\r\n,,\r\n'
+            r'Where are logs?,"In C:\new\logs, by default",' '\r\n')
+    assert read_csv(b"\xef\xbb\xbf" + text.encode("utf-8")).qnas == [
+        QnA(questions=["How do I reset, or change, my password?", "Forgot my password"],
+            answer='Open Settings, then:\n1. click "Reset"\n2. confirm', metadata={"area": "account"}),
+        QnA(questions=["Where are logs?"], answer=r"In C:\new\logs, by default"),  # a CSV escapes nothing
+    ]
+    assert read_csv(text.encode("utf-16")).qnas == read_csv(text.encode("utf-8")).qnas
+
+
+def test_csv_separators_widths_ids_and_prompts() -> None:
+    # Excel where the comma is the decimal mark: semicolons, and rows as wide as the widest row
+    semicolons = "Question;Answer;QnaId;Prompts;;\nWhat is the fee?;It is 1,50 EUR.;1;;;\nAnd for students?;Free.;2;;\n"
+    assert read_csv(semicolons).qnas == [QnA(questions=["What is the fee?"], answer="It is 1,50 EUR.", id=1),
+                                          QnA(questions=["And for students?"], answer="Free.", id=2)]
+    tabs = "Question\tAnswer\nhi\thello\n"
+    assert read_csv(tabs).qnas == [QnA(questions=["hi"], answer="hello")]
+    prompts = ('Question,Answer,QnaId,Prompts\n'
+               'Fees?,See below.,1,"[{""DisplayOrder"":0,""QnaId"":2,""DisplayText"":""Students""}]"\n'
+               'Students?,Free.,2,\n')
+    first = read_csv(prompts).qnas[0]
+    assert first.dialog.prompts == [Prompt(display_order=0, qna_id=2, display_text="Students")]
+
+
+def test_csv_synonyms() -> None:
+    text = 'Synonyms\n"sdk, software development kit"\nkb,knowledge base,faq\n'
+    assert read_csv(text).synonyms == [["sdk", "software development kit"], ["kb", "knowledge base", "faq"]]
+
+
+def test_csv_errors_name_the_line_a_row_starts_on(tmp_path: Path) -> None:
+    err = _tsv_error(tmp_path, 'Question,Answer\nhi,"hello\nthere"\nbye,,\n', name="kb.csv")
+    assert (err.line, err.column) == (4, 2) and "Answer" in err.message  # the row after the two-line one
+    err = _tsv_error(tmp_path, "Question,Answer\nhi,hello,surprise\n", name="kb.csv")
+    assert (err.line, err.column) == (2, 3) and "outside the header" in err.message
+    err = _tsv_error(tmp_path, 'Question,Answer\nhi,hello\nbye,"see you\n', name="kb.csv")
+    assert err.line == 3 and "CSV" in err.message  # a quote never closed
+    err = _tsv_error(tmp_path, "Frage,Antwort\nHallo,Guten Tag\n", name="kb.csv")
+    assert err.line == 1 and "unknown column 'Frage'" in err.message
+    err = _tsv_error(tmp_path, "Question,Answer\nCaf\xe9?,Oui\n".encode("cp1252"), name="kb.csv")
+    assert (err.line, err.column) == (2, 4) and "UTF-8" in err.message
+    err = _tsv_error(tmp_path, "", name="kb.csv")
+    assert "empty" in err.message
+    with pytest.raises(FormatError, match="limit for .csv"):
+        read_file("big.csv", b"Question,Answer\n" + b"a,b\n" * (limits.MAX_TEXT_FILE_BYTES // 4))

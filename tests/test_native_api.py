@@ -80,6 +80,12 @@ def test_an_uploaded_file_is_imported_as_a_job_and_listed_with_counts(secured):
     assert upload(server, admin, "faq", "returns.md", doc)["status"] == "succeeded"
     passages = httpx.get(f"{server.url}/openqna/projects/faq/passages", headers={"api-key": admin}).json()["value"]
     assert passages and all(p["source"] == "returns.md" for p in passages)
+    sheet = b'Question,Answer\r\n"Returns, refunds?","Within 30 days, in full."\r\n'  # a spreadsheet's CSV
+    assert upload(server, admin, "faq", "more.csv", sheet)["status"] == "succeeded"
+    qnas = httpx.get(f"{server.url}/language/authoring/query-knowledgebases/projects/faq/qnas",
+                     params={"api-version": "2021-10-01"}, headers={"api-key": admin}).json()["value"]
+    assert {"Returns, refunds?": "Within 30 days, in full."}.items() <= {
+        q["questions"][0]: q["answer"] for q in qnas}.items()
     broken = upload(server, admin, "faq", "broken.tsv", b"Question\tAnswer\nonly a question\n")
     assert broken["status"] == "failed" and broken["errors"][0]["code"] == "InvalidArgument"
     r = httpx.post(f"{server.url}/openqna/projects/faq/files", params={"name": "notes.exe"}, content=b"x",

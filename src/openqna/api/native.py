@@ -83,7 +83,7 @@ from openqna.kb.service import Answer, Service
 from openqna.records import InvalidArgument, NotFound
 
 PREFIX = "/openqna"
-UPLOAD_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".htm", ".md", ".markdown")
+UPLOAD_SUFFIXES = (".tsv", ".txt", ".csv", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".htm", ".md", ".markdown")
 
 
 def grants_json(caller: Caller | None) -> list[dict[str, Any]]:

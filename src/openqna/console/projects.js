@@ -3,7 +3,7 @@ import { AUTHORING, all, call, get, operation, project } from "./api.js";
 import { can, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
-const FILES = ".tsv,.txt,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
+const FILES = ".tsv,.txt,.csv,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
 
 export function tabs(name, active) {
   const items = [["edit", "QnAs"], ["chat", "Test"], ["deploy", "Deploy"], ["improve", "Improve"], ["analytics", "Analytics"],
@@ -93,7 +93,7 @@ function importForm(progress, fixedName) {
       result.textContent = "Choose a file or give a URL to import.";
     }
   } }, h("h2", {}, fixedName ? "Add a source" : "Import"),
-  h("p", { class: "hint" }, "TSV, XLSX, Azure JSON or a QnA Maker .zip; PDF, Word, HTML or Markdown documents; or a URL."),
+  h("p", { class: "hint" }, "TSV, CSV, XLSX, Azure JSON or a QnA Maker .zip; PDF, Word, HTML or Markdown documents; or a URL."),
   fixedName ? null : field("Project", name, "An existing project, or a new one to create."),
   field("File", file), field("or URL source", url), h("button", { type: "submit" }, fixedName ? "Add source" : "Import"), result);
   return form;

@@ -1,7 +1,7 @@
 """Import and export of knowledge bases in the file formats QnA Maker and Azure use.
 
 ``read_file`` picks the reader from the file name: ``.tsv``/``.txt`` (tab-separated QnA or
-synonym files), ``.xlsx``, ``.json`` (Azure export file or import body) and ``.zip`` (QnA
+synonym files), ``.csv`` (the same columns, comma-separated: ``csv_file``), ``.xlsx``, ``.json`` (Azure export file or import body) and ``.zip`` (QnA
 Maker's KB replica: ``KnowledgeBaseReplica.xlsx``, or ``QnAs.tsv`` plus ``Synonyms.tsv``;
 its ``Settings`` and ``UnstructuredContent/`` are ignored because the record model has no
 place for them).  Every reader returns normalised records and raises ``FormatError`` with
@@ -19,6 +19,7 @@ from typing import Literal
 
 from openqna.formats import limits, zip_limits
 from openqna.formats.azure_json import read_json, write_json
+from openqna.formats.csv_file import read_csv
 from openqna.formats.tsv import read_tsv, write_synonyms_tsv, write_tsv
 from openqna.formats.xlsx import read_xlsx, write_xlsx
 from openqna.records import FormatError, KnowledgeBaseContent
@@ -28,6 +29,7 @@ __all__ = [
     "export_archive",
     "export_bytes",
     "is_archive",
+    "read_csv",
     "read_file",
     "read_json",
     "read_tsv",
@@ -44,6 +46,7 @@ AssetKind = Literal["qnas", "synonyms"]
 _MAX_BYTES = {
     ".tsv": limits.MAX_TEXT_FILE_BYTES,
     ".txt": limits.MAX_TEXT_FILE_BYTES,
+    ".csv": limits.MAX_TEXT_FILE_BYTES,
     ".xlsx": limits.MAX_XLSX_FILE_BYTES,
 }
 # a replica holds a workbook or two TSVs: what all its members may unpack to together
@@ -63,7 +66,7 @@ def read_file(path: Path | str, data: bytes | None = None) -> KnowledgeBaseConte
     return _read(name, data)
 
 
-QNA_SUFFIXES = (".tsv", ".txt", ".xlsx", ".json", ".zip")  # the QnA files read_file reads
+QNA_SUFFIXES = (".tsv", ".txt", ".csv", ".xlsx", ".json", ".zip")  # the QnA files read_file reads
 
 
 def _read(name: str, data: bytes) -> KnowledgeBaseContent:
@@ -73,6 +76,8 @@ def _read(name: str, data: bytes) -> KnowledgeBaseContent:
         raise FormatError(f"the file is {len(data):,} bytes; the limit for {suffix} files is {limit:,}", file=name)
     if suffix in (".tsv", ".txt"):
         return read_tsv(data, name)
+    if suffix == ".csv":
+        return read_csv(data, name)
     if suffix == ".xlsx":
         return read_xlsx(data, name)
     if suffix == ".json":

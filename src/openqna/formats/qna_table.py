@@ -262,22 +262,24 @@ def _parse_header(names: Sequence[str], line: int, fail: Fail) -> dict[str, int]
     return columns
 
 
-def _parse_row(columns: dict[str, int], values: Sequence[str]) -> tuple[str, QnA]:
-    """One row -> (its question, a QnA holding its QnA-level fields).  Raises CellError."""
+def _parse_row(columns: dict[str, int], values: Sequence[str], escaped: bool = True) -> tuple[str, QnA]:
+    """One row -> (its question, a QnA holding its QnA-level fields).  Raises CellError.  ``escaped``: the text
+    cells write a newline as ``\\n`` (QnA Maker's TSV and workbooks; a CSV quotes real newlines instead)."""
+    text = unescape if escaped else (lambda cell: cell.replace("\r\n", "\n"))
 
     def cell(name: str) -> str:
         return values[columns[name]] if name in columns else ""
 
-    question = unescape(cell("Question")).strip()
+    question = text(cell("Question")).strip()
     if problem := limits.question_problem(question):
         raise CellError("Question", problem)
-    answer = unescape(cell("Answer")).strip()
+    answer = text(cell("Answer")).strip()
     if problem := limits.answer_problem(answer):
         raise CellError("Answer", problem)
-    source = unescape(cell("Source")).strip()
+    source = text(cell("Source")).strip()
     if problem := limits.source_problem(source):
         raise CellError("Source", problem)
-    metadata = parse_metadata(unescape(cell("Metadata")))
+    metadata = parse_metadata(text(cell("Metadata")))
     suggestions = cell("SuggestedQuestions").strip()
     prompts = cell("Prompts").strip()
     context_only = cell("IsContextOnly").strip()
@@ -322,10 +324,11 @@ def read_table(
     rows: Iterable[tuple[int, Sequence[str]]],
     fail: Fail,
     header_line: int = 1,
+    escaped: bool = True,
 ) -> list[QnA]:
     """Header + (line, cells) rows -> QnAs, grouped as the module docstring explains.
 
-    ``rows`` must hold only non-blank rows; cells are strings ("" for empty).
+    ``rows`` must hold only non-blank rows; cells are strings ("" for empty); ``escaped``: as ``_parse_row``'s.
     """
     columns = _parse_header(header, header_line, fail)
     groups: dict[tuple, _Group] = {}
@@ -337,7 +340,7 @@ def read_table(
                 min(len(values), len(columns)),
             )
         try:
-            question, qna = _parse_row(columns, values)
+            question, qna = _parse_row(columns, values, escaped)
         except CellError as err:
             raise fail(str(err), line, columns[err.path.split("[", 1)[0]]) from None
         row = _Row(line, qna)

@@ -1,0 +1,95 @@
+"""QnA files as comma-separated values: what a spreadsheet or a help desk's FAQ export saves.
+
+The columns are QnA Maker's (``qna_table``: ``Question, Answer`` and optionally ``Source, Metadata,
+SuggestedQuestions, IsContextOnly, Prompts, QnaId``, in any case and order), one row per question, grouped into
+QnAs as a TSV's rows are; a lone ``Synonyms`` header makes a synonyms file, a group per row (its cells, or one
+cell's comma-separated words).
+
+Decisions:
+
+* Quoting is RFC 4180's (Python's ``csv``): a quoted cell holds commas, quotes (doubled) and real newlines, so,
+  unlike in a TSV or a workbook, ``\\n`` in a cell stays a backslash and an ``n`` (``C:\\new``).
+* The separator is read off the header: a comma, or the semicolon that Excel writes where the comma is the
+  decimal mark, or a tab; the one whose split gives a ``Question``/``Answer`` (or ``Synonyms``) header.
+* Rows are held to the header's width as a workbook's are (``xlsx._fit``): empty cells at the end of a row may be
+  missing or extra (spreadsheets save both), a value right of the last column is an error.
+* Text is UTF-8 (a BOM is fine) or UTF-16 with a BOM (``qna_table.decode_text``); anything else is refused with
+  the line and column of the first byte that is not UTF-8, rather than guessed at.
+
+Errors name the 1-based line a row starts on (header = 1) and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from openqna.formats import limits, qna_table
+from openqna.formats.qna_table import CellError
+from openqna.formats.xlsx import _fit
+from openqna.records import FormatError, KnowledgeBaseContent
+
+SEPARATORS = (",", ";", "\t")
+
+Row = tuple[int, list[str]]
+
+
+def read_csv(data: bytes | str, name: str = "upload.csv") -> KnowledgeBaseContent:
+    text = qna_table.decode_text(data, name) if isinstance(data, bytes) else data.removeprefix("\ufeff")
+
+    def fail(message: str, line: int, column: int | None) -> FormatError:
+        return FormatError(message, file=name, line=line, column=None if column is None else column + 1)
+
+    rows = _rows(text, _separator(text), fail)
+    if not rows:
+        raise fail("the file is empty; expected a header row naming the columns (Question, Answer, ...)", 1, None)
+    (header_line, header), body = rows[0], rows[1:]
+    if qna_table.header_kind(header) == "synonyms":
+        return KnowledgeBaseContent(synonyms=[_synonyms(line, cells, fail) for line, cells in body])
+    return KnowledgeBaseContent(qnas=qna_table.read_table(header, _fit(body, len(header), fail), fail,
+                                                          header_line=header_line, escaped=False))
+
+
+def _separator(text: str) -> str:
+    """The separator whose split of the first non-blank line names a QnA or synonyms header (else a comma)."""
+    first = next((line for line in text.splitlines() if line.strip(" ,;\t")), "")
+    for separator in SEPARATORS:
+        try:
+            header = next(csv.reader([first], delimiter=separator), [])
+        except csv.Error:
+            continue
+        if qna_table.header_kind(header) is not None:
+            return separator
+    return ","
+
+
+def _rows(text: str, separator: str, fail: qna_table.Fail) -> list[Row]:
+    """The non-blank records, each with the line it starts on and its cells without the empty ones at its end."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=True)
+    rows: list[Row] = []
+    start = 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            raise fail(f"not readable as CSV: {err}", start, None) from None
+        while cells and not cells[-1].strip():
+            cells.pop()
+        if cells:
+            rows.append((start, cells))
+        start = reader.line_num + 1
+    return rows
+
+
+def _synonyms(line: int, cells: list[str], fail: qna_table.Fail) -> list[str]:
+    try:
+        if len(cells) == 1:  # "sdk, software development kit" in one cell
+            return qna_table.parse_synonym_row(cells[0])
+        words = [cell.strip() for cell in cells]
+        if problem := limits.synonym_group_problem(words):
+            raise CellError(qna_table.SYNONYMS_COLUMN, problem)
+        return words
+    except CellError as err:
+        raise fail(str(err), line, 0) from None
