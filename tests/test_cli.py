@@ -71,6 +71,9 @@ def test_import_a_spreadsheets_csv_and_ask_it(tmp_path):
     answer = run("ask", "faq", "i forgot my password", "--top", "1", data=tmp_path).stdout
     assert "Open Settings, then:\n    1. click Reset\n    2. confirm by e-mail" in answer  # its lines, indented
     assert "12,50 EUR" in run("ask", "faq", "how much does the plan cost?", "--top", "1", data=tmp_path).stdout
+    out = tmp_path / "review.csv"  # exported for review in the spreadsheet, and back
+    assert "wrote 2 QnAs" in run("export", "faq", str(out), data=tmp_path).stdout
+    assert "0 added, 0 updated, 2 unchanged" in run("import", "faq", str(out), data=tmp_path).stdout
 
 
 def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):

@@ -53,14 +53,14 @@ def _via(fmt: str, content: KnowledgeBaseContent) -> KnowledgeBaseContent:
     """Export in ``fmt`` and import the bytes again, as a user downloading and re-uploading would."""
     body, filename, _ = export_bytes(content, fmt)
     again = read_file(filename, body)
-    if fmt == "tsv":  # a TSV holds one asset kind; the synonyms travel in their own file
-        body, filename, _ = export_bytes(content, "tsv", asset_kind="synonyms")
+    if fmt in ("tsv", "csv"):  # a TSV or CSV holds one asset kind; the synonyms travel in their own file
+        body, filename, _ = export_bytes(content, fmt, asset_kind="synonyms")
         again.synonyms = read_file(filename, body).synonyms
     return again
 
 
 @pytest.mark.parametrize("path", ROUND_TRIP_FILES, ids=lambda p: p.name)
-@pytest.mark.parametrize("fmt", ["tsv", "excel", "json"])
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "json", "csv"])
 def test_round_trip_is_lossless(path: Path, fmt: str) -> None:
     content = read_file(path)
     assert content.qnas or content.synonyms
@@ -698,3 +698,12 @@ def test_csv_errors_name_the_line_a_row_starts_on(tmp_path: Path) -> None:
     assert "empty" in err.message
     with pytest.raises(FormatError, match="limit for .csv"):
         read_file("big.csv", b"Question,Answer\n" + b"a,b\n" * (limits.MAX_TEXT_FILE_BYTES // 4))
+
+
+def test_csv_export_keeps_what_a_tsv_cannot() -> None:
+    content = KnowledgeBaseContent(qnas=[QnA(questions=["Where, exactly?"], answer='In "C:\\new"\nand\ttabbed',
+                                             metadata={"area": "files"})])
+    body, filename, media = export_bytes(content, "csv")
+    assert (filename, media) == ("QnAs.csv", "text/csv; charset=utf-8") and body.startswith(b"\xef\xbb\xbf")
+    assert read_file(filename, body).qnas == content.qnas
+    assert read_file("QnAs.tsv", export_bytes(content, "tsv")[0]).qnas != content.qnas  # \\n and tab do not survive

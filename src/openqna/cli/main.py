@@ -185,7 +185,7 @@ def source_refresh(project: str, source: str, every: str | None, now: bool, as_j
 @main.command()
 @click.argument("project")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["tsv", "excel", "json"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "excel", "json"]), default=None,
               help="File format; guessed from OUT's extension by default.")
 @click.option("--deployment", default="test", show_default=True)
 @data_option
@@ -193,9 +193,9 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     """Export PROJECT to OUT in QnA Maker/Azure format."""
     from openqna.formats import ExportFormat, export_bytes
 
-    by_suffix = {".tsv": "tsv", ".txt": "tsv", ".xlsx": "excel", ".json": "json"}
+    by_suffix = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".xlsx": "excel", ".json": "json"}
     if fmt is None and out.suffix.lower() not in by_suffix:
-        fail(f"cannot tell the format from '{out.name}': name it .tsv, .xlsx or .json, or pass --format")
+        fail(f"cannot tell the format from '{out.name}': name it .tsv, .csv, .xlsx or .json, or pass --format")
     chosen = cast(ExportFormat, fmt or by_suffix[out.suffix.lower()])
     try:
         content = open_catalog(data_dir).content(project, deployment)

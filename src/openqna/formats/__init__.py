@@ -19,7 +19,7 @@ from typing import Literal
 
 from openqna.formats import limits, zip_limits
 from openqna.formats.azure_json import read_json, write_json
-from openqna.formats.csv_file import read_csv
+from openqna.formats.csv_file import read_csv, write_csv
 from openqna.formats.tsv import read_tsv, write_synonyms_tsv, write_tsv
 from openqna.formats.xlsx import read_xlsx, write_xlsx
 from openqna.records import FormatError, KnowledgeBaseContent
@@ -34,13 +34,14 @@ __all__ = [
     "read_json",
     "read_tsv",
     "read_xlsx",
+    "write_csv",
     "write_json",
     "write_synonyms_tsv",
     "write_tsv",
     "write_xlsx",
 ]
 
-ExportFormat = Literal["json", "tsv", "excel"]
+ExportFormat = Literal["json", "tsv", "excel", "csv"]  # csv: the command line's only
 AssetKind = Literal["qnas", "synonyms"]
 
 _MAX_BYTES = {
@@ -54,6 +55,7 @@ REPLICA_MAX_UNPACKED = 2 * limits.MAX_TEXT_FILE_BYTES + limits.MAX_XLSX_FILE_BYT
 _MEDIA_TYPES = {
     "json": "application/json",
     "tsv": "text/tab-separated-values; charset=utf-8",
+    "csv": "text/csv; charset=utf-8",
     "excel": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 
@@ -180,6 +182,9 @@ def export_bytes(
     elif fmt == "tsv":
         text = write_synonyms_tsv(content) if asset_kind == "synonyms" else write_tsv(content)
         body, filename = text.encode("utf-8-sig"), "Synonyms.tsv" if asset_kind == "synonyms" else "QnAs.tsv"
+    elif fmt == "csv":  # as the TSV: a BOM, so that Excel reads it as UTF-8
+        body = write_csv(content, synonyms=asset_kind == "synonyms").encode("utf-8-sig")
+        filename = "Synonyms.csv" if asset_kind == "synonyms" else "QnAs.csv"
     else:
         raise ValueError(f"unknown export format {fmt!r}")
     return body, filename, _MEDIA_TYPES[fmt]

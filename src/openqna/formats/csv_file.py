@@ -16,7 +16,8 @@ Decisions:
 * Text is UTF-8 (a BOM is fine) or UTF-16 with a BOM (``qna_table.decode_text``); anything else is refused with
   the line and column of the first byte that is not UTF-8, rather than guessed at.
 
-Errors name the 1-based line a row starts on (header = 1) and the column.
+Errors name the 1-based line a row starts on (header = 1) and the column.  ``write_csv`` writes what ``read_csv``
+reads back (the command line's ``openqna export kb.csv``; Azure's export has no CSV).
 """
 
 from __future__ import annotations
@@ -93,3 +94,14 @@ def _synonyms(line: int, cells: list[str], fail: qna_table.Fail) -> list[str]:
         return words
     except CellError as err:
         raise fail(str(err), line, 0) from None
+
+
+def write_csv(content: KnowledgeBaseContent, synonyms: bool = False) -> str:
+    """The QnAs (or, with ``synonyms``, the synonym groups) as a CSV with QnA Maker's columns, as Excel writes one."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    if synonyms:
+        writer.writerows([[qna_table.SYNONYMS_COLUMN], *content.synonyms])
+    else:
+        writer.writerows([list(qna_table.COLUMNS), *qna_table.table_rows(content, escaped=False)])
+    return out.getvalue()

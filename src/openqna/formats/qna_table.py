@@ -369,24 +369,26 @@ def _check_same_qna(first: _Row, row: _Row, columns: dict[str, int], fail: Fail)
 # --- QnAs -> rows ------------------------------------------------------------------------
 
 
-def table_rows(content: KnowledgeBaseContent) -> list[list[str]]:
+def table_rows(content: KnowledgeBaseContent, escaped: bool = True) -> list[list[str]]:
     """One row per question (a QnA without questions gets one row with an empty Question).
 
-    Ids are written only when the QnA has one.
+    Ids are written only when the QnA has one; ``escaped``: newlines written as ``\\n`` (False: as they are, for a
+    format that quotes them).
     """
+    cell = escape if escaped else str
     rows = []
     for qna in content.qnas:
         shared = [
-            escape(qna.answer),
-            escape(qna.source),
-            escape(format_metadata(qna.metadata)),
+            cell(qna.answer),
+            cell(qna.source),
+            cell(format_metadata(qna.metadata)),
             _compact_json(qna.suggested_questions),
             str(qna.dialog.is_context_only),
             _compact_json(prompts_to_json(qna.dialog.prompts)),
             "" if qna.id is None else str(qna.id),
         ]
         for question in qna.questions or [""]:
-            rows.append([escape(question), *shared])
+            rows.append([cell(question), *shared])
     return rows
 
 
