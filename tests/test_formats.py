@@ -316,6 +316,21 @@ def test_json_id_zero_or_missing_means_unassigned() -> None:
 
 def test_json_without_assets_is_empty() -> None:
     assert read_json(b'{"Metadata": {"ProjectName": "IssacNewton"}}') == KnowledgeBaseContent()
+    assert read_json({"metadata": {"language": "en"}}, "import body") == KnowledgeBaseContent()
+
+
+def test_json_of_another_shape_is_refused_not_imported_as_nothing(tmp_path: Path) -> None:
+    err = _tsv_error(tmp_path, '{"qnas": [{"questions": ["hi"], "answer": "hello"}]}', name="other.json")
+    assert "has no 'Assets'" in err.message and "'qnas'" in err.message
+
+
+def test_json_array_of_qnas() -> None:
+    listed = b'[{"questions": ["hi", "hello"], "answer": "Hello!", "metadata": {"kind": "greeting"}, "id": 4}]'
+    assert read_file("qnas.json", listed).qnas == [QnA(questions=["hi", "hello"], answer="Hello!",
+                                                       metadata={"kind": "greeting"}, id=4)]
+    with pytest.raises(FormatError) as caught:
+        read_file("qnas.json", b'[{"questions": ["hi"], "answer": "Hello!"}, {"questions": ["bye"]}]')
+    assert "qnas.json: [1].Answer: is required" in caught.value.message
 
 
 # --- malformed input -------------------------------------------------------------------------
@@ -617,7 +632,8 @@ def test_json_schema_errors_name_the_path() -> None:
         assert err.line is None
     err = _json_error(json.dumps({"Assets": {"Synonyms": [{"Alterations": [f"w{i}" for i in range(21)]}]}}))
     assert "Assets.Synonyms[0].Alterations: has 21 words" in err.message
-    assert "(root): must be an object" in _json_error("[]").message
+    assert "(root): must be an object" in _json_error('"Assets"').message
+    assert "empty array" in _json_error("[]").message
 
 
 # --- CSV ---------------------------------------------------------------------------------------------------------

@@ -33,12 +33,29 @@ from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA
 
 
 def read_json(data: bytes | str | Mapping[str, Any], name: str = "upload.json") -> KnowledgeBaseContent:
-    """An export file or import body, as bytes, text or already-parsed JSON."""
+    """An export file or import body, as bytes, text or already-parsed JSON.
+
+    A file (bytes or text) must hold its QnAs where Azure's export does, in ``Assets`` (or hold only ``Metadata``,
+    a project's settings): a file with neither would import nothing, silently (``{"qnas": [...]}`` from another
+    tool); or it may be an array of QnA objects, as
+    ``Assets.Qnas`` holds them (``[{"questions": [...], "answer": "..."}]``).  An import body (already parsed)
+    may carry no assets: Azure's ``:import`` then sets the project's metadata alone."""
     document = data if isinstance(data, Mapping) else _load(data, name)
+    listed = isinstance(document, list)
+    if listed and not document:
+        raise FormatError("is an empty array: a file of QnA objects needs at least one", file=name)
+    if listed:
+        document = {"assets": {"qnas": document}}
+    elif (not isinstance(data, Mapping) and isinstance(document, Mapping)
+          and not {"assets", "metadata"} & casefold_keys(document).keys()):  # a project's settings alone: none
+        found = ", ".join(repr(k) for k in list(document)[:5]) or "none"
+        raise FormatError("has no 'Assets': an Azure export file holds its QnAs in Assets.Qnas (or the file may be "
+                          f"an array of QnA objects, each with 'questions' and 'answer'); its keys: {found}", file=name)
     try:
         return _content(document)
     except CellError as err:
-        raise FormatError(str(err), file=name) from None
+        message = str(err).replace("Assets.Qnas[", "[", 1) if listed and str(err).startswith("Assets.Qnas[") else str(err)
+        raise FormatError(message, file=name) from None
 
 
 def _load(data: bytes | str, name: str) -> Any:
