@@ -188,6 +188,15 @@ def test_an_edit_from_a_stale_copy_is_reported_not_applied(secured):
     assert wait(r.headers["Operation-Location"], admin)["status"] == "succeeded"
     after = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()["value"]
     assert next(q for q in after if q["id"] == hours["id"])["answer"] == "Closed on Sundays."
+    # a delete from a stale copy too: deleting what someone changed since it was read would lose their change
+    edited = next(q for q in after if q["id"] == hours["id"])
+    for since, status in (("2000-01-01T00:00:00Z", "failed"), (edited["lastUpdatedDateTime"], "succeeded")):
+        r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin},
+                        json=[{"op": "delete", "value": {"id": hours["id"], "ifLastUpdated": since}}])
+        job = wait(r.headers["Operation-Location"], admin)
+        assert job["status"] == status and (status == "succeeded" or job["errors"][0]["code"] == "Conflict"), job
+        left = httpx.get(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}).json()
+        assert (hours["id"] in {q["id"] for q in left["value"]}) == (status == "failed")
     # an add has no earlier version: a precondition on it is refused at once, not left to fail the job
     r = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin},
                     json=[{"op": "add", "value": {"questions": ["New?"], "answer": "Yes.",

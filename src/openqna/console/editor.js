@@ -1,5 +1,8 @@
 // The QnA editor: search, sort and page the QnAs (all in memory: 10,000 QnAs filter in milliseconds,
 // and only one page is drawn), edit one as a QnA update operation, passages listed apart by source.
+// Bulk: select QnAs (one by one, or every one the search finds), then set or remove a metadata pair or
+// delete them, as QnA update operations of BULK at a time, each holding the QnA as it was read
+// (ifLastUpdated), so that a QnA changed elsewhere meanwhile is reported, not overwritten.
 import { all, get, operation, project } from "./api.js";
 import { can, guard, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
@@ -10,6 +13,7 @@ import { pending } from "./analytics.js";
 import { sourcesCard } from "./sources.js";
 
 const PAGE = 25;
+const BULK = 200; // operations a call: well inside the API's 1,000 and its body limit with long answers
 
 function metadataText(meta) { return Object.entries(meta || {}).map(([k, v]) => `${k}:${v}`).join("\n"); }
 function parseMetadata(text) {
@@ -26,7 +30,8 @@ export async function showEditor(name) {
   if (!can("author", name)) return render(refused(name, "edit", "editing QnAs"));
   const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
   const passageIds = new Set(passages.value.map((p) => p.id));
-  const state = { items: qnas.filter((q) => !passageIds.has(q.id)), query: "", sort: "id", page: 0, open: null };
+  const state = { items: qnas.filter((q) => !passageIds.has(q.id)), query: "", sort: "id", page: 0, open: null,
+    selected: new Set() };
   for (const q of state.items) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
   const byId = new Map(state.items.map((q) => [q.id, q]));
   const editable = can("author", name);
@@ -49,14 +54,93 @@ export async function showEditor(name) {
     const found = visible();
     const pages = Math.max(1, Math.ceil(found.length / PAGE));
     state.page = Math.min(state.page, pages - 1);
-    const rows = found.slice(state.page * PAGE, (state.page + 1) * PAGE).map((q) => [String(q.id),
+    const rows = found.slice(state.page * PAGE, (state.page + 1) * PAGE).map((q) => [
+      ...(editable ? [h("input", { type: "checkbox", checked: state.selected.has(q.id), "aria-label": `Select QnA ${q.id}`,
+        onchange: (event) => { event.target.checked ? state.selected.add(q.id) : state.selected.delete(q.id); drawBulk(); } })] : []),
+      String(q.id),
       h("button", { type: "button", class: "link", onclick: () => open(q) }, q.questions[0] || "(no question)")]);
-    listBox.replaceChildren(table(["Id", "Question"], rows, `${found.length} of ${state.items.length} QnAs`),
+    listBox.replaceChildren(table(editable ? ["Select", "Id", "Question"] : ["Id", "Question"], rows,
+      `${found.length} of ${state.items.length} QnAs`),
       h("div", { class: "row pager" },
         h("button", { type: "button", class: "secondary", disabled: state.page === 0, onclick: () => { state.page--; draw(); } }, "Previous"),
         h("span", {}, `Page ${state.page + 1} of ${pages}`),
         h("button", { type: "button", class: "secondary", disabled: state.page >= pages - 1, onclick: () => { state.page++; draw(); } }, "Next")));
   }
+
+  // -- bulk actions on the selected QnAs ---------------------------------------------------------------
+  const selectedCount = h("span", { role: "status" });
+  const metaSet = h("input", { placeholder: "key:value" });
+  const metaKey = h("input", { placeholder: "key" });
+  function drawBulk() {
+    for (const id of [...state.selected]) if (!byId.has(id)) state.selected.delete(id);
+    const n = state.selected.size;
+    selectedCount.textContent = `${n} selected`;
+    for (const b of bulkBox.querySelectorAll("button.needs-selection")) b.disabled = n === 0;
+  }
+  function selectedItems() { return state.items.filter((q) => state.selected.has(q.id)); }
+  // the QnA as it was read, to be written back whole (a replace replaces every field) with new metadata
+  function rewritten(q, metadata) {
+    const { _text, lastUpdatedDateTime, ...value } = q;
+    return { op: "replace", value: { ...value, metadata, ifLastUpdated: lastUpdatedDateTime } };
+  }
+  async function bulk(label, ops, done) {
+    if (state.dirty && !confirm("You have unsaved changes. Discard them?")) return;
+    state.dirty = false;
+    let sent = 0;
+    for (let i = 0; i < ops.length; i += BULK) {
+      const chunk = ops.slice(i, i + BULK);
+      const ok = await runJob(`${label} (${i + chunk.length} of ${ops.length})`, progress, (onStatus) =>
+        operation("PATCH", `${project(name)}/qnas`, chunk, { onStatus }));
+      if (!ok) {
+        if (sent) say(`${sent} of ${ops.length} QnAs were changed before this error: ${document.getElementById("status").textContent}`, "error");
+        await reload(null, true);
+        return;
+      }
+      sent += chunk.length;
+    }
+    state.selected.clear();
+    say(done(ops.length));
+    await reload(null);
+  }
+  async function setMetadata() {
+    const text = metaSet.value.trim();
+    const i = text.indexOf(":");
+    if (i < 1 || !text.slice(i + 1).trim()) return fail(new Error("Write the metadata to set as key:value, e.g. team:billing."));
+    const [key, value] = [text.slice(0, i).trim(), text.slice(i + 1).trim()];
+    const chosen = selectedItems();
+    const ops = chosen.filter((q) => (q.metadata || {})[key] !== value)
+      .map((q) => rewritten(q, { ...(q.metadata || {}), [key]: value }));
+    if (!ops.length) return say(`All ${chosen.length} selected QnAs already have ${key}:${value}.`);
+    await bulk("Setting metadata", ops, (n) => `${key}:${value} set on ${n} QnA${n === 1 ? "" : "s"}.`);
+  }
+  async function removeMetadata() {
+    const key = metaKey.value.trim();
+    if (!key) return fail(new Error("Write the metadata key to remove, e.g. team."));
+    const chosen = selectedItems();
+    const has = (q) => Object.keys(q.metadata || {}).find((k) => k.toLowerCase() === key.toLowerCase());
+    const ops = chosen.filter(has).map((q) => {
+      const metadata = { ...q.metadata };
+      delete metadata[has(q)];
+      return rewritten(q, metadata);
+    });
+    if (!ops.length) return say(`None of the ${chosen.length} selected QnAs has the metadata key ${key}.`);
+    await bulk("Removing metadata", ops, (n) => `${key} removed from ${n} QnA${n === 1 ? "" : "s"}.`);
+  }
+  async function deleteSelected() {
+    const chosen = selectedItems();
+    if (!confirm(`Delete ${chosen.length} QnA${chosen.length === 1 ? "" : "s"}? Deploy to publish the change.`)) return;
+    await bulk("Deleting", chosen.map((q) => ({ op: "delete", value: { id: q.id, ifLastUpdated: q.lastUpdatedDateTime } })),
+      (n) => `${n} QnA${n === 1 ? "" : "s"} deleted.`);
+  }
+  const bulkBox = editable ? h("div", { class: "row tools bulk", role: "group", "aria-label": "Selected QnAs" },
+    h("button", { type: "button", class: "secondary", onclick: () => { for (const q of visible()) state.selected.add(q.id); draw(); drawBulk(); } }, "Select all found"),
+    h("button", { type: "button", class: "secondary needs-selection", onclick: () => { state.selected.clear(); draw(); drawBulk(); } }, "Clear selection"),
+    selectedCount,
+    field("Metadata to set (key:value)", metaSet),
+    h("button", { type: "button", class: "needs-selection", onclick: setMetadata }, "Set on selected"),
+    field("Metadata key to remove", metaKey),
+    h("button", { type: "button", class: "secondary needs-selection", onclick: removeMetadata }, "Remove from selected"),
+    h("button", { type: "button", class: "danger needs-selection", onclick: deleteSelected }, "Delete selected")) : null;
 
   function promptRow(p = { displayText: "", qnaId: "", displayOrder: 0 }) {
     const text = h("input", { value: p.displayText, class: "prompt-text" });
@@ -121,7 +205,7 @@ export async function showEditor(name) {
     questions.focus();
   }
 
-  async function reload(openId) {
+  async function reload(openId, keepStatus = false) {
     try {
       const fresh = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
       for (const q of fresh) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
@@ -129,9 +213,10 @@ export async function showEditor(name) {
       byId.clear();
       for (const q of fresh) byId.set(q.id, q);
       draw();
+      if (bulkBox) drawBulk();
       targets.replaceWith(targets = qnaList("qna-targets", fresh));
       if (openId !== null) open(byId.get(openId)); else editBox.replaceChildren();
-    } catch (error) { fail(error); }
+    } catch (error) { if (!keepStatus) fail(error); }
   }
 
   let targets = qnaList("qna-targets", state.items);
@@ -151,8 +236,10 @@ export async function showEditor(name) {
     first ? adder : null,
     h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
+    bulkBox,
     h("div", { class: "split" }, listBox, editBox), targets, sourceList, passageList, first ? null : adder));
   draw();
+  if (bulkBox) drawBulk();
   if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question
     const question = pending.question;
     pending.question = null;

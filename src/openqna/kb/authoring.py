@@ -450,7 +450,8 @@ class Authoring:
             ops = []
             for i, o in enumerate(job.params["ops"]):
                 if o["op"] == "delete":
-                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"]), index=i))
+                    ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"]), if_last_updated=o.get("ifLastUpdated"),
+                                     index=i))
                     continue
                 # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
                 inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])

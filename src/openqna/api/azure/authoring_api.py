@@ -443,7 +443,12 @@ class AzureAuthoring:
                 qid = Body(value, f"[{i}].value").integer("id")
                 if qid is None:
                     raise InvalidArgument(f"[{i}].value.id is required to delete a QnA.", target=f"[{i}].value.id")
+                # openqna's precondition, as for a replace: deleting what was changed since it was read is a conflict
+                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
                 value = {"id": qid}
+                if since:
+                    parsed.append({"op": op, "value": value, "ifLastUpdated": since})
+                    continue
             else:
                 # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
                 since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
