@@ -365,3 +365,26 @@ def test_a_name_with_a_surrogates_bytes_is_refused_and_creates_nothing(live):
         assert r.status_code == 400 and "lone UTF-16 surrogate" in r.json()["error"]["message"], r.text
     listed = raw(live, "GET", "/vector_stores")
     assert listed.status_code == 200 and listed.json()["data"] == []
+
+
+def test_a_blank_query_matches_nothing_and_a_malformed_one_says_what_to_fix(filled, live):
+    """OpenAI's schema takes any string as a query (no minimum length) but an array of at least one: a blank string
+    is an empty page, not a 400; a blank query among others adds nothing; an empty array or a non-string is a 400 in
+    OpenAI's own words, naming the item."""
+    c, vs_id, _ = filled
+    for query in ("", "   ", [""], ["\t", " "]):
+        page = c.vector_stores.search(vs_id, query=query)
+        assert (page.data, page.has_more) == ([], False), query
+    mixed = c.vector_stores.search(vs_id, query=["", "How many days do I have to send an item back?"])
+    alone = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")
+    assert [(r.file_id, r.score) for r in mixed.data] == [(r.file_id, r.score) for r in alone.data] != []
+    for body, param, code, words in [
+            ({"query": []}, "query", "empty_array", "Expected an array with minimum length 1"),
+            ({"query": ["returns", 7]}, "query[1]", "invalid_type", "expected a string, but got an integer"),
+            ({"query": {"text": "returns"}}, "query", "invalid_type", "expected a string or an array of strings"),
+            ({"query": ["x"] * 51}, "query", "array_above_max_length", "maximum length 50"),
+            ({}, "query", "missing_required_parameter", "Missing required parameter: 'query'")]:
+        r = raw(live, "POST", f"/vector_stores/{vs_id}/search", json=body)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == {"message": r.json()["error"]["message"], "type": "invalid_request_error",
+                                     "param": param, "code": code} and words in r.json()["error"]["message"], r.text

@@ -82,11 +82,20 @@ async def read_json(request: Request, *, empty: Any = None) -> Any:
         raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
 
 
+class Invalid(InvalidArgument):
+    """A refusal in OpenAI's own validation words, with its ``code`` (``empty_array``, ``invalid_type``, ...)."""
+
+    def __init__(self, message: str, param: str, openai_code: str):
+        super().__init__(message, target=param)
+        self.openai_code = openai_code
+
+
 def error_response(exc: OpenQnAError) -> Response:
     """A caller's error in OpenAI's envelope: 404 for what does not exist, else its status."""
     if isinstance(exc, NotFound):
         return openai_error(404, exc.message, param=exc.target)
     return openai_error(max(exc.status, 400), exc.message, param=exc.target,
+                        code=exc.openai_code if isinstance(exc, Invalid) else None,
                         kind="server_error" if exc.status >= 500 else "invalid_request_error")
 
 
