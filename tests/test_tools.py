@@ -174,6 +174,26 @@ def test_get_related_stays_under_the_gpt_actions_response_limit(service):
     assert whole["text"].startswith("Part ") and whole["text"].endswith(section.strip())
 
 
+
+def test_structured_search_stays_under_the_same_response_limit(service):
+    """/tools/{kb}/search had no cap on its size (twenty 24,000-character answers made 480,000 characters): it keeps
+    to get_related's 96,000, every hit kept and clipped alike, each still whole JSON; a small answer is left whole."""
+    section = 'He said "charge it" first. ' * 888  # 23,976 characters with quotes the response escapes
+    rows = "".join(f"How do I charge part {i}?\tPart {i}: {section}\tmanual\tpart:{i}\n" for i in range(20))
+    service.import_content("manual", read_file("manual.tsv", f"Question\tAnswer\tSource\tMetadata\n{rows}".encode()))
+    with LiveServer(service) as live:
+        r = get(live, "/tools/manual/search", subject="how do I charge it", limit=20)
+        small = get(live, "/tools/manual/search", subject="how do I charge it", limit=1).json()
+    assert r.status_code == 200 and len(r.text) < 100_000, len(r.text)
+    body = r.json()
+    assert body["num_retrieved"] == len(body["hits"]) == 20
+    assert all(h["text"].endswith("…") and 1000 < len(h["text"]) < len(section) for h in body["hits"])
+    assert len({len(h["text"]) for h in body["hits"]}) == 1 and {h["metadata"]["part"] for h in body["hits"]} == \
+        {str(i) for i in range(20)}
+    [whole] = small["hits"]
+    assert whole["text"].endswith(section.strip()) and small["num_retrieved"] == 1
+
+
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).
 REFUSALS = [
     ({"subject": "x", "where_str": "1=1; DROP TABLE records"}, "invalid_where", "allowed"),

@@ -41,10 +41,52 @@ def max_limit() -> int:
     return settings.tools_max_limit()
 
 
-def hit_json(hit: Hit) -> dict:
+def hit_json(hit: Hit, most: int | None = None) -> dict:
+    """One hit of ``/tools/{kb}/search``, every string value (its columns' and metadata's too) clipped to ``most``
+    characters (None: as it is), its end marked with "…"."""
     r = hit.record
-    return {"id": r.id, "score": hit.score, "kind": r.kind, "title": r.questions[0] if r.questions else None,
-            "text": r.answer, "source": r.source, "fields": r.fields, "metadata": r.metadata}
+    return {"id": r.id, "score": hit.score, "kind": r.kind, "title": _clip(r.questions[0] if r.questions else None, most),
+            "text": _clip(r.answer, most), "source": _clip(r.source, most),
+            "fields": {k: _clip(v, most) for k, v in r.fields.items()},
+            "metadata": {k: _clip(v, most) for k, v in r.metadata.items()}}
+
+
+def search_answer(kb: str, hits: list[Hit], budget: int | None = None) -> dict[str, Any]:
+    """``/tools/{kb}/search``'s answer, kept to ``budget`` characters as written, as ``documents`` is: past it, every
+    string value is clipped to the longest length that fits, and hits that still do not fit are left out from the
+    last (``num_retrieved`` counts the hits returned)."""
+    def body(items: list[Hit], most: int | None) -> dict[str, Any]:
+        return {"knowledge_base": kb, "num_retrieved": len(items), "hits": [hit_json(h, most) for h in items]}
+
+    def size(answer: dict[str, Any]) -> int:
+        return len(json.dumps(answer, ensure_ascii=False, default=str))
+
+    budget = DOCUMENTS_CHARS if budget is None else budget
+    whole = body(hits, None)
+    if size(whole) <= budget:
+        return whole
+    lo, hi = 0, max((len(v) for h in whole["hits"] for v in _strings(h)), default=0)
+    while lo < hi:  # the longest value length that fits
+        mid = (lo + hi + 1) // 2
+        if size(body(hits, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    kept = list(hits)
+    while kept and size(body(kept, lo)) > budget:
+        kept.pop()
+    return body(kept, lo)
+
+
+def _strings(hit: dict) -> list[str]:
+    values = [hit["title"], hit["text"], hit["source"], *hit["fields"].values(), *hit["metadata"].values()]
+    return [v for v in values if isinstance(v, str)]
+
+
+def _clip(value: Any, most: int | None) -> Any:
+    if most is None or not isinstance(value, str) or len(value) <= most:
+        return value
+    return value[: most - 1] + "…" if most else ""
 
 
 # GPT Actions refuse a response of 100,000 characters or more (``ResponseTooLargeError``; the payload limit of
@@ -92,11 +134,7 @@ def _item(hit: Hit, relevance: str) -> dict[str, Any]:
 
 def _joined(items: list[dict[str, Any]], most: int | None) -> str:
     """The items as JSON lines, every string value clipped to ``most`` characters (None: as they are)."""
-    def clip(value: Any) -> Any:
-        if most is None or not isinstance(value, str) or len(value) <= most:
-            return value
-        return value[: most - 1] + "…" if most else ""
-    return "\n".join(json.dumps({k: clip(v) for k, v in item.items()}, ensure_ascii=False, default=str)
+    return "\n".join(json.dumps({k: _clip(v, most) for k, v in item.items()}, ensure_ascii=False, default=str)
                      for item in items)
 
 
@@ -154,8 +192,7 @@ class Tools:
 
     async def search(self, request: Request) -> Response:
         kb = request.path_params["kb"]
-        return await self._guarded(request, kb, lambda hits: {
-            "knowledge_base": kb, "num_retrieved": len(hits), "hits": [hit_json(h) for h in hits]})
+        return await self._guarded(request, kb, lambda hits: search_answer(kb, hits))
 
     async def _guarded(self, request: Request, kb: str, shape) -> Response:
         try:
