@@ -497,3 +497,13 @@ def test_date_columns_read_as_clickhouse_shows_them_zero_dates_included(tmp_path
         "dt64": "2024-05-01T10:00:00+00:00", "nd": "2024-05-01T10:00:00+00:00"}
     assert filtered.status_code == 200 and filtered.json()["num_retrieved"] == 1, filtered.text
     service.connected.close()
+
+
+def test_a_connected_table_has_no_deployment_but_its_live_state(tmp_path, embedder, clickhouse):
+    service = Service(SQLiteStore(tmp_path), embedder)
+    connect_table(service, "tiny", clickhouse, "default.Tiny", vector="vector", text=["title"], title="title")
+    with LiveServer(service) as served:
+        assert get(served, "/tools/tiny/search", subject="tiny", deployment="test").json()["num_retrieved"] == 1
+        missing = get(served, "/get_related_tiny", subject="tiny", deployment="production")
+    assert missing.status_code == 404 and "a connected table has no deployments" in missing.json()["error"]["message"]
+    service.connected.close()

@@ -17,7 +17,7 @@ from conftest import SHARED_DATA, LiveServer
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
 from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column, read_rows
-from openqna.records import InvalidArgument
+from openqna.records import InvalidArgument, QnA
 from test_cli import run
 
 CATEGORIES = ["cs.CL", "cs.LG", "q-bio.NC", "q-bio.GN", "stat.ML"]
@@ -192,6 +192,37 @@ def test_structured_search_stays_under_the_same_response_limit(service):
         {str(i) for i in range(20)}
     [whole] = small["hits"]
     assert whole["text"].endswith(section.strip()) and small["num_retrieved"] == 1
+
+
+
+def test_the_tools_search_the_deployment_they_name(service):
+    """``deployment`` picks the state searched, as Azure's deploymentName does; the live state stays the default; an
+    unknown deployment is a 404 that names it; a GPT's document can pin one."""
+    service.create_project("faq")
+    service.upsert("faq", [QnA(["How do I pay?"], "By card.")])
+    service.deploy("faq", "production")
+    service.upsert("faq", [QnA(["Where is the office?"], "In Paris.")])
+    with LiveServer(service) as live:
+        def texts(path: str, **params) -> list[str]:
+            r = get(live, path, subject="where is the office", limit=5, **params)
+            assert r.status_code == 200, r.text
+            if "hits" in r.json():
+                return sorted(h["text"] for h in r.json()["hits"])
+            return sorted(json.loads(line)["text"] for line in r.json()["documents"].split("\n"))
+
+        for path in ("/get_related_faq", "/tools/faq/search"):
+            assert texts(path) == texts(path, deployment="test") == ["By card.", "In Paris."]
+            assert texts(path, deployment="production") == ["By card."]
+            missing = get(live, path, subject="office", deployment="staging")
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+            assert "'staging'" in missing.json()["error"]["message"], missing.text
+            blank = get(live, path, subject="office", deployment=" ")
+            assert blank.status_code == 400 and "'deployment'" in blank.json()["error"]["message"], blank.text
+        pinned = get(live, "/tools/faq/openapi.json", deployment="production").json()
+        validate(pinned)
+        [parameter] = [p for p in pinned["paths"]["/get_related_faq"]["get"]["parameters"] if p["name"] == "deployment"]
+        assert parameter["required"] is True and parameter["schema"]["enum"] == ["production"]
+        assert "deployment" not in json.dumps(get(live, "/tools/openapi.json").json()["paths"])
 
 
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).

@@ -25,8 +25,9 @@ from openqna.api.credentials import secret_from_headers
 from openqna.api.tools.openapi import openapi_document
 from openqna.auth.keys import Authorizer, allows, lacks_role
 from openqna.formats.limits import LIMITS
+from openqna.kb.catalog import LIVE
 from openqna.kb.service import Hit, Service
-from openqna.records import InvalidArgument, NotFound, OpenQnAError
+from openqna.records import InvalidArgument, NotFound, OpenQnAError, ProjectNotFound
 
 # A connected table's engine failing (connected/engine.py), in this dialect's words.
 ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_timeout",
@@ -143,6 +144,17 @@ def _written(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False))
 
 
+def deployment_of(raw: str | None) -> str:
+    """The ``deployment`` parameter: which state of a project the tools search, the live one (``test``) unless
+    named, as Azure's ``deploymentName`` says which one ``:query-knowledgebases`` answers from."""
+    if raw is None:
+        return LIVE
+    if not raw.strip() or len(raw) > 100:
+        raise InvalidArgument(f"'deployment' must name a deployment of the knowledge base (such as 'production'), or "
+                              f"be left out to search its live state ('{LIVE}'); got '{raw[:100]}'.")
+    return raw
+
+
 class Tools:
     def __init__(self, service: Service, authorizer: Authorizer):
         self.service = service
@@ -184,7 +196,8 @@ class Tools:
         if limit is None or not 1 <= limit <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer (ASCII digits) from 1 to {max_limit()}; "
                                   f"got '{raw_limit}'.")
-        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit)
+        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit,
+                               deployment=deployment_of(q.get("deployment")))
 
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]
@@ -199,8 +212,10 @@ class Tools:
             return JSONResponse(shape(await self._hits(request, kb)))
         except _Refused as exc:
             return exc.response
-        except NotFound:
+        except ProjectNotFound:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
+        except NotFound as exc:  # a deployment the knowledge base does not have
+            return tools_error(404, "not_found", exc.message)
         except OpenQnAError as exc:
             code = "invalid_where" if exc.target == "where_str" else ENGINE_CODES.get(exc.code, "invalid_request")
             return tools_error(exc.status, code, exc.message)
@@ -217,23 +232,32 @@ class Tools:
     async def openapi_all(self, request: Request) -> Response:
         try:
             key = self._key(request)
-            version = self._version(request)
+            version, deployment = self._version(request), self._deployment(request)
         except _Refused as exc:
             return exc.response
         kbs = await run_in_threadpool(self.service.knowledge_bases, key)
-        return JSONResponse(openapi_document(kbs, self._server(request), version))
+        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
 
     async def openapi_one(self, request: Request) -> Response:
         kb = request.path_params["kb"]
         try:
             key = self._key(request, kb)
-            version = self._version(request)
+            version, deployment = self._version(request), self._deployment(request)
         except _Refused as exc:
             return exc.response
         kbs = [k for k in await run_in_threadpool(self.service.knowledge_bases, key) if k.name.lower() == kb.lower()]
         if not kbs:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
-        return JSONResponse(openapi_document(kbs, self._server(request), version))
+        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+
+    @staticmethod
+    def _deployment(request: Request) -> str | None:
+        """``?deployment=`` of an OpenAPI document: the deployment its operations search (None: the live state)."""
+        raw = request.query_params.get("deployment")
+        try:
+            return None if raw is None else deployment_of(raw)
+        except InvalidArgument as exc:
+            raise _Refused(tools_error(400, "invalid_request", exc.message)) from None
 
 
 def _documents_answer(hits: list[Hit]) -> dict[str, Any]:
