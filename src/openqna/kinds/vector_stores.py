@@ -342,6 +342,11 @@ class VectorStores:
             self._update(store_id, change)
             self._delete_records(store_id, file_id)
 
+    def expire_files(self) -> None:
+        """Delete the uploaded files that expired (``openai_files.purge_expired``) and detach them everywhere."""
+        for file_id in openai_files.purge_expired(self.service):
+            self.detach_everywhere(file_id)
+
     def detach_everywhere(self, file_id: str) -> None:
         """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
         for vs in self.list_stores():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -295,6 +296,7 @@ class VectorStoreRoutes:
     def __init__(self, core: VectorStores, authorizer: Authorizer):
         self.core = core
         self.authorizer = authorizer
+        self.purged_at = 0.0
 
     def routes(self) -> list[Route]:
         base = "/v1/vector_stores/{vector_store_id}"
@@ -333,6 +335,9 @@ class VectorStoreRoutes:
                 if not reaches(key, role, store_id, scope):
                     return may_not(key, f"vector store '{store_id}'")
             request.state.key = key
+            if time.monotonic() - self.purged_at >= 1.0:  # expired files leave the stores (reads hide them at once)
+                self.purged_at = time.monotonic()
+                await run_in_threadpool(self.core.expire_files)
             return await work()
         except Refused as exc:
             return exc.response
