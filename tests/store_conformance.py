@@ -488,7 +488,9 @@ def test_files(store):
     from openqna.store import StoredFile
 
     store.put_file(StoredFile("file-a", "a.jsonl", "answers", 3, 100, data=b"abc", project="file-a"))
-    store.put_file(StoredFile("file-b", "b.jsonl", "search", 4, 200, data=b"abcd", scope=["alpha", "beta"]))
+    store.put_file(StoredFile("file-b", "b.jsonl", "search", 4, 200, data=b"abcd", scope=["alpha", "beta"],
+                              expires_at=3800))
+    assert store.get_file("file-a").expires_at is None and store.get_file("file-b").expires_at == 3800
     assert store.get_file("file-a").data == b"" and store.get_file("file-a", with_data=True).data == b"abc"
     assert store.get_file("file-a").scope is None and store.get_file("file-b").scope == ["alpha", "beta"]
     assert [f.scope for f in store.list_files()] == [["alpha", "beta"], None]

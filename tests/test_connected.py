@@ -468,3 +468,42 @@ def test_the_suggested_ddl_builds_an_index_the_next_connect_finds(tmp_path, embe
 
 def hit_id(hit) -> str:
     return hit.record.fields["id"]
+
+
+def test_date_columns_read_as_clickhouse_shows_them_zero_dates_included(tmp_path, embedder, clickhouse):
+    """Date and Date32 columns are searchable (toTimeZone refused them: every search was a 400), every date type reads
+    as ISO 8601 UTC, a zero date as ClickHouse itself shows it (1970-01-01) and a NULL as null."""
+    session = chdb_session(clickhouse.removeprefix("chdb://"))
+    session.query("CREATE TABLE default.Dated (id String, title String, d Date, d32 Date32, dt DateTime, "
+                  "dt64 DateTime64(3), nd Nullable(DateTime), vector Array(Float32)) ENGINE = MergeTree ORDER BY id")
+    vector = embedder.embed(["return policy"])[0].tolist()
+    rows = [{"id": "zero", "title": "return policy", "d": 0, "d32": 0, "dt": 0, "dt64": 0, "nd": None},
+            {"id": "set", "title": "return policy for laptops", "d": "2024-05-01", "d32": "1900-01-01",
+             "dt": "2024-05-01 10:00:00", "dt64": "2024-05-01 10:00:00.250", "nd": "2024-05-01 10:00:00"}]
+    session.query("INSERT INTO default.Dated FORMAT JSONEachRow\n" + "\n".join(
+        json.dumps({**r, "vector": vector}) for r in rows))
+    service = Service(SQLiteStore(tmp_path), embedder)
+    connect_table(service, "dated", clickhouse, "default.Dated", vector="vector", text=["title"], title="title")
+    with LiveServer(service) as served:
+        found = get(served, "/tools/dated/search", subject="return policy")
+        filtered = get(served, "/get_related_dated", subject="return policy", where_str="d > '2000-01-01'")
+    assert found.status_code == 200, found.text
+    fields = {h["fields"]["id"]: h["fields"] for h in found.json()["hits"]}
+    epoch = "1970-01-01T00:00:00+00:00"
+    assert {k: v for k, v in fields["zero"].items() if k not in ("id", "title")} == {
+        "d": epoch, "d32": epoch, "dt": epoch, "dt64": epoch, "nd": None}
+    assert {k: v for k, v in fields["set"].items() if k not in ("id", "title")} == {
+        "d": "2024-05-01T00:00:00+00:00", "d32": "1900-01-01T00:00:00+00:00", "dt": "2024-05-01T10:00:00+00:00",
+        "dt64": "2024-05-01T10:00:00+00:00", "nd": "2024-05-01T10:00:00+00:00"}
+    assert filtered.status_code == 200 and filtered.json()["num_retrieved"] == 1, filtered.text
+    service.connected.close()
+
+
+def test_a_connected_table_has_no_deployment_but_its_live_state(tmp_path, embedder, clickhouse):
+    service = Service(SQLiteStore(tmp_path), embedder)
+    connect_table(service, "tiny", clickhouse, "default.Tiny", vector="vector", text=["title"], title="title")
+    with LiveServer(service) as served:
+        assert get(served, "/tools/tiny/search", subject="tiny", deployment="test").json()["num_retrieved"] == 1
+        missing = get(served, "/get_related_tiny", subject="tiny", deployment="production")
+    assert missing.status_code == 404 and "a connected table has no deployments" in missing.json()["error"]["message"]
+    service.connected.close()

@@ -258,3 +258,36 @@ def test_http_key_scoped_to_another_project_cannot_see_or_search_this_one(http):
             assert found.structured_content["hits"][0]["source"] == "billing.md"
 
     anyio.run(main)
+
+
+def test_http_search_and_ask_take_a_deployment(http):
+    """``deployment`` picks the state the tools read, as Azure's deploymentName does; left out, the live state; a
+    deployment the project lacks is a tool error that names it."""
+    service = http.service
+    service.deploy("hr", "production")
+    service.upsert("hr", [QnA(["Can I work from home?"], "Yes, two days a week.")])
+
+    async def main():
+        async with connect(http) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("search", "ask"):
+                assert "deployment" in tools[name].input_schema["properties"]
+                assert "deployment" not in tools[name].input_schema["required"]
+
+            async def texts(**args) -> list[str]:
+                result = await client.call_tool("search", {"kb": "hr", "subject": "working from home"} | args)
+                assert not result.is_error, tool_text(result)
+                return sorted(h["text"] for h in result.structured_content["hits"])
+
+            assert await texts() == ["Everyone gets 25 days of paid holiday.", "Yes, two days a week."]
+            assert await texts(deployment="production") == ["Everyone gets 25 days of paid holiday."]
+            live = await client.call_tool("ask", {"project": "hr", "question": "Can I work from home?"})
+            deployed = await client.call_tool("ask", {"project": "hr", "question": "Can I work from home?",
+                                                      "deployment": "production"})
+            assert live.structured_content["matched"] is True and deployed.structured_content["matched"] is False
+            for name, args in [("search", {"kb": "hr", "subject": "home"}),
+                               ("ask", {"project": "hr", "question": "Can I work from home?"})]:
+                missing = await client.call_tool(name, args | {"deployment": "staging"})
+                assert missing.is_error and "Deployment 'staging'" in tool_text(missing), tool_text(missing)
+
+    anyio.run(main)

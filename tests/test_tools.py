@@ -17,7 +17,7 @@ from conftest import SHARED_DATA, LiveServer
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
 from openqna.kinds.tables import TableSchema, create_table, load_rows, parse_column, read_rows
-from openqna.records import InvalidArgument
+from openqna.records import InvalidArgument, QnA
 from test_cli import run
 
 CATEGORIES = ["cs.CL", "cs.LG", "q-bio.NC", "q-bio.GN", "stat.ML"]
@@ -172,6 +172,57 @@ def test_get_related_stays_under_the_gpt_actions_response_limit(service):
     assert len({len(line["text"]) for line in lines}) == 1  # one length for every hit
     [whole] = [json.loads(line) for line in small["documents"].split("\n")]
     assert whole["text"].startswith("Part ") and whole["text"].endswith(section.strip())
+
+
+
+def test_structured_search_stays_under_the_same_response_limit(service):
+    """/tools/{kb}/search had no cap on its size (twenty 24,000-character answers made 480,000 characters): it keeps
+    to get_related's 96,000, every hit kept and clipped alike, each still whole JSON; a small answer is left whole."""
+    section = 'He said "charge it" first. ' * 888  # 23,976 characters with quotes the response escapes
+    rows = "".join(f"How do I charge part {i}?\tPart {i}: {section}\tmanual\tpart:{i}\n" for i in range(20))
+    service.import_content("manual", read_file("manual.tsv", f"Question\tAnswer\tSource\tMetadata\n{rows}".encode()))
+    with LiveServer(service) as live:
+        r = get(live, "/tools/manual/search", subject="how do I charge it", limit=20)
+        small = get(live, "/tools/manual/search", subject="how do I charge it", limit=1).json()
+    assert r.status_code == 200 and len(r.text) < 100_000, len(r.text)
+    body = r.json()
+    assert body["num_retrieved"] == len(body["hits"]) == 20
+    assert all(h["text"].endswith("…") and 1000 < len(h["text"]) < len(section) for h in body["hits"])
+    assert len({len(h["text"]) for h in body["hits"]}) == 1 and {h["metadata"]["part"] for h in body["hits"]} == \
+        {str(i) for i in range(20)}
+    [whole] = small["hits"]
+    assert whole["text"].endswith(section.strip()) and small["num_retrieved"] == 1
+
+
+
+def test_the_tools_search_the_deployment_they_name(service):
+    """``deployment`` picks the state searched, as Azure's deploymentName does; the live state stays the default; an
+    unknown deployment is a 404 that names it; a GPT's document can pin one."""
+    service.create_project("faq")
+    service.upsert("faq", [QnA(["How do I pay?"], "By card.")])
+    service.deploy("faq", "production")
+    service.upsert("faq", [QnA(["Where is the office?"], "In Paris.")])
+    with LiveServer(service) as live:
+        def texts(path: str, **params) -> list[str]:
+            r = get(live, path, subject="where is the office", limit=5, **params)
+            assert r.status_code == 200, r.text
+            if "hits" in r.json():
+                return sorted(h["text"] for h in r.json()["hits"])
+            return sorted(json.loads(line)["text"] for line in r.json()["documents"].split("\n"))
+
+        for path in ("/get_related_faq", "/tools/faq/search"):
+            assert texts(path) == texts(path, deployment="test") == ["By card.", "In Paris."]
+            assert texts(path, deployment="production") == ["By card."]
+            missing = get(live, path, subject="office", deployment="staging")
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+            assert "'staging'" in missing.json()["error"]["message"], missing.text
+            blank = get(live, path, subject="office", deployment=" ")
+            assert blank.status_code == 400 and "'deployment'" in blank.json()["error"]["message"], blank.text
+        pinned = get(live, "/tools/faq/openapi.json", deployment="production").json()
+        validate(pinned)
+        [parameter] = [p for p in pinned["paths"]["/get_related_faq"]["get"]["parameters"] if p["name"] == "deployment"]
+        assert parameter["required"] is True and parameter["schema"]["enum"] == ["production"]
+        assert "deployment" not in json.dumps(get(live, "/tools/openapi.json").json()["paths"])
 
 
 # The hostile and malformed requests every tool knowledge base refuses (tests/test_connected.py sends them too).

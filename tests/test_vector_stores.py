@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -365,3 +366,64 @@ def test_a_name_with_a_surrogates_bytes_is_refused_and_creates_nothing(live):
         assert r.status_code == 400 and "lone UTF-16 surrogate" in r.json()["error"]["message"], r.text
     listed = raw(live, "GET", "/vector_stores")
     assert listed.status_code == 200 and listed.json()["data"] == []
+
+
+def test_a_blank_query_matches_nothing_and_a_malformed_one_says_what_to_fix(filled, live):
+    """OpenAI's schema takes any string as a query (no minimum length) but an array of at least one: a blank string
+    is an empty page, not a 400; a blank query among others adds nothing; an empty array or a non-string is a 400 in
+    OpenAI's own words, naming the item."""
+    c, vs_id, _ = filled
+    for query in ("", "   ", [""], ["\t", " "]):
+        page = c.vector_stores.search(vs_id, query=query)
+        assert (page.data, page.has_more) == ([], False), query
+    mixed = c.vector_stores.search(vs_id, query=["", "How many days do I have to send an item back?"])
+    alone = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")
+    assert [(r.file_id, r.score) for r in mixed.data] == [(r.file_id, r.score) for r in alone.data] != []
+    for body, param, code, words in [
+            ({"query": []}, "query", "empty_array", "Expected an array with minimum length 1"),
+            ({"query": ["returns", 7]}, "query[1]", "invalid_type", "expected a string, but got an integer"),
+            ({"query": {"text": "returns"}}, "query", "invalid_type", "expected a string or an array of strings"),
+            ({"query": ["x"] * 51}, "query", "array_above_max_length", "maximum length 50"),
+            ({}, "query", "missing_required_parameter", "Missing required parameter: 'query'")]:
+        r = raw(live, "POST", f"/vector_stores/{vs_id}/search", json=body)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == {"message": r.json()["error"]["message"], "type": "invalid_request_error",
+                                     "param": param, "code": code} and words in r.json()["error"]["message"], r.text
+
+
+def test_a_file_expires_as_its_expires_after_says(filled, live):
+    """POST /v1/files took expires_after and ignored it. Now the file says when it expires (created_at + seconds, 1
+    hour to 30 days, anchored at created_at, as OpenAI documents), and once expired it is gone as if deleted: not
+    listed, not found, its content gone, out of every vector store it was attached to."""
+    c, vs_id, ids = filled
+    f = c.files.create(file=("later.txt", b"Gift cards never expire."), purpose="assistants",
+                       expires_after={"anchor": "created_at", "seconds": 3600})
+    assert f.expires_at == f.created_at + 3600 and c.files.retrieve(f.id).expires_at == f.expires_at
+    assert c.files.retrieve(ids["returns.txt"]).expires_at is None
+    for fields, param in [({"expires_after[anchor]": "last_active_at", "expires_after[seconds]": "3600"},
+                           "expires_after.anchor"),
+                          ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "3599"},
+                           "expires_after.seconds"),
+                          ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "2592001"},
+                           "expires_after.seconds"),
+                          ({"expires_after[anchor]": "created_at", "expires_after[seconds]": "1h"},
+                           "expires_after.seconds"),
+                          ({"expires_after[days]": "3"}, "expires_after.days")]:
+        r = raw(live, "POST", "/files", files={"file": ("x.txt", b"x")}, data={"purpose": "assistants", **fields})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    assert len(c.files.list().data) == 4  # nothing stored by the refusals
+
+    # returns.txt expires (its time is moved back: an hour is long for a test)
+    stored = live.service.store.get_file(ids["returns.txt"], with_data=True)
+    stored.expires_at = stored.created_at - 1
+    live.service.store.put_file(stored)
+    with pytest.raises(openai.NotFoundError):
+        c.files.retrieve(ids["returns.txt"])
+    with pytest.raises(openai.NotFoundError):
+        c.files.content(ids["returns.txt"])
+    assert ids["returns.txt"] not in {x.id for x in c.files.list()}
+    time.sleep(1.05)  # expired files are purged at most once a second
+    assert files_of(c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")) == \
+        {"shipping.md", "warranty.txt"}
+    assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
+    assert live.service.store.get_file(ids["returns.txt"]) is None and c.files.retrieve(f.id).id == f.id

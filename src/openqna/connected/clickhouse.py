@@ -140,7 +140,9 @@ class ClickHouseTable:
                 index: VectorIndex | None = None) -> list[tuple[dict[str, Any], float]]:
         sql, params = compile_clickhouse(where, lambda c: f"`{c.name}`") if where is not None else ("1", {})
         params = {**params, "query_vector": [float(x) for x in query], "limit": int(limit)}
-        reads = ", ".join(f"toTimeZone(`{c.name}`, 'UTC')" if c.type == "DateTime" else f"`{c.name}`"
+        # toDateTime64(x, 0, 'UTC') reads Date, Date32, DateTime and DateTime64 columns alike (toTimeZone refuses a
+        # Date: error 43); a zero date reads as ClickHouse shows it, 1970-01-01 00:00:00, and NULL stays null
+        reads = ", ".join(f"toDateTime64(`{c.name}`, 0, 'UTC')" if c.type == "DateTime" else f"`{c.name}`"
                           for c in columns)
         distance = f"{_DISTANCES[metric]}(`{vector}`, {{query_vector:Array(Float32)}})"
         text = (f"SELECT {reads}, {distance} AS openqna_distance FROM {quoted(table)} WHERE {sql} "

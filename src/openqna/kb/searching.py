@@ -20,7 +20,7 @@ from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
-from openqna.records import InvalidArgument, QnA
+from openqna.records import InvalidArgument, NotFound, QnA
 from openqna.store import Project
 from openqna.store.base import LIVE
 
@@ -104,6 +104,9 @@ class Searching(ServiceBase):
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
         proj = self.store.get_project(kb)
         if proj.settings.get("connected"):
+            if deployment != LIVE:  # the table in its engine is its only state
+                raise NotFound(f"Deployment '{deployment}' of '{kb}' was not found: a connected table has no "
+                               f"deployments; leave the deployment out (or name '{LIVE}') to search it.")
             return self._search_connected(proj, subject, where, limit)
         index = self.indexes.get(kb, deployment)
         flt = None

@@ -9,6 +9,10 @@ retrieval as everything else.  ``assistants`` and ``user_data`` files are stored
 vector stores to parse.  Purposes openqna serves nothing for (``fine-tune``, ``batch``, ``vision``)
 are refused: storing them unchecked would accept anything and promise a use that never comes.
 
+A file may expire (OpenAI's ``expires_after``: ``created_at`` plus 3600 to 2592000 seconds): from its
+``expires_at`` on it is gone, as if deleted: every read here answers "not found" at once, and ``purge_expired``
+deletes its data and knowledge base (the surfaces call it, and detach the file from vector stores as a delete does).
+
 A file keeps the scope it was uploaded in (the projects of the uploader's key, ``auth.keys.scope_of``).  Which
 callers may see it is the surface's to say: every read here takes a ``visible`` test, and a file it fails is
 "not found", as if it did not exist, so ids of other projects' files do not leak.
@@ -30,6 +34,7 @@ SEARCHABLE = ("answers", "search")
 PURPOSES = ("answers", "search", "assistants", "user_data")
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_DOCUMENTS = 100_000
+EXPIRY_SECONDS = (3600, 2_592_000)  # OpenAI's range for expires_after.seconds: one hour to 30 days
 
 Visible = Callable[[StoredFile], bool]
 """Whether the caller at hand may see a file (the surface builds it from the caller's key)."""
@@ -81,8 +86,16 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
     return documents
 
 
-def upload(service: Service, filename: str, data: bytes, purpose: str, scope: list[str] | None = None) -> StoredFile:
-    """Store a file under ``scope`` (None: every project's); a search/answers file becomes its own knowledge base."""
+def upload(service: Service, filename: str, data: bytes, purpose: str, scope: list[str] | None = None,
+           expires_after: int | None = None) -> StoredFile:
+    """Store a file under ``scope`` (None: every project's); a search/answers file becomes its own knowledge base.
+
+    ``expires_after``: seconds after its creation when the file expires (None: never), within ``EXPIRY_SECONDS``.
+    """
+    lo, hi = EXPIRY_SECONDS
+    if expires_after is not None and not lo <= expires_after <= hi:
+        raise InvalidArgument(f"'expires_after[seconds]' must be between {lo} (1 hour) and {hi} (30 days); got "
+                              f"{expires_after}.", target="expires_after.seconds")
     if purpose not in PURPOSES:
         raise InvalidArgument(f"'{purpose}' is not a purpose this server serves; use one of {', '.join(PURPOSES)} "
                               "(answers and search for /v1/answers and /v1/search, assistants or user_data for "
@@ -91,7 +104,9 @@ def upload(service: Service, filename: str, data: bytes, purpose: str, scope: li
     if len(data) > MAX_FILE_BYTES:
         raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")
     file_id = "file-" + secrets.token_urlsafe(18).replace("-", "").replace("_", "")[:24]
-    stored = StoredFile(file_id, filename, purpose, len(data), int(time.time()), "processed", data, scope=scope)
+    now = int(time.time())
+    stored = StoredFile(file_id, filename, purpose, len(data), now, "processed", data, scope=scope,
+                        expires_at=None if expires_after is None else now + expires_after)
     if purpose in SEARCHABLE:
         documents = parse_jsonl(filename, data, purpose)
         project = service.create_project(file_id, description=f"{purpose} file {filename}")
@@ -111,26 +126,43 @@ def upload(service: Service, filename: str, data: bytes, purpose: str, scope: li
 
 def list_files(service: Service, purpose: str | None = None, visible: Visible = anyone) -> list[StoredFile]:
     """Every visible uploaded file (of ``purpose`` when given), newest first."""
-    return [f for f in service.store.list_files(purpose) if visible(f)]
+    now = time.time()
+    return [f for f in service.store.list_files(purpose) if visible(f) and not expired(f, now)]
 
 
 def get(service: Service, file_id: str, *, with_data: bool = False, visible: Visible = anyone,
         target: str | None = None) -> StoredFile:
     """The file, or ``NotFound`` (naming the request's field ``target``) when there is none the caller may see."""
     f = service.store.get_file(file_id, with_data=with_data)
-    if f is None or not visible(f):
+    if f is None or not visible(f) or expired(f):
         raise NotFound(f"No such File object: {file_id}", target=target)
     return f
 
 
+def expired(f: StoredFile, now: float | None = None) -> bool:
+    return f.expires_at is not None and (time.time() if now is None else now) >= f.expires_at
+
+
+def purge_expired(service: Service) -> list[str]:
+    """Delete every expired file (its data and knowledge base); the ids deleted, for the caller to detach."""
+    now = time.time()
+    gone = [f for f in service.store.list_files() if expired(f, now)]
+    for f in gone:
+        _remove(service, f)
+    return [f.id for f in gone]
+
+
 def delete(service: Service, file_id: str, visible: Visible = anyone) -> None:
-    f = get(service, file_id, visible=visible)
+    _remove(service, get(service, file_id, visible=visible))
+
+
+def _remove(service: Service, f: StoredFile) -> None:
     if f.project:
         try:
             service.delete_project(f.project)
         except NotFound:
             pass
-    service.store.delete_file(file_id)
+    service.store.delete_file(f.id)
 
 
 def searchable(service: Service, file_id: str, purposes: tuple[str, ...], visible: Visible = anyone) -> StoredFile:

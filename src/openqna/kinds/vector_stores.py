@@ -342,6 +342,11 @@ class VectorStores:
             self._update(store_id, change)
             self._delete_records(store_id, file_id)
 
+    def expire_files(self) -> None:
+        """Delete the uploaded files that expired (``openai_files.purge_expired``) and detach them everywhere."""
+        for file_id in openai_files.purge_expired(self.service):
+            self.detach_everywhere(file_id)
+
     def detach_everywhere(self, file_id: str) -> None:
         """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
         for vs in self.list_stores():
@@ -481,7 +486,11 @@ class VectorStores:
     # -- search ---------------------------------------------------------------------------------------------
     def search(self, store_id: str, queries: list[str], *, limit: int = 10, where: Filter | None = None,
                threshold: float = 0.0) -> tuple[list[SearchResult], bool]:
-        """The best chunks for any of ``queries`` (each scored 0..1), and whether more passed the threshold."""
+        """The best chunks for any of ``queries`` (each scored 0..1), and whether more passed the threshold.
+
+        A blank query (empty, or only whitespace) is a valid request in OpenAI's schema (the string has no minimum
+        length) that no chunk matches: it adds nothing, and only blank queries give an empty page.
+        """
         project, vs = self._project(store_id)
         view = self._view(vs)
         if view.status == "expired":
@@ -490,7 +499,8 @@ class VectorStores:
         completed = tuple(s["id"] for s in vs["files"].values()
                           if self._file_view(store_id, s, cache).status == "completed")
         self._touch(store_id, vs)
-        if not completed:
+        queries = [q for q in queries if q.strip()]
+        if not completed or not queries:
             return [], False
         if project.embedder and project.embedder != self.service.embedder.name:
             raise Conflict(f"Vector store '{store_id}' was built with embedder '{project.embedder}', this server "

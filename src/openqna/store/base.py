@@ -234,6 +234,7 @@ class StoredFile:
     data: builtins.bytes = b""  # builtins: the field above is named ``bytes``
     project: str | None = None
     scope: list[str] | None = None
+    expires_at: int | None = None  # Unix time after which the file is gone (OpenAI's expires_after); None: never
 
 
 @dataclass

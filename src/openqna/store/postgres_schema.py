@@ -15,7 +15,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -116,6 +116,9 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
         """CREATE TABLE IF NOT EXISTS trained(
              project_id bigint NOT NULL, deployment text COLLATE "C" NOT NULL, created text NOT NULL,
              meta json NOT NULL, hash text NOT NULL, data bytea NOT NULL, PRIMARY KEY(project_id, deployment))""",
+    ],
+    10: [  # a file may expire (OpenAI's expires_after); older files never do
+        "ALTER TABLE files ADD COLUMN IF NOT EXISTS expires_at bigint",
     ],
 }
 

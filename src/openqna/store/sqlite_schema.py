@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -81,7 +81,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   result BLOB, result_name TEXT, result_media TEXT, lease_until REAL, seq INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS files(
   id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
-  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT, scope TEXT);
+  created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT, scope TEXT, expires_at INTEGER);
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
   projects TEXT, created TEXT NOT NULL);
@@ -112,6 +112,9 @@ def migrate(db: sqlite3.Connection) -> str:
         if version < 5 and "scope" not in {c[1] for c in db.execute("PRAGMA table_info(files)")}:
             # v5: a file keeps the projects of the key that uploaded it; older files belong to no project in particular
             db.execute("ALTER TABLE files ADD COLUMN scope TEXT")
+        if version < 10 and "expires_at" not in {c[1] for c in db.execute("PRAGMA table_info(files)")}:
+            # v10: a file may expire (OpenAI's expires_after); older files never do
+            db.execute("ALTER TABLE files ADD COLUMN expires_at INTEGER")
         # v6: deploys are recorded as versions (``deploy_versions``, ``deploy_events``: created above, empty); a
         # deployment made before becomes a version when it is next deployed over (``SharedStatements.deploy``)
         # v7: test sets and their runs (``test_sets``, ``test_runs``: created above, empty)

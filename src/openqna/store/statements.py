@@ -138,7 +138,7 @@ class Dialect:
         raise NotImplementedError
 
 
-_FILE_COLS = "id, filename, purpose, bytes, created_at, status, {data}, project, scope"
+_FILE_COLS = "id, filename, purpose, bytes, created_at, status, {data}, project, scope, expires_at"
 
 
 class SharedStatements(Dialect):
@@ -596,17 +596,17 @@ class SharedStatements(Dialect):
     def put_file(self, f: StoredFile) -> None:
         with self._tx() as db:
             db.execute(self._sql(
-                f"INSERT INTO files({_FILE_COLS.format(data='data')}) VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE"
+                f"INSERT INTO files({_FILE_COLS.format(data='data')}) VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE"
                 " SET filename=EXCLUDED.filename, purpose=EXCLUDED.purpose, bytes=EXCLUDED.bytes,"
                 " created_at=EXCLUDED.created_at, status=EXCLUDED.status, data=EXCLUDED.data, project=EXCLUDED.project,"
-                " scope=EXCLUDED.scope"),
+                " scope=EXCLUDED.scope, expires_at=EXCLUDED.expires_at"),
                 (f.id, f.filename, f.purpose, f.bytes, f.created_at, f.status, bytes(f.data), f.project,
-                 None if f.scope is None else self._json(f.scope)))
+                 None if f.scope is None else self._json(f.scope), f.expires_at))
 
     def _file_row(self, row: tuple[Any, ...]) -> StoredFile:
-        fid, filename, purpose, size, created_at, status, data, project, scope = row
+        fid, filename, purpose, size, created_at, status, data, project, scope, expires_at = row
         return StoredFile(fid, filename, purpose, size, created_at, status, bytes(data), project,
-                          None if scope is None else self._from_json(scope))
+                          None if scope is None else self._from_json(scope), expires_at)
 
     def get_file(self, file_id: str, *, with_data: bool = False) -> StoredFile | None:
         cols = _FILE_COLS.format(data="data" if with_data else self._EMPTY_BLOB)

@@ -8,6 +8,7 @@ OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -82,17 +83,48 @@ async def read_json(request: Request, *, empty: Any = None) -> Any:
         raise InvalidArgument(f"We could not parse the JSON body of your request ({exc}).") from None
 
 
+class Invalid(InvalidArgument):
+    """A refusal in OpenAI's own validation words, with its ``code`` (``empty_array``, ``invalid_type``, ...)."""
+
+    def __init__(self, message: str, param: str, openai_code: str):
+        super().__init__(message, target=param)
+        self.openai_code = openai_code
+
+
 def error_response(exc: OpenQnAError) -> Response:
     """A caller's error in OpenAI's envelope: 404 for what does not exist, else its status."""
     if isinstance(exc, NotFound):
         return openai_error(404, exc.message, param=exc.target)
     return openai_error(max(exc.status, 400), exc.message, param=exc.target,
+                        code=exc.openai_code if isinstance(exc, Invalid) else None,
                         kind="server_error" if exc.status >= 500 else "invalid_request_error")
 
 
 def file_json(f: StoredFile) -> dict:
-    return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "filename": f.filename,
-            "purpose": f.purpose, "status": f.status, "status_details": None}
+    return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "expires_at": f.expires_at,
+            "filename": f.filename, "purpose": f.purpose, "status": f.status, "status_details": None}
+
+
+def expires_after_form(form: Any) -> int | None:
+    """The seconds of ``expires_after[anchor]=created_at&expires_after[seconds]=N`` (None: the file never expires), as
+    OpenAI's SDK sends the form; the range is checked where the file is stored."""
+    fields = {k[len("expires_after["):-1]: v for k, v in form.multi_items()
+              if k.startswith("expires_after[") and k.endswith("]")}
+    if not fields:
+        return None
+    unknown = sorted(set(fields) - {"anchor", "seconds"})
+    if unknown:
+        raise InvalidArgument(f"Unrecognized form field 'expires_after[{unknown[0]}]'; expires_after takes 'anchor' "
+                              "(created_at) and 'seconds'.", target=f"expires_after.{unknown[0]}")
+    if fields.get("anchor") != "created_at":
+        raise InvalidArgument(f"'expires_after[anchor]' must be 'created_at'; got {fields.get('anchor')!r}.",
+                              target="expires_after.anchor")
+    raw = fields.get("seconds")
+    seconds = numbers.count(raw) if isinstance(raw, str) else None
+    if seconds is None:
+        raise InvalidArgument(f"'expires_after[seconds]' must be an integer number of seconds; got {raw!r}.",
+                              target="expires_after.seconds")
+    return seconds
 
 
 def file_documents(hits: list[Hit]) -> list[Hit]:
@@ -169,6 +201,7 @@ class OpenAIRoutes:
         self.authorizer = authorizer
         self.answering = Answering(service, completer)
         self.on_file_deleted = on_file_deleted  # e.g. detach the file from every vector store
+        self.purged_at = 0.0
 
     def routes(self) -> list[Route]:
         return [
@@ -190,9 +223,19 @@ class OpenAIRoutes:
             raise Refused(openai_error(403, lacks_role(caller, role), kind="permission_error"))
         request.state.key = caller
 
+    def _purge(self) -> None:
+        """Delete the files that expired (at most once a second; reads already treat them as gone) and detach them,
+        as a delete does."""
+        if time.monotonic() - self.purged_at < 1.0:
+            return
+        self.purged_at = time.monotonic()
+        for file_id in openai_files.purge_expired(self.service):
+            self.on_file_deleted(file_id)
+
     async def _guard(self, request: Request, role: str, work) -> Response:
         try:
             self._auth(request, role)
+            await run_in_threadpool(self._purge)
             return await work()
         except Refused as exc:
             return exc.response
@@ -233,14 +276,14 @@ class OpenAIRoutes:
             form = await request.form(max_part_size=openai_files.MAX_FILE_BYTES + 1)
         except Exception as exc:  # malformed multipart from the client, whatever the parser says
             raise InvalidArgument(f"Send the file as multipart/form-data with fields 'purpose' and 'file' ({exc}).")
-        purpose, upload = form.get("purpose"), form.get("file")
+        purpose, upload, expires_after = form.get("purpose"), form.get("file"), expires_after_form(form)
         if not isinstance(purpose, str) or not purpose:
             raise InvalidArgument("'purpose' is a required form field.", target="purpose")
         if upload is None or isinstance(upload, str):
             raise InvalidArgument("'file' is a required form field holding the file.", target="file")
         data = await upload.read()
         stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose,
-                                         scope_of(request.state.key, "author"))
+                                         scope_of(request.state.key, "author"), expires_after)
         return JSONResponse(file_json(stored))
 
     async def file(self, request: Request) -> Response:

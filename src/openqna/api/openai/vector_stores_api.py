@@ -10,14 +10,17 @@ Attaching is asynchronous, as at OpenAI: the answer says ``in_progress`` and car
 accepted and the queries are searched (and echoed in ``search_query``) unchanged; every
 ``ranking_options.ranker`` value runs the same calibrated hybrid ranker (there is no separate
 re-ranker to switch off); several queries are searched one by one and a chunk keeps its best
-score; ``has_more`` says whether more chunks passed the threshold than ``max_num_results``, and
-``next_page`` is always null (there is no next page to fetch).
+score; a blank query (valid in OpenAI's schema, which sets the string no minimum length) matches nothing,
+so only blank queries give an empty page, while an empty array is refused (``minItems: 1``); ``has_more``
+says whether more chunks passed the threshold than ``max_num_results``, and ``next_page`` is always null
+(there is no next page to fetch).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +34,7 @@ from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
 from openqna.api.openai.answers_api import (
     Body,
+    Invalid,
     Refused,
     error_response,
     may_not,
@@ -147,6 +151,44 @@ def expires_after_from(raw: Any) -> dict:
     return {"anchor": "last_active_at", "days": _count(raw, "days", 1, 365, "expires_after.days")}
 
 
+def queries_from(body: dict) -> list[str]:
+    """``query``: a string or an array of 1 to MAX_QUERIES strings, refused in OpenAI's validation words.
+
+    A blank string is valid (the schema sets no minimum length) and matches nothing; an empty array is not
+    (``minItems: 1``).
+    """
+    if "query" not in body:
+        raise Invalid("Missing required parameter: 'query'.", "query", "missing_required_parameter")
+    query = body["query"]
+    if isinstance(query, str):
+        return [query]
+    if not isinstance(query, list):
+        raise Invalid(f"Invalid type for 'query': expected a string or an array of strings, but got "
+                            f"{json_type(query)} instead.", "query", "invalid_type")
+    if not query:
+        raise Invalid("Invalid 'query': empty array. Expected an array with minimum length 1, but got an "
+                            "empty array instead.", "query", "empty_array")
+    if len(query) > MAX_QUERIES:
+        raise Invalid(f"Invalid 'query': array too long. Expected an array with maximum length {MAX_QUERIES}, "
+                            f"but got an array with length {len(query)} instead.", "query", "array_above_max_length")
+    for n, q in enumerate(query):
+        if not isinstance(q, str):
+            raise Invalid(f"Invalid type for 'query[{n}]': expected a string, but got {json_type(q)} instead.",
+                                f"query[{n}]", "invalid_type")
+    return query
+
+
+def json_type(value: Any) -> str:
+    """How OpenAI's validation errors name a JSON value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "an integer" if isinstance(value, int) else "a decimal"
+    return "an object" if isinstance(value, dict) else "an array" if isinstance(value, list) else "a string"
+
+
 def filter_from(raw: Any, depth: int = 0) -> Filter:
     """OpenAI's comparison/compound filter on file attributes as the typed filter IR."""
     def refuse(message: str) -> InvalidArgument:
@@ -254,6 +296,7 @@ class VectorStoreRoutes:
     def __init__(self, core: VectorStores, authorizer: Authorizer):
         self.core = core
         self.authorizer = authorizer
+        self.purged_at = 0.0
 
     def routes(self) -> list[Route]:
         base = "/v1/vector_stores/{vector_store_id}"
@@ -292,6 +335,9 @@ class VectorStoreRoutes:
                 if not reaches(key, role, store_id, scope):
                     return may_not(key, f"vector store '{store_id}'")
             request.state.key = key
+            if time.monotonic() - self.purged_at >= 1.0:  # expired files leave the stores (reads hide them at once)
+                self.purged_at = time.monotonic()
+                await run_in_threadpool(self.core.expire_files)
             return await work()
         except Refused as exc:
             return exc.response
@@ -468,12 +514,7 @@ class VectorStoreRoutes:
 
         async def work() -> Response:
             body = await self._body(request, SEARCH_FIELDS)
-            query = body.raw.get("query")
-            queries = [query] if isinstance(query, str) else query
-            if not isinstance(queries, list) or not 1 <= len(queries) <= MAX_QUERIES or not all(
-                    isinstance(q, str) and q.strip() for q in queries):
-                raise _refuse(f"'query' must be a non-empty string or an array of 1 to {MAX_QUERIES} of them.",
-                              "query")
+            queries = queries_from(body.raw)
             body.boolean("rewrite_query")
             limit = body.integer("max_num_results", 10, 1, 50)
             where = filter_from(body.raw["filters"]) if body.present("filters") else None

@@ -25,8 +25,9 @@ from openqna.api.credentials import secret_from_headers
 from openqna.api.tools.openapi import openapi_document
 from openqna.auth.keys import Authorizer, allows, lacks_role
 from openqna.formats.limits import LIMITS
+from openqna.kb.catalog import LIVE
 from openqna.kb.service import Hit, Service
-from openqna.records import InvalidArgument, NotFound, OpenQnAError
+from openqna.records import InvalidArgument, NotFound, OpenQnAError, ProjectNotFound
 
 # A connected table's engine failing (connected/engine.py), in this dialect's words.
 ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_timeout",
@@ -41,10 +42,52 @@ def max_limit() -> int:
     return settings.tools_max_limit()
 
 
-def hit_json(hit: Hit) -> dict:
+def hit_json(hit: Hit, most: int | None = None) -> dict:
+    """One hit of ``/tools/{kb}/search``, every string value (its columns' and metadata's too) clipped to ``most``
+    characters (None: as it is), its end marked with "…"."""
     r = hit.record
-    return {"id": r.id, "score": hit.score, "kind": r.kind, "title": r.questions[0] if r.questions else None,
-            "text": r.answer, "source": r.source, "fields": r.fields, "metadata": r.metadata}
+    return {"id": r.id, "score": hit.score, "kind": r.kind, "title": _clip(r.questions[0] if r.questions else None, most),
+            "text": _clip(r.answer, most), "source": _clip(r.source, most),
+            "fields": {k: _clip(v, most) for k, v in r.fields.items()},
+            "metadata": {k: _clip(v, most) for k, v in r.metadata.items()}}
+
+
+def search_answer(kb: str, hits: list[Hit], budget: int | None = None) -> dict[str, Any]:
+    """``/tools/{kb}/search``'s answer, kept to ``budget`` characters as written, as ``documents`` is: past it, every
+    string value is clipped to the longest length that fits, and hits that still do not fit are left out from the
+    last (``num_retrieved`` counts the hits returned)."""
+    def body(items: list[Hit], most: int | None) -> dict[str, Any]:
+        return {"knowledge_base": kb, "num_retrieved": len(items), "hits": [hit_json(h, most) for h in items]}
+
+    def size(answer: dict[str, Any]) -> int:
+        return len(json.dumps(answer, ensure_ascii=False, default=str))
+
+    budget = DOCUMENTS_CHARS if budget is None else budget
+    whole = body(hits, None)
+    if size(whole) <= budget:
+        return whole
+    lo, hi = 0, max((len(v) for h in whole["hits"] for v in _strings(h)), default=0)
+    while lo < hi:  # the longest value length that fits
+        mid = (lo + hi + 1) // 2
+        if size(body(hits, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    kept = list(hits)
+    while kept and size(body(kept, lo)) > budget:
+        kept.pop()
+    return body(kept, lo)
+
+
+def _strings(hit: dict) -> list[str]:
+    values = [hit["title"], hit["text"], hit["source"], *hit["fields"].values(), *hit["metadata"].values()]
+    return [v for v in values if isinstance(v, str)]
+
+
+def _clip(value: Any, most: int | None) -> Any:
+    if most is None or not isinstance(value, str) or len(value) <= most:
+        return value
+    return value[: most - 1] + "…" if most else ""
 
 
 # GPT Actions refuse a response of 100,000 characters or more (``ResponseTooLargeError``; the payload limit of
@@ -92,17 +135,24 @@ def _item(hit: Hit, relevance: str) -> dict[str, Any]:
 
 def _joined(items: list[dict[str, Any]], most: int | None) -> str:
     """The items as JSON lines, every string value clipped to ``most`` characters (None: as they are)."""
-    def clip(value: Any) -> Any:
-        if most is None or not isinstance(value, str) or len(value) <= most:
-            return value
-        return value[: most - 1] + "…" if most else ""
-    return "\n".join(json.dumps({k: clip(v) for k, v in item.items()}, ensure_ascii=False, default=str)
+    return "\n".join(json.dumps({k: _clip(v, most) for k, v in item.items()}, ensure_ascii=False, default=str)
                      for item in items)
 
 
 def _written(text: str) -> int:
     """The characters ``text`` takes in the response's JSON (its quotes and control characters escaped)."""
     return len(json.dumps(text, ensure_ascii=False))
+
+
+def deployment_of(raw: str | None) -> str:
+    """The ``deployment`` parameter: which state of a project the tools search, the live one (``test``) unless
+    named, as Azure's ``deploymentName`` says which one ``:query-knowledgebases`` answers from."""
+    if raw is None:
+        return LIVE
+    if not raw.strip() or len(raw) > 100:
+        raise InvalidArgument(f"'deployment' must name a deployment of the knowledge base (such as 'production'), or "
+                              f"be left out to search its live state ('{LIVE}'); got '{raw[:100]}'.")
+    return raw
 
 
 class Tools:
@@ -146,7 +196,8 @@ class Tools:
         if limit is None or not 1 <= limit <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer (ASCII digits) from 1 to {max_limit()}; "
                                   f"got '{raw_limit}'.")
-        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit)
+        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit,
+                               deployment=deployment_of(q.get("deployment")))
 
     async def get_related(self, request: Request) -> Response:
         kb = request.path_params["kb"]
@@ -154,16 +205,17 @@ class Tools:
 
     async def search(self, request: Request) -> Response:
         kb = request.path_params["kb"]
-        return await self._guarded(request, kb, lambda hits: {
-            "knowledge_base": kb, "num_retrieved": len(hits), "hits": [hit_json(h) for h in hits]})
+        return await self._guarded(request, kb, lambda hits: search_answer(kb, hits))
 
     async def _guarded(self, request: Request, kb: str, shape) -> Response:
         try:
             return JSONResponse(shape(await self._hits(request, kb)))
         except _Refused as exc:
             return exc.response
-        except NotFound:
+        except ProjectNotFound:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
+        except NotFound as exc:  # a deployment the knowledge base does not have
+            return tools_error(404, "not_found", exc.message)
         except OpenQnAError as exc:
             code = "invalid_where" if exc.target == "where_str" else ENGINE_CODES.get(exc.code, "invalid_request")
             return tools_error(exc.status, code, exc.message)
@@ -180,23 +232,32 @@ class Tools:
     async def openapi_all(self, request: Request) -> Response:
         try:
             key = self._key(request)
-            version = self._version(request)
+            version, deployment = self._version(request), self._deployment(request)
         except _Refused as exc:
             return exc.response
         kbs = await run_in_threadpool(self.service.knowledge_bases, key)
-        return JSONResponse(openapi_document(kbs, self._server(request), version))
+        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
 
     async def openapi_one(self, request: Request) -> Response:
         kb = request.path_params["kb"]
         try:
             key = self._key(request, kb)
-            version = self._version(request)
+            version, deployment = self._version(request), self._deployment(request)
         except _Refused as exc:
             return exc.response
         kbs = [k for k in await run_in_threadpool(self.service.knowledge_bases, key) if k.name.lower() == kb.lower()]
         if not kbs:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
-        return JSONResponse(openapi_document(kbs, self._server(request), version))
+        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+
+    @staticmethod
+    def _deployment(request: Request) -> str | None:
+        """``?deployment=`` of an OpenAPI document: the deployment its operations search (None: the live state)."""
+        raw = request.query_params.get("deployment")
+        try:
+            return None if raw is None else deployment_of(raw)
+        except InvalidArgument as exc:
+            raise _Refused(tools_error(400, "invalid_request", exc.message)) from None
 
 
 def _documents_answer(hits: list[Hit]) -> dict[str, Any]:

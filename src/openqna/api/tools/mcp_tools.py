@@ -61,6 +61,9 @@ Subject = Annotated[str, Field(max_length=LIMITS.question_chars,
                                description="What to look for, in natural language (a question, topic or keywords).")]
 Where = Annotated[str | None, Field(max_length=2000, description=WHERE_HELP)]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"How many records to return, 1 to {MAX_LIMIT}.")]
+DeploymentName = Annotated[str | None, Field(min_length=1, max_length=100, description=(
+    "Which deployment of a project to search, such as 'production'; omit it for the state this server's tools "
+    "serve (normally the live, edited state 'test')."))]
 Question = Annotated[str, Field(min_length=1, max_length=LIMITS.question_chars,
                                 description="The user's question, in natural language.")]
 Top = Annotated[int, Field(ge=1, le=LIMITS.top, description=f"How many answers at most, 1 to {LIMITS.top}.")]
@@ -195,17 +198,18 @@ class KnowledgeBaseTools:
 
     # search and ask run on the query pool, as the HTTP surfaces' questions do (api/concurrency.py)
     async def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
-                     limit: Limit = 4) -> Annotated[CallToolResult, SearchResult]:
+                     limit: Limit = 4, deployment: DeploymentName = None) -> Annotated[CallToolResult, SearchResult]:
         await self.reach(ctx, kb)
         hits = await run_query(self.call, kb, self.service.search, kb, subject, where=where, limit=limit,
-                               deployment=self.deployment)
+                               deployment=deployment or self.deployment)
         return _result(SearchResult(kb=kb, num_retrieved=len(hits), hits=[_hit(h.record, h.score) for h in hits]))
 
     async def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
-                  threshold: Threshold = ASK_THRESHOLD) -> Annotated[CallToolResult, AskResult]:
+                  threshold: Threshold = ASK_THRESHOLD,
+                  deployment: DeploymentName = None) -> Annotated[CallToolResult, AskResult]:
         await self.reach(ctx, project)
         req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
-        answers = await run_query(self.call, project, self.service.ask, project, self.deployment, req)
+        answers = await run_query(self.call, project, self.service.ask, project, deployment or self.deployment, req)
         out = []
         for a in answers:
             if a.qna is None:

@@ -70,7 +70,7 @@ def operation_id(kb_name: str) -> str:
     return _NOT_IN_OPERATION_ID.sub("_", plain)[: OPERATION_ID_CHARS - len(tag)] + tag
 
 
-def _operation(kb: KnowledgeBaseInfo) -> dict:
+def _operation(kb: KnowledgeBaseInfo, deployment: str | None = None) -> dict:
     what = kb.description.strip() or f"a {kb.kind} of {kb.count} records"
     description = _clip(f"Search the knowledge base '{kb.name}' ({what}) for the entries most related to a "
                         f"subject. Returns one JSON line per entry. Narrow results with where_str.", OPERATION_CHARS)
@@ -87,7 +87,9 @@ def _operation(kb: KnowledgeBaseInfo) -> dict:
             {"name": "limit", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": max_limit, "default": 4},
              "description": f"How many entries to return (1 to {max_limit})."},
-        ],
+        ] + ([{"name": "deployment", "in": "query", "required": True,
+               "schema": {"type": "string", "enum": [deployment]},
+               "description": f"The deployment searched: always '{deployment}'."}] if deployment else []),
         "responses": {
             "200": {"description": "The related entries.",
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QueryResult"}}}},
@@ -98,13 +100,16 @@ def _operation(kb: KnowledgeBaseInfo) -> dict:
     }
 
 
-def openapi_document(kbs: list[KnowledgeBaseInfo], server: str, version: str = "3.1") -> dict:
+def openapi_document(kbs: list[KnowledgeBaseInfo], server: str, version: str = "3.1",
+                     deployment: str | None = None) -> dict:
+    """The document for GPT Actions; with ``deployment``, every operation sends it (a required one-value parameter),
+    so the GPT searches that deployment rather than the live state."""
     return {
         "openapi": "3.1.0" if version == "3.1" else "3.0.3",
         "info": {"title": "openqna knowledge bases", "version": __version__,
                  "description": "Search knowledge bases hosted by openqna."},
         "servers": [{"url": server}],
-        "paths": {f"/get_related_{quote(kb.name, safe='')}": {"get": _operation(kb)} for kb in kbs},
+        "paths": {f"/get_related_{quote(kb.name, safe='')}": {"get": _operation(kb, deployment)} for kb in kbs},
         "components": {
             "schemas": {
                 "QueryResult": {"type": "object", "properties": {
