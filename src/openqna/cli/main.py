@@ -51,7 +51,7 @@ main.add_command(train)
 @click.option("--kb-id", default=None, help="Keep a QnA Maker kbId (GUID) so bots reach the project by it.")
 @data_option
 def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: str) -> None:
-    """Import QnA files (TSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
+    """Import QnA files (TSV, CSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
 
     Every file is parsed before anything is written, so a malformed file leaves the
     project as it was.  Importing the same file twice changes nothing.  A document
