@@ -252,6 +252,14 @@ def test_the_console_journey(server, browser):
     expect(unanswered).to_contain_text("2")
     expect(page.locator("main")).to_contain_text("3 questions from 3 users")
     page.screenshot(path=str(SHOTS / "console-analytics.png"), full_page=True)
+    with page.expect_download() as downloaded:  # the period's log, for review in a spreadsheet
+        page.get_by_role("button", name="Download the log (CSV)").click()
+    assert re.fullmatch(r"surface-queries-\d{4}-\d\d-\d\d-\d{4}-\d\d-\d\d\.csv", downloaded.value.suggested_filename)
+    with open(downloaded.value.path(), encoding="utf-8-sig", newline="") as f:
+        logged = list(csv.DictReader(f))
+    assert [r["question"] for r in logged] == [missing, missing, "How do I charge my Surface?"]
+    assert [r["qnaId"] for r in logged][:2] == ["-1", "-1"] and {r["deployment"] for r in logged} == {"production"}
+    wait_status(page, "3 questions.")
     qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/surface/qnas",
                      params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
     third = next(q["questions"][0] for q in qnas if q["id"] == 3)

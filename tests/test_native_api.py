@@ -5,6 +5,9 @@ These are the calls the web console makes beyond Azure's API; an API user gets t
 
 from __future__ import annotations
 
+import csv
+import io
+
 import httpx
 import pytest
 
@@ -265,13 +268,34 @@ def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(servic
     assert len(report["daily"]) == 7 and report["daily"][-1]["total"] == 5
     stored = service.store.list_queries("faq", "2000-01-01T00:00:00Z")
     assert not {"alice", "bob", "carol", "erin"} & {q.user_hash for q in stored}
+    # the log itself, for review: JSON, and CSV as a spreadsheet opens it, a typed formula kept as text
+    ask("=HYPERLINK(\"http://evil.example\",\"refund\")", "mallory")
+    queries_url = f"{server.url}/openqna/projects/faq/analytics/queries"
+    log = httpx.get(queries_url, params={"days": 7}, headers={"api-key": admin}).json()
+    assert log["total"] == 6 and not log["truncated"]
+    assert [q["question"] for q in log["value"]][:3] == ["Do you sell pizza?"] * 3
+    assert {q["deployment"] for q in log["value"]} == {"production"}
+    assert log["value"][3]["qnaId"] == hours["id"] and log["value"][3]["confidence"] == round(hours["confidenceScore"], 4)
+    assert {q["user"] for q in log["value"]} == {q.user_hash for q in stored} | {log["value"][-1]["user"]}
+    got = httpx.get(queries_url, params={"days": 7, "format": "csv"}, headers={"api-key": admin})
+    assert got.headers["content-type"] == "text/csv; charset=utf-8" and got.content.startswith(b"\xef\xbb\xbf")
+    assert got.headers["content-disposition"].startswith('attachment; filename="faq-queries-')
+    rows = list(csv.DictReader(io.StringIO(got.content.decode("utf-8-sig"))))
+    assert [r["question"] for r in rows] == [q["question"] for q in log["value"][:-1]] + [
+        "'=HYPERLINK(\"http://evil.example\",\"refund\")"]
+    assert rows[3]["qnaId"] == str(hours["id"]) and float(rows[3]["confidence"]) == round(hours["confidenceScore"], 4)
+    for params, target in (({"format": "xml"}, "format"), ({"days": 400}, "days")):
+        bad = httpx.get(queries_url, params=params, headers={"api-key": admin})
+        assert bad.status_code == 400 and bad.json()["error"]["target"] == target
+    assert httpx.get(f"{server.url}/openqna/projects/nope/analytics/queries",
+                     headers={"api-key": admin}).status_code == 404
     # the log's opt-in check reads no project of its own: the question's read serves both
     reads: list[str] = []
     read = service.store.get_project
     monkeypatch.setattr(service.store, "get_project", lambda name: reads.append(name) or read(name))
     ask("are you open on sundays", "frank")
     monkeypatch.undo()
-    assert reads == ["faq"] and len(service.store.list_queries("faq", "2000-01-01T00:00:00Z")) == 6
+    assert reads == ["faq"] and len(service.store.list_queries("faq", "2000-01-01T00:00:00Z")) == 7
     # retention: older queries go when the setting is applied, and turning the log off forgets it all
     service.store.log_queries("faq", [LoggedQuery("2020-01-01T00:00:00Z", "production", "old", "", -1, 0.0)])
     httpx.put(settings_url, json={"enabled": True, "retentionDays": 1}, headers={"api-key": admin})

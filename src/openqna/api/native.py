@@ -27,7 +27,8 @@ error envelope (the console's other half speaks Azure):
   (``openqna.kb.duplicates``); ``POST .../qnas/:merge`` (``{"keep", "drop"}``) folds one QnA into another and
   ``POST .../qnas/:move-question`` (``{"question", "from", "to"}``) moves a question, each one write of ``test``;
 * ``GET /openqna/projects/{project}/analytics?days=&lowConfidence=&top=`` — the opt-in query log's figures
-  (``openqna.kb.query_log``), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention;
+  (``openqna.kb.query_log``), ``GET .../analytics/queries?days=&format=json|csv`` every logged query of the period
+  (a download for review), and ``GET|PUT .../analytics/settings`` to turn it on and set its retention;
 * ``GET /openqna/projects/{project}/test-sets``, ``PUT|GET|DELETE .../test-sets/{name}`` (PUT: the body is a TSV, CSV
   or XLSX test-set file, ``?format=`` or ``?fileName=``; at most 2,000 questions) — a project's test sets;
 * ``POST /openqna/projects/{project}/test-sets/{name}/:run?deploymentName=&threshold=`` — run a set against a
@@ -45,6 +46,8 @@ error envelope (the console's other half speaks Azure):
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 import math
 from typing import Any
@@ -80,6 +83,15 @@ from openqna.kb.catalog import LIVE, kind_of, version_number
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
 from openqna.kb.service import Answer, Service
+
+QUERY_COLUMNS = ("createdDateTime", "deployment", "question", "user", "qnaId", "confidence")  # a log download's
+
+
+def inert(value: Any) -> Any:
+    """A cell a spreadsheet will not run: the questions are what anyone typed to a bot, and Excel and LibreOffice read
+    a cell starting with = + - @ (or a tab or return before one) as a formula (OWASP's "CSV injection"), so such a
+    text gets a leading apostrophe, which they show as text."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 from openqna.records import InvalidArgument, NotFound
 
 PREFIX = "/openqna"
@@ -139,6 +151,7 @@ class NativeRoutes:
             Route(f"{PREFIX}/projects/{{project}}/suggestions/:reject", self.reject, methods=["POST"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics", self.analytics, methods=["GET"]),
             Route(f"{PREFIX}/projects/{{project}}/analytics/settings", self.analytics_settings, methods=["GET", "PUT"]),
+            Route(f"{PREFIX}/projects/{{project}}/analytics/queries", self.analytics_queries, methods=["GET"]),
             *self.duplicates_routes(),
             *TestSetRoutes(self.service, self.authorizer).routes(),
             *SourceRoutes(self.service, self.authorizer).routes(),
@@ -402,6 +415,27 @@ class NativeRoutes:
         report = self.query_log.report(project, days=days,
                                        low_confidence=0.5 if low is None else low, limit=limit)
         return JSONResponse(report)
+
+    @handle_errors_off_loop
+    def analytics_queries(self, request: Request) -> Response:
+        """Every logged query of the period, for review in a spreadsheet (``format=csv``) or as JSON."""
+        project = request.path_params["project"]
+        authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        params = Body(dict(request.query_params))
+        days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+        fmt = params.choice("format", ("json", "csv")) or "json"
+        self.service.project(project)
+        log = self.query_log.queries(project, days=days)
+        if fmt == "json":
+            return JSONResponse(log)
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(QUERY_COLUMNS)
+        writer.writerows([inert(row[c]) for c in QUERY_COLUMNS] for row in log["value"])
+        name = f"{project}-queries-{log['since'][:10]}-{log['until'][:10]}.csv"
+        return Response(out.getvalue().encode("utf-8-sig"), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f"attachment; filename=\"{name}\"",
+                                 "X-Total-Count": str(log["total"]), "X-Truncated": str(log["truncated"]).lower()})
 
     @handle_errors_off_loop
     def analytics_settings(self, request: Request) -> Response:

@@ -82,6 +82,18 @@ export async function showAnalytics(name, days = 7) {
   h("div", { class: "field check" }, h("label", {}, enabled, " Log questions")), field("Keep for (days)", retention),
   h("button", { type: "submit" }, "Save"));
 
+  // the period's log as a CSV file, for review in a spreadsheet (fetched with the key, saved from memory)
+  async function download() {
+    try {
+      const { data, response } = await call("GET", `/openqna/projects/${encodeURIComponent(name)}/analytics/queries?days=${days}&format=csv`);
+      const file = (/filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "") || [])[1] || `${name}-queries.csv`;
+      const url = URL.createObjectURL(new Blob(["\ufeff" + data], { type: "text/csv" }));
+      h("a", { href: url, download: file }).click();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      say(`Downloaded ${file}: ${response.headers.get("X-Total-Count")} questions${response.headers.get("X-Truncated") === "true" ? " (the newest 100,000 of them)" : ""}.`);
+    } catch (e) { fail(e); }
+  }
+
   const period = h("select", { onchange: () => showAnalytics(name, parseInt(period.value, 10)).catch(fail) },
     [1, 7, 30, 90].map((d) => h("option", { value: String(d), selected: d === days }, d === 1 ? "Today" : `Last ${d} days`)));
   const body = report.total === 0
@@ -95,5 +107,7 @@ export async function showAnalytics(name, days = 7) {
       h("section", { class: "card", "aria-label": "Most asked" }, h("h2", {}, "Most asked"),
         table(["Question", "Count", "Answered by"], report.mostAsked.map((x) => [x.question, String(x.count), x.qnaId === -1 ? "default answer" : `QnA ${x.qnaId}`])))];
   render(h("section", {}, tabs(name, "analytics"), h("h1", {}, `${name}: analytics`), progress,
-    h("div", { class: "row tools" }, field("Period", period)), body, settingsForm, qnaList("analytics-qnas", qnas)));
+    h("div", { class: "row tools" }, field("Period", period),
+      report.total ? h("button", { type: "button", class: "secondary", onclick: download }, "Download the log (CSV)") : null),
+    body, settingsForm, qnaList("analytics-qnas", qnas)));
 }

@@ -29,6 +29,7 @@ SETTINGS_KEY = "queryLog"
 DEFAULT_RETENTION_DAYS = 30
 MAX_RETENTION_DAYS = 365
 MAX_PERIOD_DAYS = 365
+MAX_DOWNLOAD_ROWS = 100_000  # the newest queries of a period a download holds (``queries``)
 PRUNE_EVERY_SECONDS = 3600.0  # old queries are deleted at most this often per project, on the write path
 
 
@@ -98,15 +99,31 @@ class QueryLog:
         self._pruned[project.lower()] = now
         self.store.delete_queries(project, _iso(datetime.now(UTC) - timedelta(days=retention_days)))
 
+    @staticmethod
+    def period(days: int) -> tuple[datetime, datetime]:
+        """The last ``days`` days, today included: from midnight UTC ``days - 1`` days ago until now."""
+        if not 1 <= days <= MAX_PERIOD_DAYS:
+            raise InvalidArgument(f"'days' must be between 1 and {MAX_PERIOD_DAYS}; got {days}.", target="days")
+        until = datetime.now(UTC)
+        return (until - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0), until
+
+    def queries(self, project: str, *, days: int = 7) -> dict[str, Any]:
+        """Every query logged over the last ``days``, oldest first, as a download for review holds them: the newest
+        ``MAX_DOWNLOAD_ROWS`` when there are more (``truncated``); ``user`` is the keyed hash, never the id."""
+        since, until = self.period(days)
+        rows = self.store.list_queries(project, _iso(since))
+        truncated = len(rows) > MAX_DOWNLOAD_ROWS
+        return {"since": _iso(since), "until": _iso(until), "total": len(rows), "truncated": truncated,
+                "value": [{"createdDateTime": q.created, "deployment": q.deployment, "question": q.question,
+                           "user": q.user_hash, "qnaId": q.qna_id, "confidence": q.confidence}
+                          for q in rows[-MAX_DOWNLOAD_ROWS:]]}
+
     def report(self, project: str, *, days: int = 7, low_confidence: float = 0.5, limit: int = 20) -> dict[str, Any]:
         """What was asked over the last ``days``: the questions that got the default answer, the answers given
         with a confidence under ``low_confidence``, the most asked questions (each with counts), and per day
         how many questions and how many got the default answer."""
-        if not 1 <= days <= MAX_PERIOD_DAYS:
-            raise InvalidArgument(f"'days' must be between 1 and {MAX_PERIOD_DAYS}; got {days}.", target="days")
+        since, until = self.period(days)
         settings = self.settings(project)
-        until = datetime.now(UTC)
-        since = (until - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
         rows = self.store.list_queries(project, _iso(since))
         shown: dict[str, str] = {}
         for q in rows:
