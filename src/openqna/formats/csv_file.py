@@ -11,7 +11,7 @@ Decisions:
   unlike in a TSV or a workbook, ``\\n`` in a cell stays a backslash and an ``n`` (``C:\\new``).
 * The separator is read off the header: a comma, or the semicolon that Excel writes where the comma is the
   decimal mark, or a tab; the one whose split gives a ``Question``/``Answer`` (or ``Synonyms``) header.
-* Rows are held to the header's width as a workbook's are (``xlsx._fit``): empty cells at the end of a row may be
+* Rows are held to the header's width as a workbook's are (``xlsx.fit_width``): empty cells at the end of a row may be
   missing or extra (spreadsheets save both), a value right of the last column is an error.
 * Text is UTF-8 (a BOM is fine) or UTF-16 with a BOM (``qna_table.decode_text``); anything else is refused with
   the line and column of the first byte that is not UTF-8, rather than guessed at.
@@ -27,7 +27,7 @@ import io
 
 from openqna.formats import limits, qna_table
 from openqna.formats.qna_table import CellError
-from openqna.formats.xlsx import _fit
+from openqna.formats.xlsx import fit_width
 from openqna.records import FormatError, KnowledgeBaseContent
 
 SEPARATORS = (",", ";", "\t")
@@ -47,7 +47,7 @@ def read_csv(data: bytes | str, name: str = "upload.csv") -> KnowledgeBaseConten
     (header_line, header), body = rows[0], rows[1:]
     if qna_table.header_kind(header) == "synonyms":
         return KnowledgeBaseContent(synonyms=[_synonyms(line, cells, fail) for line, cells in body])
-    return KnowledgeBaseContent(qnas=qna_table.read_table(header, _fit(body, len(header), fail), fail,
+    return KnowledgeBaseContent(qnas=qna_table.read_table(header, fit_width(body, len(header), fail), fail,
                                                           header_line=header_line, escaped=False))
 
 

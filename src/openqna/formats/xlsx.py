@@ -104,7 +104,7 @@ def _rows(sheet: Worksheet, fail: Fail) -> list[Row]:
     return rows
 
 
-def _fit(rows: Sequence[Row], width: int, fail: Fail) -> list[Row]:
+def fit_width(rows: Sequence[Row], width: int, fail: Fail) -> list[Row]:
     """Pad body rows to the header's width; a value right of the last header is an error."""
     fitted = []
     for number, values in rows:
@@ -117,14 +117,14 @@ def _fit(rows: Sequence[Row], width: int, fail: Fail) -> list[Row]:
 
 def _read_qnas(rows: list[Row], fail: Fail) -> list[QnA]:
     header_line, header = rows[0] if rows else (1, [])
-    return qna_table.read_table(header, _fit(rows[1:], len(header), fail), fail, header_line=header_line)
+    return qna_table.read_table(header, fit_width(rows[1:], len(header), fail), fail, header_line=header_line)
 
 
 def _read_synonyms(rows: list[Row], fail: Fail) -> list[list[str]]:
     (_, header), body = rows[0], rows[1:]
     column = len(header) - 1  # header_kind allowed only empty cells before the Synonyms header
     synonyms = []
-    for number, values in _fit(body, len(header), fail):
+    for number, values in fit_width(body, len(header), fail):
         if any(value.strip() for value in values[:column]):
             raise fail("value outside the Synonyms column", number, 0)
         try:
