@@ -29,6 +29,7 @@ from openqna.api.openai.answers_api import OpenAIRoutes, openai_error
 from openqna.api.openai.embeddings_api import EmbeddingRoutes
 from openqna.api.openai.vector_stores_api import VectorStoreRoutes
 from openqna.api.qnamaker import QnAMakerRuntime, is_qnamaker_path
+from openqna.api.rate_limits import RateLimits
 from openqna.api.tools.get_related import Tools, tools_error
 from openqna.api.tools.mcp import mcp_app
 from openqna.auth.bearer import TokenValidator
@@ -172,7 +173,7 @@ def create_app(service: Service) -> Starlette:
               *console_routes()]
     app = Starlette(routes=routes,
                     exception_handlers={HTTPException: not_found, ClientDisconnect: disconnected, Exception: crashed},
-                    middleware=[*links.host_middleware(), Middleware(links.RedirectsToBaseUrl),
+                    middleware=[*links.host_middleware(), Middleware(links.RedirectsToBaseUrl), Middleware(RateLimits),
                                 Middleware(ChecksOffLoop, authorizer=authorizer)],
                     lifespan=lifespan)
     app.state.jobs = jobs

@@ -10,6 +10,7 @@ tested against the same list, so a setting cannot exist without being documented
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,16 @@ def json_token_counts(raw: str) -> dict[str, int]:
     return value
 
 
+def rate(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise ValueError("a number of requests a second, 0 or more (0: no limit)")
+    return value
+
+
 def switch(raw: str) -> bool:
     """On unless ``0``."""
     return raw != "0"
@@ -170,6 +181,8 @@ kb_adapt = Setting("OPENQNA_KB_ADAPT", "1", "Fit each knowledge base's adaptatio
 header_timeout = Setting("OPENQNA_HEADER_TIMEOUT", "10", "Seconds a client has to send a request's headers, from its connection (or the request's first byte) on; a connection past it is closed (`api/deadlines.py`: a client trickling its headers holds no socket for ever).", seconds)
 body_timeout = Setting("OPENQNA_BODY_TIMEOUT", "60", "Seconds a client has to send a request's body once its headers are in; a connection past it is closed and the request ends as the client leaving (4 MiB, the largest body, takes 34 s at 1 Mbit/s).", seconds)
 slow_requests_per_address = Setting("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "32", "Most slow requests one client address may have at once (a request is slow once it has been arriving for a second: connected, or begun, and its headers or body not all in); a request that grows slow beyond it, and every new connection from the address while it is at the cap, is answered 503 with `Retry-After` and closed (`api/slow_requests.py`: a slowloris from one address holds that many sockets, not thousands). Connections from `OPENQNA_TRUSTED_PROXIES` are not counted, since all their clients share the proxy's address; behind a NAT or an untrusted proxy every client shares one address's cap; 0: no cap.", whole(0, "requests"))
+rate_limit = Setting("OPENQNA_RATE_LIMIT", "0", "Requests a second each caller may make on average (`api/rate_limits.py`): a caller is the API key or bearer token it sends, else its address (behind `OPENQNA_TRUSTED_PROXIES`, the forwarded one); past it, the caller's surface's own 429 with `Retry-After`, which the Azure SDK and the `openai` client wait for and retry. `/healthz` and the console's files are not counted, the console's API calls are. Each server process counts for itself. 0 (the default): no limit.", rate)
+rate_burst = Setting("OPENQNA_RATE_BURST", "0", "Requests a caller may make at once before `OPENQNA_RATE_LIMIT` holds it back (the size of its token bucket); 0: twice the rate, at least 1.", rate)
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)

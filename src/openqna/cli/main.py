@@ -565,6 +565,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.header_timeout()
         settings.body_timeout()
         settings.slow_requests_per_address()
+        settings.rate_limit()
+        settings.rate_burst()
         settings.llm_model_map()
         settings.model_context()
         issuers = parse_issuers(settings.token_issuers())
