@@ -105,7 +105,7 @@ def test_export_names_its_format_and_counts_by_kind(tmp_path):
     imported = run("import", "manuals", str(guide), data=data).stdout
     qnas, passages = re.search(r"(\d+) QnAs and (\d+) passages", imported).groups()
     refused = run("export", "manuals", str(tmp_path / "out.pdf"), data=data, check=False)
-    assert refused.returncode == 2 and ".tsv, .xlsx or .json" in refused.stderr
+    assert refused.returncode == 2 and ".tsv, .csv, .xlsx or .json" in refused.stderr
     assert not (tmp_path / "out.pdf").exists()
     wrote = run("export", "manuals", str(tmp_path / "out.tsv"), data=data).stdout
     assert wrote.startswith(f"wrote {qnas} QnAs and {passages} passages of manuals (test) to ")
@@ -339,11 +339,11 @@ def test_data_help_shows_the_effective_default(tmp_path):
 
 
 def test_an_unsupported_file_lists_every_accepted_type(tmp_path):
-    table = tmp_path / "faq.csv"
+    table = tmp_path / "faq.ods"
     table.write_text("question,answer\nhi,hello\n", encoding="utf-8")
     proc = run("import", "kb", str(table), data=tmp_path / "data", check=False)
     assert proc.returncode == 2
-    for suffix in (".tsv", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".md"):
+    for suffix in (".tsv", ".csv", ".xlsx", ".json", ".zip", ".pdf", ".docx", ".html", ".md"):
         assert suffix in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
 

@@ -101,8 +101,12 @@ def error_response(exc: OpenQnAError) -> Response:
 
 
 def file_json(f: StoredFile) -> dict:
-    return {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "expires_at": f.expires_at,
-            "filename": f.filename, "purpose": f.purpose, "status": f.status, "status_details": None}
+    """OpenAI's file object; ``expires_at`` (an integer in its spec, never null) only on a file that expires."""
+    out = {"id": f.id, "object": "file", "bytes": f.bytes, "created_at": f.created_at, "expires_at": f.expires_at,
+           "filename": f.filename, "purpose": f.purpose, "status": f.status, "status_details": None}
+    if f.expires_at is None:
+        del out["expires_at"]
+    return out
 
 
 def expires_after_form(form: Any) -> int | None:
