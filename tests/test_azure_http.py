@@ -361,3 +361,31 @@ def test_query_text_offsets_count_text_elements_by_default(server):
 def test_unknown_route_is_an_azure_404(server):
     r = httpx.get(server.url + "/language/nothing-here", timeout=10)
     assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"
+
+
+@pytest.mark.parametrize("version", ["2021-10-01", "2023-04-01", "2025-05-15-preview", "2023-04-15-PREVIEW"])
+def test_the_api_versions_of_the_specs_are_answered(server, version):
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "test",
+                                                            "api-version": version})
+    assert r.status_code == 200, r.text
+
+
+def test_an_api_version_the_service_never_had_is_refused_with_the_supported_ones(server):
+    """Any api-version used to be answered as if it were 2023-04-01, so a typo went unnoticed until the
+    version really mattered; it is refused now as the Azure REST API guidelines say (400, the versions listed)."""
+    with QuestionAnsweringClient(server.url, AzureKeyCredential("k"), api_version="2024-13-01") as c:
+        with pytest.raises(HttpResponseError) as caught:
+            c.get_answers(question="battery", project_name="surface", deployment_name="production")
+    error = caught.value.error
+    assert caught.value.status_code == 400 and error.code == "UnsupportedApiVersionValue"
+    assert "'2024-13-01'" in error.message and "2021-10-01, 2023-04-01" in error.message
+    authoring = "/language/authoring/query-knowledgebases/projects"
+    r = httpx.get(server.url + authoring, params={"api-version": "banana"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["target"] == "api-version"
+    r = httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", params={"api-version": "banana"},
+                  timeout=30)  # a poll may leave api-version out, but not send a wrong one
+    assert r.status_code == 400 and r.json()["error"]["code"] == "UnsupportedApiVersionValue"
+    r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test"},
+                   json={"question": "hi"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "MissingApiVersionParameter"
+    assert httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", timeout=30).status_code == 404

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api import links
-from openqna.api.azure.wire import Body, authorize, body_json, handle_errors_off_loop
+from openqna.api.azure.wire import Body, authorize, body_json, check_api_version, handle_errors_off_loop
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
@@ -243,6 +243,7 @@ class AzureAuthoring:
     def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
         key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        check_api_version(request, required=False)  # polls may leave it out (reference/azure-qa.md, 2.3)
         job = self.jobs.get(request.path_params["jobId"])
         if job is not None and not allows(key, role="author", project=job.project):
             job = None  # a deletion job names no project in its URL: a key scoped elsewhere does not see it
@@ -280,6 +281,7 @@ class AzureAuthoring:
         fetches it without a key), as Azure's export URLs are importable; it opens nothing else.
         """
         name = request.path_params["project"]
+        check_api_version(request, required=False)
         job = self.authoring.signed_export(request.path_params["jobId"], request.query_params.get("sig", ""))
         if job is None:
             authorize(self.authorizer, request, role="author", project=name, api_version=False)
