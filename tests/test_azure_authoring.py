@@ -20,7 +20,8 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
-from openqna.records import QnA
+from openqna.kb.authoring import Authoring
+from openqna.records import KnowledgeBaseContent, QnA
 from openqna.store import Job
 
 P1 = "/language/query-knowledgebases/projects"
@@ -345,3 +346,25 @@ def test_a_write_waiting_for_the_database_stalls_no_query(live, admin):
     assert answered is not None and meanwhile < 1.0, f"the query waited {meanwhile:.2f} s for a locked database"
     assert answered.json()["answers"][0]["answer"] == "9 to 5, Monday to Friday."
     assert writes and writes[0].status_code == 200 and writes[0].json()["description"] == "written while locked"
+
+
+def test_feedback_is_bounded_as_documented(live, admin):
+    """`:feedback` stored any number of records in one call (3,000 were a 204), and a qnaId past int32 reached the
+    store; the records and their fields now have the limits of docs/settings.md, the same as QnA Maker's train."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    authoring, _ = clients(live, admin)
+    record = {"userId": "u", "userQuestion": "forgot my password", "qnaId": 1}
+    with pytest.raises(HttpResponseError) as caught:
+        authoring.add_feedback("kb", {"records": [record] * (1000 + 1)})
+    assert caught.value.status_code == 400 and caught.value.error.target == "records"
+    assert f"has {1000 + 1} records; the limit is {1000}" in \
+        caught.value.error.message
+    for bad, target in (({**record, "qnaId": 2**40}, "records[0].qnaId"),
+                        ({**record, "userId": "u" * (1000 + 1)}, "records[0].userId"),
+                        ({**record, "userQuestion": "q" * (1000 + 1)}, "records[0].userQuestion"),
+                        ({**record, "userQuestion": "   "}, "records[0]"), ("not a record", "records[0]")):
+        r = _req(live, "POST", "/kb/feedback", admin, json={"records": [bad]})
+        assert r.status_code == 400 and r.json()["error"]["target"] == target, r.text
+    assert Authoring(live.service).suggestions("kb") == {}
+    authoring.add_feedback("kb", {"records": [record] * 1000})
+    assert Authoring(live.service).suggestions("kb") == {1: [("forgot my password", 1000)]}

@@ -121,6 +121,10 @@ class Limits:
     text_passages: int = 16  # passages of a :query-text request embedded and scored (``Asking.answer_from_text``)
     span_top: int = 10
     filter_pairs: int = 50
+    # Active-learning feedback (Azure's ``:feedback`` records, QnA Maker's ``train`` feedbackRecords): Azure documents
+    # no limit; 1,000 is its limit of QnAs per update call, and each record's userQuestion is a question (above).
+    feedback_records: int = 1000
+    user_id_chars: int = 1000  # a runtime's or a feedback record's userId; a Bot Framework channel's is far shorter
     embedding_inputs: int = 2048  # texts of one ``/v1/embeddings`` request, as at OpenAI
     # characters of each of them: about OpenAI's 8,192 tokens (the bundled models read the first 256 word pieces)
     embedding_input_chars: int = 32_768

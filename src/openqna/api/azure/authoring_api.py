@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api import links
+from openqna.api.azure.runtime import feedback_records
 from openqna.api.azure.wire import Body, authorize, body_json, check_api_version, handle_errors_off_loop
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
@@ -476,17 +477,7 @@ class AzureAuthoring:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="query", project=name)
         raw = body_json(request)
-        records = Body(raw if isinstance(raw, dict) else {}).array("records")
-        if not records:
-            raise InvalidArgument("The body must be {\"records\": [{\"userId\", \"userQuestion\", \"qnaId\"}]}.",
-                                  target="records")
-        parsed = []
-        for i, rec in enumerate(records):
-            r = Body(rec if isinstance(rec, dict) else {}, f"records[{i}]")
-            question, qid = r.string("userQuestion", max_len=1000), r.integer("qnaId")
-            if not question or qid is None:
-                raise InvalidArgument(f"records[{i}] needs 'userQuestion' and 'qnaId'.", target=f"records[{i}]")
-            parsed.append((qid, question, r.string("userId", max_len=200) or ""))
+        parsed = feedback_records(Body(raw if isinstance(raw, dict) else {}), "records")
         self._existing(name)
         self.authoring.add_feedback(name, parsed)
         return Response(status_code=204)
