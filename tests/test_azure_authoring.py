@@ -368,3 +368,21 @@ def test_feedback_is_bounded_as_documented(live, admin):
     assert Authoring(live.service).suggestions("kb") == {}
     authoring.add_feedback("kb", {"records": [record] * 1000})
     assert Authoring(live.service).suggestions("kb") == {1: [("forgot my password", 1000)]}
+
+
+@pytest.mark.parametrize("body", [b"", b"null", b"{}", b'{"Options": {}}'])
+def test_an_import_of_nothing_is_refused_and_keeps_the_project(live, admin, body):
+    """An empty :import body was a 202 and a job that "succeeded" by deleting every QnA of the project."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    r = httpx.post(f"{live.url}{P2}/kb/:import", params={"api-version": "2023-04-01"}, content=body,
+                   headers={"Ocp-Apim-Subscription-Key": admin, "Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["innererror"]["code"] == "EmptyRequest" and '{"assets": {"qnas": []}}' in error["message"]
+    authoring, _ = clients(live, admin)
+    with pytest.raises(HttpResponseError) as caught:
+        authoring.begin_import_assets("kb", {}).result()
+    assert caught.value.status_code == 400
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    authoring.begin_import_assets("kb", {"assets": {"qnas": []}}).result()  # said outright, it empties the project
+    assert list(authoring.list_qnas("kb")) == []

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from openqna.api import links
 from openqna.api.azure.runtime import feedback_records
-from openqna.api.azure.wire import Body, authorize, body_json, check_api_version, handle_errors_off_loop
+from openqna.api.azure.wire import Body, Refused, authorize, body_json, check_api_version, handle_errors_off_loop
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
@@ -302,7 +302,13 @@ class AzureAuthoring:
         raw = body_json(request)
         if raw is not None and not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
-        raw = raw or {}
+        if not raw or not {k.lower() for k in raw} & {"assets", "fileuri", "metadata"}:
+            # an import replaces the project's QnAs: one of nothing used to succeed, and empty the project
+            raise Refused(azure_error(
+                400, "InvalidArgument", "The import has nothing to import: send {\"assets\": {\"qnas\": [...], "
+                "\"synonyms\": [...]}} (and \"metadata\" if you like), or {\"fileUri\": \"https://...\"} with "
+                "format=json, tsv or excel. To empty a project, import {\"assets\": {\"qnas\": []}}.",
+                inner="EmptyRequest"))
         try:
             self._existing(name)
         except NotFound:
