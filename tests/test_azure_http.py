@@ -389,3 +389,22 @@ def test_an_api_version_the_service_never_had_is_refused_with_the_supported_ones
                    json={"question": "hi"}, timeout=10)
     assert r.status_code == 400 and r.json()["error"]["code"] == "MissingApiVersionParameter"
     assert httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", timeout=30).status_code == 404
+
+
+def test_a_deployment_name_in_the_wrong_case_is_a_404_that_names_the_deployments(server):
+    """Deployment names are case-sensitive ('test' aside): 'Production' was a bare "not found" that left the
+    caller to guess why the project's production deployment did not answer."""
+    with client(server) as c:
+        with pytest.raises(ResourceNotFoundError) as caught:
+            c.get_answers(question="battery", project_name="surface", deployment_name="Production")
+    message = caught.value.error.message
+    assert "case-sensitive: did you mean 'production'?" in message
+    assert "Its deployments are 'production', and 'test' (the live state)." in message
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects/surface/deployments/Production",
+                  params={"api-version": "2023-04-01"}, timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["message"] == message
+    server.service.import_content("drafts", surface_kb())
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "drafts", "deploymentName": "production"})
+    assert r.status_code == 404 and "no deployments yet: deploy it, or ask 'test'" in r.json()["error"]["message"]
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "TEST"})
+    assert r.status_code == 200 and r.json()["answers"][0]["id"] == 1  # the live state, in any case

@@ -348,7 +348,7 @@ class AzureAuthoring:
         for d in self.service.deployments(name):
             if d.name == deployment:
                 return JSONResponse({"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed})
-        return azure_error(404, "NotFound", f"Deployment '{deployment}' of project '{name}' was not found.")
+        raise self.service.deployment_not_found(name, deployment)
 
     # -- synonyms ----------------------------------------------------------------------------------------
     @handle_errors_off_loop

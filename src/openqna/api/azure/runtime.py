@@ -16,14 +16,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api.azure.wire import Body, authorize, handle_errors, read_json
-from openqna.api.concurrency import run_query
+from openqna.api.concurrency import run_query, run_store
 from openqna.api.logged_ask import ask_and_log
 from openqna.auth.keys import Authorizer
 from openqna.filters.match import And, Filter, MetaEq, Or, SourceIn
 from openqna.formats.limits import LIMITS, MAX_QNA_ID
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
-from openqna.records import InvalidArgument
+from openqna.records import InvalidArgument, NotFound, ProjectNotFound
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -195,7 +195,13 @@ class AzureRuntime:
             raise InvalidArgument("The 'deploymentName' query parameter is required.", target="deploymentName")
         raw = await read_json(request)
         req = parse_ask(raw)
-        answers = await ask_and_log(self.service, self.query_log, project, deployment, req, Body(raw).get("userId"))
+        try:
+            answers = await ask_and_log(self.service, self.query_log, project, deployment, req,
+                                        Body(raw).get("userId"))
+        except NotFound as exc:
+            if isinstance(exc, ProjectNotFound):
+                raise
+            raise await run_store(self.service.deployment_not_found, project, deployment) from None
         return JSONResponse({"answers": [answer_json(a) for a in answers]})
 
     @handle_errors
