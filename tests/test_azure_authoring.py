@@ -386,3 +386,39 @@ def test_an_import_of_nothing_is_refused_and_keeps_the_project(live, admin, body
     assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
     authoring.begin_import_assets("kb", {"assets": {"qnas": []}}).result()  # said outright, it empties the project
     assert list(authoring.list_qnas("kb")) == []
+
+
+def test_no_answer_carries_a_prompt_to_a_deleted_qna(live, admin):
+    """Deleting a QnA left the prompts that led to it: both runtimes answered a button whose qnaId answers
+    nothing, and a prompt to a QnA that never existed was a 202 and a job that failed later."""
+    from openqna.records import Dialog, Prompt
+
+    parent = QnA(["How do I charge it?"], "Plug it in.", id=1,
+                 dialog=Dialog(prompts=[Prompt(0, 2, "Fast charging"), Prompt(1, 3, "Battery care")]))
+    live.service.import_content("kb", KnowledgeBaseContent([parent, QnA(["fast charging"], "Use 60 W.", id=2),
+                                                            QnA(["battery care"], "Keep it cool.", id=3)]))
+    live.service.deploy("kb", "production")
+    authoring, qa = clients(live, admin)
+    authoring.begin_update_qnas("kb", [{"op": "delete", "value": {"id": 2}}]).result()
+
+    def prompts(deployment: str) -> list[int]:
+        answer = qa.get_answers(qna_id=1, project_name="kb", deployment_name=deployment).answers[0]
+        return [p.qna_id for p in answer.dialog.prompts]
+
+    assert prompts("test") == [3] and prompts("production") == [2, 3]  # production still holds QnA 2
+    r = httpx.post(f"{live.url}/qnamaker/knowledgebases/kb/generateAnswer", json={"qnaId": 1, "isTest": True},
+                   headers={"Authorization": f"EndpointKey {admin}"}, timeout=30)
+    assert [p["qnaId"] for p in r.json()["answers"][0]["context"]["prompts"]] == [3]
+
+    for ops in ([{"op": "add", "value": {"questions": ["q"], "answer": "a", "dialog": {"prompts": [
+                    {"displayOrder": 0, "qnaId": 999, "displayText": "nowhere"}]}}}],
+                [{"op": "delete", "value": {"id": 3}}, {"op": "add", "value": {"questions": ["q"], "answer": "a",
+                 "dialog": {"prompts": [{"displayOrder": 0, "qnaId": 3, "displayText": "care"}]}}}]):
+        r = _req(live, "PATCH", "/kb/qnas", admin, json=ops)
+        assert r.status_code == 400 and "prompts to QnA ids that do not exist: [" in r.json()["error"]["message"]
+    assert sorted(q["id"] for q in authoring.list_qnas("kb")) == [1, 3]  # nothing of those was applied
+
+    read = next(q for q in authoring.list_qnas("kb") if q["id"] == 1)  # an editor sends it back as it read it
+    authoring.begin_update_qnas("kb", [{"op": "replace", "value": {**read, "answer": "Plug it in, then wait."}}]).result()
+    stored = next(q for q in authoring.list_qnas("kb") if q["id"] == 1)
+    assert stored["answer"] == "Plug it in, then wait." and [p["qnaId"] for p in stored["dialog"]["prompts"]] == [3]

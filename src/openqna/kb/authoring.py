@@ -165,7 +165,7 @@ class Authoring:
             q.normalised()
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
-        self._check_prompts(project, writes, set(deletes))
+        self.check_prompts(project, writes, set(deletes), existing)
         accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
         self.service.upsert(project, writes, match_content=False)
         if accepted:
@@ -197,17 +197,31 @@ class Authoring:
         self.store.set_synonyms(project, groups)
         self.touch(project)
 
-    def _check_prompts(self, project: str, writes: list[QnA], deletes: set[int]) -> None:
-        """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``."""
+    def check_prompts(self, project: str, writes: list[QnA], deletes: set[int],
+                      existing: dict[int, QnA] | None = None) -> None:
+        """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``.
+
+        A prompt that the stored QnA (``existing``, else read) already had, to a QnA deleted since or in this same
+        change, is dropped instead: answers leave such prompts out (``asking.without_dangling_prompts``), and a QnA
+        sent back as it was read must not be refused for the deletion of another.
+        """
         written = {q.id for q in writes if q.id is not None}
         targets = {p.qna_id for q in writes for p in q.dialog.prompts if p.qna_id is not None} - written
         stored = set(self.store.content_hashes(project, targets)) if targets else set()
         known = written | (stored - deletes)
-        for q in writes:
-            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known]
+        stale = [q for q in writes if any(p.qna_id not in known for p in q.dialog.prompts)]
+        if not stale:
+            return
+        if existing is None:
+            existing = self.store.get_qnas(project, [q.id for q in stale if q.id is not None])
+        for q in stale:
+            had = {p.qna_id for p in existing[q.id].dialog.prompts} if q.id in existing else set()
+            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known and p.qna_id not in had]
             if missing:
                 raise InvalidArgument(f"QnA '{q.questions[0] if q.questions else q.answer[:40]}' has follow-up "
-                                      f"prompts to QnA ids that do not exist: {missing}.")
+                                      f"prompts to QnA ids that do not exist: {missing}. Add those QnAs first (or "
+                                      "in the same request, with their ids), or remove the prompts.")
+            q.dialog.prompts = [p for p in q.dialog.prompts if p.qna_id in known]
 
     # -- active learning -----------------------------------------------------------------------
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:

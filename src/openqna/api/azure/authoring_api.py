@@ -26,6 +26,7 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.limits import MAX_QNA_ID
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
 from openqna.kb.catalog import LIVE, Job, Project, Source
@@ -439,6 +440,8 @@ class AzureAuthoring:
         ops = self._ops(body_json(request))
         self._existing(name)
         parsed = []
+        writes: list[QnA] = []  # what add and replace would write, follow-ups written inline included
+        inline_ids = itertools.count(MAX_QNA_ID, -1)  # stand-ins for the ids the job assigns them
         for i, raw in enumerate(ops):
             if not isinstance(raw, dict):
                 raise InvalidArgument(f"[{i}] must be an object with 'op' and 'value'.", target=f"[{i}]")
@@ -465,9 +468,9 @@ class AzureAuthoring:
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
                 keep = op == "replace" and Body(value).get("questions") is None
                 check = copy.deepcopy(value)
-                inline = hoist_prompt_qnas(check, itertools.count(1).__next__)  # ids are assigned when the job runs
+                inline = hoist_prompt_qnas(check, inline_ids.__next__)
                 try:
-                    read_assets({"assets": {"qnas": [check, *inline]}}, "request body")
+                    writes += read_assets({"assets": {"qnas": [check, *inline]}}, "request body").qnas
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
@@ -475,6 +478,8 @@ class AzureAuthoring:
                     parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
                     continue
             parsed.append({"op": op, "value": value})
+        # a prompt to a QnA that does not exist is a 400 now, not a job that fails (the job checks again)
+        self.authoring.check_prompts(name, writes, {o["value"]["id"] for o in parsed if o["op"] == "delete"})
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
 
     # -- feedback ------------------------------------------------------------------------------------------
