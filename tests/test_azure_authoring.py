@@ -422,3 +422,23 @@ def test_no_answer_carries_a_prompt_to_a_deleted_qna(live, admin):
     authoring.begin_update_qnas("kb", [{"op": "replace", "value": {**read, "answer": "Plug it in, then wait."}}]).result()
     stored = next(q for q in authoring.list_qnas("kb") if q["id"] == 1)
     assert stored["answer"] == "Plug it in, then wait." and [p["qnaId"] for p in stored["dialog"]["prompts"]] == [3]
+
+
+def test_an_import_replaces_only_the_assets_it_holds(live, admin):
+    """An import of synonyms alone (assetKind=qnas, the default) or of settings alone deleted every QnA of the
+    project, and assetKind=synonyms with a body of QnAs deleted its synonyms."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    authoring, _ = clients(live, admin)
+    authoring.update_synonyms("kb", {"value": [{"alterations": ["wifi", "wi-fi"]}]})
+    authoring.begin_import_assets("kb", {"assets": {"synonyms": [{"alterations": ["tv", "television"]}]}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
+    authoring.begin_import_assets("kb", {"Metadata": {"Description": "Passwords"}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    assert authoring.get_project_details("kb")["description"] == "Passwords"
+    r = _req(live, "POST", "/kb/:import", admin, params={"assetKind": "synonyms"},
+             json={"assets": {"qnas": [{"id": 1, "questions": ["q"], "answer": "a"}]}})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "assets.synonyms", r.text
+    assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
+    authoring.begin_import_assets("kb", {"assets": {"qnas": [{"id": 1, "questions": ["q"], "answer": "a"}]}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["a"]  # QnAs given: they replace the project's

@@ -336,7 +336,10 @@ class Authoring:
 
     # -- import / export ------------------------------------------------------------------------
     def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None) -> None:
-        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed."""
+        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed.
+
+        A body replaces only the assets it holds: one of synonyms or settings alone leaves the QnAs as they are (it
+        used to delete them all, as an import of no QnAs)."""
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
@@ -355,10 +358,15 @@ class Authoring:
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
         self._ensure_project(project, metadata)
+        assets = {k.lower() for k in lowered.get("assets") or {}} if isinstance(lowered.get("assets"), dict) else set()
         if asset_kind == "synonyms":
             self.set_synonyms(project, content.synonyms)
             return
-        given = content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}
+        given = content.synonyms or "synonyms" in assets
+        if not file_uri and "qnas" not in assets:  # synonyms or settings alone: the QnAs are not part of the import
+            if given:
+                self.set_synonyms(project, content.synonyms)
+            return
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
 
     def import_file(self, project: str, name: str, data: bytes) -> None:

@@ -315,6 +315,10 @@ class AzureAuthoring:
         except NotFound:
             _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
         body = Body(raw)
+        assets = body.obj("assets")
+        if kind == "synonyms" and not body.string("fileUri") and (assets is None or assets.get("synonyms") is None):
+            raise InvalidArgument("assetKind=synonyms imports 'assets.synonyms' (or a fileUri), and the body has "
+                                  "none: an import of no synonyms would delete the project's.", target="assets.synonyms")
         metadata = body.obj("metadata")
         if metadata is not None:
             _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
