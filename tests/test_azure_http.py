@@ -19,6 +19,7 @@ from conftest import SAMPLE_DOCS
 from openqna.auth.keys import create_key
 from openqna.ingest import parse_document
 from openqna.kb.documents import ingest_document
+from openqna.records import InvalidArgument
 from test_service import surface_kb
 
 QKB = "/language/:query-knowledgebases"
@@ -408,3 +409,18 @@ def test_a_deployment_name_in_the_wrong_case_is_a_404_that_names_the_deployments
     assert r.status_code == 404 and "no deployments yet: deploy it, or ask 'test'" in r.json()["error"]["message"]
     r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "TEST"})
     assert r.status_code == 200 and r.json()["answers"][0]["id"] == 1  # the live state, in any case
+
+
+def test_a_deploy_to_a_name_that_differs_only_in_case_is_refused(server):
+    """A deploy to 'Production' made a second deployment beside 'production', which the bots kept asking."""
+    from azure.ai.language.questionanswering.authoring import AuthoringClient
+
+    with AuthoringClient(server.url, AzureKeyCredential("k")) as authoring:
+        with pytest.raises(HttpResponseError) as caught:
+            authoring.begin_deploy_project("surface", "Production").result()
+        assert caught.value.status_code == 400
+        assert "has a deployment 'production'; deployment names are case-sensitive" in caught.value.message
+        assert [d["deploymentName"] for d in authoring.list_deployments("surface")] == ["production"]
+        authoring.begin_deploy_project("surface", "production").result()  # the name itself deploys as before
+    with pytest.raises(InvalidArgument):  # the CLI's and the console's deploys go through the same call
+        server.service.deploy("surface", "PRODUCTION")

@@ -456,7 +456,7 @@ class Authoring:
     # -- job handlers -------------------------------------------------------------------------
     def handlers(self) -> dict:
         def deploy(job: Job) -> None:
-            self.store.deploy(job.project, job.params["deployment"], by=job.params.get("by", ""))
+            self.service.deploy(job.project, job.params["deployment"], by=job.params.get("by", ""))
 
         def delete(job: Job) -> None:
             self.service.delete_project(job.project)

@@ -81,7 +81,21 @@ class Catalog:
     def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
         """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or roll it back (or forward) to
         a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
+        self.check_new_deployment(project, deployment)
         return self.store.deploy(project, deployment, version=version, by=by)
+
+    def check_new_deployment(self, project: str, deployment: str) -> None:
+        """Refuse a deployment name that differs from an existing one only in case.
+
+        Names are case-sensitive, so a deploy to 'Production' would make a second deployment beside
+        'production' and leave the one the bots ask unchanged: the slip is refused rather than made.
+        """
+        for d in self.deployments(project):
+            if d.name != deployment and d.name.lower() == deployment.lower():
+                raise InvalidArgument(f"Project '{project}' has a deployment '{d.name}'; deployment names are "
+                                      f"case-sensitive, so '{deployment}' would be another one beside it. Deploy to "
+                                      f"'{d.name}', or choose a name that differs by more than case.",
+                                      target="deploymentName")
 
     def deployments(self, project: str) -> list[Deployment]:
         return self.store.list_deployments(project)

@@ -348,6 +348,7 @@ class AzureAuthoring:
                                       "'production'.", target="deploymentName")
             _check_name(deployment, "deploymentName")
             self._existing(name)
+            self.service.check_new_deployment(name, deployment)  # a 400 now, not a job that fails
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
                                 deployment=deployment, by=who(caller))
         for d in self.service.deployments(name):
