@@ -424,3 +424,18 @@ def test_a_deploy_to_a_name_that_differs_only_in_case_is_refused(server):
         authoring.begin_deploy_project("surface", "production").result()  # the name itself deploys as before
     with pytest.raises(InvalidArgument):  # the CLI's and the console's deploys go through the same call
         server.service.deploy("surface", "PRODUCTION")
+
+
+def test_a_blank_default_answer_is_the_default_one(server):
+    """A default answer of spaces was kept and answered, so a bot sent an empty message; an empty one was not."""
+    authoring = "/language/authoring/query-knowledgebases/projects/surface"
+    r = httpx.patch(server.url + authoring, params={"api-version": "2023-04-01"},
+                    json={"settings": {"defaultAnswer": " \n "}}, timeout=30)
+    assert r.status_code == 200 and r.json()["settings"]["defaultAnswer"] == "No good match found in KB."
+    body = {"question": "zzzz qqqq", "confidenceScoreThreshold": 0.99}
+    r = post(server, QKB, body, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.json()["answers"] == [{"questions": [], "answer": "No good match found in KB.", "confidenceScore": 0.0,
+                                    "id": -1, "metadata": {}}]
+    r = httpx.post(server.url + "/qnamaker/knowledgebases/surface/generateAnswer",
+                   json={"question": "zzzz qqqq", "scoreThreshold": 99, "isTest": True}, timeout=30)
+    assert r.json()["answers"][0]["answer"] == "No good match found in KB."
