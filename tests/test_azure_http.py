@@ -439,3 +439,20 @@ def test_a_blank_default_answer_is_the_default_one(server):
     r = httpx.post(server.url + "/qnamaker/knowledgebases/surface/generateAnswer",
                    json={"question": "zzzz qqqq", "scoreThreshold": 99, "isTest": True}, timeout=30)
     assert r.json()["answers"][0]["answer"] == "No good match found in KB."
+
+
+@pytest.mark.parametrize("path, body, target", [
+    ("/surface", {"language": " "}, "language"),
+    ("/newproject", {"language": ""}, "language"),
+    ("/surface/:import", {"metadata": {"language": ""}, "assets": {"qnas": []}}, "metadata.language"),
+])
+def test_a_blank_language_is_refused(server, path, body, target):
+    """A blank language was stored on an update (the project then had none) and taken as 'en' on a create."""
+    authoring = "/language/authoring/query-knowledgebases/projects"
+    method = "POST" if path.endswith(":import") else "PATCH"
+    r = httpx.request(method, server.url + authoring + path, params={"api-version": "2023-04-01"}, json=body,
+                      timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["target"] == target, r.text
+    assert "must be a language code such as 'en'" in r.json()["error"]["message"]
+    assert httpx.get(server.url + authoring + "/surface", params={"api-version": "2023-04-01"},
+                     timeout=30).json()["language"] == "en"
