@@ -456,3 +456,17 @@ def test_a_blank_language_is_refused(server, path, body, target):
     assert "must be a language code such as 'en'" in r.json()["error"]["message"]
     assert httpx.get(server.url + authoring + "/surface", params={"api-version": "2023-04-01"},
                      timeout=30).json()["language"] == "en"
+
+
+def test_a_number_too_long_to_read_is_called_out_of_range_not_a_non_integer(server):
+    """A numeric string past 18 digits was refused as "'skip' must be an integer.", which it is."""
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects/surface/qnas",
+                  params={"api-version": "2023-04-01", "skip": "1" + "0" * 30}, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "'skip' must be an integer of at most 18 digits; got one of 31 digits."
+    r = post(server, QKB, {"question": "battery", "top": "9" * 40}, params={"projectName": "surface",
+                                                                          "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'top' must be between 1 and 50; got one of 40 digits."
+    r = post(server, QKB, {"question": "battery", "top": "ten"}, params={"projectName": "surface",
+                                                                       "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'top' must be an integer."

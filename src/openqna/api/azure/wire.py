@@ -57,14 +57,19 @@ class Body:
         value = self.get(key)
         if value is None:
             return None
+        bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
+            f"at least {lo}" if lo is not None else f"at most {hi}"
         if isinstance(value, str):
-            value = numbers.integer(value)
+            text, value = value.strip(), numbers.integer(value)
+            if value is None and text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
+                # digits past numbers.INTEGER's 18: an integer all the same, out of any range this API takes
+                limit = bounds if lo is not None and hi is not None else "an integer of at most 18 digits"
+                raise InvalidArgument(f"'{self._name(key)}' must be {limit}; got one of {len(text.lstrip('+-'))} "
+                                      "digits.", target=self._name(key))
         if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
             raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
         value = int(value)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
-                f"at least {lo}" if lo is not None else f"at most {hi}"
             raise InvalidArgument(f"'{self._name(key)}' must be {bounds}; got {value}.", target=self._name(key))
         return value
 
