@@ -442,3 +442,18 @@ def test_an_import_replaces_only_the_assets_it_holds(live, admin):
     assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
     authoring.begin_import_assets("kb", {"assets": {"qnas": [{"id": 1, "questions": ["q"], "answer": "a"}]}}).result()
     assert [q["answer"] for q in authoring.list_qnas("kb")] == ["a"]  # QnAs given: they replace the project's
+
+
+def test_a_qna_with_more_questions_than_azure_allows_is_refused(live, admin):
+    """One QnA of thousands of one-word questions was accepted, each embedded by the job (3,000 took 11 s)."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    many = {"questions": [f"question {i}" for i in range(301)], "answer": "a"}
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": many}])
+    assert r.status_code == 400 and "has 301 questions; the limit is 300" in r.json()["error"]["message"], r.text
+    r = _req(live, "POST", "/kb/:import", admin, json={"assets": {"qnas": [{"id": 1, **many}]}})
+    assert r.status_code == 400 and "has 301 questions; the limit is 300" in r.json()["error"]["message"], r.text
+    authoring, _ = clients(live, admin)
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    many["questions"].pop()
+    authoring.begin_update_qnas("kb", [{"op": "add", "value": many}]).result()
+    assert sorted(len(q["questions"]) for q in authoring.list_qnas("kb")) == [1, 300]
