@@ -121,8 +121,9 @@ def test_prompts_must_lead_to_a_qna_that_exists_after_the_edit(authoring):
     with pytest.raises(InvalidArgument) as err:
         authoring.update_qnas("kb", [QnaOp("add", QnA(["Colours?"], "Black.", dialog=Dialog(prompts=[
             Prompt(0, 3, "Pen"), Prompt(1, 99, "Nowhere")])))])
-    assert err.value.message == "QnA 'Colours?' has follow-up prompts to QnA ids that do not exist: [99]."
-    with pytest.raises(InvalidArgument, match=r"to QnA ids that do not exist: \[2\]\.$"):  # deleted in the same edit
+    assert err.value.message == ("QnA 'Colours?' has follow-up prompts to QnA ids that do not exist: [99]. Add those "
+                                 "QnAs first (or in the same request, with their ids), or remove the prompts.")
+    with pytest.raises(InvalidArgument, match=r"to QnA ids that do not exist: \[2\]\. Add"):  # deleted in the edit
         authoring.update_qnas("kb", [QnaOp("delete", QnA([], "", id=2)),
                                      QnaOp("replace", QnA(["Where is the pen?"], "Side.", id=3,
                                                           dialog=Dialog(prompts=[Prompt(0, 2, "Fast")])))])

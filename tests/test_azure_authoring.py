@@ -20,7 +20,8 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
-from openqna.records import QnA
+from openqna.kb.authoring import Authoring
+from openqna.records import KnowledgeBaseContent, QnA
 from openqna.store import Job
 
 P1 = "/language/query-knowledgebases/projects"
@@ -345,3 +346,114 @@ def test_a_write_waiting_for_the_database_stalls_no_query(live, admin):
     assert answered is not None and meanwhile < 1.0, f"the query waited {meanwhile:.2f} s for a locked database"
     assert answered.json()["answers"][0]["answer"] == "9 to 5, Monday to Friday."
     assert writes and writes[0].status_code == 200 and writes[0].json()["description"] == "written while locked"
+
+
+def test_feedback_is_bounded_as_documented(live, admin):
+    """`:feedback` stored any number of records in one call (3,000 were a 204), and a qnaId past int32 reached the
+    store; the records and their fields now have the limits of docs/settings.md, the same as QnA Maker's train."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    authoring, _ = clients(live, admin)
+    record = {"userId": "u", "userQuestion": "forgot my password", "qnaId": 1}
+    with pytest.raises(HttpResponseError) as caught:
+        authoring.add_feedback("kb", {"records": [record] * (1000 + 1)})
+    assert caught.value.status_code == 400 and caught.value.error.target == "records"
+    assert f"has {1000 + 1} records; the limit is {1000}" in \
+        caught.value.error.message
+    for bad, target in (({**record, "qnaId": 2**40}, "records[0].qnaId"),
+                        ({**record, "userId": "u" * (1000 + 1)}, "records[0].userId"),
+                        ({**record, "userQuestion": "q" * (1000 + 1)}, "records[0].userQuestion"),
+                        ({**record, "userQuestion": "   "}, "records[0]"), ("not a record", "records[0]")):
+        r = _req(live, "POST", "/kb/feedback", admin, json={"records": [bad]})
+        assert r.status_code == 400 and r.json()["error"]["target"] == target, r.text
+    assert Authoring(live.service).suggestions("kb") == {}
+    authoring.add_feedback("kb", {"records": [record] * 1000})
+    assert Authoring(live.service).suggestions("kb") == {1: [("forgot my password", 1000)]}
+
+
+@pytest.mark.parametrize("body", [b"", b"null", b"{}", b'{"Options": {}}'])
+def test_an_import_of_nothing_is_refused_and_keeps_the_project(live, admin, body):
+    """An empty :import body was a 202 and a job that "succeeded" by deleting every QnA of the project."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    r = httpx.post(f"{live.url}{P2}/kb/:import", params={"api-version": "2023-04-01"}, content=body,
+                   headers={"Ocp-Apim-Subscription-Key": admin, "Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["innererror"]["code"] == "EmptyRequest" and '{"assets": {"qnas": []}}' in error["message"]
+    authoring, _ = clients(live, admin)
+    with pytest.raises(HttpResponseError) as caught:
+        authoring.begin_import_assets("kb", {}).result()
+    assert caught.value.status_code == 400
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    authoring.begin_import_assets("kb", {"assets": {"qnas": []}}).result()  # said outright, it empties the project
+    assert list(authoring.list_qnas("kb")) == []
+
+
+def test_no_answer_carries_a_prompt_to_a_deleted_qna(live, admin):
+    """Deleting a QnA left the prompts that led to it: both runtimes answered a button whose qnaId answers
+    nothing, and a prompt to a QnA that never existed was a 202 and a job that failed later."""
+    from openqna.records import Dialog, Prompt
+
+    parent = QnA(["How do I charge it?"], "Plug it in.", id=1,
+                 dialog=Dialog(prompts=[Prompt(0, 2, "Fast charging"), Prompt(1, 3, "Battery care")]))
+    live.service.import_content("kb", KnowledgeBaseContent([parent, QnA(["fast charging"], "Use 60 W.", id=2),
+                                                            QnA(["battery care"], "Keep it cool.", id=3)]))
+    live.service.deploy("kb", "production")
+    authoring, qa = clients(live, admin)
+    authoring.begin_update_qnas("kb", [{"op": "delete", "value": {"id": 2}}]).result()
+
+    def prompts(deployment: str) -> list[int]:
+        answer = qa.get_answers(qna_id=1, project_name="kb", deployment_name=deployment).answers[0]
+        return [p.qna_id for p in answer.dialog.prompts]
+
+    assert prompts("test") == [3] and prompts("production") == [2, 3]  # production still holds QnA 2
+    r = httpx.post(f"{live.url}/qnamaker/knowledgebases/kb/generateAnswer", json={"qnaId": 1, "isTest": True},
+                   headers={"Authorization": f"EndpointKey {admin}"}, timeout=30)
+    assert [p["qnaId"] for p in r.json()["answers"][0]["context"]["prompts"]] == [3]
+
+    for ops in ([{"op": "add", "value": {"questions": ["q"], "answer": "a", "dialog": {"prompts": [
+                    {"displayOrder": 0, "qnaId": 999, "displayText": "nowhere"}]}}}],
+                [{"op": "delete", "value": {"id": 3}}, {"op": "add", "value": {"questions": ["q"], "answer": "a",
+                 "dialog": {"prompts": [{"displayOrder": 0, "qnaId": 3, "displayText": "care"}]}}}]):
+        r = _req(live, "PATCH", "/kb/qnas", admin, json=ops)
+        assert r.status_code == 400 and "prompts to QnA ids that do not exist: [" in r.json()["error"]["message"]
+    assert sorted(q["id"] for q in authoring.list_qnas("kb")) == [1, 3]  # nothing of those was applied
+
+    read = next(q for q in authoring.list_qnas("kb") if q["id"] == 1)  # an editor sends it back as it read it
+    authoring.begin_update_qnas("kb", [{"op": "replace", "value": {**read, "answer": "Plug it in, then wait."}}]).result()
+    stored = next(q for q in authoring.list_qnas("kb") if q["id"] == 1)
+    assert stored["answer"] == "Plug it in, then wait." and [p["qnaId"] for p in stored["dialog"]["prompts"]] == [3]
+
+
+def test_an_import_replaces_only_the_assets_it_holds(live, admin):
+    """An import of synonyms alone (assetKind=qnas, the default) or of settings alone deleted every QnA of the
+    project, and assetKind=synonyms with a body of QnAs deleted its synonyms."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    authoring, _ = clients(live, admin)
+    authoring.update_synonyms("kb", {"value": [{"alterations": ["wifi", "wi-fi"]}]})
+    authoring.begin_import_assets("kb", {"assets": {"synonyms": [{"alterations": ["tv", "television"]}]}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
+    authoring.begin_import_assets("kb", {"Metadata": {"Description": "Passwords"}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    assert authoring.get_project_details("kb")["description"] == "Passwords"
+    r = _req(live, "POST", "/kb/:import", admin, params={"assetKind": "synonyms"},
+             json={"assets": {"qnas": [{"id": 1, "questions": ["q"], "answer": "a"}]}})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "assets.synonyms", r.text
+    assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
+    authoring.begin_import_assets("kb", {"assets": {"qnas": [{"id": 1, "questions": ["q"], "answer": "a"}]}}).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["a"]  # QnAs given: they replace the project's
+
+
+def test_a_qna_with_more_questions_than_azure_allows_is_refused(live, admin):
+    """One QnA of thousands of one-word questions was accepted, each embedded by the job (3,000 took 11 s)."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    many = {"questions": [f"question {i}" for i in range(301)], "answer": "a"}
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": many}])
+    assert r.status_code == 400 and "has 301 questions; the limit is 300" in r.json()["error"]["message"], r.text
+    r = _req(live, "POST", "/kb/:import", admin, json={"assets": {"qnas": [{"id": 1, **many}]}})
+    assert r.status_code == 400 and "has 301 questions; the limit is 300" in r.json()["error"]["message"], r.text
+    authoring, _ = clients(live, admin)
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    many["questions"].pop()
+    authoring.begin_update_qnas("kb", [{"op": "add", "value": many}]).result()
+    assert sorted(len(q["questions"]) for q in authoring.list_qnas("kb")) == [1, 300]

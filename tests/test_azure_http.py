@@ -19,6 +19,7 @@ from conftest import SAMPLE_DOCS
 from openqna.auth.keys import create_key
 from openqna.ingest import parse_document
 from openqna.kb.documents import ingest_document
+from openqna.records import InvalidArgument
 from test_service import surface_kb
 
 QKB = "/language/:query-knowledgebases"
@@ -361,3 +362,111 @@ def test_query_text_offsets_count_text_elements_by_default(server):
 def test_unknown_route_is_an_azure_404(server):
     r = httpx.get(server.url + "/language/nothing-here", timeout=10)
     assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"
+
+
+@pytest.mark.parametrize("version", ["2021-10-01", "2023-04-01", "2025-05-15-preview", "2023-04-15-PREVIEW"])
+def test_the_api_versions_of_the_specs_are_answered(server, version):
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "test",
+                                                            "api-version": version})
+    assert r.status_code == 200, r.text
+
+
+def test_an_api_version_the_service_never_had_is_refused_with_the_supported_ones(server):
+    """Any api-version used to be answered as if it were 2023-04-01, so a typo went unnoticed until the
+    version really mattered; it is refused now as the Azure REST API guidelines say (400, the versions listed)."""
+    with QuestionAnsweringClient(server.url, AzureKeyCredential("k"), api_version="2024-13-01") as c:
+        with pytest.raises(HttpResponseError) as caught:
+            c.get_answers(question="battery", project_name="surface", deployment_name="production")
+    error = caught.value.error
+    assert caught.value.status_code == 400 and error.code == "UnsupportedApiVersionValue"
+    assert "'2024-13-01'" in error.message and "2021-10-01, 2023-04-01" in error.message
+    authoring = "/language/authoring/query-knowledgebases/projects"
+    r = httpx.get(server.url + authoring, params={"api-version": "banana"}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["target"] == "api-version"
+    r = httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", params={"api-version": "banana"},
+                  timeout=30)  # a poll may leave api-version out, but not send a wrong one
+    assert r.status_code == 400 and r.json()["error"]["code"] == "UnsupportedApiVersionValue"
+    r = httpx.post(server.url + QKB, params={"projectName": "surface", "deploymentName": "test"},
+                   json={"question": "hi"}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "MissingApiVersionParameter"
+    assert httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", timeout=30).status_code == 404
+
+
+def test_a_deployment_name_in_the_wrong_case_is_a_404_that_names_the_deployments(server):
+    """Deployment names are case-sensitive ('test' aside): 'Production' was a bare "not found" that left the
+    caller to guess why the project's production deployment did not answer."""
+    with client(server) as c:
+        with pytest.raises(ResourceNotFoundError) as caught:
+            c.get_answers(question="battery", project_name="surface", deployment_name="Production")
+    message = caught.value.error.message
+    assert "case-sensitive: did you mean 'production'?" in message
+    assert "Its deployments are 'production', and 'test' (the live state)." in message
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects/surface/deployments/Production",
+                  params={"api-version": "2023-04-01"}, timeout=30)
+    assert r.status_code == 404 and r.json()["error"]["message"] == message
+    server.service.import_content("drafts", surface_kb())
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "drafts", "deploymentName": "production"})
+    assert r.status_code == 404 and "no deployments yet: deploy it, or ask 'test'" in r.json()["error"]["message"]
+    r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "TEST"})
+    assert r.status_code == 200 and r.json()["answers"][0]["id"] == 1  # the live state, in any case
+
+
+def test_a_deploy_to_a_name_that_differs_only_in_case_is_refused(server):
+    """A deploy to 'Production' made a second deployment beside 'production', which the bots kept asking."""
+    from azure.ai.language.questionanswering.authoring import AuthoringClient
+
+    with AuthoringClient(server.url, AzureKeyCredential("k")) as authoring:
+        with pytest.raises(HttpResponseError) as caught:
+            authoring.begin_deploy_project("surface", "Production").result()
+        assert caught.value.status_code == 400
+        assert "has a deployment 'production'; deployment names are case-sensitive" in caught.value.message
+        assert [d["deploymentName"] for d in authoring.list_deployments("surface")] == ["production"]
+        authoring.begin_deploy_project("surface", "production").result()  # the name itself deploys as before
+    with pytest.raises(InvalidArgument):  # the CLI's and the console's deploys go through the same call
+        server.service.deploy("surface", "PRODUCTION")
+
+
+def test_a_blank_default_answer_is_the_default_one(server):
+    """A default answer of spaces was kept and answered, so a bot sent an empty message; an empty one was not."""
+    authoring = "/language/authoring/query-knowledgebases/projects/surface"
+    r = httpx.patch(server.url + authoring, params={"api-version": "2023-04-01"},
+                    json={"settings": {"defaultAnswer": " \n "}}, timeout=30)
+    assert r.status_code == 200 and r.json()["settings"]["defaultAnswer"] == "No good match found in KB."
+    body = {"question": "zzzz qqqq", "confidenceScoreThreshold": 0.99}
+    r = post(server, QKB, body, params={"projectName": "surface", "deploymentName": "test"})
+    assert r.json()["answers"] == [{"questions": [], "answer": "No good match found in KB.", "confidenceScore": 0.0,
+                                    "id": -1, "metadata": {}}]
+    r = httpx.post(server.url + "/qnamaker/knowledgebases/surface/generateAnswer",
+                   json={"question": "zzzz qqqq", "scoreThreshold": 99, "isTest": True}, timeout=30)
+    assert r.json()["answers"][0]["answer"] == "No good match found in KB."
+
+
+@pytest.mark.parametrize("path, body, target", [
+    ("/surface", {"language": " "}, "language"),
+    ("/newproject", {"language": ""}, "language"),
+    ("/surface/:import", {"metadata": {"language": ""}, "assets": {"qnas": []}}, "metadata.language"),
+])
+def test_a_blank_language_is_refused(server, path, body, target):
+    """A blank language was stored on an update (the project then had none) and taken as 'en' on a create."""
+    authoring = "/language/authoring/query-knowledgebases/projects"
+    method = "POST" if path.endswith(":import") else "PATCH"
+    r = httpx.request(method, server.url + authoring + path, params={"api-version": "2023-04-01"}, json=body,
+                      timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["target"] == target, r.text
+    assert "must be a language code such as 'en'" in r.json()["error"]["message"]
+    assert httpx.get(server.url + authoring + "/surface", params={"api-version": "2023-04-01"},
+                     timeout=30).json()["language"] == "en"
+
+
+def test_a_number_too_long_to_read_is_called_out_of_range_not_a_non_integer(server):
+    """A numeric string past 18 digits was refused as "'skip' must be an integer.", which it is."""
+    r = httpx.get(server.url + "/language/authoring/query-knowledgebases/projects/surface/qnas",
+                  params={"api-version": "2023-04-01", "skip": "1" + "0" * 30}, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "'skip' must be an integer of at most 18 digits; got one of 31 digits."
+    r = post(server, QKB, {"question": "battery", "top": "9" * 40}, params={"projectName": "surface",
+                                                                          "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'top' must be between 1 and 50; got one of 40 digits."
+    r = post(server, QKB, {"question": "battery", "top": "ten"}, params={"projectName": "surface",
+                                                                       "deploymentName": "test"})
+    assert r.json()["error"]["message"] == "'top' must be an integer."

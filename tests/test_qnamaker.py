@@ -166,6 +166,19 @@ def test_train_feeds_suggestions(server):
     assert Authoring(server.service).suggestions("surface")[2] == [("my screen needs a second display", 2)]
 
 
+def test_train_takes_the_user_ids_generate_answer_takes(server):
+    """train refused a userId over 200 characters that generateAnswer and Azure's runtime take (1,000): a bot
+    that asked with it could not send its feedback.  Both now share one limit (docs/settings.md)."""
+    user = "u" * 1000
+    r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/generateAnswer", {"question": "battery", "userId": user})
+    assert r.status_code == 200, r.text
+    records = [{"userId": user, "userQuestion": "how long to charge", "qnaId": 1}]
+    assert post(server, f"/qnamaker/knowledgebases/{KB_ID}/train", {"feedbackRecords": records}).status_code == 204
+    records[0]["userId"] += "u"
+    r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/train", {"feedbackRecords": records})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "feedbackRecords[0].userId", r.text
+
+
 @pytest.mark.parametrize("path, body, status, code, says", [
     ("/knowledgebases/{kb}/generateAnswer", {"top": 2}, 400, "BadArgument", "'question' or 'qnaId'"),
     ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "top": 0}, 400, "BadArgument", "'top'"),
@@ -181,6 +194,8 @@ def test_train_feeds_suggestions(server):
     ("/knowledgebases/{kb}/train", {"feedbackRecords": [{"userQuestion": "q", "qnaId": 999}]}, 400, "BadArgument",
      "999"),
     ("/knowledgebases/{kb}/train", {"feedbackRecords": [{"qnaId": 1}]}, 400, "BadArgument", "userQuestion"),
+    ("/knowledgebases/{kb}/train", {"feedbackRecords": [{"userQuestion": "q", "qnaId": 1}] * 1001}, 400,
+     "BadArgument", "the limit is 1000"),
     ("/knowledgebases/00000000-0000-4000-8000-000000000000/generateAnswer", {"question": "x"}, 404, "KbNotFound",
      "kbId"),
     ("/knowledgebases/{kb}/publish", {"question": "x"}, 404, "NotFound", "generateAnswer"),

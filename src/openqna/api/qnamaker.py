@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api import json_body
-from openqna.api.azure.runtime import optional_id, question_and_context
+from openqna.api.azure.runtime import feedback_records, question_and_context
 from openqna.api.azure.wire import Body
 from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import qnamaker_error, unauthorized_message
@@ -43,7 +43,6 @@ PREFIXES = ("", "/qnamaker", "/qnamaker/v4.0", "/qnamaker/v5.0-preview.1", "/qna
 PRODUCTION = "production"  # what QnA Maker calls the published index; isTest asks the live (test) one
 SOURCE_FILTER_NAME = "source_name_metadata"  # botbuilder-dotnet's Constants.SourceFilterMetadataKey
 RANKERS = ("Default", "QuestionOnly", "AutoSuggestQuestion")
-MAX_FEEDBACK_RECORDS = 1000
 CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
          413: "BadArgument"}
 
@@ -125,22 +124,7 @@ def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
 
 def parse_feedback(raw: Any) -> list[tuple[int, str, str]]:
     """``{"feedbackRecords": [{"userId", "userQuestion", "qnaId"}]}`` as (qnaId, question, userId) triples."""
-    records = Body(raw).array("feedbackRecords") if isinstance(raw, dict) else None
-    if not records:
-        raise InvalidArgument("The body must be {\"feedbackRecords\": [{\"userId\", \"userQuestion\", \"qnaId\"}]} "
-                              "with at least one record.", target="feedbackRecords")
-    if len(records) > MAX_FEEDBACK_RECORDS:
-        raise InvalidArgument(f"'feedbackRecords' has {len(records)} records; the limit is {MAX_FEEDBACK_RECORDS}.",
-                              target="feedbackRecords")
-    parsed = []
-    for i, rec in enumerate(records):
-        r = Body(rec if isinstance(rec, dict) else {}, f"feedbackRecords[{i}]")
-        question, qna_id = r.string("userQuestion", max_len=LIMITS.question_chars), optional_id(r, "qnaId")
-        if not question or not question.strip() or qna_id is None:
-            raise InvalidArgument(f"'feedbackRecords[{i}]' needs 'userQuestion' and a positive 'qnaId'.",
-                                  target=f"feedbackRecords[{i}]")
-        parsed.append((qna_id, question, r.string("userId", max_len=200) or ""))
-    return parsed
+    return feedback_records(Body(raw if isinstance(raw, dict) else {}), "feedbackRecords")
 
 
 # -- responses ------------------------------------------------------------------------------------

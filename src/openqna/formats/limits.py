@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from openqna.records import QnA
 
 MAX_QUESTION_CHARS = 1_000
+# Alternate questions of one QnA, as Azure's limits page has them (its spec says 100); each one is embedded, so a
+# request body of one-word questions could otherwise make one QnA cost minutes of a job's CPU (3,000 took 11 s).
+MAX_QUESTIONS = 300
 MAX_ANSWER_CHARS = 25_000
 MAX_SOURCE_CHARS = 300
 MAX_METADATA_KEY_CHARS = 100
@@ -95,6 +98,8 @@ def qna_problems(qna: QnA) -> list[tuple[str, str]]:
         if message:
             problems.append((path, message))
 
+    if len(qna.questions) > MAX_QUESTIONS:
+        add("Questions", f"has {len(qna.questions):,} questions; the limit is {MAX_QUESTIONS}")
     for i, question in enumerate(qna.questions):
         add(f"Questions[{i}]", question_problem(question))
     add("Answer", answer_problem(qna.answer))
@@ -121,6 +126,10 @@ class Limits:
     text_passages: int = 16  # passages of a :query-text request embedded and scored (``Asking.answer_from_text``)
     span_top: int = 10
     filter_pairs: int = 50
+    # Active-learning feedback (Azure's ``:feedback`` records, QnA Maker's ``train`` feedbackRecords): Azure documents
+    # no limit; 1,000 is its limit of QnAs per update call, and each record's userQuestion is a question (above).
+    feedback_records: int = 1000
+    user_id_chars: int = 1000  # a runtime's or a feedback record's userId; a Bot Framework channel's is far shorter
     embedding_inputs: int = 2048  # texts of one ``/v1/embeddings`` request, as at OpenAI
     # characters of each of them: about OpenAI's 8,192 tokens (the bundled models read the first 256 word pieces)
     embedding_input_chars: int = 32_768

@@ -87,7 +87,7 @@ class Asking(ServiceBase):
                 self._add_spans(req, vector, answers, index)
         if not answers:
             return [Answer(None, 0.0, default_text=proj.default_answer)], proj
-        return answers, proj
+        return [without_dangling_prompts(a, index) for a in answers], proj
 
     def _search(self, project: str, deployment: str, index, req: AskRequest,
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
@@ -285,6 +285,19 @@ class Asking(ServiceBase):
             best = best_spans(question, qv, [out[0].text], reader.embed)[0]
             out[0].span = best
         return out
+
+
+def without_dangling_prompts(answer: Answer, index: MemIndex) -> Answer:
+    """``answer`` without the follow-up prompts that lead to no record of ``index`` (its deployment).
+
+    Deleting a QnA, or an import or a source refresh that drops it, leaves the prompts of other QnAs that point at
+    it in place; a bot would show a button whose qnaId answers nothing, so no answer carries one.
+    """
+    qna = answer.qna
+    if qna is None or all(p.qna_id in index.row_of for p in qna.dialog.prompts):
+        return answer
+    prompts = [p for p in qna.dialog.prompts if p.qna_id in index.row_of]
+    return replace(answer, qna=replace(qna, dialog=replace(qna.dialog, prompts=prompts)))
 
 
 def shortlist(question: set[str], passages: list[set[str]], most: int) -> list[int]:

@@ -165,7 +165,7 @@ class Authoring:
             q.normalised()
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
-        self._check_prompts(project, writes, set(deletes))
+        self.check_prompts(project, writes, set(deletes), existing)
         accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
         self.service.upsert(project, writes, match_content=False)
         if accepted:
@@ -197,17 +197,31 @@ class Authoring:
         self.store.set_synonyms(project, groups)
         self.touch(project)
 
-    def _check_prompts(self, project: str, writes: list[QnA], deletes: set[int]) -> None:
-        """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``."""
+    def check_prompts(self, project: str, writes: list[QnA], deletes: set[int],
+                      existing: dict[int, QnA] | None = None) -> None:
+        """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``.
+
+        A prompt that the stored QnA (``existing``, else read) already had, to a QnA deleted since or in this same
+        change, is dropped instead: answers leave such prompts out (``asking.without_dangling_prompts``), and a QnA
+        sent back as it was read must not be refused for the deletion of another.
+        """
         written = {q.id for q in writes if q.id is not None}
         targets = {p.qna_id for q in writes for p in q.dialog.prompts if p.qna_id is not None} - written
         stored = set(self.store.content_hashes(project, targets)) if targets else set()
         known = written | (stored - deletes)
-        for q in writes:
-            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known]
+        stale = [q for q in writes if any(p.qna_id not in known for p in q.dialog.prompts)]
+        if not stale:
+            return
+        if existing is None:
+            existing = self.store.get_qnas(project, [q.id for q in stale if q.id is not None])
+        for q in stale:
+            had = {p.qna_id for p in existing[q.id].dialog.prompts} if q.id in existing else set()
+            missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known and p.qna_id not in had]
             if missing:
                 raise InvalidArgument(f"QnA '{q.questions[0] if q.questions else q.answer[:40]}' has follow-up "
-                                      f"prompts to QnA ids that do not exist: {missing}.")
+                                      f"prompts to QnA ids that do not exist: {missing}. Add those QnAs first (or "
+                                      "in the same request, with their ids), or remove the prompts.")
+            q.dialog.prompts = [p for p in q.dialog.prompts if p.qna_id in known]
 
     # -- active learning -----------------------------------------------------------------------
     def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
@@ -322,7 +336,10 @@ class Authoring:
 
     # -- import / export ------------------------------------------------------------------------
     def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None) -> None:
-        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed."""
+        """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed.
+
+        A body replaces only the assets it holds: one of synonyms or settings alone leaves the QnAs as they are (it
+        used to delete them all, as an import of no QnAs)."""
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
@@ -341,10 +358,15 @@ class Authoring:
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
         self._ensure_project(project, metadata)
+        assets = {k.lower() for k in lowered.get("assets") or {}} if isinstance(lowered.get("assets"), dict) else set()
         if asset_kind == "synonyms":
             self.set_synonyms(project, content.synonyms)
             return
-        given = content.synonyms or "synonyms" in {k.lower() for k in (lowered.get("assets") or {})}
+        given = content.synonyms or "synonyms" in assets
+        if not file_uri and "qnas" not in assets:  # synonyms or settings alone: the QnAs are not part of the import
+            if given:
+                self.set_synonyms(project, content.synonyms)
+            return
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
 
     def import_file(self, project: str, name: str, data: bytes) -> None:
@@ -434,7 +456,7 @@ class Authoring:
     # -- job handlers -------------------------------------------------------------------------
     def handlers(self) -> dict:
         def deploy(job: Job) -> None:
-            self.store.deploy(job.project, job.params["deployment"], by=job.params.get("by", ""))
+            self.service.deploy(job.project, job.params["deployment"], by=job.params.get("by", ""))
 
         def delete(job: Job) -> None:
             self.service.delete_project(job.project)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from openqna import settings
-from openqna.records import InvalidArgument, KnowledgeBaseContent, QnA
+from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
@@ -81,10 +81,42 @@ class Catalog:
     def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
         """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or roll it back (or forward) to
         a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
+        self.check_new_deployment(project, deployment)
         return self.store.deploy(project, deployment, version=version, by=by)
+
+    def check_new_deployment(self, project: str, deployment: str) -> None:
+        """Refuse a deployment name that differs from an existing one only in case.
+
+        Names are case-sensitive, so a deploy to 'Production' would make a second deployment beside
+        'production' and leave the one the bots ask unchanged: the slip is refused rather than made.
+        """
+        for d in self.deployments(project):
+            if d.name != deployment and d.name.lower() == deployment.lower():
+                raise InvalidArgument(f"Project '{project}' has a deployment '{d.name}'; deployment names are "
+                                      f"case-sensitive, so '{deployment}' would be another one beside it. Deploy to "
+                                      f"'{d.name}', or choose a name that differs by more than case.",
+                                      target="deploymentName")
 
     def deployments(self, project: str) -> list[Deployment]:
         return self.store.list_deployments(project)
+
+    def deployment_not_found(self, project: str, deployment: str) -> NotFound:
+        """The error for a ``deployment`` of ``project`` that does not exist, naming those that do.
+
+        Deployment names are case-sensitive (a deploy to 'Production' makes a second deployment beside
+        'production'), while 'test' is the live state in any case; a name that differs from one only in case
+        says which it may have meant, as that is the usual slip.
+        """
+        names = [d.name for d in self.deployments(project)]
+        message = f"Deployment '{deployment}' of project '{project}' was not found."
+        near = [n for n in names if n.lower() == deployment.lower()]
+        if near:
+            message += f" Deployment names are case-sensitive: did you mean '{near[0]}'?"
+        if names:
+            message += f" Its deployments are {', '.join(repr(n) for n in names)}, and 'test' (the live state)."
+        else:
+            message += " It has no deployments yet: deploy it, or ask 'test' (the live state)."
+        return NotFound(message)
 
     def has_deployment(self, project: str, deployment: str) -> bool:
         return self.store.has_deployment(project, deployment)

@@ -41,7 +41,10 @@ class Project:
 
     @property
     def default_answer(self) -> str:
-        return self.settings.get("defaultAnswer") or "No good match found in KB."
+        """The answer given when none passes: the project's own, unless it is blank (a bot would send an empty
+        message), as an empty one has always been."""
+        value = self.settings.get("defaultAnswer")
+        return value if isinstance(value, str) and value.strip() else "No good match found in KB."
 
 
 @dataclass

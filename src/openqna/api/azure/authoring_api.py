@@ -20,11 +20,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api import links
-from openqna.api.azure.wire import Body, authorize, body_json, handle_errors_off_loop
+from openqna.api.azure.runtime import feedback_records
+from openqna.api.azure.wire import Body, Refused, authorize, body_json, check_api_version, handle_errors_off_loop
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.limits import MAX_QNA_ID
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
 from openqna.kb.catalog import LIVE, Job, Project, Source
@@ -149,8 +151,12 @@ def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, 
     """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
     multilingualResource and settings.defaultAnswer, each of its own type."""
     settings = body.obj("settings")
-    return (body.string("description", max_len=1000), body.string("language", max_len=20),
-            body.boolean("multilingualResource"),
+    language = body.string("language", max_len=20)
+    if language is not None and not language.strip():  # it was stored, and the project had no language
+        raise InvalidArgument(f"'{body.path + '.' if body.path else ''}language' must be a language code such as "
+                              "'en' or 'de'; leave it out to keep the project's.",
+                              target=f"{body.path + '.' if body.path else ''}language")
+    return (body.string("description", max_len=1000), language, body.boolean("multilingualResource"),
             settings.string("defaultAnswer", max_len=300) if settings else None)
 
 
@@ -243,6 +249,7 @@ class AzureAuthoring:
     def job_status(self, request: Request) -> Response:
         project = request.path_params.get("project")
         key = authorize(self.authorizer, request, role="author", project=project, api_version=False)
+        check_api_version(request, required=False)  # polls may leave it out (reference/azure-qa.md, 2.3)
         job = self.jobs.get(request.path_params["jobId"])
         if job is not None and not allows(key, role="author", project=job.project):
             job = None  # a deletion job names no project in its URL: a key scoped elsewhere does not see it
@@ -280,6 +287,7 @@ class AzureAuthoring:
         fetches it without a key), as Azure's export URLs are importable; it opens nothing else.
         """
         name = request.path_params["project"]
+        check_api_version(request, required=False)
         job = self.authoring.signed_export(request.path_params["jobId"], request.query_params.get("sig", ""))
         if job is None:
             authorize(self.authorizer, request, role="author", project=name, api_version=False)
@@ -299,12 +307,22 @@ class AzureAuthoring:
         raw = body_json(request)
         if raw is not None and not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
-        raw = raw or {}
+        if not raw or not {k.lower() for k in raw} & {"assets", "fileuri", "metadata"}:
+            # an import replaces the project's QnAs: one of nothing used to succeed, and empty the project
+            raise Refused(azure_error(
+                400, "InvalidArgument", "The import has nothing to import: send {\"assets\": {\"qnas\": [...], "
+                "\"synonyms\": [...]}} (and \"metadata\" if you like), or {\"fileUri\": \"https://...\"} with "
+                "format=json, tsv or excel. To empty a project, import {\"assets\": {\"qnas\": []}}.",
+                inner="EmptyRequest"))
         try:
             self._existing(name)
         except NotFound:
             _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
         body = Body(raw)
+        assets = body.obj("assets")
+        if kind == "synonyms" and not body.string("fileUri") and (assets is None or assets.get("synonyms") is None):
+            raise InvalidArgument("assetKind=synonyms imports 'assets.synonyms' (or a fileUri), and the body has "
+                                  "none: an import of no synonyms would delete the project's.", target="assets.synonyms")
         metadata = body.obj("metadata")
         if metadata is not None:
             _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
@@ -334,12 +352,13 @@ class AzureAuthoring:
                                       "'production'.", target="deploymentName")
             _check_name(deployment, "deploymentName")
             self._existing(name)
+            self.service.check_new_deployment(name, deployment)  # a 400 now, not a job that fails
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",
                                 deployment=deployment, by=who(caller))
         for d in self.service.deployments(name):
             if d.name == deployment:
                 return JSONResponse({"deploymentName": d.name, "lastDeployedDateTime": d.last_deployed})
-        return azure_error(404, "NotFound", f"Deployment '{deployment}' of project '{name}' was not found.")
+        raise self.service.deployment_not_found(name, deployment)
 
     # -- synonyms ----------------------------------------------------------------------------------------
     @handle_errors_off_loop
@@ -430,6 +449,8 @@ class AzureAuthoring:
         ops = self._ops(body_json(request))
         self._existing(name)
         parsed = []
+        writes: list[QnA] = []  # what add and replace would write, follow-ups written inline included
+        inline_ids = itertools.count(MAX_QNA_ID, -1)  # stand-ins for the ids the job assigns them
         for i, raw in enumerate(ops):
             if not isinstance(raw, dict):
                 raise InvalidArgument(f"[{i}] must be an object with 'op' and 'value'.", target=f"[{i}]")
@@ -461,9 +482,9 @@ class AzureAuthoring:
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
                 keep = op == "replace" and Body(value).get("questions") is None
                 check = copy.deepcopy(value)
-                inline = hoist_prompt_qnas(check, itertools.count(1).__next__)  # ids are assigned when the job runs
+                inline = hoist_prompt_qnas(check, inline_ids.__next__)
                 try:
-                    read_assets({"assets": {"qnas": [check, *inline]}}, "request body")
+                    writes += read_assets({"assets": {"qnas": [check, *inline]}}, "request body").qnas
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
@@ -471,6 +492,8 @@ class AzureAuthoring:
                     parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
                     continue
             parsed.append({"op": op, "value": value})
+        # a prompt to a QnA that does not exist is a 400 now, not a job that fails (the job checks again)
+        self.authoring.check_prompts(name, writes, {o["value"]["id"] for o in parsed if o["op"] == "delete"})
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
 
     # -- feedback ------------------------------------------------------------------------------------------
@@ -479,17 +502,7 @@ class AzureAuthoring:
         name = request.path_params["project"]
         authorize(self.authorizer, request, role="query", project=name)
         raw = body_json(request)
-        records = Body(raw if isinstance(raw, dict) else {}).array("records")
-        if not records:
-            raise InvalidArgument("The body must be {\"records\": [{\"userId\", \"userQuestion\", \"qnaId\"}]}.",
-                                  target="records")
-        parsed = []
-        for i, rec in enumerate(records):
-            r = Body(rec if isinstance(rec, dict) else {}, f"records[{i}]")
-            question, qid = r.string("userQuestion", max_len=1000), r.integer("qnaId")
-            if not question or qid is None:
-                raise InvalidArgument(f"records[{i}] needs 'userQuestion' and 'qnaId'.", target=f"records[{i}]")
-            parsed.append((qid, question, r.string("userId", max_len=200) or ""))
+        parsed = feedback_records(Body(raw if isinstance(raw, dict) else {}), "records")
         self._existing(name)
         self.authoring.add_feedback(name, parsed)
         return Response(status_code=204)

@@ -16,14 +16,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from openqna.api.azure.wire import Body, authorize, handle_errors, read_json
-from openqna.api.concurrency import run_query
+from openqna.api.concurrency import run_query, run_store
 from openqna.api.logged_ask import ask_and_log
 from openqna.auth.keys import Authorizer
 from openqna.filters.match import And, Filter, MetaEq, Or, SourceIn
 from openqna.formats.limits import LIMITS, MAX_QNA_ID
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
-from openqna.records import InvalidArgument
+from openqna.records import InvalidArgument, NotFound, ProjectNotFound
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -67,9 +67,6 @@ def parse_filters(body: Body | None) -> Filter | None:
     return (And if op == "AND" else Or)(tuple(parts))
 
 
-USER_ID_CHARS = 1000  # a Bot Framework channel's user id is far shorter
-
-
 def optional_id(body: Body, key: str) -> int | None:
     """A QnA id where 0, a negative number, "" or null means none, as Bot Framework clients send it."""
     value = body.get(key)
@@ -77,6 +74,29 @@ def optional_id(body: Body, key: str) -> int | None:
         return None
     qna_id = body.integer(key, hi=MAX_QNA_ID)
     return qna_id if qna_id is not None and qna_id > 0 else None
+
+
+def feedback_records(body: Body, key: str) -> list[tuple[int, str, str]]:
+    """Active-learning feedback, ``{key: [{"userId", "userQuestion", "qnaId"}]}`` as Azure's ``:feedback`` (key
+    ``records``) and QnA Maker's ``train`` (``feedbackRecords``) send it: (qnaId, question, userId) triples, within
+    ``LIMITS`` (a caller could otherwise store any number of records of any size in one call)."""
+    records = body.array(key)
+    if not records:
+        raise InvalidArgument(f"The body must be {{\"{key}\": [{{\"userId\", \"userQuestion\", \"qnaId\"}}]}} "
+                              "with at least one record.", target=key)
+    if len(records) > LIMITS.feedback_records:
+        raise InvalidArgument(f"'{key}' has {len(records)} records; the limit is {LIMITS.feedback_records} a call: "
+                              "send the rest in further calls.", target=key)
+    parsed = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise InvalidArgument(f"'{key}[{i}]' must be an object with userQuestion and qnaId.", target=f"{key}[{i}]")
+        r = Body(rec, f"{key}[{i}]")
+        question, qna_id = r.string("userQuestion", max_len=LIMITS.question_chars), optional_id(r, "qnaId")
+        if not question or not question.strip() or qna_id is None:
+            raise InvalidArgument(f"'{key}[{i}]' needs 'userQuestion' and a positive 'qnaId'.", target=f"{key}[{i}]")
+        parsed.append((qna_id, question, r.string("userId", max_len=LIMITS.user_id_chars) or ""))
+    return parsed
 
 
 def question_and_context(body: Body) -> AskRequest:
@@ -112,7 +132,7 @@ def parse_ask(raw: Any) -> AskRequest:
         req.span = SpanRequest(span.number("confidenceScoreThreshold") or 0.0,
                                span.integer("topAnswersWithSpan", lo=1, hi=LIMITS.span_top) or 1)
     req.include_unstructured = bool(body.boolean("includeUnstructuredSources"))
-    body.string("userId", max_len=USER_ID_CHARS)  # only checked: answers do not depend on who asks
+    body.string("userId", max_len=LIMITS.user_id_chars)  # only checked: answers do not depend on who asks
     return req
 
 
@@ -175,7 +195,13 @@ class AzureRuntime:
             raise InvalidArgument("The 'deploymentName' query parameter is required.", target="deploymentName")
         raw = await read_json(request)
         req = parse_ask(raw)
-        answers = await ask_and_log(self.service, self.query_log, project, deployment, req, Body(raw).get("userId"))
+        try:
+            answers = await ask_and_log(self.service, self.query_log, project, deployment, req,
+                                        Body(raw).get("userId"))
+        except NotFound as exc:
+            if isinstance(exc, ProjectNotFound):
+                raise
+            raise await run_store(self.service.deployment_not_found, project, deployment) from None
         return JSONResponse({"answers": [answer_json(a) for a in answers]})
 
     @handle_errors

@@ -22,6 +22,12 @@ from openqna.auth.keys import Authorizer, Caller, allows, lacks_role
 from openqna.formats.limits import LIMITS
 from openqna.records import InvalidArgument, OpenQnAError
 
+# Every api-version whose specification has question answering (azure-rest-api-specs,
+# specification/cognitiveservices/data-plane/Language): the two stable ones, then the previews.  SDK 1.1.0 sends
+# 2021-10-01 by default, 2.0.0b1 and the authoring 1.0.0b1 package 2025-05-15-preview, Bot Framework 2021-10-01.
+API_VERSIONS = ("2021-10-01", "2023-04-01", "2021-05-01-preview", "2021-07-15-preview", "2022-07-01-preview",
+                "2022-10-01-preview", "2023-04-15-preview", "2023-11-15-preview", "2025-05-15-preview")
+
 
 class Body:
     """A JSON object read case-insensitively, with errors that name the field's path."""
@@ -51,14 +57,19 @@ class Body:
         value = self.get(key)
         if value is None:
             return None
+        bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
+            f"at least {lo}" if lo is not None else f"at most {hi}"
         if isinstance(value, str):
-            value = numbers.integer(value)
+            text, value = value.strip(), numbers.integer(value)
+            if value is None and text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
+                # digits past numbers.INTEGER's 18: an integer all the same, out of any range this API takes
+                limit = bounds if lo is not None and hi is not None else "an integer of at most 18 digits"
+                raise InvalidArgument(f"'{self._name(key)}' must be {limit}; got one of {len(text.lstrip('+-'))} "
+                                      "digits.", target=self._name(key))
         if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
             raise InvalidArgument(f"'{self._name(key)}' must be an integer.", target=self._name(key))
         value = int(value)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
-                f"at least {lo}" if lo is not None else f"at most {hi}"
             raise InvalidArgument(f"'{self._name(key)}' must be {bounds}; got {value}.", target=self._name(key))
         return value
 
@@ -134,10 +145,28 @@ def authorize(authorizer: Authorizer, request: Request, *, role: str, project: s
     if not allows(caller, role=role, project=project):  # a token may grant author on one project, query on all
         assert caller is not None  # an open server (no caller) allows every role
         raise Refused(azure_error(403, "Forbidden", lacks_role(caller, role, project)))
-    if api_version and not request.query_params.get("api-version"):
-        raise Refused(azure_error(400, "InvalidArgument", "The 'api-version' query parameter is required, e.g. "
-                                  "api-version=2023-04-01.", target="api-version"))
+    if api_version:
+        check_api_version(request, required=True)
     return caller
+
+
+def check_api_version(request: Request, *, required: bool) -> None:
+    """Refuse an ``api-version`` the question answering API never had, and a missing one where it is ``required``.
+
+    The codes and messages are the Azure REST API guidelines' (``MissingApiVersionParameter``,
+    ``UnsupportedApiVersionValue``): the service's gateway answers an unknown version with a bare 404 "Resource not
+    found", which names neither the parameter nor a version that works.  Versions compare case-insensitively.
+    """
+    value = request.query_params.get("api-version")
+    if not value:
+        if required:
+            raise Refused(azure_error(400, "MissingApiVersionParameter", "The api-version query parameter "
+                                      "(?api-version=) is required for all requests, e.g. api-version=2023-04-01.",
+                                      target="api-version"))
+        return
+    if value.lower() not in API_VERSIONS:
+        raise Refused(azure_error(400, "UnsupportedApiVersionValue", f"Unsupported api-version '{value[:100]}'. The "
+                                  f"supported api-versions are '{', '.join(API_VERSIONS)}'.", target="api-version"))
 
 
 def authorized_project(authorizer: Authorizer, request: Request) -> str:
