@@ -343,6 +343,23 @@ def test_html_honours_declared_charset():
     assert parse_document("legacy.html", page.encode("cp1252")).blocks[0].text == "Café crème"
 
 
+@pytest.mark.parametrize(("declared", "codec", "text"), [
+    ("Shift_JIS", "cp932", "①電源を切る～②待つ"),  # Windows' Shift_JIS, as every browser reads it
+    ("gb2312", "gb18030", "镕基"),  # GBK's characters outside GB2312
+    ("iso-8859-1", "cp1252", "It’s “good”: €5"),  # curly quotes and € in 0x80-0x9F
+    ("utf-16", "utf-8", "Café"),  # a declaration read as ASCII cannot be UTF-16
+])
+def test_html_declared_charsets_are_read_as_browsers_read_them(declared, codec, text):
+    page = f"<html><head><meta http-equiv='Content-Type' content='text/html; charset={declared}'></head>" \
+           f"<body><p>{text}</p></body></html>"
+    assert parse_document("legacy.html", page.encode(codec)).blocks[0].text == text
+
+
+def test_xhtml_encoding_comes_from_its_xml_declaration():
+    page = "<?xml version='1.0' encoding='Shift_JIS'?><html><body><h1>充電</h1><p>2時間です。</p></body></html>"
+    assert parse_document("faq.xhtml", page.encode("cp932")).text == "充電\n\n2時間です。"
+
+
 def test_markdown_blocks_and_front_matter_title():
     text = b"""---
 title: Returns FAQ

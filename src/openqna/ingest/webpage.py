@@ -34,6 +34,7 @@ _NON_CONTENT = (
 # wrappers ("has-sidebar" wraps the whole page; "sidebar-left" is the sidebar).
 _CHROME = re.compile(r"cookie|consent|gdpr|onetrust|^(breadcrumbs?|sidebar|skip-?link)\b", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""\A\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9._:-]+)""")  # an .xhtml file's
 _SPACE = re.compile(r"\s+")
 _BLOCK_TAGS = frozenset({
     "address", "article", "blockquote", "body", "dd", "details", "div", "dl", "dt", "fieldset",
@@ -47,7 +48,7 @@ _MAX_COLSPAN = 50  # colspan="100000" must not blow up a table
 def parse_html(name: str, data: bytes) -> ParsedDocument:
     declared = None
     if not bom_encoding(data):
-        found = _META_CHARSET.search(data[:4096])
+        found = _META_CHARSET.search(data[:4096]) or _XML_ENCODING.match(data[:1024])
         declared = found.group(1).decode("ascii") if found else None
     tree = LexborHTMLParser(decode_text(data, name, declared))
     title_node = tree.css_first("title")
