@@ -16,6 +16,7 @@ from typing import Literal
 
 from openqna.formats import zip_limits
 from openqna.ingest.markdown import parse_markdown
+from openqna.ingest.marked_pairs import split_marked_pairs
 from openqna.ingest.parsed import MAX_OTHER_BYTES, MAX_PDF_BYTES, DocumentError, ParsedDocument
 from openqna.ingest.pdf import parse_pdf
 from openqna.ingest.plaintext import parse_text
@@ -78,7 +79,7 @@ def parse_document(name: str, data: bytes, *, max_bytes: int | None = None) -> P
     try:
         if kind == "docx":
             _check_unpacked_size(name, data)
-        document = _PARSERS[kind](name, data)
+        document = split_marked_pairs(_PARSERS[kind](name, data))
     except DocumentError:
         raise
     except Exception as err:  # a library's own exception must not reach API callers raw
