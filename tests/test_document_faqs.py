@@ -103,3 +103,26 @@ SHIPPING_PAGE = """<html><head><title>Shipping</title><script>track()</script></
 <p>Q: Do you ship abroad?</p><p>A: Yes, to every EU country except Malta.</p>
 <p>Q: Can I change my address after ordering?</p><p>A: Yes, until the parcel has left our warehouse.</p>
 </main><footer>(c) Shop</footer></body></html>"""
+
+
+@pytest.mark.parametrize("page", [
+    "<h1>Shipping FAQ</h1><details><summary>How long does shipping take?</summary>Three to five working days."
+    "</details><details open><summary><b>Do you ship abroad?</b></summary><p>Yes, to every EU country.</p>"
+    "<p>Except Malta.</p></details>",
+    "<h1>Shipping FAQ</h1><dl><dt>How long does shipping take?</dt><dd>Three to five working days.</dd>"
+    "<dt>Do you ship abroad?</dt><dd>Yes, to every EU country.</dd><dd>Except Malta.</dd></dl>",
+], ids=["details", "dl"])
+def test_details_blocks_and_definition_lists_become_one_qna_each(page):
+    html = f"<html><body><nav>Home</nav><main>{page}</main></body></html>"
+    document = parse_document("faq.html", html.encode())
+    assert [b.level for b in document.blocks if b.kind == "heading"] == [1, 2, 2]
+    assert [(e.qna.questions[0], e.qna.answer) for e in extract_qnas(document)] == SHIPPING
+
+
+def test_nested_details_nest_as_follow_up_prompts():
+    page = b"<html><body><h2>Orders</h2><p>All about orders.</p><details><summary>Can I cancel?</summary>" \
+           b"<p>Yes, within a day.</p><details><summary>How do I cancel?</summary><p>Open the order.</p></details>" \
+           b"</details></body></html>"
+    extracted = extract_qnas(parse_document("orders.html", page))
+    assert [e.qna.questions[0] for e in extracted] == ["Orders", "Can I cancel?", "How do I cancel?"]
+    assert [e.children for e in extracted] == [[1], [2], []]

@@ -12,6 +12,10 @@ The rules: content is ``<main>`` (or ``role=main``, or the only ``<article>``), 
 header but not an article's own header, ARIA landmarks for the same), non-content
 elements (script, style, form controls, embedded media, hidden elements) and cookie or
 consent banners, breadcrumbs and sidebars recognised by their id or class.
+
+FAQ widgets are headings: a ``<details>`` block's ``<summary>`` and a definition list's
+``<dt>`` become a heading one level below the page's last real heading, and the rest of
+the block (the ``<dd>``) its text, so each pair becomes a QnA as a heading FAQ does.
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ class _Walker:
         self.buffer: list[str] = []
         self.item_prefix: str | None = None  # "  - " while inside a list item
         self.lists: list[list] = []  # per open list: [ordered?, next number]
+        self.level = 0  # the last h1-h6's level
+        self.nested = 0  # open <details> and <dl> elements, whose questions are headings below it
 
     def walk(self, node: LexborNode) -> None:
         child = node.child
@@ -123,6 +129,18 @@ class _Walker:
             text = _SPACE.sub(" ", node.text()).strip()
             if text:
                 self.blocks.append(Block("heading", text, level=_HEADINGS[tag]))
+                self.level = _HEADINGS[tag]
+        elif tag in ("details", "dl"):
+            self.flush()
+            self.nested += 1
+            self.walk(node)
+            self.flush()
+            self.nested -= 1
+        elif tag == "dt" or tag == "summary" and node.parent is not None and node.parent.tag == "details":
+            self.flush()
+            text = _SPACE.sub(" ", node.text()).strip()
+            if text:
+                self.blocks.append(Block("heading", text, level=self.level + self.nested))
         elif tag == "table":
             self.flush()
             self.table(node)
