@@ -126,3 +126,35 @@ def test_nested_details_nest_as_follow_up_prompts():
     extracted = extract_qnas(parse_document("orders.html", page))
     assert [e.qna.questions[0] for e in extracted] == ["Orders", "Can I cancel?", "How do I cancel?"]
     assert [e.children for e in extracted] == [[1], [2], []]
+
+
+def test_bold_questions_under_a_styled_word_heading_are_questions():
+    """A Word FAQ whose title uses a heading style and whose questions are bold paragraphs: without heading
+    styles the bold lines were already headings by their looks; with one, they were body text."""
+    document = docx.Document()
+    document.add_heading("Shipping FAQ", 1)
+    document.add_paragraph("Everything about sending your order.")
+    for question, answer in SHIPPING:
+        document.add_paragraph().add_run(question).bold = True
+        for paragraph in answer.split("\n\n"):
+            document.add_paragraph(paragraph)
+    document.add_paragraph().add_run("Not a question, only bold.").bold = True
+    data = io.BytesIO()
+    document.save(data)
+    extracted = extract_qnas(parse_document("faq.docx", data.getvalue()))
+    assert [(e.qna.questions[0], e.qna.answer) for e in extracted[1:]] == [
+        SHIPPING[0], (SHIPPING[1][0], SHIPPING[1][1] + "\n\nNot a question, only bold.")]
+    assert extracted[0].children == [1, 2]
+
+
+@pytest.mark.parametrize(("name", "page"), [
+    ("faq.md", "# Shipping FAQ\n\n**How long does shipping take?**\n\nThree to five working days.\n\n"
+               "__Do you ship abroad?__\n\nYes, to every EU country.\n\nExcept Malta.\n\n**Note:** is this *bold*?\n"),
+    ("faq.html", "<html><body><h1>Shipping FAQ</h1><p><strong>How long does shipping take?</strong></p>"
+                 "<p>Three to five working days.</p><p> <b>Do you ship <i>abroad</i>?</b> </p>"
+                 "<p>Yes, to every EU country.</p><p>Except Malta.</p><p><b>Note:</b> is this bold?</p></body></html>"),
+])
+def test_a_paragraph_that_is_one_bold_question_is_a_question(name, page):
+    found = qnas(name, page.encode())
+    note = "**Note:** is this *bold*?" if name.endswith(".md") else "Note: is this bold?"
+    assert found == [SHIPPING[0], (SHIPPING[1][0], SHIPPING[1][1] + "\n\n" + note)]

@@ -13,9 +13,11 @@ header but not an article's own header, ARIA landmarks for the same), non-conten
 elements (script, style, form controls, embedded media, hidden elements) and cookie or
 consent banners, breadcrumbs and sidebars recognised by their id or class.
 
-FAQ widgets are headings: a ``<details>`` block's ``<summary>`` and a definition list's
-``<dt>`` become a heading one level below the page's last real heading, and the rest of
-the block (the ``<dd>``) its text, so each pair becomes a QnA as a heading FAQ does.
+FAQ widgets are headings: a ``<details>`` block's ``<summary>``, a definition list's
+``<dt>`` and a paragraph that is one bold question (``<p><strong>Can I ...?</strong></p>``)
+become a heading one level below the page's last real heading, and what follows (the rest
+of the block, the ``<dd>``, the next paragraphs) its text, so each pair becomes a QnA as a
+heading FAQ does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from openqna.ingest.markdown_tables import markdown_table
 from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.textcodec import bom_encoding, decode_text
+from openqna.ingest.typography import MAX_HEADING_CHARS
 
 _NON_CONTENT = (
     "script, style, noscript, template, iframe, object, embed, svg, canvas, video, audio, "
@@ -46,6 +49,7 @@ _BLOCK_TAGS = frozenset({
     "summary", "ul",
 })  # fmt: skip
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_QUESTION_MARKS = ("?", "？")
 _MAX_COLSPAN = 50  # colspan="100000" must not blow up a table
 
 
@@ -94,6 +98,22 @@ def _strip_chrome(root: LexborNode) -> None:
 def _is_chrome(node: LexborNode) -> bool:
     names = f"{node.attributes.get('id') or ''} {node.attributes.get('class') or ''}".split()
     return any(_CHROME.search(name) for name in names)
+
+
+def _is_bold_question(paragraph: LexborNode) -> bool:
+    """A paragraph holding nothing but one ``<b>`` or ``<strong>`` whose text asks a question."""
+    text = _SPACE.sub(" ", paragraph.text()).strip()
+    if not text.endswith(_QUESTION_MARKS) or len(text) > MAX_HEADING_CHARS:
+        return False
+    bold = None
+    child = paragraph.child
+    while child is not None:
+        if child.is_element_node and child.tag in ("b", "strong") and bold is None:
+            bold = child
+        elif child.is_element_node or (child.is_text_node and (child.text_content or "").strip()):
+            return False
+        child = child.next
+    return bold is not None
 
 
 def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
@@ -160,6 +180,9 @@ class _Walker:
             self.item_prefix = f"{indent}{number}. " if ordered else f"{indent}- "
             self.walk(node)
             self.flush()
+        elif tag == "p" and _is_bold_question(node):
+            self.flush()
+            self.blocks.append(Block("heading", _SPACE.sub(" ", node.text()).strip(), level=self.level + self.nested + 1))
         elif tag == "pre":
             self.flush()
             code = (node.text(deep=True) or "").strip("\n")

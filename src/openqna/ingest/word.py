@@ -4,6 +4,9 @@ Headings come from the paragraph's outline level (what Word's navigation pane sh
 set by the built-in "Heading N" styles in every UI language).  Documents that use no
 heading style at all, such as QnA Maker's multi-turn sample whose topics are just
 larger blue text, get headings from font size and weight instead (``typography.py``).
+In a document that does use heading styles, a short paragraph set all in bold that asks a
+question ("How do I reset my password?") is still a heading, one level below the styled
+heading it stands under: that is how FAQ documents under a styled title are written.
 
 Paragraph text is read from the XML rather than ``Paragraph.text`` because python-docx
 skips nested hyperlinks ("Open your [benefits website]." came out as "Open your .").
@@ -32,6 +35,7 @@ from openqna.ingest.typography import HeadingLevels, body_size, looks_like_headi
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _ORDERED_FORMATS = {"decimal", "decimalZero", "lowerLetter", "upperLetter", "lowerRoman", "upperRoman"}
+_QUESTION_MARKS = ("?", "？")
 _WORD_DEFAULT_SIZE = 10.0  # points, when neither styles nor document defaults set one
 
 
@@ -69,6 +73,12 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         if not by_style and p.numbering is None and looks_like_heading(p.text, *p.look, body)
     }
     levels = HeadingLevels((p.look[0] for p in paras if id(p) in visual), body)
+    questions = {  # ids of bold questions in a document with heading styles
+        id(p) for p in paras
+        if by_style and not p.styled_heading and p.numbering is None and p.look[1]
+        and p.text.endswith(_QUESTION_MARKS) and looks_like_heading(p.text, *p.look, body)
+    }
+    level = 0  # the last styled heading's level
     numbers = _ListNumbers(reader)
     blocks: list[Block] = []
     for item in items:
@@ -77,7 +87,10 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         elif item.is_title:
             title = title or item.text
         elif item.styled_heading:
-            blocks.append(Block("heading", " ".join(item.text.split()), level=item.outline + 1))
+            level = item.outline + 1
+            blocks.append(Block("heading", " ".join(item.text.split()), level=level))
+        elif id(item) in questions:
+            blocks.append(Block("heading", " ".join(item.text.split()), level=level + 1))
         elif id(item) in visual:
             blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(item.look[0])))
         elif item.numbering is not None:
