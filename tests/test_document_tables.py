@@ -1,0 +1,43 @@
+"""Tables in documents: a row stays readable with its column names in every passage, however the table is split."""
+
+from __future__ import annotations
+
+from openqna.ingest import chunk_document, count_tokens, parse_document
+
+SPECS = ["Model", "Weight", "Battery life", "Screen", "Storage", "Memory", "Processor", "Camera", "Ports", "Colour",
+         "Keyboard", "Pen support", "Warranty", "Price", "Release year", "Operating system", "Speakers", "Microphones",
+         "Wireless", "Bluetooth", "Sensors", "Dimensions", "Charger", "Recycled content"]
+
+
+def markdown(names: list[str], rows: list[list[str]]) -> bytes:
+    lines = ["## Models", "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines).encode()
+
+
+def test_a_table_too_wide_for_its_header_names_every_value_and_the_row_in_each_passage():
+    """A spec sheet of 24 columns: the header row alone does not fit with a row under it, so rows become text.
+    They were split by words, so a passage read "v1-24; ..." without saying which model or which column."""
+    rows = [[f"Model {r}", *(f"{name.lower()} {r}" for name in SPECS[1:])] for r in "ABC"]
+    chunks = chunk_document(parse_document("specs.md", markdown(SPECS, rows)), max_tokens=96, overlap_tokens=16)
+    assert len(chunks) >= 6 and all(count_tokens(c.text) <= 96 for c in chunks)
+    for chunk in chunks:
+        for piece in chunk.text.removeprefix("Models\n\n").split("\n\n"):  # pieces of one row or of two
+            cells = piece.split("; ")
+            assert cells[0].startswith("Model: Model "), chunk.text
+            row = cells[0].removeprefix("Model: Model ")
+            assert all(any(c == f"{name}: {name.lower()} {row}" for name in SPECS[1:]) for c in cells[1:]), chunk.text
+    for row in rows:  # every value is kept
+        assert all(any(value in c.text for c in chunks) for value in row)
+
+
+def test_a_row_too_long_for_its_header_keeps_its_column_names():
+    long = " ".join(f"word{i}" for i in range(150))
+    rows = [["Free", "0 EUR", "One user."], ["Pro", "12 EUR", long], ["Team", "30 EUR", "Ten users."]]
+    chunks = chunk_document(parse_document("plans.md", markdown(["Plan", "Price", "Notes"], rows)), max_tokens=96,
+                            overlap_tokens=16)
+    texts = [c.text for c in chunks]
+    assert any("Plan: Pro; Price: 12 EUR" in t for t in texts)
+    assert any("Notes: word0 word1" in t for t in texts)
+    assert all("| Plan | Price | Notes |" in t for t in texts if "| Free |" in t or "| Team |" in t)
+    assert not any("| Pro | 12 EUR" in t for t in texts)
