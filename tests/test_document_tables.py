@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
+import docx
+import pytest
+
 from openqna.ingest import chunk_document, count_tokens, parse_document
 
 SPECS = ["Model", "Weight", "Battery life", "Screen", "Storage", "Memory", "Processor", "Camera", "Ports", "Colour",
@@ -41,3 +46,28 @@ def test_a_row_too_long_for_its_header_keeps_its_column_names():
     assert any("Notes: word0 word1" in t for t in texts)
     assert all("| Plan | Price | Notes |" in t for t in texts if "| Free |" in t or "| Team |" in t)
     assert not any("| Pro | 12 EUR" in t for t in texts)
+
+
+def word_table(style: str | None, bold_first_row: bool) -> bytes:
+    document = docx.Document()
+    document.add_heading("Plans", 1)
+    table = document.add_table(rows=3, cols=2, style=style)
+    for r, row in enumerate([("Plan", "Price"), ("Free", "0 EUR"), ("Pro", "12 EUR")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).paragraphs[0].add_run(value).bold = bold_first_row and r == 0 or None
+    data = io.BytesIO()
+    document.save(data)
+    return data.getvalue()
+
+
+@pytest.mark.parametrize(("style", "bold", "header"), [
+    ("Light Grid Accent 1", False, True),  # a table style that sets the first row apart, "Header Row" on
+    (None, True, True),  # a first row set in bold by hand
+    (None, False, False),  # nothing marks a header: the first row is data, as in key/value tables
+])
+def test_word_tables_whose_first_row_looks_like_a_header_have_one(style, bold, header):
+    [table] = [b.text for b in parse_document("plans.docx", word_table(style, bold)).blocks if b.kind == "table"]
+    if header:
+        assert table == "| Plan | Price |\n| --- | --- |\n| Free | 0 EUR |\n| Pro | 12 EUR |"
+    else:
+        assert table.startswith("|  |  |\n| --- | --- |\n| Plan | Price |")
