@@ -71,3 +71,45 @@ def test_word_tables_whose_first_row_looks_like_a_header_have_one(style, bold, h
         assert table == "| Plan | Price |\n| --- | --- |\n| Free | 0 EUR |\n| Pro | 12 EUR |"
     else:
         assert table.startswith("|  |  |\n| --- | --- |\n| Plan | Price |")
+
+
+def ruled_pdf(rows: list[tuple[str, str]], bold_first_row: bool) -> bytes:
+    """A one-page PDF, written by hand: a paragraph, then ``rows`` in a table ruled by lines."""
+    def text(x: int, y: int, words: str, font: str = "F1") -> str:
+        return f"BT /{font} 11 Tf {x} {y} Td ({words}) Tj ET\n"
+
+    top = 660
+    content = text(72, 700, "Choose the plan that fits your team.")
+    for i, (left, right) in enumerate(rows):
+        font = "F2" if bold_first_row and i == 0 else "F1"
+        content += text(80, top - i * 20 - 14, left, font) + text(280, top - i * 20 - 14, right, font)
+    content += "".join(f"72 {top - i * 20} m 472 {top - i * 20} l S\n" for i in range(len(rows) + 1))
+    content += "".join(f"{x} {top} m {x} {top - 20 * len(rows)} l S\n" for x in (72, 272, 472))
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 6 0 R "
+               "/Resources << /Font << /F1 4 0 R /F2 5 0 R >> >> >>",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold >>",
+               f"<< /Length {len(content)} >>\nstream\n{content}\nendstream"]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
+    return out + f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+
+
+PLANS = [("Plan", "Price"), ("Free", "0 EUR"), ("Pro", "12 EUR"), ("Team", "30 EUR")]
+
+
+@pytest.mark.parametrize("bold", [True, False])
+def test_a_pdf_table_whose_first_row_is_bold_has_it_as_its_header(bold):
+    [table] = [b.text for b in parse_document("plans.pdf", ruled_pdf(PLANS, bold)).blocks if b.kind == "table"]
+    body = "| Free | 0 EUR |\n| Pro | 12 EUR |\n| Team | 30 EUR |"
+    if bold:
+        assert table == "| Plan | Price |\n| --- | --- |\n" + body
+    else:  # a manual's key/value table: its first row is data
+        assert table == "|  |  |\n| --- | --- |\n| Plan | Price |\n" + body
