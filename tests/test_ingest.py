@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import time
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -442,6 +443,21 @@ def test_bad_files_raise_document_error_naming_the_file(name, data, message):
     assert str(caught.value).startswith(f"{name}: ")
     assert message in str(caught.value)
     assert isinstance(caught.value, InvalidArgument) and caught.value.file == name
+
+
+def test_a_page_nested_thousands_deep_is_read():
+    """Past about 500 levels the element walk, which recursed, failed with RecursionError."""
+    page = "<html><body>" + "<div>" * 3_000 + "<h1>Returns</h1><p>Within 30 days.</p>" + "</div>" * 3_000 + "</body></html>"
+    assert [b.text for b in parse_document("deep.html", page.encode()).blocks] == ["Returns", "Within 30 days."]
+
+
+def test_a_page_nested_absurdly_deep_is_refused_at_once():
+    """Building the tree costs the square of its depth: 50,000 nested elements took seconds, 200,000 minutes."""
+    page = "<html><body>" + "<div><span>" * 25_000 + "text" + "</span></div>" * 25_000 + "</body></html>"
+    started = time.perf_counter()
+    with pytest.raises(DocumentError, match=r"^deep\.html: nests its HTML elements more than 5,000 deep"):
+        parse_document("deep.html", page.encode())
+    assert time.perf_counter() - started < 0.5
 
 
 def test_library_failures_are_wrapped():
