@@ -460,6 +460,22 @@ def test_a_page_nested_absurdly_deep_is_refused_at_once():
     assert time.perf_counter() - started < 0.5
 
 
+@pytest.mark.parametrize(("inside", "message"), [
+    ("xl/workbook.xml", "is an Excel workbook, not a Word document: name it .xlsx to import its QnAs"),
+    ("ppt/presentation.xml", "is a PowerPoint file, not a Word document: save it as PDF"),
+    ("notes.txt", "is a ZIP archive without word/document.xml, not a Word document (damaged or renamed?)"),
+])
+def test_a_zip_named_docx_that_is_no_word_file_says_what_it_is(inside, message):
+    """It failed deep in python-docx: "could not be read as a Word document (KeyError: "There is no item named
+    '[Content_Types].xml' in the archive")"."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(inside, "<x/>")
+    with pytest.raises(DocumentError) as caught:
+        parse_document("faq.docx", archive.getvalue())
+    assert str(caught.value) == f"faq.docx: {message}"
+
+
 def test_library_failures_are_wrapped():
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as z:
