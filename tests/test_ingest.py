@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import time
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -343,6 +344,23 @@ def test_html_honours_declared_charset():
     assert parse_document("legacy.html", page.encode("cp1252")).blocks[0].text == "Café crème"
 
 
+@pytest.mark.parametrize(("declared", "codec", "text"), [
+    ("Shift_JIS", "cp932", "①電源を切る～②待つ"),  # Windows' Shift_JIS, as every browser reads it
+    ("gb2312", "gb18030", "镕基"),  # GBK's characters outside GB2312
+    ("iso-8859-1", "cp1252", "It’s “good”: €5"),  # curly quotes and € in 0x80-0x9F
+    ("utf-16", "utf-8", "Café"),  # a declaration read as ASCII cannot be UTF-16
+])
+def test_html_declared_charsets_are_read_as_browsers_read_them(declared, codec, text):
+    page = f"<html><head><meta http-equiv='Content-Type' content='text/html; charset={declared}'></head>" \
+           f"<body><p>{text}</p></body></html>"
+    assert parse_document("legacy.html", page.encode(codec)).blocks[0].text == text
+
+
+def test_xhtml_encoding_comes_from_its_xml_declaration():
+    page = "<?xml version='1.0' encoding='Shift_JIS'?><html><body><h1>充電</h1><p>2時間です。</p></body></html>"
+    assert parse_document("faq.xhtml", page.encode("cp932")).text == "充電\n\n2時間です。"
+
+
 def test_markdown_blocks_and_front_matter_title():
     text = b"""---
 title: Returns FAQ
@@ -425,6 +443,37 @@ def test_bad_files_raise_document_error_naming_the_file(name, data, message):
     assert str(caught.value).startswith(f"{name}: ")
     assert message in str(caught.value)
     assert isinstance(caught.value, InvalidArgument) and caught.value.file == name
+
+
+def test_a_page_nested_thousands_deep_is_read():
+    """Past about 500 levels the element walk, which recursed, failed with RecursionError."""
+    page = "<html><body>" + "<div>" * 3_000 + "<h1>Returns</h1><p>Within 30 days.</p>" + "</div>" * 3_000 + "</body></html>"
+    assert [b.text for b in parse_document("deep.html", page.encode()).blocks] == ["Returns", "Within 30 days."]
+
+
+def test_a_page_nested_absurdly_deep_is_refused_at_once():
+    """Building the tree costs the square of its depth: 50,000 nested elements took seconds, 200,000 minutes."""
+    page = "<html><body>" + "<div><span>" * 25_000 + "text" + "</span></div>" * 25_000 + "</body></html>"
+    started = time.perf_counter()
+    with pytest.raises(DocumentError, match=r"^deep\.html: nests its HTML elements more than 5,000 deep"):
+        parse_document("deep.html", page.encode())
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize(("inside", "message"), [
+    ("xl/workbook.xml", "is an Excel workbook, not a Word document: name it .xlsx to import its QnAs"),
+    ("ppt/presentation.xml", "is a PowerPoint file, not a Word document: save it as PDF"),
+    ("notes.txt", "is a ZIP archive without word/document.xml, not a Word document (damaged or renamed?)"),
+])
+def test_a_zip_named_docx_that_is_no_word_file_says_what_it_is(inside, message):
+    """It failed deep in python-docx: "could not be read as a Word document (KeyError: "There is no item named
+    '[Content_Types].xml' in the archive")"."""
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(inside, "<x/>")
+    with pytest.raises(DocumentError) as caught:
+        parse_document("faq.docx", archive.getvalue())
+    assert str(caught.value) == f"faq.docx: {message}"
 
 
 def test_library_failures_are_wrapped():

@@ -1,7 +1,8 @@
 """Documents in, passages and QnA pairs out: the ingestion side of unstructured sources.
 
 ``parse_document`` turns a PDF, Word, HTML, Markdown or text upload into a
-``ParsedDocument`` (headings, paragraphs, list items and tables with page numbers);
+``ParsedDocument`` (headings, paragraphs, list items and tables with page numbers; "Q:"/"A:"
+pairs made headings by ``marked_pairs``);
 ``chunk_document`` cuts it into section-aligned passages that fit the embedder's
 window; ``extract_qnas`` finds FAQ-style QnA pairs with multi-turn follow-ups.  Nothing
 here stores or embeds: the service decides what to keep and when to re-embed (by

@@ -7,7 +7,8 @@ Rules, in order of importance:
 2. A section that fits in ``max_tokens`` is one chunk.  A longer one is packed greedily
    from whole blocks; a block that is itself too long is split at sentence boundaries,
    and a sentence that is still too long at word boundaries; a table is split between
-   rows with its header row repeated.  Consecutive chunks of one section share up to
+   rows with its header row repeated, and a row that cannot fit under its header becomes
+   text of "name: value" cells, each piece led by the row's first cell.  Consecutive chunks of one section share up to
    ``overlap_tokens`` tokens: the last sentences (or words) of the previous chunk.
 3. Small sibling sections are not merged.  Merging would make a chunk's heading path a
    guess (two headings, one path) and, worse, would make one section's edit change its
@@ -33,6 +34,7 @@ from openqna.ingest.token_count import count_tokens as minilm_tokens
 from openqna.records import InvalidArgument
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“‘(\[])")
+_CELL_BREAK = re.compile(r"(?<!\\)\|")
 _LIST_MARKER = re.compile(r"^(\d{1,2}[.)]|[-*])$")
 # Characters one token spans at most: GPT-2's longest token is 66; a WordPiece token ([UNK] aside) at most 100.
 _TOKEN_CHARS = 128
@@ -194,12 +196,16 @@ class _Packer:
         return text[start : min(end, start + self.max_tokens * _TOKEN_CHARS)]
 
     def _table_parts(self, table: str) -> list[str]:
-        """Row groups that fit, each under the table's header; a row that cannot fit even
-        alone is split as text (its words survive, its grid does not)."""
+        """Row groups that fit, each under the table's header.  A row that cannot fit under the header, and
+        every row when the header alone is too wide, is split as text of its own, each value after its
+        column's name ("Plan: Pro; Price: 12 EUR"), so no piece loses what its values are."""
         lines = table.split("\n")
         head = "\n".join(lines[:2])  # the header row and the |---| line
+        names = _cells(lines[0])
         if not self._fits_text(head):
-            return self._text_parts(" ".join([lines[0], *lines[2:]]))
+            if not any(names):
+                return self._text_parts(" ".join([lines[0], *lines[2:]]))
+            return [part for row in lines[2:] for part in self._row_parts(names, row)]
         parts: list[str] = []
         group: list[str] = []
         for row in lines[2:]:
@@ -210,9 +216,29 @@ class _Packer:
                 parts.append("\n".join([head, *group]))
             group = [row] if self._fits_text(f"{head}\n{row}") else []
             if not group:
-                parts.extend(self._text_parts(row))
+                parts.extend(self._row_parts(names, row) if any(names) else self._text_parts(row))
         if group:
             parts.append("\n".join([head, *group]))
+        return parts
+
+    def _row_parts(self, names: list[str], row: str) -> list[str]:
+        """A row as "name: value" cells joined by "; ", in pieces of whole cells that fit (a cell too long
+        alone is split as text); every piece after the first starts with the row's first cell, its key."""
+        cells = _labelled_cells(names, row)
+        parts: list[str] = []
+        group: list[str] = []
+        for cell in cells:
+            if self._fits_after_overlap("; ".join([*group, cell])):
+                group.append(cell)
+                continue
+            if group:
+                parts.append("; ".join(group))
+            key = [cells[0]] if cell is not cells[0] and self._fits_after_overlap(f"{cells[0]}; {cell}") else []
+            group = [*key, cell] if key or self._fits_after_overlap(cell) else []
+            if not group:
+                parts.extend(self._text_parts(cell))
+        if group:
+            parts.append("; ".join(group))
         return parts
 
     # -- overlap ------------------------------------------------------------------------
@@ -241,6 +267,16 @@ class _Packer:
     def _overlap_size(self, units: list[_Unit]) -> int:
         body = "".join((unit.sep if i else "") + unit.text for i, unit in enumerate(units))
         return self.count(body) - self.baseline
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a Markdown table row as ``markdown_tables`` writes it, unescaped."""
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_BREAK.split(row)[1:-1]]
+
+
+def _labelled_cells(names: list[str], row: str) -> list[str]:
+    """A table row's cells as text: "Plan: Pro", a value without a column name alone, empty cells left out."""
+    return [f"{name}: {value}" if name else value for name, value in zip(names, _cells(row)) if value]
 
 
 def _sentences(text: str) -> list[str]:

@@ -38,6 +38,11 @@ _QUESTION_WORDS = frozenset({
     "should", "shall", "will", "would", "may", "might", "must", "has", "have", "had",
 })  # fmt: skip
 _SECTION_NUMBER = re.compile(r"^\d+(\.\d+)*\.?\s+")
+# Chinese and Japanese write no spaces between words and end a question with a full-width "？" or a particle.
+_CJK_QUESTION_STARTS = ("如何", "怎么", "怎样", "怎麼", "怎樣", "为什么", "為什麼", "什么", "什麼", "是否", "能否", "可否")
+_CJK_QUESTION_ENDS = ("吗", "嗎", "呢", "か")
+_QUESTION_MARKS = ("?", "？")
+_TRAILING_PUNCTUATION = " .:;,。：；，、"
 
 
 @dataclass
@@ -47,9 +52,11 @@ class ExtractedQnA:
 
 
 def _is_question(text: str) -> bool:
-    """Ends with "?" or starts with a question word ("How to ...", "Can I ...")."""
+    """Ends with "?" (or "？") or starts with a question word ("How to ...", "Can I ...", "如何...")."""
     words = text.split()
-    return text.rstrip().endswith("?") or bool(words) and words[0].lower().strip("¿¡\"'“") in _QUESTION_WORDS
+    text = text.rstrip()
+    return (text.endswith(_QUESTION_MARKS) or text.startswith(_CJK_QUESTION_STARTS) or text.endswith(_CJK_QUESTION_ENDS)
+            or bool(words) and words[0].lower().strip("¿¡\"'“") in _QUESTION_WORDS)
 
 
 def extract_qnas(document: ParsedDocument) -> list[ExtractedQnA]:
@@ -92,8 +99,8 @@ def link_prompts(extracted: Sequence[ExtractedQnA], ids: Sequence[int]) -> list[
 
 def _question(heading: str) -> str:
     text = _SECTION_NUMBER.sub("", " ".join(heading.split()))
-    if not text.endswith("?"):
-        text = text.rstrip(" .:;,")
+    if not text.endswith(_QUESTION_MARKS):
+        text = text.rstrip(_TRAILING_PUNCTUATION)
     return text[:MAX_QUESTION_CHARS]
 
 

@@ -3,7 +3,9 @@
 Paragraphs and list items keep their inline Markdown (links, emphasis), because answers
 are Markdown; headings are reduced to plain text because they become questions and
 prompt labels.  Raw HTML blocks are dropped: in READMEs and help pages they are badges,
-comments and layout, rarely content.  A leading YAML front-matter block is skipped and
+comments and layout, rarely content.  A paragraph that is one bold question
+(``**Can I pay by card?**``) is a heading one level below the heading it stands under, as
+FAQ pages written without headings for their questions mean it.  A leading YAML front-matter block is skipped and
 its ``title:`` used as the document title.
 """
 
@@ -17,6 +19,7 @@ from markdown_it.token import Token
 from openqna.ingest.markdown_tables import markdown_table
 from openqna.ingest.parsed import Block, ParsedDocument
 from openqna.ingest.textcodec import decode_text
+from openqna.ingest.typography import MAX_HEADING_CHARS
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 _FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
@@ -47,17 +50,30 @@ def _plain(inline: Token) -> str:
     return "".join(parts).strip()
 
 
+def _is_bold_question(inline: Token) -> bool:
+    """A paragraph that is nothing but one bold run whose text asks a question."""
+    children = [child for child in inline.children or [] if child.type != "text" or child.content.strip()]
+    if len(children) < 3 or children[0].type != "strong_open" or children[-1].type != "strong_close":
+        return False
+    if any(child.type in ("strong_open", "strong_close") for child in children[1:-1]):
+        return False
+    text = _plain(inline)
+    return text.endswith(("?", "？")) and len(text) <= MAX_HEADING_CHARS
+
+
 def _blocks(tokens: list[Token]) -> list[Block]:
     blocks: list[Block] = []
     # One entry per open list: [ordered?, next number]; the depth gives the indentation.
     lists: list[list] = []
     marker: str | None = None  # set by list_item_open, used by the item's first paragraph
+    level = 0  # the last heading's level
     table: list[list[str]] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
         if tok.type == "heading_open":
-            blocks.append(Block("heading", _plain(tokens[i + 1]), level=int(tok.tag[1])))
+            level = int(tok.tag[1])
+            blocks.append(Block("heading", _plain(tokens[i + 1]), level=level))
             i += 2
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
             lists.append([tok.type == "ordered_list_open", int(tok.attrGet("start") or 1)])
@@ -74,6 +90,8 @@ def _blocks(tokens: list[Token]) -> list[Block]:
                 lead = f"{marker} " if marker else "  "
                 blocks.append(Block("list_item", indent + lead + content.replace("\n", "\n" + indent + "  ")))
                 marker = None
+            elif _is_bold_question(tok):
+                blocks.append(Block("heading", _plain(tok), level=level + 1))
             elif content:
                 blocks.append(Block("paragraph", content))
         elif tok.type == "tr_open":

@@ -1,11 +1,13 @@
 """Tables as Markdown text, the one rendering answers, chunks and the embedder all read.
 
 Markdown demands a header row.  When the source marks one (HTML ``<th>``/``<thead>``,
-Word's "repeat as header row", Markdown itself) the first row is the header; otherwise
-(PDFs, most Word tables) the header is left empty rather than promoting a data row:
-manuals are full of key/value tables ("Power button | Press the power button...")
-whose first row is data, and the chunker repeats the header in every piece of a split
-table, where an empty one costs a few tokens and a promoted row costs a sentence.
+Word's "repeat as header row", a Word table style that sets the first row apart, a
+first row in bold in Word or a PDF, Markdown itself) the first row is the header;
+otherwise (most PDF and Word tables) the header is left empty rather than promoting a
+data row: manuals are full of key/value tables ("Power button | Press the power
+button...") whose first row is data, and the chunker repeats the header in every piece
+of a split table, where an empty one costs a few tokens and a promoted row costs a
+sentence.
 """
 
 from __future__ import annotations

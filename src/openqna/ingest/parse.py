@@ -16,6 +16,7 @@ from typing import Literal
 
 from openqna.formats import zip_limits
 from openqna.ingest.markdown import parse_markdown
+from openqna.ingest.marked_pairs import split_marked_pairs
 from openqna.ingest.parsed import MAX_OTHER_BYTES, MAX_PDF_BYTES, DocumentError, ParsedDocument
 from openqna.ingest.pdf import parse_pdf
 from openqna.ingest.plaintext import parse_text
@@ -78,7 +79,7 @@ def parse_document(name: str, data: bytes, *, max_bytes: int | None = None) -> P
     try:
         if kind == "docx":
             _check_unpacked_size(name, data)
-        document = _PARSERS[kind](name, data)
+        document = split_marked_pairs(_PARSERS[kind](name, data))
     except DocumentError:
         raise
     except Exception as err:  # a library's own exception must not reach API callers raw
@@ -92,8 +93,14 @@ def _detect_kind(name: str, data: bytes) -> DocumentKind:
     suffix = PurePath(name).suffix.lower()
     if b"%PDF-" in data[:1024]:  # the header may follow some junk bytes
         return "pdf"
-    if data.startswith(b"PK\x03\x04") and (suffix == ".docx" or _is_docx_zip(data)):
-        return "docx"
+    if data.startswith(b"PK\x03\x04"):
+        names = _zip_names(data)
+        if names is not None and "word/document.xml" in names:
+            return "docx"
+        if suffix == ".docx":
+            if names is None:
+                return "docx"  # a damaged container: the unpacking check names it
+            raise DocumentError(name, _not_word(names))
     if data.startswith(_OLE_MAGIC) and suffix in (".docx", ".doc"):
         raise DocumentError(name, "is password-protected or in the legacy .doc format; save it as a .docx without a password")
     if suffix in _UNSUPPORTED:
@@ -108,12 +115,24 @@ def _detect_kind(name: str, data: bytes) -> DocumentKind:
     return "html" if start.startswith((b"<!doctype html", b"<html")) else "text"
 
 
-def _is_docx_zip(data: bytes) -> bool:
+def _zip_names(data: bytes) -> set[str] | None:
+    """The names in a ZIP archive, or None when it cannot be read as one."""
     try:
         with zipfile.ZipFile(BytesIO(data)) as archive:
-            return "word/document.xml" in archive.namelist()
+            return set(archive.namelist())
     except zipfile.BadZipFile:
-        return False
+        return None
+
+
+def _not_word(names: set[str]) -> str:
+    """What a ZIP named .docx that holds no Word document is, said so its owner can fix it."""
+    if "xl/workbook.xml" in names:
+        return "is an Excel workbook, not a Word document: name it .xlsx to import its QnAs"
+    if "ppt/presentation.xml" in names:
+        return "is a PowerPoint file, not a Word document: save it as PDF"
+    if "content.xml" in names:
+        return "is an OpenDocument file, not a Word document: save it as .docx"
+    return "is a ZIP archive without word/document.xml, not a Word document (damaged or renamed?)"
 
 
 def _check_unpacked_size(name: str, data: bytes) -> None:

@@ -152,11 +152,26 @@ def _tables(page: pdfplumber.page.Page) -> list[_Table]:
         cells = [cell for row in rows for cell in row]
         if max((len(row) for row in rows), default=0) < 2 or sum(1 for c in cells if c and c.strip()) * 2 < len(cells):
             continue
-        rendered = markdown_table(rows, header=False)  # PDFs do not say which row is a header
+        rendered = markdown_table(rows, header=_bold_first_row(page, table))
         if rendered:
             found.append((table.bbox, rendered))
     page.close()  # drops the page's parsed objects; a long manual would otherwise keep them all
     return found
+
+
+def _bold_first_row(page: pdfplumber.page.Page, table: pdfplumber.table.Table) -> bool:
+    """PDFs do not say which row is a header; a first row set all in bold above rows that are not is one."""
+    rows = table.rows
+    if len(rows) < 2:
+        return False
+
+    def bold(row: pdfplumber.table.Row) -> bool:
+        x0, top, x1, bottom = row.bbox
+        chars = [c for c in page.chars if not c["text"].isspace()
+                 and x0 <= (c["x0"] + c["x1"]) / 2 <= x1 and top <= (c["top"] + c["bottom"]) / 2 <= bottom]
+        return bool(chars) and all(_BOLD_NAME.search(c["fontname"]) for c in chars)
+
+    return bold(rows[0]) and not all(bold(row) for row in rows[1:])
 
 
 def _lines(page: pdfium.PdfPage, number: int, tables: list[_Table]) -> _Page:

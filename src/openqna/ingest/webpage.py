@@ -12,18 +12,25 @@ The rules: content is ``<main>`` (or ``role=main``, or the only ``<article>``), 
 header but not an article's own header, ARIA landmarks for the same), non-content
 elements (script, style, form controls, embedded media, hidden elements) and cookie or
 consent banners, breadcrumbs and sidebars recognised by their id or class.
+
+FAQ widgets are headings: a ``<details>`` block's ``<summary>``, a definition list's
+``<dt>`` and a paragraph that is one bold question (``<p><strong>Can I ...?</strong></p>``)
+become a heading one level below the page's last real heading, and what follows (the rest
+of the block, the ``<dd>``, the next paragraphs) its text, so each pair becomes a QnA as a
+heading FAQ does.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from openqna.ingest.markdown_tables import markdown_table
-from openqna.ingest.parsed import Block, ParsedDocument
+from openqna.ingest.parsed import Block, DocumentError, ParsedDocument
 from openqna.ingest.textcodec import bom_encoding, decode_text
+from openqna.ingest.typography import MAX_HEADING_CHARS
 
 _NON_CONTENT = (
     "script, style, noscript, template, iframe, object, embed, svg, canvas, video, audio, "
@@ -34,6 +41,7 @@ _NON_CONTENT = (
 # wrappers ("has-sidebar" wraps the whole page; "sidebar-left" is the sidebar).
 _CHROME = re.compile(r"cookie|consent|gdpr|onetrust|^(breadcrumbs?|sidebar|skip-?link)\b", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""\A\s*<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9._:-]+)""")  # an .xhtml file's
 _SPACE = re.compile(r"\s+")
 _BLOCK_TAGS = frozenset({
     "address", "article", "blockquote", "body", "dd", "details", "div", "dl", "dt", "fieldset",
@@ -41,15 +49,30 @@ _BLOCK_TAGS = frozenset({
     "summary", "ul",
 })  # fmt: skip
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
-_MAX_COLSPAN = 50  # colspan="100000" must not blow up a table
+_QUESTION_MARKS = ("?", "？")
+_MAX_COLSPAN = 50
+# Lexbor, like the HTML standard's tree builder, looks through the open elements at every start tag, so
+# a page of N nested elements costs N² (200,000 nested <div>s, 2 MB, took minutes).  Browsers stop
+# nesting at 512 levels; real pages stay under 100.
+MAX_NESTING = 5_000
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*?(/?)>")
+# Elements that do not nest in the tree even when their end tag is left out (void ones, and ones whose
+# next sibling closes them), so they are not counted.
+_FLAT = frozenset({
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+    "p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "rb", "rt", "rp", "tbody", "thead", "tfoot",
+    "colgroup", "caption", "param", "html", "head", "body",
+})  # fmt: skip  # colspan="100000" must not blow up a table
 
 
 def parse_html(name: str, data: bytes) -> ParsedDocument:
     declared = None
     if not bom_encoding(data):
-        found = _META_CHARSET.search(data[:4096])
+        found = _META_CHARSET.search(data[:4096]) or _XML_ENCODING.match(data[:1024])
         declared = found.group(1).decode("ascii") if found else None
-    tree = LexborHTMLParser(decode_text(data, name, declared))
+    text = decode_text(data, name, declared)
+    _check_nesting(name, text)
+    tree = LexborHTMLParser(text)
     title_node = tree.css_first("title")
     root = _content_root(tree)
     blocks: list[Block] = []
@@ -62,6 +85,20 @@ def parse_html(name: str, data: bytes) -> ParsedDocument:
     if not title:
         title = next((b.text for b in blocks if b.kind == "heading"), "")
     return ParsedDocument(source=name, title=title or None, blocks=blocks)
+
+
+def _check_nesting(name: str, text: str) -> None:
+    """Refuse a page whose elements nest deeper than ``MAX_NESTING`` (counted from its tags) before Lexbor
+    spends quadratic time building it."""
+    depth = 0
+    for found in _TAG.finditer(text):
+        if found.group(2).lower() in _FLAT or found.group(3):
+            continue
+        depth += -1 if found.group(1) else 1
+        if depth > MAX_NESTING:
+            raise DocumentError(name, f"nests its HTML elements more than {MAX_NESTING:,} deep; this is not a page "
+                                      "anyone can read (browsers stop at 512)")
+        depth = max(depth, 0)
 
 
 def _content_root(tree: LexborHTMLParser) -> LexborNode | None:
@@ -91,6 +128,35 @@ def _is_chrome(node: LexborNode) -> bool:
     return any(_CHROME.search(name) for name in names)
 
 
+def _is_bold_question(paragraph: LexborNode) -> bool:
+    """A paragraph holding nothing but one ``<b>`` or ``<strong>`` whose text asks a question."""
+    text = _SPACE.sub(" ", paragraph.text()).strip()
+    if not text.endswith(_QUESTION_MARKS) or len(text) > MAX_HEADING_CHARS:
+        return False
+    bold = None
+    child = paragraph.child
+    while child is not None:
+        if child.is_element_node and child.tag in ("b", "strong") and bold is None:
+            bold = child
+        elif child.is_element_node or (child.is_text_node and (child.text_content or "").strip()):
+            return False
+        child = child.next
+    return bold is not None
+
+
+def _children(node: LexborNode) -> list[LexborNode]:
+    children = []
+    child = node.child
+    while child is not None:
+        children.append(child)
+        child = child.next
+    return children
+
+
+def _nothing() -> None:
+    pass
+
+
 def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
     parent = node.parent
     while parent is not None:
@@ -106,14 +172,25 @@ class _Walker:
         self.buffer: list[str] = []
         self.item_prefix: str | None = None  # "  - " while inside a list item
         self.lists: list[list] = []  # per open list: [ordered?, next number]
+        self.level = 0  # the last h1-h6's level
+        self.nested = 0  # open <details> and <dl> elements, whose questions are headings below it
 
-    def walk(self, node: LexborNode) -> None:
-        child = node.child
-        while child is not None:
-            self.visit(child)
-            child = child.next
+    def walk(self, root: LexborNode) -> None:
+        """Visits ``root``'s descendants in document order with a stack of its own, not Python's: a page may
+        nest elements thousands deep (past 500 the recursion this replaced failed with RecursionError)."""
+        stack: list[LexborNode | Callable[[], None]] = _children(root)[::-1]
+        while stack:
+            item = stack.pop()
+            if not isinstance(item, LexborNode):
+                item()
+                continue
+            done = self.visit(item)
+            if done is not None:
+                stack.append(done)
+                stack.extend(_children(item)[::-1])
 
-    def visit(self, node: LexborNode) -> None:
+    def visit(self, node: LexborNode) -> Callable[[], None] | None:
+        """Handles ``node`` itself; returns what to do once its children are visited, or None to skip them."""
         tag = node.tag
         if node.is_text_node:  # source line breaks are spaces; only <br> breaks a line
             self.buffer.append(_SPACE.sub(" ", node.text_content or ""))
@@ -122,6 +199,16 @@ class _Walker:
             text = _SPACE.sub(" ", node.text()).strip()
             if text:
                 self.blocks.append(Block("heading", text, level=_HEADINGS[tag]))
+                self.level = _HEADINGS[tag]
+        elif tag in ("details", "dl"):
+            self.flush()
+            self.nested += 1
+            return self._end_nested
+        elif tag == "dt" or tag == "summary" and node.parent is not None and node.parent.tag == "details":
+            self.flush()
+            text = _SPACE.sub(" ", node.text()).strip()
+            if text:
+                self.blocks.append(Block("heading", text, level=self.level + self.nested))
         elif tag == "table":
             self.flush()
             self.table(node)
@@ -129,9 +216,7 @@ class _Walker:
             self.flush()
             start = node.attributes.get("start") or "1"
             self.lists.append([tag == "ol", int(start) if start.isdigit() else 1])
-            self.walk(node)
-            self.flush()
-            self.lists.pop()
+            return self._end_list
         elif tag == "li":
             self.flush()
             ordered, number = self.lists[-1] if self.lists else (False, 1)
@@ -139,8 +224,10 @@ class _Walker:
                 self.lists[-1][1] += 1
             indent = "  " * max(len(self.lists) - 1, 0)
             self.item_prefix = f"{indent}{number}. " if ordered else f"{indent}- "
-            self.walk(node)
+            return self.flush
+        elif tag == "p" and _is_bold_question(node):
             self.flush()
+            self.blocks.append(Block("heading", _SPACE.sub(" ", node.text()).strip(), level=self.level + self.nested + 1))
         elif tag == "pre":
             self.flush()
             code = (node.text(deep=True) or "").strip("\n")
@@ -150,10 +237,18 @@ class _Walker:
             self.buffer.append("\n")
         elif tag in _BLOCK_TAGS:
             self.flush()
-            self.walk(node)
-            self.flush()
+            return self.flush
         elif node.is_element_node:
-            self.walk(node)  # inline element: its text joins the current paragraph
+            return _nothing  # inline element: its text joins the current paragraph
+        return None
+
+    def _end_nested(self) -> None:
+        self.flush()
+        self.nested -= 1
+
+    def _end_list(self) -> None:
+        self.flush()
+        self.lists.pop()
 
     def flush(self) -> None:
         lines = (_SPACE.sub(" ", line).strip() for line in "".join(self.buffer).split("\n"))

@@ -4,6 +4,9 @@ Headings come from the paragraph's outline level (what Word's navigation pane sh
 set by the built-in "Heading N" styles in every UI language).  Documents that use no
 heading style at all, such as QnA Maker's multi-turn sample whose topics are just
 larger blue text, get headings from font size and weight instead (``typography.py``).
+In a document that does use heading styles, a short paragraph set all in bold that asks a
+question ("How do I reset my password?") is still a heading, one level below the styled
+heading it stands under: that is how FAQ documents under a styled title are written.
 
 Paragraph text is read from the XML rather than ``Paragraph.text`` because python-docx
 skips nested hyperlinks ("Open your [benefits website]." came out as "Open your .").
@@ -32,6 +35,7 @@ from openqna.ingest.typography import HeadingLevels, body_size, looks_like_headi
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _ORDERED_FORMATS = {"decimal", "decimalZero", "lowerLetter", "upperLetter", "lowerRoman", "upperRoman"}
+_QUESTION_MARKS = ("?", "？")
 _WORD_DEFAULT_SIZE = 10.0  # points, when neither styles nor document defaults set one
 
 
@@ -69,6 +73,12 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         if not by_style and p.numbering is None and looks_like_heading(p.text, *p.look, body)
     }
     levels = HeadingLevels((p.look[0] for p in paras if id(p) in visual), body)
+    questions = {  # ids of bold questions in a document with heading styles
+        id(p) for p in paras
+        if by_style and not p.styled_heading and p.numbering is None and p.look[1]
+        and p.text.endswith(_QUESTION_MARKS) and looks_like_heading(p.text, *p.look, body)
+    }
+    level = 0  # the last styled heading's level
     numbers = _ListNumbers(reader)
     blocks: list[Block] = []
     for item in items:
@@ -77,7 +87,10 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         elif item.is_title:
             title = title or item.text
         elif item.styled_heading:
-            blocks.append(Block("heading", " ".join(item.text.split()), level=item.outline + 1))
+            level = item.outline + 1
+            blocks.append(Block("heading", " ".join(item.text.split()), level=level))
+        elif id(item) in questions:
+            blocks.append(Block("heading", " ".join(item.text.split()), level=level + 1))
         elif id(item) in visual:
             blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(item.look[0])))
         elif item.numbering is not None:
@@ -117,13 +130,32 @@ class _Reader:
                 if para is not None:
                     yield para
             elif child.tag == _TBL:
-                rendered = markdown_table(_table_rows(child), header=_has_header_row(child))
+                rendered = markdown_table(_table_rows(child), header=self._has_header_row(child))
                 if rendered:
                     yield rendered
             elif child.tag == _SDT:  # content controls: cover pages, boxes (TOCs are skipped below)
                 content = child.find(qn("w:sdtContent"))
                 if content is not None:
                     yield from self._walk(content)
+
+    def _has_header_row(self, table: _Element) -> bool:
+        """Whether the first row is a header, as a reader sees it: Word's "Repeat as header row", a table style
+        that sets its first row apart (bold or shaded) with the table's "Header Row" option on, or a first row
+        set in bold by hand above rows that are not."""
+        rows = list(table.iterchildren(_TR))
+        if not rows:
+            return False
+        if rows[0].find(f"{_TR_PR}/{qn('w:tblHeader')}") is not None:
+            return True
+        properties = table.find(qn("w:tblPr"))
+        style_id = _val(properties, qn("w:tblStyle")) if properties is not None else None
+        if style_id is not None and _first_row_look(properties):
+            for style in self.chain(style_id):
+                for special in style.element.iterchildren(qn("w:tblStylePr")):
+                    if special.get(_TYPE) == "firstRow" and (special.find(f"{_RPR}/{_B}") is not None
+                                                               or special.find(f"{qn('w:tcPr')}/{qn('w:shd')}") is not None):
+                        return True
+        return len(rows) > 1 and _all_bold(rows[0]) and not all(_all_bold(row) for row in rows[1:])
 
     def chain(self, style_id: str | None) -> list[BaseStyle]:
         """A style and the styles it is based on, nearest first (cycles cut)."""
@@ -294,10 +326,29 @@ def _collect_text(element: _Element, parts: list[str]) -> None:
             _collect_text(child, parts)
 
 
-def _has_header_row(table: _Element) -> bool:
-    """Word's "Repeat as header row" marks a real header; without it the first row is data."""
-    first = table.find(qn("w:tr"))
-    return first is not None and first.find(f"{qn('w:trPr')}/{qn('w:tblHeader')}") is not None
+_TR, _TR_PR, _RPR, _B, _TYPE = qn("w:tr"), qn("w:trPr"), qn("w:rPr"), qn("w:b"), qn("w:type")
+
+
+def _first_row_look(properties: _Element) -> bool:
+    """The table's "Header Row" option (``w:tblLook``: ``firstRow``, or bit 0x0020 of the older hex ``val``)."""
+    look = properties.find(qn("w:tblLook"))
+    if look is None:
+        return True  # Word's default look includes the header row
+    first = look.get(qn("w:firstRow"))
+    if first is not None:
+        return first in ("1", "true", "on")
+    value = look.get(_VAL) or "0"
+    return all(c in "0123456789abcdefABCDEF" for c in value) and bool(int(value, 16) & 0x0020)
+
+
+def _all_bold(row: _Element) -> bool:
+    """Every run with text in the row is bold by its own formatting."""
+    runs = [r for r in row.iter(_R) if _text(r).strip()]
+    for run in runs:
+        bold = run.find(f"{_RPR}/{_B}")
+        if bold is None or bold.get(_VAL) in ("0", "false", "off"):
+            return False
+    return bool(runs)
 
 
 def _table_rows(table: _Element) -> list[list[str]]:
