@@ -333,6 +333,9 @@ class DeploymentStore(Protocol):
         """Every deploy of the project, oldest first."""
     def version_records(self, project: str, version: int) -> list[QnA]:
         """The records of a kept version, by id (``NotFound`` when it is not kept or never was)."""
+    def version_synonyms(self, project: str, version: int) -> list[list[str]]:
+        """The synonyms of a kept version (its vectors and trained model are read as those of the state
+        ``statements.version_name(version)``: ``get_vectors``, ``get_trained``)."""
 
 
 class IndexSource(Protocol):
