@@ -178,8 +178,7 @@ class PostgresStore(SharedStatements, VectorSearch):
         except psycopg.OperationalError as exc:
             if not _lost(exc):
                 raise  # the server answered: a statement's own error (a deadlock, a timeout) is not an outage
-            first = self._lost_since is None
-            if first:
+            if self._lost_since is None:  # the first use to find it gone says so, once
                 self._lost_since = time.monotonic()
                 log.warning("%s; answering 503 until it is back", _unreachable(self.dsn, exc))
             if not isinstance(exc, PoolTimeout):
