@@ -99,3 +99,46 @@ def pg_dsn(pg_server):
         yield pg_server.dsn(schema=name)
     finally:
         pg_server.drop_schema(name)
+
+
+class RestartablePg:
+    """A PostgreSQL server of its own (pgserver, in ``folder``) that a test stops and starts again under running
+    stores and servers, as an operator's restart or a failover does; ``dsn`` names its ``postgres`` database."""
+
+    def __init__(self, folder: str):
+        import pgserver
+        from psycopg.conninfo import conninfo_to_dict
+
+        if os.environ.get("OPENQNA_TEST_PG_DSN"):
+            pytest.skip("restarts a PostgreSQL of its own (pgserver), which OPENQNA_TEST_PG_DSN replaces")
+        self.server = pgserver.get_server(folder, cleanup_mode="delete")
+        self.dsn = self.server.get_uri()
+        self.socket_dir = str(conninfo_to_dict(self.dsn)["host"])
+
+    def stop(self) -> None:
+        import pgserver
+
+        pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+
+    def start(self) -> None:
+        import pgserver
+
+        pgserver.pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.server.log), "start"],
+                        pgdata=self.server.pgdata, user=self.server.system_user, timeout=30)
+
+    def close(self) -> None:
+        import shutil
+
+        try:
+            self.server.cleanup()  # stops the server and deletes its folder
+        except Exception:  # noqa: BLE001  (stopped by the test already: only the folder is left)
+            shutil.rmtree(self.server.pgdata, ignore_errors=True)
+
+
+@pytest.fixture
+def restartable_pg():
+    server = RestartablePg(tempfile.mkdtemp(prefix="openqna-pg-restart-"))
+    try:
+        yield server
+    finally:
+        server.close()

@@ -23,6 +23,7 @@ from openqna.index.analyze import analyze
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.records import NotFound, QnA
 from openqna.store import Project, Source, StoredQnA, Unit
+from openqna.store.base import SchemaTooNew
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
@@ -225,8 +226,11 @@ def test_schema_is_created_versioned_and_reopened(pg_server):
         again.close()
         with psycopg.connect(dsn) as conn:
             conn.execute("UPDATE meta SET value=%s WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
-        with pytest.raises(RuntimeError, match="newer"):
+        with pytest.raises(SchemaTooNew, match="newer than this openqna understands"):
             PostgresStore(dsn)
+        with psycopg.connect(dsn) as conn:  # refused with nothing written
+            assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] \
+                == str(SCHEMA_VERSION + 1)
     finally:
         pg_server.drop_database(name)
 

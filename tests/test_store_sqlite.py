@@ -68,6 +68,56 @@ def test_schema_1_databases_are_migrated(tmp_path):
     assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
+def test_a_database_upgraded_by_a_newer_openqna_is_refused_untouched(tmp_path):
+    """An older openqna facing a newer schema refuses to open it and writes nothing (it used to record its own,
+    older version over the newer one, so the newer openqna would migrate again, and to write files without the
+    columns it did not know); the command line says what to do in one line, without a traceback."""
+    import subprocess
+    import sys
+
+    from openqna.store.base import SchemaTooNew
+
+    newer = SQLiteStore(tmp_path)
+    newer.create_project(Project("p"))
+    newer._db.execute("ALTER TABLE files ADD COLUMN newer_column TEXT")  # what the newer version added
+    newer._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    newer.close()
+    before = (tmp_path / "openqna.sqlite3").read_bytes()
+    with pytest.raises(SchemaTooNew, match=f"schema version {SCHEMA_VERSION + 1}, newer than this openqna"):
+        SQLiteStore(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "openqna.cli", "projects", "--data", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "a newer openqna upgraded it. Run that version of openqna or a newer one" in out.stderr
+    assert (tmp_path / "openqna.sqlite3").read_bytes() == before
+    db = sqlite3.connect(tmp_path / "openqna.sqlite3")
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION + 1)
+    db.close()
+
+
+def test_schema_9_files_gain_an_expiry_and_keep_everything(tmp_path):
+    """A schema-9 store (before files could expire) with a project, a deployment, a file and a key opens at the
+    current schema with all of them, the old file never expiring, and a new file may expire."""
+    from openqna.store import ApiKey, StoredFile
+
+    old = SQLiteStore(tmp_path)
+    old.create_project(Project("p"))
+    old.put_qnas("p", [item(["q"], "a", vectors=[vec(1, 0)], answer_vector=vec(0, 1))])
+    old.deploy("p", "production")
+    old.put_file(StoredFile("file-old", "a.txt", "assistants", 1, 1, data=b"a", scope=["p"]))
+    old.add_key(ApiKey("k1", "reader", "query", ["p"], "2026-01-01T00:00:00Z"), "hash-1")
+    old._db.execute("ALTER TABLE files DROP COLUMN expires_at")
+    old._db.execute("UPDATE meta SET value='9' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert new.get_file("file-old", with_data=True) == StoredFile("file-old", "a.txt", "assistants", 1, 1, data=b"a",
+                                                                  scope=["p"])
+    assert new.list_qnas("p", "production")[0].answer == "a" and new.find_key("hash-1").name == "reader"
+    new.put_file(StoredFile("file-new", "b.txt", "assistants", 1, 2, expires_at=3602))
+    assert new.get_file("file-new").expires_at == 3602
+
+
 def test_schema_2_jobs_are_migrated_to_a_queue(tmp_path):
     """Jobs written before claims and leases existed: queued ones stay queued in order, running ones fail."""
     from openqna.store import Job

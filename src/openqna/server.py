@@ -43,6 +43,7 @@ from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.kinds.vector_stores import VectorStores
+from openqna.records import OpenQnAError
 
 log = logging.getLogger("openqna")
 
@@ -145,19 +146,30 @@ def create_app(service: Service) -> Starlette:
         log.debug("client left before its body arrived: %s %s", request.method, request.url.path)
         return Response(status_code=400)
 
-    async def crashed(request: Request, exc: Exception) -> Response:
-        """A 500 in the caller's dialect too: the clients read their own envelope whatever the status."""
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        message = "The server failed to handle the request; see its log."
-        path = request.url.path
+    def error(path: str, status: int, code: str, message: str) -> Response:
+        """An error in the dialect of the surface that serves ``path``: the clients read their own envelope whatever
+        the status."""
         if path.startswith("/v1/"):
-            return openai_error(500, message, kind="server_error")
+            return openai_error(status, message, kind="server_error" if status >= 500 else "invalid_request_error")
         if path.startswith(("/tools/", "/get_related_")):
-            return tools_error(500, "internal_error", message)
+            return tools_error(status, "internal_error" if status == 500 else code, message)
         if path == "/mcp":
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}},
-                                status_code=500)
-        return azure_error(500, "InternalServerError", message)
+                                status_code=status)
+        return azure_error(status, code, message)
+
+    def refused(path: str, exc: OpenQnAError) -> Response:
+        """An ``OpenQnAError`` no route caught (the store lost while a key was checked: ``StoreUnavailable``) is no
+        crash: its own status and message, one line in the log and no traceback."""
+        log.warning("%s: %s", path, exc.message)
+        return error(path, exc.status, exc.code, exc.message)
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        """A 500 in the caller's dialect too."""
+        if isinstance(exc, OpenQnAError):
+            return refused(request.url.path, exc)
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error(request.url.path, 500, "InternalServerError", "The server failed to handle the request; see its log.")
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette):
@@ -174,7 +186,7 @@ def create_app(service: Service) -> Starlette:
     app = Starlette(routes=routes,
                     exception_handlers={HTTPException: not_found, ClientDisconnect: disconnected, Exception: crashed},
                     middleware=[*links.host_middleware(), Middleware(links.RedirectsToBaseUrl), Middleware(RateLimits),
-                                Middleware(ChecksOffLoop, authorizer=authorizer)],
+                                Middleware(ChecksOffLoop, authorizer=authorizer, refused=refused)],
                     lifespan=lifespan)
     app.state.jobs = jobs
     app.state.refreshes = refreshes

@@ -7,11 +7,15 @@ on the network runs (``ChecksOffLoop``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio.to_thread
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openqna.auth.keys import Authorizer
+from openqna.records import OpenQnAError
 
 
 def secret_from_headers(headers) -> str | None:
@@ -57,15 +61,22 @@ class ChecksOffLoop:
     it is one indexed read and stays where the surface makes it.
     """
 
-    def __init__(self, app: ASGIApp, authorizer: Authorizer):
+    def __init__(self, app: ASGIApp, authorizer: Authorizer, refused: Callable[[str, OpenQnAError], Response]):
+        """``refused(path, error)``: the answer, in the dialect of ``path``, to a check that could not be made (the
+        store unreachable: ``StoreUnavailable``, a 503), since this runs outside every surface's own handling."""
         self.app = app
         self.authorizer = authorizer
+        self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             secret = secret_from_headers(Headers(scope=scope))
             if scope["path"] not in UNCHECKED and self.authorizer.may_block(secret):
-                answer = await anyio.to_thread.run_sync(self.authorizer.check, secret)
+                try:
+                    answer = await anyio.to_thread.run_sync(self.authorizer.check, secret)
+                except OpenQnAError as exc:
+                    await self.refused(scope["path"], exc)(scope, receive, send)
+                    return
                 with self.authorizer.checked(secret, answer):
                     await self.app(scope, receive, send)
                 return

@@ -108,7 +108,10 @@ class JobRunner:
                 self.recover()
                 kinds = sorted(self.handlers)
                 job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
-            except Exception:  # the store is unreachable for a moment: try again at the next poll
+            except OpenQnAError as exc:  # the store is unreachable for a moment (it logs so): try at the next poll
+                log.debug("claiming a job failed: %s", exc.message)
+                job = None
+            except Exception:
                 log.exception("claiming a job failed")
                 job = None
             if job is not None:

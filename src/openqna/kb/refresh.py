@@ -251,7 +251,9 @@ class RefreshScheduler:
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.tick()
-            except Exception:  # the store is unreachable for a moment: try again at the next poll
+            except OpenQnAError as exc:  # the store is unreachable for a moment (it logs so): try at the next poll
+                log.debug("looking for sources due to refresh failed: %s", exc.message)
+            except Exception:
                 log.exception("looking for sources due to refresh failed")
 
     def shutdown(self) -> None:

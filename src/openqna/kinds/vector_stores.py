@@ -485,8 +485,9 @@ class VectorStores:
 
     # -- search ---------------------------------------------------------------------------------------------
     def search(self, store_id: str, queries: list[str], *, limit: int = 10, where: Filter | None = None,
-               threshold: float = 0.0) -> tuple[list[SearchResult], bool]:
-        """The best chunks for any of ``queries`` (each scored 0..1), and whether more passed the threshold.
+               threshold: float = 0.0, purged: bool = False) -> tuple[list[SearchResult], bool]:
+        """The best chunks for any of ``queries`` (each scored 0..1), and whether more passed the threshold; never
+        a chunk of a file that has expired (``purged``: the expired files were just purged).
 
         A blank query (empty, or only whitespace) is a valid request in OpenAI's schema (the string has no minimum
         length) that no chunk matches: it adds nothing, and only blank queries give an empty page.
@@ -514,6 +515,12 @@ class VectorStores:
                 best[r.record_id] = max(best.get(r.record_id, 0.0), r.confidence)
         order = sorted(best, key=lambda rid: (-best[rid], rid))
         records = self.store.get_qnas(store_id, order[:limit])
+        if not purged and any(openai_files.expired(f) for fid in {q.source for q in records.values()}
+                              if (f := self.store.get_file(fid)) is not None):
+            # a file expired since the surface last purged (at most once a second, per process): its chunks leave
+            # the store now, and the question is asked again without them
+            self.expire_files()
+            return self.search(store_id, queries, limit=limit, where=where, threshold=threshold, purged=True)
         results = [SearchResult(q.source, q.fields.get("filename", ""), best[rid],
                                 q.fields.get("attributes"), q.answer)
                    for rid in order[:limit] if (q := records.get(rid)) is not None]

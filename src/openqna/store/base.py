@@ -19,12 +19,29 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from openqna.filters.nodes import Filter
-from openqna.records import QnA
+from openqna.records import OpenQnAError, QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 # Units of the multilingual vector space (``Service``'s second embedder, for Chinese, Japanese and Korean), stored
 # beside the main ones under these field names: "mq" holds a question's vector, "ma" the answer's, with no terms.
 MULTILINGUAL_FIELDS = ("mq", "ma")
+
+
+class SchemaTooNew(OpenQnAError):
+    """The database was upgraded by a newer openqna: this one refuses to open it, and has written nothing to it.
+
+    An older openqna would not know what the newer columns and tables mean (a file's expiry, say), nor keep them up
+    to date, and recording its own schema version over the newer one would make the newer openqna migrate again.
+    """
+
+    code = "ServiceUnavailable"
+    status = 503
+
+    def __init__(self, version: int, understood: int):
+        super().__init__(f"the database has schema version {version}, newer than this openqna understands"
+                         f" ({understood}): a newer openqna upgraded it. Run that version of openqna or a newer one"
+                         " against it (pip install -U openqna); openqna never downgrades a database, and this one"
+                         " has changed nothing in it.")
 
 
 @dataclass
@@ -319,6 +336,9 @@ class DeploymentStore(Protocol):
         """Every deploy of the project, oldest first."""
     def version_records(self, project: str, version: int) -> list[QnA]:
         """The records of a kept version, by id (``NotFound`` when it is not kept or never was)."""
+    def version_synonyms(self, project: str, version: int) -> list[list[str]]:
+        """The synonyms of a kept version (its vectors and trained model are read as those of the state
+        ``statements.version_name(version)``: ``get_vectors``, ``get_trained``)."""
 
 
 class IndexSource(Protocol):

@@ -32,6 +32,8 @@ claims and leases (``SKIP LOCKED``).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -40,7 +42,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg.types.json import Json
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
 from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
@@ -57,6 +59,8 @@ from openqna.store.postgres_vector import VectorSearch, filter_to_sql
 from openqna.store.statements import SharedStatements, percent_marks, record_ids
 from openqna.turns import paused
 
+log = logging.getLogger("openqna.store")
+
 
 def _not_found(name: str) -> ProjectNotFound:
     return ProjectNotFound(f"The specified project was not found: {name}.")
@@ -72,6 +76,22 @@ class StoreUnavailable(OpenQnAError):
 
     code = "ServiceUnavailable"
     status = 503
+
+
+# How long a use waits for a connection while the server is known to be gone, and how long the pool keeps retrying
+# one reconnection before it gives up and lets the next use start another (seconds).
+OUTAGE_WAIT = 2.0
+RECONNECT_SECONDS = 10.0
+# SQLSTATE classes and codes of a server that is gone or going: connection exceptions, shutdowns, too many clients
+_LOST_STATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def _lost(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` means the server cannot be used (rather than that it refused one statement)."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    state = exc.sqlstate
+    return state is None or state.startswith(_LOST_STATES)  # no SQLSTATE: the client lost the connection itself
 
 
 def _unreachable(dsn: str, exc: psycopg.Error) -> str:
@@ -111,31 +131,62 @@ class PostgresStore(SharedStatements, VectorSearch):
         with conn:
             self.instance = migrate(conn)
         self.index_dir = None if cache_dir is None else Path(cache_dir) / "indexes" / f"pg-{self.instance[:16]}"
+        self._lost_since: float | None = None  # when a use last found the server gone (None: it answers)
+        # reconnect_timeout: the pool gives up a reconnection that keeps failing after this long, and the next use
+        # starts a new one at once; its default (300 s, the delay doubling from 1 s) could leave a process answering
+        # 503 for minutes after the server came back
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
-                                    configure=register_vector_types, open=True, name="openqna")
+                                    configure=register_vector_types, open=True, name="openqna",
+                                    reconnect_timeout=RECONNECT_SECONDS)
 
     # -- plumbing ------------------------------------------------------------------
     # Every use of a connection gives the thread's turn up (``openqna.turns.paused``): it waits for a pooled
     # connection and for the server's answers, and a query thread that held its turn meanwhile would keep the
-    # other query threads from their Python work (``Service.turns``).
+    # other query threads from their Python work (``Service.turns``).  Every use also goes through
+    # ``_reachable``, which turns a lost server into ``StoreUnavailable`` (a 503 in each caller's dialect).
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
         """A pooled connection in autocommit mode: each statement is its own transaction."""
-        with paused(), self._pool.connection() as conn:
+        with self._reachable(), paused(), self._pool.connection(self._wait()) as conn:
             yield conn
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
         """One transaction: committed when the block ends, rolled back if it raises."""
-        with paused(), self._pool.connection() as conn, conn.transaction():
+        with self._reachable(), paused(), self._pool.connection(self._wait()) as conn, conn.transaction():
             yield conn
 
     @contextmanager
     def _read_tx(self) -> Iterator[psycopg.Connection]:
         """A read-only transaction whose reads all see the database as of its first one (REPEATABLE READ)."""
-        with paused(), self._pool.connection() as conn, conn.transaction():
+        with self._reachable(), paused(), self._pool.connection(self._wait()) as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
+
+    def _wait(self) -> float | None:
+        """How long a use waits for a pooled connection: the pool's timeout, or only ``OUTAGE_WAIT`` seconds while
+        the server is known to be lost, so that callers hear so at once instead of each waiting 30 s."""
+        return OUTAGE_WAIT if self._lost_since is not None else None
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Run a use of the server; a connection lost or refused (a restart, a failover, the network) raises
+        ``StoreUnavailable`` and drops every pooled connection that died with it, so that the first uses after the
+        server is back get new ones instead of failing one by one."""
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if not _lost(exc):
+                raise  # the server answered: a statement's own error (a deadlock, a timeout) is not an outage
+            if self._lost_since is None:  # the first use to find it gone says so, once
+                self._lost_since = time.monotonic()
+                log.warning("%s; answering 503 until it is back", _unreachable(self.dsn, exc))
+            if not isinstance(exc, PoolTimeout):
+                self._pool.check()  # throws the dead idle connections away; the pool reconnects in the background
+            raise StoreUnavailable(_unreachable(self.dsn, exc) + "; try again shortly") from None
+        if self._lost_since is not None:
+            log.warning("the PostgreSQL store is reachable again after %.1f s", time.monotonic() - self._lost_since)
+            self._lost_since = None
 
     _EMPTY_BLOB = "''::bytea"
 

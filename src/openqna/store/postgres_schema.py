@@ -10,7 +10,7 @@ from collections.abc import Callable
 import psycopg
 
 from openqna import strict_json
-from openqna.store.base import JSON_COLUMNS
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew
 from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
@@ -137,8 +137,7 @@ def migrate(conn: psycopg.Connection) -> str:
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"the database has schema version {version}, newer than this openqna"
-                               f" understands ({SCHEMA_VERSION}): upgrade openqna")
+            raise SchemaTooNew(version, SCHEMA_VERSION)  # the transaction is rolled back: nothing written
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[step]:
                 if callable(statement):

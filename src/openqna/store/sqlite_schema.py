@@ -8,7 +8,7 @@ import sqlite3
 import uuid
 
 from openqna import strict_json
-from openqna.store.base import JSON_COLUMNS
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew
 
 log = logging.getLogger("openqna.store")
 
@@ -91,9 +91,11 @@ CREATE TABLE IF NOT EXISTS api_keys(
 def migrate(db: sqlite3.Connection) -> str:
     """Create the tables a new database lacks and bring an older one up to date (idempotent); returns the database's
     random instance id, which names its saved indexes: versions restart in a new database file."""
+    _refuse_newer(db)  # before anything is created or written
     db.executescript(SCHEMA)  # idempotent; executescript manages its own transaction
     db.execute("BEGIN IMMEDIATE")
     try:
+        _refuse_newer(db)  # a newer openqna may have upgraded it meanwhile
         db.execute("INSERT OR IGNORE INTO meta VALUES('seq', '0')")
         # names this database in its saved indexes: versions restart in a new database file
         db.execute("INSERT OR IGNORE INTO meta VALUES('instance', ?)", (uuid.uuid4().hex,))
@@ -129,6 +131,15 @@ def migrate(db: sqlite3.Connection) -> str:
         raise
     db.execute("COMMIT")
     return instance
+
+
+def _refuse_newer(db: sqlite3.Connection) -> None:
+    """``SchemaTooNew`` when a newer openqna has upgraded the database (a new database has no ``meta`` yet)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise SchemaTooNew(int(row[0]), SCHEMA_VERSION)
 
 
 def _repair_surrogates(db: sqlite3.Connection) -> None:

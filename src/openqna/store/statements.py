@@ -346,6 +346,14 @@ class SharedStatements(Dialect):
                                         " ORDER BY id"), (pid, version_name(version))).fetchall()
         return [self._qna_row(r) for r in rows]
 
+    def version_synonyms(self, project: str, version: int) -> list[list[str]]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            row = db.execute(self._sql("SELECT groups FROM synonyms WHERE project_id=? AND deployment=?"),
+                             (pid, version_name(version))).fetchone()
+        groups = self._from_json(row[0]) if row is not None and row[0] is not None else []
+        return list(groups or [])
+
     # -- sources and feedback --------------------------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
         with self._reading() as db:

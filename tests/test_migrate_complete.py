@@ -1,0 +1,161 @@
+"""`openqna migrate` carries everything an owner has, SQLite -> PostgreSQL -> SQLite.
+
+One store is filled through the real services and HTTP routes with one of each thing a store keeps: QnAs with
+prompts and metadata, synonyms, deployments and their history of versions (a rollback included), a trained model,
+URL sources and how they refresh, feedback, accepted suggestions, test sets and runs, the query log, OpenAI files
+(one that expires), a vector store with a file in it, and keys; then it is migrated both ways and everything read
+back through the store protocol must be equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import httpx
+import numpy as np
+
+from conftest import LiveServer, wait_for_job
+from openqna.auth.keys import create_key
+from openqna.kb.migrate import migrate
+from openqna.kb.query_log import QueryLog
+from openqna.kb.service import AskRequest, Service
+from openqna.kb.test_sets import run_test_set
+from openqna.records import QnA
+from openqna.store import Source
+from openqna.store.base import AcceptedQuestion, SourceRefresh, TestSet
+from openqna.store.postgres import PostgresStore
+from openqna.store.sqlite import SQLiteStore
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from test_service import surface_kb
+
+AUTHORING = "/language/authoring/query-knowledgebases/projects"
+PARAMS = {"api-version": "2023-04-01"}
+
+
+def everything(store) -> dict:
+    """All a store holds that an owner could miss, as plain values (what differs between stores left out: the
+    database's instance id, and jobs, which are not migrated)."""
+    out: dict = {"files": [], "keys": [], "projects": {}}
+    for f in sorted(store.list_files(), key=lambda f: f.id):
+        out["files"].append(dataclasses.asdict(store.get_file(f.id, with_data=True)))
+    for key in sorted(store.list_keys(), key=lambda k: k.id):
+        out["keys"].append((dataclasses.asdict(key), store.key_hash(key.id)))
+    for project in store.list_projects():
+        name = project.name
+        deployments = ["test", *(d.name for d in store.list_deployments(name))]
+        versions = store.list_versions(name)
+        states: dict = {}
+        for deployment in deployments:
+            qnas = store.list_qnas(name, deployment)
+            vectors = store.get_vectors(name, [q.id for q in qnas], deployment)
+            trained = store.get_trained(name, deployment)
+            states[deployment] = {
+                "qnas": [dataclasses.asdict(q) for q in qnas],
+                "vectors": {qid: {unit: v.tobytes() for unit, v in units.items()} for qid, units in vectors.items()},
+                "synonyms": store.get_synonyms(name, deployment),
+                "trained": None if trained is None else (trained.data, trained.meta, trained.hash)}
+        out["projects"][name] = {
+            "project": dataclasses.asdict(project) | {"modified": None},
+            "deployments": [dataclasses.asdict(d) for d in store.list_deployments(name)],
+            "versions": [dataclasses.asdict(v) | {"deployed_at": None} for v in versions],
+            "kept": {v.version: [dataclasses.asdict(q) for q in store.version_records(name, v.version)]
+                     for v in versions if v.kept},
+            "states": states,
+            "sources": [dataclasses.asdict(s) for s in store.list_sources(name)],
+            "refreshes": {k: dataclasses.asdict(v) for k, v in store.list_source_refreshes(name).items()},
+            "feedback": store.list_feedback(name),
+            "accepted": [dataclasses.asdict(a) for a in store.list_accepted(name)],
+            "test_sets": [dataclasses.asdict(t) for t in store.list_test_sets(name)],
+            "test_runs": [dataclasses.asdict(store.get_test_run(name, r.id)) for r in store.list_test_runs(name)],
+            "queries": [dataclasses.asdict(q) for q in store.list_queries(name, "")],
+        }
+    return out
+
+
+def fill(service: Service, tmp_path) -> None:
+    """One of everything, made as an owner makes it."""
+    from openqna.training.adapter import QueryAdapter
+    from openqna.training.model import TrainedModel
+
+    store, embedder = service.store, service.embedder
+    with LiveServer(service) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        assert http.patch(f"{AUTHORING}/surface", params=PARAMS, json={"language": "en"}).status_code == 201
+        service.import_content("surface", surface_kb())  # prompts, metadata, several sources, synonyms
+        for deployment in ("production", "staging"):  # version 1, deployed twice
+            r = http.put(f"{AUTHORING}/surface/deployments/{deployment}", params=PARAMS)
+            assert wait_for_job(r.headers["Operation-Location"])["status"] == "succeeded"
+        service.upsert("surface", [QnA(["Where is the office?"], "On the third floor.", id=8, source="editorial",
+                                       metadata={"site": "hq"})])
+        model = TrainedModel({embedder.name: QueryAdapter(np.zeros((embedder.dim, embedder.dim), np.float32),
+                                                          embedder.name)}).to_bytes()
+        store.set_trained("surface", model, {"kept": True})
+        r = http.put(f"{AUTHORING}/surface/deployments/production", params=PARAMS)  # version 2
+        assert wait_for_job(r.headers["Operation-Location"])["status"] == "succeeded"
+        store.deploy("surface", "production", version=1, by="rollback")  # and back to version 1
+        service.upsert("surface", [QnA(["Is there parking?"], "Behind the building.", id=9, source="editorial")])
+        store.delete_qnas("surface", [9])
+
+        store.put_source("surface", Source("https://example.com/faq", "FAQ page", "https://example.com/faq"))
+        store.put_source_refresh("surface", SourceRefresh("https://example.com/faq", 86400, "2030-01-01T00:00:00Z",
+                                                          "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", '"etag"',
+                                                          "Thu, 01 Jan 2026 00:00:00 GMT", {"status": "unchanged"}))
+        store.add_feedback("surface", [(1, "battery dies", "u1")] * 2 + [(2, "screen", "u2")])
+        store.add_accepted("surface", [AcceptedQuestion(1, "battery dies", "suggestion", "2026-01-01T00:00:00Z")])
+        checks = TestSet("checks", [{"question": "battery dies", "expected_qna_id": 1, "expected_answer": None,
+                                     "metadata": {}}])
+        store.put_test_set("surface", checks)
+        run_test_set(service, "surface", checks)
+        run_test_set(service, "surface", checks, "production")
+
+        QueryLog(store).configure("surface", enabled=True, retention_days=30)
+        for question in ("how long to charge?", "where is the office?"):
+            r = http.post("/language/:query-knowledgebases", params={
+                "projectName": "surface", "deploymentName": "production", **PARAMS},
+                json={"question": question, "userId": "someone"})
+            assert r.status_code == 200, r.text
+
+        uploaded = {}
+        for name, expires in (("kept.jsonl", None), ("expiring.jsonl", 86400)):
+            form = {"purpose": "assistants"} | ({} if expires is None else {
+                "expires_after[anchor]": "created_at", "expires_after[seconds]": str(expires)})
+            r = http.post("/v1/files", data=form, files={"file": (name, b'{"text": "Refunds take five days."}\n')})
+            assert r.status_code == 200, r.text
+            uploaded[name] = r.json()
+        assert uploaded["expiring.jsonl"]["expires_at"] is not None
+        vs = http.post("/v1/vector_stores", json={"name": "docs", "metadata": {"team": "support"},
+                                                  "file_ids": [uploaded["kept.jsonl"]["id"]]}).json()
+        deadline = time.monotonic() + 60
+        while http.get(f"/v1/vector_stores/{vs['id']}").json()["file_counts"]["completed"] != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        create_key(store, name="reader", role="query", projects=["surface"])
+        create_key(store, name="owner", role="admin")
+
+
+def test_migrate_keeps_everything_an_owner_has(tmp_path, pg_dsn, embedder):  # noqa: F811
+    source = Service(SQLiteStore(tmp_path / "a"), embedder)
+    fill(source, tmp_path)
+    want = everything(source.store)
+    assert want["projects"]["surface"]["versions"][-1]["version"] == 1 and want["projects"]["surface"]["queries"]
+    pg = PostgresStore(pg_dsn, pool_size=2)
+    back = SQLiteStore(tmp_path / "b")
+    try:
+        migrate(source.store, pg, progress=lambda line: None)
+        migrate(pg, back, progress=lambda line: None)
+        for target in (pg, back):
+            got = everything(target)
+            assert got["projects"].keys() == want["projects"].keys()
+            lost = [part for part in ("files", "keys") if got[part] != want[part]]
+            lost += [f"{name}: {part}" for name, project in want["projects"].items() for part, value in project.items()
+                     if got["projects"][name][part] != value]
+            assert not lost, (type(target).__name__, lost)
+            asked = Service(target, embedder)
+            for deployment in ("production", "staging", "test"):
+                for question in ("where is the office?", "how long to charge the battery?"):
+                    request = AskRequest(question=question, top=2)
+                    assert [(a.qna.id, a.confidence) for a in asked.ask("surface", deployment, request)] \
+                        == [(a.qna.id, a.confidence) for a in source.ask("surface", deployment, request)]
+    finally:
+        pg.close()
+        back.close()
