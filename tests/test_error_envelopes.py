@@ -23,9 +23,9 @@ from openqna.models.embedder import HashEmbedder
 from openqna.server import create_app
 from openqna.store.sqlite import SQLiteStore
 
-# /healthz answers load balancers without a key, /openqna/whoami tells a page whether it needs one, and the
-# console's files (/ and /console/...) are public; none takes input that can be wrong.
-UNSECURED = {"/healthz", "/openqna/whoami", "/", *(f"/console/{p.name}" for p in CONSOLE_DIR.iterdir())}
+# /healthz and /readyz answer load balancers without a key, /openqna/whoami tells a page whether it needs one, and
+# the console's files (/ and /console/...) are public; none takes input that can be wrong.
+UNSECURED = {"/healthz", "/readyz", "/openqna/whoami", "/", *(f"/console/{p.name}" for p in CONSOLE_DIR.iterdir())}
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 # Azure authoring creates a project that a PATCH or an import names: an unknown name is no error there.
 CREATES = {("PATCH", "/projects/{project}"), ("POST", "/projects/{project}/:import"),

@@ -108,7 +108,10 @@ def test_openqna_serve_answers_503_in_each_dialect_and_recovers(restartable_pg, 
                 assert r.json()["jsonrpc"] == "2.0"
             else:
                 assert error["code"] == "ServiceUnavailable", (name, error)
-        assert http.get("/healthz").status_code == 200  # the process itself is up: a balancer keeps it
+        assert http.get("/healthz").status_code == 200  # the process itself is up
+        unready = http.get("/readyz")  # but not ready: a balancer that checks it sends nobody here
+        assert unready.status_code == 503 and unready.json()["status"] == "unavailable"
+        assert "cannot connect to the PostgreSQL store" in unready.json()["reason"]
 
         restartable_pg.start()
         deadline = time.monotonic() + 30
@@ -116,6 +119,7 @@ def test_openqna_serve_answers_503_in_each_dialect_and_recovers(restartable_pg, 
             assert r.status_code == 503 and time.monotonic() < deadline, r.text
             time.sleep(0.2)
         assert r.json()["answers"][0]["answer"] == "On the third floor."  # nothing acknowledged was lost
+        assert http.get("/readyz").json() == {"status": "ready", "version": http.get("/healthz").json()["version"]}
         written = add("Is there parking?", "Behind the building.")
         assert written.status_code == 202, written.text
         assert wait_for_job(written.headers["Operation-Location"])["status"] == "succeeded"

@@ -39,7 +39,7 @@ def test_a_bucket_holds_a_burst_and_refills_at_the_rate() -> None:
     buckets.take("b")
     buckets.take("c")  # a third caller: the one seen longest ago ("a") is forgotten, and starts full again
     assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert not counted("/healthz") and not counted("/") and not counted("/console/app.js")
+    assert not counted("/healthz") and not counted("/readyz") and not counted("/") and not counted("/console/app.js")
     assert counted(QUERY) and counted("/v1/embeddings") and counted("/openqna/projects")
 
 
@@ -72,6 +72,7 @@ def test_each_surface_refuses_in_its_own_dialect(limited):
     # another key has a bucket of its own; /healthz is never counted
     assert httpx.post(url + QUERY, params=PARAMS, json=ask, headers={"api-key": keys[1]}).status_code == 200
     assert {httpx.get(url + "/healthz").status_code for _ in range(6)} == {200}
+    assert [httpx.get(url + "/readyz").json()["status"] for _ in range(6)] == ["ready"] * 6  # the store answers
 
     v1 = exhaust(lambda: httpx.post(url + "/v1/embeddings", json={"input": "hi", "model": "m"},
                                     headers={"Authorization": f"Bearer {keys[2]}"}))

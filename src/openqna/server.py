@@ -9,6 +9,7 @@ import re
 from queue import SimpleQueue
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -129,6 +130,17 @@ def create_app(service: Service) -> Starlette:
     async def health(_: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
 
+    async def ready(_: Request) -> Response:
+        """Readiness, for a load balancer: 200 while the store answers a read, else 503 with why (``/healthz`` says
+        only that the process is up, which it stays while a PostgreSQL store is gone)."""
+        try:
+            await anyio.to_thread.run_sync(service.store.has_keys)
+        except Exception as exc:  # StoreUnavailable says why; anything else is the store failing too
+            reason = exc.message if isinstance(exc, OpenQnAError) else f"the store did not answer ({type(exc).__name__})"
+            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503,
+                                headers={"Retry-After": "1"})
+        return JSONResponse({"status": "ready", "version": __version__})
+
     async def not_found(request: Request, exc: HTTPException) -> Response:
         if request.url.path.startswith("/v1/"):  # the OpenAI surface answers in its own dialect
             return openai_error(exc.status_code, f"Invalid URL ({request.method} {request.url.path})")
@@ -180,7 +192,7 @@ def create_app(service: Service) -> Starlette:
         refreshes.shutdown()
         jobs.shutdown()
 
-    routes = [Route("/healthz", health), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
+    routes = [Route("/healthz", health), Route("/readyz", ready), *azure.routes(), *qnamaker.routes(), *authoring.routes(), *tools.routes(),
               *openai.routes(), *vector_stores.routes(), *embeddings.routes(), *mcp.routes(), *native.routes(),
               *console_routes()]
     app = Starlette(routes=routes,

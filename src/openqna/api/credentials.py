@@ -47,7 +47,7 @@ def _without_scheme(value: str, schemes: tuple[str, ...]) -> str:
     return value
 
 
-UNCHECKED = frozenset({"/healthz"})  # paths no surface checks a credential on
+UNCHECKED = frozenset({"/healthz", "/readyz"})  # paths no surface checks a credential on
 
 
 class ChecksOffLoop:

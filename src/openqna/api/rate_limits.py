@@ -9,7 +9,7 @@ needs the same guard, or one busy or buggy caller takes both cores from everyone
   so guessing keys is throttled as well.
 * **How much**: ``OPENQNA_RATE_LIMIT`` requests a second on average, with bursts of ``OPENQNA_RATE_BURST`` (0: twice
   the rate, at least 1): a bucket of that many tokens, refilled at the rate; a request takes one.
-* **What is not counted**: ``/healthz`` and the console's own files; the console's API calls count as its key's.
+* **What is not counted**: ``/healthz``, ``/readyz`` and the console's own files; the console's API calls count as its key's.
 * **The answer** is each surface's own 429 (``refusal``) with ``Retry-After`` in whole seconds (and OpenAI's
   ``retry-after-ms``): the Azure SDK's and the ``openai`` client's retry policies wait that long and try again, so
   their callers see a slower answer, not an error.  QnA Maker bots (botbuilder-python reads ``answers`` whatever
@@ -40,8 +40,8 @@ MAX_CALLERS = 50_000
 
 
 def counted(path: str) -> bool:
-    """Whether a request to ``path`` takes a token: not ``/healthz`` nor the console's page and files."""
-    return path not in ("/healthz", "/") and not path.startswith("/console/")
+    """Whether a request to ``path`` takes a token: not ``/healthz``, ``/readyz`` nor the console's page and files."""
+    return path not in ("/healthz", "/readyz", "/") and not path.startswith("/console/")
 
 
 class Buckets:
