@@ -483,3 +483,31 @@ def test_duplicates_merge_and_move_question(tmp_path):
     moved = run("move-question", "shop", "Can I pay by credit card?", str(qnas["Do you ship abroad?"]),
                 str(qnas["Which payment methods do you accept?"]), data=data)
     assert "moved 'Can I pay by credit card?'" in moved.stdout
+
+
+def test_backup_while_serving_then_serve_the_copy(tmp_path):
+    """`openqna backup` copies the store while a server writes to it; the copy answers as the original did, holds
+    the secret key, and is never overwritten; a PostgreSQL store is pointed at its own tools."""
+    data, copy = tmp_path / "data", tmp_path / "backup"
+    run("import", "chitchat", str(CHITCHAT), data=data)
+    (data / "secret.key").write_bytes(b"a-fernet-key-the-connected-tables-use=====")
+    env = {"OPENQNA_DATA": str(data), "OPENQNA_SAMPLE": "0"}
+    with ServeProcess(None, tmp_path / "serve.log", env=env) as serve:
+        url = f"{serve.url}/language/authoring/query-knowledgebases/projects/chitchat/qnas?api-version=2023-04-01"
+        writes = [httpx.patch(url, json=[{"op": "add", "value": {"questions": [f"q{i}?"], "answer": f"a{i}"}}])
+                  for i in range(3)]  # jobs the server is running while the backup reads
+        made = run("backup", str(copy), data=data)
+        assert all(w.status_code == 202 for w in writes)
+    assert re.search(r"backed up 1 project \(9[6-9] QnAs and passages\) and 0 keys with secret.key to ", made.stdout)
+    assert (copy / "secret.key").read_bytes() == (data / "secret.key").read_bytes()
+    assert (copy / "secret.key").stat().st_mode & 0o777 == 0o600
+    assert not list(copy.glob("*.partial"))
+    asked = run("ask", "chitchat", "how old are you?", "--top", "1", data=copy)
+    assert "Age doesn't really apply to me." in asked.stdout
+    again = run("backup", str(copy), data=data, check=False)
+    assert again.returncode == 2 and "never overwrites" in again.stderr
+    nothing = run("backup", str(tmp_path / "b2"), data=tmp_path / "none", check=False)
+    assert nothing.returncode == 1 and "no openqna store" in nothing.stderr
+    remote = run("backup", str(tmp_path / "b3"), data=data, check=False,
+                 env={"OPENQNA_STORE": "postgresql://nobody@127.0.0.1:1/none"})
+    assert remote.returncode == 2 and "pg_dump" in remote.stderr and not (tmp_path / "b3").exists()

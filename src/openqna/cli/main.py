@@ -26,7 +26,7 @@ from openqna.cli.test_commands import test, test_diff, test_runs, test_set_from_
 from openqna.cli.train_commands import train
 from openqna.filters.match import MetaEq, all_of
 from openqna.formats.limits import LIMITS
-from openqna.records import OpenQnAError
+from openqna.records import NotFound, OpenQnAError
 
 
 @click.group()
@@ -413,6 +413,34 @@ def migrate(source: str, target: str) -> None:
     except OpenQnAError as exc:
         fail(exc.message)
     click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
+@main.command()
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@data_option
+def backup(dest: Path, data_dir: str) -> None:
+    """Copy the embedded store (and its secret.key) into the folder DEST while servers use it.
+
+    SQLite's online backup: one consistent snapshot, checked before it takes its name; DEST must hold
+    no store.  Restore by serving DEST (OPENQNA_DATA=DEST openqna serve) or copying it back.  A
+    PostgreSQL store is backed up with pg_dump, or copied into a folder with `openqna migrate`.
+    """
+    from openqna.kb.backup import backup as run
+
+    try:
+        report = run(data_dir, dest)
+    except NotFound:  # the one thing a backup does not find is the store
+        no_store(data_dir)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"cannot write {dest}: {exc.strerror or exc}")
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    click.echo(f"backed up {count(report.projects, 'project')} ({report.records} QnAs and passages) and "
+               f"{count(report.keys, 'key')}{' with secret.key' if report.secret_key else ''} to {report.path} "
+               f"({report.bytes / 1e6:.1f} MB, {report.seconds} s)")
 
 
 @main.command()

@@ -24,7 +24,7 @@ import numpy as np
 
 from openqna import strict_json
 from openqna.clock import now_iso
-from openqna.records import NotFound, ProjectNotFound, QnA
+from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
 from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.sqlite_rows import (
     TERM_SEP,
@@ -40,6 +40,27 @@ from openqna.store.sqlite_schema import migrate
 from openqna.store.statements import SharedStatements, id_batches
 
 PAGE_SIZE = 16384
+def backup_file(source: Path, target: Path) -> None:
+    """One consistent snapshot of the SQLite database ``source`` written to ``target`` (replaced), while other
+    connections read and write it (SQLite's online backup: what a committed transaction wrote is in it, half of one
+    never is), then checked with ``PRAGMA integrity_check``; a copy that fails it is deleted."""
+    target.unlink(missing_ok=True)
+    src = sqlite3.connect(source, timeout=30)
+    try:
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+            verdict = str(dst.execute("PRAGMA integrity_check").fetchone()[0])
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    if verdict != "ok":
+        target.unlink(missing_ok=True)
+        raise OpenQnAError(f"the copy of {source} failed SQLite's integrity check ({verdict}); the store itself may "
+                           "be damaged: check it with `sqlite3 FILE 'PRAGMA integrity_check'`")
+
+
 class SQLiteStore(SharedStatements):
     """Store protocol on SQLite; safe to share across threads and processes.
 
