@@ -364,7 +364,8 @@ def test_unknown_route_is_an_azure_404(server):
     assert r.status_code == 404 and r.json()["error"]["code"] == "NotFound"
 
 
-@pytest.mark.parametrize("version", ["2021-10-01", "2023-04-01", "2025-05-15-preview", "2023-04-15-PREVIEW"])
+@pytest.mark.parametrize("version", ["2021-10-01", "2023-04-01", "2025-05-15-preview", "2023-04-15-PREVIEW",
+                                     "2021-11-01-preview", "2024-11-15-preview"])  # of the form: previews the list lacks
 def test_the_api_versions_of_the_specs_are_answered(server, version):
     r = post(server, QKB, {"question": "battery"}, params={"projectName": "surface", "deploymentName": "test",
                                                             "api-version": version})
@@ -381,8 +382,9 @@ def test_an_api_version_the_service_never_had_is_refused_with_the_supported_ones
     assert caught.value.status_code == 400 and error.code == "UnsupportedApiVersionValue"
     assert "'2024-13-01'" in error.message and "2021-10-01, 2023-04-01" in error.message
     authoring = "/language/authoring/query-knowledgebases/projects"
-    r = httpx.get(server.url + authoring, params={"api-version": "banana"}, timeout=30)
-    assert r.status_code == 400 and r.json()["error"]["target"] == "api-version"
+    for wrong in ("banana", "2019-01-01", "2021-10-01-beta", "3021-01-01"):  # before QnA, not Azure's form, a typo
+        r = httpx.get(server.url + authoring, params={"api-version": wrong}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["target"] == "api-version", wrong
     r = httpx.get(server.url + authoring + "/surface/qnas/jobs/no-such-job", params={"api-version": "banana"},
                   timeout=30)  # a poll may leave api-version out, but not send a wrong one
     assert r.status_code == 400 and r.json()["error"]["code"] == "UnsupportedApiVersionValue"

@@ -9,6 +9,8 @@ scoped to other projects gets 404 so project names do not leak.
 from __future__ import annotations
 
 import functools
+import re
+from datetime import date, timedelta
 from typing import Any, Callable
 
 from starlette.requests import Request
@@ -27,6 +29,23 @@ from openqna.records import InvalidArgument, OpenQnAError
 # 2021-10-01 by default, 2.0.0b1 and the authoring 1.0.0b1 package 2025-05-15-preview, Bot Framework 2021-10-01.
 API_VERSIONS = ("2021-10-01", "2023-04-01", "2021-05-01-preview", "2021-07-15-preview", "2022-07-01-preview",
                 "2022-10-01-preview", "2023-04-15-preview", "2023-11-15-preview", "2025-05-15-preview")
+# A version of their form dated from the first one on is answered too (the specs have more previews, 2021-11-01-preview
+# among them, and the next SDK's default must not break): what is refused is what no Azure client ever sends.
+FIRST_API_VERSION = date(2021, 5, 1)
+_VERSION_FORM = re.compile(r"(\d{4})-(\d{2})-(\d{2})(-preview)?", re.IGNORECASE)
+
+
+def known_api_version(value: str) -> bool:
+    """Whether ``value`` is one of ``API_VERSIONS`` or of their form, a real date from ``FIRST_API_VERSION`` to a year
+    from today."""
+    if value.lower() in API_VERSIONS:
+        return True
+    form = _VERSION_FORM.fullmatch(value)
+    try:
+        day = date(int(form[1]), int(form[2]), int(form[3])) if form else None
+    except ValueError:  # 2024-13-01
+        return False
+    return day is not None and FIRST_API_VERSION <= day <= date.today() + timedelta(days=366)
 
 
 class Body:
@@ -164,7 +183,7 @@ def check_api_version(request: Request, *, required: bool) -> None:
                                       "(?api-version=) is required for all requests, e.g. api-version=2023-04-01.",
                                       target="api-version"))
         return
-    if value.lower() not in API_VERSIONS:
+    if not known_api_version(value):
         raise Refused(azure_error(400, "UnsupportedApiVersionValue", f"Unsupported api-version '{value[:100]}'. The "
                                   f"supported api-versions are '{', '.join(API_VERSIONS)}'.", target="api-version"))
 
