@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openqna.clock import stamped
 from openqna.index.analyze import analyze
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
@@ -123,6 +124,50 @@ def test_delete_never_reuses_ids(kb, indexes):
     new = kb.put_qnas("kb1", [item(["new"], "n", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert new == [5]
     assert indexes.get("kb1").row_of.keys() == {1, 2, 3, 5}
+
+
+def test_deleting_a_qna_takes_the_prompts_to_it_out_of_the_live_state(kb):
+    """The QnAs that lead to a deleted QnA lose those prompts in the same transaction, with a new last_updated and a
+    new content hash; the others, and a deployment, keep theirs until the next deploy."""
+    kb.put_qnas("kb1", [item(["Charging menu"], "Pick one.", id=5, vectors=[vec(0, 0, 1, 1)],
+                             answer_vector=vec(0, 0, 1, 1), prompts=[Prompt(0, 3, "Fast"), Prompt(1, 2, "Pen")])])
+    kb.deploy("kb1", "production")
+    assert set(kb.records_prompting("kb1", [3])) == {1, 5}
+    assert set(kb.records_prompting("kb1", [2, 4, 2**70])) == {5}
+    before, hashes = kb.get_qnas("kb1", [1, 2, 5]), kb.content_hashes("kb1")
+    with stamped("2031-01-02T03:04:05Z"):
+        assert kb.delete_qnas("kb1", [3]) == 1
+    after = kb.get_qnas("kb1", [1, 2, 5])
+    assert after[1].dialog.prompts == [] and after[5].dialog.prompts == [Prompt(1, 2, "Pen")]
+    assert after[1].last_updated == after[5].last_updated == "2031-01-02T03:04:05Z"
+    assert after[2].last_updated == before[2].last_updated
+    changed = kb.content_hashes("kb1")
+    assert changed[2] == hashes[2] and changed[1] != hashes[1] and changed[5] != hashes[5]
+    assert kb.records_prompting("kb1", [3]) == {}
+    assert kb.get_qnas("kb1", [1], "production")[1].dialog.prompts == [Prompt(0, 3, "Fast charging")]
+    kb.deploy("kb1", "production")
+    assert kb.get_qnas("kb1", [1], "production")[1].dialog.prompts == []
+    assert len({v.hash for v in kb.list_versions("kb1")}) == 2  # the new content is a version of its own
+
+
+def test_an_import_that_drops_a_qna_takes_the_prompts_to_it_out(kb):
+    """``replace_qnas`` (an import, a refresh, a merge) unlinks in its one transaction, the records it writes too."""
+    kb.replace_qnas("kb1", [item(["Charging menu"], "Pick one.", id=5, vectors=[vec(0, 0, 1, 1)],
+                                 answer_vector=vec(0, 0, 1, 1), prompts=[Prompt(0, 3, "Fast"), Prompt(1, 2, "Pen")])],
+                    [3])
+    found = kb.get_qnas("kb1", [1, 5])
+    assert found[1].dialog.prompts == [] and found[5].dialog.prompts == [Prompt(1, 2, "Pen")]
+    assert kb.delete_qnas("kb1", [3]) == 0  # nothing deleted: nothing else changes
+    assert kb.get_qnas("kb1", [5])[5].dialog.prompts == [Prompt(1, 2, "Pen")]
+
+
+def test_records_prompting_reads_many_ids(kb):
+    """More ids than one statement takes (``ID_BATCH``): every batch is asked, each record named once."""
+    kb.put_qnas("kb1", [item(["far"], "far", id=5, vectors=[vec(0, 0, 1, 1)], answer_vector=vec(0, 0, 1, 1),
+                             prompts=[Prompt(0, 3, "x"), Prompt(1, 1200, "y")])])
+    assert sorted(kb.records_prompting("kb1", range(1, 1300))) == [1, 5]
+    with pytest.raises(ProjectNotFound):
+        kb.records_prompting("nope", [3])
 
 
 def test_replace_keeps_id_and_drops_old_units(kb, indexes):

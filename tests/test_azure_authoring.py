@@ -457,3 +457,39 @@ def test_a_qna_with_more_questions_than_azure_allows_is_refused(live, admin):
     many["questions"].pop()
     authoring.begin_update_qnas("kb", [{"op": "add", "value": many}]).result()
     assert sorted(len(q["questions"]) for q in authoring.list_qnas("kb")) == [1, 300]
+
+
+def test_deleting_a_qna_takes_the_prompts_to_it_out_of_the_other_qnas(live, admin):
+    """The QnAs that led to a deleted QnA kept those prompts: GET .../qnas and the exports showed buttons to nothing,
+    and the next save dropped them silently.  Now they go in the deleting change, and the QnAs that held them get a
+    new lastUpdatedDateTime, so an editor saving the copy it read before is told of the change."""
+    from openqna.clock import stamped
+    from openqna.records import Dialog, Prompt
+
+    with stamped("2026-01-02T03:04:05Z"):  # written earlier than the delete (the times are to the second)
+        live.service.import_content("kb", KnowledgeBaseContent([
+            QnA(["How do I charge it?"], "Plug it in.", id=1,
+                dialog=Dialog(prompts=[Prompt(0, 2, "Fast charging"), Prompt(1, 3, "Battery care")])),
+            QnA(["fast charging"], "Use 60 W.", id=2), QnA(["battery care"], "Keep it cool.", id=3),
+            QnA(["Power menu"], "Pick one.", id=4, dialog=Dialog(prompts=[Prompt(0, 2, "Fast charging")]))]))
+    live.service.deploy("kb", "production")
+    authoring, qa = clients(live, admin)
+    before = {q["id"]: q for q in authoring.list_qnas("kb")}
+    authoring.begin_update_qnas("kb", [{"op": "delete", "value": {"id": 2}}]).result()
+
+    after = {q["id"]: q for q in authoring.list_qnas("kb")}
+    assert {i: [p["qnaId"] for p in q["dialog"]["prompts"]] for i, q in after.items()} == {1: [3], 3: [], 4: []}
+    assert after[1]["lastUpdatedDateTime"] != before[1]["lastUpdatedDateTime"]
+    assert after[4]["lastUpdatedDateTime"] != before[4]["lastUpdatedDateTime"]
+    assert after[3]["lastUpdatedDateTime"] == before[3]["lastUpdatedDateTime"]
+    for fmt, name in (("json", "x.json"), ("tsv", "x.zip")):
+        job = authoring.begin_export("kb", file_format=fmt).result()
+        data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).content
+        exported = {q.id: [p.qna_id for p in q.dialog.prompts] for q in read_file(name, data).qnas}
+        assert exported == {1: [3], 3: [], 4: []}, fmt
+
+    stale = {**before[1], "answer": "Plug it in, then wait.", "ifLastUpdated": before[1]["lastUpdatedDateTime"]}
+    with pytest.raises(HttpResponseError, match="changed elsewhere"):
+        authoring.begin_update_qnas("kb", [{"op": "replace", "value": stale}]).result()
+    answer = qa.get_answers(qna_id=1, project_name="kb", deployment_name="production").answers[0]
+    assert [p.qna_id for p in answer.dialog.prompts] == [2, 3]  # production keeps what it was deployed with

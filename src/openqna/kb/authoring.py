@@ -198,8 +198,12 @@ class Authoring:
         self.touch(project)
 
     def check_prompts(self, project: str, writes: list[QnA], deletes: set[int],
-                      existing: dict[int, QnA] | None = None) -> None:
+                      existing: dict[int, QnA] | None = None, *, if_last_updated: dict[int, str] | None = None) -> None:
         """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``.
+
+        ``if_last_updated`` (QnA id -> the lastUpdatedDateTime an edit started from): a QnA changed since is not
+        checked here; its edit fails as a Conflict (deleting a QnA takes the prompts to it out of the QnAs that held
+        them, which changes them), so the editor is told to reload rather than that its prompts are wrong.
 
         A prompt that the stored QnA (``existing``, else read) already had, to a QnA deleted since or in this same
         change, is dropped instead: answers leave such prompts out (``asking.without_dangling_prompts``), and a QnA
@@ -214,7 +218,10 @@ class Authoring:
             return
         if existing is None:
             existing = self.store.get_qnas(project, [q.id for q in stale if q.id is not None])
+        since = if_last_updated or {}
         for q in stale:
+            if q.id in since and q.id in existing and existing[q.id].last_updated != since[q.id]:
+                continue  # the job reports the conflict
             had = {p.qna_id for p in existing[q.id].dialog.prompts} if q.id in existing else set()
             missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known and p.qna_id not in had]
             if missing:

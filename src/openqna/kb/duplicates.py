@@ -232,9 +232,8 @@ def merge(service: Service, project: str, keep_id: int, drop_id: int) -> QnA:
     keep.metadata = {**drop.metadata, **keep.metadata}
     keep.dialog.prompts = keep.dialog.prompts + drop.dialog.prompts
     writes = {keep_id: keep}
-    for other in service.store.list_qnas(project):
-        if other.id is not None and other.id not in (keep_id, drop_id) \
-                and any(p.qna_id == drop_id for p in other.dialog.prompts):
+    for other in service.store.records_prompting(project, [drop_id]).values():  # a query, not every record
+        if other.id is not None and other.id not in (keep_id, drop_id):
             writes[other.id] = other
     for record in writes.values():
         record.dialog.prompts = _rewired(record.dialog.prompts, drop_id, keep_id, record.id)

@@ -45,7 +45,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
-from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
+from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
 from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
@@ -379,6 +379,15 @@ class PostgresStore(SharedStatements, VectorSearch):
         db.execute("DELETE FROM units WHERE project_id=%s AND deployment=%s AND record_id=ANY(%s)",
                    (pid, LIVE, [int(i) for i in ids]))
         return deleted
+
+    _PROMPT_TARGETS = "json_array_elements(r.dialog->'prompts') p WHERE (p.value->>1)::bigint"
+    @staticmethod
+    def _dialog_of(value: Any) -> Dialog:
+        return dialog_from_json(value)
+
+    @staticmethod
+    def _dialog_param(dialog: Dialog) -> Json:
+        return json_value(dialog_json(dialog))
 
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from openqna import strict_json
 from openqna.clock import now_iso
-from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
+from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
 from openqna.store.base import LIVE, Job, Project, StoredQnA
 from openqna.store.sqlite_rows import (
     TERM_SEP,
@@ -259,6 +259,15 @@ class SQLiteStore(SharedStatements):
                                   (pid, LIVE, i)).rowcount
             db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, i))
         return deleted
+
+    _PROMPT_TARGETS = "json_each(r.dialog, '$.prompts') p WHERE json_extract(p.value, '$[1]')"
+    @staticmethod
+    def _dialog_param(dialog: Dialog) -> str:
+        return dialog_json(dialog)
+
+    @staticmethod
+    def _dialog_of(value: Any) -> Dialog:
+        return dialog_from_json(value)
 
     _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 

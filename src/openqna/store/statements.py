@@ -19,7 +19,7 @@ from typing import Any
 
 from openqna import settings
 from openqna.clock import now_iso
-from openqna.records import InvalidArgument, NotFound
+from openqna.records import Dialog, InvalidArgument, NotFound, QnA
 from openqna.store.base import (
     LIVE,
     AcceptedQuestion,
@@ -55,6 +55,12 @@ def record_ids(ids: Iterable[int]) -> list[int]:
     """``ids`` that can name a record, each once, ascending, as ints (numpy's too): an id past SQL's 64-bit integers
     names none (a client may send one; the engines would refuse it as a parameter)."""
     return sorted({n for n in map(int, ids) if -(2**63) <= n < 2**63})
+
+
+def dialog_key(dialog: Dialog) -> str:
+    """``dialog`` as one string, the same on every store (part of a content hash)."""
+    return json.dumps([dialog.is_context_only, [[p.display_order, p.qna_id, p.display_text] for p in dialog.prompts]],
+                      ensure_ascii=False)
 
 
 def id_batches(ids: Iterable[int]) -> Iterator[list[int]]:
@@ -113,6 +119,20 @@ class Dialect:
     def _write_synonyms(self, db: Any, pid: int, groups: list[list[str]]) -> None:
         raise NotImplementedError
 
+    # The FROM item and the target of one prompt of ``r.dialog`` (stored as ``[order, qnaId, text]``), for a query
+    # that finds the records with a prompt to given ids in the engine rather than in Python.
+    _PROMPT_TARGETS = ""
+
+    @staticmethod
+    def _dialog_param(dialog: Dialog) -> Any:
+        """``dialog`` as a parameter of the dialog column."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _dialog_of(value: Any) -> Dialog:
+        """The dialog column's value as a ``Dialog``."""
+        raise NotImplementedError
+
     def _many(self, db: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """``sql`` once per row, in the transaction of ``db``."""
         raise NotImplementedError
@@ -161,6 +181,8 @@ class SharedStatements(Dialect):
             pid = self._writer(db, project)
             ids = self._write_qnas(db, pid, items) if items else []
             deleted = self._delete_records(db, pid, delete)
+            if deleted:
+                self._unlink_prompts(db, pid, delete)
             if synonyms is not None:
                 self._write_synonyms(db, pid, synonyms)
             if items or deleted or synonyms is not None:
@@ -173,8 +195,47 @@ class SharedStatements(Dialect):
             pid = self._writer(db, project)
             deleted = self._delete_records(db, pid, ids)
             if deleted:
+                self._unlink_prompts(db, pid, ids)
                 self._bump(db, pid, LIVE)
         return deleted
+
+    def _prompting_rows(self, db: Any, pid: int, cols: str, ids: list[int]) -> list[tuple[Any, ...]]:
+        """``cols`` of the live records with a follow-up prompt to one of ``ids``: one query per ``ID_BATCH`` ids,
+        the prompts read by the engine (10,000 QnAs are not sent to Python to find the few that point at one)."""
+        rows: list[tuple[Any, ...]] = []
+        for batch in id_batches(ids):
+            rows += db.execute(self._sql(
+                f"SELECT {cols} FROM records r WHERE r.project_id=? AND r.deployment=? AND EXISTS(SELECT 1 FROM"
+                f" {self._PROMPT_TARGETS} IN ({','.join('?' * len(batch))})) ORDER BY r.id"),
+                (pid, LIVE, *batch)).fetchall()
+        return list({row[0]: row for row in rows}.values())  # a record pointing at two batches: once
+
+    def records_prompting(self, project: str, ids: Iterable[int]) -> dict[int, QnA]:
+        """The live records with a follow-up prompt to one of ``ids``, by id."""
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = self._prompting_rows(db, pid, ", ".join(f"r.{c}" for c in self._QNA_COLS.split(", ")),
+                                        list(ids))
+        return {row[0]: self._qna_row(row) for row in rows}
+
+    def _unlink_prompts(self, db: Any, pid: int, ids: list[int]) -> int:
+        """Take the prompts to ``ids`` (just deleted) out of the live records that hold them, in the deleting
+        transaction: the live state never offers a button to nothing.  Each record changed gets a new ``modified``
+        (an editor holding the old copy is told of the change) and a new content hash (derived from the old one and
+        the new dialog: a deploy of the new content is a new version, the index reloads the record, and the next
+        write of it is never taken for unchanged).  Returns how many records changed."""
+        gone = set(record_ids(ids))
+        stamp = now_iso()
+        changed = []
+        for rid, raw, old_hash in self._prompting_rows(db, pid, "r.id, r.dialog, r.content_hash", ids):
+            dialog = self._dialog_of(raw)
+            dialog.prompts = [p for p in dialog.prompts if p.qna_id not in gone]
+            new_hash = hashlib.sha256(f"{old_hash}|{dialog_key(dialog)}".encode()).hexdigest()
+            changed.append((self._dialog_param(dialog), new_hash, stamp, pid, LIVE, rid))
+        if changed:
+            self._many(db, self._sql("UPDATE records SET dialog=?, content_hash=?, modified=? WHERE project_id=?"
+                                     " AND deployment=? AND id=?"), changed)
+        return len(changed)
 
     def set_synonyms(self, project: str, groups: list[list[str]]) -> None:
         with self._tx() as db:

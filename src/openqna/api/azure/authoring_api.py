@@ -450,6 +450,7 @@ class AzureAuthoring:
         self._existing(name)
         parsed = []
         writes: list[QnA] = []  # what add and replace would write, follow-ups written inline included
+        preconditions: dict[int, str] = {}  # QnA id -> the ifLastUpdated its replace carries
         inline_ids = itertools.count(MAX_QNA_ID, -1)  # stand-ins for the ids the job assigns them
         for i, raw in enumerate(ops):
             if not isinstance(raw, dict):
@@ -488,12 +489,15 @@ class AzureAuthoring:
                 except FormatError as exc:
                     raise InvalidArgument(f"[{i}].value: " + exc.message.split("Assets.Qnas[0].", 1)[-1],
                                           target=f"[{i}].value") from None
+                if since and writes[-1 - len(inline)].id is not None:
+                    preconditions[writes[-1 - len(inline)].id] = since
                 if keep or since:
                     parsed.append({"op": op, "value": value, "keepQuestions": keep, "ifLastUpdated": since})
                     continue
             parsed.append({"op": op, "value": value})
         # a prompt to a QnA that does not exist is a 400 now, not a job that fails (the job checks again)
-        self.authoring.check_prompts(name, writes, {o["value"]["id"] for o in parsed if o["op"] == "delete"})
+        self.authoring.check_prompts(name, writes, {o["value"]["id"] for o in parsed if o["op"] == "delete"},
+                                     if_last_updated=preconditions)
         return self._submit(request, "qnas", name, f"/{name}/qnas/jobs", ops=parsed)
 
     # -- feedback ------------------------------------------------------------------------------------------
