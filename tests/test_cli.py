@@ -325,6 +325,21 @@ def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
     assert not (tmp_path / "typo").exists() and not (tmp_path / "to").exists()
 
 
+def test_migrate_refuses_a_target_project_of_the_same_name_made_elsewhere(tmp_path):
+    """A project of the same name that the target got on its own (not from this source) is named and left alone; a
+    rerun into a target the source was migrated to says everything is there."""
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path / "a")
+    run("import", "chitchat", str(CHITCHAT), data=tmp_path / "b")  # the same content, made at another time
+    proc = run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "b"), data=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: The target store already has project chitchat (its settings, records of test "
+                                 "differ)")
+    assert "nothing was copied" in proc.stderr
+    run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
+    again = run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
+    assert "everything was already in the target (1 projects, 0 files, 0 keys); nothing was changed" in again.stdout
+
+
 def test_every_group_command_has_a_description(tmp_path):
     for group, commands in (("keys", ("create", "list", "revoke")), ("table", ("create", "load"))):
         listed = run(group, "--help", data=tmp_path).stdout

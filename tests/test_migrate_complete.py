@@ -14,19 +14,20 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 
 from conftest import LiveServer, wait_for_job
 from openqna.auth.keys import create_key
-from openqna.kb.migrate import migrate
+from openqna.kb.migrate import MARKER, migrate
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import AskRequest, Service
 from openqna.kb.test_sets import run_test_set
-from openqna.records import QnA
+from openqna.records import Conflict, QnA
 from openqna.store import Source
 from openqna.store.base import AcceptedQuestion, SourceRefresh, TestSet
-from openqna.store.postgres import PostgresStore
+from openqna.store.postgres import PostgresStore, StoreUnavailable
 from openqna.store.sqlite import SQLiteStore
-from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
+from pg import pg_dsn, pg_server, restartable_pg  # noqa: F401  (fixtures)
 from test_service import surface_kb
 
 AUTHORING = "/language/authoring/query-knowledgebases/projects"
@@ -133,6 +134,16 @@ def fill(service: Service, tmp_path) -> None:
         create_key(store, name="owner", role="admin")
 
 
+def assert_holds(target, want: dict) -> None:
+    """``target`` holds exactly ``want`` (an ``everything``), or the assertion names the parts that differ."""
+    got = everything(target)
+    assert got["projects"].keys() == want["projects"].keys()
+    lost = [part for part in ("files", "keys") if got[part] != want[part]]
+    lost += [f"{name}: {part}" for name, project in want["projects"].items() for part, value in project.items()
+             if got["projects"][name][part] != value]
+    assert not lost, (type(target).__name__, lost)
+
+
 def test_migrate_keeps_everything_an_owner_has(tmp_path, pg_dsn, embedder):  # noqa: F811
     source = Service(SQLiteStore(tmp_path / "a"), embedder)
     fill(source, tmp_path)
@@ -144,12 +155,7 @@ def test_migrate_keeps_everything_an_owner_has(tmp_path, pg_dsn, embedder):  # n
         migrate(source.store, pg, progress=lambda line: None)
         migrate(pg, back, progress=lambda line: None)
         for target in (pg, back):
-            got = everything(target)
-            assert got["projects"].keys() == want["projects"].keys()
-            lost = [part for part in ("files", "keys") if got[part] != want[part]]
-            lost += [f"{name}: {part}" for name, project in want["projects"].items() for part, value in project.items()
-                     if got["projects"][name][part] != value]
-            assert not lost, (type(target).__name__, lost)
+            assert_holds(target, want)
             asked = Service(target, embedder)
             for deployment in ("production", "staging", "test"):
                 for question in ("where is the office?", "how long to charge the battery?"):
@@ -159,3 +165,77 @@ def test_migrate_keeps_everything_an_owner_has(tmp_path, pg_dsn, embedder):  # n
     finally:
         pg.close()
         back.close()
+
+
+def written(store) -> list:
+    """What tells that a store was written to: each project's change sequence and modification time, and its files
+    and keys."""
+    return [[(p.name, p.modified, store.version(p.name)) for p in store.list_projects()],
+            [f.id for f in store.list_files()], [k.id for k in store.list_keys()]]
+
+
+def test_a_migration_stopped_partway_is_finished_by_running_it_again(tmp_path, restartable_pg, embedder):  # noqa: F811
+    """The target PostgreSQL stops in the middle of a project's copy (its deploys replayed, its live state not yet):
+    the migration fails with the store's error, a rerun copies that project again and skips the finished one, and
+    the target then holds what the source holds; a further rerun writes nothing; and a target whose project or file
+    of the same name differs from the source's, or is another store's unfinished copy, is refused, naming each."""
+    source = Service(SQLiteStore(tmp_path / "a"), embedder)
+    fill(source, tmp_path)
+    source.ensure_project("second")
+    source.upsert("second", [QnA(["What are the opening hours?"], "Nine to five.", source="editorial")])
+    want = everything(source.store)
+    pg = PostgresStore(restartable_pg.dsn, pool_size=2)
+    lines: list[str] = []
+
+    def stop_midway(line: str) -> None:
+        lines.append(line)
+        if line.startswith("surface:") and line.endswith("deployments copied"):
+            restartable_pg.stop()
+
+    try:
+        with pytest.raises(StoreUnavailable):
+            migrate(source.store, pg, progress=stop_midway)
+        assert lines[0].startswith("second:")  # "second" was finished before the stop, the vector store not begun
+        restartable_pg.start()
+        deadline = time.monotonic() + 20
+        while True:  # the pool reconnects in the background
+            try:
+                partial = pg.get_project("surface")
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert partial.settings[MARKER] == source.store.instance and pg.list_files() == []
+        assert MARKER not in pg.get_project("second").settings
+        assert [p.name for p in pg.list_projects()] == ["second", "surface"] and len(want["projects"]) == 3
+
+        report = migrate(source.store, pg, progress=lambda line: None)
+        assert report.recopied == ["surface"] and report.already == {"projects": 1, "files": 0, "keys": 0}
+        assert report.copied["projects"] == 2 and report.copied["files"] == 2 and report.copied["keys"] == 2
+        assert_holds(pg, want)
+
+        before = written(pg)
+        again = migrate(source.store, pg, progress=lambda line: None)
+        assert not any(again.copied.values()) and not again.recopied
+        assert again.already == {"projects": 3, "files": 2, "keys": 2}
+        assert written(pg) == before
+        assert_holds(pg, want)
+
+        # the target changed since: one more QnA in "second", other bytes under a file's id, and "surface" marked
+        # as another store's unfinished copy
+        Service(pg, embedder).upsert("second", [QnA(["Is it open on Sunday?"], "No.", source="editorial")])
+        file_id = want["files"][0]["id"]
+        pg.put_file(dataclasses.replace(pg.get_file(file_id, with_data=True), data=b"other bytes"))
+        surface = pg.get_project("surface")
+        surface.settings[MARKER] = "another-store"
+        pg.update_project(surface)
+        before = written(pg)
+        with pytest.raises(Conflict) as refused:
+            migrate(source.store, pg, progress=lambda line: None)
+        message = refused.value.message
+        assert "project second (its records of test differ)" in message, message
+        assert "project surface (an unfinished copy from another store)" in message, message
+        assert f"file {file_id}" in message and "nothing was copied" in message, message
+        assert written(pg) == before
+    finally:
+        pg.close()

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import os
+import sqlite3
 import time
 from importlib import resources
 from pathlib import Path
@@ -26,7 +27,7 @@ from openqna.cli.test_commands import test, test_diff, test_runs, test_set_from_
 from openqna.cli.train_commands import train
 from openqna.filters.match import MetaEq, all_of
 from openqna.formats.limits import LIMITS
-from openqna.records import NotFound, OpenQnAError
+from openqna.records import Conflict, NotFound, OpenQnAError
 
 
 @click.group()
@@ -409,10 +410,28 @@ def migrate(source: str, target: str) -> None:
     if not is_postgres(source) and not store_file(source).exists():
         no_store(source)  # opening it would create an empty store and copy nothing
     try:
-        counts = run(open_store(source), open_store(target), progress=lambda line: click.echo(line, err=True))
+        stores = open_store(source), open_store(target)
     except OpenQnAError as exc:
         fail(exc.message)
-    click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+    try:
+        report = run(*stores, progress=lambda line: click.echo(line, err=True))
+    except Conflict as exc:  # refused before anything was written
+        fail(exc.message)
+    except (OpenQnAError, sqlite3.Error) as exc:
+        fail(f"the migration stopped: {exc.message if isinstance(exc, OpenQnAError) else exc}. What it copied "
+             "completely stays; run the same command again to copy the rest.")
+    except KeyboardInterrupt:
+        fail("the migration was interrupted. What it copied completely stays; run the same command again to copy "
+             "the rest.")
+    for name in report.recopied:
+        click.echo(f"{name}: copied again (an earlier run left it unfinished)", err=True)
+    if not any(report.copied.values()):
+        click.echo("everything was already in the target (" + ", ".join(
+            f"{n} {name}" for name, n in report.already.items()) + "); nothing was changed")
+        return
+    already = [f"{n} {name}" for name, n in report.already.items() if n]
+    click.echo(", ".join(f"{n} {name}" for name, n in report.copied.items())
+               + (f" (already there: {', '.join(already)})" if already else ""))
 
 
 @main.command()
