@@ -16,7 +16,7 @@ from azure.ai.language.questionanswering import QuestionAnsweringClient
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import LiveServer
-from openqna.api.rate_limits import Buckets, counted
+from openqna.api.rate_limits import Buckets, RateLimits, counted
 from openqna.auth.keys import create_key
 from test_service import surface_kb
 
@@ -39,6 +39,9 @@ def test_a_bucket_holds_a_burst_and_refills_at_the_rate() -> None:
     buckets.take("b")
     buckets.take("c")  # a third caller: the one seen longest ago ("a") is forgotten, and starts full again
     assert [buckets.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    for rate, burst in ((0.5, 0.5), (0.2, 0.0)):  # a burst under one token (given, or twice a slow rate) holds one
+        assert RateLimits(lambda *_: None, rate=rate, burst=burst).buckets.take("a") == 0.0  # type: ignore[union-attr]
+    assert RateLimits(lambda *_: None, rate=0.0).buckets is None  # 0: no limit
     assert not counted("/healthz") and not counted("/readyz") and not counted("/") and not counted("/console/app.js")
     assert counted(QUERY) and counted("/v1/embeddings") and counted("/openqna/projects")
 

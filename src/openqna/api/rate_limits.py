@@ -107,7 +107,8 @@ class RateLimits:
         self.app = app
         self.rate = settings.rate_limit() if rate is None else rate
         burst = settings.rate_burst() if burst is None else burst
-        self.buckets = Buckets(self.rate, burst or max(1.0, 2 * self.rate)) if self.rate > 0 else None
+        # a bucket holds at least one token: one smaller could never hold the token a request takes
+        self.buckets = Buckets(self.rate, max(1.0, burst or 2 * self.rate)) if self.rate > 0 else None
         self.counted = counted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
