@@ -289,5 +289,6 @@ def test_http_search_and_ask_take_a_deployment(http):
                                ("ask", {"project": "hr", "question": "Can I work from home?"})]:
                 missing = await client.call_tool(name, args | {"deployment": "staging"})
                 assert missing.is_error and "Deployment 'staging'" in tool_text(missing), tool_text(missing)
+                assert "Its deployments are 'production'" in tool_text(missing), tool_text(missing)
 
     anyio.run(main)

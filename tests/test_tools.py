@@ -216,6 +216,7 @@ def test_the_tools_search_the_deployment_they_name(service):
             missing = get(live, path, subject="office", deployment="staging")
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
             assert "'staging'" in missing.json()["error"]["message"], missing.text
+            assert "Its deployments are 'production'" in missing.json()["error"]["message"], missing.text
             blank = get(live, path, subject="office", deployment=" ")
             assert blank.status_code == 400 and "'deployment'" in blank.json()["error"]["message"], blank.text
         pinned = get(live, "/tools/faq/openapi.json", deployment="production").json()

@@ -20,7 +20,7 @@ from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
-from openqna.records import InvalidArgument, NotFound, QnA
+from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA
 from openqna.store import Project
 from openqna.store.base import LIVE
 
@@ -108,7 +108,12 @@ class Searching(ServiceBase):
                 raise NotFound(f"Deployment '{deployment}' of '{kb}' was not found: a connected table has no "
                                f"deployments; leave the deployment out (or name '{LIVE}') to search it.")
             return self._search_connected(proj, subject, where, limit)
-        index = self.indexes.get(kb, deployment)
+        try:
+            index = self.indexes.get(kb, deployment)
+        except NotFound as exc:  # a deployment the project lacks: say which it has, as Azure's runtime does
+            if isinstance(exc, ProjectNotFound):
+                raise
+            raise self.deployment_not_found(kb, deployment) from None
         flt = None
         if where and where.strip():  # the columns read the index's metadata keys (once per index version)
             columns = tuple(self._columns(proj, lambda: index))

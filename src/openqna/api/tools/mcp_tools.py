@@ -30,7 +30,7 @@ from openqna.filters.evaluate import allowed_syntax
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE
 from openqna.kb.service import AskRequest, Service
-from openqna.records import OpenQnAError, ProjectNotFound, QnA
+from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
 
 MAX_LIMIT = settings.tools_max_limit()  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
@@ -209,7 +209,7 @@ class KnowledgeBaseTools:
                   deployment: DeploymentName = None) -> Annotated[CallToolResult, AskResult]:
         await self.reach(ctx, project)
         req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
-        answers = await run_query(self.call, project, self.service.ask, project, deployment or self.deployment, req)
+        answers = await run_query(self.call, project, self._ask, project, deployment or self.deployment, req)
         out = []
         for a in answers:
             if a.qna is None:
@@ -225,6 +225,15 @@ class KnowledgeBaseTools:
             f"No good match: no answer reached confidence {threshold}. The answer given is the knowledge base's "
             "default answer, not information about the question; try search, or rephrase.")
         return _result(AskResult(project=project, matched=matched, note=note, answers=out))
+
+    def _ask(self, project: str, deployment: str, req: AskRequest) -> list:
+        """``Service.ask``, a deployment the project lacks named with the ones it has (as search and Azure do)."""
+        try:
+            return self.service.ask(project, deployment, req)
+        except NotFound as exc:
+            if isinstance(exc, ProjectNotFound):
+                raise
+            raise self.service.deployment_not_found(project, deployment) from None
 
 
 def build_server(service: Service, *, authorizer: Authorizer | None = None, deployment: str = LIVE) -> MCPServer:
