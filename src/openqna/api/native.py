@@ -404,12 +404,16 @@ class NativeRoutes:
         return Response(status_code=204)
 
     # -- analytics -------------------------------------------------------------------------------------
-    @handle_errors_off_loop
-    def analytics(self, request: Request) -> Response:
+    def _period(self, request: Request) -> tuple[str, Body, int]:
+        """An analytics route's project (its author authorized), query parameters and ``days`` (7 unless given)."""
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         params = Body(dict(request.query_params))
-        days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+        return project, params, params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+
+    @handle_errors_off_loop
+    def analytics(self, request: Request) -> Response:
+        project, params, days = self._period(request)
         low = params.number("lowConfidence")
         limit = params.integer("top", lo=1, hi=100) or 20
         report = self.query_log.report(project, days=days,
@@ -419,10 +423,7 @@ class NativeRoutes:
     @handle_errors_off_loop
     def analytics_queries(self, request: Request) -> Response:
         """Every logged query of the period, for review in a spreadsheet (``format=csv``) or as JSON."""
-        project = request.path_params["project"]
-        authorize(self.authorizer, request, role="author", project=project, api_version=False)
-        params = Body(dict(request.query_params))
-        days = params.integer("days", lo=1, hi=MAX_PERIOD_DAYS) or 7
+        project, params, days = self._period(request)
         fmt = params.choice("format", ("json", "csv")) or "json"
         self.service.project(project)
         log = self.query_log.queries(project, days=days)

@@ -53,7 +53,7 @@ def read_csv(data: bytes | str, name: str = "upload.csv") -> KnowledgeBaseConten
 
 def _separator(text: str) -> str:
     """The separator whose split of the first non-blank line names a QnA or synonyms header (else a comma)."""
-    first = next((line for line in text.splitlines() if line.strip(" ,;\t")), "")
+    first = next((line for line in io.StringIO(text) if line.strip(" ,;\t\r\n")), "")  # read no further
     for separator in SEPARATORS:
         try:
             header = next(csv.reader([first], delimiter=separator), [])

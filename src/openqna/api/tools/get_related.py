@@ -11,7 +11,8 @@ surface's own envelope: ``{"error": {"code", "message"}}``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -36,6 +37,8 @@ ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_ti
 
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+T = TypeVar("T")
 
 
 def max_limit() -> int:
@@ -62,21 +65,30 @@ def search_answer(kb: str, hits: list[Hit], budget: int | None = None) -> dict[s
     def size(answer: dict[str, Any]) -> int:
         return len(json.dumps(answer, ensure_ascii=False, default=str))
 
-    budget = DOCUMENTS_CHARS if budget is None else budget
-    whole = body(hits, None)
+    longest = max((len(v) for h in hits for v in _strings(hit_json(h))), default=0)
+    return fitted(lambda n, most: body(hits[:n], most), size, len(hits), longest,
+                  DOCUMENTS_CHARS if budget is None else budget)[0]
+
+
+def fitted(render: Callable[[int, int | None], T], size: Callable[[T], int], count: int, longest: int,
+           budget: int) -> tuple[T, int]:
+    """``render(n, most)`` (the first ``n`` of ``count`` hits, every string value clipped to ``most`` characters, None:
+    whole) kept to ``budget`` by ``size``: whole when it fits; else clipped to the longest length up to ``longest``
+    that fits them all, and hits left out from the last while that still does not fit.  With how many it holds."""
+    whole = render(count, None)
     if size(whole) <= budget:
-        return whole
-    lo, hi = 0, max((len(v) for h in whole["hits"] for v in _strings(h)), default=0)
+        return whole, count
+    lo, hi = 0, longest
     while lo < hi:  # the longest value length that fits
         mid = (lo + hi + 1) // 2
-        if size(body(hits, mid)) <= budget:
+        if size(render(count, mid)) <= budget:
             lo = mid
         else:
             hi = mid - 1
-    kept = list(hits)
-    while kept and size(body(kept, lo)) > budget:
-        kept.pop()
-    return body(kept, lo)
+    n = count
+    while n and size(render(n, lo)) > budget:
+        n -= 1
+    return render(n, lo), n
 
 
 def _strings(hit: dict) -> list[str]:
@@ -110,19 +122,8 @@ def documents(hits: list[Hit], budget: int = DOCUMENTS_CHARS) -> tuple[str, int]
     while any(relevance in (h.record.fields or h.record.metadata) for h in hits):
         relevance = "_" + relevance
     items = [_item(h, relevance) for h in hits]
-    out = _joined(items, None)
-    if _written(out) <= budget:
-        return out, len(hits)
-    lo, hi = 0, max((len(v) for item in items for v in item.values() if isinstance(v, str)), default=0)
-    while lo < hi:  # the longest value length that fits
-        mid = (lo + hi + 1) // 2
-        if _written(_joined(items, mid)) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    while items and _written(out := _joined(items, lo)) > budget:
-        items.pop()
-    return out, len(items)
+    longest = max((len(v) for item in items for v in item.values() if isinstance(v, str)), default=0)
+    return fitted(lambda n, most: _joined(items[:n], most), _written, len(items), longest, budget)
 
 
 def _item(hit: Hit, relevance: str) -> dict[str, Any]:
