@@ -3,7 +3,9 @@
 * Training time of the train job (``kb/train_job.py``: reading the live records, the held-out split, fitting the
   adapter, the ranker's verdict before and after) on two knowledge bases of real banking77 utterances: banking77's
   77 intents with all 10,003 training utterances as their questions, and a 1,000-QnA FAQ of one question each (an
-  utterance, its answer another utterance).  Baseline: embedding the same KB's texts (its questions and answers)
+  utterance, its answer another utterance), the second again with 2,000 more utterances sent as users' feedback
+  (each tied to a QnA; what is measured is what judging by them costs: embedding them, and the cross-validation's
+  fits, ``training.project.feedback_folds``).  Baseline: embedding the same KB's texts (its questions and answers)
   with the model, what importing it costs, measured in the same run.
 * A question's p50/p99 against a knowledge base with a trained model and against the same content without one
   (the default), both through ``Service.ask`` with the real model embedding each question (no cache), 400 hwu64 and
@@ -40,6 +42,8 @@ from openqna.training.project import examples  # noqa: E402
 
 QUESTIONS = 400
 FAQ_QNAS = 1000
+FEEDBACK = 2000
+FED = f"FAQ ({FAQ_QNAS:,} QnAs) with {FEEDBACK:,} users' questions as feedback"
 
 
 def rss_mb() -> float:
@@ -66,7 +70,8 @@ def main() -> None:
         asker = Service(store, model)
         kbs = {"banking77 (77 QnAs, 10,003 questions)": [QnA(list(dict.fromkeys(qs)), humanise(label))
                                                           for label, qs in intents.items()],
-               f"FAQ ({FAQ_QNAS:,} QnAs, one question each)": faq}
+               f"FAQ ({FAQ_QNAS:,} QnAs, one question each)": faq,
+               FED: faq}
         print("| knowledge base | embedding its texts (baseline) s | training s | kept | held-out top-1 before -> after |")
         print("|---|---|---|---|---|")
         for i, (name, qnas) in enumerate(kbs.items()):
@@ -78,11 +83,16 @@ def main() -> None:
             for start in range(0, len(kb_texts), 64):
                 model.embed(kb_texts[start:start + 64])
             write_s = time.perf_counter() - t
+            if name == FED:  # users' questions: other utterances, each tied to a QnA (its cost, not its labels)
+                fed = texts[2 * FAQ_QNAS:2 * FAQ_QNAS + FEEDBACK]
+                ids = [q.id for q in store.list_qnas(project)]
+                store.add_feedback(project, [(ids[i % len(ids)], text, "bench") for i, text in enumerate(fed)])
             result = Trainer(asker).train(project)
             s = result.spaces[0]
+            b, a = (s.test_sets_before, s.test_sets_after) if s.judged_by.startswith("feedback") else (s.before, s.after)
             print(f"| {name} | {write_s:.1f} | {result.seconds:.1f} ({result.seconds / write_s:.2f}x) | "
-                  f"{'yes' if result.kept else 'no'} | {s.before.top1:.3f} -> {s.after.top1:.3f} "
-                  f"({s.before.questions} questions) |")
+                  f"{'yes' if result.kept else 'no'} | {b.top1:.3f} -> {a.top1:.3f} "
+                  f"({b.questions} questions{', cross-validated' if b is s.test_sets_before else ''}) |")
 
         # serving: kb0's content again as "trained", with a model stored whatever the job decided
         writer.create_project("trained")

@@ -684,11 +684,10 @@ def test_save_and_train_shows_what_the_job_measured(server, browser):
     tab.done()
 
 
-def test_a_trained_model_reaches_production_and_the_azure_sdk(server, browser):
-    """Save and train's journey: an FAQ page of 30 banking questions (one each) with users' feedback and a test set
-    of users' questions; production answers untrained; Train in the console keeps a model that answers the test set
-    better (before → after shown), the deploy says the model differs, and through the Azure SDK production then
-    answers users' questions it never saw better than before."""
+def banking_page(server, project: str, feedback: int):
+    """An FAQ page of 30 banking questions (one banking77 utterance per intent, an answer written for it) imported
+    over HTTP, and ``feedback`` more users' utterances per QnA sent as Azure feedback records; returns the data set
+    and each intent's QnA id."""
     from openqna.evaluation import datasets
 
     url, secret = server
@@ -697,17 +696,42 @@ def test_a_trained_model_reaches_production_and_the_azure_sdk(server, browser):
     names = sorted(data.train)[:30]
     answers = {f"About {n.replace('_', ' ')}: see the help page of the app.": n for n in names}
     tsv = "Question\tAnswer\n" + "".join(f"{data.train[n][0]}\t{a}\n" for a, n in answers.items())
-    made = httpx.post(f"{url}/openqna/projects/banking/files", params={"name": "banking.tsv"}, content=tsv.encode(),
-                      headers=headers, timeout=60)
+    made = httpx.post(f"{url}/openqna/projects/{project}/files", params={"name": f"{project}.tsv"},
+                      content=tsv.encode(), headers=headers, timeout=60)
     assert made.status_code == 202
     poll_job(made.headers["Operation-Location"], secret)
-    authoring = f"{url}/language/authoring/query-knowledgebases/projects/banking"
-    listed = httpx.get(f"{authoring}/qnas", params={"api-version": "2021-10-01"}, headers=headers).json()["value"]
+    listed = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/{project}/qnas",
+                       params={"api-version": "2021-10-01"}, headers=headers).json()["value"]
     ids = {answers[q["answer"]]: q["id"] for q in listed}
-    feedback = [{"userId": "u", "userQuestion": u, "qnaId": ids[n]} for n in names for u in data.train[n][1:6]]
-    sent = httpx.post(f"{url}/language/query-knowledgebases/projects/banking/feedback",
-                      params={"api-version": "2021-10-01"}, json={"records": feedback}, headers=headers)
+    records = [{"userId": "u", "userQuestion": u, "qnaId": ids[n]} for n in names for u in data.train[n][1:1 + feedback]]
+    sent = httpx.post(f"{url}/language/query-knowledgebases/projects/{project}/feedback",
+                      params={"api-version": "2021-10-01"}, json={"records": records}, headers=headers)
     assert sent.status_code == 204, sent.text
+    return data, ids
+
+
+def train_in_console(browser, server, project: str):
+    """Sign in, press Train on ``project``'s Deploy tab, wait for a kept model; returns the tab, its page and the
+    card's report."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.get_by_role("link", name=project, exact=True).click()
+    page.get_by_role("link", name="Deploy").click()
+    page.get_by_role("region", name="Save and train").get_by_role("button", name="Train").click()
+    wait_status(page, f"Trained {project}: the new model is in test; deploy to use it in production.")
+    return tab, page, page.locator(".train-result")
+
+
+def test_a_trained_model_reaches_production_and_the_azure_sdk(server, browser):
+    """Save and train's journey: an FAQ page of 30 banking questions (one each) with users' feedback and a test set
+    of users' questions; production answers untrained; Train in the console keeps a model that answers the test set
+    better (before → after shown), the deploy says the model differs, and through the Azure SDK production then
+    answers users' questions it never saw better than before."""
+    url, secret = server
+    headers = {"api-key": secret}
+    data, ids = banking_page(server, "banking", feedback=5)
+    authoring = f"{url}/language/authoring/query-knowledgebases/projects/banking"
     asked = [(u, n) for u, n in data.test if n in ids]
     sheet = io.StringIO()
     csv.writer(sheet).writerows([("question", "expected_qna_id"), *((u, ids[n]) for u, n in asked[::2])])
@@ -730,14 +754,7 @@ def test_a_trained_model_reaches_production_and_the_azure_sdk(server, browser):
         return right / len(unseen), confidences
 
     before, before_confidence = production()
-    tab = Console(browser, url)
-    page = tab.sign_in(secret)
-    page.get_by_role("link", name="banking", exact=True).click()
-    page.get_by_role("link", name="Deploy").click()
-    card = page.get_by_role("region", name="Save and train")
-    card.get_by_role("button", name="Train").click()
-    wait_status(page, "Trained banking: the new model is in test; deploy to use it in production.")
-    result = page.locator(".train-result")
+    tab, page, result = train_in_console(browser, server, "banking")
     expect(result).to_contain_text(f"{len(asked[::2])} from the test sets")
     expect(result).to_contain_text("yes: it answers the test sets' questions better")
     report = httpx.get(f"{url}/openqna/projects/banking/training", headers=headers).json()["deployments"]
@@ -832,4 +849,20 @@ def test_bulk_metadata_and_delete_on_selected_qnas(server, browser):
     wait_status(page, "2 QnAs deleted.")
     assert set(qnas_of(url, secret, "bulk")) == {"Where is my invoice?", "How do I reset my password?",
                                                  "Can I get a refund on my bill?"}
+    tab.done()
+
+
+def test_save_and_train_learns_from_users_feedback_without_a_test_set(server, browser):
+    """An FAQ page of 30 banking questions (one each) whose bot sent ten users' questions per QnA as Azure feedback
+    records, and no test set: Train judges the model by those questions, cross-validated, keeps it, and says so."""
+    url, secret = server
+    headers = {"api-key": secret}
+    banking_page(server, "fed", feedback=10)
+    tab, _, result = train_in_console(browser, server, "fed")
+    expect(result).to_contain_text("300 from users' feedback, cross-validated")
+    expect(result).to_contain_text("yes: it answers the users' questions sent as feedback better")
+    space = httpx.get(f"{url}/openqna/projects/fed/training", headers=headers).json()["deployments"]["test"][
+        "report"]["spaces"][0]
+    assert space["judgedBy"] == "feedback, cross-validated" and space["testSets"]["after"]["top1"] > \
+        space["testSets"]["before"]["top1"]
     tab.done()

@@ -453,7 +453,15 @@ def test_quick_run_trains_every_regime_kb_and_reports_before_and_after(quick):
             assert entry["after"] == entry["before"], name
         for space in entry["held_out"]:
             assert space["kept"] == (entry["kept"] and space["kept"])
-    assert "## Save and train" in (out / "report.md").read_text(encoding="utf-8")
+        # the dev split sent as feedback: judged by it, cross-validated, where there are 20 questions or more
+        fed = entry["with_dev_feedback"]
+        judged = {space["judgedBy"] for space in fed["held_out"]}
+        if fed["feedback"] >= 20 and all(space["examples"] >= 20 for space in fed["held_out"]):
+            assert "feedback, cross-validated" in judged, name
+        if not fed["kept"]:
+            assert fed["after"] == entry["before"], name
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Save and train" in text and "*With its dev split sent as feedback*" in text
 
 
 def test_real_faq_pages_are_one_question_regimes_with_real_answers(quick):

@@ -26,6 +26,30 @@ def test_bytes_round_trip():
     assert np.allclose(back.apply(v), model.apply(v))
     assert np.allclose(np.linalg.norm(model.apply(v), axis=1), 1.0, atol=1e-5)
     assert model.nbytes == 8 * 8 * 4
+    assert back.offset == 0.0
+    shifted = adapter.QueryAdapter(model.matrix, "minilm", offset=0.35)
+    assert adapter.QueryAdapter.from_bytes(shifted.to_bytes()).offset == pytest.approx(0.35)
+
+
+def test_models_saved_before_offsets_read_with_none():
+    """An adapter or a project's model stored before adapters had an offset is read with offset 0."""
+    import io
+
+    from openqna.training.model import TrainedModel
+
+    matrix = np.eye(4, dtype=np.float32)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, matrix=matrix, space=np.asarray("minilm"))
+    assert adapter.QueryAdapter.from_bytes(buf.getvalue()).offset == 0.0
+    buf = io.BytesIO()
+    np.savez_compressed(buf, spaces=np.asarray(["minilm", "use"]), m0=matrix, m1=2 * matrix)
+    old = TrainedModel.from_bytes(buf.getvalue())
+    assert [a.offset for a in old.adapters.values()] == [0.0, 0.0]
+    new = TrainedModel({"minilm": adapter.QueryAdapter(matrix, "minilm", 0.25),
+                        "use": adapter.QueryAdapter(2 * matrix, "use", 0.0)})
+    back = TrainedModel.from_bytes(new.to_bytes())
+    assert back.adapters["minilm"].offset == pytest.approx(0.25) and back.adapters["use"].offset == 0.0
+    assert np.array_equal(back.adapters["use"].matrix, 2 * matrix)
 
 
 def test_no_examples_is_the_identity():
@@ -84,6 +108,8 @@ def test_lifts_held_out_questions_on_banking77(embedder):
 
 
 def test_a_gain_is_kept_only_when_it_is_unlikely_to_be_chance():
+    from dataclasses import replace
+
     from openqna.training.project import Figures, chance, wins
 
     def figures(hits: list[bool], right: float = 0.5) -> Figures:
@@ -98,4 +124,27 @@ def test_a_gain_is_kept_only_when_it_is_unlikely_to_be_chance():
     many = figures([True] * 50 + [True] * 12 + [False] * 30)
     assert chance(before, many) == 1 / 2**12 and wins(before, many)
     assert not wins(before, figures(many.hits, right=0.4))  # right at the threshold fell
+    precise = replace(before, precision=0.9)
+    assert wins(precise, replace(many, precision=0.9 - 0.01))  # within a point (92 questions: a point and a half)
+    assert not wins(precise, replace(many, precision=0.85))  # more of the answers at the threshold are wrong
     assert chance(Figures(3, 1.0, 1.0), Figures(3, 1.0, 1.0)) == 1.0  # no per-question outcomes: nothing to tell
+
+
+def test_the_offset_gives_mapped_questions_back_the_share_right_at_the_threshold():
+    from openqna.training.project import figures, fit_offset, shifted
+
+    assert shifted(0.5, 0.0) == 0.5 and shifted(1.0, 3.0) == 1.0 and shifted(0.0, 3.0) == 0.0
+    assert shifted(0.5, np.log(3.0)) == pytest.approx(0.75)
+    hits = [True] * 6 + [False] * 4
+    before = figures(hits, [0.6, 0.55, 0.52, 0.4, 0.3, 0.2, 0.7, 0.1, 0.1, 0.1], 0.5)
+    assert before.right_at_threshold == 0.3 and before.precision == 0.75
+    # the same answers, each read a little lower: two of the three right ones fall under 0.5
+    after = figures(hits, [0.58, 0.49, 0.47, 0.4, 0.3, 0.2, 0.68, 0.1, 0.1, 0.1], 0.5)
+    assert after.right_at_threshold == 0.1
+    offset = fit_offset(before, after, 0.5)
+    assert offset == pytest.approx(0.15)  # the smallest step that lifts 0.47 to 0.5: logit(0.47) = -0.12
+    restored = figures(hits, [shifted(c, offset) for c in after.confidences], 0.5)
+    assert restored.right_at_threshold == before.right_at_threshold
+    assert fit_offset(before, before, 0.5) == 0.0  # nothing to give back
+    never = figures([False] * 10, [0.9] * 10, 0.5)
+    assert fit_offset(before, never, 0.5) == 1.0  # none restores it: the largest, and ``wins`` refuses the model

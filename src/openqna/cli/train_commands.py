@@ -26,10 +26,25 @@ def _print(result: dict[str, Any]) -> None:
                        f"{_pct(a['rightAtThreshold'])}")
         sb, sa = s["testSets"]["before"], s["testSets"]["after"]
         if sb["questions"]:
-            click.echo(f"    {sb['questions']} test-set questions: top answer right {_pct(sb['top1'])} -> "
+            which = ("feedback questions (each asked of a model trained without it)"
+                     if s["judgedBy"] == "feedback, cross-validated" else "test-set questions")
+            click.echo(f"    {sb['questions']} {which}: top answer right {_pct(sb['top1'])} -> "
                        f"{_pct(sa['top1'])}, right at threshold {_pct(sb['rightAtThreshold'])} -> "
                        f"{_pct(sa['rightAtThreshold'])}")
+        nb, na = s["withoutTheirAnswer"]["before"], s["withoutTheirAnswer"]["after"]
+        if nb["questions"]:
+            click.echo(f"    the same questions with the QnAs that answer them left out: answered anyway at the "
+                       f"threshold {_pct(nb['answered'])} -> {_pct(na['answered'])}")
+        ob, oa = s["feedbackOtherQnas"]["before"], s["feedbackOtherQnas"]["after"]
+        if ob["questions"]:
+            click.echo(f"    the same questions, each asked of a model that learnt nothing from its QnA's feedback "
+                       f"({_pct(s['feedbackCoverage'])} of the QnAs have some): top answer right {_pct(ob['top1'])} -> "
+                       f"{_pct(oa['top1'])}, right at threshold {_pct(ob['rightAtThreshold'])} -> "
+                       f"{_pct(oa['rightAtThreshold'])}")
         click.echo(f"    {'kept' if s['kept'] else 'not kept'}: {s['reason']}")
+        if s["kept"] and s.get("offset"):
+            click.echo(f"    confidence offset {s['offset']:+.2f} (logit): the model's questions answered right at the "
+                       f"threshold as often as before it")
     if result["kept"]:
         click.echo("The trained model is in the test state; `openqna deploy` puts it in production.")
     else:

@@ -17,12 +17,20 @@ export function reportTable(report) {
     const asked = [];
     if (s.before.questions) asked.push([`${s.before.questions} held out (${s.heldOutKind})`, s.before, s.after]);
     const sets = s.testSets;
-    if (sets && sets.before.questions) asked.push([`${sets.before.questions} from the test sets`, sets.before, sets.after]);
+    if (sets && sets.before.questions) {
+      const from = s.judgedBy === "feedback, cross-validated" ? "users' feedback, cross-validated" : "the test sets";
+      asked.push([`${sets.before.questions} from ${from}`, sets.before, sets.after]);
+    }
+    const other = s.feedbackOtherQnas;
+    if (other && other.before.questions) {
+      asked.push([`the same, each without its QnA's feedback (${pct(s.feedbackCoverage)} of QnAs have some)`,
+        other.before, other.after]);
+    }
     if (!asked.length) asked.push(["none", null, null]);
     asked.forEach(([what, before, after], i) => rows.push([i ? "" : s.space, what,
       before ? `${pct(before.top1)} → ${pct(after.top1)}` : "–",
       before ? `${pct(before.rightAtThreshold)} → ${pct(after.rightAtThreshold)}` : "–",
-      i ? "" : `${s.kept ? "yes" : "no"}: ${s.reason}`]));
+      i ? "" : `${s.kept ? "yes" : "no"}: ${s.reason}${s.kept && s.offset ? ` (confidence offset +${s.offset.toFixed(2)})` : ""}`]));
   }
   return table(["Space", "Questions asked", "Top answer right", `Right at ${report.threshold}`, "Kept"], rows);
 }
@@ -40,9 +48,11 @@ export async function trainingCard(name, progress) {
       job = await operation("POST", `${base}:train`, undefined, { onStatus });
     })) {
       const report = job.result;
+      const judged = report.spaces.map((x) => x.judgedBy);
       say(report.kept ? `Trained ${name}: the new model is in test; deploy to use it in production.`
-        : `Trained ${name}: the model did not answer ${report.spaces.some((x) => x.judgedBy === "test sets")
-          ? "the test sets' questions" : "the held-out questions"} better, so nothing changed.`);
+        : `Trained ${name}: the model did not answer ${judged.includes("test sets") ? "the test sets' questions"
+          : judged.includes("feedback, cross-validated") ? "the users' questions sent as feedback"
+            : "the held-out questions"} better, so nothing changed.`);
       await route();
       const shown = document.querySelector(".train-result");
       if (shown) shown.replaceChildren(h("h3", {}, "Last training"), reportTable(report));

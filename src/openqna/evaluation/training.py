@@ -8,7 +8,10 @@ trained twice:
   model on its own held-out questions;
 * **with its dev split as a test set** (``DEV_SET``), as an owner who has kept a test set of users' questions (issue
   41's owner's loop) has one: the job judges the model on those questions too (``training.project``), and never
-  trains on them.
+  trains on them;
+* **with its dev split sent as feedback** (``dev_feedback``), as a bot that sends its users' questions with the QnA
+  they were given (Azure's and QnA Maker's feedback records) and no test set: the job learns from them and judges by
+  them, cross-validated (``training.project.feedback_folds``).
 
 The test split is never shown to the job, so the test figures after training are as held out as the ones before.
 "Before" is the regime section's own test figures; "after" asks the same test questions the same way
@@ -62,6 +65,19 @@ def dev_set(service: Service, kb: RegimeKB) -> TestSet:
     return TestSet(DEV_SET, items)
 
 
+def dev_feedback(service: Service, kb: RegimeKB) -> list[tuple[int, str, str]]:
+    """``kb``'s in-scope dev questions as feedback records (QnA id, question, user id), each with the one QnA that
+    answers it right (a question several QnAs answer is left out: a bot's feedback names the QnA it gave)."""
+    records = list(service.records(kb.project, LIVE))
+    out = []
+    for q in kb.questions:
+        if q.split == "dev" and q.gold is not None:
+            right = [r.id for r in records if kb.is_right(r.id, q.gold)]  # type: ignore[arg-type]
+            if len(right) == 1 and right[0] is not None:
+                out.append((right[0], q.text, "eval"))
+    return out
+
+
 def _figures(service: Service, kb: RegimeKB, result: TrainResult, threshold: float, was: dict[str, Any]
              ) -> dict[str, Any]:
     """The test split after ``result``'s training: asked again when a model was kept, else ``was``."""
@@ -94,15 +110,25 @@ def evaluate(service: Service, kbs: list[RegimeKB], before: dict[str, dict[str, 
                                "after": _figures(service, kb, result, threshold, figures)}
         trainer.forget(kb.project)
         service.store.delete_test_set(kb.project, DEV_SET)
+        sent = dev_feedback(service, kb)
+        service.store.add_feedback(kb.project, sent)
+        result = trainer.train(kb.project)
+        row["with_dev_feedback"] = {"kept": result.kept, "seconds": result.seconds, "feedback": len(sent),
+                                    "held_out": [space.json() for space in result.spaces],
+                                    "after": _figures(service, kb, result, threshold, figures)}
+        trainer.forget(kb.project)
+        for qna_id in {qna_id for qna_id, _, _ in sent}:
+            service.store.delete_feedback(kb.project, qna_id)
         out[kb.project] = row
     return out
 
 
 def _held(spaces: list[dict[str, Any]], key: str) -> str:
-    """A job's per-space figures (``key``: "own" held-out questions or "testSets"): top-1 / right at t before→after."""
+    """A job's per-space figures (``key``: "own" held-out questions, "testSets" or "feedbackOtherQnas"): top-1 /
+    right at t before→after."""
     parts = []
     for s in spaces:
-        b, a = (s["before"], s["after"]) if key == "own" else (s["testSets"]["before"], s["testSets"]["after"])
+        b, a = (s["before"], s["after"]) if key == "own" else (s[key]["before"], s[key]["after"])
         if b["questions"]:
             parts.append(f"{b['top1']:.3f}→{a['top1']:.3f} / {b['rightAtThreshold']:.3f}→{a['rightAtThreshold']:.3f}"
                          f" ({b['questions']})")
@@ -122,7 +148,7 @@ def section(metrics: dict) -> list[str]:
     def yes(kept: bool) -> str:
         return "**yes**" if kept else "no"
 
-    rows = []
+    rows, feedback_rows = [], []
     for name, t in trained.items():
         b, a = t["before"], t["after"]
         d = t.get("with_dev_set")
@@ -131,6 +157,19 @@ def section(metrics: dict) -> list[str]:
                     f"{_held(t['held_out'], 'own')} | {yes(t['kept'])} | {pct(a['top1'])} / {pct(a['right_at_t'])} | "
                     + (f"{_held(d['held_out'], 'testSets')} | {yes(d['kept'])} | {pct(da['top1'])} / "
                        f"{pct(da['right_at_t'])} | {pct(da['offtopic_rejected'])} |" if d and da else "| | | |"))
+        f = t.get("with_dev_feedback")
+        if f:
+            fa, spaces = f["after"], f["held_out"]
+            how = "; ".join(f"{s['judgedBy'] or 'nothing'}, penalty {s.get('l2', 1.0):g}, offset {s.get('offset', 0):g}"
+                            for s in spaces if s.get("judgedBy")) or "–"
+            coverage = "; ".join(f"{s['feedbackCoverage']:.2f}" for s in spaces if s.get("judgedBy", "").startswith(
+                "feedback")) or "–"
+            feedback_rows.append(
+                f"| `{name}` | {t['regime']} | {f['feedback']} | {coverage} | {pct(b['top1'])} / {pct(b['right_at_t'])}"
+                f" | {_held(spaces, 'testSets')} | {_held(spaces, 'feedbackOtherQnas')} | {how} | {yes(f['kept'])} | "
+                f"{pct(fa['top1'])} / "
+                f"{pct(fa['right_at_t'])} | {pct(b['precision'])} → {pct(fa['precision'])} | "
+                f"{pct(fa['offtopic_rejected'])} |")
     return ["", "## Save and train", "",
             ("Each KB above trained as `openqna train` trains it (`kb/train_job.py`), twice. *As it is*: questions"
              " it holds are held out, a query adapter is fitted on the rest and kept only if the held-out questions'"
@@ -142,4 +181,20 @@ def section(metrics: dict) -> list[str]:
              " untrained ones."), "",
             "| set | regime | test before | own held out | kept | test after | dev set as test set | kept | test after"
             " | off-topic rejected after |",
-            "| --- | --- | ---: | --- | --- | ---: | --- | --- | ---: | ---: |", *rows]
+            "| --- | --- | ---: | --- | --- | ---: | --- | --- | ---: | ---: |", *rows,
+            *(["", ("*With its dev split sent as feedback*: the KB's in-scope dev questions sent as feedback records,"
+                    " each with the QnA that answers it (as a bot sends its users' questions with the QnA they were"
+                    " given), and no test set: the job learns from them and judges by them, each asked of models"
+                    " trained without its fifth of them, which also choose the adapter's penalty; the model kept"
+                    " learns from all of them and is read with the confidence offset that gives the feedback"
+                    " questions back their share right at t (`training.project`). *Cross-validated*: the feedback"
+                    " questions' top-1 / right at t, without → with a model. *Without their QnA's feedback*: the"
+                    " same questions in folds drawn by QnA, each asked of models that learnt nothing from its QnA's"
+                    " feedback, as a QnA no user has sent feedback for is asked; unless nine in ten QnAs or more have"
+                    " feedback (*coverage*), a model must not lose there. The test split asks QnAs the dev split does"
+                    " not (split by QnA), so it is asked as that column is. *Precision*: of the test split's answers"
+                    " at t (off-topic questions included), the share right."), "",
+                "| set | regime | feedback | coverage | test before | cross-validated | without their QnA's feedback"
+                " | judged by | kept | test after | precision at t | off-topic rejected after |",
+                "| --- | --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: | ---: | ---: |", *feedback_rows]
+              if feedback_rows else [])]

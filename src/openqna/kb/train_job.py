@@ -2,8 +2,8 @@
 
 ``Trainer.train`` reads the live state's records as the index reads them (vectors included: nothing is embedded
 again but the feedback's and the test sets' questions), trains a query adapter for each space the project is searched
-in (``training.project.train_space``: held-out questions and the test sets' questions, the ranker's verdict before
-and after) and writes the
+in (``training.project.train_space``: held-out questions and the test sets' questions, or without test sets the users'
+questions sent as feedback, cross-validated, the ranker's verdict before and after) and writes the
 adapters that win as the live state's trained model (``Store.set_trained``).  A space whose adapter does not win
 keeps what it had: the previous model's adapter for it, if any.  Nothing changes in production until a deploy
 copies the model with the content; a rollback restores the model the version held.  ``forget`` removes the live
@@ -75,14 +75,18 @@ class Trainer:
         result = TrainResult(project, threshold)
         for space in spaces:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
-            vectors = embedder.embed([text for text, _ in feedback]) if feedback else np.zeros((0, 1), np.float32)
-            extra = [(v, qna_id) for v, (_, qna_id) in zip(vectors, feedback)]
-            # a test question is judged in the space the server ranks it in (``MultilingualSpace.index_for``)
-            mine = [(text, accepted) for text, accepted in tests
-                    if (self.service.multilingual.index_for(live, text) is not None) == space.multilingual]
+
+            def ranked_here(text: str) -> bool:  # the server ranks it in this space (``MultilingualSpace.index_for``)
+                return (self.service.multilingual.index_for(live, text) is not None) == space.multilingual
+
+            # users' questions, learnt from (and judged by, without test sets) in the space they are ranked in
+            ours = [(text, qna_id) for text, qna_id in feedback if ranked_here(text)]
+            vectors = embedder.embed([text for text, _ in ours]) if ours else np.zeros((0, 1), np.float32)
+            sent = [Labelled(text, v, frozenset((qna_id,))) for v, (text, qna_id) in zip(vectors, ours)]
+            mine = [(text, accepted) for text, accepted in tests if ranked_here(text)]
             test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
             labelled = [Labelled(text, v, accepted) for v, (text, accepted) in zip(test_vectors, mine)]
-            adapter, report = train_space(records, questions, dim, space, extra, threshold, labelled=labelled)
+            adapter, report = train_space(records, questions, dim, space, sent, threshold, labelled=labelled)
             result.spaces.append(report)
             if adapter is not None:
                 adapters[space.name] = adapter

@@ -207,10 +207,14 @@ QueryMap = Callable[[np.ndarray], np.ndarray]
 
 
 class TrainedMap(Protocol):
-    """A trained map of query vectors (``training.adapter.QueryAdapter``): ``digest`` names it in the index's cache."""
+    """A trained map of query vectors (``training.adapter.QueryAdapter``): ``digest`` names it in the index's cache;
+    ``offset`` is added to the logits of the questions it maps (``ranker.TrainedOffset``)."""
 
     @property
     def digest(self) -> str: ...
+
+    @property
+    def offset(self) -> float: ...
 
     def apply(self, vectors: np.ndarray) -> np.ndarray: ...
 

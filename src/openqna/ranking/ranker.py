@@ -9,8 +9,8 @@ logit and rescaled into a confidence in 0..1 meant to read the same on every kno
 An exact question match scores 1.0, as in Azure.
 
 ``rank`` runs ``STAGES`` in order, each a named step with its own docstring (``FeatureSum``,
-``KnowledgeBaseScale``, ``PassageScale``, ``Conversation``, ``RegimeStep``, ``UnreadScript``,
-``Confidence``, ``ExactMatch``); ``explain`` reports the logit after each under ``stage:<name>``.
+``KnowledgeBaseScale``, ``PassageScale``, ``Conversation``, ``RegimeStep``, ``TrainedOffset``,
+``UnreadScript``, ``Confidence``, ``ExactMatch``); ``explain`` reports the logit after each under ``stage:<name>``.
 
 Why this file is over 500 lines: the features, the per-KB weights they are read with and the stages
 that read them change together (every refit touches all three), and the stages use the weight helpers
@@ -539,6 +539,19 @@ class RegimeStep(Stage):
         s.logit = logit
 
 
+class TrainedOffset(Stage):
+    """A question mapped by the project's trained adapter (``openqna train``) is read on the scale the threshold was
+    set on: the adapter's ``offset``, fitted by the train job on the questions it was judged by
+    (``training.project.fit_offset``), is added to every record's logit.  A mapped question's cosines shift as a
+    whole, so without it a model that ranks better could answer fewer questions at the threshold."""
+
+    name = "trained_offset"
+
+    def apply(self, s: Scoring) -> None:
+        if s.query_map is not None and s.query_map.offset:
+            s.logit = s.logit + s.query_map.offset
+
+
 class UnreadScript(Stage):
     """The share of the question in Chinese, Japanese or Korean that the embedder cannot read is ranked by the keyword
     features alone (``calibration.lexical``); a CJK part that no record holds a word of says "none of these"
@@ -587,7 +600,7 @@ class ExactMatch(Stage):
 
 
 STAGES: tuple[Stage, ...] = (FeatureSum(), KnowledgeBaseScale(), PassageScale(), Conversation(), RegimeStep(),
-                             UnreadScript(), Confidence(), ExactMatch())
+                             TrainedOffset(), UnreadScript(), Confidence(), ExactMatch())
 
 
 def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: np.ndarray, *,

@@ -45,6 +45,9 @@ LEARNING_RATE = 1e-3
 class QueryAdapter:
     matrix: np.ndarray  # (dim, dim) float32: a query v is read as normalize(v + v @ matrix)
     space: str  # the embedder (vector space) name it was trained on: it applies to that space only
+    # added to the logit of every record a mapped question is ranked against (``ranker.TrainedOffset``): the train job
+    # sets it so that the threshold means what it meant before training (``training.project.fit_offset``)
+    offset: float = 0.0
 
     def apply(self, vectors: np.ndarray) -> np.ndarray:
         """Query vectors (n, dim) or (dim,), mapped and unit-normalised, float32."""
@@ -55,13 +58,15 @@ class QueryAdapter:
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
-        np.savez_compressed(buf, matrix=self.matrix.astype(np.float32), space=np.asarray(self.space))
+        np.savez_compressed(buf, matrix=self.matrix.astype(np.float32), space=np.asarray(self.space),
+                            offset=np.asarray(self.offset, np.float64))
         return buf.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> QueryAdapter:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            return cls(np.asarray(z["matrix"], np.float32), str(z["space"]))
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:  # an adapter saved before offsets has none
+            return cls(np.asarray(z["matrix"], np.float32), str(z["space"]),
+                       float(z["offset"]) if "offset" in z.files else 0.0)
 
     @cached_property
     def digest(self) -> str:

@@ -41,6 +41,7 @@ class TrainedModel:
         buf = io.BytesIO()
         spaces = list(self.adapters)
         arrays = {f"m{i}": self.adapters[s].matrix.astype(np.float32) for i, s in enumerate(spaces)}
+        arrays["offsets"] = np.asarray([self.adapters[s].offset for s in spaces], np.float32)
         np.savez_compressed(buf, spaces=np.asarray(spaces, dtype=str), **arrays)  # type: ignore[arg-type]
         return buf.getvalue()
 
@@ -48,7 +49,10 @@ class TrainedModel:
     def from_bytes(cls, data: bytes) -> TrainedModel:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             spaces = [str(s) for s in z["spaces"]]
-            return cls({s: QueryAdapter(np.asarray(z[f"m{i}"], np.float32), s) for i, s in enumerate(spaces)})
+            # a model trained before adapters had offsets has none (each 0)
+            offsets = [float(x) for x in z["offsets"]] if "offsets" in z.files else [0.0] * len(spaces)
+            return cls({s: QueryAdapter(np.asarray(z[f"m{i}"], np.float32), s, offsets[i])
+                        for i, s in enumerate(spaces)})
 
 
 class TrainedModels:
