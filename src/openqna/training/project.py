@@ -501,6 +501,8 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
     measure()
     offset = (fit_offset(report.test_sets_before, report.test_sets_after, threshold) if judged_by_sets or folds
               else fit_offset(report.before, report.after, threshold))
+    if others:  # the threshold means the same for the QnAs without feedback too
+        offset = max(offset, fit_offset(report.other_qnas_before, report.other_qnas_after, threshold))
     if offset:  # measured again as served, with the offset
         for *_, mapped in judged + others:
             mapped.offset = offset
