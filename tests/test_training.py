@@ -367,12 +367,15 @@ def test_a_model_that_fails_qnas_without_feedback_is_refused_while_some_have_non
 
 
 def test_a_model_that_answers_what_the_kb_cannot_is_refused(service, monkeypatch):
-    """The judging questions asked with the QnAs that answer them left out stand for questions the knowledge base
-    cannot answer: a model that answers more of them at the threshold is refused, whatever else it wins (here an
-    identity map read three logits higher, its win granted)."""
+    """The judging questions asked with the QnAs that answer them left out, and the test sets' questions that want no
+    answer, stand for questions the knowledge base cannot answer: a model that answers more of them at the threshold
+    is refused, whatever else it wins (here an identity map read three logits higher, its win granted)."""
     from openqna.training import project
 
     bank_faq(service)
+    strangers = [text for text, _ in datasets.hwu64(DATA).test[:20]]  # the owner's questions that want no answer
+    service.store.put_test_set("bank", TestSet("strangers", [
+        {"question": q, "expected_qna_id": None, "expected_answer": None, "metadata": {}} for q in strangers]))
     monkeypatch.setattr(project, "fit", lambda examples, units, *a, **k: QueryAdapter(
         np.zeros((units.shape[1], units.shape[1]), np.float32), service.embedder.name))
     monkeypatch.setattr(project, "fit_offset", lambda before, after, threshold: 3.0)
@@ -380,5 +383,6 @@ def test_a_model_that_answers_what_the_kb_cannot_is_refused(service, monkeypatch
     result = Trainer(service).train("bank")
     (space,) = result.spaces
     assert space.judged_by == "test sets" and space.offset == 3.0
+    assert space.no_answer_before.questions == space.test_sets_before.questions + len(strangers) == 620
     assert space.no_answer_after.answered > space.no_answer_before.answered + 0.1
     assert not result.kept and "answers them more often when the QnAs that answer them are left out" in space.reason

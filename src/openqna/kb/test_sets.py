@@ -29,8 +29,8 @@ from openqna.records import NotFound, QnA
 from openqna.store import Project
 from openqna.store.base import TestRun, TestSet
 
-__all__ = ["DEFAULT_THRESHOLD", "SETTINGS_KEY", "answer_key", "diff_runs", "labelled_questions", "project_threshold",
-           "run_test_set", "summary_json"]
+__all__ = ["DEFAULT_THRESHOLD", "SETTINGS_KEY", "answer_key", "diff_runs", "labelled_questions", "no_answer_questions",
+           "project_threshold", "run_test_set", "summary_json"]
 
 SETTINGS_KEY = "testThreshold"  # a project setting: the threshold runs read "right" at (default below)
 DEFAULT_THRESHOLD = 0.5  # as `openqna calibrate` reads in-scope and off-topic shares
@@ -105,6 +105,14 @@ def _accepted(item: dict[str, Any], by_answer: dict[str, list[int]]) -> list[int
     """The QnAs that answer a test set's ``item`` right: its expected QnA, or every QnA with its expected answer."""
     qna_id, text = item.get("expected_qna_id"), item.get("expected_answer")
     return [qna_id] if qna_id else by_answer.get(answer_key(text), []) if text else []
+
+
+def no_answer_questions(service: Any, project: str) -> list[str]:
+    """Every question of the project's test sets that should get no answer (an item that expects neither a QnA nor
+    an answer), once each, as ``openqna train`` checks a model does not answer them more often."""
+    items = [item for test_set in service.store.list_test_sets(project) for item in test_set.items]
+    return list(dict.fromkeys(item["question"] for item in items
+                              if not item.get("expected_qna_id") and not item.get("expected_answer")))
 
 
 def labelled_questions(service: Any, project: str) -> list[tuple[str, frozenset[int]]]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from openqna.index.index_cache import index_records
 from openqna.kb.service import Service
-from openqna.kb.test_sets import labelled_questions, project_threshold
+from openqna.kb.test_sets import labelled_questions, no_answer_questions, project_threshold
 from openqna.ranking import calibrations
 from openqna.store import Job
 from openqna.store.base import LIVE
@@ -70,6 +70,7 @@ class Trainer:
         feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
                     for text, _ in items if qna_id in records]
         tests = labelled_questions(self.service, project)
+        unanswerable = no_answer_questions(self.service, project)
         previous = self.store.get_trained(project)
         adapters: dict[str, QueryAdapter] = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
         result = TrainResult(project, threshold)
@@ -84,9 +85,13 @@ class Trainer:
             vectors = embedder.embed([text for text, _ in ours]) if ours else np.zeros((0, 1), np.float32)
             sent = [Labelled(text, v, frozenset((qna_id,))) for v, (text, qna_id) in zip(vectors, ours)]
             mine = [(text, accepted) for text, accepted in tests if ranked_here(text)]
+            outside = [text for text in unanswerable if ranked_here(text)]
+            outside_vectors = embedder.embed(outside) if outside else np.zeros((0, 1), np.float32)
             test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
             labelled = [Labelled(text, v, accepted) for v, (text, accepted) in zip(test_vectors, mine)]
-            adapter, report = train_space(records, questions, dim, space, sent, threshold, labelled=labelled)
+            adapter, report = train_space(records, questions, dim, space, sent, threshold, labelled=labelled,
+                                          no_answer=[Labelled(t, v, frozenset()) for t, v in zip(outside,
+                                                                                                   outside_vectors)])
             result.spaces.append(report)
             if adapter is not None:
                 adapters[space.name] = adapter

@@ -105,8 +105,9 @@ class SpaceReport:
     # judged by the feedback: its questions asked of models that learnt nothing from their QnA's feedback
     other_qnas_before: Figures = field(default_factory=Figures)
     other_qnas_after: Figures = field(default_factory=Figures)
-    # the judging questions (the test sets' or the feedback's) asked with the QnAs that answer them left out: the
-    # share answered at the threshold is how often a question the KB cannot answer gets an answer anyway
+    # the judging questions (the test sets' or the feedback's) asked with the QnAs that answer them left out, and the
+    # test sets' questions that should get no answer: the share answered at the threshold is how often a question the
+    # KB cannot answer gets an answer anyway
     no_answer_before: Figures = field(default_factory=Figures)
     no_answer_after: Figures = field(default_factory=Figures)
     judged_by: str = ""  # "test sets" | "held-out questions" | "" (nothing measured)
@@ -416,10 +417,11 @@ def cross_validate(cv: CrossValidation, folds: list[list[Labelled]], judgeable: 
 
 def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]], dim: int, space: Space,
                 feedback: Sequence[Labelled], threshold: float, *, labelled: Sequence[Labelled] = (),
-                seed: int = 0) -> tuple[QueryAdapter | None, SpaceReport]:
+                no_answer: Sequence[Labelled] = (), seed: int = 0) -> tuple[QueryAdapter | None, SpaceReport]:
     """The adapter of ``space`` for the project whose live records are ``records`` (and whether it won);
     ``feedback``: the users' questions sent as feedback, each with the QnA it was tied to; ``labelled``: the test
-    sets' questions; both in this space.
+    sets' questions; ``no_answer``: the test sets' questions that should get no answer (read when the test sets
+    judge); all in this space.
 
     The test sets judge when they hold ``MIN_HELD_OUT`` questions or more.  Without them, twice ``MIN_HELD_OUT``
     feedback questions or more judge by cross-validation (``feedback_folds``: each asked of a model trained without
@@ -480,6 +482,9 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
         report.before = ask(judge, judged[0][1], raw, space, threshold)
 
     probes = judged[1:] if held else judged  # the test sets' or the feedback's questions
+    if judged_by_sets and no_answer:  # and the test sets' questions that should get no answer, asked as they are
+        probes = [*probes, (full, [(q.text, q.accepted) for q in no_answer],
+                            np.asarray([q.vector for q in no_answer], np.float32), adapter)]
     if probes:
         report.no_answer_before = pooled([ask(where, asked, raw, space, threshold, without_answer=True)
                                           for where, asked, raw, _ in probes], threshold)
@@ -513,8 +518,8 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
         what = "the users' questions sent as feedback" if folds else "the test sets' questions"
         own_loss = bool(held) and loses(report.before, report.after)
         other_loss = bool(others) and loses(report.other_qnas_before, report.other_qnas_after)
-        no_answer = report.no_answer_before
-        guesses = report.no_answer_after.answered > no_answer.answered + _margin(no_answer) + 1e-9
+        unanswerable = report.no_answer_before
+        guesses = report.no_answer_after.answered > unanswerable.answered + _margin(unanswerable) + 1e-9
         better = wins(report.test_sets_before, report.test_sets_after)
         report.kept = better and not own_loss and not other_loss and not guesses
         report.reason = (f"it answers {what} better, and its own held-out questions no worse"
