@@ -389,8 +389,6 @@ class PostgresStore(SharedStatements, VectorSearch):
     def _dialog_param(dialog: Dialog) -> Json:
         return json_value(dialog_json(dialog))
 
-    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
-
     @staticmethod
     def _qna_row(row: tuple[Any, ...]) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row
@@ -418,8 +416,8 @@ class PostgresStore(SharedStatements, VectorSearch):
             raise NotFound(f"Deployment '{deployment}' of project '{project}' was not found.")
         return [row[1:] for row in rows]
 
-    _QNAS_CHECKED = _CHECKED.format(cols=", ".join(f"r.{c}" for c in _QNA_COLS.split(", ")), table="records r",
-                                    table_key="r", more=" AND r.id=ANY(%s)")
+    _QNAS_CHECKED = _CHECKED.format(cols=", ".join(f"r.{c}" for c in SharedStatements._QNA_COLS.split(", ")),
+                                    table="records r", table_key="r", more=" AND r.id=ANY(%s)")
     _SYNONYMS_CHECKED = _CHECKED.format(cols="s.groups", table="synonyms s", table_key="s", more="")
 
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]:

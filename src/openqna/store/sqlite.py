@@ -269,8 +269,6 @@ class SQLiteStore(SharedStatements):
     def _dialog_of(value: Any) -> Dialog:
         return dialog_from_json(value)
 
-    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
-
     @staticmethod
     def _qna_row(row: tuple[Any, ...]) -> QnA:
         rid, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified = row

@@ -145,7 +145,8 @@ class Dialect:
         """A ``QnA`` of a row of ``_QNA_COLS``."""
         raise NotImplementedError
 
-    _QNA_COLS = ""
+    # the columns of a record ``_qna_row`` reads, in its order (each dialect reads their values its own way)
+    _QNA_COLS = "id, kind, questions, answer, source, metadata, dialog, suggestions, fields, modified"
 
     @staticmethod
     def _json(value: Any) -> Any:
