@@ -8,13 +8,18 @@ without OPENQNA_TEST_PG_DSN) these tests fail rather than skip.
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from openqna.filters.nodes import And, IdIn, KindIn, MetaEq, Not, SourceIn
@@ -25,6 +30,7 @@ from openqna.records import NotFound, QnA
 from openqna.store import Project, Source, StoredQnA, Unit
 from openqna.store.base import SchemaTooNew
 from openqna.store.postgres import SCHEMA_VERSION, PostgresStore
+from openqna.store.postgres_schema import ExtensionMissing
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from store_conformance import *  # noqa: F403  (the shared suite)
@@ -231,6 +237,31 @@ def test_schema_is_created_versioned_and_reopened(pg_server):
         with psycopg.connect(dsn) as conn:  # refused with nothing written
             assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] \
                 == str(SCHEMA_VERSION + 1)
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_a_database_without_pgvector_is_one_clear_error(pg_server):
+    """A role that may not create the extension, and a read-only connection that cannot: each refused in one line
+    that says what to run (the CLI with exit code 2 and no traceback), with nothing written."""
+    name = pg_server.create_database()
+    try:
+        pg_server.execute("DO $$ BEGIN CREATE ROLE plain_owner LOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
+        pg_server.execute(f"GRANT ALL ON DATABASE {name} TO plain_owner")
+        pg_server.execute("GRANT ALL ON SCHEMA public TO plain_owner", name)
+        plain = make_conninfo(**{**conninfo_to_dict(pg_server.dsn(name)), "user": "plain_owner"})
+        with pytest.raises(ExtensionMissing, match="may not create it: connect as a superuser"):
+            PostgresStore(plain)
+        read_only = make_conninfo(**{**conninfo_to_dict(pg_server.dsn(name)),
+                                     "options": "-cdefault_transaction_read_only=on"})
+        with pytest.raises(ExtensionMissing, match=r"cannot be created \(cannot execute CREATE EXTENSION"):
+            PostgresStore(read_only)
+        proc = subprocess.run([str(Path(sys.executable).with_name("openqna")), "projects"], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "OPENQNA_STORE": plain})
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("error: the pgvector extension is not in this database"), proc.stderr
+        with psycopg.connect(pg_server.dsn(name)) as conn:  # nothing was written
+            assert conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None
     finally:
         pg_server.drop_database(name)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import psycopg
 
 from openqna import strict_json
+from openqna.records import OpenQnAError
 from openqna.store.base import JSON_COLUMNS, SchemaTooNew
 from openqna.store.postgres_rows import json_value
 
@@ -123,6 +124,13 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
 }
 
 
+class ExtensionMissing(OpenQnAError):
+    """The database has no pgvector and this connection cannot add it: openqna says what to run, in one line."""
+
+    code = "ServiceUnavailable"
+    status = 503
+
+
 def migrate(conn: psycopg.Connection) -> str:
     """Bring the schema up to date; returns the database's random instance id (it names its saved indexes)."""
     with conn.transaction():
@@ -130,9 +138,16 @@ def migrate(conn: psycopg.Connection) -> str:
         if conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone() is None:
             try:
                 conn.execute("CREATE EXTENSION vector")
-            except psycopg.errors.InsufficientPrivilege as e:
-                raise RuntimeError("the pgvector extension is missing and this role may not create it:"
-                                   " run CREATE EXTENSION vector in the database as its owner") from e
+            except psycopg.errors.InsufficientPrivilege:
+                raise ExtensionMissing("the pgvector extension is not in this database and this role may not create"
+                                       " it: connect as a superuser (or the role that may) and run CREATE EXTENSION"
+                                       " vector in it, once") from None
+            except psycopg.Error as e:  # 0A000 when the server has no pgvector files at all
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise ExtensionMissing(f"the pgvector extension cannot be created ({reason}): install pgvector on the"
+                                       " PostgreSQL server (Debian: apt install postgresql-NN-pgvector, NN its"
+                                       " major version; https://github.com/pgvector/pgvector), then start openqna"
+                                       " again") from None
         conn.execute("CREATE TABLE IF NOT EXISTS meta(key text PRIMARY KEY, value text NOT NULL)")
         row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = int(row[0]) if row else 0
