@@ -348,6 +348,18 @@ def test_the_query_log_keeps_questions_by_time_and_forgets_old_ones(kb):
     kb.log_queries("kb1", [old, *new])
     assert kb.list_queries("kb1", "2026-01-01T00:00:00Z") == [old, *new]
     assert kb.list_queries("kb1", "2026-02-01T00:00:00Z") == new
+    assert kb.list_queries("kb1", "2026-01-01T00:00:00Z", newest=2) == new  # the newest, still oldest first
+    assert kb.count_queries("kb1", "2026-01-01T00:00:00Z") == 3 and kb.count_queries("kb1", "2026-03-02") == 1
+    assert kb.queried_questions("kb1") == {"where is my order", "battery dies fast"}
+    summary = kb.summarize_queries("kb1", "2026-01-01T00:00:00Z", 0.5)
+    assert summary.users == 2 and summary.daily == {"2026-01-01": (1, 1), "2026-03-01": (1, 0), "2026-03-02": (1, 0)}
+    by_question = {g.question: g for g in summary.groups}
+    assert len(summary.groups) == 2 and by_question["where is my order"].low == 0  # a default answer is not low
+    battery = by_question["battery dies fast"]
+    assert (battery.qna_id, battery.count, battery.first, battery.last, battery.low) \
+        == (1, 2, "2026-03-01T09:00:00Z", "2026-03-02T09:00:00Z", 1)
+    assert battery.low_sum == pytest.approx(0.4)
+    assert kb.summarize_queries("kb1", "2026-03-02", 0.5).users == 1
     assert kb.delete_queries("kb1", "2026-02-01T00:00:00Z") == 1
     assert kb.list_queries("kb1", "2000-01-01T00:00:00Z") == new
     assert kb.delete_queries("kb1") == 2 and kb.list_queries("kb1", "2000-01-01T00:00:00Z") == []

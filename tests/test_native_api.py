@@ -284,6 +284,11 @@ def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(servic
     assert [r["question"] for r in rows] == [q["question"] for q in log["value"][:-1]] + [
         "'=HYPERLINK(\"http://evil.example\",\"refund\")"]
     assert rows[3]["qnaId"] == str(hours["id"]) and float(rows[3]["confidence"]) == round(hours["confidenceScore"], 4)
+    monkeypatch.setattr("openqna.kb.query_log.MAX_DOWNLOAD_ROWS", 4)  # more than a download holds: the newest
+    cut = httpx.get(queries_url, params={"days": 7, "format": "csv"}, headers={"api-key": admin})
+    assert cut.headers["x-total-count"] == "6" and cut.headers["x-truncated"] == "true"
+    assert list(csv.DictReader(io.StringIO(cut.content.decode("utf-8-sig")))) == rows[2:]
+    monkeypatch.undo()
     for params, target in (({"format": "xml"}, "format"), ({"days": 400}, "days")):
         bad = httpx.get(queries_url, params=params, headers={"api-key": admin})
         assert bad.status_code == 400 and bad.json()["error"]["target"] == target

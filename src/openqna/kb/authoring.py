@@ -184,7 +184,7 @@ class Authoring:
                  if {q.casefold() for q in new.questions} - {q.casefold() for q in old.questions}]
         if not added:
             return []
-        logged = {question_key(q.question) for q in self.store.list_queries(project, "")}
+        logged = {question_key(q) for q in self.store.queried_questions(project)}
         return [a for old, new in added
                 for a in acceptances(old, new, [x for x, _ in feedback.get(old.id or 0, [])], logged)]
 

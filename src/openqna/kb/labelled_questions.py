@@ -89,7 +89,7 @@ def labelled_questions(store: Store, project: str) -> Labelled:
     for a in store.list_accepted(project):  # oldest first: a later acceptance of the question replaces it
         labels.pop(question_key(a.question), None)
         labels[question_key(a.question)] = (a.question, a.qna_id, "accepted")
-    logged = {question_key(q.question) for q in store.list_queries(project, "")}
+    logged = {question_key(q) for q in store.queried_questions(project)}
     named: dict[str, dict[int, str]] = {}
     for qna_id, items in store.list_feedback(project).items():
         for question, _count in items:

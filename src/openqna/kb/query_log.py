@@ -111,12 +111,11 @@ class QueryLog:
         """Every query logged over the last ``days``, oldest first, as a download for review holds them: the newest
         ``MAX_DOWNLOAD_ROWS`` when there are more (``truncated``); ``user`` is the keyed hash, never the id."""
         since, until = self.period(days)
-        rows = self.store.list_queries(project, _iso(since))
-        truncated = len(rows) > MAX_DOWNLOAD_ROWS
-        return {"since": _iso(since), "until": _iso(until), "total": len(rows), "truncated": truncated,
+        total = self.store.count_queries(project, _iso(since))
+        rows = self.store.list_queries(project, _iso(since), newest=MAX_DOWNLOAD_ROWS)
+        return {"since": _iso(since), "until": _iso(until), "total": total, "truncated": total > len(rows),
                 "value": [{"createdDateTime": q.created, "deployment": q.deployment, "question": q.question,
-                           "user": q.user_hash, "qnaId": q.qna_id, "confidence": q.confidence}
-                          for q in rows[-MAX_DOWNLOAD_ROWS:]]}
+                           "user": q.user_hash, "qnaId": q.qna_id, "confidence": q.confidence} for q in rows]}
 
     def report(self, project: str, *, days: int = 7, low_confidence: float = 0.5, limit: int = 20) -> dict[str, Any]:
         """What was asked over the last ``days``: the questions that got the default answer, the answers given
@@ -124,38 +123,37 @@ class QueryLog:
         how many questions and how many got the default answer."""
         since, until = self.period(days)
         settings = self.settings(project)
-        rows = self.store.list_queries(project, _iso(since))
-        shown: dict[str, str] = {}
-        for q in rows:
-            shown.setdefault(question_key(q.question), q.question)
+        summary = self.store.summarize_queries(project, _iso(since), low_confidence)
+        shown: dict[str, tuple[str, str]] = {}  # question key -> (first asked, the text it was first asked in)
         unanswered: Counter[str] = Counter()
-        low: dict[tuple[str, int], list[float]] = defaultdict(list)
+        low: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])  # (key, QnA) -> [count, sum]
         asked: Counter[str] = Counter()
         answered_by: dict[str, Counter[int]] = defaultdict(Counter)
         last: dict[str, str] = {}
         daily = {(since + timedelta(days=i)).date().isoformat(): [0, 0] for i in range(days)}
-        for q in rows:
-            key = question_key(q.question)
-            asked[key] += 1
-            answered_by[key][q.qna_id] += 1
-            last[key] = q.created
-            day = daily.setdefault(q.created[:10], [0, 0])
-            day[0] += 1
-            if q.qna_id == -1:
-                unanswered[key] += 1
-                day[1] += 1
-            elif q.confidence < low_confidence:
-                low[(key, q.qna_id)].append(q.confidence)
-        low_items = sorted(low.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+        for date, (asked_that_day, default_answers) in summary.daily.items():
+            daily[date] = [asked_that_day, default_answers]
+        for g in sorted(summary.groups, key=lambda g: (g.first, g.qna_id, g.question)):  # first asked, first counted
+            key = question_key(g.question)
+            shown.setdefault(key, (g.first, g.question))
+            asked[key] += g.count
+            answered_by[key][g.qna_id] += g.count
+            last[key] = max(last.get(key, g.last), g.last)
+            if g.qna_id == -1:
+                unanswered[key] += g.count
+            elif g.low:
+                low[(key, g.qna_id)][0] += g.low
+                low[(key, g.qna_id)][1] += g.low_sum
+        low_items = sorted(low.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
         return {
             "enabled": settings.enabled, "retentionDays": settings.retention_days, "days": days,
             "since": _iso(since), "until": _iso(until), "lowConfidence": low_confidence,
-            "total": len(rows), "users": len({q.user_hash for q in rows if q.user_hash}),
-            "unanswered": [{"question": shown[k], "count": n, "lastAsked": last[k]}
+            "total": sum(asked.values()), "users": summary.users,
+            "unanswered": [{"question": shown[k][1], "count": n, "lastAsked": last[k]}
                            for k, n in sorted(unanswered.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]],
-            "lowConfidenceAnswers": [{"question": shown[k], "qnaId": qid, "count": len(c),
-                                      "confidence": round(sum(c) / len(c), 4)} for (k, qid), c in low_items],
-            "mostAsked": [{"question": shown[k], "count": n, "qnaId": answered_by[k].most_common(1)[0][0]}
+            "lowConfidenceAnswers": [{"question": shown[k][1], "qnaId": qid, "count": int(n),
+                                      "confidence": round(summed / n, 4)} for (k, qid), (n, summed) in low_items],
+            "mostAsked": [{"question": shown[k][1], "count": n, "qnaId": answered_by[k].most_common(1)[0][0]}
                           for k, n in sorted(asked.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]],
             "daily": [{"date": d, "total": t, "unanswered": u} for d, (t, u) in sorted(daily.items())],
         }

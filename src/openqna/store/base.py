@@ -279,6 +279,29 @@ class LoggedQuery:
 
 
 @dataclass
+class QuestionCount:
+    """The logged queries of one question text that got one answer (``qna_id``; -1 the default answer)."""
+
+    question: str
+    qna_id: int
+    count: int
+    first: str  # when it was first and last asked (ISO 8601)
+    last: str
+    low: int  # how many got it with a confidence under the summary's ``low_confidence``
+    low_sum: float  # their confidences summed
+
+
+@dataclass
+class QuerySummary:
+    """A period of the query log counted by the store: per question text and answer, per day (``date`` -> total and
+    default answers), and how many distinct users asked."""
+
+    groups: list[QuestionCount]
+    daily: dict[str, tuple[int, int]]
+    users: int
+
+
+@dataclass
 class AcceptedQuestion:
     """A question an owner confirmed belongs to a QnA (``kb/labelled_questions.py``): an active-learning suggestion
     accepted (``via`` ``suggestion``), or a question from the query log added to the QnA (``via`` ``log``)."""
@@ -439,8 +462,18 @@ class QueryLogStore(Protocol):
     """The questions asked of a project's deployments, for its analytics (kept only while the project opts in)."""
 
     def log_queries(self, project: str, queries: list[LoggedQuery]) -> None: ...
-    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
-        """The queries logged at or after ``since`` (ISO 8601), oldest first."""
+    def list_queries(self, project: str, since: str, newest: int | None = None) -> list[LoggedQuery]:
+        """The queries logged at or after ``since`` (ISO 8601), oldest first; only the ``newest`` ones when given."""
+        ...
+    def count_queries(self, project: str, since: str) -> int:
+        """How many queries were logged at or after ``since``."""
+        ...
+    def summarize_queries(self, project: str, since: str, low_confidence: float) -> QuerySummary:
+        """The queries logged at or after ``since`` counted in the store, so that a year of a busy bot's log is never
+        read into memory row by row (``kb/query_log.py``'s report)."""
+        ...
+    def queried_questions(self, project: str) -> set[str]:
+        """Every question text the log holds, each once."""
         ...
     def delete_queries(self, project: str, before: str | None = None) -> int:
         """Forget the queries logged before ``before`` (all of them when None); returns how many."""

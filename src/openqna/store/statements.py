@@ -27,6 +27,8 @@ from openqna.store.base import (
     Deployment,
     Job,
     LoggedQuery,
+    QuerySummary,
+    QuestionCount,
     Source,
     SourceRefresh,
     StoredFile,
@@ -545,12 +547,46 @@ class SharedStatements(Dialect):
                        [(pid, q.created, q.deployment, q.question, q.user_hash, q.qna_id, q.confidence)
                         for q in queries])
 
-    def list_queries(self, project: str, since: str) -> list[LoggedQuery]:
+    def list_queries(self, project: str, since: str, newest: int | None = None) -> list[LoggedQuery]:
+        columns = "SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
         with self._reading() as db:
             pid = self._project_id(db, project)
-            rows = db.execute(self._sql("SELECT created, deployment, question, user_hash, qna_id, confidence FROM queries"
-                                        " WHERE project_id=? AND created>=? ORDER BY created"), (pid, since)).fetchall()
+            if newest is None:
+                rows = db.execute(self._sql(f"{columns} WHERE project_id=? AND created>=? ORDER BY created"),
+                                  (pid, since)).fetchall()
+            else:
+                rows = db.execute(self._sql(f"{columns} WHERE project_id=? AND created>=? ORDER BY created DESC"
+                                            " LIMIT ?"), (pid, since, max(newest, 0))).fetchall()[::-1]
         return [LoggedQuery(*r) for r in rows]
+
+    def count_queries(self, project: str, since: str) -> int:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            return int(db.execute(self._sql("SELECT count(*) FROM queries WHERE project_id=? AND created>=?"),
+                                  (pid, since)).fetchone()[0])
+
+    def summarize_queries(self, project: str, since: str, low_confidence: float) -> QuerySummary:
+        low = "CASE WHEN qna_id<>-1 AND confidence<? THEN"
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            groups = db.execute(self._sql(
+                f"SELECT question, qna_id, count(*), min(created), max(created), sum({low} 1 ELSE 0 END),"
+                f" sum({low} confidence ELSE 0 END) FROM queries WHERE project_id=? AND created>=?"
+                " GROUP BY question, qna_id"), (low_confidence, low_confidence, pid, since)).fetchall()
+            daily = db.execute(self._sql(
+                "SELECT substr(created, 1, 10), count(*), sum(CASE WHEN qna_id=-1 THEN 1 ELSE 0 END) FROM queries"
+                " WHERE project_id=? AND created>=? GROUP BY substr(created, 1, 10)"), (pid, since)).fetchall()
+            users = db.execute(self._sql(
+                "SELECT count(DISTINCT user_hash) FROM queries WHERE project_id=? AND created>=? AND user_hash<>''"),
+                (pid, since)).fetchone()[0]
+        return QuerySummary([QuestionCount(r[0], int(r[1]), int(r[2]), r[3], r[4], int(r[5]), float(r[6]))
+                             for r in groups], {r[0]: (int(r[1]), int(r[2])) for r in daily}, int(users))
+
+    def queried_questions(self, project: str) -> set[str]:
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            return {r[0] for r in db.execute(self._sql("SELECT DISTINCT question FROM queries WHERE project_id=?"),
+                                             (pid,)).fetchall()}
 
     def delete_queries(self, project: str, before: str | None = None) -> int:
         with self._tx() as db:
