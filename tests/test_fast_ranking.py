@@ -40,7 +40,8 @@ def test_the_last_step_with_scalar_constants_gives_the_same_floats(dtype):
         logit = rng.normal(0, 4, n).astype(dtype)
         allowed = rng.random(n) < (0.05 if trial % 5 == 0 else 0.8)  # some trials leave one candidate or none
         passage, heading = rng.random(n) < 0.3, rng.random(n) < 0.3
-        kb = {"adapted": bool(trial % 2), "faq_page": bool(trial % 4 == 1), "records": int(rng.integers(1, 50_000))}
+        kb = {"adapted": bool(trial % 2), "faq_page": bool(trial % 4 == 1), "records": int(rng.integers(1, 50_000)),
+              "outside": None if trial % 3 else ~allowed & (rng.random(n) < 0.5)}  # left out by a filter
         plain = terms.logit(regime.inputs(logit, allowed, passage, heading, rival=terms.rival, **kb))
         fast = terms.of(logit, allowed, passage, heading, **kb)
         assert fast.dtype == plain.dtype and fast.tobytes() == plain.tobytes()

@@ -281,6 +281,46 @@ def test_a_filter_that_leaves_one_record_does_not_make_it_sure(kb):
     assert unfiltered[0].qna.id == 1 and unfiltered[0].confidence >= 0.9
 
 
+def test_a_filter_restricts_the_answers_not_the_scale(kb):
+    """The records a filter leaves out still count as rivals (a little lower): a question the filter's records do
+    not answer gets no sure answer from them (it got 0.86 when they were read as the whole KB), and a right answer
+    the filter leaves alone is as sure as without the filter (it fell to 0.40, with no rival to stand clear of)."""
+    question = "I forgot my password, how do I reset it?"
+    unfiltered = ask(kb, question, top=1)[0]
+    assert unfiltered.qna.id == 5 and unfiltered.confidence >= 0.9
+    for flt in (MetaEq("category", "display"), MetaEq("category", "power"), SourceIn(("manual.pdf",))):
+        wrong = ask(kb, question, top=1, filter=flt)
+        assert wrong[0].qna is None or wrong[0].confidence < 0.3, (flt, wrong[0])
+    kept = ask(kb, question, top=1, filter=SourceIn(("faq.tsv",)))[0]  # the right answer and the FAQ's others
+    alone = ask(kb, question, top=1, filter=MetaEq("category", "account"))[0]
+    assert kept.qna.id == alone.qna.id == 5
+    assert min(kept.confidence, alone.confidence) >= unfiltered.confidence - 0.05
+
+
+def test_the_same_question_kept_for_another_tenant_is_no_rival(service, monkeypatch):
+    """Metadata tells apart the answers a question gets for different tenants (or products, or audiences): a copy a
+    filter leaves out does not take the confidence of the one it keeps, which is what it is when nothing the filter
+    leaves out is a rival."""
+    from openqna.ranking import regime
+
+    tenants = [QnA(q.questions, q.answer + suffix, metadata={**q.metadata, "tenant": tenant}, source=q.source)
+               for tenant, suffix in (("a", ""), ("b", " (tenant b)")) for q in surface_kb().qnas]
+    service.import_content("tenants", KnowledgeBaseContent(qnas=tenants))
+    questions = ("how many hours until my battery is full?", "I forgot my password", "second screen")
+
+    def kept() -> list[tuple[str, float]]:
+        return [(a.qna.answer, a.confidence) for a in
+                (service.ask("tenants", "test", AskRequest(question=q, top=1, filter=MetaEq("tenant", "a")))[0]
+                 for q in questions)]
+
+    got = kept()
+    assert all(not answer.endswith("(tenant b)") for answer, _ in got)
+    monkeypatch.setattr(regime, "FILTERED_OUT", float("inf"))  # nothing the filter leaves out is a rival
+    assert got == kept()
+    monkeypatch.setattr(regime, "FILTERED_OUT", 0.0)  # the copies are no rivals whatever the discount
+    assert got == kept()
+
+
 def test_faq_pages_get_their_own_weights_and_intent_sets_keep_the_shipped_ones(service, monkeypatch):
     """An FAQ page that cannot adapt (one question per QnA) is ranked by ``calibrations.SPARSE``; a KB of QnAs with
     many questions keeps the weights fitted there even when it cannot adapt (too large, or adaptation off), and so

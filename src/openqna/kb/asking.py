@@ -128,7 +128,11 @@ class Asking(ServiceBase):
                         exact_prompt.add(p.qna_id)
                 asked_prompts = followup.prompt_matches(question, {p.qna_id: p.display_text
                                                                    for p in prev.dialog.prompts})
-        eligible &= ~index.context_only | index.mask(IdIn(tuple(children)))
+        reachable = ~index.context_only | index.mask(IdIn(tuple(children)))
+        eligible &= reachable
+        # A filter restricts which records answer, not what a confidence means: the records it leaves out are still
+        # read as rivals, a little lower (``regime.FILTERED_OUT``)
+        rivals = None if req.filter is None else index.mask(KindIn(kinds)) & reachable
         expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
         previous = (req.previous_user_query or "").strip()
         # The expanded question is what the vector and the keyword features read; the exact match reads the
@@ -150,11 +154,18 @@ class Asking(ServiceBase):
         kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))
                     for kind in ("qna", "passage")}
 
+        def of_kind(kind: str | None) -> dict:
+            """``ranker.rank``'s arguments for the records of one ``kind`` (None: any): the filter a store pushes
+            into its own vector search, and the records read as rivals."""
+            pool = rivals if rivals is None or kind is None else rivals & (index.passage if kind == "passage"
+                                                                           else ~index.passage)
+            return {"pool": pool, **({"flt": kind_flt[kind]} if kind else {})}
+
         def alone(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The question without the conversation, as the cap of what the context may give (``followup.capped``)."""
             return ranker.rank(index, question, vectors[0], mask, top=followup.POOL, keywords=expanded,
                                **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset(),
-                                  **({"flt": kind_flt[kind]} if kind else {})})
+                                  **of_kind(kind)})
 
         first = alone(eligible, None) if children or previous else []
         if previous:
@@ -172,7 +183,7 @@ class Asking(ServiceBase):
 
         def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""
-            extra = {"flt": kind_flt[kind]} if kind else {}
+            extra = of_kind(kind)
             if not children and not previous and not focused:
                 return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
                                    threshold=req.threshold, explain=req.explain, **{**options, **extra})

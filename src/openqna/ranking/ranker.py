@@ -69,14 +69,17 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligible: np.ndarray,
-             must_rows: list[int], flt: Filter | None = None, sections: bool = True) -> Features:
+             must_rows: list[int], flt: Filter | None = None, sections: bool = True,
+             answerable: np.ndarray | None = None) -> Features:
     """Features of every eligible record (small index), or of the candidates and ``must_rows`` (large one).
 
     Candidates are the ``CANDIDATES`` nearest units of each field (exact or from the IVF
     index or the store's own vector index, with the filter pushed in; ``flt`` is the filter
     ``eligible`` was computed from, for the store) and the ``CANDIDATES`` units of each field that cover
     most of the query's idf mass; every candidate is then scored exactly, so a candidate gets
-    the confidence it would get from the exhaustive path.
+    the confidence it would get from the exhaustive path.  ``answerable``: the records a filter keeps, of the
+    ``eligible`` ones read as their rivals (``flt`` is then the filter it came from): candidates are found among
+    both, so that a selective filter still finds its own.
     """
     q_units = None  # index.q.units_of(rows), when the candidate path needs it anyway
     # A passage's or row's "question" is only its title: its text is what answers, so the
@@ -93,21 +96,24 @@ def features(index: MemIndex, terms: list[str], query_vector: np.ndarray, eligib
         asim = np.maximum(index.dense(query_vector, "a", eligible, a_products), 0.0)
         acov = index.coverage(terms, "a", eligible)
     else:
-        allowed = None if eligible.all() else eligible
         parts = [np.asarray(must_rows, dtype=np.int64)]
         coverage = {}
+        # where candidates are looked for: the eligible records, and those a filter keeps among them (with the
+        # filter, for a store that searches vectors itself)
+        searches = [(eligible, flt)] if answerable is None else [(answerable, flt), (eligible, None)]
         for name, fld in (("q", index.q), ("a", index.a)):
-            unit_allowed = None if allowed is None else fld.unit_mask(allowed)
-            found = None
-            if index.nearest_rows is not None:
-                found = index.nearest_rows(name, query_vector, CANDIDATES, flt, eligible)
-            if found is None:
-                found = fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)]
-            parts.append(found)
-            mass, total, hit = fld.coverage_top({t: fld.idf(t) for t in set(terms) if " " not in t},
-                                                CANDIDATES, unit_allowed)
-            coverage[name] = (mass, total if total > 0 else 1.0)
-            parts.append(fld.rows[hit])
+            weights = {t: fld.idf(t) for t in set(terms) if " " not in t}
+            for mask, mask_flt in searches:
+                unit_allowed = None if mask.all() else fld.unit_mask(mask)
+                found = None
+                if index.nearest_rows is not None:
+                    found = index.nearest_rows(name, query_vector, CANDIDATES, mask_flt, mask)
+                if found is None:
+                    found = fld.rows[fld.nearest_units(query_vector, CANDIDATES, unit_allowed)]
+                parts.append(found)
+                mass, total, hit = fld.coverage_top(weights, CANDIDATES, unit_allowed)
+                coverage[name] = (mass, total if total > 0 else 1.0)
+                parts.append(fld.rows[hit])
         rows = np.unique(np.concatenate(parts))
         rows = rows[eligible[rows]]
         a_units = index.a.units_of(rows)
@@ -417,6 +423,7 @@ class Scoring:
     confidence: np.ndarray | None = None
     sections: bool = True  # document sections with headings read as passages (``read_as_passages``)
     query_map: adapt.TrainedMap | None = None  # the project's trained adapter that mapped ``query_vector``, if any
+    answerable: np.ndarray | None = None
 
     @property
     def passages(self) -> np.ndarray:
@@ -516,6 +523,46 @@ class Conversation(Stage):
         s.logit += s.context
 
 
+def question_groups(index: MemIndex) -> np.ndarray:
+    """Each record's group, once per index: records that store a question in common (``exact_key``) share one, the
+    others have one each (a record's smallest row in its group)."""
+    return index.derived("ranking.question_groups", lambda: _question_groups(index))
+
+
+def _question_groups(index: MemIndex) -> np.ndarray:
+    group = np.arange(index.n, dtype=np.int64)
+
+    def root(r: int) -> int:
+        while group[r] != r:
+            group[r] = group[group[r]]
+            r = int(group[r])
+        return r
+
+    for rows in index.exact.values():
+        if len(rows) > 1:
+            first = root(rows[0])
+            for r in rows[1:]:
+                other = root(r)
+                if other != first:
+                    group[max(first, other)] = min(first, other)
+                    first = min(first, other)
+    return np.asarray([root(r) for r in range(index.n)], dtype=np.int64)
+
+
+def filtered_out(s: Scoring) -> np.ndarray | None:
+    """The candidates a filter left out that are rivals of the ones it kept (``regime.FILTERED_OUT``), None without a
+    filter: all but those that ask a question some kept record asks too (the same question answered for another
+    product, tenant or audience, which is what metadata is for, is no rival)."""
+    if s.answerable is None:
+        return None
+    allowed = s.answerable[s.f.rows]
+    outside: np.ndarray = s.eligible[s.f.rows] & ~allowed
+    if outside.any():
+        group = question_groups(s.index)
+        outside &= ~np.isin(group[s.f.rows], group[s.answerable])
+    return outside
+
+
 class RegimeStep(Stage):
     """One confidence scale across kinds of knowledge base (``ranking.regime``): the top candidate read against its
     rivals, the KB's size and kind (adapted, an FAQ page, passages, headings)."""
@@ -527,14 +574,15 @@ class RegimeStep(Stage):
         if c.regime is None:
             return
         passages, heading = s.passages, headings(s.index)[s.f.rows]
-        allowed = s.eligible[s.f.rows]
+        allowed = (s.eligible if s.answerable is None else s.answerable)[s.f.rows]
+        outside = filtered_out(s)
         logit = c.regime.of(s.logit, allowed, passages, heading, adapted=s.adaptation is not None,
-                            faq_page=s.sparse is not None, records=s.index.n)
+                            faq_page=s.sparse is not None, records=s.index.n, outside=outside)
         if s.adaptation is not None and passages.any():
             # passages (and sections read as passages) are on the passages' scale, not the adapted one: in a KB whose
             # FAQ adapts, the adapted terms once sank a manual's "Power and charging" to 0.06
             plain = c.regime.of(s.logit, allowed, passages, heading, adapted=False, faq_page=s.sparse is not None,
-                                records=s.index.n)
+                                records=s.index.n, outside=outside)
             logit = np.where(passages, plain, logit)
         s.logit = logit
 
@@ -608,23 +656,26 @@ def scoring(index: MemIndex, question: str, query_vector: np.ndarray, eligible: 
             exact_prompt_ids: set[int] | frozenset[int] = frozenset(), logit_offsets: dict[int, float] | None = None,
             calibration: Calibration = CALIBRATION, flt: Filter | None = None, reads_cjk: bool = True,
             keywords: str | None = None, explain: bool = False, sections_as_passages: bool = True,
-            query_map: adapt.TrainedMap | None = None) -> Scoring | None:
+            query_map: adapt.TrainedMap | None = None, pool: np.ndarray | None = None) -> Scoring | None:
     """The candidates of ``question`` and their features, ready for ``STAGES`` (``rank``'s arguments); None when
     no record may answer."""
     if index.n == 0 or not eligible.any():
         return None
+    answerable = None
+    if pool is not None:
+        answerable, eligible = eligible, pool
     terms = analyze(question if keywords is None else keywords)
     exact_rows = list(index.exact.get(exact_key(question), ()))
     exact_rows += [index.row_of[i] for i in exact_prompt_ids if i in index.row_of]
     boosted_rows = [index.row_of[i] for i in boosted_ids if i in index.row_of]
     offsets = {index.row_of[i]: v for i, v in (logit_offsets or {}).items() if i in index.row_of}
     f = features(index, terms, query_vector, eligible, exact_rows + boosted_rows + list(offsets), flt,
-                 sections_as_passages)
+                 sections_as_passages, answerable)
     if not len(f.rows):
         return None
     return Scoring(index, question, terms, query_vector, eligible, calibration, question_only, reads_cjk, f,
                    exact_rows, boosted_rows, offsets, trace={} if explain else None, sections=sections_as_passages,
-                   query_map=query_map)
+                   query_map=query_map, answerable=answerable)
 
 
 def rank(
@@ -646,6 +697,7 @@ def rank(
     explain: bool = False,
     sections_as_passages: bool = True,
     query_map: adapt.TrainedMap | None = None,
+    pool: np.ndarray | None = None,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -669,7 +721,7 @@ def rank(
     s = scoring(index, question, query_vector, eligible, question_only=question_only, boosted_ids=boosted_ids,
                 exact_prompt_ids=exact_prompt_ids, logit_offsets=logit_offsets, calibration=calibration, flt=flt,
                 reads_cjk=reads_cjk, keywords=keywords, explain=explain, sections_as_passages=sections_as_passages,
-                query_map=query_map)
+                query_map=query_map, pool=pool)
     if s is None:
         return []
     f = s.f

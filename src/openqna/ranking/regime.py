@@ -40,6 +40,15 @@ from dataclasses import dataclass
 import numpy as np
 
 GAP_CLIP = 4.0  # a gap (in logit units) beyond this says nothing more
+# A filter (metadata, sources) restricts which records may answer, not what a confidence means: the records it leaves
+# out still count as rivals (``RegimeTerms.of``'s ``outside``), each read this much lower (logit units), since the
+# filter says the question is about what it keeps.  Measured by scripts/filters_probe.py on the dev splits (a KB cut
+# into four categories at random): at 1, a question asked with a filter that leaves its answer out is answered at 0.5
+# half as often as when the filtered-out records were no rivals (covid-q 23.6% -> 11.7%, deepset's 14.5% -> 4.8%,
+# banking77 8.5% -> 3.3%), a filter that keeps its answer still lifts it (covid-q right at 0.5 0.249 unfiltered, 0.492
+# filtered, 0.579 before), and the same QnA kept once per tenant (metadata telling the copies apart, the same
+# questions) loses 2 to 3 points of right at 0.5; at 0 the tenants' copies sank every answer below 0.5.
+FILTERED_OUT = 1.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,8 @@ class RegimeTerms:
         return out
 
     def of(self, logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
-           adapted: bool = False, faq_page: bool = False, records: int = 1) -> np.ndarray:
+           adapted: bool = False, faq_page: bool = False, records: int = 1,
+           outside: np.ndarray | None = None) -> np.ndarray:
         """``self.logit(inputs(...))`` with the same arguments (and ``self.rival``), the same floats, in fewer passes.
 
         The terms that are constants of the KB (adapted, FAQ page, records) stay scalars instead of arrays of one
@@ -83,9 +93,10 @@ class RegimeTerms:
         passage_f = passage.astype(np.float64)
         out: np.ndarray = ((self.w_logit + self.w_adapted_logit * a + self.w_faq_page_logit * page)
                            * logit.astype(np.float64))
-        gap = gaps(logit, allowed).astype(np.float64)  # as ``logit`` reads it: times an array of float64 weights
+        beyond = filtered_out(logit, outside)
+        gap = gaps(logit, allowed, None if beyond is None else float(beyond.max())).astype(np.float64)
         out += (self.w_gap + self.w_adapted_gap * a + self.w_faq_page_gap * page) * gap
-        out += self.w_share * shares(logit, allowed, self.rival)
+        out += self.w_share * shares(logit, allowed, self.rival, beyond)
         out += self.w_passage * passage_f
         out += self.w_heading * (heading & ~passage).astype(np.float64)
         for constant in (self.w_adapted * a, self.w_faq_page * page,
@@ -95,27 +106,42 @@ class RegimeTerms:
         return out
 
 
-def gaps(logit: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Each candidate's logit minus the best other allowed candidate's, clipped to ±``GAP_CLIP``.
+def filtered_out(logit: np.ndarray, outside: np.ndarray | None) -> np.ndarray | None:
+    """The logits of the candidates a filter left out (``outside``), read ``FILTERED_OUT`` lower, as rivals of the
+    ones it kept; None when it left none out."""
+    if outside is None or not outside.any():
+        return None
+    beyond: np.ndarray = logit[outside].astype(np.float64) - FILTERED_OUT
+    return beyond
 
-    A lone allowed candidate (a filter that leaves one record, say) has no rival to stand clear of:
-    its gap is 0, no evidence either way, not the largest gap (which made a wrong answer that a filter
-    left alone look sure of itself).
+
+def gaps(logit: np.ndarray, allowed: np.ndarray, beyond: float | None = None) -> np.ndarray:
+    """Each candidate's logit minus the best other allowed candidate's (or ``beyond``, a rival that is no candidate:
+    the best record a filter left out, read lower), clipped to ±``GAP_CLIP``.
+
+    A lone allowed candidate (a filter that leaves one record, say) with no rival beyond has none to stand clear
+    of: its gap is 0, no evidence either way, not the largest gap (which made a wrong answer that a filter left
+    alone look sure of itself).
     """
     z = np.where(allowed, logit, -np.inf)
-    if len(z) < 2 or allowed.sum() < 2:
+    rival = beyond is not None and np.isfinite(beyond)
+    if not rival and (len(z) < 2 or allowed.sum() < 2):
         return np.zeros(len(z), np.float64)
     # the best and the runner-up, without sorting every candidate (the sort was a sixth of ranking at 10,000 QnAs)
     best = int(np.argmax(z))
     first = z[best]
     z[best] = -np.inf
     second = z.max()
+    if rival:
+        first, second = max(first, beyond), max(second, beyond)
     other = np.where(np.arange(len(z)) == best, second, first)
     return np.clip(np.where(allowed, logit - other, -GAP_CLIP), -GAP_CLIP, GAP_CLIP)
 
 
-def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None) -> np.ndarray:
-    """Each candidate's logit minus the log-sum-exp of the allowed candidates' and of ``rival`` (≤ 0).
+def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None,
+           beyond: np.ndarray | None = None) -> np.ndarray:
+    """Each candidate's logit minus the log-sum-exp of the allowed candidates', of ``rival`` and of ``beyond`` (the
+    records a filter left out, read lower; ``gaps``) (≤ 0).
 
     ``rival`` is "none of these": without it a lone candidate (a filter that leaves one record) would hold all
     the mass however poorly it matches, and a question no record answers would still give its best record a
@@ -124,6 +150,8 @@ def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None) -
     z = logit[allowed].astype(np.float64)
     if rival is not None:
         z = np.append(z, rival)
+    if beyond is not None:
+        z = np.concatenate([z, beyond[np.isfinite(beyond)]])
     if not len(z):
         return np.zeros(len(logit), np.float64)
     top = float(z.max())
@@ -132,13 +160,16 @@ def shares(logit: np.ndarray, allowed: np.ndarray, rival: float | None = None) -
 
 
 def inputs(logit: np.ndarray, allowed: np.ndarray, passage: np.ndarray, heading: np.ndarray, *,
-           adapted: bool = False, faq_page: bool = False, records: int = 1, rival: float | None = None
-           ) -> dict[str, np.ndarray]:
+           adapted: bool = False, faq_page: bool = False, records: int = 1, rival: float | None = None,
+           outside: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The terms' inputs for candidates with calibrated logits ``logit`` (one value per candidate) of a KB of
     ``records`` records, ``adapted`` or not, an FAQ page ranked by its own weights or not (``rival``: see
-    ``shares``)."""
+    ``shares``; ``outside``: the candidates a filter left out, ``filtered_out``)."""
     n = len(logit)
-    return {"logit": logit.astype(np.float64), "gap": gaps(logit, allowed), "share": shares(logit, allowed, rival),
+    beyond = filtered_out(logit, outside)
+    return {"logit": logit.astype(np.float64), "gap": gaps(logit, allowed, None if beyond is None else
+                                                           float(beyond.max())),
+            "share": shares(logit, allowed, rival, beyond),
             "passage": passage.astype(np.float64), "heading": (heading & ~passage).astype(np.float64),
             "adapted": np.full(n, float(adapted)), "faq_page": np.full(n, float(faq_page)),
             "log_records": np.full(n, float(np.log(max(records, 1))))}
