@@ -131,6 +131,18 @@ def test_get_related_speaks_myscale(live_arxiv):
     assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
 
 
+def test_get_related_takes_mcp_s_name_for_the_filter(live_arxiv):
+    """``where`` (the MCP tool's name) filters as ``where_str`` does, on both HTTP tools."""
+    where = "has(categories, 'q-bio.NC')"
+    for path in ("/get_related_arxiv", "/tools/arxiv/search"):
+        named = get(live_arxiv, path, subject="brain imaging", where_str=where, limit=20).json()
+        aliased = get(live_arxiv, path, subject="brain imaging", where=where, limit=20).json()
+        unfiltered = get(live_arxiv, path, subject="brain imaging", limit=20).json()
+        assert named == aliased != unfiltered
+    hits = get(live_arxiv, "/tools/arxiv/search", subject="brain imaging", where=where, limit=20).json()["hits"]
+    assert hits and all("q-bio.NC" in h["fields"]["categories"] for h in hits)
+
+
 def test_get_related_keeps_a_column_named_score(service):
     """A table's own ``score`` column reaches the documents; the relevance moves to ``_score`` beside it."""
     schema = TableSchema([parse_column(c) for c in ("id:String", "text:String", "score:Float64")], ["text"], None)
@@ -236,6 +248,10 @@ REFUSALS = [
     ({"subject": "x", "limit": "0"}, "invalid_request", "limit"),
     ({"subject": "x", "limit": "21"}, "invalid_request", "limit"),
     ({"where_str": "id = '1'"}, "invalid_request", "subject"),
+    # a filter under a name the tool does not read was dropped, and the answer came back unfiltered
+    ({"subject": "x", "filter": "id = '1'"}, "invalid_request", "Unknown query parameter(s) 'filter'"),
+    ({"subject": "x", "where_str": "id = '1'", "where": "id = '2'"}, "invalid_where", "'where_str'"),
+    ({"subject": "x", "where_str": ["id = '1'", "id = '2'"]}, "invalid_request", "more than once"),
 ]
 
 
