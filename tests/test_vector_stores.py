@@ -427,3 +427,31 @@ def test_a_file_expires_as_its_expires_after_says(filled, live):
         {"shipping.md", "warranty.txt"}
     assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
     assert live.service.store.get_file(ids["returns.txt"]) is None and c.files.retrieve(f.id).id == f.id
+
+
+def test_a_pinned_tools_document_offers_only_operations_that_answer(filled, live):
+    """``/tools/openapi.json?deployment=`` listed every knowledge base, each requiring that deployment, though only
+    some had it (the others answered 404). Now it offers those that have it, with the parameter; a vector store,
+    searched in its live state, without it; not a project without it; and a deployment none has is a 404."""
+    from openapi_spec_validator import validate
+
+    from openqna.records import QnA
+
+    _, vs_id, _ = filled
+    service = live.service
+    service.create_project("faq")
+    service.upsert("faq", [QnA(["How do I pay?"], "By card.")])
+    service.deploy("faq", "production")
+    service.create_project("drafts")
+    service.upsert("drafts", [QnA(["How do I pay?"], "Not decided yet.")])
+    doc = httpx.get(live.url + "/tools/openapi.json", params={"deployment": "production"}, timeout=30).json()
+    validate(doc)
+    assert set(doc["paths"]) == {"/get_related_faq", f"/get_related_{vs_id}"}
+    for path, pinned in (("/get_related_faq", True), (f"/get_related_{vs_id}", False)):
+        names = {p["name"]: p for p in doc["paths"][path]["get"]["parameters"]}
+        assert ("deployment" in names) is pinned
+        params = {"subject": "how do I pay", **({"deployment": "production"} if pinned else {})}
+        assert httpx.get(live.url + path, params=params, timeout=30).status_code == 200
+    for path in ("/tools/openapi.json", "/tools/drafts/openapi.json", f"/tools/{vs_id}/openapi.json"):
+        missing = httpx.get(live.url + path, params={"deployment": "nonexist"}, timeout=30)
+        assert missing.status_code == 404 and "'nonexist'" in missing.json()["error"]["message"], missing.text

@@ -18,6 +18,7 @@ from openqna.filters.match import Filter
 from openqna.filters.nodes import Column
 from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
+from openqna.kb.catalog import kind_of
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
 from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA
@@ -46,6 +47,9 @@ class KnowledgeBaseInfo:
     count: int
     columns: list[Column]
     connected: dict | None = None  # a connected table's engine, table and described columns (no secret)
+    # searched in its live state whatever deployment a caller pins: a connected table (its engine holds its only
+    # state) and an OpenAI vector store (OpenAI's have no deployments; openqna answers from the live one)
+    live_only: bool = False
 
 
 class Searching(ServiceBase):
@@ -95,7 +99,7 @@ class Searching(ServiceBase):
             link = p.settings.get("connected")
             count = p.settings["connected_rows"] if link else self.store.count_qnas(p.name)
             out.append(KnowledgeBaseInfo(p.name, p.description, kind, count, self.columns(p.name),
-                                         connected=link))
+                                         connected=link, live_only=bool(link) or kind_of(p) == "vector store"))
         return out
 
     @taking_turns

@@ -28,7 +28,7 @@ from openqna.api.tools.openapi import openapi_document
 from openqna.auth.keys import Authorizer, allows, lacks_role
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE
-from openqna.kb.service import Hit, Service
+from openqna.kb.service import Hit, KnowledgeBaseInfo, Service
 from openqna.records import InvalidArgument, NotFound, OpenQnAError, ProjectNotFound
 
 # A connected table's engine failing (connected/engine.py), in this dialect's words.
@@ -264,7 +264,7 @@ class Tools:
         except _Refused as exc:
             return exc.response
         kbs = await run_in_threadpool(self.service.knowledge_bases, key)
-        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+        return await self._document(request, kbs, version, deployment)
 
     async def openapi_one(self, request: Request) -> Response:
         kb = request.path_params["kb"]
@@ -276,7 +276,24 @@ class Tools:
         kbs = [k for k in await run_in_threadpool(self.service.knowledge_bases, key) if k.name.lower() == kb.lower()]
         if not kbs:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
-        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+        return await self._document(request, kbs, version, deployment)
+
+    async def _document(self, request: Request, kbs: list[KnowledgeBaseInfo], version: str,
+                        deployment: str | None) -> Response:
+        """The document of ``kbs``; pinned to ``deployment``, only those that have it (each operation then sends it)
+        and those searched live whatever is pinned (``live_only``, without the parameter): an operation that could
+        only answer 404 is left out, and a deployment no knowledge base has is a 404."""
+        if deployment is None:
+            return JSONResponse(openapi_document(kbs, self._server(request), version))
+        having = await run_in_threadpool(lambda: {k.name for k in kbs if self.service.has_deployment(k.name, deployment)})
+        pinned = [k for k in kbs if k.name in having]
+        if not pinned:
+            names = f"'{kbs[0].name}'" if len(kbs) == 1 else "any knowledge base you can search"
+            return tools_error(404, "not_found", f"Deployment '{deployment}' was not found in {names}; leave "
+                                                 f"'deployment' out for the live state ('{LIVE}').")
+        live = [k for k in kbs if k.live_only and k.name not in having]
+        return JSONResponse(openapi_document(pinned + live, self._server(request), version, deployment,
+                                             live={k.name for k in live}))
 
     @staticmethod
     def _deployment(request: Request) -> str | None:
