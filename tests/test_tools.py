@@ -245,6 +245,7 @@ REFUSALS = [
     ({"subject": "x", "where_str": "sleep(3) = 0"}, "invalid_where", "sleep"),
     ({"subject": "x", "where_str": "price > 3"}, "invalid_where", "price"),
     ({"subject": "x", "where_str": "pubdate > 'yesterday'"}, "invalid_where", "pubdate"),
+    ({"subject": "x", "where_str": "id = '1' AND"}, "invalid_where", "AND needs a condition on both sides"),
     ({"subject": "x", "limit": "0"}, "invalid_request", "limit"),
     ({"subject": "x", "limit": "21"}, "invalid_request", "limit"),
     ({"where_str": "id = '1'"}, "invalid_request", "subject"),
