@@ -323,6 +323,31 @@ def test_openapi_names_any_kb_as_gpt_actions_need(service):
             assert r.status_code == 200, (path, r.text)
 
 
+def test_a_name_no_route_can_reach_is_refused_at_creation(service, tmp_path):
+    """'my kb/é' was accepted and listed in the OpenAPI document, though /get_related_my%20kb%2F%C3%A9 could only
+    answer 404 (servers decode the path before routing). Every creation path refuses it now; a name made before
+    the check is left out of the document."""
+    from openqna.store import Project
+
+    for name in ("my kb/é", "a\\b", "..", ".", " ", "tab\tname"):
+        with pytest.raises(InvalidArgument, match="refused"):
+            service.create_project(name)
+        with pytest.raises(InvalidArgument, match="refused"):
+            create_table(service, name, TableSchema([parse_column("t:String")], ["t"], None))
+    made = run("table", "create", "my kb/é", "--column", "id:String", "--column", "t:String", "--text", "t",
+               data=tmp_path / "d", check=False)
+    assert made.returncode != 0 and "cannot hold '/'" in made.stderr, made.stderr
+    (tmp_path / "faq.tsv").write_text("Question\tAnswer\tSource\tMetadata\nHi?\tHello.\tfaq\t\n", encoding="utf-8")
+    imported = run("import", "faq/one", str(tmp_path / "faq.tsv"), data=tmp_path / "d", check=False)
+    assert imported.returncode != 0 and "cannot hold '/'" in imported.stderr, imported.stderr
+    service.store.create_project(Project("old/kb", ""))  # made before names were checked
+    service.create_project("my kb.é")  # spaces, dots and letters outside ASCII route fine
+    with LiveServer(service) as live:
+        paths = get(live, "/tools/openapi.json").json()["paths"]
+        assert list(paths) == ["/get_related_my%20kb.%C3%A9"]
+        assert httpx.get(live.url + list(paths)[0], params={"subject": "hello"}, timeout=30).status_code == 200
+
+
 def test_table_cli(tmp_path):
     rows = arxiv_rows(12)
     (tmp_path / "papers.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
