@@ -129,6 +129,26 @@ async def check_errors(client: Client) -> None:
     too_many = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": 21})
     assert too_many.is_error and "limit" in tool_text(too_many) and "20" in tool_text(too_many)
 
+    # get_related's name for the filter filters here too; a filter under a name search does not take is refused,
+    # never dropped (the SDK ignored it, and every record came back)
+    aliased = await client.call_tool("search", {"kb": "faq", "subject": "payment", "where_str": "category = 'account'"})
+    assert not aliased.is_error, tool_text(aliased)
+    assert [h["metadata"]["category"] for h in aliased.structured_content["hits"]] == ["account", "account"]
+    both = await client.call_tool("search", {"kb": "faq", "subject": "x", "where": "category = 'account'",
+                                             "where_str": "category = 'billing'"})
+    assert both.is_error and "'where'" in tool_text(both) and "'where_str'" in tool_text(both)
+    stray = await client.call_tool("search", {"kb": "faq", "subject": "x", "filter": "category = 'account'"})
+    assert stray.is_error and "Unknown argument(s) 'filter'" in tool_text(stray) and "where" in tool_text(stray)
+    wrong_kb = await client.call_tool("ask", {"kb": "faq", "question": "how do I pay?"})
+    assert wrong_kb.is_error and "'kb'" in tool_text(wrong_kb) and "project" in tool_text(wrong_kb)
+    # a value the schema refuses is named with what is expected, in words, not as pydantic's dump
+    typed = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": "many"})
+    assert typed.is_error and "'limit' was refused" in tool_text(typed) and "1 to 20" in tool_text(typed)
+    missing = await client.call_tool("search", {"kb": "faq"})
+    assert missing.is_error and "'subject' is required" in tool_text(missing)
+    for result in (typed, missing, too_many):
+        assert "pydantic" not in tool_text(result) and "type=" not in tool_text(result), tool_text(result)
+
     unknown = await client.call_tool("search", {"kb": "nope", "subject": "invoice"})
     assert unknown.is_error and "Unknown knowledge base 'nope'" in tool_text(unknown)
     unknown = await client.call_tool("ask", {"project": "nope", "question": "invoice?"})

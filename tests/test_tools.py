@@ -131,6 +131,18 @@ def test_get_related_speaks_myscale(live_arxiv):
     assert all(0 <= h["score"] <= 1 and h["kind"] == "row" for h in structured["hits"])
 
 
+def test_get_related_takes_mcp_s_name_for_the_filter(live_arxiv):
+    """``where`` (the MCP tool's name) filters as ``where_str`` does, on both HTTP tools."""
+    where = "has(categories, 'q-bio.NC')"
+    for path in ("/get_related_arxiv", "/tools/arxiv/search"):
+        named = get(live_arxiv, path, subject="brain imaging", where_str=where, limit=20).json()
+        aliased = get(live_arxiv, path, subject="brain imaging", where=where, limit=20).json()
+        unfiltered = get(live_arxiv, path, subject="brain imaging", limit=20).json()
+        assert named == aliased != unfiltered
+    hits = get(live_arxiv, "/tools/arxiv/search", subject="brain imaging", where=where, limit=20).json()["hits"]
+    assert hits and all("q-bio.NC" in h["fields"]["categories"] for h in hits)
+
+
 def test_get_related_keeps_a_column_named_score(service):
     """A table's own ``score`` column reaches the documents; the relevance moves to ``_score`` beside it."""
     schema = TableSchema([parse_column(c) for c in ("id:String", "text:String", "score:Float64")], ["text"], None)
@@ -233,9 +245,14 @@ REFUSALS = [
     ({"subject": "x", "where_str": "sleep(3) = 0"}, "invalid_where", "sleep"),
     ({"subject": "x", "where_str": "price > 3"}, "invalid_where", "price"),
     ({"subject": "x", "where_str": "pubdate > 'yesterday'"}, "invalid_where", "pubdate"),
+    ({"subject": "x", "where_str": "id = '1' AND"}, "invalid_where", "AND needs a condition on both sides"),
     ({"subject": "x", "limit": "0"}, "invalid_request", "limit"),
     ({"subject": "x", "limit": "21"}, "invalid_request", "limit"),
     ({"where_str": "id = '1'"}, "invalid_request", "subject"),
+    # a filter under a name the tool does not read was dropped, and the answer came back unfiltered
+    ({"subject": "x", "filter": "id = '1'"}, "invalid_request", "Unknown query parameter(s) 'filter'"),
+    ({"subject": "x", "where_str": "id = '1'", "where": "id = '2'"}, "invalid_where", "'where_str'"),
+    ({"subject": "x", "where_str": ["id = '1'", "id = '2'"]}, "invalid_request", "more than once"),
 ]
 
 
@@ -304,6 +321,31 @@ def test_openapi_names_any_kb_as_gpt_actions_need(service):
             assert " " not in path
             r = httpx.get(live.url + path, params={"subject": "anything"}, timeout=30)
             assert r.status_code == 200, (path, r.text)
+
+
+def test_a_name_no_route_can_reach_is_refused_at_creation(service, tmp_path):
+    """'my kb/é' was accepted and listed in the OpenAPI document, though /get_related_my%20kb%2F%C3%A9 could only
+    answer 404 (servers decode the path before routing). Every creation path refuses it now; a name made before
+    the check is left out of the document."""
+    from openqna.store import Project
+
+    for name in ("my kb/é", "a\\b", "..", ".", " ", "tab\tname"):
+        with pytest.raises(InvalidArgument, match="refused"):
+            service.create_project(name)
+        with pytest.raises(InvalidArgument, match="refused"):
+            create_table(service, name, TableSchema([parse_column("t:String")], ["t"], None))
+    made = run("table", "create", "my kb/é", "--column", "id:String", "--column", "t:String", "--text", "t",
+               data=tmp_path / "d", check=False)
+    assert made.returncode != 0 and "cannot hold '/'" in made.stderr, made.stderr
+    (tmp_path / "faq.tsv").write_text("Question\tAnswer\tSource\tMetadata\nHi?\tHello.\tfaq\t\n", encoding="utf-8")
+    imported = run("import", "faq/one", str(tmp_path / "faq.tsv"), data=tmp_path / "d", check=False)
+    assert imported.returncode != 0 and "cannot hold '/'" in imported.stderr, imported.stderr
+    service.store.create_project(Project("old/kb", ""))  # made before names were checked
+    service.create_project("my kb.é")  # spaces, dots and letters outside ASCII route fine
+    with LiveServer(service) as live:
+        paths = get(live, "/tools/openapi.json").json()["paths"]
+        assert list(paths) == ["/get_related_my%20kb.%C3%A9"]
+        assert httpx.get(live.url + list(paths)[0], params={"subject": "hello"}, timeout=30).status_code == 200
 
 
 def test_table_cli(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -427,3 +428,68 @@ def test_a_file_expires_as_its_expires_after_says(filled, live):
         {"shipping.md", "warranty.txt"}
     assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
     assert live.service.store.get_file(ids["returns.txt"]) is None and c.files.retrieve(f.id).id == f.id
+
+
+def test_a_pinned_tools_document_offers_only_operations_that_answer(filled, live):
+    """``/tools/openapi.json?deployment=`` listed every knowledge base, each requiring that deployment, though only
+    some had it (the others answered 404). Now it offers those that have it, with the parameter; a vector store,
+    searched in its live state, without it; not a project without it; and a deployment none has is a 404."""
+    from openapi_spec_validator import validate
+
+    from openqna.records import QnA
+
+    _, vs_id, _ = filled
+    service = live.service
+    service.create_project("faq")
+    service.upsert("faq", [QnA(["How do I pay?"], "By card.")])
+    service.deploy("faq", "production")
+    service.create_project("drafts")
+    service.upsert("drafts", [QnA(["How do I pay?"], "Not decided yet.")])
+    doc = httpx.get(live.url + "/tools/openapi.json", params={"deployment": "production"}, timeout=30).json()
+    validate(doc)
+    assert set(doc["paths"]) == {"/get_related_faq", f"/get_related_{vs_id}"}
+    for path, pinned in (("/get_related_faq", True), (f"/get_related_{vs_id}", False)):
+        names = {p["name"]: p for p in doc["paths"][path]["get"]["parameters"]}
+        assert ("deployment" in names) is pinned
+        params = {"subject": "how do I pay", **({"deployment": "production"} if pinned else {})}
+        assert httpx.get(live.url + path, params=params, timeout=30).status_code == 200
+    for path in ("/tools/openapi.json", "/tools/drafts/openapi.json", f"/tools/{vs_id}/openapi.json"):
+        missing = httpx.get(live.url + path, params={"deployment": "nonexist"}, timeout=30)
+        assert missing.status_code == 404 and "'nonexist'" in missing.json()["error"]["message"], missing.text
+
+
+def test_the_tools_show_and_filter_attributes_by_their_own_names(filled, live):
+    """Tool output carried the attributes' storage columns (``attr_str_726567696f6e``) beside ``attributes``, and
+    where_str knew only ``source``. Now lines show the ``attributes`` object alone, and where_str names each
+    attribute by its key, typed; a key whose values differ in type across files is no column."""
+    from openqna.kb.attribute_columns import attribute_where_columns
+
+    c, vs_id, ids = filled
+
+    def lines(**params) -> list[dict]:
+        r = httpx.get(f"{live.url}/get_related_{vs_id}", params={"subject": "store policies", "limit": 10, **params},
+                      timeout=30)
+        assert r.status_code == 200, r.text
+        return [json.loads(line) for line in r.json()["documents"].split("\n") if line]
+
+    everything = lines()
+    assert {line["filename"] for line in everything} == set(DOCS)
+    assert not [k for line in everything for k in line if k.startswith("attr_")], everything[0]
+    assert {line["filename"]: line["attributes"] for line in everything} == {n: a for n, (_, a) in DOCS.items()}
+    assert {line["filename"] for line in lines(where_str="region = 'us'")} == {"returns.txt"}
+    assert {line["filename"] for line in lines(where_str="year >= 2021 AND public")} == {"returns.txt"}
+    assert {line["filename"] for line in lines(where_str="author IN ('Jane') AND year < 2020")} == {"warranty.txt"}
+    hits = httpx.get(f"{live.url}/tools/{vs_id}/search", params={"subject": "shipping", "where_str": "NOT public"},
+                     timeout=30).json()["hits"]
+    assert {h["fields"]["filename"] for h in hits} == {"shipping.md"} and "attr_" not in json.dumps(hits)
+    refused = httpx.get(f"{live.url}/get_related_{vs_id}", params={"subject": "x", "where_str": "region > 3"},
+                        timeout=30)
+    assert refused.status_code == 400 and "region String" in refused.json()["error"]["message"], refused.text
+    doc = httpx.get(f"{live.url}/tools/{vs_id}/openapi.json", timeout=30).json()
+    where = {p["name"]: p for p in doc["paths"][f"/get_related_{vs_id}"]["get"]["parameters"]}["where_str"]
+    assert "region String" in where["description"] and "year Float64" in where["description"]
+    assert "public Bool" in where["description"] and "attr_" not in json.dumps(doc)
+
+    # no column: a key of mixed types, one that is not an identifier, one another column takes
+    assert attribute_where_columns([{"year": 2020, "x-y": "a"}, {"year": "2020"}, None]) == {}
+    assert set(attribute_where_columns([{"Source": "s", "team": "a"}], taken=["source"])) == {"team"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Literal, get_args
 
@@ -204,6 +204,23 @@ Filter = (
     | Compare | InList | Between | Like | IsNull | HasAny | HasAll | Empty
 )
 RECORD_NODES = (MetaEq, SourceIn, KindIn, IdIn)  # the leaves that read record fields, not typed columns
+
+
+def with_columns(f: Filter, columns: Mapping[str, Column]) -> Filter:
+    """``f`` reading ``columns[name]`` wherever it reads a column named ``name``: a filter parsed over the names a
+    caller uses, turned to the columns that hold them (a vector store's attributes, ``kb/attribute_columns.py``)."""
+    def column(c: Column) -> Column:
+        return columns.get(c.name, c)
+
+    if isinstance(f, (And, Or)):
+        return type(f)(tuple(with_columns(child, columns) for child in f.children))
+    if isinstance(f, Not):
+        return Not(with_columns(f.child, columns))
+    if isinstance(f, (Compare, InList, Between, Like)):
+        return replace(f, ref=Ref(column(f.ref.column), f.ref.fn))
+    if isinstance(f, (IsNull, HasAny, HasAll, Empty)):
+        return replace(f, column=column(f.column))
+    return f
 
 
 # ---------------------------------------------------------------------------------------------- value semantics

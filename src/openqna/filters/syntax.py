@@ -118,13 +118,39 @@ def _tokens(text: str, schema: Schema) -> list[Token]:
     return tokens
 
 
+# sqlglot says an operator lacks an operand as "Required keyword: 'expression' missing for <class
+# 'sqlglot.expressions.core.And'>": the parser's internals, which tell a caller nothing.  Its node names, in words.
+_MISSING_OPERAND = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")
+_COMPARISONS = {"EQ": "=", "NEQ": "!=", "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<="}
+_NEEDS = {
+    "And": "AND needs a condition on both sides (category = 'news' AND year > 2020)",
+    "Or": "OR needs a condition on both sides (category = 'news' OR category = 'blog')",
+    "Not": "NOT needs a condition after it (NOT category = 'news')",
+    "Between": "BETWEEN needs a low and a high bound joined by AND (year BETWEEN 2020 AND 2023)",
+    "Like": "LIKE needs a column before it and a pattern in single quotes after it (title LIKE '%guide%')",
+    "ILike": "ILIKE needs a column before it and a pattern in single quotes after it (title ILIKE '%guide%')",
+    "In": "IN needs a list of values in parentheses after it (category IN ('news', 'blog'))",
+    "Neg": "'-' needs a number after it",
+} | {name: f"{op} needs a column on one side and a value on the other (year {op} 2020)"
+     for name, op in _COMPARISONS.items()}
+
+
 def _syntax_reason(e: ParseError) -> str:
     detail = e.errors[0] if e.errors else {}
     near = str(detail.get("highlight", ""))
     if near.upper() in _STATEMENT_WORDS:
         return f"{near.upper()} is not allowed: where_str is one boolean expression over the columns, not a query"
-    description = detail.get("description", "invalid syntax")
-    return f"syntax error near {clip(near)!r} (column {detail.get('col', '?')}): {clip(str(description))}"
+    description = str(detail.get("description", "invalid syntax"))
+    missing = _MISSING_OPERAND.search(description)
+    if missing:
+        return _NEEDS.get(missing.group(1), "an operator is missing a condition or a value on one side")
+    if "<class" in description or "sqlglot" in description:  # never show the parser's internals
+        description = "invalid syntax"
+    if description == "Expecting )":
+        description = "a closing parenthesis is missing"
+    elif description == "Invalid expression / Unexpected token":
+        description = "unexpected here (are an operator, a quote or a parenthesis missing?)"
+    return f"syntax error near {clip(near)!r} (column {detail.get('col', '?')}): {clip(description, 80)}"
 
 
 def _check_size(tree: exp.Expr, schema: Schema) -> None:

@@ -15,9 +15,11 @@ import numpy as np
 from openqna import settings
 from openqna.auth.keys import Caller, allows
 from openqna.filters.match import Filter
-from openqna.filters.nodes import Column
+from openqna.filters.nodes import Column, with_columns
 from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
+from openqna.kb.attribute_columns import attribute_where_columns, without_attribute_columns
+from openqna.kb.catalog import kind_of
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
 from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA
@@ -46,6 +48,9 @@ class KnowledgeBaseInfo:
     count: int
     columns: list[Column]
     connected: dict | None = None  # a connected table's engine, table and described columns (no secret)
+    # searched in its live state whatever deployment a caller pins: a connected table (its engine holds its only
+    # state) and an OpenAI vector store (OpenAI's have no deployments; openqna answers from the live one)
+    live_only: bool = False
 
 
 class Searching(ServiceBase):
@@ -63,7 +68,18 @@ class Searching(ServiceBase):
                 return columns
             return columns + ([Column("source", "String")] if all(c.name != "source" for c in columns) else [])
         names = [k for k in index().metadata_keys() if _IDENT.match(k) and k != "source"]
-        return [Column(k, "String") for k in names] + [Column("source", "String")]
+        columns = [Column(k, "String") for k in names] + [Column("source", "String")]
+        attributes = Searching._attributes(proj, index)
+        return columns + [Column(key, c.type) for key, c in attributes.items()]
+
+    @staticmethod
+    def _attributes(proj: Project, index: Callable[[], MemIndex]) -> dict[str, Column]:
+        """A vector store's file attributes as where_str columns: key → the column that stores it (else empty)."""
+        if kind_of(proj) != "vector store":
+            return {}
+        built = index()
+        return built.derived("attribute_columns", lambda: attribute_where_columns(
+            (row.get("attributes") for row in built.rows), ["source", *built.metadata_keys()]))
 
     def warm(self) -> list[tuple[str, str]]:
         """Load the saved indexes (large knowledge bases) and fit their adaptations now, not on a first question.
@@ -95,7 +111,7 @@ class Searching(ServiceBase):
             link = p.settings.get("connected")
             count = p.settings["connected_rows"] if link else self.store.count_qnas(p.name)
             out.append(KnowledgeBaseInfo(p.name, p.description, kind, count, self.columns(p.name),
-                                         connected=link))
+                                         connected=link, live_only=bool(link) or kind_of(p) == "vector store"))
         return out
 
     @taking_turns
@@ -119,12 +135,16 @@ class Searching(ServiceBase):
             columns = tuple(self._columns(proj, lambda: index))
             flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
                    else _parsed_where(where, columns))
+            flt = with_columns(flt, self._attributes(proj, lambda: index))
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self.check_embedder(proj)
         ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj),
                                    trained=(kb, deployment))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)
+        if kind_of(proj) == "vector store":  # the attributes' storage columns stay inside
+            for record in records.values():
+                record.fields = without_attribute_columns(record.fields)
         return [Hit(records[r.record_id], round(r.confidence, 4)) for r in ranked if r.record_id in records]
 
     def _search_connected(self, proj: Project, subject: str, where: str | None, limit: int) -> list[Hit]:

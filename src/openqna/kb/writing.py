@@ -18,7 +18,7 @@ from openqna.index.analyze import analyze
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import FILLED, hashed_space
-from openqna.records import Conflict, KnowledgeBaseContent, NotFound, QnA
+from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
 
 EMBED_BATCH = 16
@@ -32,6 +32,27 @@ class ImportReport:
     ids: list[int] = field(default_factory=list)
     multilingual: bool = False  # the records were written with vectors in the multilingual space
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a knowledge base, or None.
+
+    Every surface puts the name in a URL path (``/get_related_{kb}``, ``/tools/{kb}/search``, the Azure and console
+    routes), and a path segment cannot hold it when it has '/' (a router splits there, even percent-encoded, as
+    servers decode the path first), a backslash (which browsers and some clients turn into '/'), is '.' or '..'
+    (which clients resolve away) or holds control characters.  Spaces and letters outside ASCII are fine: they are
+    percent-encoded.
+    """
+    if not name.strip():
+        return "a knowledge base name must not be empty"
+    bad = sorted({c for c in name if c in "/\\" or not c.isprintable()})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        return (f"a knowledge base name cannot hold {shown}: every API puts the name in a URL path, where it would "
+                f"not reach its routes; use letters, digits, spaces, '-', '_' or '.' instead")
+    if name in (".", ".."):
+        return f"a knowledge base cannot be named '{name}': clients resolve it away in a URL path"
+    return None
+
+
 def content_hash(q: QnA, embedder: str) -> str:
     payload = asdict(q)
     payload.pop("id")
@@ -44,7 +65,11 @@ class Writing(ServiceBase):
     # -- projects ----------------------------------------------------------------------
     def create_project(self, name: str, *, description: str = "", language: str = "en",
                        default_answer: str | None = None) -> Project:
-        """A new, empty project; ``Conflict`` when the name is taken (the stores compare names case-insensitively)."""
+        """A new, empty project; ``Conflict`` when the name is taken (the stores compare names case-insensitively),
+        ``InvalidArgument`` when no URL could route to it (``name_problem``)."""
+        problem = name_problem(name)
+        if problem:
+            raise InvalidArgument(f"Knowledge base name {name[:100]!r} refused: {problem}.", target="projectName")
         try:
             taken = self.store.get_project(name)
         except NotFound:

@@ -6,8 +6,8 @@
   section's heading), each embedded.  Retrieval takes the best question unit, so a fact deep in
   an 800-token chunk is found through its window.
 * ``fields`` holds ``file_id``, ``filename``, ``chunk_index``, pages, ``attributes`` as given, and
-  one typed column per attribute named ``attr_<str|num|bool>_<hex of key>`` (``attribute_column``);
-  OpenAI's filters read them through ``attribute_ref``.
+  one typed column per attribute named ``attr_<str|num|bool>_<hex of key>`` (``kb/attribute_columns.py``);
+  OpenAI's filters read them through ``attribute_ref``, where_str by the attributes' own keys.
 
 The lifecycle of stores, files and batches is ``kinds/vector_stores.py``; the wire is
 ``api/openai/vector_stores_api.py``.
@@ -17,35 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from openqna.filters.nodes import Column, ColumnType, Ref
+from openqna.filters.nodes import Ref
 from openqna.ingest import Block, ParsedDocument, chunk_document
 from openqna.ingest.chunker import Chunk
+from openqna.kb.attribute_columns import attribute_column, attribute_fields
 from openqna.records import QnA
 
 WINDOW_TOKENS = 256  # what the embedder reads, [CLS] and [SEP] included
 WINDOW_OVERLAP = 32
 
 
-def attribute_column(key: str, value: object) -> Column:
-    """The typed column holding attribute ``key`` when its value has ``value``'s type."""
-    ctype: ColumnType
-    if isinstance(value, bool):
-        kind, ctype = "bool", "Bool"
-    elif isinstance(value, (int, float)):
-        kind, ctype = "num", "Float64"
-    else:
-        kind, ctype = "str", "String"
-    return Column(f"attr_{kind}_{key.encode().hex()}", ctype)
-
-
 def attribute_ref(key: str, value: object) -> Ref:
     """What a filter on attribute ``key`` with a value like ``value`` reads."""
     return Ref(attribute_column(key, value))
-
-
-def attribute_fields(attributes: dict | None) -> dict[str, Any]:
-    """The typed columns of ``attributes``, as a record's ``fields`` hold them."""
-    return {attribute_column(k, v).name: v for k, v in (attributes or {}).items()}
 
 
 def chunk_record(file_id: str, filename: str, chunk: Chunk, attributes: dict | None) -> QnA:

@@ -51,10 +51,11 @@ from typing import Callable, TypeVar
 
 from openqna.filters.match import Filter, SourceIn, all_of
 from openqna.ingest import DocumentError, chunk_document, parse_document
+from openqna.kb.attribute_columns import attribute_fields, without_attribute_columns
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
 from openqna.kinds import openai_files
-from openqna.kinds.vector_store_records import attribute_fields, chunk_record
+from openqna.kinds.vector_store_records import chunk_record
 from openqna.models import gpt2
 from openqna.ranking.calibrations import passage_calibration
 from openqna.records import Conflict, InvalidArgument, NotFound, QnA
@@ -374,7 +375,7 @@ class VectorStores:
         """New attributes on existing records; unchanged texts keep their vectors."""
         records = self._records(store_id, file_id)
         for q in records:
-            q.fields = {k: v for k, v in q.fields.items() if not k.startswith("attr_")}
+            q.fields = without_attribute_columns(q.fields)
             q.fields.update(attributes=attributes, **attribute_fields(attributes))
         if records:
             self.service.upsert(store_id, records)

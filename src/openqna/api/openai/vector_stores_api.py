@@ -45,7 +45,8 @@ from openqna.api.openai.answers_api import (
 )
 from openqna.auth.keys import Authorizer, Principal, allows, reaches, scope_of
 from openqna.filters.nodes import And, Compare, Filter, InList, Or
-from openqna.kinds.vector_store_records import attribute_column, attribute_ref
+from openqna.kb.attribute_columns import attribute_column
+from openqna.kinds.vector_store_records import attribute_ref
 from openqna.kinds.vector_stores import (
     Attach,
     Chunking,

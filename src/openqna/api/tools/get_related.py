@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -27,7 +28,7 @@ from openqna.api.tools.openapi import openapi_document
 from openqna.auth.keys import Authorizer, allows, lacks_role
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE
-from openqna.kb.service import Hit, Service
+from openqna.kb.service import Hit, KnowledgeBaseInfo, Service
 from openqna.records import InvalidArgument, NotFound, OpenQnAError, ProjectNotFound
 
 # A connected table's engine failing (connected/engine.py), in this dialect's words.
@@ -156,6 +157,31 @@ def deployment_of(raw: str | None) -> str:
     return raw
 
 
+# The query parameters of /get_related_{kb} and /tools/{kb}/search.  Any other is refused: a filter sent under a
+# name the tools do not read (``filter``, MCP's ``where``) would otherwise be dropped and the answer come back
+# unfiltered, which the caller cannot tell from a filter that matched everything.
+SEARCH_PARAMS = ("subject", "where_str", "limit", "deployment")
+WHERE_ALIAS = "where"  # MCP's name for where_str, taken here too so one call works on both surfaces
+
+
+def where_param(params: QueryParams) -> str | None:
+    """The filter of a tool call: ``where_str`` (MyScale's name), or ``where`` (MCP's); an unknown parameter, a
+    repeated one or both names with different filters is an ``InvalidArgument`` that names what to send."""
+    names = [name for name, _ in params.multi_items()]
+    unknown = [n for n in dict.fromkeys(names) if n not in SEARCH_PARAMS and n != WHERE_ALIAS]
+    if unknown:
+        raise InvalidArgument(f"Unknown query parameter(s) {', '.join(repr(n[:40]) for n in unknown[:5])}; this "
+                              f"tool takes {', '.join(SEARCH_PARAMS)}. Filter with where_str.")
+    repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+    if repeated:
+        raise InvalidArgument(f"Query parameter {repeated[0]!r} is given more than once; give it once.")
+    where, alias = params.get("where_str"), params.get(WHERE_ALIAS)
+    if alias is not None and where is not None and alias != where:
+        raise InvalidArgument("Both 'where_str' and 'where' are given, with different filters; give one "
+                              "('where_str').", target="where_str")
+    return where if where is not None else alias
+
+
 class Tools:
     def __init__(self, service: Service, authorizer: Authorizer):
         self.service = service
@@ -186,6 +212,7 @@ class Tools:
     async def _hits(self, request: Request, kb: str) -> list[Hit]:
         self._key(request, kb)
         q = request.query_params
+        where = where_param(q)
         subject = q.get("subject")
         if subject is None or not subject.strip():
             raise InvalidArgument("'subject' is required: a sentence or phrase describing what to find.")
@@ -197,7 +224,7 @@ class Tools:
         if limit is None or not 1 <= limit <= max_limit():
             raise InvalidArgument(f"'limit' must be an integer (ASCII digits) from 1 to {max_limit()}; "
                                   f"got '{raw_limit}'.")
-        return await run_query(self.service.search, kb, subject, where=q.get("where_str"), limit=limit,
+        return await run_query(self.service.search, kb, subject, where=where, limit=limit,
                                deployment=deployment_of(q.get("deployment")))
 
     async def get_related(self, request: Request) -> Response:
@@ -237,7 +264,7 @@ class Tools:
         except _Refused as exc:
             return exc.response
         kbs = await run_in_threadpool(self.service.knowledge_bases, key)
-        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+        return await self._document(request, kbs, version, deployment)
 
     async def openapi_one(self, request: Request) -> Response:
         kb = request.path_params["kb"]
@@ -249,7 +276,24 @@ class Tools:
         kbs = [k for k in await run_in_threadpool(self.service.knowledge_bases, key) if k.name.lower() == kb.lower()]
         if not kbs:
             return tools_error(404, "not_found", f"There is no knowledge base '{kb}'.")
-        return JSONResponse(openapi_document(kbs, self._server(request), version, deployment))
+        return await self._document(request, kbs, version, deployment)
+
+    async def _document(self, request: Request, kbs: list[KnowledgeBaseInfo], version: str,
+                        deployment: str | None) -> Response:
+        """The document of ``kbs``; pinned to ``deployment``, only those that have it (each operation then sends it)
+        and those searched live whatever is pinned (``live_only``, without the parameter): an operation that could
+        only answer 404 is left out, and a deployment no knowledge base has is a 404."""
+        if deployment is None:
+            return JSONResponse(openapi_document(kbs, self._server(request), version))
+        having = await run_in_threadpool(lambda: {k.name for k in kbs if self.service.has_deployment(k.name, deployment)})
+        pinned = [k for k in kbs if k.name in having]
+        if not pinned:
+            names = f"'{kbs[0].name}'" if len(kbs) == 1 else "any knowledge base you can search"
+            return tools_error(404, "not_found", f"Deployment '{deployment}' was not found in {names}; leave "
+                                                 f"'deployment' out for the live state ('{LIVE}').")
+        live = [k for k in kbs if k.live_only and k.name not in having]
+        return JSONResponse(openapi_document(pinned + live, self._server(request), version, deployment,
+                                             live={k.name for k in live}))
 
     @staticmethod
     def _deployment(request: Request) -> str | None:

@@ -14,13 +14,14 @@ are no headers and no authorizer: the process belongs to whoever could open the 
 
 # No ``from __future__ import annotations``: the SDK reads the tools' Annotated[...] hints at runtime.
 
+import json
 from typing import Annotated, Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from openqna import __version__, settings
 from openqna.api.concurrency import run_query
@@ -129,7 +130,11 @@ class AskResult(BaseModel):
 
 # --------------------------------------------------------------------------------------------- tools
 def _clip(text: str) -> str:
-    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+    return _clip_to(text, TEXT_CHARS)
+
+
+def _clip_to(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _result(model: BaseModel) -> CallToolResult:
@@ -236,10 +241,79 @@ class KnowledgeBaseTools:
             raise self.service.deployment_not_found(project, deployment) from None
 
 
+# Another surface's name for an argument, taken as this one's: get_related's where_str is search's where.
+ALIASES = {"search": {"where_str": "where"}}
+
+
+class ToolServer(MCPServer):
+    """An MCPServer whose tools refuse arguments they do not take and explain refused values in plain words.
+
+    The SDK drops an unknown argument without a word, so a filter sent under another name (``where_str``, as
+    the HTTP tools call it, or ``filter``) searched everything; and it answers a value its schema refuses with
+    pydantic's own dump (error URLs and all).  Here an alias is renamed (``ALIASES``), any other unknown
+    argument is a tool error that lists the tool's arguments, and a refused value names its argument and what
+    the schema expects.
+    """
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None
+                        ) -> CallToolResult | InputRequiredResult:
+        schema = (await self._input_schemas()).get(name)
+        if schema is None:  # the SDK says the tool is unknown
+            return await super().call_tool(name, arguments, context)
+        arguments = _renamed(name, arguments)
+        taken = schema.get("properties", {})
+        unknown = [k for k in arguments if k not in taken]
+        if unknown:
+            raise ToolError(f"Unknown argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])} for {name}; it "
+                            f"takes {', '.join(taken)}.")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(refused_arguments(name, exc.__cause__, taken)) from None
+
+    async def _input_schemas(self) -> dict[str, dict[str, Any]]:
+        if self._schemas is None:
+            self._schemas = {t.name: t.input_schema for t in await self.list_tools()}
+        return self._schemas
+
+
+def _renamed(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with another surface's names for them renamed; both names with different values is refused."""
+    out = dict(arguments)
+    for alias, name in ALIASES.get(tool, {}).items():
+        if alias not in out:
+            continue
+        value = out.pop(alias)
+        if name in out and out[name] != value:
+            raise ToolError(f"Both '{name}' and '{alias}' are given, with different values; give one ('{name}').")
+        out[name] = value
+    return out
+
+
+def refused_arguments(tool: str, error: ValidationError, properties: dict[str, Any]) -> str:
+    """What was wrong with a call's arguments, one clause per argument, each with what its schema expects."""
+    clauses = []
+    for problem in error.errors(include_url=False):
+        name = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        expected = properties.get(str(problem["loc"][0]) if problem["loc"] else "", {}).get("description", "")
+        if problem["type"] == "missing":
+            clause = f"'{name}' is required"
+        else:
+            given = problem.get("input")
+            shown = json.dumps(given, ensure_ascii=False, default=str) if given is not None else "null"
+            clause = f"'{name}' was refused: {problem['msg']} (got {shown[:60]})"
+        clauses.append(clause + (f"; expected: {_clip_to(expected, 300)}" if expected else ""))
+    return f"Invalid arguments for {tool}: " + " ".join(c.rstrip(".") + "." for c in clauses)
+
+
 def build_server(service: Service, *, authorizer: Authorizer | None = None, deployment: str = LIVE) -> MCPServer:
     """An MCPServer with the three read-only tools; ``deployment`` is the one they query."""
     tools = KnowledgeBaseTools(service, authorizer, deployment)
-    server = MCPServer("openqna", title="openqna knowledge bases", version=__version__, instructions=INSTRUCTIONS,
+    server = ToolServer("openqna", title="openqna knowledge bases", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING")
     server.add_tool(
         tools.list_knowledge_bases, name="list_knowledge_bases", title="List knowledge bases", annotations=READ_ONLY,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from urllib.parse import quote
 
 from openqna import __version__, settings
 from openqna.kb.service import KnowledgeBaseInfo
+from openqna.kb.writing import name_problem
 
 OPERATION_CHARS = 300
 PARAMETER_CHARS = 700
@@ -101,15 +103,20 @@ def _operation(kb: KnowledgeBaseInfo, deployment: str | None = None) -> dict:
 
 
 def openapi_document(kbs: list[KnowledgeBaseInfo], server: str, version: str = "3.1",
-                     deployment: str | None = None) -> dict:
+                     deployment: str | None = None, live: Collection[str] = ()) -> dict:
     """The document for GPT Actions; with ``deployment``, every operation sends it (a required one-value parameter),
-    so the GPT searches that deployment rather than the live state."""
+    so the GPT searches that deployment rather than the live state, except the operations of the knowledge bases
+    named in ``live``, which have no deployments and are searched in their live state.  A knowledge base whose name
+    no URL can route to (one made before names were checked, ``name_problem``) is left out: its calls could only
+    answer 404."""
+    kbs = [kb for kb in kbs if name_problem(kb.name) is None]
     return {
         "openapi": "3.1.0" if version == "3.1" else "3.0.3",
         "info": {"title": "openqna knowledge bases", "version": __version__,
                  "description": "Search knowledge bases hosted by openqna."},
         "servers": [{"url": server}],
-        "paths": {f"/get_related_{quote(kb.name, safe='')}": {"get": _operation(kb, deployment)} for kb in kbs},
+        "paths": {f"/get_related_{quote(kb.name, safe='')}": {"get": _operation(kb, None if kb.name in live else deployment)}
+                  for kb in kbs},
         "components": {
             "schemas": {
                 "QueryResult": {"type": "object", "properties": {
