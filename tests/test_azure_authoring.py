@@ -493,3 +493,29 @@ def test_deleting_a_qna_takes_the_prompts_to_it_out_of_the_other_qnas(live, admi
         authoring.begin_update_qnas("kb", [{"op": "replace", "value": stale}]).result()
     answer = qa.get_answers(qna_id=1, project_name="kb", deployment_name="production").answers[0]
     assert [p.qna_id for p in answer.dialog.prompts] == [2, 3]  # production keeps what it was deployed with
+
+
+def _export_and_import(live, admin, source: str, target: str, fmt: str) -> None:
+    """Export ``source`` through the export job and import the file into ``target`` through the import job, by the
+    signed resultUrl as a client hands it on."""
+    authoring, _ = clients(live, admin)
+    job = authoring.begin_export(source, file_format=fmt).result()
+    authoring.begin_import_assets(target, {"fileUri": job["resultUrl"]}, file_format=fmt).result()
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "json"])
+def test_backslashes_survive_an_export_and_import(live, admin, fmt):
+    """A TSV or Excel export brought ``C:\\new`` back as ``C:`` + newline + ``ew``, and CRLF as LF in Excel."""
+    answers = [r"Path is C:\new\table\file.txt", r"Literal \n sequence", "Two lines\nand a CRLF\r\nend",
+               "Ends with a backslash \\\nthen \\\\server\\share"]
+    authoring, _ = clients(live, admin)
+    authoring.create_project("paths", {"language": "en"})
+    authoring.begin_update_qnas("paths", [{"op": "add", "value": {"questions": [f"{a} (q{i})"], "answer": a}}
+                                          for i, a in enumerate(answers)]).result()
+    _export_and_import(live, admin, "paths", "copy", fmt)
+    original = {q["id"]: (q["answer"], q["questions"]) for q in authoring.list_qnas("paths")}
+    copied = {q["id"]: (q["answer"], q["questions"]) for q in authoring.list_qnas("copy")}
+    if fmt == "tsv":  # a TSV has no escape for a carriage return: CRLF comes back as a newline
+        original = {i: (a.replace("\r\n", "\n"), [x.replace("\r\n", "\n") for x in q])
+                    for i, (a, q) in original.items()}
+    assert copied == original and len(copied) == len(answers)
