@@ -519,3 +519,32 @@ def test_backslashes_survive_an_export_and_import(live, admin, fmt):
         original = {i: (a.replace("\r\n", "\n"), [x.replace("\r\n", "\n") for x in q])
                     for i, (a, q) in original.items()}
     assert copied == original and len(copied) == len(answers)
+
+
+def test_passages_stay_passages_through_a_json_export_and_import(live, admin):
+    """A JSON export wrote passages as plain QnAs: imported again they answered without includeUnstructuredSources."""
+    import json
+    from pathlib import Path
+
+    import openqna
+
+    guide = Path(openqna.__file__).parent / "samples" / "product-guide.md"
+    Authoring(live.service).import_file("p3", guide.name, guide.read_bytes())
+    kinds = {q.id: q.kind for q in live.service.store.list_qnas("p3")}
+    assert set(kinds.values()) == {"qna", "passage"}
+    authoring, qa = clients(live, admin)
+    job = authoring.begin_export("p3", file_format="json").result()
+    data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).content
+    exported = json.loads(data)["Assets"]["Qnas"]
+    assert {q["Id"]: q.get("Kind", "qna") for q in exported} == kinds
+    assert all("Kind" not in q for q in exported if kinds[q["Id"]] == "qna")  # QnAs are written as Azure's are
+
+    authoring.begin_import_assets("p3copy", json.loads(data)).result()  # the file as an import body
+    assert {q.id: q.kind for q in live.service.store.list_qnas("p3copy")} == kinds
+    _export_and_import(live, admin, "p3", "p3fromfile", "json")  # and as a fileUri
+    assert {q.id: q.kind for q in live.service.store.list_qnas("p3fromfile")} == kinds
+    passages = {i for i, kind in kinds.items() if kind == "passage"}
+    for unstructured in (False, True):
+        answers = qa.get_answers(question="How do I clean the lamp?", project_name="p3copy", deployment_name="test",
+                                 top=10, include_unstructured_sources=unstructured).answers
+        assert bool({a.qna_id for a in answers} & passages) == unstructured

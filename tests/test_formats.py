@@ -760,3 +760,18 @@ def test_csv_export_keeps_what_a_tsv_cannot() -> None:
     assert (filename, media) == ("QnAs.csv", "text/csv; charset=utf-8") and body.startswith(b"\xef\xbb\xbf")
     assert read_file(filename, body).qnas == content.qnas
     assert read_file("QnAs.tsv", export_bytes(content, "tsv")[0]).qnas != content.qnas  # \\n and tab do not survive
+
+
+def test_json_keeps_what_a_record_is() -> None:
+    """Passages were written as plain QnAs, so an imported export answered with them as QnAs."""
+    content = KnowledgeBaseContent(qnas=[QnA(["Care"], "Wipe it with a dry cloth.", id=1, kind="passage"),
+                                         QnA(["How do I clean it?"], "With a dry cloth.", id=2)])
+    written = write_json(content)["Assets"]["Qnas"]
+    assert written[0]["Kind"] == "passage" and "Kind" not in written[1]
+    assert [q.kind for q in _via("json", content).qnas] == ["passage", "qna"]
+    body = {"assets": {"qnas": [{"id": 1, "answer": "a", "questions": ["q"], "kind": "Passage"},
+                                {"id": 2, "answer": "b", "questions": ["r"], "kind": "qna"}]}}
+    assert [q.kind for q in read_json(body).qnas] == ["passage", "qna"]
+    for kind in ("row", 3):
+        with pytest.raises(FormatError, match=r"Assets.Qnas\[0\].Kind"):
+            read_json({"assets": {"qnas": [{"answer": "a", "questions": ["q"], "kind": kind}]}})
