@@ -548,3 +548,36 @@ def test_passages_stay_passages_through_a_json_export_and_import(live, admin):
         answers = qa.get_answers(question="How do I clean the lamp?", project_name="p3copy", deployment_name="test",
                                  top=10, include_unstructured_sources=unstructured).answers
         assert bool({a.qna_id for a in answers} & passages) == unstructured
+
+
+def test_an_import_with_prompts_to_missing_qnas_is_refused_and_writes_nothing(live, admin, files):
+    """An import stored follow-up prompts to QnAs that did not exist (never shown), which PATCH .../qnas refuses."""
+    prompt = {"displayOrder": 0, "qnaId": 77, "displayText": "go deeper"}
+    body = {"assets": {"qnas": [{"id": 1, "answer": "a1", "questions": ["reset device"],
+                                 "dialog": {"prompts": [prompt]}}]}}
+    r = _req(live, "POST", "/dang/:import", admin, params={"format": "json"}, json=body)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "QnA 'reset device' (id 1)" in message and "do not exist: [77]" in message, message
+    assert _req(live, "GET", "/dang", admin).status_code == 404  # the project was not created
+
+    # a file (fetched by the job) fails its job the same way, having written nothing
+    (files.root / "dang.tsv").write_text(
+        "Question\tAnswer\tQnaId\tPrompts\nreset device\ta1\t1\t"
+        '[{"DisplayOrder":0,"QnaId":77,"DisplayText":"go deeper"}]\n', encoding="utf-8")
+    r = _req(live, "POST", "/dang/:import", admin, params={"format": "tsv"}, json={"fileUri": f"{files.url}/dang.tsv"})
+    assert r.status_code == 202, r.text
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and "QnA 'reset device' (id 1)" in job["errors"][0]["message"]
+    assert "[77]" in job["errors"][0]["message"] and _req(live, "GET", "/dang", admin).status_code == 404
+
+    # an import replaces the QnAs: a prompt may lead to one of its own, not to a stored one it deletes
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["a1"], "a1", id=1), QnA(["deeper"], "d", id=77)]))
+    r = _req(live, "POST", "/kb/:import", admin, json=body)
+    assert r.status_code == 400 and "[77]" in r.json()["error"]["message"], r.text
+    authoring, _ = clients(live, admin)
+    body["assets"]["qnas"].append({"id": 77, "answer": "deeper still", "questions": ["deeper"]})
+    authoring.begin_import_assets("kb", body).result()
+    stored = {q["id"]: q for q in authoring.list_qnas("kb")}
+    assert [p["qnaId"] for p in stored[1]["dialog"]["prompts"]] == [77] and stored[77]["answer"] == "deeper still"
