@@ -493,3 +493,91 @@ def test_deleting_a_qna_takes_the_prompts_to_it_out_of_the_other_qnas(live, admi
         authoring.begin_update_qnas("kb", [{"op": "replace", "value": stale}]).result()
     answer = qa.get_answers(qna_id=1, project_name="kb", deployment_name="production").answers[0]
     assert [p.qna_id for p in answer.dialog.prompts] == [2, 3]  # production keeps what it was deployed with
+
+
+def _export_and_import(live, admin, source: str, target: str, fmt: str) -> None:
+    """Export ``source`` through the export job and import the file into ``target`` through the import job, by the
+    signed resultUrl as a client hands it on."""
+    authoring, _ = clients(live, admin)
+    job = authoring.begin_export(source, file_format=fmt).result()
+    authoring.begin_import_assets(target, {"fileUri": job["resultUrl"]}, file_format=fmt).result()
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "json"])
+def test_backslashes_survive_an_export_and_import(live, admin, fmt):
+    """A TSV or Excel export brought ``C:\\new`` back as ``C:`` + newline + ``ew``, and CRLF as LF in Excel."""
+    answers = [r"Path is C:\new\table\file.txt", r"Literal \n sequence", "Two lines\nand a CRLF\r\nend",
+               "Ends with a backslash \\\nthen \\\\server\\share"]
+    authoring, _ = clients(live, admin)
+    authoring.create_project("paths", {"language": "en"})
+    authoring.begin_update_qnas("paths", [{"op": "add", "value": {"questions": [f"{a} (q{i})"], "answer": a}}
+                                          for i, a in enumerate(answers)]).result()
+    _export_and_import(live, admin, "paths", "copy", fmt)
+    original = {q["id"]: (q["answer"], q["questions"]) for q in authoring.list_qnas("paths")}
+    copied = {q["id"]: (q["answer"], q["questions"]) for q in authoring.list_qnas("copy")}
+    if fmt == "tsv":  # a TSV has no escape for a carriage return: CRLF comes back as a newline
+        original = {i: (a.replace("\r\n", "\n"), [x.replace("\r\n", "\n") for x in q])
+                    for i, (a, q) in original.items()}
+    assert copied == original and len(copied) == len(answers)
+
+
+def test_passages_stay_passages_through_a_json_export_and_import(live, admin):
+    """A JSON export wrote passages as plain QnAs: imported again they answered without includeUnstructuredSources."""
+    import json
+    from pathlib import Path
+
+    import openqna
+
+    guide = Path(openqna.__file__).parent / "samples" / "product-guide.md"
+    Authoring(live.service).import_file("p3", guide.name, guide.read_bytes())
+    kinds = {q.id: q.kind for q in live.service.store.list_qnas("p3")}
+    assert set(kinds.values()) == {"qna", "passage"}
+    authoring, qa = clients(live, admin)
+    job = authoring.begin_export("p3", file_format="json").result()
+    data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).content
+    exported = json.loads(data)["Assets"]["Qnas"]
+    assert {q["Id"]: q.get("Kind", "qna") for q in exported} == kinds
+    assert all("Kind" not in q for q in exported if kinds[q["Id"]] == "qna")  # QnAs are written as Azure's are
+
+    authoring.begin_import_assets("p3copy", json.loads(data)).result()  # the file as an import body
+    assert {q.id: q.kind for q in live.service.store.list_qnas("p3copy")} == kinds
+    _export_and_import(live, admin, "p3", "p3fromfile", "json")  # and as a fileUri
+    assert {q.id: q.kind for q in live.service.store.list_qnas("p3fromfile")} == kinds
+    passages = {i for i, kind in kinds.items() if kind == "passage"}
+    for unstructured in (False, True):
+        answers = qa.get_answers(question="How do I clean the lamp?", project_name="p3copy", deployment_name="test",
+                                 top=10, include_unstructured_sources=unstructured).answers
+        assert bool({a.qna_id for a in answers} & passages) == unstructured
+
+
+def test_an_import_with_prompts_to_missing_qnas_is_refused_and_writes_nothing(live, admin, files):
+    """An import stored follow-up prompts to QnAs that did not exist (never shown), which PATCH .../qnas refuses."""
+    prompt = {"displayOrder": 0, "qnaId": 77, "displayText": "go deeper"}
+    body = {"assets": {"qnas": [{"id": 1, "answer": "a1", "questions": ["reset device"],
+                                 "dialog": {"prompts": [prompt]}}]}}
+    r = _req(live, "POST", "/dang/:import", admin, params={"format": "json"}, json=body)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "QnA 'reset device' (id 1)" in message and "do not exist: [77]" in message, message
+    assert _req(live, "GET", "/dang", admin).status_code == 404  # the project was not created
+
+    # a file (fetched by the job) fails its job the same way, having written nothing
+    (files.root / "dang.tsv").write_text(
+        "Question\tAnswer\tQnaId\tPrompts\nreset device\ta1\t1\t"
+        '[{"DisplayOrder":0,"QnaId":77,"DisplayText":"go deeper"}]\n', encoding="utf-8")
+    r = _req(live, "POST", "/dang/:import", admin, params={"format": "tsv"}, json={"fileUri": f"{files.url}/dang.tsv"})
+    assert r.status_code == 202, r.text
+    live.app.state.jobs.wait()
+    job = httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json()
+    assert job["status"] == "failed" and "QnA 'reset device' (id 1)" in job["errors"][0]["message"]
+    assert "[77]" in job["errors"][0]["message"] and _req(live, "GET", "/dang", admin).status_code == 404
+
+    # an import replaces the QnAs: a prompt may lead to one of its own, not to a stored one it deletes
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["a1"], "a1", id=1), QnA(["deeper"], "d", id=77)]))
+    r = _req(live, "POST", "/kb/:import", admin, json=body)
+    assert r.status_code == 400 and "[77]" in r.json()["error"]["message"], r.text
+    authoring, _ = clients(live, admin)
+    body["assets"]["qnas"].append({"id": 77, "answer": "deeper still", "questions": ["deeper"]})
+    authoring.begin_import_assets("kb", body).result()
+    stored = {q["id"]: q for q in authoring.list_qnas("kb")}
+    assert [p["qnaId"] for p in stored[1]["dialog"]["prompts"]] == [77] and stored[77]["answer"] == "deeper still"

@@ -526,3 +526,17 @@ def test_backup_while_serving_then_serve_the_copy(tmp_path):
     remote = run("backup", str(tmp_path / "b3"), data=data, check=False,
                  env={"OPENQNA_STORE": "postgresql://nobody@127.0.0.1:1/none"})
     assert remote.returncode == 2 and "pg_dump" in remote.stderr and not (tmp_path / "b3").exists()
+
+
+def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):
+    """``openqna import`` stored follow-up prompts to QnAs that did not exist, which PATCH .../qnas refuses."""
+    dangling = tmp_path / "dang.json"
+    dangling.write_text(json.dumps({"Assets": {"Qnas": [{"Id": 1, "Answer": "a1", "Questions": ["reset device"],
+        "Dialog": {"Prompts": [{"DisplayOrder": 0, "QnaId": 77, "DisplayText": "go deeper"}]}}]}}), encoding="utf-8")
+    proc = run("import", "dang", str(dangling), data=tmp_path, check=False)
+    assert proc.returncode == 2 and "QnA 'reset device' (id 1)" in proc.stderr and "[77]" in proc.stderr, proc.stderr
+    assert "dang" not in run("projects", data=tmp_path).stdout
+    target = tmp_path / "deeper.json"
+    target.write_text(json.dumps([{"Id": 77, "Answer": "Deeper.", "Questions": ["go deeper"]}]), encoding="utf-8")
+    run("import", "dang", str(target), data=tmp_path)
+    assert "1 added" in run("import", "dang", str(dangling), data=tmp_path).stdout  # an import adds to what is stored

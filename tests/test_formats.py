@@ -156,7 +156,44 @@ def test_newline_escapes_become_newlines_and_go_back() -> None:
     assert "experiences.\\n\\nIf you already have" in written
     assert read_xlsx(write_xlsx(content)).qnas == content.qnas
     workbook = openpyxl.load_workbook(io.BytesIO(write_xlsx(content)))
-    assert "\\n\\nIf you already" in workbook["QnAs"]["B6"].value  # escaped like QnA Maker's workbooks
+    cell = workbook["QnAs"]["B6"]
+    assert "experiences.\n\nIf you already" in cell.value and cell.alignment.wrap_text  # real, shown line breaks
+
+
+# Text whose backslashes QnA Maker's files cannot tell from newlines: a Windows path, code, a backslash ending a line.
+BACKSLASHED = [r"Path is C:\new\table\file.txt", r"Literal \n sequence", "Ends with C:\\\nthen a new line",
+               r"Two \\n, a share \\server\share and a last \\", "Code:\n  print('a\\nb')\r\n  done\rmac"]
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "csv", "json"])
+def test_backslashes_and_line_breaks_survive_export_and_import(fmt: str) -> None:
+    """``C:\\new`` came back from a TSV or workbook as ``C:`` + newline + ``ew``: the export wrote newlines as
+    ``\\n`` and left a backslash before an n as it was."""
+    content = KnowledgeBaseContent(qnas=[
+        QnA(questions=[f"Where is {text}?", "And?"], answer=text, id=i, source=f"src\\n{i}",
+            metadata={"path": f"d\\n{i}"}).normalised()
+        for i, text in enumerate(BACKSLASHED, start=1)])
+    got = _via(fmt, content).qnas
+    # A TSV has no escape for a carriage return (readers split rows on it) and a CSV reads CRLF in a cell as LF.
+    lossy = {"tsv": lambda t: t.replace("\r\n", "\n").replace("\r", "\n"),
+             "csv": lambda t: t.replace("\r\n", "\n")}.get(fmt, lambda t: t)
+    assert [(q.answer, q.questions, q.source, q.metadata) for q in got] == [
+        (lossy(q.answer), [lossy(x) for x in q.questions], q.source, q.metadata) for q in content.qnas]
+
+
+def test_qna_maker_newline_escapes_still_read_as_before() -> None:
+    """QnA Maker writes a newline as backslash-n and escapes no backslash; its files read as they always did, except
+    where two or more backslashes come right before an n (which it wrote ambiguously)."""
+    text = (f"{HEADER}\n"
+            "Where are logs?\tSee C:\\logs\\app.\\nThen \\\\server\\share.\\n\\nDone\tEditorial\t\t[]\tFalse\t[]\t1\n")
+    assert read_tsv(text).qnas[0].answer == "See C:\\logs\\app.\nThen \\\\server\\share.\n\nDone"
+    workbook = openpyxl.Workbook()
+    workbook.active.append(["Question", "Answer"])
+    workbook.active.append(["Where?", "Line one\\nLine two\nLine three"])
+    out = io.BytesIO()
+    workbook.save(out)
+    assert read_xlsx(out.getvalue()).qnas[0].answer == "Line one\nLine two\nLine three"
+    assert qna_table.unescape("a\\\\nb \\\\\\nc") == "a\\nb \\\nc"  # pairs are backslashes, an odd one a newline
 
 
 def test_crlf_bom_and_utf16() -> None:
@@ -723,3 +760,18 @@ def test_csv_export_keeps_what_a_tsv_cannot() -> None:
     assert (filename, media) == ("QnAs.csv", "text/csv; charset=utf-8") and body.startswith(b"\xef\xbb\xbf")
     assert read_file(filename, body).qnas == content.qnas
     assert read_file("QnAs.tsv", export_bytes(content, "tsv")[0]).qnas != content.qnas  # \\n and tab do not survive
+
+
+def test_json_keeps_what_a_record_is() -> None:
+    """Passages were written as plain QnAs, so an imported export answered with them as QnAs."""
+    content = KnowledgeBaseContent(qnas=[QnA(["Care"], "Wipe it with a dry cloth.", id=1, kind="passage"),
+                                         QnA(["How do I clean it?"], "With a dry cloth.", id=2)])
+    written = write_json(content)["Assets"]["Qnas"]
+    assert written[0]["Kind"] == "passage" and "Kind" not in written[1]
+    assert [q.kind for q in _via("json", content).qnas] == ["passage", "qna"]
+    body = {"assets": {"qnas": [{"id": 1, "answer": "a", "questions": ["q"], "kind": "Passage"},
+                                {"id": 2, "answer": "b", "questions": ["r"], "kind": "qna"}]}}
+    assert [q.kind for q in read_json(body).qnas] == ["passage", "qna"]
+    for kind in ("row", 3):
+        with pytest.raises(FormatError, match=r"Assets.Qnas\[0\].Kind"):
+            read_json({"assets": {"qnas": [{"answer": "a", "questions": ["q"], "kind": kind}]}})

@@ -64,7 +64,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
 
     from openqna.formats import QNA_SUFFIXES, read_file
     from openqna.ingest import parse_document
-    from openqna.kb.authoring import KB_ID
+    from openqna.kb.authoring import KB_ID, Authoring
     from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document
     from openqna.records import KnowledgeBaseContent
 
@@ -85,6 +85,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
         service = open_service(data_dir, create=True)
+        Authoring(service).check_import_prompts(project, content.qnas, replacing=False)  # before anything is written
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
@@ -96,8 +97,6 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
                        f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
         if kb_id:
-            from openqna.kb.authoring import Authoring
-
             Authoring(service).set_kb_id(project, kb_id)
             click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")
     except OpenQnAError as exc:

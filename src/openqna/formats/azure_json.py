@@ -5,7 +5,8 @@ The export file is PascalCase::
     {"Metadata": {...project...},
      "Assets": {"Qnas": [{"Id", "Answer", "Source", "Questions", "Metadata",
                           "Dialog": {"IsContextOnly", "Prompts": [{"DisplayOrder", "QnaId", "DisplayText"}]},
-                          "ActiveLearningSuggestions": [{"ClusterHead", "SuggestedQuestions": [...]}]}],
+                          "ActiveLearningSuggestions": [{"ClusterHead", "SuggestedQuestions": [...]}],
+                          "Kind": "passage" (openqna's, on passages only)}],
                 "Synonyms": [{"Alterations": ["word", ...]}]}}
 
 and the authoring import body is the same in camelCase (``{"assets": {"qnas": [...]}}``).
@@ -15,6 +16,12 @@ may be an object or a list of ``{"Key"|"Name", "Value"}`` pairs; an ``Id`` of 0 
 means "not assigned yet".  Active-learning suggestions are converted to and from QnA
 Maker's SuggestedQuestions clusters, the form ``QnA.suggested_questions`` keeps; the
 cluster totals are recomputed as sums, which is what QnA Maker's files hold.
+
+A passage (a section of a document, ``kind="passage"``: it answers only with ``includeUnstructuredSources``)
+is written among the QnAs with one more property, ``"Kind": "passage"``, and read back as a passage; a QnA
+carries no ``Kind`` (read as ``"qna"``).  Azure's export has no place for passages (its unstructured sources
+are not QnAs), so they stay in ``Qnas`` with the ids that prompts and feedback name, and a client that does
+not know ``Kind`` ignores it, as Azure ignores properties it does not know.
 
 Syntax errors carry json's line and column; schema errors name a path such as
 ``Assets.Qnas[3].Answer`` (canonical PascalCase names, whatever case the file used).
@@ -29,7 +36,7 @@ from typing import Any
 from openqna import strict_json
 from openqna.formats import limits, qna_table
 from openqna.formats.qna_table import CellError, as_int, casefold_keys
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA
+from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA, RecordKind
 
 
 def read_json(data: bytes | str | Mapping[str, Any], name: str = "upload.json") -> KnowledgeBaseContent:
@@ -120,11 +127,24 @@ def _qna(item: Any, path: str) -> QnA:
         suggested_questions=suggestions_from_azure(
             fields.get("activelearningsuggestions") or [], f"{path}.ActiveLearningSuggestions"
         ),
+        kind=_kind(fields.get("kind"), f"{path}.Kind"),
     ).normalised()
     if problems := limits.qna_problems(qna):
         field, message = problems[0]
         raise CellError(f"{path}.{field}", message)
     return qna
+
+
+def _kind(value: Any, path: str) -> RecordKind:
+    """``Kind`` as the export writes it: absent (a QnA), ``qna`` or ``passage``, in any case."""
+    if value is None:
+        return "qna"
+    kind = _string(value, path).strip().lower()
+    if kind == "passage":
+        return "passage"
+    if kind == "qna":
+        return "qna"
+    raise CellError(path, f"{value!r} is not a record kind; expected 'qna' or 'passage'")
 
 
 def _metadata(value: Any, path: str) -> dict[str, str]:
@@ -288,4 +308,6 @@ def _qna_json(qna: QnA) -> dict[str, Any]:
         },
         ActiveLearningSuggestions=suggestions_to_azure(qna.suggested_questions),
     )
+    if qna.kind == "passage":
+        record["Kind"] = "passage"
     return record

@@ -9,6 +9,9 @@ Decisions:
 
 * Quoting is RFC 4180's (Python's ``csv``): a quoted cell holds commas, quotes (doubled) and real newlines, so,
   unlike in a TSV or a workbook, ``\\n`` in a cell stays a backslash and an ``n`` (``C:\\new``).
+* A line break in a cell reads as a newline whether the file has it as LF or CRLF (editors and version control
+  convert line endings), so a carriage return before a newline is the one thing of a text that a CSV export
+  loses.
 * The separator is read off the header: a comma, or the semicolon that Excel writes where the comma is the
   decimal mark, or a tab; the one whose split gives a ``Question``/``Answer`` (or ``Synonyms``) header.
 * Rows are held to the header's width as a workbook's are (``xlsx.fit_width``): empty cells at the end of a row may be
@@ -103,5 +106,5 @@ def write_csv(content: KnowledgeBaseContent, synonyms: bool = False) -> str:
     if synonyms:
         writer.writerows([[qna_table.SYNONYMS_COLUMN], *content.synonyms])
     else:
-        writer.writerows([list(qna_table.COLUMNS), *qna_table.table_rows(content, escaped=False)])
+        writer.writerows([list(qna_table.COLUMNS), *qna_table.table_rows(content, cell=str)])
     return out.getvalue()

@@ -7,11 +7,18 @@ get cells out of a file and how they name a cell in an error.
 
 Decisions:
 
-* Newlines.  QnA Maker writes a newline inside a cell as the two characters ``\\n``
-  (backslash, n); both its TSV and its XLSX exports do.  Import turns them into real
-  newlines and export writes them back, so a round trip is lossless.  QnA Maker has no
-  escape for a backslash, so text that really contains backslash-n (``C:\\new``) comes
-  back as a newline; that is QnA Maker's format, not something a reader can undo.
+* Newlines and backslashes.  QnA Maker writes a newline inside a cell as the two characters
+  ``\\n`` (backslash, n), in its TSV and XLSX exports alike, and has no escape for a backslash, so
+  its files cannot tell a newline from text that really holds backslash-n (``C:\\new``).  We read
+  a run of backslashes before an ``n`` as pairs: each pair is one backslash, and an odd one left
+  over makes the ``n`` a newline (``\\n`` is a newline, ``\\\\n`` a backslash and an ``n``);
+  every other backslash is itself.  Our exports double a run of backslashes that comes before an
+  ``n`` or a newline, so export -> import gives back exactly the text (``C:\\new`` is written
+  ``C:\\\\new``), while a QnA Maker file reads as before unless it has two or more backslashes
+  right before an ``n`` (a backslash that ended a line, or ``\\\\nas\\share``), which it
+  wrote ambiguously.  A TSV writes newlines as ``\\n`` (a carriage return, alone or before a newline,
+  becomes a newline: a TSV has no escape for it, and readers split rows on it); a workbook's cells
+  hold the real line breaks, carriage returns included.
 * Grouping.  Rows that share a QnaId are one QnA; they must agree on every QnA-level
   column.  Rows without a QnaId are one QnA when they agree on every QnA-level column
   (answer, source, metadata, suggestions, context flag, prompts): grouping on the answer
@@ -27,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,14 +63,25 @@ class CellError(ValueError):
 # --- single values -----------------------------------------------------------------------
 
 
+# A run of backslashes before an "n", and (when writing) before a newline: see "Newlines and backslashes" above.
+_READ_RUN = re.compile(r"(\\+)n")
+_WRITE_RUN = re.compile(r"(\\+)(?=[n\n])")
+_WRITE_RUN_KEEPING_LINE_BREAKS = re.compile(r"(\\+)(?=n)")
+
+
 def unescape(text: str) -> str:
-    """A cell as QnA Maker wrote it -> the text (``\\n`` and CRLF become newlines)."""
-    return text.replace("\r\n", "\n").replace("\\n", "\n")
+    """A cell as QnA Maker or our export wrote it -> the text (``\\n`` becomes a newline, ``\\\\`` before an n
+    a backslash)."""
+    return _READ_RUN.sub(lambda run: "\\" * (len(run[1]) // 2) + ("\n" if len(run[1]) % 2 else "n"), text)
 
 
-def escape(text: str) -> str:
-    """Text -> a cell as QnA Maker writes it (newlines become ``\\n``)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+def escape(text: str, *, keep_line_breaks: bool = False) -> str:
+    """Text -> a cell that ``unescape`` reads back as ``text``: newlines become ``\\n`` (a TSV's cell; with
+    ``keep_line_breaks``, a workbook's, they stay), and a run of backslashes before either is doubled."""
+    if keep_line_breaks:
+        return _WRITE_RUN_KEEPING_LINE_BREAKS.sub(lambda run: run[1] * 2, text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _WRITE_RUN.sub(lambda run: run[1] * 2, text).replace("\n", "\\n")
 
 
 def casefold_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -369,13 +388,12 @@ def _check_same_qna(first: _Row, row: _Row, columns: dict[str, int], fail: Fail)
 # --- QnAs -> rows ------------------------------------------------------------------------
 
 
-def table_rows(content: KnowledgeBaseContent, escaped: bool = True) -> list[list[str]]:
+def table_rows(content: KnowledgeBaseContent, cell: Callable[[str], str] = escape) -> list[list[str]]:
     """One row per question (a QnA without questions gets one row with an empty Question).
 
-    Ids are written only when the QnA has one; ``escaped``: newlines written as ``\\n`` (False: as they are, for a
-    format that quotes them).
+    Ids are written only when the QnA has one; ``cell`` writes a text cell: ``escape`` for a TSV, ``escape`` keeping
+    line breaks for a workbook, ``str`` for a format that quotes its cells and escapes nothing (CSV).
     """
-    cell = escape if escaped else str
     rows = []
     for qna in content.qnas:
         shared = [

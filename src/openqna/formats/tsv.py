@@ -4,8 +4,10 @@ A QnA file is tab-separated with a header row (see ``table`` for the columns and
 become QnAs); a synonym file has the single header ``Synonyms`` and one comma-separated,
 optionally quoted group per line.  There is no quoting: a field ends at the next tab, a
 row at the next newline (LF or CRLF), which is why newlines inside text are written as
-``\\n`` and tabs inside text are written as a space (QnA Maker has no tab escape; this is
-the one place where a TSV export loses anything).  Blank lines are skipped; errors name the
+``\\n``, a run of backslashes before an ``n`` or a newline is doubled so that ``C:\\new``
+survives (``qna_table``, "Newlines and backslashes"), and tabs inside text are written as a
+space (QnA Maker has no tab escape).  Tabs, and carriage returns (which become newlines), are
+all of the text that a TSV export loses.  Blank lines are skipped; errors name the
 1-based line (header = 1) and field.
 """
 

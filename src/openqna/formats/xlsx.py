@@ -4,10 +4,13 @@ The QnA sheet is the first sheet whose row 1 has Question and Answer headers (sa
 and rules as the TSV, see ``table``); the synonyms sheet is the first whose row 1 is a lone
 ``Synonyms`` header.  Other sheets (the replica's ``Settings``) are ignored.  Cells may be
 text, numbers or booleans (Azure's structured multi-turn sample uses real ints and bools);
-formula cells are rejected because their text is not what the author sees.  Newlines are
-written as ``\\n`` like QnA Maker's exports; real newlines typed into a cell (Alt+Enter) are
-read as newlines too.  Errors name the sheet row and column letter; ``FormatError.line`` is
-the row and ``.column`` the 1-based column number.
+formula cells are rejected because their text is not what the author sees.  A cell's text is
+read as QnA Maker wrote it (``qna_table``, "Newlines and backslashes"): ``\\n`` is a newline, and
+real line breaks typed into a cell (Alt+Enter) are line breaks too.  Our workbooks write the real
+line breaks (carriage returns too; wrapped, so Excel shows them), so a cell reads as it will be
+answered, and double a run of backslashes before an ``n`` so that ``C:\\new`` comes back as it was.
+Errors name the sheet row and column letter; ``FormatError.line`` is the row and ``.column`` the
+1-based column number.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import openpyxl
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+from openpyxl.styles import Alignment
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -34,6 +38,7 @@ MAX_UNPACKED_BYTES = 100 * 1024 * 1024
 MAX_XML_TAGS = 2_000_000
 MAX_SHEET_CELLS = 2_000_000
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted workbook, or a legacy .xls
+WRAPPED = Alignment(wrap_text=True)  # a cell that holds line breaks shows them
 
 
 def read_xlsx(data: bytes, name: str = "upload.xlsx") -> KnowledgeBaseContent:
@@ -142,7 +147,8 @@ def write_xlsx(content: KnowledgeBaseContent) -> bytes:
     workbook = openpyxl.Workbook()
     qnas = workbook.active
     qnas.title = "QnAs"
-    _fill(qnas, [list(qna_table.COLUMNS), *qna_table.table_rows(content)])
+    rows = qna_table.table_rows(content, cell=lambda text: qna_table.escape(text, keep_line_breaks=True))
+    _fill(qnas, [list(qna_table.COLUMNS), *rows])
     synonyms = workbook.create_sheet("Synonyms")
     _fill(synonyms, [[qna_table.SYNONYMS_COLUMN], *([qna_table.format_synonym_row(g)] for g in content.synonyms)])
     out = BytesIO()
@@ -156,3 +162,5 @@ def _fill(sheet: Worksheet, rows: Sequence[Sequence[str]]) -> None:
             if value:
                 cell = sheet.cell(row=r, column=c, value=ILLEGAL_CHARACTERS_RE.sub("", value))
                 cell.data_type = "s"  # text starting with "=" must stay text, not become a formula
+                if "\n" in value:
+                    cell.alignment = WRAPPED

@@ -30,6 +30,9 @@ from openqna.store.base import AcceptedQuestion
 KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 EXPORT_RESULT = re.compile(r"/projects/[^/]+/export/jobs/(?P<job>[^/]+)/result$")
 FETCH_MAX_BYTES = 10 * 1024 * 1024
+# what to do about a follow-up prompt to a QnA that does not exist, after an edit and after an import
+EDIT_PROMPTS_FIX = "Add those QnAs first (or in the same request, with their ids), or remove the prompts."
+IMPORT_PROMPTS_FIX = "Import those QnAs too, with those ids, or remove the prompts."
 
 
 @dataclass
@@ -197,8 +200,31 @@ class Authoring:
         self.store.set_synonyms(project, groups)
         self.touch(project)
 
+    def check_import_prompts(self, project: str, qnas: list[QnA], *, replacing: bool) -> None:
+        """Refuse an import whose prompts lead to no QnA, as ``check_prompts`` refuses an edit's: the target must be
+        a QnA of the import or a stored one, and not a stored one when the import is ``replacing`` the project's QnAs
+        (Azure's ``:import``, which deletes those the file does not hold).  Called before anything is written, the
+        project included (it may not exist yet).
+
+        Exports never hold such prompts (deleting a QnA takes the prompts to it out of the others), so a file that
+        does was written by hand or by another tool: storing the prompt would keep a button that is never shown."""
+        if not any(q.dialog.prompts for q in qnas):
+            return
+        try:
+            stored = set(self.store.content_hashes(project))
+        except NotFound:
+            stored = set()  # a new project: only the import's own QnAs can be led to
+        written = {q.id for q in qnas if q.id is not None}
+        if stored:
+            self.check_prompts(project, qnas, stored - written if replacing else set(), fix=IMPORT_PROMPTS_FIX)
+            return
+        for q in qnas:
+            if missing := [p.qna_id for p in q.dialog.prompts if p.qna_id not in written]:
+                raise InvalidArgument(prompts_problem(q, missing, IMPORT_PROMPTS_FIX))
+
     def check_prompts(self, project: str, writes: list[QnA], deletes: set[int],
-                      existing: dict[int, QnA] | None = None, *, if_last_updated: dict[int, str] | None = None) -> None:
+                      existing: dict[int, QnA] | None = None, *, if_last_updated: dict[int, str] | None = None,
+                      fix: str = EDIT_PROMPTS_FIX) -> None:
         """Refuse ``writes`` whose prompts lead to no QnA: not one written, nor one stored and not in ``deletes``.
 
         ``if_last_updated`` (QnA id -> the lastUpdatedDateTime an edit started from): a QnA changed since is not
@@ -225,9 +251,7 @@ class Authoring:
             had = {p.qna_id for p in existing[q.id].dialog.prompts} if q.id in existing else set()
             missing = [p.qna_id for p in q.dialog.prompts if p.qna_id not in known and p.qna_id not in had]
             if missing:
-                raise InvalidArgument(f"QnA '{q.questions[0] if q.questions else q.answer[:40]}' has follow-up "
-                                      f"prompts to QnA ids that do not exist: {missing}. Add those QnAs first (or "
-                                      "in the same request, with their ids), or remove the prompts.")
+                raise InvalidArgument(prompts_problem(q, missing, fix))
             q.dialog.prompts = [p for p in q.dialog.prompts if p.qna_id in known]
 
     # -- active learning -----------------------------------------------------------------------
@@ -364,8 +388,10 @@ class Authoring:
                 content = read_json(body, "import body")
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
-        self._ensure_project(project, metadata)
         assets = {k.lower() for k in lowered.get("assets") or {}} if isinstance(lowered.get("assets"), dict) else set()
+        if asset_kind != "synonyms" and (file_uri or "qnas" in assets):  # the file's QnAs replace the project's
+            self.check_import_prompts(project, content.qnas, replacing=True)
+        self._ensure_project(project, metadata)
         if asset_kind == "synonyms":
             self.set_synonyms(project, content.synonyms)
             return
@@ -384,6 +410,8 @@ class Authoring:
             content = read_file(name, data) if document is None else None
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
+        if content is not None:
+            self.check_import_prompts(project, content.qnas, replacing=False)
         self._ensure_project(project, None)
         if document is not None:
             ingest_document(self.service, project, document)
@@ -499,6 +527,13 @@ class Authoring:
 
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
                 "sources": sources, "upload": upload}
+
+
+def prompts_problem(qna: QnA, missing: list[int], fix: str) -> str:
+    """What is wrong with ``qna``'s prompts to ``missing``, naming the QnA (its id, when it has one) and the ids."""
+    name = qna.questions[0] if qna.questions else qna.answer[:40]
+    where = "" if qna.id is None else f" (id {qna.id})"
+    return f"QnA '{name}'{where} has follow-up prompts to QnA ids that do not exist: {missing}. {fix}"
 
 
 def _text(value: object, fallback: str) -> str:

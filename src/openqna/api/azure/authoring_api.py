@@ -328,9 +328,12 @@ class AzureAuthoring:
             _project_settings(metadata)  # refused here, as PATCH refuses them, rather than stored as text
         if not body.string("fileUri"):  # a URL is a string: anything else was accepted and crashed the job
             try:
-                read_assets(raw, "request body")
+                content = read_assets(raw, "request body")
             except FormatError as exc:
                 raise InvalidArgument(exc.message) from None
+            if kind != "synonyms" and assets is not None and "qnas" in assets.raw:
+                # a prompt to a QnA that does not exist is a 400 now, as for PATCH .../qnas (the job checks again)
+                self.authoring.check_import_prompts(name, content.qnas, replacing=True)
         return self._submit(request, "import", name, f"/{name}/import/jobs", format=fmt, assetKind=kind, body=raw)
 
     # -- deployments -----------------------------------------------------------------------------------
