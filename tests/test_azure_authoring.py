@@ -191,6 +191,8 @@ def test_roles_and_scopes(live, admin):
     ("POST", "/kb/feedback", {"records": [{"userQuestion": "q", "qnaId": 99}]}, 400, "InvalidArgument"),
     ("PUT", "/kb/deployments/test", None, 400, "InvalidArgument"),
     ("PATCH", "/bad name!", {"language": "en"}, 400, "InvalidArgument"),
+    ("PATCH", "/" + "c" * 101, {"language": "en"}, 400, "InvalidArgument"),
+    ("PATCH", "/kb", {"settings": {"defaultAnswer": " "}}, 400, "InvalidArgument"),
     ("POST", "/missing/:export", None, 404, "ProjectNotFound"),
 ])
 def test_error_paths(live, admin, method, path, body, status, code):
@@ -198,6 +200,13 @@ def test_error_paths(live, admin, method, path, body, status, code):
     r = _req(live, method, path, admin, json=body)
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+
+
+def test_a_project_name_of_100_characters_is_taken(live, admin):
+    """2021-10-01 allows 100 characters (2023-04-01's pattern 99): the longer is taken, as the message says."""
+    name = "c" * 100
+    assert _req(live, "PATCH", f"/{name}", admin, json={"language": "en"}).status_code == 201
+    assert _req(live, "GET", f"/{name}", admin).json()["projectName"] == name
 
 
 def test_a_bad_id_names_its_operation(live, admin):

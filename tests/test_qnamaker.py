@@ -177,6 +177,9 @@ def test_train_takes_the_user_ids_generate_answer_takes(server):
     records[0]["userId"] += "u"
     r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/train", {"feedbackRecords": records})
     assert r.status_code == 400 and r.json()["error"]["target"] == "feedbackRecords[0].userId", r.text
+    records = [{"userQuestion": "how long to charge", "qnaId": 99}]  # no such QnA: named as the bot sent it
+    r = post(server, f"/qnamaker/knowledgebases/{KB_ID}/train", {"feedbackRecords": records})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "feedbackRecords[0].qnaId", r.text
 
 
 @pytest.mark.parametrize("path, body, status, code, says", [

@@ -197,7 +197,7 @@ class QnAMakerRuntime:
         project = await run_in_threadpool(self._project, request)  # store reads and writes never on the event loop
         raw = await self._read_json(request)
         if action == "train":
-            await run_in_threadpool(self.authoring.add_feedback, project.name, parse_feedback(raw))
+            await run_in_threadpool(self.authoring.add_feedback, project.name, parse_feedback(raw), "feedbackRecords")
             return Response(status_code=204)
         req, deployment = parse_generate_answer(raw, preview="/v5.0-preview" in request.url.path)
         try:

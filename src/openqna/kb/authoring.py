@@ -255,11 +255,13 @@ class Authoring:
             q.dialog.prompts = [p for p in q.dialog.prompts if p.qna_id in known]
 
     # -- active learning -----------------------------------------------------------------------
-    def add_feedback(self, project: str, records: list[tuple[int, str, str]]) -> None:
+    def add_feedback(self, project: str, records: list[tuple[int, str, str]], field: str = "records") -> None:
+        """``field``: what the caller's body calls the list (Azure's ``records``, QnA Maker's ``feedbackRecords``)."""
         ids = set(self.store.content_hashes(project, [qid for qid, _, _ in records]))
         for i, (qid, _, _) in enumerate(records):
             if qid not in ids:
-                raise InvalidArgument(f"records[{i}].qnaId: there is no QnA with id {qid}.", target=f"records[{i}].qnaId")
+                raise InvalidArgument(f"{field}[{i}].qnaId: there is no QnA with id {qid}.",
+                                      target=f"{field}[{i}].qnaId")
         self.store.add_feedback(project, records)
 
     def suggestions(self, project: str) -> dict[int, list[tuple[str, int]]]:

@@ -35,9 +35,10 @@ from openqna.kb.service import Service
 from openqna.records import FormatError, InvalidArgument, NotFound, QnA
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
-# The spec's projectName pattern, with '_' kept because earlier releases accepted it.  The spec
-# gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
-NAME = re.compile(r"^(?=[a-zA-Z0-9])[a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+# The spec's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
+# 2021-10-01 says (2023-04-01's pattern stops at 99, which refused a name of 100 with a message saying 1-100).  The
+# spec gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
+NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 MAX_OPS = 1000
@@ -156,8 +157,13 @@ def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, 
         raise InvalidArgument(f"'{body.path + '.' if body.path else ''}language' must be a language code such as "
                               "'en' or 'de'; leave it out to keep the project's.",
                               target=f"{body.path + '.' if body.path else ''}language")
+    default_answer = settings.string("defaultAnswer", max_len=300) if settings else None
+    if default_answer is not None and not default_answer.strip():  # it was taken, and the old answer kept
+        target = f"{body.path + '.' if body.path else ''}settings.defaultAnswer"
+        raise InvalidArgument(f"'{target}' must be the text a question with no good match gets; it may not be "
+                              "empty. Leave it out to keep the project's.", target=target)
     return (body.string("description", max_len=1000), language, body.boolean("multilingualResource"),
-            settings.string("defaultAnswer", max_len=300) if settings else None)
+            default_answer)
 
 
 class AzureAuthoring:
