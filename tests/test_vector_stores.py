@@ -427,3 +427,18 @@ def test_a_file_expires_as_its_expires_after_says(filled, live):
         {"shipping.md", "warranty.txt"}
     assert c.vector_stores.retrieve(vs_id).file_counts.total == 2
     assert live.service.store.get_file(ids["returns.txt"]) is None and c.files.retrieve(f.id).id == f.id
+
+
+@pytest.mark.parametrize("query", ["返品", "如何退货", "반품 정책"], ids=["ja", "zh", "ko"])
+def test_a_cjk_query_of_english_files_gets_a_page_at_the_score_it_has(filled, query):
+    """The store's files are English and the model cannot read the query: at score_threshold 0 the page still holds
+    the chunks (OpenAI's never answers an empty page there), each at the relevance it has, 0; any threshold above 0
+    keeps none of them; an English query's page is unchanged (scores above 0)."""
+    c, vs_id, ids = filled
+    page = c.vector_stores.search(vs_id, query=query, max_num_results=5,
+                                  ranking_options={"ranker": "none", "score_threshold": 0})
+    assert {r.file_id for r in page.data} == set(ids.values()) and not page.has_more
+    assert all(r.score == 0.0 and r.content[0].text for r in page.data)
+    assert c.vector_stores.search(vs_id, query=query, ranking_options={"score_threshold": 0.01}).data == []
+    english = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")
+    assert english.data[0].filename == "returns.txt" and all(r.score > 0 for r in english.data)
