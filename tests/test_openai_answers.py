@@ -97,6 +97,29 @@ def test_search_with_documents_scores_on_openai_scale(live):
     assert all(0 <= s <= 300 for s in scores) and scores[0] == max(scores)
 
 
+def test_each_search_document_is_scored_on_its_own(live):
+    """A document's score is its own (reference/openai-answers.md §2.3): the same whatever else the request holds,
+    0 for an empty document (OpenAI's empty baseline), and ranked as openqna ranks: a paraphrase above a document
+    that names the topic above an unrelated one."""
+    def scores(documents: list[str], query: str = "the president") -> list[float]:
+        r = post(live, "/search", {"model": "ada", "documents": documents, "query": query})
+        assert r.status_code == 200, r.text
+        return [d["score"] for d in r.json()["data"]]
+
+    (alone,) = scores(["White House"])
+    assert alone > 0
+    for others in (["hospital"], ["hospital", "school"], ["The president lives in the White House", "Oval office"],
+                   ["White House"] * 5, [""]):
+        assert scores(["White House", *others])[0] == alone, others
+    assert scores(["hospital", "White House"])[1] == alone
+    closer, house, hospital = scores(["The president lives in the White House", "White House", "hospital"])
+    assert closer > house > hospital >= 0
+    assert scores(["the president"])[0] > 200  # the query word for word
+    assert scores([""], "x") == scores(["   "], "x") == [0.0]
+    assert scores(["", "a"], "x")[0] == 0.0 and scores(["", "a"], "x")[1] >= 0.0
+    assert scores(["White House"], "如何启动服务器") == [0.0]  # a query the model cannot read: no evidence
+
+
 @pytest.mark.parametrize("path,body,param", [
     ("/answers", {"question": "q", "examples": EXAMPLES, "examples_context": "", "documents": []}, "model"),
     ("/answers", {"model": "ada", "question": "q", "examples": [], "examples_context": "", "documents": []},
@@ -240,6 +263,8 @@ def test_legacy_openai_client(live, tmp_path):
     assert best_metadata == "m1" and file_id.startswith("file-")
     assert seen["documents_mode"] == [["Puppy A is happy."], [0, 1]]
     assert seen["search"] == [[0, 1, 2], 0, True]
+    white_house, beside_closer, beside_others, empty = seen["alone"]
+    assert white_house == beside_closer == beside_others > 0 and empty == 0
     assert seen["error"][0] == 400 and "documents" in seen["error"][1]
     assert seen["deleted"] is True
 
