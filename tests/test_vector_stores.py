@@ -336,14 +336,29 @@ def test_keys_and_roles(live):
     c = client(live)
     mine = c.vector_stores.create(name="mine").id
     other = c.vector_stores.create(name="other").id
+    file_id = upload(c, "returns.txt")  # while the server has no keys
     _, reader = create_key(live.service.store, role="query", projects=[mine])
     r = client(live, reader)
     assert [s.id for s in r.vector_stores.list()] == [mine]
     assert r.vector_stores.search(mine, query="anything").data == []
     with pytest.raises(openai.NotFoundError):  # out of the key's scope: as if it did not exist
         r.vector_stores.retrieve(other)
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.PermissionDeniedError) as refused:
         r.vector_stores.create(name="nope")
+    needs = "This key has the role 'query'; this operation needs 'author' or higher."
+    assert refused.value.body["message"] == needs and refused.value.body["type"] == "permission_error"
+    headers = {"Authorization": f"Bearer {reader}"}
+    for method, path, body in [
+            ("POST", "/vector_stores", {"name": "nope"}),
+            ("POST", f"/vector_stores/{mine}", {"name": "renamed"}),
+            ("POST", f"/vector_stores/{mine}/files", {"file_id": file_id}),
+            ("POST", f"/vector_stores/{mine}/file_batches", {"file_ids": [file_id]}),
+            ("DELETE", f"/vector_stores/{mine}/files/{file_id}", None),
+            ("DELETE", f"/vector_stores/{mine}", None)]:
+        response = raw(live, method, path, json=body, headers=headers)
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["error"]["message"] == needs, (method, path, response.text)
+    assert r.vector_stores.retrieve(mine).name == "mine"
     with pytest.raises(openai.AuthenticationError):
         c.vector_stores.list()
 

@@ -43,7 +43,7 @@ from openqna.api.openai.answers_api import (
     unauthorized,
     visible_to,
 )
-from openqna.auth.keys import Authorizer, Principal, allows, reaches, scope_of
+from openqna.auth.keys import Authorizer, allows, lacks_role, reaches, scope_of
 from openqna.filters.nodes import And, Compare, Filter, InList, Or
 from openqna.kinds.vector_store_records import attribute_column, attribute_ref
 from openqna.kinds.vector_stores import (
@@ -325,8 +325,8 @@ class VectorStoreRoutes:
             if denied:
                 return unauthorized(denied)
             if not allows(key, role=role):
-                noun = "token" if isinstance(key, Principal) else "key"
-                return openai_error(403, f"This {noun} may not call this endpoint.", kind="permission_error")
+                assert key is not None  # an open server (no caller) allows every role
+                return openai_error(403, lacks_role(key, role), kind="permission_error")
             store_id = request.path_params.get("vector_store_id")
             if store_id is not None:
                 scope = await run_in_threadpool(self.core.scope, store_id)
