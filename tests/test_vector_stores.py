@@ -208,6 +208,11 @@ def test_errors_in_openai_envelope(live):
          400, "filters"),
         ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "attributes": {"year": 10**400}}, 400,
          "attributes.year"),
+        # OpenAI's in/nin take strings and numbers (a boolean once gave an empty page, not the 400 it describes)
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "in", "key": "region",
+                                                                             "value": [True]}}, 400, "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "nin", "key": "region",
+                                                                             "value": ["us", False]}}, 400, "filters"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "max_num_results": 51}, 400, "max_num_results"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "ranking_options": {"score_threshold": 2}}, 400,
          "ranking_options.score_threshold"),

@@ -213,7 +213,8 @@ def filter_from(raw: Any, depth: int = 0) -> Filter:
     if not isinstance(key, str) or not key:
         raise refuse(f"a '{kind}' filter needs a non-empty string 'key'.")
     if kind in ("in", "nin"):
-        if not isinstance(value, list) or not value or not all(_scalar(v) for v in value):
+        # OpenAI's schema: an array of strings and numbers (a boolean is compared with eq or ne)
+        if not isinstance(value, list) or not value or not all(_scalar(v) and not isinstance(v, bool) for v in value):
             raise refuse(f"the 'value' of an '{kind}' filter must be a non-empty array of strings or numbers.")
         by_type: dict[str, list] = {}
         for v in value:  # one IN per value type: a string attribute is only compared with strings
