@@ -155,6 +155,53 @@ def test_bodies_that_used_to_raise(live, content, words):
     assert r.json()["error"]["type"] == "invalid_request_error" and words in r.json()["error"]["message"]
 
 
+def multipart(*parts: tuple[str, str | None, bytes]) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body written by hand: (name, filename or None for a plain field, content) per part."""
+    body = b""
+    for name, filename, content in parts:
+        disposition = f'form-data; name="{name}"' + ("" if filename is None else f'; filename="{filename}"')
+        body += f"--XBOUNDARY\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + content + b"\r\n"
+    return body + b"--XBOUNDARY--\r\n", {"Content-Type": "multipart/form-data; boundary=XBOUNDARY"}
+
+
+def test_an_upload_that_is_not_what_it_seems_is_refused_naming_why(live):
+    """POST /v1/files reads a multipart form: a JSON body, a field it does not read (such as expires_after sent as one
+    JSON field, which was stored as a file that never expires), a field sent twice (the last one won, silently) and a
+    file part without a filename are 400s that say what to send, and store nothing."""
+    url = live.url + "/v1/files"
+    line = b'{"text": "Puppy A is happy."}'
+
+    def refused(response: httpx.Response, param: str, words: str) -> None:
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == param, error
+        assert words in error["message"], error
+
+    refused(httpx.post(url, json={"purpose": "assistants", "file": "hello"}, timeout=30), "file",
+            "multipart/form-data")
+    files = {"file": ("p.jsonl", line)}
+    refused(httpx.post(url, files=files, data={"purpose": "answers",
+                                               "expires_after": '{"anchor":"created_at","seconds":4000}'}, timeout=30),
+            "expires_after", "expires_after[anchor]=created_at and expires_after[seconds]=N")
+    refused(httpx.post(url, files=files, data={"purpose": "answers", "purpse": "search"}, timeout=30), "purpse",
+            "Unrecognized form field 'purpse'")
+    refused(httpx.post(url, files=files, data={"purpose": ["user_data", "answers"]}, timeout=30), "purpose",
+            "'purpose' was sent 2 times")
+    body, headers = multipart(("purpose", None, b"answers"), ("file", "a.jsonl", line), ("file", "b.jsonl", line))
+    refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "'file' was sent 2 times")
+    for filename in (None, ""):
+        body, headers = multipart(("purpose", None, b"answers"), ("file", filename, line))
+        refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "The 'file' part needs a filename")
+    refused(httpx.post(url, data={"purpose": "answers"}, files={}, timeout=30), "file", "multipart/form-data")
+    body, headers = multipart(("purpose", None, b"answers"))
+    refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "'file' is a required form part")
+    assert client(live).files.list().data == []
+    body, headers = multipart(("purpose", None, b"answers"), ("file", "p.jsonl", line))
+    stored = httpx.post(url, content=body, headers=headers, timeout=30)
+    assert stored.status_code == 200 and stored.json()["filename"] == "p.jsonl", stored.text
+    assert "expires_at" not in stored.json()
+
+
 def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
     c = client(live)
     data = b'{"text": "fine"}\n{"text": ""}\n'
