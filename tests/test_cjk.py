@@ -10,6 +10,8 @@ ones; each question shares a few key characters with its own QnA and none of its
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -203,3 +205,55 @@ def test_a_refitted_calibration_reads_the_same_on_chinese_questions(service):
         [point] = cal.collect(service, "faq", [cal.Pair(question, ids[k])])
         served = _ask(service, "faq", question)[0].confidence
         assert served == pytest.approx(1 / (1 + math.exp(-(0.9 * point.logit + 1.5))), abs=1e-4), question
+
+
+CJK_SUBJECTS = ["サーバーの起動方法は？", "如何启动服务器", "서버를 시작하는 방법은?"]
+
+
+@pytest.mark.parametrize("subject", CJK_SUBJECTS, ids=["ja", "zh", "ko"])
+def test_a_cjk_subject_of_an_english_kb_gets_a_page_on_the_search_surfaces(service, monkeypatch, subject):
+    """No word of a Japanese, Chinese or Korean subject is in the English sample KB and the model cannot read it:
+    the search surfaces still answer a page (only a blank subject gives none), every hit at the confidence it has,
+    0, in the order the model's vectors give; ``ask`` gives the default answer (docs/confidence.md)."""
+    import httpx
+
+    from conftest import LiveServer
+    from openqna.formats import read_file
+    from test_multilingual import SAMPLE
+
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "auto")  # the default: an English KB gets no multilingual space
+    service.import_content("faq", read_file(SAMPLE))
+    with LiveServer(service) as live:
+        related = httpx.get(f"{live.url}/get_related_faq", params={"subject": subject, "limit": 5}, timeout=60).json()
+        assert related["num_retrieved"] == 5, related
+        lines = [json.loads(line) for line in related["documents"].split("\n")]
+        assert len(lines) == 5 and all(line["score"] == 0.0 for line in lines)
+        hits = httpx.get(f"{live.url}/tools/faq/search", params={"subject": subject, "limit": 5}, timeout=60).json()
+        assert [h["title"] for h in hits["hits"]] == [line["title"] for line in lines]
+        index = service.indexes.get("faq")
+        vector = service.embedder.embed([subject])[0]
+        full = ranker.rank(index, subject, vector, np.ones(index.n, bool), top=5)  # as if the model read it
+        assert [h["id"] for h in hits["hits"]] == [r.record_id for r in full]
+        english = httpx.get(f"{live.url}/tools/faq/search", params={"subject": "How do I start the server?"},
+                            timeout=60).json()["hits"]
+        assert english[0]["title"] == "How do I start the server?" and english[0]["score"] == 1.0
+        assert all(h["score"] > 0 for h in english)
+    answers = _ask(service, "faq", subject)
+    assert answers[0].qna is None  # the default answer
+
+
+def test_a_search_page_adds_the_unscored_records_after_the_scored_ones(service):
+    """``every_record`` (the search surfaces) only adds records of confidence 0, after those above it: a page of a
+    question the keywords find part of keeps its scored records first, and ``ask``'s ranking leaves the rest out."""
+    ids = _kb(service, "faq", ZH)
+    index = service.indexes.get("faq")
+    question = "保修期有几年"
+    vector = service.embedder.embed([question])[0]
+    eligible = np.ones(index.n, bool)
+    asked = ranker.rank(index, question, vector, eligible, top=10, reads_cjk=False)
+    page = ranker.rank(index, question, vector, eligible, top=10, reads_cjk=False, every_record=True)
+    assert asked and asked[0].record_id == ids[4] and len(asked) < len(ZH)
+    assert page[: len(asked)] == asked and len(page) == len(ZH)
+    assert all(r.confidence == 0.0 for r in page[len(asked):])
+    assert ranker.rank(index, question, vector, eligible, top=10, reads_cjk=False, every_record=True,
+                       threshold=0.1) == [r for r in asked if r.confidence >= 0.1]

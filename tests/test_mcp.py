@@ -312,3 +312,19 @@ def test_http_search_and_ask_take_a_deployment(http):
                 assert "Its deployments are 'production'" in tool_text(missing), tool_text(missing)
 
     anyio.run(main)
+
+
+def test_http_search_of_a_japanese_subject_in_an_english_kb_answers_hits(http):
+    """The model cannot read the subject and no record holds its words: the tool still answers hits (each scored 0,
+    the confidence they have), as the HTTP tools do; ``ask`` says nothing matched."""
+    async def main():
+        async with connect(http) as client:
+            result = await client.call_tool("search", {"kb": "faq", "subject": "請求書の支払い方法は？"})
+            assert not result.is_error, tool_text(result)
+            hits = result.structured_content["hits"]
+            assert result.structured_content["num_retrieved"] == len(hits) == 3
+            assert {h["score"] for h in hits} == {0.0}
+            asked = await client.call_tool("ask", {"project": "faq", "question": "請求書の支払い方法は？"})
+            assert asked.structured_content["matched"] is False
+
+    anyio.run(main)

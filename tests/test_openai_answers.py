@@ -97,6 +97,29 @@ def test_search_with_documents_scores_on_openai_scale(live):
     assert all(0 <= s <= 300 for s in scores) and scores[0] == max(scores)
 
 
+def test_each_search_document_is_scored_on_its_own(live):
+    """A document's score is its own (reference/openai-answers.md §2.3): the same whatever else the request holds,
+    0 for an empty document (OpenAI's empty baseline), and ranked as openqna ranks: a paraphrase above a document
+    that names the topic above an unrelated one."""
+    def scores(documents: list[str], query: str = "the president") -> list[float]:
+        r = post(live, "/search", {"model": "ada", "documents": documents, "query": query})
+        assert r.status_code == 200, r.text
+        return [d["score"] for d in r.json()["data"]]
+
+    (alone,) = scores(["White House"])
+    assert alone > 0
+    for others in (["hospital"], ["hospital", "school"], ["The president lives in the White House", "Oval office"],
+                   ["White House"] * 5, [""]):
+        assert scores(["White House", *others])[0] == alone, others
+    assert scores(["hospital", "White House"])[1] == alone
+    closer, house, hospital = scores(["The president lives in the White House", "White House", "hospital"])
+    assert closer > house > hospital >= 0
+    assert scores(["the president"])[0] > 200  # the query word for word
+    assert scores([""], "x") == scores(["   "], "x") == [0.0]
+    assert scores(["", "a"], "x")[0] == 0.0 and scores(["", "a"], "x")[1] >= 0.0
+    assert scores(["White House"], "如何启动服务器") == [0.0]  # a query the model cannot read: no evidence
+
+
 @pytest.mark.parametrize("path,body,param", [
     ("/answers", {"question": "q", "examples": EXAMPLES, "examples_context": "", "documents": []}, "model"),
     ("/answers", {"model": "ada", "question": "q", "examples": [], "examples_context": "", "documents": []},
@@ -130,6 +153,53 @@ def test_bodies_that_used_to_raise(live, content, words):
     r = httpx.post(live.url + "/v1/search", content=content, headers={"Content-Type": "application/json"}, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["type"] == "invalid_request_error" and words in r.json()["error"]["message"]
+
+
+def multipart(*parts: tuple[str, str | None, bytes]) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body written by hand: (name, filename or None for a plain field, content) per part."""
+    body = b""
+    for name, filename, content in parts:
+        disposition = f'form-data; name="{name}"' + ("" if filename is None else f'; filename="{filename}"')
+        body += f"--XBOUNDARY\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + content + b"\r\n"
+    return body + b"--XBOUNDARY--\r\n", {"Content-Type": "multipart/form-data; boundary=XBOUNDARY"}
+
+
+def test_an_upload_that_is_not_what_it_seems_is_refused_naming_why(live):
+    """POST /v1/files reads a multipart form: a JSON body, a field it does not read (such as expires_after sent as one
+    JSON field, which was stored as a file that never expires), a field sent twice (the last one won, silently) and a
+    file part without a filename are 400s that say what to send, and store nothing."""
+    url = live.url + "/v1/files"
+    line = b'{"text": "Puppy A is happy."}'
+
+    def refused(response: httpx.Response, param: str, words: str) -> None:
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == param, error
+        assert words in error["message"], error
+
+    refused(httpx.post(url, json={"purpose": "assistants", "file": "hello"}, timeout=30), "file",
+            "multipart/form-data")
+    files = {"file": ("p.jsonl", line)}
+    refused(httpx.post(url, files=files, data={"purpose": "answers",
+                                               "expires_after": '{"anchor":"created_at","seconds":4000}'}, timeout=30),
+            "expires_after", "expires_after[anchor]=created_at and expires_after[seconds]=N")
+    refused(httpx.post(url, files=files, data={"purpose": "answers", "purpse": "search"}, timeout=30), "purpse",
+            "Unrecognized form field 'purpse'")
+    refused(httpx.post(url, files=files, data={"purpose": ["user_data", "answers"]}, timeout=30), "purpose",
+            "'purpose' was sent 2 times")
+    body, headers = multipart(("purpose", None, b"answers"), ("file", "a.jsonl", line), ("file", "b.jsonl", line))
+    refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "'file' was sent 2 times")
+    for filename in (None, ""):
+        body, headers = multipart(("purpose", None, b"answers"), ("file", filename, line))
+        refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "The 'file' part needs a filename")
+    refused(httpx.post(url, data={"purpose": "answers"}, files={}, timeout=30), "file", "multipart/form-data")
+    body, headers = multipart(("purpose", None, b"answers"))
+    refused(httpx.post(url, content=body, headers=headers, timeout=30), "file", "'file' is a required form part")
+    assert client(live).files.list().data == []
+    body, headers = multipart(("purpose", None, b"answers"), ("file", "p.jsonl", line))
+    stored = httpx.post(url, content=body, headers=headers, timeout=30)
+    assert stored.status_code == 200 and stored.json()["filename"] == "p.jsonl", stored.text
+    assert "expires_at" not in stored.json()
 
 
 def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
@@ -240,6 +310,8 @@ def test_legacy_openai_client(live, tmp_path):
     assert best_metadata == "m1" and file_id.startswith("file-")
     assert seen["documents_mode"] == [["Puppy A is happy."], [0, 1]]
     assert seen["search"] == [[0, 1, 2], 0, True]
+    white_house, beside_closer, beside_others, empty = seen["alone"]
+    assert white_house == beside_closer == beside_others > 0 and empty == 0
     assert seen["error"][0] == 400 and "documents" in seen["error"][1]
     assert seen["deleted"] is True
 

@@ -209,6 +209,11 @@ def test_errors_in_openai_envelope(live):
          400, "filters"),
         ("POST", f"/vector_stores/{vs}/files", {"file_id": file_id, "attributes": {"year": 10**400}}, 400,
          "attributes.year"),
+        # OpenAI's in/nin take strings and numbers (a boolean once gave an empty page, not the 400 it describes)
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "in", "key": "region",
+                                                                             "value": [True]}}, 400, "filters"),
+        ("POST", f"/vector_stores/{vs}/search", {"query": "x", "filters": {"type": "nin", "key": "region",
+                                                                             "value": ["us", False]}}, 400, "filters"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "max_num_results": 51}, 400, "max_num_results"),
         ("POST", f"/vector_stores/{vs}/search", {"query": "x", "ranking_options": {"score_threshold": 2}}, 400,
          "ranking_options.score_threshold"),
@@ -337,14 +342,29 @@ def test_keys_and_roles(live):
     c = client(live)
     mine = c.vector_stores.create(name="mine").id
     other = c.vector_stores.create(name="other").id
+    file_id = upload(c, "returns.txt")  # while the server has no keys
     _, reader = create_key(live.service.store, role="query", projects=[mine])
     r = client(live, reader)
     assert [s.id for s in r.vector_stores.list()] == [mine]
     assert r.vector_stores.search(mine, query="anything").data == []
     with pytest.raises(openai.NotFoundError):  # out of the key's scope: as if it did not exist
         r.vector_stores.retrieve(other)
-    with pytest.raises(openai.PermissionDeniedError):
+    with pytest.raises(openai.PermissionDeniedError) as refused:
         r.vector_stores.create(name="nope")
+    needs = "This key has the role 'query'; this operation needs 'author' or higher."
+    assert refused.value.body["message"] == needs and refused.value.body["type"] == "permission_error"
+    headers = {"Authorization": f"Bearer {reader}"}
+    for method, path, body in [
+            ("POST", "/vector_stores", {"name": "nope"}),
+            ("POST", f"/vector_stores/{mine}", {"name": "renamed"}),
+            ("POST", f"/vector_stores/{mine}/files", {"file_id": file_id}),
+            ("POST", f"/vector_stores/{mine}/file_batches", {"file_ids": [file_id]}),
+            ("DELETE", f"/vector_stores/{mine}/files/{file_id}", None),
+            ("DELETE", f"/vector_stores/{mine}", None)]:
+        response = raw(live, method, path, json=body, headers=headers)
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["error"]["message"] == needs, (method, path, response.text)
+    assert r.vector_stores.retrieve(mine).name == "mine"
     with pytest.raises(openai.AuthenticationError):
         c.vector_stores.list()
 
@@ -493,3 +513,18 @@ def test_the_tools_show_and_filter_attributes_by_their_own_names(filled, live):
     # no column: a key of mixed types, one that is not an identifier, one another column takes
     assert attribute_where_columns([{"year": 2020, "x-y": "a"}, {"year": "2020"}, None]) == {}
     assert set(attribute_where_columns([{"Source": "s", "team": "a"}], taken=["source"])) == {"team"}
+
+
+@pytest.mark.parametrize("query", ["返品", "如何退货", "반품 정책"], ids=["ja", "zh", "ko"])
+def test_a_cjk_query_of_english_files_gets_a_page_at_the_score_it_has(filled, query):
+    """The store's files are English and the model cannot read the query: at score_threshold 0 the page still holds
+    the chunks (OpenAI's never answers an empty page there), each at the relevance it has, 0; any threshold above 0
+    keeps none of them; an English query's page is unchanged (scores above 0)."""
+    c, vs_id, ids = filled
+    page = c.vector_stores.search(vs_id, query=query, max_num_results=5,
+                                  ranking_options={"ranker": "none", "score_threshold": 0})
+    assert {r.file_id for r in page.data} == set(ids.values()) and not page.has_more
+    assert all(r.score == 0.0 and r.content[0].text for r in page.data)
+    assert c.vector_stores.search(vs_id, query=query, ranking_options={"score_threshold": 0.01}).data == []
+    english = c.vector_stores.search(vs_id, query="How many days do I have to send an item back?")
+    assert english.data[0].filename == "returns.txt" and all(r.score > 0 for r in english.data)

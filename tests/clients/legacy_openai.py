@@ -35,6 +35,11 @@ search = openai.Search.create(model="ada", documents=["White House", "hospital",
 engine = openai.Engine("davinci").search(documents=["White House", "hospital", "school"], query="the president")
 seen["search"] = [[d["document"] for d in search["data"]], max(search["data"], key=lambda d: d["score"])["document"],
                   [d["score"] for d in engine["data"]] == [d["score"] for d in search["data"]]]
+# each document scored on its own: "White House" scores the same whatever else is sent, an empty document 0
+alone = [openai.Search.create(model="ada", documents=documents, query="the president")["data"][0]["score"]
+         for documents in (["White House"], ["White House", "The president lives in the White House", "Oval office"])]
+seen["alone"] = alone + [search["data"][0]["score"],
+                         openai.Search.create(model="ada", documents=[""], query="x")["data"][0]["score"]]
 try:
     openai.Answer.create(model="curie", question="q", examples=[["a", "b"]], examples_context="")
     seen["error"] = None

@@ -167,7 +167,9 @@ class Searching(ServiceBase):
 
         The one hybrid-search pipeline behind ``search`` and the vector stores' search (which asks
         several queries at once, embedded in one call, and keeps each record's best).  ``trained``: the (project,
-        deployment) whose trained adapter, if any, maps the query vectors.
+        deployment) whose trained adapter, if any, maps the query vectors.  A search page is never empty for a query
+        that is not blank: at ``threshold`` 0 the records it gives no evidence for (a Japanese query of an English
+        KB) come back with confidence 0, ordered as the embedder reads them (``ranker.rank``'s ``every_record``).
         """
         eligible = index.mask(flt)
         project, deployment = trained if trained is not None else (None, None)
@@ -180,5 +182,5 @@ class Searching(ServiceBase):
                 vectors[i] = vector
         return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
                             flt=None if space.multilingual else flt, calibration=space.calibration,
-                            reads_cjk=space.reads_cjk, query_map=space.adapter)
+                            reads_cjk=space.reads_cjk, query_map=space.adapter, every_record=True)
                 for i, (query, space) in enumerate(zip(queries, spaces))]

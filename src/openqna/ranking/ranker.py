@@ -421,6 +421,9 @@ class Scoring:
     unread: float = 0.0
     informative: float = 0.0  # the KB's answer informativeness, when it is read with the FAQ-page weights
     confidence: np.ndarray | None = None
+    # the logit the embedder and the keywords give, before ``UnreadScript`` mixes in the share they cannot read: how
+    # a search page orders the records no evidence was found for (``rank(..., every_record=True)``)
+    read_logit: np.ndarray | None = None
     sections: bool = True  # document sections with headings read as passages (``read_as_passages``)
     query_map: adapt.TrainedMap | None = None  # the project's trained adapter that mapped ``query_vector``, if any
     answerable: np.ndarray | None = None
@@ -612,6 +615,7 @@ class UnreadScript(Stage):
         s.unread = 0.0 if s.reads_cjk or lex is None else cjk_share(s.question)
         if not s.unread or lex is None:
             return
+        s.read_logit = s.logit.copy()
         if _unmatched_cjk(s.index, s.terms):
             lexical = np.full_like(s.logit, UNREAD_LOGIT) + s.context
         else:
@@ -698,6 +702,7 @@ def rank(
     sections_as_passages: bool = True,
     query_map: adapt.TrainedMap | None = None,
     pool: np.ndarray | None = None,
+    every_record: bool = False,
 ) -> list[Ranked]:
     """The ``top`` eligible records with confidence ≥ ``threshold``, best first.
 
@@ -717,6 +722,11 @@ def rank(
     conversation does.
     ``query_map``: the project's trained adapter when it mapped ``query_vector`` (``openqna train``); the KB's
     adaptation is then the one fitted on questions mapped alike.
+    ``every_record=True`` (a search page, which is never empty for a question that is not blank) also returns, when
+    ``threshold`` is 0 and fewer than ``top`` records have a confidence above it, the records of confidence 0 (a
+    question in a script the embedder cannot read, none of whose words any record holds: ``Confidence``), after
+    the others, in the order the embedder and the keywords read them (``Scoring.read_logit``); ``ask`` leaves them
+    out, as no answer.
     """
     s = scoring(index, question, query_vector, eligible, question_only=question_only, boosted_ids=boosted_ids,
                 exact_prompt_ids=exact_prompt_ids, logit_offsets=logit_offsets, calibration=calibration, flt=flt,
@@ -734,10 +744,23 @@ def rank(
     assert confidence is not None, "the last stages turn the logit into a confidence"
     allowed = eligible[f.rows]
     confidence[~allowed] = -1.0
-    best = best_first(confidence, min(top, len(f.rows)))
+    best = [int(i) for i in best_first(confidence, min(top, len(f.rows)))
+            if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+    if every_record and threshold <= 0.0 and len(best) < top:
+        best += unscored_rows(s, allowed, top - len(best))
     exact = set(exact_rows)
     return [Ranked(int(index.ids[f.rows[i]]), float(confidence[i]), _parts(s, i, int(f.rows[i]) in exact) if explain else {})
-            for i in best if confidence[i] >= threshold and confidence[i] > 0.0 and allowed[i]]
+            for i in best]
+
+
+def unscored_rows(s: Scoring, allowed: np.ndarray, k: int) -> list[int]:
+    """Up to ``k`` positions of the allowed candidates of confidence 0, best read first (``Scoring.read_logit``: the
+    dense cosines the embedder computes even of a script it cannot read, and the keyword features), ties in row
+    order."""
+    assert s.confidence is not None
+    rows = np.flatnonzero(allowed & (s.confidence == 0.0))
+    read = s.logit if s.read_logit is None else s.read_logit
+    return [int(i) for i in rows[np.argsort(-read[rows], kind="stable")][:k]]
 
 
 # Up to this many results ``best_first`` finds them by passes of ``argmax``: one pass over 10,000 candidates costs

@@ -109,6 +109,29 @@ def file_json(f: StoredFile) -> dict:
     return out
 
 
+UPLOAD_FIELDS = ("file", "purpose", "expires_after[anchor]", "expires_after[seconds]")
+
+
+def check_upload_fields(form: Any) -> None:
+    """Refuse a form field ``POST /v1/files`` does not read, and one sent more than once (which would otherwise be
+    read as its last value, silently), naming it; ``expires_after`` sent as one JSON field is told the SDK's form."""
+    counts: dict[str, int] = {}
+    for name, _ in form.multi_items():
+        counts[name] = counts.get(name, 0) + 1
+    if "expires_after" in counts:
+        raise InvalidArgument("'expires_after' is sent as two form fields, as OpenAI's SDK sends it: "
+                              "expires_after[anchor]=created_at and expires_after[seconds]=N.", target="expires_after")
+    unknown = [name for name in counts if name not in UPLOAD_FIELDS and not name.startswith("expires_after[")]
+    if unknown:
+        raise InvalidArgument(f"Unrecognized form field{'s' if len(unknown) > 1 else ''} "
+                              f"{', '.join(repr(n) for n in unknown)}; a file upload takes 'file', 'purpose' and "
+                              f"'expires_after[anchor]' with 'expires_after[seconds]'.", target=unknown[0])
+    repeated = [name for name, n in counts.items() if n > 1]
+    if repeated:
+        raise InvalidArgument(f"Form field {repeated[0]!r} was sent {counts[repeated[0]]} times; send it once.",
+                              target=repeated[0])
+
+
 def expires_after_form(form: Any) -> int | None:
     """The seconds of ``expires_after[anchor]=created_at&expires_after[seconds]=N`` (None: the file never expires), as
     OpenAI's SDK sends the form; the range is checked where the file is stored."""
@@ -276,15 +299,25 @@ class OpenAIRoutes:
                              "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
 
     async def _upload(self, request: Request) -> Response:
+        content_type = request.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "multipart/form-data":
+            raise InvalidArgument(f"Upload a file as multipart/form-data: a part 'file' holding the file (with its "
+                                  f"filename) and a field 'purpose'; this request's Content-Type is "
+                                  f"{content_type or 'missing'!r}.", target="file")
         try:
             form = await request.form(max_part_size=openai_files.MAX_FILE_BYTES + 1)
         except Exception as exc:  # malformed multipart from the client, whatever the parser says
             raise InvalidArgument(f"Send the file as multipart/form-data with fields 'purpose' and 'file' ({exc}).")
+        check_upload_fields(form)
         purpose, upload, expires_after = form.get("purpose"), form.get("file"), expires_after_form(form)
         if not isinstance(purpose, str) or not purpose:
             raise InvalidArgument("'purpose' is a required form field.", target="purpose")
-        if upload is None or isinstance(upload, str):
-            raise InvalidArgument("'file' is a required form field holding the file.", target="file")
+        if upload is None:
+            raise InvalidArgument("'file' is a required form part holding the file.", target="file")
+        if isinstance(upload, str) or not upload.filename:
+            raise InvalidArgument("The 'file' part needs a filename, as a file is sent (Content-Disposition: "
+                                  "form-data; name=\"file\"; filename=\"notes.jsonl\"; curl: -F file=@notes.jsonl).",
+                                  target="file")
         data = await upload.read()
         stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose,
                                          scope_of(request.state.key, "author"), expires_after)

@@ -43,7 +43,7 @@ from openqna.api.openai.answers_api import (
     unauthorized,
     visible_to,
 )
-from openqna.auth.keys import Authorizer, Principal, allows, reaches, scope_of
+from openqna.auth.keys import Authorizer, allows, lacks_role, reaches, scope_of
 from openqna.filters.nodes import And, Compare, Filter, InList, Or
 from openqna.kb.attribute_columns import attribute_column
 from openqna.kinds.vector_store_records import attribute_ref
@@ -214,7 +214,8 @@ def filter_from(raw: Any, depth: int = 0) -> Filter:
     if not isinstance(key, str) or not key:
         raise refuse(f"a '{kind}' filter needs a non-empty string 'key'.")
     if kind in ("in", "nin"):
-        if not isinstance(value, list) or not value or not all(_scalar(v) for v in value):
+        # OpenAI's schema: an array of strings and numbers (a boolean is compared with eq or ne)
+        if not isinstance(value, list) or not value or not all(_scalar(v) and not isinstance(v, bool) for v in value):
             raise refuse(f"the 'value' of an '{kind}' filter must be a non-empty array of strings or numbers.")
         by_type: dict[str, list] = {}
         for v in value:  # one IN per value type: a string attribute is only compared with strings
@@ -326,8 +327,8 @@ class VectorStoreRoutes:
             if denied:
                 return unauthorized(denied)
             if not allows(key, role=role):
-                noun = "token" if isinstance(key, Principal) else "key"
-                return openai_error(403, f"This {noun} may not call this endpoint.", kind="permission_error")
+                assert key is not None  # an open server (no caller) allows every role
+                return openai_error(403, lacks_role(key, role), kind="permission_error")
             store_id = request.path_params.get("vector_store_id")
             if store_id is not None:
                 scope = await run_in_threadpool(self.core.scope, store_id)
