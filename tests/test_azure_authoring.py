@@ -192,7 +192,6 @@ def test_roles_and_scopes(live, admin):
     ("PUT", "/kb/deployments/test", None, 400, "InvalidArgument"),
     ("PATCH", "/bad name!", {"language": "en"}, 400, "InvalidArgument"),
     ("PATCH", "/" + "c" * 101, {"language": "en"}, 400, "InvalidArgument"),
-    ("PATCH", "/kb", {"settings": {"defaultAnswer": " "}}, 400, "InvalidArgument"),
     ("POST", "/missing/:export", None, 404, "ProjectNotFound"),
 ])
 def test_error_paths(live, admin, method, path, body, status, code):

@@ -315,6 +315,7 @@ def test_body_size_is_capped(server):
     ({"question": "q", "records": [{"id": "1", "text": "t"}, {"id": "i" * 1001, "text": "t"}]}, "records[1].id"),
     ({"question": "q", "records": [{"id": "1"}]}, "records[0]"),
     ({"question": "q", "records": [{"id": "1", "text": "a"}], "stringIndexType": "Bytes"}, "stringIndexType"),
+    ({"question": "q", "records": [{"id": "1", "text": "a"}], "language": "xx zz"}, "language"),
 ])
 def test_query_text_limits(server, body, target):
     r = post(server, "/language/:query-text", body)
@@ -446,10 +447,13 @@ def test_a_blank_default_answer_is_the_default_one(server):
 @pytest.mark.parametrize("path, body, target", [
     ("/surface", {"language": " "}, "language"),
     ("/newproject", {"language": ""}, "language"),
+    ("/newproject", {"language": "klingon!!"}, "language"),
+    ("/surface", {"language": "en_US x"}, "language"),
     ("/surface/:import", {"metadata": {"language": ""}, "assets": {"qnas": []}}, "metadata.language"),
 ])
 def test_a_blank_language_is_refused(server, path, body, target):
-    """A blank language was stored on an update (the project then had none) and taken as 'en' on a create."""
+    """A blank language was stored on an update (the project then had none) and taken as 'en' on a create; one
+    that is no language code ('klingon!!') was stored as it came."""
     authoring = "/language/authoring/query-knowledgebases/projects"
     method = "POST" if path.endswith(":import") else "PATCH"
     r = httpx.request(method, server.url + authoring + path, params={"api-version": "2023-04-01"}, json=body,

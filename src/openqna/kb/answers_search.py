@@ -5,7 +5,8 @@ calibrated relevance openqna's ranker gives it as a knowledge base of that one d
 similarity, word overlap), less the relevance of an empty document to the same query (OpenAI's empty baseline), times
 300, on OpenAI's documented scale ("usually 0 to 300").  So a document gets the same score whatever else the request
 holds, and an empty one scores 0.  Answers follows OpenAI's own pipeline and the Cookbook's byte-exact prompt:
-documents (or a file's lines, prefiltered) are ranked, added best-first while they fit the
+documents (or a file's lines, prefiltered) are ranked (a request's documents together, ``ranked_together``: only
+their order counts there), added best-first while they fit the
 model's context window less ``max_tokens`` (GPT-2 tokens, strict ``<``, scanning past a
 document that does not fit), placed best-ranked last, and one completion is requested.
 """

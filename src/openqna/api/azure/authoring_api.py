@@ -152,18 +152,9 @@ def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, 
     """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
     multilingualResource and settings.defaultAnswer, each of its own type."""
     settings = body.obj("settings")
-    language = body.string("language", max_len=20)
-    if language is not None and not language.strip():  # it was stored, and the project had no language
-        raise InvalidArgument(f"'{body.path + '.' if body.path else ''}language' must be a language code such as "
-                              "'en' or 'de'; leave it out to keep the project's.",
-                              target=f"{body.path + '.' if body.path else ''}language")
-    default_answer = settings.string("defaultAnswer", max_len=300) if settings else None
-    if default_answer is not None and not default_answer.strip():  # it was taken, and the old answer kept
-        target = f"{body.path + '.' if body.path else ''}settings.defaultAnswer"
-        raise InvalidArgument(f"'{target}' must be the text a question with no good match gets; it may not be "
-                              "empty. Leave it out to keep the project's.", target=target)
+    language = body.language()
     return (body.string("description", max_len=1000), language, body.boolean("multilingualResource"),
-            default_answer)
+            settings.string("defaultAnswer", max_len=300) if settings else None)
 
 
 class AzureAuthoring:

@@ -232,7 +232,7 @@ class AzureRuntime:
             parsed.append((rid, text))
         if len({rid for rid, _ in parsed}) != len(parsed):
             raise InvalidArgument("Record ids in 'records' must be unique.", target="records")
-        body.string("language", max_len=20)
+        body.language()
         index_type = body.choice("stringIndexType", STRING_INDEX_TYPES) or "TextElements_v8"
         answers = await run_query(self.service.answer_from_text, question, parsed)
         texts = dict(parsed)

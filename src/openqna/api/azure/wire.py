@@ -48,6 +48,10 @@ def known_api_version(value: str) -> bool:
     return day is not None and FIRST_API_VERSION <= day <= date.today() + timedelta(days=366)
 
 
+# BCP 47's shape: a language of 2-3 letters, then subtags of letters and digits (script, region, variant)
+_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
+
+
 class Body:
     """A JSON object read case-insensitively, with errors that name the field's path."""
 
@@ -70,6 +74,15 @@ class Body:
         if max_len is not None and len(value) > max_len:
             raise InvalidArgument(f"'{self._name(key)}' is {len(value)} characters long; the limit is {max_len}.",
                                   target=self._name(key))
+        return value
+
+    def language(self, key: str = "language") -> str | None:
+        """A language code as Azure takes them (BCP 47: ``en``, ``de``, ``zh-Hans``, ``pt-BR``), or None; anything
+        else (``klingon!!``, blank) is refused, where it was once stored as it came."""
+        value = self.string(key, max_len=20)
+        if value is not None and not _LANGUAGE.fullmatch(value):
+            raise InvalidArgument(f"'{self._name(key)}' must be a language code such as 'en', 'de' or 'zh-Hans'; got "
+                                  f"'{value}'. Leave it out to keep the default.", target=self._name(key))
         return value
 
     def integer(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
