@@ -146,3 +146,17 @@ def test_feedback_on_an_unknown_qna_is_refused(authoring, store):
     assert store.list_feedback("kb") == {}
     authoring.add_feedback("kb", [(1, "battery dies", "u1"), (1, "battery dies", "u2")])
     assert store.list_feedback("kb") == {1: [("battery dies", 2)]}
+
+
+def test_a_replaced_passage_stays_a_passage(authoring):
+    """Azure's QnA records carry no kind: a read-modify-write of a passage (GET .../qnas, PATCH replace) made it an
+    ordinary QnA, which then answered without includeUnstructuredSources."""
+    authoring.service.upsert("kb", [QnA(["Power and charging"], "It takes two to four hours to charge.", id=4,
+                                        kind="passage")])
+    authoring.update_qnas("kb", [
+        QnaOp("replace", QnA(["Power and charging"], "It takes two to four hours to charge fully.", id=4)),
+        QnaOp("replace", QnA(["Where is the pen?"], "On the side.", id=3)),
+    ])
+    after = stored(authoring)
+    assert (after[4].kind, after[4].answer) == ("passage", "It takes two to four hours to charge fully.")
+    assert (after[3].kind, after[3].answer) == ("qna", "On the side.")

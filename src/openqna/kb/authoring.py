@@ -158,6 +158,8 @@ class Authoring:
                     added[qid] = i
                 if op.op == "replace" and op.keep_questions:
                     op.qna.questions = list(existing[qid].questions)
+                if op.op == "replace":  # Azure's QnA records carry no kind: a passage replaced stays a passage
+                    op.qna.kind = existing[qid].kind
                 writes.append(op.qna)
         if errors:
             raise InvalidArgument(" ".join(errors))
