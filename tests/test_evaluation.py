@@ -247,7 +247,8 @@ def test_quick_run_writes_report_and_plots(quick):
                     "## The accurate model: all-mpnet-base-v2 with the universal sentence encoder",
                     "## The int8 model (`fast`): every set of the guard table",
                     "## The accurate model with int8 weights (`accurate-fast`): every set of the guard table",
-                    "## mpnet alone with int8 weights (`mpnet-fast`): every set of the guard table"):
+                    "## mpnet alone with int8 weights (`mpnet-fast`): every set of the guard table",
+                    "## Filters: a filter restricts the answers, not the scale"):
         assert heading in report
     assert m["plots"] and all(f"]({name})" in report for name in m["plots"])
     for name in m["plots"]:
@@ -282,6 +283,12 @@ def test_quick_run_metrics_are_sane(quick):
     # the accurate pair, mpnet alone and their int8 mpnet over every set are left to full runs (mpnet twice: 140 s)
     for key in ("accurate_sets", "accurate_fast", "mpnet_sets", "mpnet_fast"):
         assert m[key] == {"missing": "not run by a quick run"}
+    # filters, on copies of the regimes' KBs: the copy of a page a tenant's filter leaves out takes nothing
+    filtered = [m["filters"]["all"][split] for split in ("dev", "test")]
+    assert sum(f["inscope"] for f in filtered) > 0 and sum(f["tenant_questions"] for f in filtered) > 0
+    for f in filtered:
+        assert f["right"] + f["wrong"] <= f["inscope"] and f["left_out_answered"] <= f["left_out"] <= f["inscope"]
+        assert f["tenant_right"] >= f["once_right"] - 1
     p = m["passages"]["scifact"]
     assert p["queries"] > 0 and all(0.0 <= v <= 1.0 for v in p["ndcg10"].values())
     assert set(m["paragraphs"]) == {"xquad-en", "xquad-zh", "jsquad"}

@@ -37,6 +37,7 @@ from openqna.evaluation import (
     datasets,
     faq,
     faq_regimes,
+    filters,
     guard,
     long_questions,
     offtopic,
@@ -169,6 +170,10 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
         metrics["training"] = training.evaluate(
             service, [kb for kb in built + cjk_built if kb.project in before], before, threshold)
         step("training", t)
+        t = time.perf_counter()  # last: on copies of the KBs, which no section above reads
+        metrics["filters"] = filters.evaluate(service, built, seed=seed, threshold=threshold,
+                                              per_kb=plan.conversation_questions)
+        step("filters", t)
 
     metrics["faq"] = {name: {"records": r.kb.records, "indexed_questions": r.kb.indexed_questions,
                              "queries": len(r.kb.queries), "top1": r.top1, "mrr5": r.mrr5}

@@ -11,6 +11,7 @@ from pathlib import Path
 from openqna.evaluation import (
     cjk_report,
     conversations,
+    filters,
     guard,
     long_questions,
     regime_report,
@@ -354,6 +355,7 @@ def render(metrics: dict) -> str:
     out += conversations.section(metrics)
     out += typo_questions.section(metrics)
     out += long_questions.section(metrics)
+    out += filters.section(metrics)
     if "cjk" in metrics:
         out += cjk_report.section(metrics)
     out += training.section(metrics)
