@@ -188,6 +188,8 @@ def test_roles_and_scopes(live, admin):
      "InvalidArgument"),
     ("PUT", "/kb/synonyms", {"value": [{"alterations": "notalist"}]}, 400, "InvalidArgument"),
     ("PATCH", "/kb/sources", [{"op": "add", "value": {"sourceUri": "file:///etc/passwd"}}], 400, "InvalidArgument"),
+    ("PATCH", "/kb/sources", [{"op": "add", "value": {"sourceUri": "https://example.com/faq", "sourceKind": "bogus"}}],
+     400, "InvalidArgument"),
     ("POST", "/kb/feedback", {"records": [{"userQuestion": "q", "qnaId": 99}]}, 400, "InvalidArgument"),
     ("PUT", "/kb/deployments/test", None, 400, "InvalidArgument"),
     ("PATCH", "/bad name!", {"language": "en"}, 400, "InvalidArgument"),

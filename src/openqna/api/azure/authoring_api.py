@@ -418,6 +418,7 @@ class AzureAuthoring:
         value = item.obj("value")
         if op is None or value is None:
             raise InvalidArgument(f"[{i}] needs 'op' (add, replace or delete) and 'value'.", target=f"[{i}]")
+        kind = value.choice("sourceKind", ("url", "file")) or "url"  # before the URL is read: say what is wrong first
         uri = value.string("sourceUri", max_len=2000) or ""
         source = value.string("source", max_len=300) or uri or value.string("displayName", max_len=200)
         if not source:
@@ -425,7 +426,6 @@ class AzureAuthoring:
         if op != "delete" and not uri.lower().startswith(("http://", "https://")):
             raise InvalidArgument(f"[{i}].value.sourceUri must be an http(s) URL; got '{uri}'.",
                                   target=f"[{i}].value.sourceUri")
-        kind = (value.string("sourceKind") or "url").lower()
         structure = value.string("contentStructureKind") or value.string("sourceContentStructureKind")
         return {"op": op, "refresh": bool(value.boolean("refresh")),
                 "source": {"source": source, "display_name": value.string("displayName", max_len=200) or source,
