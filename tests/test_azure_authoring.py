@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import sqlite3
@@ -145,6 +146,22 @@ def test_sdk_paging_sources_and_feedback(live, admin, files):
     authoring.begin_update_sources("p0", [{"op": "delete", "value": {
         "displayName": "chit-chat", "sourceUri": f"{files.url}/chitchat.tsv", "sourceKind": "url"}}]).result()
     assert list(authoring.list_qnas("p0")) == []
+
+
+def test_a_source_whose_prompts_lead_nowhere_is_refused(live, admin, files):
+    """A QnA file added as a URL source is checked as an imported one is: a prompt to a QnA that exists nowhere fails
+    the job, naming the QnA and the ids, and writes nothing."""
+    (files.root / "faq.json").write_text(json.dumps({"Assets": {"Qnas": [
+        {"Id": 1, "Answer": "Hold the power button.", "Questions": ["How do I reset it?"],
+         "Dialog": {"IsContextOnly": False, "Prompts": [{"DisplayOrder": 0, "QnaId": 77, "DisplayText": "More"}]}}]}}),
+        encoding="utf-8")
+    authoring, _ = clients(live, admin)
+    _req(live, "PATCH", "/src", admin, json={"language": "en"})
+    with pytest.raises(HttpResponseError) as caught:
+        authoring.begin_update_sources("src", [{"op": "add", "value": {
+            "displayName": "faq", "sourceUri": f"{files.url}/faq.json", "sourceKind": "url"}}]).result()
+    assert "follow-up prompts to QnA ids that do not exist: [77]" in str(caught.value)
+    assert list(authoring.list_qnas("src")) == []
 
 
 def _req(live, method, path, key=None, *, json=None, params=None, prefix=P2):

@@ -359,6 +359,7 @@ class Authoring:
         content = read_file(name, data)
         for q in content.qnas:
             q.source = src.source
+        self.check_import_prompts(project, content.qnas, replacing=False)  # as an import's: none leads nowhere
         self._replace_source_records(project, src.source, content.qnas)
 
     def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
