@@ -150,13 +150,15 @@ def test_feedback_on_an_unknown_qna_is_refused(authoring, store):
 
 def test_a_replaced_passage_stays_a_passage(authoring):
     """Azure's QnA records carry no kind: a read-modify-write of a passage (GET .../qnas, PATCH replace) made it an
-    ordinary QnA, which then answered without includeUnstructuredSources."""
+    ordinary QnA, which then answered without includeUnstructuredSources.  And an edit that gave a question twice
+    stored it twice."""
     authoring.service.upsert("kb", [QnA(["Power and charging"], "It takes two to four hours to charge.", id=4,
                                         kind="passage")])
     authoring.update_qnas("kb", [
         QnaOp("replace", QnA(["Power and charging"], "It takes two to four hours to charge fully.", id=4)),
-        QnaOp("replace", QnA(["Where is the pen?"], "On the side.", id=3)),
+        QnaOp("replace", QnA(["Where is the pen?", "pen", " Where is the pen?"], "On the side.", id=3)),
     ])
     after = stored(authoring)
     assert (after[4].kind, after[4].answer) == ("passage", "It takes two to four hours to charge fully.")
     assert (after[3].kind, after[3].answer) == ("qna", "On the side.")
+    assert after[3].questions == ["Where is the pen?", "pen"]  # a question given twice is kept once

@@ -168,6 +168,7 @@ class Authoring:
         feedback = self.store.list_feedback(project, [q.id for q in writes if q.id is not None])
         for q in writes:
             q.normalised()
+            q.questions = list(dict.fromkeys(q.questions))  # an edit that gives a question twice stores it once
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self.check_prompts(project, writes, set(deletes), existing)
