@@ -83,19 +83,20 @@ class TextVectors:
 
 # One index per document text (Search: each document a knowledge base of its own), and one per request's documents
 # (Answers: ranked together); clients send the same documents again (200 a request at most).
-DOCUMENT_INDEXES = 4096
+DOCUMENT_INDEXES, REQUEST_INDEXES = 4096, 64
 _INDEXES: OrderedDict[str, MemIndex] = OrderedDict()
-_INDEXES_LOCK = Lock()
 _JOINT: OrderedDict[str, MemIndex] = OrderedDict()
+_INDEXES_LOCK = Lock()
 
 
-def _joint_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
-    """An index of a request's documents together, kept for the next call."""
+def _cached(cache: OrderedDict[str, MemIndex], most: int, texts: list[str], vectors: np.ndarray) -> MemIndex:
+    """The index of ``texts`` (one passage record each, with their ``vectors``) kept in ``cache``, the ``most``
+    used last, made on first use."""
     key = hashlib.sha256("\x1e".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
     with _INDEXES_LOCK:
-        index = _JOINT.get(key)
+        index = cache.get(key)
         if index is not None:
-            _JOINT.move_to_end(key)
+            cache.move_to_end(key)
             return index
     records = []
     for i, t in enumerate(texts):
@@ -104,9 +105,9 @@ def _joint_index(texts: list[str], vectors: np.ndarray) -> MemIndex:
                                    vectors[i], terms))
     index = MemIndex(records, vectors.shape[1], 0)
     with _INDEXES_LOCK:
-        _JOINT[key] = index
-        while len(_JOINT) > 64:
-            _JOINT.popitem(last=False)
+        cache[key] = index
+        while len(cache) > most:
+            cache.popitem(last=False)
     return index
 
 
@@ -116,29 +117,12 @@ def ranked_together(question: str, texts: list[str], vectors: np.ndarray, query:
     Answers picks the documents its prompt holds, whose order is all that counts there."""
     if not texts:
         return []
-    index = _joint_index(texts, vectors)
-    ranked = ranker.rank(index, question, query, np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk,
-                         calibration=calibration, every_record=True)
+    ranked = ranker.rank(_cached(_JOINT, REQUEST_INDEXES, texts, vectors), question, query,
+                         np.ones(len(texts), bool), top=len(texts), reads_cjk=reads_cjk, calibration=calibration,
+                         every_record=True)
     order = [r.record_id for r in ranked]
-    return order + [i for i in range(len(texts)) if i not in set(order)]
-
-
-def _document_index(text: str, vector: np.ndarray) -> MemIndex:
-    """A knowledge base of the one document ``text``, kept for the next call."""
-    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    with _INDEXES_LOCK:
-        index = _INDEXES.get(key)
-        if index is not None:
-            _INDEXES.move_to_end(key)
-            return index
-    terms = analyze(text)
-    index = MemIndex([IndexRecord(0, "passage", "", {}, False, [exact_key(text)], vector[None, :], [terms], vector,
-                                  terms)], vector.shape[0], 0)
-    with _INDEXES_LOCK:
-        _INDEXES[key] = index
-        while len(_INDEXES) > DOCUMENT_INDEXES:
-            _INDEXES.popitem(last=False)
-    return index
+    placed = set(order)
+    return order + [i for i in range(len(texts)) if i not in placed]
 
 
 def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.ndarray, *,
@@ -147,8 +131,8 @@ def relevance(question: str, texts: list[str], vectors: np.ndarray, query: np.nd
     own (a knowledge base of that one text), so that a text's relevance never depends on the others."""
     out = []
     for text, vector in zip(texts, vectors):
-        ranked = ranker.rank(_document_index(text, vector), question, query, np.ones(1, bool), top=1,
-                             reads_cjk=reads_cjk, calibration=calibration)
+        ranked = ranker.rank(_cached(_INDEXES, DOCUMENT_INDEXES, [text], vector[None, :]), question, query,
+                             np.ones(1, bool), top=1, reads_cjk=reads_cjk, calibration=calibration)
         out.append(ranked[0].confidence if ranked else 0.0)
     return out
 

@@ -32,6 +32,7 @@ class ImportReport:
     ids: list[int] = field(default_factory=list)
     multilingual: bool = False  # the records were written with vectors in the multilingual space
 
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a knowledge base, or None.
 

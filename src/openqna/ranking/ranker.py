@@ -426,6 +426,7 @@ class Scoring:
     read_logit: np.ndarray | None = None
     sections: bool = True  # document sections with headings read as passages (``read_as_passages``)
     query_map: adapt.TrainedMap | None = None  # the project's trained adapter that mapped ``query_vector``, if any
+    # the records a filter keeps, when ``eligible`` holds those it leaves out as well (their rivals, ``filtered_out``)
     answerable: np.ndarray | None = None
 
     @property
