@@ -775,3 +775,27 @@ def test_json_keeps_what_a_record_is() -> None:
     for kind in ("row", 3):
         with pytest.raises(FormatError, match=r"Assets.Qnas\[0\].Kind"):
             read_json({"assets": {"qnas": [{"answer": "a", "questions": ["q"], "kind": kind}]}})
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "excel", "csv"])
+def test_tables_keep_what_a_record_is(fmt: str) -> None:
+    """A table export turned a document's passages into QnAs, so a restore answered with them as QnAs."""
+    content = KnowledgeBaseContent(qnas=[QnA(["Care"], "Wipe it with a dry cloth.", id=1, kind="passage"),
+                                         QnA([], "Charge it for two hours.", id=2, kind="passage"),
+                                         QnA(["How do I clean it?"], "With a dry cloth.", id=3)])
+    body, filename, _ = export_bytes(content, fmt)
+    again = read_file(filename, body)
+    assert [(q.id, q.kind, q.questions) for q in again.qnas] == [(1, "passage", ["Care"]), (2, "passage", []),
+                                                                 (3, "qna", ["How do I clean it?"])]
+    only_qnas = KnowledgeBaseContent(qnas=content.qnas[2:])  # QnA Maker's eight columns, as before
+    body, filename, _ = export_bytes(only_qnas, fmt)
+    assert read_file(filename, body).qnas == only_qnas.qnas
+    if fmt != "excel":
+        assert "Kind" not in body.decode("utf-8-sig").splitlines()[0]
+
+
+def test_a_table_refuses_a_kind_it_does_not_know(tmp_path: Path) -> None:
+    text = "Question\tAnswer\tKind\nhi\thello\tPassage\nbye\tsee you\t\nhow?\tlike so\trow\n"
+    err = _tsv_error(tmp_path, text)
+    assert (err.line, err.column) == (4, 3) and "'row' is not a record kind" in err.message
+    assert [q.kind for q in read_file("kb.tsv", text.rsplit("how?", 1)[0].encode()).qnas] == ["passage", "qna"]

@@ -137,14 +137,7 @@ def _qna(item: Any, path: str) -> QnA:
 
 def _kind(value: Any, path: str) -> RecordKind:
     """``Kind`` as the export writes it: absent (a QnA), ``qna`` or ``passage``, in any case."""
-    if value is None:
-        return "qna"
-    kind = _string(value, path).strip().lower()
-    if kind == "passage":
-        return "passage"
-    if kind == "qna":
-        return "qna"
-    raise CellError(path, f"{value!r} is not a record kind; expected 'qna' or 'passage'")
+    return "qna" if value is None else qna_table.parse_kind(_string(value, path), path)
 
 
 def _metadata(value: Any, path: str) -> dict[str, str]:

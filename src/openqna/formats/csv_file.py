@@ -106,5 +106,5 @@ def write_csv(content: KnowledgeBaseContent, synonyms: bool = False) -> str:
     if synonyms:
         writer.writerows([[qna_table.SYNONYMS_COLUMN], *content.synonyms])
     else:
-        writer.writerows([list(qna_table.COLUMNS), *qna_table.table_rows(content, cell=str)])
+        writer.writerows([qna_table.header(content), *qna_table.table_rows(content, cell=str)])
     return out.getvalue()

@@ -27,6 +27,11 @@ Decisions:
   is the primary question.
 * An empty Question cell adds no question (QnA Maker exports a QnA without questions as
   such a row); an empty Answer cell is an error.
+* Passages.  QnA Maker's layout has no place for what a record is, so a knowledge base with passages
+  (sections of documents, ``kind="passage"``) is written with one more column, openqna's ``Kind``
+  (``passage`` on a passage's rows, empty on a QnA's), and read back as passages; a knowledge base
+  without passages is written with QnA Maker's eight columns only, as before.  Reading, ``Kind`` is
+  optional (empty or ``qna`` is a QnA, ``passage`` a passage, in any case).
 """
 
 from __future__ import annotations
@@ -41,12 +46,13 @@ from typing import Any
 
 from openqna import strict_json
 from openqna.formats import limits
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA
+from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA, RecordKind
 
 COLUMNS = ("Question", "Answer", "Source", "Metadata", "SuggestedQuestions", "IsContextOnly", "Prompts", "QnaId")
+KIND_COLUMN = "Kind"  # openqna's, written only when a knowledge base has passages (see "Passages" above)
 SYNONYMS_COLUMN = "Synonyms"
 REQUIRED_COLUMNS = ("Question", "Answer")
-_BY_LOWER = {name.lower(): name for name in COLUMNS}
+_BY_LOWER = {name.lower(): name for name in (*COLUMNS, KIND_COLUMN)}
 
 # fail(message, line, zero-based column or None) builds the reader's FormatError.
 Fail = Callable[[str, int, int | None], FormatError]
@@ -214,6 +220,16 @@ def check_suggestions(clusters: Any, path: str) -> list[dict]:
     return clusters
 
 
+def parse_kind(value: str, path: str) -> RecordKind:
+    """A Kind cell or property: empty or ``qna`` (a QnA), ``passage``, in any case."""
+    kind = value.strip().lower()
+    if kind in ("", "qna"):
+        return "qna"
+    if kind == "passage":
+        return "passage"
+    raise CellError(path, f"{value!r} is not a record kind; expected 'qna' or 'passage'")
+
+
 def parse_json_cell(text: str, path: str) -> Any:
     try:
         return strict_json.loads(text)
@@ -271,7 +287,8 @@ def _parse_header(names: Sequence[str], line: int, fail: Fail) -> dict[str, int]
     for index, raw in enumerate(names):
         name = _BY_LOWER.get(raw.strip().lower())
         if name is None:
-            raise fail(f"unknown column {raw.strip()!r}; expected some of {', '.join(COLUMNS)}", line, index)
+            raise fail(f"unknown column {raw.strip()!r}; expected some of {', '.join((*COLUMNS, KIND_COLUMN))}",
+                       line, index)
         if name in columns:
             raise fail(f"column {name!r} appears twice", line, index)
         columns[name] = index
@@ -317,6 +334,7 @@ def _parse_row(columns: dict[str, int], values: Sequence[str], escaped: bool = T
             if suggestions
             else []
         ),
+        kind=parse_kind(cell(KIND_COLUMN), KIND_COLUMN),
     )
     return question, qna.normalised()
 
@@ -329,6 +347,7 @@ _QNA_FIELDS: tuple[tuple[str, Callable[[QnA], Any]], ...] = (
     ("SuggestedQuestions", lambda q: json.dumps(q.suggested_questions, sort_keys=True)),
     ("IsContextOnly", lambda q: q.dialog.is_context_only),
     ("Prompts", lambda q: [(p.display_order, p.qna_id, p.display_text) for p in q.dialog.prompts]),
+    (KIND_COLUMN, lambda q: q.kind),
 )
 
 
@@ -388,13 +407,23 @@ def _check_same_qna(first: _Row, row: _Row, columns: dict[str, int], fail: Fail)
 # --- QnAs -> rows ------------------------------------------------------------------------
 
 
+def header(content: KnowledgeBaseContent) -> list[str]:
+    """The header row ``table_rows`` writes under: QnA Maker's columns, and ``Kind`` when there are passages."""
+    return [*COLUMNS, KIND_COLUMN] if _has_passages(content) else list(COLUMNS)
+
+
+def _has_passages(content: KnowledgeBaseContent) -> bool:
+    return any(qna.kind == "passage" for qna in content.qnas)
+
+
 def table_rows(content: KnowledgeBaseContent, cell: Callable[[str], str] = escape) -> list[list[str]]:
-    """One row per question (a QnA without questions gets one row with an empty Question).
+    """One row per question (a QnA without questions gets one row with an empty Question), under ``header``.
 
     Ids are written only when the QnA has one; ``cell`` writes a text cell: ``escape`` for a TSV, ``escape`` keeping
     line breaks for a workbook, ``str`` for a format that quotes its cells and escapes nothing (CSV).
     """
     rows = []
+    kinds = _has_passages(content)
     for qna in content.qnas:
         shared = [
             cell(qna.answer),
@@ -404,6 +433,7 @@ def table_rows(content: KnowledgeBaseContent, cell: Callable[[str], str] = escap
             str(qna.dialog.is_context_only),
             _compact_json(prompts_to_json(qna.dialog.prompts)),
             "" if qna.id is None else str(qna.id),
+            *(["passage" if qna.kind == "passage" else ""] if kinds else []),
         ]
         for question in qna.questions or [""]:
             rows.append([cell(question), *shared])

@@ -63,7 +63,7 @@ def _scenario_responses(body: list[tuple[int, str]], fail) -> KnowledgeBaseConte
 
 def write_tsv(content: KnowledgeBaseContent) -> str:
     """The QnAs as a QnA Maker TSV with the full newer column set, one row per question."""
-    rows = [list(qna_table.COLUMNS), *qna_table.table_rows(content)]
+    rows = [qna_table.header(content), *qna_table.table_rows(content)]
     return "".join("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
 
 

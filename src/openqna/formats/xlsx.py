@@ -148,7 +148,7 @@ def write_xlsx(content: KnowledgeBaseContent) -> bytes:
     qnas = workbook.active
     qnas.title = "QnAs"
     rows = qna_table.table_rows(content, cell=lambda text: qna_table.escape(text, keep_line_breaks=True))
-    _fill(qnas, [list(qna_table.COLUMNS), *rows])
+    _fill(qnas, [qna_table.header(content), *rows])
     synonyms = workbook.create_sheet("Synonyms")
     _fill(synonyms, [[qna_table.SYNONYMS_COLUMN], *([qna_table.format_synonym_row(g)] for g in content.synonyms)])
     out = BytesIO()
