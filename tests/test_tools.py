@@ -287,6 +287,24 @@ def test_azure_projects_are_tools_too(service):
         service.search("surface", "x", where="has(category, 'power')")
 
 
+def test_a_where_str_restricts_the_rows_not_the_scale(service):
+    """A search filtered by where_str scored the rows it kept as if they were the whole KB: the password question
+    filtered to the display's rows got them at 0.11, and its right answer alone in its category fell from 1.00 to
+    0.67.  The rows a where_str leaves out are rivals now, as an Azure metadata filter's are."""
+    from test_service import surface_kb
+
+    service.import_content("surface", surface_kb())
+    question = "I forgot my password, how do I reset it?"
+    [best, *_] = service.search("surface", question, limit=3)
+    assert best.record.id == 5 and best.score >= 0.9
+    for where in ("category = 'display'", "category = 'power'", "source = 'manual.pdf'"):
+        hits = service.search("surface", question, where=where, limit=2)
+        assert hits and max(h.score for h in hits) < 0.05, (where, hits)  # a page still, no sure answer
+    for where in ("category = 'account'", "source = 'faq.tsv'"):
+        [kept] = service.search("surface", question, where=where, limit=2)
+        assert kept.record.id == 5 and kept.score >= best.score - 0.05
+
+
 @pytest.mark.parametrize("version", ["3.1", "3.0"])
 def test_openapi_documents_validate_and_match_snapshots(live_arxiv, version):
     for path, name in (("/tools/openapi.json", "all"), ("/tools/arxiv/openapi.json", "arxiv")):

@@ -170,8 +170,11 @@ class Searching(ServiceBase):
         deployment) whose trained adapter, if any, maps the query vectors.  A search page is never empty for a query
         that is not blank: at ``threshold`` 0 the records it gives no evidence for (a Japanese query of an English
         KB) come back with confidence 0, ordered as the embedder reads them (``ranker.rank``'s ``every_record``).
+        A ``flt`` restricts the records a page holds, not what a score means: the records it leaves out are read as
+        rivals, a little lower, as ``ask`` reads a metadata filter's (``ranker.filtered_out``).
         """
         eligible = index.mask(flt)
+        rivals = None if flt is None else np.ones(index.n, dtype=bool)
         project, deployment = trained if trained is not None else (None, None)
         spaces = [self.query_space(index, query, calibration, project=project, deployment=deployment)
                   for query in queries]
@@ -182,5 +185,5 @@ class Searching(ServiceBase):
                 vectors[i] = vector
         return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
                             flt=None if space.multilingual else flt, calibration=space.calibration,
-                            reads_cjk=space.reads_cjk, query_map=space.adapter, every_record=True)
+                            reads_cjk=space.reads_cjk, query_map=space.adapter, every_record=True, pool=rivals)
                 for i, (query, space) in enumerate(zip(queries, spaces))]
