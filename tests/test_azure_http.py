@@ -476,3 +476,16 @@ def test_a_number_too_long_to_read_is_called_out_of_range_not_a_non_integer(serv
     r = post(server, QKB, {"question": "battery", "top": "ten"}, params={"projectName": "surface",
                                                                        "deploymentName": "test"})
     assert r.json()["error"]["message"] == "'top' must be an integer."
+
+
+@pytest.mark.parametrize("question", ["   ", "\u200b\u200b", "\ufeff", "\u200f\x01\x02", "\u00a0\n\t"])
+def test_a_question_of_nothing_visible_is_refused_as_blank(server, question):
+    """Zero-width spaces, a byte order mark or control characters were answered as a question (the first QnA at
+    0.04); spaces were refused, but as if no question had been sent."""
+    params = {"projectName": "surface", "deploymentName": "production"}
+    r = post(server, QKB, {"question": question}, params=params)
+    assert r.status_code == 400 and r.json()["error"]["target"] == "question", r.text
+    assert "'question' is blank" in r.json()["error"]["message"]
+    assert post(server, QKB, {"question": question, "qnaId": 1}, params=params).status_code == 200
+    r = post(server, QKB, {}, params=params)
+    assert r.status_code == 400 and "Either 'question' or 'qnaId' must be given" in r.json()["error"]["message"]
