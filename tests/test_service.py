@@ -212,6 +212,21 @@ def test_query_text_confidence_is_calibrated(service):
     assert all(a.confidence < 0.05 for a in service.answer_from_text("what is the capital of peru", records))
 
 
+def test_query_text_cuts_a_sentence_longer_than_a_passage(service):
+    """A record without full stops was one passage, so the answer was the whole record (4,899 characters for a
+    question about one clause of it); passages are at most 400 characters now, cut at a space."""
+    from openqna.kb.service import passages_of
+
+    rooms = ", ".join(f"room {i} on floor {i % 9} is open to guests from {i % 12 + 1} am" for i in range(40))
+    text = f"{rooms}, and the kitchen closes at ten pm, {rooms}"
+    assert all(e - s <= 400 and not text[s].isspace() and not text[e - 1].isspace() for s, e in passages_of(text))
+    best = service.answer_from_text("when does the kitchen close?", [("hotel", text)])[0]
+    assert "kitchen closes at ten pm" in best.text and best.length <= 400
+    assert text[best.offset: best.offset + best.length] == best.text
+    cjk = "电池需要两到四个小时才能充满电" * 40  # no space to cut at
+    assert [e - s for s, e in passages_of(cjk)] == [400, 200]
+
+
 def test_query_text_embeds_a_bounded_shortlist(service, monkeypatch):
     """Issue 40: records at Azure's limits hold ~85 passages, and embedding each cost ~3 s of CPU a request; only
     the LIMITS.text_passages that share the most words with the question are embedded now, and an answer at the end

@@ -329,11 +329,28 @@ def shortlist(question: set[str], passages: list[set[str]], most: int) -> list[i
 
 
 def passages_of(text: str, max_chars: int = 400) -> list[tuple[int, int]]:
-    """Group consecutive sentences into passages of up to ``max_chars``."""
+    """Group consecutive sentences into passages of up to ``max_chars``; a longer sentence (a list without full
+    stops, a wall of text) is cut into pieces of up to ``max_chars``, each at its last space if it has one."""
     out: list[tuple[int, int]] = []
-    for s, e in sentence_spans(text):
+    for s, e in (piece for span in sentence_spans(text) for piece in _pieces(text, *span, max_chars)):
         if out and e - out[-1][0] <= max_chars and s - out[-1][1] <= 2:
             out[-1] = (out[-1][0], e)
         else:
             out.append((s, e))
+    return out
+
+
+def _pieces(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """``text[start:end]`` cut into spans of up to ``max_chars``, each ending at its last whitespace when it has one
+    (Chinese and Japanese have none: a hard cut), surrounding whitespace left out."""
+    out = []
+    while end - start > max_chars:
+        cut = max(text.rfind(" ", start + 1, start + max_chars + 1), text.rfind("\n", start + 1, start + max_chars + 1))
+        cut = cut if cut > start else start + max_chars
+        out.append((start, len(text[:cut].rstrip())))
+        start = cut
+        while start < end and text[start].isspace():
+            start += 1
+    if end > start:
+        out.append((start, end))
     return out
