@@ -118,9 +118,11 @@ class Asking(ServiceBase):
         children: set[int] = set()
         exact_prompt: set[int] = set()
         asked_prompts: set[int] = set()  # prompts whose display text the question asks (``followup.prompt_matches``)
+        asked_before = ""  # the previous QnA's question, read as the previous turn when a client sends none
         if req.previous_qna_id is not None:
             prev = self.store.get_qnas(project, [req.previous_qna_id], deployment).get(req.previous_qna_id)
             if prev is not None:
+                asked_before = prev.questions[0] if prev.questions else ""
                 key = exact_key(question)
                 for p in prev.dialog.prompts:
                     children.add(p.qna_id)
@@ -134,7 +136,9 @@ class Asking(ServiceBase):
         # read as rivals, a little lower (``regime.FILTERED_OUT``)
         rivals = None if req.filter is None else index.mask(KindIn(kinds)) & reachable
         expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
-        previous = (req.previous_user_query or "").strip()
+        # Bot Framework's C# clients send previousUserQuery "" (or none) on a follow-up turn: the previous QnA's own
+        # question then stands for what was asked before it
+        previous = (req.previous_user_query or "").strip() or asked_before
         # The expanded question is what the vector and the keyword features read; the exact match reads the
         # question as asked (``rank``'s ``keywords``), so synonyms never lower a stored question asked word for word.
         # One text a call: the embedder caches single queries, and the previous one was asked a turn ago.
