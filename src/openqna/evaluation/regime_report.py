@@ -32,7 +32,8 @@ REGIME_TEXT = {
                   " (`evaluation/questions/documents.tsv`, written and committed before anything was measured)"
                   " with `includeUnstructuredSources`; a record is right when its text contains the labelled snippet"),
     "tiny": ("the bundled sample KB (14 QnAs) with 40 hand-written paraphrases and 20 off-topic questions"
-             " (`evaluation/questions/sample-kb.tsv`), 12 seeded entries of covid-q and of covid-qsim-deepset, one"
+             " (`evaluation/questions/sample-kb.tsv`) and 40 near-topic questions about openqna that none of its"
+             " answers answers (`evaluation/questions/sample-kb-near.tsv`, written blind later), 12 seeded entries of covid-q and of covid-qsim-deepset, one"
              " question each, asked those entries' queries (`tiny.faq_cut`), cuts of 12, 18 and 24 chit-chat answers"
              " and of 15 banking77 intents, asked their held-out questions (*hwu64 tasks*: hwu64's test utterances"
              " without its `general_*` intents, which are chit-chat)"),

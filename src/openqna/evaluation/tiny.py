@@ -1,7 +1,8 @@
 """The tiny-KB regime: knowledge bases of a dozen or two QnAs, asked in-scope and off-topic questions.
 
 * the bundled sample KB (``samples/openqna-faq.tsv``, 14 QnAs, imported as ``openqna serve`` imports
-  it), asked the hand-written questions of ``questions/sample-kb.tsv`` (40 paraphrases, 20 off-topic);
+  it), asked the hand-written questions of ``questions/sample-kb.tsv`` (40 paraphrases, 20 off-topic) and the 40
+  near-topic questions of ``questions/sample-kb-near.tsv`` (about openqna, answered by none of its QnAs);
 * cuts of the one-question FAQ pages with real answers (``faq_cut``: ``FAQ_CUT`` seeded-random entries of covid-q
   and of covid-qsim-deepset, asked those entries' queries and as many off-topic questions): the dozen QnAs a team
   starts with, one question each;
@@ -44,9 +45,14 @@ def sample_kb(service: Service, *, seed: int) -> RegimeKB:
     texts = {i: normalise(a) for i, a in answers_of(service, SAMPLE).items()}
     questions = [Question(q.question, q.answer) for q in read_questions(QUESTIONS / "sample-kb.tsv")]
     assign_splits(questions, seed, SAMPLE, by_gold=False)
-    return RegimeKB(SAMPLE, TINY, len(texts), questions,
+    # near-topic questions no answer answers (openqna's pricing, licence, platforms...), split on their own so that
+    # the questions above keep the splits they had before these were written
+    near = [Question(q.question, q.answer) for q in read_questions(QUESTIONS / "sample-kb-near.tsv")]
+    assign_splits(near, seed, f"{SAMPLE}:near", by_gold=False)
+    return RegimeKB(SAMPLE, TINY, len(texts), questions + near,
                     lambda record_id, gold: contains(texts.get(record_id, ""), gold),
-                    notes="bundled sample, hand-written questions", offtopic_source="hand-written")
+                    notes="bundled sample, hand-written questions",
+                    offtopic_source="hand-written, half of them near-topic")
 
 
 def task_questions(data: datasets.IntentData) -> list[str]:
