@@ -28,6 +28,35 @@ def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None =
     return proc
 
 
+def test_a_file_imported_later_keeps_what_it_finds(tmp_path):
+    """Every QnA Maker export numbers its QnAs from 1, so a FAQ file imported into a project that held a manual
+    replaced the manual's records with its ids (9 QnAs and 5 passages lost, reported as "14 updated"); two QnA files
+    in one import took each other's ids.  A file's ids are its own now: they move where they would take a record of
+    another source or kind, its prompts follow, and importing it again changes nothing."""
+    from collections import Counter
+
+    from openqna.store.sqlite import SQLiteStore
+
+    data, samples = tmp_path / "data", Path(__file__).parents[1] / "src" / "openqna" / "samples"
+    run("import", "kb", str(samples / "product-guide.md"), data=data)
+    faq = run("import", "kb", str(samples / "openqna-faq.tsv"), data=data)
+    assert "14 added, 0 updated, 0 unchanged (23 QnAs)" in faq.stdout
+    assert "0 added, 0 updated, 14 unchanged" in run("import", "kb", str(samples / "openqna-faq.tsv"), data=data).stdout
+    assert "18 unchanged, 0 deleted" in run("import", "kb", str(samples / "product-guide.md"), data=data).stdout
+    counts = Counter((q.source, q.kind) for q in SQLiteStore(data).list_qnas("kb"))
+    assert counts == {("product-guide.md", "qna"): 9, ("product-guide.md", "passage"): 9, ("openqna-faq.tsv", "qna"): 14}
+
+    first, second = tmp_path / "first.tsv", tmp_path / "second.tsv"  # two exports, both numbered from 1
+    for path, (opening, follow) in ((first, ("hello", "more")), (second, ("bye", "again"))):
+        path.write_text(f"Question\tAnswer\tPrompts\tQnaId\n{opening}\tit is {opening}\t"
+                        f'[{{"DisplayOrder":0,"QnaId":2,"DisplayText":"{follow}"}}]\t1\n{follow}\tit is {follow}\t[]\t2\n')
+    assert "4 added" in run("import", "two", str(first), str(second), data=data).stdout
+    by_question = {q.questions[0]: q for q in SQLiteStore(data).list_qnas("two")}
+    assert by_question["hello"].dialog.prompts[0].qna_id == by_question["more"].id == 2
+    assert by_question["bye"].dialog.prompts[0].qna_id == by_question["again"].id not in (1, 2)
+    assert "0 added, 0 updated, 4 unchanged" in run("import", "two", str(first), str(second), data=data).stdout
+
+
 def test_import_ask_deploy_export(tmp_path):
     data = tmp_path / "data"
     first = run("import", "chitchat", str(CHITCHAT), data=data)

@@ -71,6 +71,7 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
     if kb_id and not KB_ID.match(kb_id):
         fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
     content = KnowledgeBaseContent()
+    parts = []
     documents = []
     try:
         for f in tqdm(files, desc="parsing", unit="file", leave=False, disable=len(files) == 1):
@@ -81,10 +82,13 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             if f.suffix.lower() not in QNA_SUFFIXES:
                 fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
                       f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
-            part = read_file(f, data)
+            parts.append(read_file(f, data))
+        service = open_service(data_dir, create=True)
+        taken: set[int] = set()  # each file's ids are its own: one never takes another's or another source's record
+        for part in parts:
+            service.own_ids(project, part.qnas, taken)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
-        service = open_service(data_dir, create=True)
         Authoring(service).check_import_prompts(project, content.qnas, replacing=False)  # before anything is written
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)

@@ -296,8 +296,74 @@ class Writing(ServiceBase):
                                                   report.multilingual)
         return report, items
 
+    def own_ids(self, project: str, qnas: list[QnA], taken: set[int] | None = None) -> dict[int, int]:
+        """Give a file merged into ``project`` ids of its own where its ids would take other records'.
+
+        Every QnA Maker export numbers its QnAs from 1, so a file's ids are the file's: one replaces a stored record
+        only when that record has the same source and kind (this project's export, edited and imported again).  An
+        id the project holds for a record of another source or kind (a document imported before), or one ``taken``
+        holds (an earlier file of the same import), moves to a fresh id, and the file's prompts to it follow; the
+        ids the file keeps are added to ``taken``.  Returns the moves (file id -> id)."""
+        taken = set() if taken is None else taken
+        ids = [q.id for q in qnas if q.id is not None]
+        if not ids:
+            return {}
+        try:
+            stored = self.store.get_qnas(project, ids)
+        except NotFound:  # a new project: only the import's own files can collide
+            stored = {}
+
+        def kind(q: QnA) -> tuple[str, str]:
+            return q.source.strip().lower(), q.kind
+
+        moving = []
+        for q in qnas:
+            if q.id is None:
+                continue
+            if q.id in taken or (q.id in stored and kind(stored[q.id]) != kind(q)):
+                moving.append(q)
+            else:
+                taken.add(q.id)
+        if not moving:
+            return {}
+        # a record this file put in before (its id moved then too) keeps the id it got, so importing the same file
+        # again changes nothing
+        before = {}
+        if stored:
+            for record in self.store.list_qnas(project):
+                before.setdefault((*kind(record), record.answer, tuple(record.questions)), record.id)
+        moves: dict[int, int] = {}
+        fresh = []
+        for q in moving:
+            assert q.id is not None
+            again = before.get((*kind(q), q.answer.strip(), tuple(x.strip() for x in q.questions if x.strip())))
+            if again is not None and again not in taken:
+                moves.setdefault(q.id, again)
+                q.id = again
+                taken.add(again)
+            else:
+                fresh.append(q)
+        if fresh:
+            try:
+                first = self.store.reserve_ids(project, len(fresh))[0]
+            except NotFound:
+                first = 1
+            first = max(first, max(taken | set(ids)) + 1)  # above every id this import names
+            for new, q in enumerate(fresh, start=first):
+                assert q.id is not None
+                moves.setdefault(q.id, new)
+                q.id = new
+                taken.add(new)
+        for q in qnas:
+            for prompt in q.dialog.prompts:
+                prompt.qna_id = moves.get(prompt.qna_id, prompt.qna_id)
+        return moves
+
     def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
+        """Merge ``content`` (one file's, or several already given ids of their own by ``own_ids``) into ``project``:
+        records matched by id or content are updated, the others added, none deleted."""
         self.ensure_project(project)
+        self.own_ids(project, content.qnas)
         report = self.upsert(project, content.qnas, progress=progress)
         if content.synonyms:
             merged = self.store.get_synonyms(project)
