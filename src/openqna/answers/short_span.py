@@ -28,12 +28,14 @@ import re
 from openqna.index.analyze import STOP_WORDS, normalise, stem
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+# a markdown code span is one token (a command or a header name is answered whole, never cut or crossed);
 # a CJK character is a token of its own, also after a digit or a Latin letter ("2時間" is 2, 時, 間)
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,'’-][^\W_{_CJK}]+)*|[^\s]")
+_CODE = re.compile(r"`[^`\n]+`")
+_TOKEN = re.compile(rf"{_CODE.pattern}|[{_CJK}]|[^\W_{_CJK}]+(?:[.,'’-][^\W_{_CJK}]+)*|[^\s]")
 _HIRAGANA = re.compile("[\u3040-\u309f]")
 _KANA = re.compile("[\u3040-\u30ff]")
 _IS_CJK = re.compile(rf"[{_CJK}]")
-_PUNCT_BREAK = frozenset(",;:()[]{}\"“”「」『』（）、，。；：！？!?—–")
+_PUNCT_BREAK = frozenset(",;:()[]{}\"“”「」『』（）、，。；：！？!?—–`*")  # ` and *: a stray markdown delimiter
 _CLAUSE_BREAK = frozenset("is was were are be been being has had have which who whom whose that when where while "
                           "because although though whereas after before since until if".split())
 _ZH_FUNCTION = frozenset("的了是在于为和与及等被把由从向对将也都就而")
@@ -121,8 +123,13 @@ class _Sentence:
         n = len(self.tokens)
         self.covered = [False] * n
         self.function = [False] * n
+        self.code = [False] * n
         for i, (_, _, t) in enumerate(self.tokens):
-            if _IS_CJK.match(t):
+            if _CODE.fullmatch(t):  # covered when it holds a word of the question: "`--port`" asked "which port"
+                self.code[i] = True
+                self.covered[i] = any(stem(w) in words for w in re.findall(r"[^\W_]+", normalise(t))
+                                      if w not in STOP_WORDS)
+            elif _IS_CJK.match(t):
                 before = self.tokens[i - 1][2] if i else ""
                 after = self.tokens[i + 1][2] if i + 1 < n else ""
                 self.covered[i] = normalise(before + t) in bigrams or normalise(t + after) in bigrams
@@ -153,6 +160,8 @@ def _kind_candidates(s: _Sentence, sentence: str, kind: str) -> list[tuple[float
         a, b = s.token_at(m.start()), s.token_at(m.end() - 1) + 1
         while a < b and kind == "name" and normalise(s.tokens[a][2]) in _NOT_NAMES:
             a += 1  # "He", "Then Anderson", "March"
+        if any(s.code[a:b]):
+            continue  # in a code span, which is a candidate of its own
         end = b
         while b > a + 1 and s.covered[b - 1]:
             b -= 1  # "1,200 employees" asked "how many employees"
@@ -178,14 +187,16 @@ def _kind_candidates(s: _Sentence, sentence: str, kind: str) -> list[tuple[float
 
 
 def _phrase_candidates(s: _Sentence) -> list[tuple[float, int, int]]:
-    """Maximal runs of uncovered tokens, cut at punctuation and clause words, trimmed of function words."""
-    out = []
+    """Uncovered code spans, and maximal runs of uncovered tokens cut at punctuation, code spans and clause
+    words, trimmed of function words."""
+    out: list[tuple[float, int, int]] = []
     toks, n, i = s.tokens, len(s.tokens), 0
 
     def breaks(k: int) -> bool:
         t = toks[k][2]
-        return s.covered[k] or t in _PUNCT_BREAK or normalise(t) in _CLAUSE_BREAK or t in _ZH_BREAK
+        return s.covered[k] or s.code[k] or t in _PUNCT_BREAK or normalise(t) in _CLAUSE_BREAK or t in _ZH_BREAK
 
+    out.extend((-0.5 * s.distance(k, k + 1), toks[k][0], toks[k][1]) for k in range(n) if s.code[k] and not s.covered[k])
     while i < n:
         if breaks(i):
             i += 1

@@ -24,6 +24,7 @@ from openqna.index.analyze import analyze
 
 KIND_MARGIN = 0.05
 MARKUP = "*_`#>-"  # markdown around a sentence, never part of a span
+PAIRED = "`*_"  # of those, the delimiters a sentence keeps when it closes them inside
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
 
 
@@ -44,13 +45,30 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans.append((start, len(text)))
     out = []
     for s, e in spans:
+        s0, e0 = s, e
         while s < e and (text[s].isspace() or text[s] in MARKUP):
             s += 1
         while e > s and (text[e - 1].isspace() or text[e - 1] in MARKUP):
             e -= 1
         if e > s:
-            out.append((s, e))
+            out.append(_keep_pairs(text, s0, s, e, e0))
     return out
+
+
+def _keep_pairs(text: str, s0: int, s: int, e: int, e0: int) -> tuple[int, int]:
+    """(s, e) given back the delimiter stripped from an edge that the sentence closes (or opened) inside.
+
+    "`openqna deploy PROJECT production` copies ..." keeps its first backtick: without it the sentence, and any
+    span cut from it, would carry an unbalanced one.
+    """
+    for c in PAIRED:
+        run = len(text[s0:s]) - len(text[s0:s].rstrip(c))
+        if run and c * run in text[s:e]:
+            s -= run
+        run = len(text[e:e0]) - len(text[e:e0].lstrip(c))
+        if run and c * run in text[s:e]:
+            e += run
+    return s, e
 
 
 def best_spans(
