@@ -8,7 +8,8 @@ for a kind of answer (how long, when, who) takes the best sentence that holds on
 scores within ``KIND_MARGIN`` of the best: "how long it takes to charge surface?" is closest to
 "It can take longer if you're using ...", 0.018 above "It takes two to four hours ..." (the
 margin was set by hand on that request, Azure's documented sample; eval/report.md measures it
-on XQuAD).  Offsets are in Unicode code points of the answer text.
+on XQuAD).  A "which X" question takes one that names an X within ``THING_MARGIN`` (0.08: 0.05 to 0.15
+measured alike on XQuAD).  Offsets are in Unicode code points of the answer text.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Callable
 
 import numpy as np
 
-from openqna.answers.short_span import holds_kind, short_span
+from openqna.answers.short_span import holds_kind, question_kind, short_span
 from openqna.index.analyze import analyze
 
 KIND_MARGIN = 0.05
+THING_MARGIN = 0.08  # "what header carries the key": the sentence naming the header is 0.066 below the best
 MARKUP = "*_`#>-"  # markdown around a sentence, never part of a span
 PAIRED = "`*_"  # of those, the delimiters a sentence keeps when it closes them inside
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
@@ -97,12 +99,13 @@ def best_spans(
         overlap = len(q_terms & set(analyze(texts[i][s:e], bigrams=False))) / max(len(q_terms), 1)
         score = float(np.clip(0.8 * sim + 0.2 * overlap, 0.0, 1.0))
         scored[i].append(Span(texts[i][s:e], round(score, 4), s, e - s))
+    margin = THING_MARGIN if question_kind(question) == "thing" else KIND_MARGIN
     for i, spans in enumerate(scored):
         if not spans:
             continue
         top = max(spans, key=lambda span: span.confidence)
         near = [span for span in sorted(spans, key=lambda span: -span.confidence)
-                if span.confidence >= top.confidence - KIND_MARGIN]
+                if span.confidence >= top.confidence - margin]
         best[i] = next((span for span in near if holds_kind(question, texts[i], span.offset,
                                                                span.offset + span.length)), top)
     if short:
