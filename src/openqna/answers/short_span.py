@@ -75,6 +75,11 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
 # how-to and why questions want the whole step or reason: their sentence is the answer
 _EXPLAIN = re.compile(r"\bhow (do|does|did|can|could|should|would|will|to|is|are|was|were)\b|\bwhy\b|为什么|为何|怎么|怎样|"
                       r"如何|なぜ|どうして|どのように|どうやって|どうすれば|どうしたら")
+# how sure a phrase chosen by nearness alone is: PHRASE when its runner-up scores the same, 1.0 when it leads by
+# LEAD or more (0.7 and 1.0 on the span sets' figures: AUROC of right against wrong spans rose from 0.59 to 0.68
+# on xquad-en; 0.5 sinks more right spans under 0.5, see the commit that set them)
+PHRASE = 0.7
+LEAD = 1.0
 _KIND_PATTERNS = {
     "date": re.compile(
         rf"(?i)\b(?:(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{3,4}})?|\d{{1,2}}\s+(?:{_MONTHS})(?:\s+\d{{3,4}})?"
@@ -283,21 +288,31 @@ def short_span(question: str, text: str, start: int, end: int) -> tuple[int, int
 
     The whole sentence when the question shares nothing with it (nothing to anchor on).
     """
+    s, e, _ = narrow(question, text, start, end)
+    return s, e
+
+
+def narrow(question: str, text: str, start: int, end: int) -> tuple[int, int, float]:
+    """``short_span`` and how sure the choice is: 1.0 for the whole sentence or a candidate of the kind asked for,
+    less for a phrase chosen only by its nearness to the question's words, the less the closer its runner-up."""
     # JSQuAD-style "title [SEP] text" markers are separators, not words (same length keeps offsets)
     sentence = text[start:end].replace("[SEP]", "  ,  ")
     s = _Sentence(question, sentence)
     if len(s.tokens) < 3 or not s.anchors:
-        return start, end
+        return start, end, 1.0
     kind = question_kind(question)
     if kind is None and _EXPLAIN.search(normalise(question)):
-        return start, end
+        return start, end, 1.0
     scored = (_kind_candidates(s, sentence, kind) if kind else []) + _phrase_candidates(s)
     if not scored:
-        return start, end
-    _, a, b = max(scored)
+        return start, end, 1.0
+    best, a, b = max(scored)
+    rivals = [c for c, x, y in scored if (x, y) != (a, b)]
+    lead = best - max(rivals) if rivals else 1.0
+    sure = 1.0 if best >= 2.0 else PHRASE + (1 - PHRASE) * min(1.0, lead / LEAD)
     piece = sentence[a:b]
     a += len(piece) - len(piece.lstrip())
     b -= len(piece) - len(piece.rstrip())
     if b == len(sentence.rstrip()) and sentence[b - 1] == "." and b - 1 > a:
         b -= 1  # the sentence's full stop is not part of the answer
-    return start + a, start + b
+    return start + a, start + b, sure

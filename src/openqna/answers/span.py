@@ -3,7 +3,8 @@
 Answers are split into sentences (Latin and CJK terminators, line breaks, markdown
 bullets); the sentence closest to the question in embedding space, nudged by word
 overlap, is chosen, and ``short_span`` narrows it to the name, number, date or phrase
-the question asks for.  The span's confidence is the sentence's score.  A question that asks
+the question asks for.  The span's confidence is the sentence's score times how sure ``short_span.narrow``
+is of its choice (less for a phrase picked by nearness alone over a close runner-up).  A question that asks
 for a kind of answer (how long, when, who) takes the best sentence that holds one when it
 scores within ``KIND_MARGIN`` of the best: "how long it takes to charge surface?" is closest to
 "It can take longer if you're using ...", 0.018 above "It takes two to four hours ..." (the
@@ -20,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from openqna.answers.short_span import holds_kind, question_kind, short_span
+from openqna.answers.short_span import holds_kind, narrow, question_kind
 from openqna.index.analyze import analyze
 
 KIND_MARGIN = 0.05
@@ -111,6 +112,6 @@ def best_spans(
     if short:
         for i, span in enumerate(best):
             if span is not None:
-                s, e = short_span(question, texts[i], span.offset, span.offset + span.length)
-                best[i] = Span(texts[i][s:e], span.confidence, s, e - s)
+                s, e, sure = narrow(question, texts[i], span.offset, span.offset + span.length)
+                best[i] = Span(texts[i][s:e], round(span.confidence * sure, 4), s, e - s)
     return best
