@@ -15,7 +15,7 @@ from openqna.evaluation.baselines import SIGNALS, fused
 from openqna.evaluation.embedcache import CachedEmbedder
 from openqna.evaluation.regime_report import plot_name
 from openqna.evaluation.regimes import Outcome, Question
-from openqna.evaluation.spans import sample_by_paragraph
+from openqna.evaluation.spans import confidence_figures, sample_by_paragraph
 from openqna.kb.service import Service
 from openqna.models.embedder import HashEmbedder
 from openqna.store.sqlite import SQLiteStore
@@ -100,6 +100,13 @@ def test_span_sample_takes_whole_paragraphs():
     assert len(chosen) == 9  # three paragraphs of three questions reach 7
     assert [q.id for q in chosen] == sorted((q.id for q in chosen), key=int)
     assert sample_by_paragraph(qs, None, random.Random(1)) == qs
+
+
+def test_span_confidence_figures_by_hand():
+    # (confidence, F1): right at 0.9 and 0.4, wrong at 0.6, 0.3 and 0.2
+    c = confidence_figures([(0.9, 1.0), (0.4, 0.5), (0.6, 0.0), (0.3, 0.4), (0.2, 0.0)])
+    assert c["right at 0.5"] == 0.5 and c["wrong below 0.5"] == 2 / 3
+    assert c["AUROC"] == (3 + 2) / 6  # 0.9 beats all three wrong spans, 0.4 beats 0.3 and 0.2
 
 
 # -- the regimes: splits, labels, calibration figures ------------------------------------
@@ -302,6 +309,7 @@ def test_quick_run_metrics_are_sane(quick):
         for method in ("short span", "best sentence", "first sentence", "gold sentence"):
             assert 0.0 <= r["em"][method] <= r["f1"][method] <= 1.0
         assert r["f1"]["best sentence"] > 0.0
+        assert 0.0 <= r["confidence"]["right at 0.5"] <= 1.0 and 0.0 <= r["confidence"]["wrong below 0.5"] <= 1.0
     # a whole sentence almost never equals the gold answer; the short span often does
     em = {method: sum(r["em"][method] for r in m["spans"].values()) for method in ("short span", "best sentence")}
     assert em["short span"] > em["best sentence"]

@@ -3,12 +3,14 @@
 Answers are split into sentences (Latin and CJK terminators, line breaks, markdown
 bullets); the sentence closest to the question in embedding space, nudged by word
 overlap, is chosen, and ``short_span`` narrows it to the name, number, date or phrase
-the question asks for.  The span's confidence is the sentence's score.  A question that asks
+the question asks for.  The span's confidence is the sentence's score times how sure ``short_span.narrow``
+is of its choice (less for a phrase picked by nearness alone over a close runner-up).  A question that asks
 for a kind of answer (how long, when, who) takes the best sentence that holds one when it
 scores within ``KIND_MARGIN`` of the best: "how long it takes to charge surface?" is closest to
 "It can take longer if you're using ...", 0.018 above "It takes two to four hours ..." (the
 margin was set by hand on that request, Azure's documented sample; eval/report.md measures it
-on XQuAD).  Offsets are in Unicode code points of the answer text.
+on XQuAD).  A "which X" question takes one that names an X within ``THING_MARGIN`` (0.08: 0.05 to 0.15
+measured alike on XQuAD).  Offsets are in Unicode code points of the answer text.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Callable
 
 import numpy as np
 
-from openqna.answers.short_span import holds_kind, short_span
+from openqna.answers.short_span import holds_kind, narrow, question_kind
 from openqna.index.analyze import analyze
 
 KIND_MARGIN = 0.05
+THING_MARGIN = 0.08  # "what header carries the key": the sentence naming the header is 0.066 below the best
 MARKUP = "*_`#>-"  # markdown around a sentence, never part of a span
+PAIRED = "`*_"  # of those, the delimiters a sentence keeps when it closes them inside
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
 
 
@@ -44,13 +48,30 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans.append((start, len(text)))
     out = []
     for s, e in spans:
+        s0, e0 = s, e
         while s < e and (text[s].isspace() or text[s] in MARKUP):
             s += 1
         while e > s and (text[e - 1].isspace() or text[e - 1] in MARKUP):
             e -= 1
         if e > s:
-            out.append((s, e))
+            out.append(_keep_pairs(text, s0, s, e, e0))
     return out
+
+
+def _keep_pairs(text: str, s0: int, s: int, e: int, e0: int) -> tuple[int, int]:
+    """(s, e) given back the delimiter stripped from an edge that the sentence closes (or opened) inside.
+
+    "`openqna deploy PROJECT production` copies ..." keeps its first backtick: without it the sentence, and any
+    span cut from it, would carry an unbalanced one.
+    """
+    for c in PAIRED:
+        run = len(text[s0:s]) - len(text[s0:s].rstrip(c))
+        if run and c * run in text[s:e]:
+            s -= run
+        run = len(text[e:e0]) - len(text[e:e0].lstrip(c))
+        if run and c * run in text[s:e]:
+            e += run
+    return s, e
 
 
 def best_spans(
@@ -79,17 +100,18 @@ def best_spans(
         overlap = len(q_terms & set(analyze(texts[i][s:e], bigrams=False))) / max(len(q_terms), 1)
         score = float(np.clip(0.8 * sim + 0.2 * overlap, 0.0, 1.0))
         scored[i].append(Span(texts[i][s:e], round(score, 4), s, e - s))
+    margin = THING_MARGIN if question_kind(question) == "thing" else KIND_MARGIN
     for i, spans in enumerate(scored):
         if not spans:
             continue
         top = max(spans, key=lambda span: span.confidence)
         near = [span for span in sorted(spans, key=lambda span: -span.confidence)
-                if span.confidence >= top.confidence - KIND_MARGIN]
+                if span.confidence >= top.confidence - margin]
         best[i] = next((span for span in near if holds_kind(question, texts[i], span.offset,
                                                                span.offset + span.length)), top)
     if short:
         for i, span in enumerate(best):
             if span is not None:
-                s, e = short_span(question, texts[i], span.offset, span.offset + span.length)
-                best[i] = Span(texts[i][s:e], span.confidence, s, e - s)
+                s, e, sure = narrow(question, texts[i], span.offset, span.offset + span.length)
+                best[i] = Span(texts[i][s:e], round(span.confidence * sure, 4), s, e - s)
     return best

@@ -19,7 +19,7 @@ from openqna.evaluation import (
     typo_questions,
 )
 from openqna.evaluation.baselines import METHOD_NAMES, METHODS
-from openqna.evaluation.spans import LOOKED_AT, SPAN_METHODS, UNSEEN
+from openqna.evaluation.spans import CONFIDENCE_FIGURES, LOOKED_AT, RIGHT_F1, SPAN_METHODS, UNSEEN
 
 _KB_NAMES = {
     "banking77": "banking77",
@@ -351,6 +351,14 @@ def render(metrics: dict) -> str:
     if sampled:
         out += ["", (f"{', '.join(sampled)}: all questions of seeded-random paragraphs until the sample size is"
                  " reached (a paragraph is embedded once for all its questions, so whole paragraphs are cheaper).")]
+    confident = {name: r["confidence"] for name, r in metrics["spans"].items() if r.get("confidence")}
+    if confident:
+        out += ["", (f"The short span's confidence, as a threshold uses it: a short span is *right* when its F1 is at"
+                     f" least {RIGHT_F1}; *right at 0.5* is the share of right spans with confidence ≥ 0.5, *wrong below"
+                     " 0.5* the share of wrong ones under it, *AUROC* the chance that a right span's confidence is"
+                     " above a wrong one's."), ""]
+        out += _table(["data set", *CONFIDENCE_FIGURES],
+                      [[name, *(_f(c[k]) for k in CONFIDENCE_FIGURES)] for name, c in confident.items()])
     out += regime_report.section(metrics)
     out += conversations.section(metrics)
     out += typo_questions.section(metrics)

@@ -14,6 +14,10 @@ sentence splitter:
 
 ``holds answer`` is the share of predictions containing a gold answer verbatim.
 
+The short span's confidence is measured as a threshold would use it: a short span is *right* when its F1
+reaches ``RIGHT_F1``; *right at 0.5* is the share of right spans with a confidence of at least 0.5, *wrong
+below 0.5* the share of wrong ones under it, and *AUROC* the chance that a right span outranks a wrong one.
+
 ``short_span``'s hand-set rules were written while looking at the first ``LOOKED_AT`` questions
 of each set, so the short span is also reported on the questions after those alone.
 """
@@ -24,6 +28,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from openqna.answers.span import best_spans, sentence_spans
 from openqna.evaluation import datasets
 from openqna.evaluation.metrics import exact_match, f1, mean
@@ -32,6 +38,8 @@ from openqna.kb.service import Service
 SPAN_METHODS = ("short span", "best sentence", "first sentence", "gold sentence")
 LOOKED_AT = 200
 UNSEEN = f"short span, questions after the first {LOOKED_AT}"
+RIGHT_F1 = 0.5
+CONFIDENCE_FIGURES = ("right at 0.5", "wrong below 0.5", "AUROC")
 
 
 @dataclass
@@ -43,6 +51,7 @@ class SpanResult:
     em: dict[str, float]
     f1: dict[str, float]
     holds_answer: dict[str, float]
+    confidence: dict[str, float]  # CONFIDENCE_FIGURES of the short span
 
 
 def _sentence_at(context: str, offset: int) -> str:
@@ -53,10 +62,31 @@ def _sentence_at(context: str, offset: int) -> str:
     return context[spans[-1][0]:spans[-1][1]] if spans else ""
 
 
-def predictions(service: Service, q: datasets.SpanQuestion) -> dict[str, str]:
+def auroc(right: list[float], wrong: list[float]) -> float:
+    """The chance that a random right span's confidence exceeds a random wrong one's (ties count half)."""
+    if not right or not wrong:
+        return float("nan")
+    w = np.sort(np.asarray(wrong))
+    r = np.asarray(right)
+    below = np.searchsorted(w, r, side="left")
+    ties = np.searchsorted(w, r, side="right") - below
+    return float((below + 0.5 * ties).sum() / (len(r) * len(w)))
+
+
+def confidence_figures(scored: list[tuple[float, float]]) -> dict[str, float]:
+    """CONFIDENCE_FIGURES of (confidence, F1) pairs."""
+    right = [c for c, f in scored if f >= RIGHT_F1]
+    wrong = [c for c, f in scored if f < RIGHT_F1]
+    return {"right at 0.5": mean([float(c >= 0.5) for c in right]),
+            "wrong below 0.5": mean([float(c < 0.5) for c in wrong]), "AUROC": auroc(right, wrong)}
+
+
+def predictions(service: Service, q: datasets.SpanQuestion) -> tuple[dict[str, str], float]:
+    """Each method's span, and the short span's confidence (0 when there is none)."""
     answers = service.answer_from_text(q.question, [("1", q.context)])
     spans = sentence_spans(q.context)
-    short = answers[0].span.text if answers and answers[0].span is not None else ""
+    span = answers[0].span if answers else None
+    short = span.text if span is not None else ""
     sentence = ""
     if answers:
         reader = service.reader(q.question)  # what the server reads spans with: the multilingual encoder for CJK
@@ -68,7 +98,7 @@ def predictions(service: Service, q: datasets.SpanQuestion) -> dict[str, str]:
         "best sentence": sentence,
         "first sentence": q.context[spans[0][0]:spans[0][1]] if spans else "",
         "gold sentence": _sentence_at(q.context, q.answer_start),
-    }
+    }, (span.confidence if span is not None else 0.0)
 
 
 def sample_by_paragraph(questions: list[datasets.SpanQuestion], limit: int | None,
@@ -102,11 +132,15 @@ def evaluate(service: Service, data_dir: Path, name: str, *, seed: int, limit: i
     em: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
     f: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
     holds: dict[str, list[float]] = {m: [] for m in SPAN_METHODS}
+    scored: list[tuple[float, float]] = []
     for k, q in enumerate(chosen):
-        for method, text in predictions(service, q).items():
+        texts, confidence = predictions(service, q)
+        scored.append((confidence, f1(texts["short span"], q.answers, lang)))
+        for method, text in texts.items():
             for name in (method, UNSEEN) if method == "short span" and k >= LOOKED_AT else (method,):
                 em.setdefault(name, []).append(exact_match(text, q.answers, lang))
                 f.setdefault(name, []).append(f1(text, q.answers, lang))
                 holds.setdefault(name, []).append(float(any(a in text for a in q.answers)))
     return SpanResult(name, lang, len(chosen), len(questions), {m: mean(v) for m, v in em.items()},
-                      {m: mean(v) for m, v in f.items()}, {m: mean(v) for m, v in holds.items()})
+                      {m: mean(v) for m, v in f.items()}, {m: mean(v) for m, v in holds.items()},
+                      confidence_figures(scored))
