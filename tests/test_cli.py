@@ -40,7 +40,7 @@ def test_a_file_imported_later_keeps_what_it_finds(tmp_path):
     data, samples = tmp_path / "data", Path(__file__).parents[1] / "src" / "openqna" / "samples"
     run("import", "kb", str(samples / "product-guide.md"), data=data)
     faq = run("import", "kb", str(samples / "openqna-faq.tsv"), data=data)
-    assert "14 added, 0 updated, 0 unchanged (23 QnAs)" in faq.stdout
+    assert "14 added, 0 updated, 0 unchanged (23 QnAs, 9 passages)" in faq.stdout
     assert "0 added, 0 updated, 14 unchanged" in run("import", "kb", str(samples / "openqna-faq.tsv"), data=data).stdout
     assert "18 unchanged, 0 deleted" in run("import", "kb", str(samples / "product-guide.md"), data=data).stdout
     counts = Counter((q.source, q.kind) for q in SQLiteStore(data).list_qnas("kb"))
@@ -103,6 +103,18 @@ def test_import_a_spreadsheets_csv_and_ask_it(tmp_path):
     out = tmp_path / "review.csv"  # exported for review in the spreadsheet, and back
     assert "wrote 2 QnAs" in run("export", "faq", str(out), data=tmp_path).stdout
     assert "0 added, 0 updated, 2 unchanged" in run("import", "faq", str(out), data=tmp_path).stdout
+
+
+def test_a_tsv_export_says_it_leaves_the_synonyms_out(tmp_path):
+    """A TSV or CSV holds QnAs or synonyms, never both: the synonyms were left out of such an export in silence."""
+    faq, synonyms = tmp_path / "faq.tsv", tmp_path / "synonyms.tsv"
+    faq.write_text("Question\tAnswer\nhow do I reset my pc?\tRestart it.\n")
+    synonyms.write_text('Synonyms\n"pc","computer"\n')
+    run("import", "kb", str(faq), str(synonyms), data=tmp_path)
+    for name in ("kb.tsv", "kb.csv"):
+        out = run("export", "kb", str(tmp_path / name), data=tmp_path)
+        assert f"1 synonym groups are not in a .{name[3:]} file" in out.stderr
+    assert "synonym" not in run("export", "kb", str(tmp_path / "kb.json"), data=tmp_path).stderr
 
 
 def test_malformed_file_names_line_and_column_and_imports_nothing(tmp_path):

@@ -93,8 +93,10 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
+            counts = service.counts(project)
+            passages = f", {counts['passage']} passages" if counts["passage"] else ""
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
-                       f"({service.counts(project)['qna']} QnAs{groups})")
+                       f"({counts['qna']} QnAs{passages}{groups})")
             _duplicates_hint(service, project)
         for doc in documents:
             r = ingest_document(service, project, doc, progress=True)
@@ -212,6 +214,9 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
         fail(f"cannot write {out}: {exc.strerror or exc}")
     passages = sum(q.kind == "passage" for q in content.qnas)
     click.echo(f"wrote {len(content.qnas) - passages} QnAs and {passages} passages of {project} ({deployment}) to {out}")
+    if content.synonyms and chosen in ("tsv", "csv"):  # a QnA Maker TSV holds QnAs or synonyms, never both
+        click.echo(f"note: {len(content.synonyms)} synonym groups are not in a .{chosen} file; export .json or .xlsx "
+                   "to keep them with the QnAs", err=True)
 
 
 @main.command()
