@@ -469,6 +469,21 @@ def test_deployments_are_versions_that_roll_back(tmp_path):
         assert bad.returncode != 0 and says in bad.stderr
 
 
+def test_deploy_refuses_the_names_the_api_refuses(tmp_path):
+    """A deployment the HTTP surfaces cannot route to is refused with the API's rule, not made and then unreachable."""
+    data = tmp_path / "data"
+    faq = tmp_path / "faq.tsv"
+    faq.write_text("Question\tAnswer\nWhen are you open?\tFrom 9 to 5.\n")
+    run("import", "shop", str(faq), data=data)
+    for name, says in (("", "must be 1-100 ASCII letters"), ("   ", "must be 1-100 ASCII letters"),
+                       ("a/b", "must be 1-100 ASCII letters"), ("a" * 500, "must be 1-100 ASCII letters"),
+                       ("Test", "'test' always answers the live state")):
+        bad = run("deploy", "shop", name, data=data, check=False)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (name, bad.stderr)
+    assert "deployed shop to prod_1-eu" in run("deploy", "shop", "prod_1-eu", data=data).stdout
+    assert "deployments: prod_1-eu" in run("projects", data=data).stdout
+
+
 def test_duplicates_merge_and_move_question(tmp_path):
     data = tmp_path / "data"
     faq = tmp_path / "faq.tsv"

@@ -9,6 +9,7 @@ load one.  Surfaces reach the store only through these calls, so the types they 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +20,34 @@ from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
-__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
-           "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
+__all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "check_deployment_name",
+           "check_project_name", "kind_of", "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
+# Azure's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
+# 2021-10-01 says (2023-04-01's pattern stops at 99, which refused a name of 100 with a message saying 1-100).  The
+# spec gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
+NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+
+
+def check_project_name(name: str) -> None:
+    """Refuse a project name the HTTP surfaces could not route to, before anything is created under it."""
+    _check_name(name, "Project", "projectName")
+
+
+def check_deployment_name(name: str) -> None:
+    """Refuse a deployment name that is the live state ('test', in any case) or that the HTTP surfaces could not
+    route to: every surface that writes a deployment (the APIs, ``openqna deploy``) refuses the same names."""
+    if name.lower() == LIVE:
+        raise InvalidArgument("'test' always answers the live state; deploy to another name such as 'production'.",
+                              target="deploymentName")
+    _check_name(name, "Deployment", "deploymentName")
+
+
+def _check_name(name: str, what: str, target: str) -> None:
+    if not NAME.match(name):
+        raise InvalidArgument(f"{what} name '{name}' must be 1-100 ASCII letters, digits, '-' or '_', starting and "
+                              "ending with a letter or digit.", target=target)
 
 
 def store_file(data_dir: str) -> Path:
@@ -81,6 +106,7 @@ class Catalog:
     def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
         """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or roll it back (or forward) to
         a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
+        check_deployment_name(deployment)
         self.check_new_deployment(project, deployment)
         return self.store.deploy(project, deployment, version=version, by=by)
 
