@@ -247,8 +247,9 @@ class AzureAuthoring:
         if job.errors:
             body["errors"] = job.errors
         if job.kind == "export" and job.status == "succeeded":
-            body["resultUrl"] = (f"{job.params['base']}{job.params['prefix']}/{job.project}/export/jobs/{job.id}"
-                                 f"/result?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
+            path = _url_path(f"{job.params['prefix']}/{job.project}/export/jobs/{job.id}/result")
+            body["resultUrl"] = (f"{job.params['base']}{path}"
+                                 f"?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
         headers = {} if job.status in ("succeeded", "failed") else {"Retry-After": RETRY_AFTER}
         return JSONResponse(body, headers=headers)
 
