@@ -20,9 +20,10 @@ from openqna.kb.catalog import Project
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
 
-def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", **(env or {})}
-    proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"openqna {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -317,6 +318,26 @@ def test_an_unreachable_postgresql_store_is_one_clear_error(tmp_path):
         proc = run(*args, data=tmp_path / "d", env=env, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.startswith("error: cannot connect to the PostgreSQL store") and "s3cret" not in proc.stderr
+
+
+def test_a_store_url_of_another_scheme_is_refused_not_made_a_folder(tmp_path):
+    """OPENQNA_STORE (or migrate's --from/--to) with a URL that is not PostgreSQL's made an empty SQLite store in a
+    folder named after it ('postgresq:/user:pw@db:5432/prod'); now one line names the accepted forms, and a plain
+    directory still works."""
+    data = tmp_path / "data"
+    run("import", "chitchat", str(CHITCHAT), data=data, cwd=tmp_path)
+    for args, env in ((("projects",), {"OPENQNA_STORE": "postgresq://user:s3cret@db:5432/prod"}),
+                      (("serve", "--port", str(free_port())), {"OPENQNA_STORE": "mysql://x"}),
+                      (("backup", str(tmp_path / "b")), {"OPENQNA_STORE": "mysql://x"}),
+                      (("migrate", "--from", str(data), "--to", "postgresq://user:s3cret@db/prod"), {}),
+                      (("migrate", "--from", "mysql://x", "--to", str(tmp_path / "to")), {})):
+        proc = run(*args, data=data, env=env, check=False, cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and "s3cret" not in proc.stderr, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert "must be a postgresql:// (or postgres://) URL or a data directory, not a " in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    elsewhere = run("projects", data=tmp_path / "unused", env={"OPENQNA_STORE": str(data)}, cwd=tmp_path)
+    assert elsewhere.stdout.startswith("chitchat\t")
 
 
 def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):

@@ -17,11 +17,11 @@ from typing import Any
 
 from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, is_postgres, open_store
+from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
 __all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "check_deployment_name",
-           "check_project_name", "kind_of", "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
+           "check_location", "check_project_name", "kind_of", "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
 # Azure's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
@@ -71,6 +71,7 @@ def no_store_message(data_dir: str) -> str:
 def open_data(data_dir: str) -> Store:
     """The store the settings name: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in
     ``data_dir`` (which also keeps PostgreSQL's saved indexes)."""
+    check_location(settings.store(), "OPENQNA_STORE")
     return open_store(settings.store() or data_dir, cache_dir=data_dir)
 
 
