@@ -263,6 +263,21 @@ def test_two_adds_of_one_id_fail_the_update(live, admin):
     assert _req(live, "GET", "/kb/qnas", admin).json()["value"] == []
 
 
+def test_an_add_past_the_largest_id_fails_the_update_and_names_the_way_out(live, admin):
+    """After an add with id 2147483647 an add without id got 2147483648, which no later PATCH or import takes."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    jobs = []
+    for value in ({"id": 2**31 - 1, "questions": ["Highest?"], "answer": "Yes."},
+                  {"questions": ["Next?"], "answer": "No."}, {"id": 7, "questions": ["Next?"], "answer": "No."}):
+        r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": value}])
+        assert r.status_code == 202
+        live.app.state.jobs.wait()
+        jobs.append(httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json())
+    assert [j["status"] for j in jobs] == ["succeeded", "failed", "succeeded"]
+    assert "give each new QnA an unused id of its own" in jobs[1]["errors"][0]["message"]
+    assert sorted(q["id"] for q in _req(live, "GET", "/kb/qnas", admin).json()["value"]) == [7, 2**31 - 1]
+
+
 def test_a_failed_update_names_the_callers_operation(live, admin):
     """A follow-up written inline becomes an add of its own in the job: the error named [2] for the caller's [1]."""
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})

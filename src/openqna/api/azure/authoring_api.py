@@ -25,13 +25,12 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
-from openqna.formats.limits import MAX_QNA_ID
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
 from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
-from openqna.records import FormatError, InvalidArgument, NotFound, QnA
+from openqna.records import MAX_QNA_ID, FormatError, InvalidArgument, NotFound, QnA
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
 DEFAULT_PAGE = 50
