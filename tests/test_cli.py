@@ -343,6 +343,7 @@ def test_a_store_url_of_another_scheme_is_refused_not_made_a_folder(tmp_path):
 def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
     proc = run("migrate", "--from", str(tmp_path / "typo"), "--to", str(tmp_path / "to"), data=tmp_path, check=False)
     assert proc.returncode == 1 and "no openqna store in" in proc.stderr, proc.stderr
+    assert "pass --from the folder that has one" in proc.stderr and "--data" not in proc.stderr, proc.stderr
     assert not (tmp_path / "typo").exists() and not (tmp_path / "to").exists()
 
 
@@ -562,6 +563,7 @@ def test_backup_while_serving_then_serve_the_copy(tmp_path):
     remote = run("backup", str(tmp_path / "b3"), data=data, check=False,
                  env={"OPENQNA_STORE": "postgresql://nobody@127.0.0.1:1/none"})
     assert remote.returncode == 2 and "pg_dump" in remote.stderr and not (tmp_path / "b3").exists()
+    assert "`openqna migrate --from URL --to FOLDER`" in remote.stderr
 
 
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):

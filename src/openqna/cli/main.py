@@ -407,8 +407,8 @@ def migrate(source: str, target: str) -> None:
     try:
         check_location(source, "--from")
         check_location(target, "--to")
-        if not is_postgres(source) and not store_file(source).exists():
-            no_store(source)  # opening it would create an empty store and copy nothing
+        if not is_postgres(source) and not store_file(source).exists():  # opening it would make an empty store
+            no_store(source, "pass --from the folder that has one, or a postgresql:// URL")
         stores = open_store(source), open_store(target)
     except OpenQnAError as exc:
         fail(exc.message)

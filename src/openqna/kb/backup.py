@@ -41,7 +41,7 @@ def backup(data_dir: str, dest: str | Path) -> BackupReport:
     check_location(settings.store(), "OPENQNA_STORE")
     if settings.store():
         raise InvalidArgument("the store is PostgreSQL (OPENQNA_STORE): back it up with PostgreSQL's own tools "
-                              "(pg_dump), or copy it into a folder with `openqna migrate URL FOLDER`")
+                              "(pg_dump), or copy it into a folder with `openqna migrate --from URL --to FOLDER`")
     source = store_file(data_dir)
     if not source.exists():
         raise NotFound(no_store_message(data_dir))

@@ -61,11 +61,11 @@ def store_exists(data_dir: str) -> bool:
     return bool(settings.store()) or store_file(data_dir).exists()
 
 
-def no_store_message(data_dir: str) -> str:
-    """What a command that reads says when ``data_dir`` holds no store (rather than creating an empty one there)."""
+def no_store_message(data_dir: str, fix: str = "pass --data or set OPENQNA_DATA to the folder that has one") -> str:
+    """What a command that reads says when ``data_dir`` holds no store (rather than creating an empty one there);
+    ``fix`` says how to name the right one, in the command's own options."""
     path = store_file(data_dir)
-    return (f"no openqna store in {path.parent} (looked for {path}); "
-            "pass --data or set OPENQNA_DATA to the folder that has one")
+    return f"no openqna store in {path.parent} (looked for {path}); {fix}"
 
 
 def open_data(data_dir: str) -> Store:
