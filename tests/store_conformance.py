@@ -14,7 +14,7 @@ import pytest
 from openqna.clock import stamped
 from openqna.index.analyze import analyze
 from openqna.index.index_cache import IndexCache, engine_search
-from openqna.records import Dialog, NotFound, ProjectNotFound, Prompt, QnA
+from openqna.records import MAX_QNA_ID, Dialog, InvalidArgument, NotFound, ProjectNotFound, Prompt, QnA
 from openqna.store import ApiKey, Project, StoredQnA, Unit
 
 
@@ -124,6 +124,26 @@ def test_delete_never_reuses_ids(kb, indexes):
     new = kb.put_qnas("kb1", [item(["new"], "n", vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))])
     assert new == [5]
     assert indexes.get("kb1").row_of.keys() == {1, 2, 3, 5}
+
+
+def test_ids_are_not_given_out_past_the_largest(kb):
+    """After a QnA added with id 2**31-1 the next add without an id got 2**31, which no client can send back; ids are
+    never reused, so such an add (and a reservation) is refused and writes nothing, while an own id still goes in."""
+    def new(question, id=None):
+        return item([question], "a", id=id, vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))
+
+    assert kb.reserve_ids("kb1", 2) == [5, 6]
+    assert kb.put_qnas("kb1", [new("highest", MAX_QNA_ID)]) == [MAX_QNA_ID]
+    for write in (lambda: kb.put_qnas("kb1", [new("own id", 7), new("no id")]),
+                  lambda: kb.replace_qnas("kb1", [new("no id")], [1]),
+                  lambda: kb.reserve_ids("kb1", 1)):
+        with pytest.raises(InvalidArgument, match="give each new QnA an unused id of its own"):
+            write()
+    assert kb.count_qnas("kb1") == 5 and set(kb.get_qnas("kb1", [1, 7])) == {1}
+    assert kb.put_qnas("kb1", [new("own id", 7)]) == [7]
+    assert kb.delete_qnas("kb1", [MAX_QNA_ID]) == 1
+    with pytest.raises(InvalidArgument):  # a deleted id is not given out again, however high
+        kb.put_qnas("kb1", [new("no id")])
 
 
 def test_deleting_a_qna_takes_the_prompts_to_it_out_of_the_live_state(kb):

@@ -263,6 +263,21 @@ def test_two_adds_of_one_id_fail_the_update(live, admin):
     assert _req(live, "GET", "/kb/qnas", admin).json()["value"] == []
 
 
+def test_an_add_past_the_largest_id_fails_the_update_and_names_the_way_out(live, admin):
+    """After an add with id 2147483647 an add without id got 2147483648, which no later PATCH or import takes."""
+    _req(live, "PATCH", "/kb", admin, json={"language": "en"})
+    jobs = []
+    for value in ({"id": 2**31 - 1, "questions": ["Highest?"], "answer": "Yes."},
+                  {"questions": ["Next?"], "answer": "No."}, {"id": 7, "questions": ["Next?"], "answer": "No."}):
+        r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "add", "value": value}])
+        assert r.status_code == 202
+        live.app.state.jobs.wait()
+        jobs.append(httpx.get(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}).json())
+    assert [j["status"] for j in jobs] == ["succeeded", "failed", "succeeded"]
+    assert "give each new QnA an unused id of its own" in jobs[1]["errors"][0]["message"]
+    assert sorted(q["id"] for q in _req(live, "GET", "/kb/qnas", admin).json()["value"]) == [7, 2**31 - 1]
+
+
 def test_a_failed_update_names_the_callers_operation(live, admin):
     """A follow-up written inline becomes an add of its own in the job: the error named [2] for the caller's [1]."""
     _req(live, "PATCH", "/kb", admin, json={"language": "en"})
@@ -608,3 +623,21 @@ def test_an_import_with_prompts_to_missing_qnas_is_refused_and_writes_nothing(li
     authoring.begin_import_assets("kb", body).result()
     stored = {q["id"]: q for q in authoring.list_qnas("kb")}
     assert [p["qnaId"] for p in stored[1]["dialog"]["prompts"]] == [77] and stored[77]["answer"] == "deeper still"
+
+
+def test_an_export_of_a_project_with_a_space_and_an_accent_has_a_fetchable_result_url(live, admin):
+    """The resultUrl held the project's name raw ('with space é'), which urllib refuses, while the Operation-Location
+    and nextLink were percent-encoded (the command line can create such a project: `openqna import "with space" f`)."""
+    import urllib.request
+
+    name = "with space é"
+    Authoring(live.service).import_file(name, "faq.tsv", b"Question\tAnswer\nWhen are you open?\tFrom 9 to 5.\n")
+    r = _req(live, "POST", f"/{name}/:export", admin, params={"format": "json"})
+    assert r.status_code == 202
+    live.app.state.jobs.wait()
+    with urllib.request.urlopen(urllib.request.Request(
+            r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin}), timeout=30) as response:
+        url = json.loads(response.read())["resultUrl"]
+    assert url.isascii() and " " not in url and "/with%20space%20%C3%A9/export/jobs/" in url
+    with urllib.request.urlopen(url, timeout=30) as response:  # signed: no key needed
+        assert [q.answer for q in read_file("x.json", response.read()).qnas] == ["From 9 to 5."]

@@ -20,9 +20,10 @@ from openqna.kb.catalog import Project
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
 
 
-def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, data: Path, check: bool = True, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", **(env or {})}
-    proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([OPENQNA, *args], capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(f"openqna {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -360,9 +361,30 @@ def test_an_unreachable_postgresql_store_is_one_clear_error(tmp_path):
         assert proc.stderr.startswith("error: cannot connect to the PostgreSQL store") and "s3cret" not in proc.stderr
 
 
+def test_a_store_url_of_another_scheme_is_refused_not_made_a_folder(tmp_path):
+    """OPENQNA_STORE (or migrate's --from/--to) with a URL that is not PostgreSQL's made an empty SQLite store in a
+    folder named after it ('postgresq:/user:pw@db:5432/prod'); now one line names the accepted forms, and a plain
+    directory still works."""
+    data = tmp_path / "data"
+    run("import", "chitchat", str(CHITCHAT), data=data, cwd=tmp_path)
+    for args, env in ((("projects",), {"OPENQNA_STORE": "postgresq://user:s3cret@db:5432/prod"}),
+                      (("serve", "--port", str(free_port())), {"OPENQNA_STORE": "mysql://x"}),
+                      (("backup", str(tmp_path / "b")), {"OPENQNA_STORE": "mysql://x"}),
+                      (("migrate", "--from", str(data), "--to", "postgresq://user:s3cret@db/prod"), {}),
+                      (("migrate", "--from", "mysql://x", "--to", str(tmp_path / "to")), {})):
+        proc = run(*args, data=data, env=env, check=False, cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and "s3cret" not in proc.stderr, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert "must be a postgresql:// (or postgres://) URL or a data directory, not a " in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    elsewhere = run("projects", data=tmp_path / "unused", env={"OPENQNA_STORE": str(data)}, cwd=tmp_path)
+    assert elsewhere.stdout.startswith("chitchat\t")
+
+
 def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
     proc = run("migrate", "--from", str(tmp_path / "typo"), "--to", str(tmp_path / "to"), data=tmp_path, check=False)
     assert proc.returncode == 1 and "no openqna store in" in proc.stderr, proc.stderr
+    assert "pass --from the folder that has one" in proc.stderr and "--data" not in proc.stderr, proc.stderr
     assert not (tmp_path / "typo").exists() and not (tmp_path / "to").exists()
 
 
@@ -510,6 +532,21 @@ def test_deployments_are_versions_that_roll_back(tmp_path):
         assert bad.returncode != 0 and says in bad.stderr
 
 
+def test_deploy_refuses_the_names_the_api_refuses(tmp_path):
+    """A deployment the HTTP surfaces cannot route to is refused with the API's rule, not made and then unreachable."""
+    data = tmp_path / "data"
+    faq = tmp_path / "faq.tsv"
+    faq.write_text("Question\tAnswer\nWhen are you open?\tFrom 9 to 5.\n")
+    run("import", "shop", str(faq), data=data)
+    for name, says in (("", "must be 1-100 ASCII letters"), ("   ", "must be 1-100 ASCII letters"),
+                       ("a/b", "must be 1-100 ASCII letters"), ("a" * 500, "must be 1-100 ASCII letters"),
+                       ("Test", "'test' always answers the live state")):
+        bad = run("deploy", "shop", name, data=data, check=False)
+        assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr, (name, bad.stderr)
+    assert "deployed shop to prod_1-eu" in run("deploy", "shop", "prod_1-eu", data=data).stdout
+    assert "deployments: prod_1-eu" in run("projects", data=data).stdout
+
+
 def test_duplicates_merge_and_move_question(tmp_path):
     data = tmp_path / "data"
     faq = tmp_path / "faq.tsv"
@@ -567,6 +604,7 @@ def test_backup_while_serving_then_serve_the_copy(tmp_path):
     remote = run("backup", str(tmp_path / "b3"), data=data, check=False,
                  env={"OPENQNA_STORE": "postgresql://nobody@127.0.0.1:1/none"})
     assert remote.returncode == 2 and "pg_dump" in remote.stderr and not (tmp_path / "b3").exists()
+    assert "`openqna migrate --from URL --to FOLDER`" in remote.stderr
 
 
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):

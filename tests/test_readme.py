@@ -125,6 +125,21 @@ def test_settings_table_matches_the_code():
         assert f"| `{s.env}` | `{s.default}` | {s.help} |" in table
 
 
+def test_every_migrate_command_the_pages_show_parses():
+    """docs/authoring.md showed `openqna migrate postgresql://... FOLDER`, which the command refuses: it takes --from
+    and --to.  Every `openqna migrate` with arguments, inline or in a block, on any page, must parse."""
+    import shlex
+
+    from openqna.cli.main import migrate
+
+    shown = [m.group(1).strip() for page in [README, *sorted(DOCS.glob("*.md"))]
+             for m in re.finditer(r"openqna migrate([^`\n#]*)", page.read_text(encoding="utf-8"))]
+    with_arguments = [args for args in shown if args]
+    assert with_arguments
+    for args in with_arguments:
+        migrate.make_context("migrate", shlex.split(args))  # raises UsageError for arguments it does not take
+
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
 

@@ -15,6 +15,12 @@ DEFAULT_SOURCE = "Editorial"
 RecordKind = Literal["qna", "passage", "row"]
 
 
+# QnA ids are int32 in the spec (QnaRecord.id, QnaPrompt.qnaId, the runtime's qnaId); a larger one could not be
+# asked for by id, and one past 2**63 does not fit a database integer.  Here, not in formats.limits, as the stores
+# that give ids out keep to it too.
+MAX_QNA_ID = 2**31 - 1
+
+
 @dataclass
 class Prompt:
     """A follow-up prompt: a button labelled ``display_text`` that leads to QnA ``qna_id``."""

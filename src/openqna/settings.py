@@ -146,7 +146,7 @@ def directory(raw: str) -> Path:
 
 
 data = Setting("OPENQNA_DATA", "./data", "Directory of the embedded store (SQLite database and caches).", text)
-store = Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embedded SQLite store in OPENQNA_DATA, or a `postgresql://user:password@host:5432/db` URL (PostgreSQL with pgvector 0.8+).", text)
+store = Setting("OPENQNA_STORE", "", "Where the store lives: empty for the embedded SQLite store in OPENQNA_DATA, or PostgreSQL (with pgvector 0.8+) as a `postgresql://user:password@host:5432/db` URL (`postgres://` too) or a libpq `host=... dbname=...` string; a directory keeps the SQLite store there instead. A URL of any other scheme is refused, not taken for a directory.", text)
 pg_pool_size = Setting("OPENQNA_PG_POOL_SIZE", "5", "Most connections one process keeps open to PostgreSQL.", whole(1, "connections"))
 job_poll_seconds = Setting("OPENQNA_JOB_POLL_SECONDS", "1", "How often each process's job worker looks for jobs that other processes accepted (a job a process accepts itself wakes its worker at once).", seconds)
 job_lease_seconds = Setting("OPENQNA_JOB_LEASE_SECONDS", "30", "Lease of a running job, renewed every third of it; a job whose worker died is marked `failed` once its lease runs out.", seconds)

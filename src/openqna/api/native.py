@@ -79,7 +79,7 @@ from openqna.api.train_api import TrainRoutes
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
 from openqna.formats.limits import LIMITS
-from openqna.kb.catalog import LIVE, kind_of, version_number
+from openqna.kb.catalog import LIVE, check_project_name, kind_of, version_number
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import MAX_PERIOD_DAYS, MAX_RETENTION_DAYS, QueryLog
 from openqna.kb.service import Answer, Service
@@ -236,17 +236,13 @@ class NativeRoutes:
 
     @handle_errors
     async def upload(self, request: Request) -> Response:
-        from openqna.api.azure.authoring_api import NAME
-
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         name = (request.query_params.get("name") or "").strip()
         if not name.lower().endswith(UPLOAD_SUFFIXES):
             raise InvalidArgument(f"'name' must be the file's name, ending in one of {', '.join(UPLOAD_SUFFIXES)}; "
                                   f"got '{name}'.", target="name")
-        if not NAME.match(project):
-            raise InvalidArgument(f"Project name '{project}' must be 1-100 ASCII letters, digits, '-' or '_'.",
-                                  target="projectName")
+        check_project_name(project)
         data = await request.body()
         if len(data) > LIMITS.body_bytes:
             raise Refused(too_large())

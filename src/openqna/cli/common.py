@@ -36,11 +36,12 @@ def open_store(data_dir: str, create: bool) -> Store:
     return store
 
 
-def no_store(data_dir: str) -> NoReturn:
-    """Exit (code 1) saying where the store was looked for."""
+def no_store(data_dir: str, fix: str | None = None) -> NoReturn:
+    """Exit (code 1) saying where the store was looked for (and ``fix``, when the command names it otherwise than
+    with --data)."""
     from openqna.kb.catalog import no_store_message
 
-    click.echo(f"error: {no_store_message(data_dir)}", err=True)
+    click.echo(f"error: {no_store_message(data_dir, fix) if fix else no_store_message(data_dir)}", err=True)
     sys.exit(1)
 
 

@@ -279,8 +279,6 @@ def deploy(project: str, deployment: str, version: str | None, data_dir: str) ->
 
     from openqna.kb.catalog import version_number
 
-    if deployment == "test":
-        fail("'test' is the live state; deploy to another name such as 'production'")
     number = None
     try:
         if version is not None:
@@ -412,12 +410,14 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
 @click.option("--to", "target", required=True, help="Target store: a data directory or a postgresql:// URL.")
 def migrate(source: str, target: str) -> None:
     """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
-    from openqna.kb.catalog import is_postgres, open_store, store_file
+    from openqna.kb.catalog import check_location, is_postgres, open_store, store_file
     from openqna.kb.migrate import migrate as run
 
-    if not is_postgres(source) and not store_file(source).exists():
-        no_store(source)  # opening it would create an empty store and copy nothing
     try:
+        check_location(source, "--from")
+        check_location(target, "--to")
+        if not is_postgres(source) and not store_file(source).exists():  # opening it would make an empty store
+            no_store(source, "pass --from the folder that has one, or a postgresql:// URL")
         stores = open_store(source), open_store(target)
     except OpenQnAError as exc:
         fail(exc.message)

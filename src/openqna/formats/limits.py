@@ -25,9 +25,6 @@ MAX_METADATA_VALUE_CHARS = 500
 METADATA_KEY_PATTERN = re.compile(r"[A-Za-z0-9_]+")
 METADATA_VALUE_PATTERN = re.compile(r"[^:|]+")
 MAX_PROMPTS = 20
-# QnA ids are int32 in the spec (QnaRecord.id, QnaPrompt.qnaId, the runtime's qnaId); a larger one could not be
-# asked for by id, and one past 2**63 does not fit a database integer.
-MAX_QNA_ID = 2**31 - 1
 MAX_PROMPT_TEXT_CHARS = 200
 MAX_SYNONYM_GROUPS = 10_000
 MAX_SYNONYM_WORDS = 20

@@ -46,7 +46,7 @@ from typing import Any
 
 from openqna import strict_json
 from openqna.formats import limits
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA, RecordKind
+from openqna.records import MAX_QNA_ID, Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA, RecordKind
 
 COLUMNS = ("Question", "Answer", "Source", "Metadata", "SuggestedQuestions", "IsContextOnly", "Prompts", "QnaId")
 KIND_COLUMN = "Kind"  # openqna's, written only when a knowledge base has passages (see "Passages" above)
@@ -126,8 +126,8 @@ def parse_qna_id(value: Any, path: str) -> int | None:
     number = as_int(value)
     if number is None or number < 0:
         raise CellError(path, f"{value!r} is not a positive integer")
-    if number > limits.MAX_QNA_ID:
-        raise CellError(path, f"{number} is larger than {limits.MAX_QNA_ID}, the largest QnA id")
+    if number > MAX_QNA_ID:
+        raise CellError(path, f"{number} is larger than {MAX_QNA_ID}, the largest QnA id")
     return number or None
 
 
@@ -177,8 +177,8 @@ def parse_prompts(items: Any, path: str) -> list[Prompt]:
         qna_id = as_int(fields.get("qnaid"))
         if qna_id is None or qna_id <= 0:
             raise CellError(f"{here}.QnaId", f"{fields.get('qnaid')!r} is not a positive integer")
-        if qna_id > limits.MAX_QNA_ID:
-            raise CellError(f"{here}.QnaId", f"{qna_id} is larger than {limits.MAX_QNA_ID}, the largest QnA id")
+        if qna_id > MAX_QNA_ID:
+            raise CellError(f"{here}.QnaId", f"{qna_id} is larger than {MAX_QNA_ID}, the largest QnA id")
         text = fields.get("displaytext")
         if not isinstance(text, str):
             raise CellError(f"{here}.DisplayText", "must be a string")

@@ -9,6 +9,7 @@ load one.  Surfaces reach the store only through these calls, so the types they 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -16,13 +17,37 @@ from typing import Any
 
 from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
-from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, is_postgres, open_store
+from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
-__all__ = ["LIVE", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "kind_of",
-           "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
+__all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "check_deployment_name",
+           "check_location", "check_project_name", "kind_of", "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
+# Azure's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
+# 2021-10-01 says (2023-04-01's pattern stops at 99, which refused a name of 100 with a message saying 1-100).  The
+# spec gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
+NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
+
+
+def check_project_name(name: str) -> None:
+    """Refuse a project name the HTTP surfaces could not route to, before anything is created under it."""
+    _check_name(name, "Project", "projectName")
+
+
+def check_deployment_name(name: str) -> None:
+    """Refuse a deployment name that is the live state ('test', in any case) or that the HTTP surfaces could not
+    route to: every surface that writes a deployment (the APIs, ``openqna deploy``) refuses the same names."""
+    if name.lower() == LIVE:
+        raise InvalidArgument("'test' always answers the live state; deploy to another name such as 'production'.",
+                              target="deploymentName")
+    _check_name(name, "Deployment", "deploymentName")
+
+
+def _check_name(name: str, what: str, target: str) -> None:
+    if not NAME.match(name):
+        raise InvalidArgument(f"{what} name '{name}' must be 1-100 ASCII letters, digits, '-' or '_', starting and "
+                              "ending with a letter or digit.", target=target)
 
 
 def store_file(data_dir: str) -> Path:
@@ -36,16 +61,17 @@ def store_exists(data_dir: str) -> bool:
     return bool(settings.store()) or store_file(data_dir).exists()
 
 
-def no_store_message(data_dir: str) -> str:
-    """What a command that reads says when ``data_dir`` holds no store (rather than creating an empty one there)."""
+def no_store_message(data_dir: str, fix: str = "pass --data or set OPENQNA_DATA to the folder that has one") -> str:
+    """What a command that reads says when ``data_dir`` holds no store (rather than creating an empty one there);
+    ``fix`` says how to name the right one, in the command's own options."""
     path = store_file(data_dir)
-    return (f"no openqna store in {path.parent} (looked for {path}); "
-            "pass --data or set OPENQNA_DATA to the folder that has one")
+    return f"no openqna store in {path.parent} (looked for {path}); {fix}"
 
 
 def open_data(data_dir: str) -> Store:
     """The store the settings name: OPENQNA_STORE (a postgresql:// URL) when set, else the SQLite store in
     ``data_dir`` (which also keeps PostgreSQL's saved indexes)."""
+    check_location(settings.store(), "OPENQNA_STORE")
     return open_store(settings.store() or data_dir, cache_dir=data_dir)
 
 
@@ -81,6 +107,7 @@ class Catalog:
     def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
         """Copy the live state of ``project`` to ``deployment`` (DESIGN decision 2), or roll it back (or forward) to
         a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
+        check_deployment_name(deployment)
         self.check_new_deployment(project, deployment)
         return self.store.deploy(project, deployment, version=version, by=by)
 

@@ -19,12 +19,26 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from openqna.filters.nodes import Filter
-from openqna.records import OpenQnAError, QnA
+from openqna.records import MAX_QNA_ID, InvalidArgument, OpenQnAError, QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 # Units of the multilingual vector space (``Service``'s second embedder, for Chinese, Japanese and Korean), stored
 # beside the main ones under these field names: "mq" holds a question's vector, "ma" the answer's, with no terms.
 MULTILINGUAL_FIELDS = ("mq", "ma")
+
+
+def fresh_ids(next_id: int, count: int) -> list[int]:
+    """The ``count`` ids from a project's ``next_id`` on, for records given no id.
+
+    Ids are never reused (a deployment, a kept version, feedback and prompts elsewhere may still name a deleted one),
+    so once a project has given out MAX_QNA_ID (an id that high was given explicitly) the stores refuse to give out
+    more, rather than hand out ids no client can send back; records given their own unused ids can still be added.
+    """
+    if next_id + count - 1 > MAX_QNA_ID:
+        raise InvalidArgument(f"This project's QnA ids have reached {MAX_QNA_ID}, the largest, so new QnAs cannot be "
+                              "numbered after them: give each new QnA an unused id of its own (its id in the API, "
+                              "the QnaId column of a file).", target="id")
+    return list(range(next_id, next_id + count))
 
 
 class SchemaTooNew(OpenQnAError):

@@ -46,7 +46,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Job, Project, StoredQnA
+from openqna.store.base import LIVE, Job, Project, StoredQnA, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,
@@ -317,7 +317,7 @@ class PostgresStore(SharedStatements, VectorSearch):
         for item in items:
             q = item.qna
             if q.id is None:
-                q.id = next_id
+                q.id = fresh_ids(next_id, 1)[0]
             next_id = max(next_id, q.id + 1)
             ids.append(q.id)
             latest.pop(q.id, None)
@@ -354,8 +354,7 @@ class PostgresStore(SharedStatements, VectorSearch):
             row = db.execute("UPDATE projects SET next_id=next_id+%s WHERE id=%s RETURNING next_id-%s",
                              (count, pid, count)).fetchone()
             assert row is not None  # _project_id found and locked the row
-            first: int = row[0]
-        return list(range(first, first + count))
+            return fresh_ids(row[0], count)  # refused: the transaction, and so the UPDATE, is rolled back
 
     def get_vectors(self, project: str, ids: list[int],
                     deployment: str = LIVE) -> dict[int, dict[tuple[str, int], np.ndarray]]:

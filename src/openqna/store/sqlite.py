@@ -25,7 +25,7 @@ import numpy as np
 from openqna import strict_json
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Job, Project, StoredQnA
+from openqna.store.base import LIVE, Job, Project, StoredQnA, fresh_ids
 from openqna.store.sqlite_rows import (
     TERM_SEP,
     SQLiteIndexRows,
@@ -211,7 +211,7 @@ class SQLiteStore(SharedStatements):
         for item in items:
             q = item.qna
             if q.id is None:
-                q.id = next_id
+                q.id = fresh_ids(next_id, 1)[0]
             next_id = max(next_id, q.id + 1)
             ids.append(q.id)
             db.execute("DELETE FROM units WHERE project_id=? AND deployment=? AND record_id=?", (pid, LIVE, q.id))
@@ -235,8 +235,9 @@ class SQLiteStore(SharedStatements):
         with self._tx() as db:
             pid = self._project_id(db, project)
             first = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
+            ids = fresh_ids(first, count)
             db.execute("UPDATE projects SET next_id=? WHERE id=?", (first + count, pid))
-        return list(range(first, first + count))
+        return ids
 
     def get_vectors(self, project: str, ids: list[int],
                     deployment: str = LIVE) -> dict[int, dict[tuple[str, int], np.ndarray]]:

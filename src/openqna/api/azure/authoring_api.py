@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import re
 import secrets
 from urllib.parse import quote, urlencode
 
@@ -26,19 +25,14 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
-from openqna.formats.limits import MAX_QNA_ID
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
-from openqna.kb.catalog import LIVE, Job, Project, Source
+from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
-from openqna.records import FormatError, InvalidArgument, NotFound, QnA
+from openqna.records import MAX_QNA_ID, FormatError, InvalidArgument, NotFound, QnA
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
-# The spec's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
-# 2021-10-01 says (2023-04-01's pattern stops at 99, which refused a name of 100 with a message saying 1-100).  The
-# spec gives deploymentName no pattern; the same rule keeps it a plain URL segment and a header value.
-NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-_]{0,98}[a-zA-Z0-9]$|^[a-zA-Z0-9]$")
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 MAX_OPS = 1000
@@ -55,14 +49,6 @@ def _prefix(request: Request) -> str:
 def _base(request: Request) -> str:
     """The URL clients reach this server at (``api.links``: never the request's own ``Host``)."""
     return links.base_url(request)
-
-
-def _check_name(name: str, target: str) -> None:
-    """Refuse a project or deployment name before anything is created under it."""
-    if not NAME.match(name):
-        what = "Project" if target == "projectName" else "Deployment"
-        raise InvalidArgument(f"{what} name '{name}' must be 1-100 ASCII letters, digits, '-' or '_', starting and "
-                              "ending with a letter or digit.", target=target)
 
 
 def _url_path(path: str) -> str:
@@ -224,7 +210,7 @@ class AzureAuthoring:
         try:
             project = self.service.project(name)
         except NotFound:
-            _check_name(name, "projectName")
+            check_project_name(name)
             project = self.service.create_project(name, description=description or "", language=language or "en",
                                                   default_answer=default_answer)
             if multilingual is not None:
@@ -260,8 +246,9 @@ class AzureAuthoring:
         if job.errors:
             body["errors"] = job.errors
         if job.kind == "export" and job.status == "succeeded":
-            body["resultUrl"] = (f"{job.params['base']}{job.params['prefix']}/{job.project}/export/jobs/{job.id}"
-                                 f"/result?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
+            path = _url_path(f"{job.params['prefix']}/{job.project}/export/jobs/{job.id}/result")
+            body["resultUrl"] = (f"{job.params['base']}{path}"
+                                 f"?{urlencode({'api-version': job.params['apiVersion'], **_signature(job)})}")
         headers = {} if job.status in ("succeeded", "failed") else {"Retry-After": RETRY_AFTER}
         return JSONResponse(body, headers=headers)
 
@@ -314,7 +301,7 @@ class AzureAuthoring:
         try:
             self._existing(name)
         except NotFound:
-            _check_name(name, "projectName")  # :import creates the project, under the same rule as PATCH
+            check_project_name(name)  # :import creates the project, under the same rule as PATCH
         body = Body(raw)
         assets = body.obj("assets")
         if kind == "synonyms" and not body.string("fileUri") and (assets is None or assets.get("synonyms") is None):
@@ -347,10 +334,7 @@ class AzureAuthoring:
         name, deployment = request.path_params["project"], request.path_params["deployment"]
         caller = authorize(self.authorizer, request, role="author", project=name)
         if request.method == "PUT":
-            if deployment.lower() == LIVE:
-                raise InvalidArgument("'test' always answers the live state; deploy to another name such as "
-                                      "'production'.", target="deploymentName")
-            _check_name(deployment, "deploymentName")
+            check_deployment_name(deployment)
             self._existing(name)
             self.service.check_new_deployment(name, deployment)  # a 400 now, not a job that fails
             return self._submit(request, "deploy", name, f"/{name}/deployments/{deployment}/jobs",

@@ -20,10 +20,10 @@ from openqna.api.concurrency import run_query, run_store
 from openqna.api.logged_ask import ask_and_log
 from openqna.auth.keys import Authorizer
 from openqna.filters.match import And, Filter, MetaEq, Or, SourceIn
-from openqna.formats.limits import LIMITS, MAX_QNA_ID
+from openqna.formats.limits import LIMITS
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
-from openqna.records import InvalidArgument, NotFound, ProjectNotFound
+from openqna.records import MAX_QNA_ID, InvalidArgument, NotFound, ProjectNotFound
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 

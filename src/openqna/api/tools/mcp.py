@@ -46,6 +46,7 @@ from openqna.auth.keys import Authorizer, Denied
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE, no_store_message, open_data, store_exists
 from openqna.kb.service import Service
+from openqna.records import OpenQnAError
 
 PATH = "/mcp"
 MISSING = ("An API key is required: send 'Authorization: Bearer <key>' or 'api-key: <key>' (or a bearer token "
@@ -192,8 +193,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not store_exists(args.data):  # serving tools over a store made empty here would only ever say "none"
         parser.exit(1, f"error: {no_store_message(args.data)}\n")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run_stdio(Service(open_data(args.data), get_embedder()),
-              deployment=args.deployment)
+    try:
+        store = open_data(args.data)
+    except OpenQnAError as exc:  # an OPENQNA_STORE that names no store, a PostgreSQL store that cannot be reached
+        parser.exit(2, f"error: {exc.message}\n")
+    run_stdio(Service(store, get_embedder()), deployment=args.deployment)
 
 
 if __name__ == "__main__":
