@@ -489,3 +489,13 @@ def test_a_question_of_nothing_visible_is_refused_as_blank(server, question):
     assert post(server, QKB, {"question": question, "qnaId": 1}, params=params).status_code == 200
     r = post(server, QKB, {}, params=params)
     assert r.status_code == 400 and "Either 'question' or 'qnaId' must be given" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("op", ["replace", "delete"])
+def test_an_if_last_updated_that_is_no_time_is_refused(server, op):
+    """'garbage' was taken, and the job then failed as a Conflict ("changed elsewhere") that nothing had caused."""
+    r = httpx.patch(server.url + "/language/authoring/query-knowledgebases/projects/surface/qnas",
+                    params={"api-version": "2023-04-01"}, timeout=30,
+                    json=[{"op": op, "value": {"id": 1, "answer": "a", "questions": ["q"], "ifLastUpdated": "garbage"}}])
+    assert r.status_code == 400 and r.json()["error"]["target"] == "[0].value.ifLastUpdated", r.text
+    assert "lastUpdatedDateTime the QnA was read with" in r.json()["error"]["message"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import secrets
+from datetime import datetime
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
@@ -133,6 +134,18 @@ def _paged_fetch(request: Request, total: int, fetch, convert=None) -> dict:
         out["nextLink"] = f"{_base(request)}{_url_path(request.url.path)}?{urlencode(params)}"
     return out
 
+
+def _if_last_updated(value: dict, i: int) -> str | None:
+    """An op's ``ifLastUpdated``: the lastUpdatedDateTime the QnA was read with (ISO 8601), or None."""
+    since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+    if since:
+        try:
+            datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidArgument(f"[{i}].value.ifLastUpdated must be the lastUpdatedDateTime the QnA was read with, "
+                                  f"such as 2026-12-06T20:15:57Z, not {since!r}.",
+                                  target=f"[{i}].value.ifLastUpdated") from None
+    return since
 
 def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, str | None]:
     """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
@@ -450,14 +463,14 @@ class AzureAuthoring:
                 if qid is None:
                     raise InvalidArgument(f"[{i}].value.id is required to delete a QnA.", target=f"[{i}].value.id")
                 # openqna's precondition, as for a replace: deleting what was changed since it was read is a conflict
-                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                since = _if_last_updated(value, i)
                 value = {"id": qid}
                 if since:
                     parsed.append({"op": op, "value": value, "ifLastUpdated": since})
                     continue
             else:
                 # openqna's precondition: the lastUpdatedDateTime the edit started from (a conflict fails the job)
-                since = Body(value, f"[{i}].value").string("ifLastUpdated", max_len=40)
+                since = _if_last_updated(value, i)
                 if since and op == "add":
                     raise InvalidArgument(f"[{i}].value.ifLastUpdated is for 'replace': a QnA being added has no "
                                           "earlier version to compare it with.", target=f"[{i}].value.ifLastUpdated")
