@@ -20,8 +20,9 @@ from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
-__all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version", "check_deployment_name",
-           "check_location", "check_project_name", "kind_of", "is_postgres", "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
+__all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version",
+           "check_deployment_name", "check_location", "check_project_name", "kind_of", "is_postgres",
+           "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
 # Azure's projectName pattern, with '_' kept because earlier releases accepted it, and 100 characters at most as
