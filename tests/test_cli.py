@@ -381,6 +381,21 @@ def test_a_store_url_of_another_scheme_is_refused_not_made_a_folder(tmp_path):
     assert elsewhere.stdout.startswith("chitchat\t")
 
 
+def test_a_directory_in_openqna_store_is_the_store_for_every_command(tmp_path):
+    """With OPENQNA_STORE naming a directory, `backup` said "the store is PostgreSQL", and a reading command on a
+    directory without a store made an empty one there in silence (any value counted as an existing store)."""
+    data, unused = tmp_path / "data", tmp_path / "unused"
+    empty = run("projects", data=unused, env={"OPENQNA_STORE": str(tmp_path / "typo")}, check=False)
+    assert empty.returncode == 1 and f"no openqna store in {tmp_path / 'typo'}" in empty.stderr, empty.stderr
+    assert not (tmp_path / "typo").exists()
+    made = run("import", "chitchat", str(CHITCHAT), data=unused, env={"OPENQNA_STORE": str(data)})
+    assert f"created a new openqna store at {data / 'openqna.sqlite3'}" in made.stderr
+    copy = run("backup", str(tmp_path / "copy"), data=unused, env={"OPENQNA_STORE": str(data)})
+    assert "Traceback" not in copy.stderr and (tmp_path / "copy" / "openqna.sqlite3").exists(), copy.stderr
+    assert run("projects", data=tmp_path / "copy").stdout.startswith("chitchat\t")
+    assert not unused.exists() or not (unused / "openqna.sqlite3").exists()
+
+
 def test_migrate_from_a_folder_without_a_store_creates_nothing(tmp_path):
     proc = run("migrate", "--from", str(tmp_path / "typo"), "--to", str(tmp_path / "to"), data=tmp_path, check=False)
     assert proc.returncode == 1 and "no openqna store in" in proc.stderr, proc.stderr

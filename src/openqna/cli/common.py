@@ -21,18 +21,18 @@ data_option = click.option("--data", "data_dir", envvar="OPENQNA_DATA", default=
 def open_store(data_dir: str, create: bool) -> Store:
     """The store in ``data_dir``.  A command that only reads says so when there is none, rather than
     creating an empty one (a CLI run from the wrong folder); a command that writes says where it made one."""
-    from openqna.kb.catalog import open_data, store_exists, store_file
+    from openqna.kb.catalog import embedded_dir, open_data, store_exists, store_file
     from openqna.records import OpenQnAError
 
-    exists = store_exists(data_dir)
-    if not exists and not create:
-        no_store(data_dir)
     try:
+        exists = store_exists(data_dir)
+        if not exists and not create:
+            no_store(embedded_dir(data_dir))
         store = open_data(data_dir)
-    except OpenQnAError as exc:  # a PostgreSQL store that cannot be reached
+    except OpenQnAError as exc:  # an OPENQNA_STORE that names no store, a PostgreSQL store that cannot be reached
         fail(exc.message)
     if not exists:
-        click.echo(f"created a new openqna store at {store_file(data_dir)}", err=True)
+        click.echo(f"created a new openqna store at {store_file(embedded_dir(data_dir))}", err=True)
     return store
 
 

@@ -457,7 +457,9 @@ def backup(dest: Path, data_dir: str) -> None:
     try:
         report = run(data_dir, dest)
     except NotFound:  # the one thing a backup does not find is the store
-        no_store(data_dir)
+        from openqna.kb.catalog import embedded_dir
+
+        no_store(embedded_dir(data_dir))
     except OpenQnAError as exc:
         fail(exc.message)
     except OSError as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openqna import settings
-from openqna.kb.catalog import STORE_FILE, check_location, no_store_message, store_file
+from openqna.kb.catalog import STORE_FILE, check_location, embedded_dir, is_postgres, no_store_message, store_file
 from openqna.records import InvalidArgument, NotFound
 from openqna.store.sqlite import SQLiteStore, backup_file
 
@@ -39,9 +39,10 @@ def backup(data_dir: str, dest: str | Path) -> BackupReport:
     """Copy the store in ``data_dir`` (and its secret key) into the folder ``dest``, which must hold no store."""
     started = time.perf_counter()
     check_location(settings.store(), "OPENQNA_STORE")
-    if settings.store():
+    if is_postgres(settings.store()):
         raise InvalidArgument("the store is PostgreSQL (OPENQNA_STORE): back it up with PostgreSQL's own tools "
                               "(pg_dump), or copy it into a folder with `openqna migrate --from URL --to FOLDER`")
+    data_dir = embedded_dir(data_dir)  # OPENQNA_STORE may name the store's folder
     source = store_file(data_dir)
     if not source.exists():
         raise NotFound(no_store_message(data_dir))

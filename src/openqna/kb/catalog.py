@@ -21,7 +21,7 @@ from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, c
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 
 __all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version",
-           "check_deployment_name", "check_location", "check_project_name", "kind_of", "is_postgres",
+           "check_deployment_name", "check_location", "check_project_name", "embedded_dir", "kind_of", "is_postgres",
            "no_store_message", "open_data", "open_store", "state_name", "store_exists", "store_file"]
 
 STORE_FILE = "openqna.sqlite3"
@@ -59,7 +59,14 @@ def store_file(data_dir: str) -> Path:
 def store_exists(data_dir: str) -> bool:
     """Whether the store the settings name is already there: a PostgreSQL URL always counts, since
     its database is made by its administrator; opening a missing SQLite store would create it."""
-    return bool(settings.store()) or store_file(data_dir).exists()
+    return store_file(embedded_dir(data_dir)).exists() or is_postgres(settings.store())
+
+
+def embedded_dir(data_dir: str) -> str:
+    """The folder of the SQLite store the settings name: OPENQNA_STORE when it is a directory, else ``data_dir``."""
+    store = settings.store()
+    check_location(store, "OPENQNA_STORE")
+    return store if store and not is_postgres(store) else data_dir
 
 
 def no_store_message(data_dir: str, fix: str = "pass --data or set OPENQNA_DATA to the folder that has one") -> str:

@@ -44,7 +44,7 @@ from openqna.api.credentials import secret_from_headers
 from openqna.api.tools.mcp_tools import build_server
 from openqna.auth.keys import Authorizer, Denied
 from openqna.formats.limits import LIMITS
-from openqna.kb.catalog import LIVE, no_store_message, open_data, store_exists
+from openqna.kb.catalog import LIVE, embedded_dir, no_store_message, open_data, store_exists
 from openqna.kb.service import Service
 from openqna.records import OpenQnAError
 
@@ -190,10 +190,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", default=settings.data(), help="directory of the embedded store")
     parser.add_argument("--deployment", default=LIVE, help="deployment the tools query (default: %(default)s)")
     args = parser.parse_args(argv)
-    if not store_exists(args.data):  # serving tools over a store made empty here would only ever say "none"
-        parser.exit(1, f"error: {no_store_message(args.data)}\n")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
+        if not store_exists(args.data):  # serving tools over a store made empty here would only ever say "none"
+            parser.exit(1, f"error: {no_store_message(embedded_dir(args.data))}\n")
         store = open_data(args.data)
     except OpenQnAError as exc:  # an OPENQNA_STORE that names no store, a PostgreSQL store that cannot be reached
         parser.exit(2, f"error: {exc.message}\n")
