@@ -109,3 +109,51 @@ def test_a_kb_without_alternate_questions_keeps_the_defaults(service):
     assert ranker.kb_adaptation(index) is None
     top = service.ask("single", "test", AskRequest(question="I can't remember my password", top=1))[0]
     assert top.qna.answer == FAQ[0].answer and top.confidence >= 0.5
+
+
+def test_near_margin_is_the_least_step_that_keeps_the_share():
+    # identity "last step": a candidate is answered at 0.5 when its logit (less the margin) is 0 or more
+    def final(row, allowed, rows):
+        return row
+
+    # four held-out questions; without its own record (column 0 or 1, ``gold``) each one's best rival stands at these
+    rivals = np.array([-1.0, 0.3, 1.1, 2.6])
+    logits = np.stack([np.array([5.0, r, -3.0]) for r in rivals])
+    gold = np.zeros(4, np.int64)
+    margin, before, after = adapt.near_margin(logits, gold, final, 0.25)
+    assert before == 0.75  # 0.3, 1.1 and 2.6 are answered
+    assert margin == 1.25 and after == 0.25  # the least multiple of NEAR_STEP above 1.1
+    assert adapt.near_margin(logits, gold, final, 0.75) == (0.0, 0.75, 0.75)  # already within the share
+    capped = adapt.near_margin(logits + 10.0, gold, final, 0.0)
+    assert capped[0] == adapt.NEAR_MAX and capped[2] == 1.0  # never beyond the cap, and the share says so
+
+
+def test_near_topic_setting_turns_away_questions_the_kb_has_no_record_for(service, monkeypatch):
+    by: dict[str, list[str]] = {}
+    with open(SHARED_DATA / "banking77" / "train.csv") as f:
+        for row in csv.DictReader(f):
+            by.setdefault(row["category"], []).append(row["text"])
+    intents = sorted(by)
+    kb, asked = _banking()
+    service.create_project("bank")
+    service.upsert("bank", kb)
+    near = [t for i in intents[20:40] for t in by[i][:3]]  # intents the KB has no record for
+
+    def confidences(questions):
+        return np.array([service.ask("bank", "test", AskRequest(question=q, top=1))[0].confidence
+                         for q in questions])
+
+    index = service.indexes.get("bank")
+    monkeypatch.delenv("OPENQNA_NEAR_TOPIC", raising=False)
+    assert ranker.kb_adaptation(index).margin == 0.0
+    near_off, asked_off = confidences(near), confidences([t for t, _ in asked])
+    monkeypatch.setenv("OPENQNA_NEAR_TOPIC", "0.02")
+    a = ranker.kb_adaptation(index)
+    assert a.near_rate > 0.02 and a.margin > 0.0  # the KB's own held-out questions without their record say so
+    assert a.near_rate_after <= 0.02 or a.margin == adapt.NEAR_MAX
+    near_on, asked_on = confidences(near), confidences([t for t, _ in asked])
+    assert (near_on <= near_off + 1e-9).all() and (asked_on <= asked_off + 1e-9).all()
+    assert (near_on >= 0.5).sum() < (near_off >= 0.5).sum()
+    monkeypatch.setenv("OPENQNA_NEAR_TOPIC", "2")
+    with pytest.raises(ValueError, match="OPENQNA_NEAR_TOPIC must be a share from 0 to 1"):
+        ranker.kb_adaptation(index)

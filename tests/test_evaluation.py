@@ -559,3 +559,30 @@ def test_guard_holds_each_set_to_its_best_single_signal():
     assert figures.odds is None  # the ranker does not trail on the questions apart
     figures.discord["dense-q"] = [9, 10]
     assert figures.odds == pytest.approx(0.5)  # one question of nineteen: even odds
+
+
+def test_near_topic_section_asks_an_intent_set_without_some_intents(service, monkeypatch):
+    from openqna.evaluation import near_topic
+
+    full = datasets.banking77(SHARED_DATA)
+    labels = sorted(full.train)[:12]
+    data = datasets.IntentData("banking77", {k: full.train[k] for k in labels},
+                               [(t, i) for t, i in full.test if i in labels])
+    monkeypatch.setattr(near_topic, "HELD_OUT", 3)
+    monkeypatch.setattr(near_topic, "INSCOPE", 60)
+    far = [t for t, _ in datasets.hwu64(SHARED_DATA).test[:20]]
+    kb, near = near_topic.held_out_kb(service, data, far, "hwu64", seed=1)
+    left_out = {i for t, i in data.test if t in near}
+    assert len(left_out) == 3 and kb.records == 9
+    assert not left_out & {q.answer for q in service.store.list_qnas(kb.project)}  # the KB holds none of them
+    assert len(near) == sum(i in left_out for _, i in data.test)
+    figures = near_topic.evaluate(service, [(kb, near)], threshold=0.5)[kb.project]
+    assert list(figures) == ["off", "0.2", "0.1"]
+    off, strict = figures["off"], figures["0.1"]
+    assert (off["inscope"], off["near"], off["far"]) == (60, len(near), 20)
+    assert off["margin"] == 0.0 and off["held_out_answered"] is None
+    assert strict["margin"] >= figures["0.2"]["margin"] >= 0.0
+    assert strict["near_answered"] <= off["near_answered"] and strict["right"] <= off["right"] <= off["top1"]
+    assert strict["top1"] == off["top1"]  # a margin moves every record of the KB alike: the order stays
+    lines = near_topic.section({"near_topic": {kb.project: figures}, "config": {"threshold": 0.5}})
+    assert sum(line.startswith(f"| {kb.project} |") for line in lines) == 3

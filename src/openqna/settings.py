@@ -132,6 +132,19 @@ def rate(raw: str) -> float:
     return value
 
 
+def share_or_off(raw: str) -> float | None:
+    """A share from 0 to 1, or nothing (empty: off)."""
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise ValueError("a share from 0 to 1, such as 0.1 (empty: off)")
+    return value
+
+
 def switch(raw: str) -> bool:
     """On unless ``0``."""
     return raw != "0"
@@ -185,6 +198,7 @@ rate_limit = Setting("OPENQNA_RATE_LIMIT", "0", "Requests a second each caller m
 rate_burst = Setting("OPENQNA_RATE_BURST", "0", "Requests a caller may make at once before `OPENQNA_RATE_LIMIT` holds it back (the size of its token bucket); 0: twice the rate, at least 1.", rate)
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
 secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
+near_topic = Setting("OPENQNA_NEAR_TOPIC", "", "Off when empty (the default). A share from 0 to 1, such as 0.1: each adapted knowledge base (`OPENQNA_KB_ADAPT`) reads its confidences lower, by as little as keeps this share of its own held-out alternate questions, each asked without the record it belongs to, from an answer at 0.5 or more (by at most 6 logit units). Such questions stand for the ones users ask about the KB's subject that it holds no answer for, which the default scale answers at 0.5 up to half the time on KBs of alike records; the price is right answers at 0.5 (docs/confidence.md has both, measured).", share_or_off)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
 question_focus = Setting("OPENQNA_QUESTION_FOCUS", "1", "When a long message (12 words or more, a Chinese, Japanese or Korean character counting as two thirds of one; two sentences or more) gets no answer with confidence 0.5 or more, also ask each of its asking sentences on its own, and give each answer the best confidence the message or one of those sentences gets it, so greetings and details around a question do not sink its confidence (0 to turn off; see docs/confidence.md).", switch)
 versions_kept = Setting("OPENQNA_VERSIONS_KEPT", "10", "How many of a project's latest deployed versions keep their content, so that a deployment can be rolled back to them (`openqna deploy PROJECT DEPLOYMENT --version N`); a version a deployment holds is always kept. Each kept version stores a copy of the records and their vectors; older versions stay listed (`openqna deployments`) without their content.", whole(1, "versions"))
@@ -196,7 +210,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     embeddings_api_key, embeddings_model, llm_base_url, llm_api_key, llm_api, llm_model, llm_model_map,
     model_context, model_dir, threads, embed_batch, embed_batch_wait_ms, query_threads, public_url, allowed_hosts,
     trusted_proxies, fetch_allow,
-    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, typo_tolerance,
+    token_issuers, tools_max_limit, exact_search_max, pg_vector_search, multilingual, kb_adapt, near_topic, typo_tolerance,
     question_focus, header_timeout, body_timeout, slow_requests_per_address,
     connected_timeout, secret_key, versions_kept, trained_max_mb, sample,
 )

@@ -11,7 +11,8 @@ same index with BM25, dense and RRF; ``report`` writes ``report.md`` and the plo
 QnA; ``documents``: imported manuals and papers with hand-written questions; ``tiny``: KBs of a dozen
 or two QnAs), each with off-topic questions and a dev and a test split, and keeps every outcome;
 ``conversations``, ``typo_questions`` and ``long_questions`` ask the same KBs again as a second turn, misspelt,
-and inside a long message.
+and inside a long message; ``near_topic`` asks some of them, and intent sets without some of their intents,
+questions on their subject that they hold no answer for, with ``OPENQNA_NEAR_TOPIC`` off and on.
 
 Nothing here is fitted or tuned: the knowledge bases come from training splits, the
 questions asked from test splits, and every sample is drawn with a fixed seed.  The only
@@ -40,6 +41,7 @@ from openqna.evaluation import (
     filters,
     guard,
     long_questions,
+    near_topic,
     offtopic,
     passages,
     regimes,
@@ -153,6 +155,11 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
         metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
                                                    per_kb=plan.conversation_questions)
         step("typos", t)
+        if not quick:
+            t = time.perf_counter()
+            metrics["near_topic"] = near_topic.evaluate(service, near_topic.build(service, data_dir, built, seed=seed),
+                                                        threshold=threshold)
+            step("near_topic", t)
         t = time.perf_counter()
         cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
         metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)

@@ -14,6 +14,7 @@ from openqna.evaluation import (
     filters,
     guard,
     long_questions,
+    near_topic,
     regime_report,
     training,
     typo_questions,
@@ -362,6 +363,7 @@ def render(metrics: dict) -> str:
     out += regime_report.section(metrics)
     out += conversations.section(metrics)
     out += typo_questions.section(metrics)
+    out += near_topic.section(metrics)
     out += long_questions.section(metrics)
     out += filters.section(metrics)
     if "cjk" in metrics:

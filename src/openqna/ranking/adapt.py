@@ -12,6 +12,9 @@ things are fitted on them, with numpy, in about a second for a few thousand ques
   cross-validation on held-out alternate questions, from a small grid that includes 0: a KB where
   it does not help (or that has too few alternate questions to tell) keeps the ranker alone.
 
+With ``OPENQNA_NEAR_TOPIC`` set, a third: a margin read off the same held-out questions asked without their own
+record (``near_margin``), which stand for questions on the KB's subject that it holds no answer for.
+
 Only QnA records with at least two questions give held-out questions; a KB with too few of them,
 or with more than ``MAX_UNITS`` vectors, gets ``None`` (the shipped defaults).  The fit runs on the
 first search of each index version (about 0.1–2 s for KBs up to a few thousand questions).
@@ -39,6 +42,12 @@ TEMPERATURE = 20.0
 L2 = 1e-3
 STEPS = 100
 PERCENTILE = 50  # of the held-out right answers' logits: the KB's typical score
+# Questions on the KB's topic that none of its records answers: each held-out question asked again without its own
+# record (``near_margin``, when ``OPENQNA_NEAR_TOPIC`` sets the share of them that may be answered at 0.5).  The
+# margin is the least on a grid of ``NEAR_STEP`` up to ``NEAR_MAX`` logit units that keeps to that share.
+NEAR_STEP = 0.25
+NEAR_MAX = 6.0
+NEAR_CANDIDATES = 32  # each held-out question's best records read by the last step (the rest add nothing to a share)
 
 
 @dataclass
@@ -52,6 +61,9 @@ class Adaptation:
     top1_without: float  # their top-1 accuracy without the classifier
     top1_with: float  # ... with it, at ``weight``
     right: np.ndarray  # logits of the right answers the held-out questions got first
+    margin: float = 0.0  # added to ``offset`` (``near_margin``): the KB's questions without their record kept under 0.5
+    near_rate: float = 0.0  # the share of those answered at 0.5 with ``offset`` alone (``near_margin``)
+    near_rate_after: float = 0.0  # ... and with the margin
 
     def logit(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
         """The classifier's logit term for record ``rows`` (None when it is not used)."""
@@ -203,6 +215,9 @@ def _classifier(index: MemIndex, units: np.ndarray, queries: np.ndarray) -> tupl
 
 
 BaseLogits = Callable[[MemIndex, np.ndarray, list[list[str]], np.ndarray], np.ndarray]
+# (logits read against the typical score, one value per candidate; which of them may answer; their rows) -> the
+# logits of the confidence, as the ranker's last steps read them (``ranker.adapted_confidence``)
+FinalLogits = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 QueryMap = Callable[[np.ndarray], np.ndarray]
 
 
@@ -219,8 +234,49 @@ class TrainedMap(Protocol):
     def apply(self, vectors: np.ndarray) -> np.ndarray: ...
 
 
+def near_margin(logits: np.ndarray, gold: np.ndarray, final: FinalLogits, rate: float) -> tuple[float, float, float]:
+    """(margin, share before, share after): the least margin (logit units subtracted from ``logits``, held-out
+    questions × records, read against the typical score) at which at most ``rate`` of the held-out questions,
+    each asked without its own record ``gold``, get an answer at 0.5 or more.
+
+    A question about the KB's subject that none of its records answers ("how much does openqna cost?" of openqna's
+    FAQ) reads like one of its own questions asked without its answer: on a KB whose records are alike, such
+    questions stand as clear of the rest as right answers do, and the typical score alone answered half of them.
+    The margin is bounded (``NEAR_MAX``): it costs right answers at 0.5 as it rises.
+    """
+    m, n = logits.shape
+    if n < 2 or not m:
+        return 0.0, 0.0, 0.0
+    without = logits.astype(np.float64).copy()
+    without[np.arange(m), gold] = -np.inf
+    k = min(NEAR_CANDIDATES, n - 1)
+    cols = np.argpartition(-without, k - 1, axis=1)[:, :k]
+    top = np.take_along_axis(without, cols, axis=1)
+
+    def answered(margin: float) -> float:
+        hits = 0
+        for row, c in zip(top, cols):
+            allowed = np.isfinite(row)
+            if allowed.any() and float(final(row - margin, allowed, c)[allowed].max()) >= 0.0:
+                hits += 1
+        return hits / len(top)
+
+    before = answered(0.0)
+    steps = np.arange(1, int(round(NEAR_MAX / NEAR_STEP)) + 1) * NEAR_STEP
+    if before <= rate or not len(steps):
+        return 0.0, before, before
+    lo, hi = 0, len(steps) - 1  # the rate falls as the margin rises: the least step that meets it, or the last
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if answered(float(steps[mid])) <= rate:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(steps[lo]), before, answered(float(steps[lo]))
+
+
 def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
-        query_map: QueryMap | None = None) -> Adaptation | None:
+        query_map: QueryMap | None = None, near: tuple[float, FinalLogits] | None = None) -> Adaptation | None:
     """Fit the adaptation of ``index``.
 
     ``base_logits(index, vectors, terms, units)`` returns the ranker's logits (held-out questions
@@ -259,18 +315,23 @@ def fit(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
     if not len(right):
         return None
     offset = float(np.percentile(right, PERCENTILE))
+    margin, rate, rate_after = (0.0, 0.0, 0.0) if near is None else near_margin(logits - offset, gold, near[1],
+                                                                                 near[0])
     if weight:
         W, b = _classifier(index, canonical_units(index), queries)
-    return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right)
+    return Adaptation(offset, weight, W, b, has_q if weight else None, len(units), without, with_, right,
+                      margin, rate, rate_after)
 
 
 _lock = threading.Lock()  # one fit at a time: a fit takes seconds on a large KB, and racing ones would repeat it
 
 
 def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
-       query_map: QueryMap | None = None, map_name: str = "") -> Adaptation | None:
+       query_map: QueryMap | None = None, map_name: str = "",
+       near: tuple[float, FinalLogits] | None = None) -> Adaptation | None:
     """The adaptation of ``index``, fitted on first use and kept as long as the index lives (one per
-    ``map_name``: the query map's, such as its adapter's digest)."""
+    ``map_name``: the query map's, such as its adapter's digest; and per share of ``near``)."""
+    name = f"ranking.adapt.classifier={classifier}{map_name and '.' + map_name}{near and f'.near={near[0]}' or ''}"
     with _lock:
-        return index.derived(f"ranking.adapt.classifier={classifier}{map_name and '.' + map_name}",
-                             lambda: fit(index, base_logits, classifier=classifier, query_map=query_map))
+        return index.derived(name, lambda: fit(index, base_logits, classifier=classifier, query_map=query_map,
+                                               near=near))

@@ -21,6 +21,7 @@ that nothing outside ranking should call; the next cut is the features (``Featur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -177,10 +178,25 @@ def _adaptation(index: MemIndex, c: Calibration, query_map: adapt.TrainedMap | N
     moves the typical score with it."""
     if c.typical is None or not settings.kb_adapt():
         return None
+    share = settings.near_topic()
+    near = None if share is None else (share, partial(adapted_confidence, c, index))
     if query_map is None:
-        return adapt.of(index, lambda *a: _held_out_logits(c, *a))
+        return adapt.of(index, lambda *a: _held_out_logits(c, *a), near=near)
     return adapt.of(index, lambda *a: _held_out_logits(c, *a), query_map=query_map.apply,
-                    map_name=query_map.digest)
+                    map_name=query_map.digest, near=near)
+
+
+def adapted_confidence(c: Calibration, index: MemIndex, logit: np.ndarray, allowed: np.ndarray,
+                       rows: np.ndarray) -> np.ndarray:
+    """The confidence's logits of candidates ``rows`` of an adapted ``index`` whose logits, read against the KB's
+    typical score, are ``logit`` (``allowed``: which may answer), as ``KnowledgeBaseScale`` and ``RegimeStep`` read
+    them (QnAs only: the adaptation's held-out questions rank no passages)."""
+    z = c.scale * logit + c.shift
+    if c.regime is None:
+        return z
+    out: np.ndarray = c.regime.of(z, allowed, index.passage[rows], headings(index)[rows], adapted=True,
+                                  records=index.n)
+    return out
 
 
 def _held_out_logits(c: Calibration, index: MemIndex, V: np.ndarray, terms: list[list[str]],
@@ -490,8 +506,8 @@ class KnowledgeBaseScale(Stage):
             if extra is not None:
                 s.logit += extra
                 s.adapted += extra
-            s.logit -= s.adaptation.offset
-            s.adapted -= s.adaptation.offset
+            s.logit -= s.adaptation.offset + s.adaptation.margin
+            s.adapted -= s.adaptation.offset + s.adaptation.margin
         elif c.typical is not None:
             s.logit -= c.typical
         s.logit = c.scale * s.logit + c.shift
