@@ -634,3 +634,29 @@ def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):
     target.write_text(json.dumps([{"Id": 77, "Answer": "Deeper.", "Questions": ["go deeper"]}]), encoding="utf-8")
     run("import", "dang", str(target), data=tmp_path)
     assert "1 added" in run("import", "dang", str(dangling), data=tmp_path).stdout  # an import adds to what is stored
+
+
+def test_migrate_keeps_the_numbers_of_versions_past_those_kept(tmp_path, monkeypatch):
+    """Versions whose content was dropped (OPENQNA_VERSIONS_KEPT) came across as nothing, so the kept ones were
+    numbered on from 1 and `deploy --version 3` in the copy rolled back to another state than in the original; a
+    rerun of the migration then refused the project as different."""
+    monkeypatch.setenv("OPENQNA_VERSIONS_KEPT", "2")
+    for n in range(1, 5):  # version n holds facts 1 to n
+        table = tmp_path / f"faq{n}.tsv"
+        table.write_text(f"Question\tAnswer\tSource\tMetadata\nwhat is fact {n}?\tfact number {n}\tfaq{n}\t\n",
+                         encoding="utf-8")
+        run("import", "kb", str(table), data=tmp_path / "a")
+        run("deploy", "kb", "production", data=tmp_path / "a")
+    before = run("deployments", "kb", data=tmp_path / "a").stdout
+    assert [line.split("\t")[1] for line in before.splitlines()[-4:]] == ["v1", "v2", "v3", "v4"], before
+    run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "b"), data=tmp_path)
+    assert run("deployments", "kb", data=tmp_path / "b").stdout == before
+    for store in ("a", "b"):
+        run("deploy", "kb", "production", "--version", "3", data=tmp_path / store)
+        out = tmp_path / f"production-{store}.tsv"
+        run("export", "kb", str(out), "--deployment", "production", data=tmp_path / store)
+        facts = sorted(line.split("\t")[1] for line in out.read_text(encoding="utf-8").splitlines()[1:])
+        assert facts == ["fact number 1", "fact number 2", "fact number 3"], (store, facts)
+    run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
+    again = run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
+    assert "nothing was changed" in again.stdout, again.stdout

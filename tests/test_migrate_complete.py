@@ -18,6 +18,7 @@ import pytest
 
 from conftest import LiveServer, wait_for_job
 from openqna.auth.keys import create_key
+from openqna.evaluation.env import setting
 from openqna.kb.migrate import MARKER, migrate
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import AskRequest, Service
@@ -147,8 +148,15 @@ def assert_holds(target, want: dict) -> None:
 def test_migrate_keeps_everything_an_owner_has(tmp_path, pg_dsn, embedder):  # noqa: F811
     source = Service(SQLiteStore(tmp_path / "a"), embedder)
     fill(source, tmp_path)
+    with setting("OPENQNA_VERSIONS_KEPT", "2"):  # versions 1 and 2 of "history" lose their content
+        source.create_project("history")
+        for n in range(1, 5):
+            source.upsert("history", [QnA([f"What is fact {n}?"], f"Fact number {n}.")])
+            source.store.deploy("history", "production", by="owner")
     want = everything(source.store)
     assert want["projects"]["surface"]["versions"][-1]["version"] == 1 and want["projects"]["surface"]["queries"]
+    assert [(v["version"], v["kept"]) for v in want["projects"]["history"]["versions"]] == \
+        [(1, False), (2, False), (3, True), (4, True)]
     pg = PostgresStore(pg_dsn, pool_size=2)
     back = SQLiteStore(tmp_path / "b")
     try:

@@ -4,13 +4,13 @@ Records keep their ids, vectors are copied (never re-embedded: the analysed term
 recomputed with the same analyzer, so BM25 is unchanged), and the deploys are replayed in
 order, each of a kept version's content staged as the live state and deployed under its
 deployment, time and author, so that the target numbers the versions alike, keeps the same ones
-and can roll back to them; then the live state itself is copied.  Every write is made under the
+and can roll back to them (a version whose content was no longer kept, ``OPENQNA_VERSIONS_KEPT``, is listed as it
+was, without content: ``Store.record_version``); then the live state itself is copied.  Every write is made under the
 original's time (``clock.stamped``): QnAs keep their ``lastUpdated``, deployments and versions when
 they were deployed, sources and test sets their times.  Synonyms, trained models, sources and how
 they refresh, feedback, accepted suggestions, test sets and their runs (the same run numbers, in
 order), the query log, files (with their scope and expiry) and API keys come along; finished jobs do
-not (they expire after six hours anyway), nor do the deploys of versions whose content was no longer
-kept (``OPENQNA_VERSIONS_KEPT``): the versions after them are numbered on from the first kept one.
+not (they expire after six hours anyway).
 
 A migration that stopped partway (the target went away, the disk filled, Ctrl-C) is finished by running it again.
 Each project is created in the target with a marker naming the source store (``MARKER`` in its settings, the
@@ -79,11 +79,10 @@ def _stage(target: Store, project: str, items: list[StoredQnA], synonyms: list[l
 def _replay_deploys(source: Store, target: Store, project: str, embedder: str | None) -> int:
     """Deploy, oldest first, what each of the source's deploys deployed, when and by whom it was deployed; returns how
     many deployments the project has."""
-    kept = set()
     for version in source.list_versions(project):
-        if not version.kept:
-            continue  # its content is gone: there is nothing to deploy
-        kept.add(version.version)
+        if not version.kept:  # its content is gone: listed as it was, so that the versions after it keep their numbers
+            target.record_version(project, version)
+            continue
         state = version_name(version.version)
         qnas = source.version_records(project, version.version)
         _stage(target, project, _stored(source, project, qnas, state, embedder),

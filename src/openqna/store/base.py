@@ -376,6 +376,9 @@ class DeploymentStore(Protocol):
     def has_deployment(self, project: str, deployment: str) -> bool: ...
     def list_versions(self, project: str) -> list[Version]:
         """Every deploy of the project, oldest first."""
+    def record_version(self, project: str, version: Version) -> None:
+        """Record a deploy of a version whose content is no longer kept, numbered, timed and counted as ``version``
+        says (``openqna migrate``: so that the target numbers every later version as the source does)."""
     def version_records(self, project: str, version: int) -> list[QnA]:
         """The records of a kept version, by id (``NotFound`` when it is not kept or never was)."""
     def version_synonyms(self, project: str, version: int) -> list[list[str]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from openqna import settings
 from openqna.clock import now_iso
-from openqna.records import Dialog, InvalidArgument, NotFound, QnA
+from openqna.records import Conflict, Dialog, InvalidArgument, NotFound, QnA
 from openqna.store.base import (
     LIVE,
     AcceptedQuestion,
@@ -322,6 +322,23 @@ class SharedStatements(Dialect):
             self._drop_old_versions(db, pid)
             self._bump(db, pid, deployment)
         return Deployment(deployment, stamp, version)
+
+    def record_version(self, project: str, version: Version) -> None:
+        if version.kept:
+            raise ValueError("record_version records versions whose content is gone; deploy kept ones")
+        with self._tx() as db:
+            pid = self._writer(db, project)
+            row = db.execute(self._sql("SELECT kept FROM deploy_versions WHERE project_id=? AND version=?"),
+                             (pid, version.version)).fetchone()
+            if row is None:
+                db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,0)"),
+                           (pid, version.version, version.deployed_at, version.deployed_by, version.qnas,
+                            version.passages, version.hash))
+            elif row[0]:
+                raise Conflict(f"Version {version.version} of project '{project}' is kept here: it cannot be recorded"
+                               " as one whose content is gone.")
+            self._record_deploy(db, pid, version.deployment, version.version, version.deployed_at,
+                                version.deployed_by)
 
     def _held_version(self, db: Any, pid: int, deployment: str) -> int | None:
         row = db.execute(self._sql("SELECT version FROM deploy_events WHERE project_id=? AND deployment=?"
