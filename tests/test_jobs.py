@@ -21,7 +21,7 @@ def runners(tmp_path):
 
     def make(handlers, **timing) -> JobRunner:
         made.append(JobRunner(SQLiteStore(tmp_path), handlers, poll_seconds=timing.get("poll", 0.05),
-                              lease_seconds=timing.get("lease", 30)))
+                              lease_seconds=timing.get("lease", 30), lanes=timing.get("lanes", ())))
         return made[-1]
 
     yield make
@@ -98,3 +98,27 @@ def test_the_worker_deletes_finished_jobs_once_they_expire(runners, tmp_path):
     _until(lambda: store.get_job("expired") is None, "the worker's poll deletes the expired job")
     runner.wait()
     assert store.get_job(kept).status == "succeeded"
+
+
+def test_a_kind_with_a_lane_of_its_own_holds_up_no_other_kind(runners):
+    gate, ran = threading.Event(), []
+    one = runners({"slow": lambda job: gate.wait(60), "quick": lambda job: ran.append(job.id)})
+    slow = one.submit("slow", "p")
+    _until(lambda: one.store.get_job(slow.id).status == "running", "the slow job is claimed")
+    queued = one.submit("quick", "p")
+    time.sleep(0.5)
+    assert ran == [] and one.store.get_job(queued.id).status == "notStarted"  # one lane: it waits
+    gate.set()
+    one.wait()
+    gate.clear()
+    laned = runners({"slow": lambda job: gate.wait(60), "quick": lambda job: ran.append(job.id)},
+                    lanes=(frozenset({"slow"}),))
+    one.shutdown()
+    slow = laned.submit("slow", "p")
+    _until(lambda: laned.store.get_job(slow.id).status == "running", "the slow job is claimed")
+    quick = [laned.submit("quick", "p").id for _ in range(3)]
+    _until(lambda: len(ran) == 4, "the quick jobs run beside the slow one")
+    assert ran[1:] == quick and laned.store.get_job(slow.id).status == "running"
+    gate.set()
+    laned.wait()
+    assert laned.store.get_job(slow.id).status == "succeeded"

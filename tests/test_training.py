@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 import httpx
 import numpy as np
@@ -145,6 +146,39 @@ def test_the_train_job_over_http(service):
         assert removed == {"project": "chitchat-friend", "removed": report["kept"]}
         assert httpx.get(f"{url}/chitchat-friend/training", headers={"api-key": admin}).json()["deployments"] == \
             {"test": None}
+
+
+def test_a_train_holds_up_no_edit_and_runs_once_per_project(service, monkeypatch):
+    """Every job of a process ran on one worker, so an edit of any project waited for a train (a minute of CPU) to
+    end; and two :train calls trained one project twice at once, each writing over the other's model."""
+    _, admin = create_key(service.store, name="admin", role="admin")
+    faq.chitchat_kb(service, DATA, "friend", seed=20240601)
+    service.create_project("other")
+    gate, real = threading.Event(), Trainer.train
+
+    def held(self, project):  # the real training, started only once the test has looked at the queue
+        assert gate.wait(120)
+        return real(self, project)
+
+    monkeypatch.setattr(Trainer, "train", held)
+    key = {"api-key": admin}
+    with LiveServer(service) as server:
+        url = f"{server.url}/openqna/projects"
+        started = httpx.post(f"{url}/chitchat-friend:train", headers=key)
+        assert started.status_code == 202
+        job_id = started.headers["Operation-Location"].rsplit("/", 1)[1]
+        again = httpx.post(f"{url}/Chitchat-Friend:train", headers=key)
+        assert again.status_code == 409 and job_id in again.json()["error"]["message"], again.text
+        edit = httpx.patch(f"{server.url}/language/authoring/query-knowledgebases/projects/other/qnas",
+                           params={"api-version": "2023-04-01"}, headers=key,
+                           json=[{"op": "add", "value": {"id": 1, "answer": "Nine to five.",
+                                                         "questions": ["When are you open?"]}}])
+        assert edit.status_code == 202
+        assert wait(edit.headers["Operation-Location"], admin)["status"] == "succeeded"
+        assert service.store.get_job(job_id).status == "running"  # the edit did not wait for the train
+        gate.set()
+        assert wait(started.headers["Operation-Location"], admin)["status"] == "succeeded"
+        assert httpx.post(f"{url}/chitchat-friend:train", headers=key).status_code == 202  # one at a time, not one ever
 
 
 @pytest.mark.parametrize("as_json", [True, False])

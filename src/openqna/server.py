@@ -114,7 +114,7 @@ def create_app(service: Service) -> Starlette:
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     refresher = Refresher(service)
     jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle,
-                                     "train": Trainer(service).handle})
+                                     "train": Trainer(service).handle}, lanes=(frozenset({"train"}),))
     refreshes = RefreshScheduler(refresher, jobs)  # one per process: URL sources due to refresh become jobs
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)

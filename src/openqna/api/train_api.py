@@ -3,6 +3,8 @@
 * ``POST /openqna/projects/{project}:train`` — start a train job: 202 with ``Operation-Location``, the job at
   ``GET /openqna/jobs/{jobId}``, whose ``result`` is the training report when it has succeeded (per vector space:
   the held-out questions' top-1 and right at the threshold before and after, whether the model was kept and why);
+  409 while a train job of the project is queued or running (in any process): it names that job.  Train jobs run
+  on a worker of their own (``kb.jobs``'s lanes), so edits and deploys are not held up behind one;
 * ``GET /openqna/projects/{project}/training`` — the trained model of ``test`` and of each deployment (when it was
   trained, its hash, the report it was kept on), null where there is none;
 * ``DELETE /openqna/projects/{project}/training`` — remove the test state's model (deployments keep theirs until
@@ -24,6 +26,8 @@ from openqna.auth.keys import Authorizer
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
+from openqna.records import Conflict
+from openqna.store import Job
 
 
 class TrainRoutes:
@@ -47,9 +51,19 @@ class TrainRoutes:
     async def train(self, request: Request) -> Response:
         project = self._author(request)
         await run_in_threadpool(self.service.project, project)  # 404 now, not a failed job later
+        running = await run_in_threadpool(self._training, project)
+        if running is not None:  # two trains of one project would each undo the other's model
+            raise Conflict(f"Project '{project}' is being trained already (job {running.id}, {running.status}); "
+                           f"wait for it to finish: GET {links.base_url(request)}/openqna/jobs/{quote(running.id)}")
         job = await run_in_threadpool(self.jobs.submit, "train", project)
         location = f"{links.base_url(request)}/openqna/jobs/{quote(job.id)}"
         return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "500"})
+
+    def _training(self, project: str) -> Job | None:
+        """The project's train job that is queued or running, in any process, if there is one."""
+        name = project.lower()
+        return next((j for j in self.jobs.store.unfinished_jobs() if j.kind == "train" and j.project.lower() == name),
+                    None)
 
     @handle_errors_off_loop
     def status(self, request: Request) -> Response:

@@ -1,9 +1,10 @@
 """Long work is a job (DESIGN decision 8): persisted, claimed by exactly one worker, never lost silently.
 
 A job is written to the store, with everything needed to run it, before its 202 is
-sent.  Every server process runs one worker thread that claims jobs from the store's
-queue: atomically (``Store.claim_job``), oldest first, only the kinds it has a handler
-for.  So a job accepted by any process on a shared store is run by exactly one of
+sent.  Every server process runs a worker thread per *lane* that claims jobs from the store's
+queue: atomically (``Store.claim_job``), oldest first, only the kinds of its lane it has a handler
+for.  A lane is a set of kinds with a worker of its own (the server gives ``train``, a minute of CPU, one:
+an edit, an import or a deploy queued behind a train waited as long); the other kinds share one.  So a job accepted by any process on a shared store is run by exactly one of
 them, and any process answers its status from the store.  A local submit wakes the
 local worker at once; other processes' jobs are picked up within
 ``OPENQNA_JOB_POLL_SECONDS``.
@@ -50,10 +51,10 @@ def _iso(t: datetime) -> str:
 
 
 class JobRunner:
-    """Submits jobs to the store and runs one worker that claims them (from any process)."""
+    """Submits jobs to the store and runs a worker per lane that claims them (from any process)."""
 
     def __init__(self, store: JobStore, handlers: dict[str, Handler], *, poll_seconds: float | None = None,
-                 lease_seconds: float | None = None):
+                 lease_seconds: float | None = None, lanes: tuple[frozenset[str], ...] = ()):
         self.store = store
         self.handlers = handlers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
@@ -61,10 +62,14 @@ class JobRunner:
         self.lease_seconds = settings.job_lease_seconds() if lease_seconds is None else lease_seconds
         if self.poll_seconds <= 0 or self.lease_seconds <= 0:
             raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
-        self._wake = threading.Event()
+        own = frozenset().union(*lanes)
+        # each worker's kinds: those of a lane of their own, then every other kind
+        self._lanes = [sorted(k for k in handlers if k in lane) for lane in lanes]
+        self._lanes = [kinds for kinds in self._lanes if kinds] + [sorted(k for k in handlers if k not in own)]
+        self._wakes = [threading.Event() for _ in self._lanes]
         self._stop = threading.Event()
         self._finished = threading.Condition()
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread | None] = [None] * len(self._lanes)
         self._start_lock = threading.Lock()
 
     # -- submitting ------------------------------------------------------------------------------
@@ -75,7 +80,8 @@ class JobRunner:
                   params=params or {})
         self.store.put_job(job)
         self.start()
-        self._wake.set()
+        for wake in self._wakes:
+            wake.set()
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -94,19 +100,22 @@ class JobRunner:
 
     # -- the worker ----------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the worker thread (idempotent); the server does so on start-up."""
+        """Start the worker threads, one per lane (idempotent); the server does so on start-up."""
         with self._start_lock:
-            if self._worker is None or not self._worker.is_alive():
-                self._stop.clear()
-                self._worker = threading.Thread(target=self._loop, name="openqna-job-worker", daemon=True)
-                self._worker.start()
+            self._stop.clear()
+            for i, worker in enumerate(self._workers):
+                if worker is None or not worker.is_alive():
+                    name = "openqna-job-worker" + (f"-{'-'.join(self._lanes[i])}" if i < len(self._lanes) - 1 else "")
+                    thread = threading.Thread(target=self._loop, args=(i,), name=name, daemon=True)
+                    self._workers[i] = thread
+                    thread.start()
 
-    def _loop(self) -> None:
+    def _loop(self, lane: int) -> None:
+        wake, kinds = self._wakes[lane], self._lanes[lane]
         while not self._stop.is_set():
-            self._wake.clear()  # before claiming: a submit from now on is either claimed below or wakes the wait
+            wake.clear()  # before claiming: a submit from now on is either claimed below or wakes the wait
             try:
                 self.recover()
-                kinds = sorted(self.handlers)
                 job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
             except OpenQnAError as exc:  # the store is unreachable for a moment (it logs so): try at the next poll
                 log.debug("claiming a job failed: %s", exc.message)
@@ -117,7 +126,7 @@ class JobRunner:
             if job is not None:
                 self._run(job)
                 continue  # there may be more queued
-            self._wake.wait(self.poll_seconds)
+            wake.wait(self.poll_seconds)
 
     def _run(self, job: Job) -> None:
         done = threading.Event()
@@ -167,6 +176,8 @@ class JobRunner:
     def shutdown(self) -> None:
         """Finish the job in hand and stop; queued jobs stay queued for another worker or the next start."""
         self._stop.set()
-        self._wake.set()
-        if self._worker is not None:
-            self._worker.join()
+        for wake in self._wakes:
+            wake.set()
+        for worker in self._workers:
+            if worker is not None:
+                worker.join()
