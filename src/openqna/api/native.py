@@ -365,6 +365,7 @@ class NativeRoutes:
         points = await run_query(cal.collect, self.service, project, pairs, deployment)
         cal.check(points)
         before, shipped = self.service.calibration(proj), self.service.shipped_calibration
+        served = await run_query(cal.collect, self.service, project, pairs, deployment, before)  # as answered now
         at = 0.5 if threshold is None else threshold
 
         def fit() -> tuple[Any, Any]:  # fitting, and saving the fit, off the event loop
@@ -378,7 +379,7 @@ class NativeRoutes:
         in_scope = sum(not p.off_topic for p in points)
         return JSONResponse({
             "questions": len(points), "inScope": in_scope, "offTopic": len(points) - in_scope, "threshold": at,
-            "before": {"scale": before.scale, "shift": before.shift, "curve": cal.curve(points, before)},
+            "before": {"scale": before.scale, "shift": before.shift, "curve": cal.curve(served, cal.AS_SERVED)},
             "fitted": {"scale": fitted.scale, "shift": fitted.shift, "curve": cal.curve(points, fitted)},
             "crossValidated": {"answered": _share(held.in_scope), "rejected": _share(held.off_topic)}, "saved": save})
 

@@ -500,14 +500,16 @@ def calibrate(project: str, file: Path | None, deployment: str, threshold: float
             click.echo(f"{project}: calibration reset to the shipped one")
             return
         proj = service.project(project)
-        points = cal.collect(service, project, cal.read_pairs(file), deployment)
+        pairs = cal.read_pairs(file)
+        points = cal.collect(service, project, pairs, deployment)
         cal.check(points)
+        before = service.calibration(proj)
+        served = cal.collect(service, project, pairs, deployment, before)  # as the server answers them now
     except OpenQnAError as exc:
         fail(exc.message)
-    before = service.calibration(proj)
     shipped = service.shipped_calibration
     fitted = cal.fit(points, shipped)
-    rows = [("before", before, cal.score(points, before, threshold)),
+    rows = [("before", before, cal.score(served, cal.AS_SERVED, threshold)),
             ("after (fitted on these questions)", fitted, cal.score(points, fitted, threshold)),
             (f"after ({cal.FOLDS}-fold cross-validated)", None, cal.cross_validated(points, threshold, shipped))]
     in_scope = sum(not p.off_topic for p in points)

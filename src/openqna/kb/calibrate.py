@@ -80,19 +80,28 @@ def parse_pairs(text: str, name: str) -> list[Pair]:
     return pairs
 
 
-def collect(service: Service, project: str, pairs: list[Pair], deployment: str = LIVE) -> list[Point]:
-    """Each question's top answer as ``ask`` ranks it, with its logit before rescaling."""
+# Reads points ``collect`` took with a calibration as they were served: their logit is the served confidence's.
+AS_SERVED = replace(CALIBRATION, scale=1.0, shift=0.0)
+
+
+def collect(service: Service, project: str, pairs: list[Pair], deployment: str = LIVE,
+            calibration: Calibration | None = None) -> list[Point]:
+    """Each question's top answer as ``ask`` ranks it, with its logit before rescaling (what ``fit`` fits); or, with
+    ``calibration``, as a project with that calibration is served (its logit that of the confidence the server
+    gives, read with ``AS_SERVED``: the shipped calibration's last step, ``ranking.regime``, is no affine map of the
+    logit before rescaling, so the figures "before" a project's first fit are read this way)."""
     index = service.indexes.get(project, deployment)
     known = set(int(i) for i in index.ids)
     missing = sorted({p.expected for p in pairs if p.expected is not None and p.expected not in known})
     if missing:
         raise InvalidArgument(f"Project '{project}' ({deployment}) has no QnA with id {missing[0]}"
                               + (f" (nor {len(missing) - 1} other ids)." if len(missing) > 1 else "."))
-    identity = rescaled(service.shipped_calibration, 1.0, 0.0)  # the logit itself, lexical part alike
+    if calibration is None:
+        calibration = rescaled(service.shipped_calibration, 1.0, 0.0)  # the logit itself, lexical part alike
     points = []
     for p in pairs:
         ranked, _ = service.rank(project, deployment, index, AskRequest(question=p.question, top=1),
-                                 calibration=identity)
+                                 calibration=calibration)
         if not ranked:
             points.append(Point(-math.inf, False, p.expected is None))
             continue
