@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -211,6 +212,25 @@ def bank_faq(service, intents: int = 30, feedback: int = 5) -> tuple[dict[str, i
     service.store.put_test_set("bank", TestSet("users", [
         {"question": u, "expected_qna_id": ids[n], "expected_answer": None, "metadata": {}} for u, n in asked[::2]]))
     return ids, asked[1::2]
+
+
+def test_test_set_questions_a_qna_stores_word_for_word_do_not_judge(service):
+    """Accepting a suggestion stores the user's question in its QnA, and `openqna test-set-from-log` makes a set of
+    them: each answered by an exact match, right at 100% with or without a model, and learnt from as the QnA's own
+    question.  Such a set of ten or more judged ahead of the feedback, so no model could ever be kept."""
+    ids, _ = bank_faq(service)
+    data = datasets.banking77(DATA)
+    accepted = {n: data.train[n][20] for n in ids}  # an accepted suggestion: a question added to its QnA
+    for n, question in accepted.items():
+        [qna] = [q for q in service.records("bank", "test") if q.id == ids[n]]
+        service.upsert("bank", [replace(qna, questions=[*qna.questions, question])])
+    service.store.put_test_set("bank", TestSet("users", [
+        {"question": q, "expected_qna_id": ids[n], "expected_answer": None, "metadata": {}}
+        for n, q in accepted.items()]))
+    (space,) = Trainer(service).train("bank").spaces
+    assert space.test_set_stored == len(accepted) == 30
+    assert space.judged_by != "test sets" and space.test_sets_before.questions != 30
+    assert space.json()["testSetQuestionsStored"] == 30
 
 
 def test_the_owners_test_sets_judge_a_one_question_faq_and_its_model_is_served(service):

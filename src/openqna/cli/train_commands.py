@@ -31,6 +31,9 @@ def _print(result: dict[str, Any]) -> None:
             click.echo(f"    {sb['questions']} {which}: top answer right {_pct(sb['top1'])} -> "
                        f"{_pct(sa['top1'])}, right at threshold {_pct(sb['rightAtThreshold'])} -> "
                        f"{_pct(sa['rightAtThreshold'])}")
+        if s.get("testSetQuestionsStored"):
+            click.echo(f"    {s['testSetQuestionsStored']} test-set questions not judged by: QnAs store them word for "
+                       f"word (accepted suggestions), so they are answered alike with or without a model")
         nb, na = s["withoutTheirAnswer"]["before"], s["withoutTheirAnswer"]["after"]
         if nb["questions"]:
             click.echo(f"    the same questions with the QnAs that answer them left out: answered anyway at the "

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from openqna.filters.match import KindIn
+from openqna.index.analyze import exact_key
 from openqna.index.memindex import IndexRecord, MemIndex
 from openqna.ranking import ranker
 from openqna.ranking.calibrations import Calibration
@@ -117,6 +118,9 @@ class SpaceReport:
     offset: float = 0.0  # the logit offset the adapter was given (``fit_offset``)
     l2: float = L2  # the strength of the penalty the adapter was fitted with (``adapter.fit``)
     feedback_coverage: float = 0.0  # the share of the QnAs that users' feedback names
+    # test-set questions left out of the judging: a QnA stores them word for word (an accepted suggestion), so an
+    # exact match answers them whatever the model, and they are learnt from as the QnA's own questions
+    test_set_stored: int = 0
 
     def json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -127,6 +131,7 @@ class SpaceReport:
         out["heldOutKind"] = out.pop("held_out_kind")
         out["feedbackCoverage"] = out.pop("feedback_coverage")
         out["judgedBy"] = out.pop("judged_by")
+        out["testSetQuestionsStored"] = out.pop("test_set_stored")
         out["testSets"] = {"before": out.pop("test_sets_before"), "after": out.pop("test_sets_after")}
         out["feedbackOtherQnas"] = {"before": out.pop("other_qnas_before"), "after": out.pop("other_qnas_after")}
         out["withoutTheirAnswer"] = {"before": out.pop("no_answer_before"), "after": out.pop("no_answer_after")}
@@ -429,13 +434,16 @@ def train_space(records: dict[int, IndexRecord], questions: dict[int, list[str]]
     page of one question per QnA, cannot stand for.  Otherwise the project's own held-out questions judge."""
     started = time.perf_counter()
     labelled = [q for q in labelled if q.accepted & records.keys()]  # the QnAs a set names may have been deleted
+    stored = {exact_key(text) for texts in questions.values() for text in texts}
+    asked = [q for q in labelled if exact_key(q.text) not in stored]  # the others test nothing a model changes
     feedback = [q for q in feedback if q.accepted & records.keys()]
     answerable = {rid for rid, r in records.items() if r.kind == "qna" and not r.context_only}
     judgeable = [q for q in feedback if q.accepted & answerable]  # a passage named is learnt from, not asked for
+    held, kind = held_out(records, questions, seed)
+    report = SpaceReport(space.name, kind, test_set_stored=len(labelled) - len(asked))
+    labelled = asked
     judged_by_sets = len(labelled) >= MIN_HELD_OUT
     folds = [] if judged_by_sets else feedback_folds(judgeable, seed)
-    held, kind = held_out(records, questions, seed)
-    report = SpaceReport(space.name, kind)
     if not held and not judged_by_sets and not folds:
         report.reason = (f"too few QnAs to hold any out and too few test-set or feedback questions to judge by: "
                          f"training needs at least {2 * MIN_HELD_OUT} QnAs with two or more questions, "
