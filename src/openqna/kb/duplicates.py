@@ -38,14 +38,21 @@ from typing import Any
 
 import numpy as np
 
+from openqna.index.analyze import cjk_share
 from openqna.index.memindex import MemIndex
 from openqna.kb.catalog import LIVE
 from openqna.kb.service import Service
-from openqna.ranking import adapt, ranker
+from openqna.ranking import adapt, calibrations, ranker
+from openqna.ranking.multilingual import cjk_kb
 from openqna.records import InvalidArgument, NotFound, Prompt, QnA
 
 QUESTION_SAME = 0.90  # question-question cosine at which two questions mean the same (module docstring)
 ANSWER_SAME = 0.90  # answer-answer cosine at which two answers say the same
+# The same in the multilingual space, which Chinese, Japanese and Korean text is read in (the default model cannot read
+# it: on the labelled Chinese question pairs of covid-qsim-tianchi-zh's train split, pairs at 0.90 or more in its space
+# are the same question 63% of the time, against 89% in the multilingual space; 0.94 there: 96%, 1,767 of 8,747 pairs
+# flagged; the dev split: 94%).  Its answers are held to the same cosine.
+MULTILINGUAL_SAME = 0.94
 # How far (in the ranker's scaled logit) another QnA must beat a question's own QnA for the question to be misplaced.
 # Chit-chat "professional" with 39 questions moved at random to another QnA: margins of 0.5, 1, 1.5 and 2 all find 34 of
 # them (the other 5 still rank their old QnA first), while the questions left in place that get flagged fall from 99 to
@@ -95,22 +102,33 @@ def find(service: Service, project: str, deployment: str = LIVE, *, misplaced: b
     """Duplicates, conflicts and (with ``misplaced``) misplaced questions of ``project``'s ``deployment``, best first."""
     proj = service.store.get_project(project)
     index = service.indexes.get(project, deployment)
-    q = index.q
-    if not q.n:
+    if not index.q.n:
         return []
+    own = service.calibration(proj)
+    same = Same(QUESTION_SAME, ANSWER_SAME)
+    cjk = cjk_units(index)
+    if cjk_kb(index):  # read as the server reads its questions: in the multilingual space
+        view = index.multilingual()
+        if view is None:  # no vectors there (OPENQNA_MULTILINGUAL=off): the default model cannot tell
+            return []
+        index, own, same = view, calibrations.MULTILINGUAL, Same(MULTILINGUAL_SAME, MULTILINGUAL_SAME)
+        cjk = np.zeros_like(cjk)
+    q = index.q
     qna_unit = ~index.passage[q.rows]
     units = np.flatnonzero(qna_unit)
     pairs: dict[tuple[int, int], tuple[float, int, int]] = {}  # record rows (lo, hi) -> (cosine, unit of lo, of hi)
     held: list[tuple[int, int, float, float]] = []  # misplaced: (unit, winner row, margin, cosine with the winner)
-    calibration = ranker.weights(index, service.calibration(proj))
-    informative = ranker.answer_informativeness(index) if calibration is not service.calibration(proj) else 0.0
-    alternates = (q.counts[q.rows] >= 2) & qna_unit
+    calibration = ranker.weights(index, own)
+    informative = ranker.answer_informativeness(index) if calibration is not own else 0.0
+    alternates = (q.counts[q.rows] >= 2) & qna_unit & ~cjk
     step = block_rows(q.n)
     for start in range(0, len(units), step):
         block = units[start:start + step]
         S = q.matrix[block] @ q.matrix.T  # the one pass: this block's questions against every question
         S[:, ~qna_unit] = -1.0
-        hit_i, hit_j = np.nonzero(S >= QUESTION_SAME)
+        S[:, cjk] = -1.0  # CJK questions of a KB read by the default model: compared below, in their own space
+        S[cjk[block]] = -1.0
+        hit_i, hit_j = np.nonzero(S >= same.question)
         for i, j in zip(hit_i.tolist(), hit_j.tolist()):
             u, v = int(block[i]), j
             ru, rv = int(q.rows[u]), int(q.rows[v])
@@ -121,12 +139,52 @@ def find(service: Service, project: str, deployment: str = LIVE, *, misplaced: b
             if score > pairs.get(key, (-2.0, 0, 0))[0]:
                 pairs[key] = (score, *pair)
         if misplaced:
-            held += _misplaced(index, calibration, informative, block, S, alternates[block])
-    return _findings(service, project, deployment, index, pairs, held)
+            held += _misplaced(index, calibration, informative, block, S, alternates[block], same)
+    if cjk.any():
+        _cjk_pairs(index, cjk & qna_unit, pairs)
+    return _findings(service, project, deployment, index, pairs, held, same, cjk)
+
+
+@dataclass(frozen=True)
+class Same:
+    """The cosines at which two questions, and two answers, say the same in the space they are compared in."""
+
+    question: float
+    answer: float
+
+
+def cjk_units(index: MemIndex) -> np.ndarray:
+    """Which question units hold a Chinese, Japanese or Korean word (one of their analysed terms)."""
+    postings = index.q.postings
+    tids = np.asarray([tid for term, tid in postings.vocab.items() if cjk_share(term) > 0], np.int64)
+    out = np.zeros(index.q.n, bool)
+    if len(tids):
+        units = postings.units[np.isin(postings.tids, tids)]
+        out[units[units < index.q.n]] = True
+    return out
+
+
+def _cjk_pairs(index: MemIndex, cjk: np.ndarray, pairs: dict[tuple[int, int], tuple[float, int, int]]) -> None:
+    """The pairs among the CJK questions (``cjk``) of a KB read by the default model, compared in the multilingual
+    space (none without vectors there): the default model cannot tell them apart."""
+    view = index.multilingual()
+    if view is None:
+        return
+    units = np.flatnonzero(cjk)
+    q = view.q
+    S = q.matrix[units] @ q.matrix[units].T
+    for i, j in zip(*np.nonzero(S >= MULTILINGUAL_SAME)):
+        u, v = int(units[i]), int(units[j])
+        ru, rv = int(q.rows[u]), int(q.rows[v])
+        if ru >= rv:
+            continue
+        score = float(S[i, j])
+        if score > pairs.get((ru, rv), (-2.0, 0, 0))[0]:
+            pairs[(ru, rv)] = (score, u, v)
 
 
 def _misplaced(index: MemIndex, calibration: Any, informative: float, block: np.ndarray, S: np.ndarray,
-               alternate: np.ndarray) -> list[tuple[int, int, float, float]]:
+               alternate: np.ndarray, same: Same) -> list[tuple[int, int, float, float]]:
     """The block's alternate questions another QnA wins by ``MISPLACED_MARGIN``: (unit, winner row, margin, cosine)."""
     q = index.q
     out = []
@@ -148,14 +206,14 @@ def _misplaced(index: MemIndex, calibration: Any, informative: float, block: np.
         for k in np.flatnonzero(margin >= MISPLACED_MARGIN).tolist():
             w = int(winner[k])
             cosine = float(best_cos[k, q.lo[w]:q.hi[w]].max()) if q.counts[w] else 0.0
-            if cosine < QUESTION_SAME:  # a near-identical question in the winner: a duplicate or conflict already
+            if cosine < same.question:  # a near-identical question in the winner: a duplicate or conflict already
                 out.append((int(units[k]), w, float(margin[k]), cosine))
     return out
 
 
 def _findings(service: Service, project: str, deployment: str, index: MemIndex,
               pairs: dict[tuple[int, int], tuple[float, int, int]],
-              held: list[tuple[int, int, float, float]]) -> list[Finding]:
+              held: list[tuple[int, int, float, float]], same: Same, cjk: np.ndarray) -> list[Finding]:
     q, a = index.q, index.a
     rows = {r for key in pairs for r in key} | {int(q.rows[u]) for u, *_ in held} | {w for _, w, *_ in held}
     ids = {r: int(index.ids[r]) for r in rows}
@@ -176,10 +234,14 @@ def _findings(service: Service, project: str, deployment: str, index: MemIndex,
 
     out = []
     for (r1, r2), (score, u1, u2) in pairs.items():
-        same = _same_text(answer(r1), answer(r2))
-        if not same and a.counts[r1] and a.counts[r2]:
-            same = float(a.matrix[a.lo[r1]] @ a.matrix[a.lo[r2]]) >= ANSWER_SAME
-        out.append(Finding("duplicate" if same else "conflict", [ids[r1], ids[r2]], min(score, 1.0),
+        same_answer = _same_text(answer(r1), answer(r2))
+        if not same_answer and a.counts[r1] and a.counts[r2]:
+            alike, at = a, same.answer
+            view = index.multilingual() if cjk[u1] or cjk[u2] else None  # a CJK pair of a KB read by the default model
+            if view is not None:
+                alike, at = view.a, MULTILINGUAL_SAME
+            same_answer = float(alike.matrix[alike.lo[r1]] @ alike.matrix[alike.lo[r2]]) >= at
+        out.append(Finding("duplicate" if same_answer else "conflict", [ids[r1], ids[r2]], min(score, 1.0),
                            [question(u1), question(u2)], [answer(r1), answer(r2)]))
     for unit, winner, margin, cosine in held:
         own = int(q.rows[unit])
