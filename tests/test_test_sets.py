@@ -192,6 +192,10 @@ def test_sets_upload_run_and_compare_over_http(service, secured):
             ("POST", f"{base}/test-sets/checks/:run", {"deploymentName": "staging"}, b"", 404, "'staging'"),
             ("POST", f"{base}/test-sets/checks/:run", {"threshold": "2"}, b"", 400, "threshold"),
             ("GET", f"{base}/test-runs/99", {}, b"", 404, "Test run 99"),
+            ("GET", f"{base}/test-runs/99999999999999999999", {}, b"", 404, "Test run 99999999999999999999"),
+            ("GET", f"{base}/test-runs/²", {}, b"", 400, "A run id is a number"),
+            ("GET", f"{base}/test-runs/compare", {"old": "99999999999999999999", "new": "1"}, b"", 404,
+             "Test run 99999999999999999999"),
             ("GET", f"{base}/test-runs/compare", {"old": "1"}, b"", 400, "?old=RUN_ID&new=RUN_ID")):
         r = httpx.request(method, url, params=params, content=body, headers=headers)
         assert r.status_code == status and says in r.json()["error"]["message"], (url, r.text)

@@ -137,7 +137,7 @@ class TestSetRoutes:
     def one_run(self, request: Request) -> Response:
         project = self._author(request)
         raw = request.path_params["runId"]
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):
             raise InvalidArgument(f"A run id is a number (GET .../test-runs lists them), not '{raw}'.", target="runId")
         return JSONResponse(summary_json(self.service.test_run(project, int(raw)), with_results=True))
 
@@ -148,7 +148,7 @@ class TestSetRoutes:
         ids = []
         for key in ("old", "new"):
             raw = params.string(key, max_len=20)
-            if raw is None or not raw.strip().isdigit():
+            if raw is None or not (raw.strip().isascii() and raw.strip().isdigit()):
                 raise InvalidArgument(f"Name the runs to compare by id: ?old=RUN_ID&new=RUN_ID (GET .../test-runs "
                                       f"lists them); '{key}' is missing or not a number.", target=key)
             ids.append(int(raw))

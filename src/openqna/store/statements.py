@@ -689,8 +689,9 @@ class SharedStatements(Dialect):
     def get_test_run(self, project: str, run_id: int) -> TestRun:
         with self._reading() as db:
             pid = self._project_id(db, project)
-            r = db.execute(self._sql("SELECT id, test_set, deployment, created, threshold, summary, results"
-                                     " FROM test_runs WHERE project_id=? AND id=?"), (pid, run_id)).fetchone()
+            r = None if not 0 <= run_id < 2**63 else db.execute(self._sql(  # no column holds a larger one
+                "SELECT id, test_set, deployment, created, threshold, summary, results FROM test_runs WHERE"
+                " project_id=? AND id=?"), (pid, run_id)).fetchone()
         if r is None:
             raise NotFound(f"Test run {run_id} of project '{project}' was not found.")
         return TestRun(int(r[0]), r[1], r[2], r[3], float(r[4]), self._from_json(r[5]), self._from_json(r[6]))
