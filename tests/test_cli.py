@@ -660,3 +660,33 @@ def test_migrate_keeps_the_numbers_of_versions_past_those_kept(tmp_path, monkeyp
     run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
     again = run("migrate", "--from", str(tmp_path / "a"), "--to", str(tmp_path / "c"), data=tmp_path)
     assert "nothing was changed" in again.stdout, again.stdout
+
+
+def test_diff_names_a_changed_model_and_synonyms(tmp_path):
+    """A deploy that changes only the trained model or the synonyms changes answers, and `openqna diff` said "0 added,
+    0 changed, 0 deleted" between two versions of which one had a model."""
+    import json
+
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    faq = tmp_path / "faq.tsv"
+    faq.write_text("QnaId\tQuestion\tAnswer\n1\tWhen are you open?\tFrom 9 to 5.\n")
+    run("import", "shop", str(faq), data=data)
+    run("deploy", "shop", data=data)
+    store = SQLiteStore(data)
+    store.set_trained("shop", b"a model", {"kept": True})
+    store.set_synonyms("shop", [["open", "opening hours"]])
+    trained = store.get_trained("shop")
+    store.close()
+    changes = json.loads(run("diff", "shop", "v1", "--json", data=data).stdout)
+    assert changes["qnas"] == {"added": [], "changed": [], "deleted": []}
+    assert changes["synonyms"] == {"added": [["open", "opening hours"]], "removed": []}
+    assert changes["model"] == {"changed": True, "old": None,
+                                "new": {"hash": trained.hash[:12], "trainedDateTime": trained.created}}
+    text = run("diff", "shop", "v1", data=data).stdout
+    assert "synonyms: 1 groups added, 0 removed\n  + open, opening hours" in text
+    assert f"trained model: changed, none -> {trained.hash[:12]}" in text
+    run("deploy", "shop", data=data)
+    same = json.loads(run("diff", "shop", "v2", "production", "--json", data=data).stdout)
+    assert same["model"]["changed"] is False and same["synonyms"] == {"added": [], "removed": []}

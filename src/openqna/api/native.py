@@ -16,7 +16,8 @@ error envelope (the console's other half speaks Azure):
   hash, whether its content is kept and whether the deployment holds it now);
 * ``POST /openqna/projects/{project}/deployments/{deployment}/:rollback?version=N`` — deploy kept version N again;
 * ``GET /openqna/projects/{project}/compare?old=&new=`` — what changed between two states (``test``, a deployment,
-  or a version ``v3``), QnAs and passages apart, and for a changed QnA which parts, old and new;
+  or a version ``v3``), QnAs and passages apart, and for a changed QnA which parts, old and new; the synonym groups
+  added and removed; the trained model each holds and whether it changed;
 * ``POST /openqna/projects/{project}/:inspect?deploymentName=`` — a ``:query-knowledgebases`` body
   answered with what each confidence is made of, and why the default answer was given when it was;
 * ``POST|DELETE /openqna/projects/{project}/calibration`` — ``openqna calibrate`` on an uploaded development

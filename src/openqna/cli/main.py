@@ -348,6 +348,18 @@ def diff(project: str, old: str, new: str, as_json: bool, data_dir: str) -> None
             for name, change in cast(dict[str, dict[str, object]], item["changes"]).items():
                 click.echo(f"      {name}: {json.dumps(change['old'], ensure_ascii=False)}"
                            f" -> {json.dumps(change['new'], ensure_ascii=False)}")
+    synonyms = changes["synonyms"]
+    click.echo(f"synonyms: {len(synonyms['added'])} groups added, {len(synonyms['removed'])} removed")
+    for key, sign in (("added", "+"), ("removed", "-")):
+        for group in synonyms[key]:
+            click.echo(f"  {sign} {', '.join(group)}")
+    model = changes["model"]
+
+    def trained(side: dict[str, str] | None) -> str:
+        return "none" if side is None else f"{side['hash']} (trained {side['trainedDateTime']})"
+
+    click.echo(f"trained model: {'changed' if model['changed'] else 'unchanged'}, {trained(model['old'])}"
+               + (f" -> {trained(model['new'])}" if model["changed"] else ""))
 
 
 @main.command()

@@ -19,6 +19,7 @@ from openqna import settings
 from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
+from openqna.store.statements import version_name
 
 __all__ = ["LIVE", "NAME", "Catalog", "Deployment", "Job", "Project", "Source", "Store", "StoredFile", "Version",
            "check_deployment_name", "check_location", "check_project_name", "embedded_dir", "kind_of", "is_postgres",
@@ -243,16 +244,34 @@ class Catalog:
             return self.store.version_records(project, number)
         return self.records(project, name)
 
-    def compare(self, project: str, old: str, new: str) -> dict[str, dict[str, list[dict[str, object]]]]:
+    def compare(self, project: str, old: str, new: str) -> dict[str, dict[str, Any]]:
         """What changed from state ``old`` to state ``new`` (``state``'s names), QnAs and passages apart: each
         ``added``, ``changed`` (with which of questions, answer, metadata and prompts changed, old and new) and
-        ``deleted``."""
+        ``deleted``; the synonym groups ``added`` and ``removed``; and the trained model (``openqna train``) each
+        state holds (``old``, ``new``: its hash and when it was trained, or None) and whether it ``changed``: a
+        deploy that changes only the model changes answers too."""
         changes = _diff(self.state(project, old), self.state(project, new))
-        out: dict[str, dict[str, list[dict[str, object]]]] = {"qnas": {}, "passages": {}}
+        out: dict[str, dict[str, Any]] = {"qnas": {}, "passages": {}}
         for key, items in changes.items():
             out["passages"][key] = [i for i in items if i["kind"] == "passage"]
             out["qnas"][key] = [i for i in items if i["kind"] != "passage"]
+        groups = [{tuple(sorted(g)): g for g in self._state_synonyms(project, name)} for name in (old, new)]
+        out["synonyms"] = {"added": [g for k, g in groups[1].items() if k not in groups[0]],
+                           "removed": [g for k, g in groups[0].items() if k not in groups[1]]}
+        models = [self.store.get_trained(project, self._state_key(name)) for name in (old, new)]
+        out["model"] = {"changed": (models[0] and models[0].hash) != (models[1] and models[1].hash),
+                        **{side: None if m is None else {"hash": m.hash[:12], "trainedDateTime": m.created}
+                           for side, m in zip(("old", "new"), models)}}
         return out
+
+    def _state_key(self, name: str) -> str:
+        """The store's name of state ``name`` (``state``'s names): a kept version's is ``version_name``."""
+        number = version_number(name)
+        return name if number is None else version_name(number)
+
+    def _state_synonyms(self, project: str, name: str) -> list[list[str]]:
+        number = version_number(name)
+        return self.store.version_synonyms(project, number) if number is not None else self.synonyms(project, name)
 
     def content(self, project: str, deployment: str = LIVE) -> KnowledgeBaseContent:
         """Records and synonyms of one deployment, as the file formats write them."""
