@@ -111,6 +111,20 @@ def test_an_edit_started_from_an_older_qna_is_a_conflict(authoring):
         "to compare it with.")
 
 
+def test_two_edits_in_one_second_from_the_same_state_are_a_conflict(authoring):
+    """Stamps are to the second: a QnA written twice within one kept its stamp, so the second of two edits started
+    from the same state passed the check and silently undid the first (4 times in 5 over HTTP)."""
+    authoring.update_qnas("kb", [QnaOp("replace", QnA(["Where is the pen?"], "On the desk.", id=3))])
+    when = stored(authoring)[3].last_updated  # read at once, as the console reads a QnA it opens
+    authoring.update_qnas("kb", [QnaOp("replace", QnA(["Where is the pen?"], "In the box.", id=3),
+                                       if_last_updated=when)])
+    assert stored(authoring)[3].last_updated > when
+    with pytest.raises(Conflict, match=r"\[0\] replace: QnA 3 was changed elsewhere"):
+        authoring.update_qnas("kb", [QnaOp("replace", QnA(["Where is the pen?"], "In the drawer.", id=3),
+                                           if_last_updated=when)])
+    assert stored(authoring)[3].answer == "In the box."
+
+
 def test_a_replace_without_questions_keeps_the_stored_ones(authoring):
     authoring.update_qnas("kb", [QnaOp("replace", QnA([], "Magnetically, on the side.", id=3), keep_questions=True)])
     assert stored(authoring)[3].questions == ["Where is the pen?"]

@@ -6,6 +6,7 @@ written by core and one written by a store compare as strings.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,3 +32,17 @@ def stamped(stamp: str | None) -> Iterator[None]:
         yield
     finally:
         _STAMP.reset(token)
+
+
+def later_than(stamp: str) -> None:
+    """Wait, a second at most, until ``now_iso`` is later than ``stamp`` (at once when it is, or under ``stamped``).
+
+    A record's ``lastUpdatedDateTime`` is what an edit names as the state it started from (``ifLastUpdated``); written
+    twice within one second, a record kept one stamp, so an edit started from the first state passed the check
+    against the second, and undid it.  A writer that waits here first never gives a record the stamp it had.
+    """
+    if _STAMP.get() is not None:
+        return
+    deadline = time.monotonic() + 1.1
+    while now_iso() <= stamp and time.monotonic() < deadline:
+        time.sleep(0.02)

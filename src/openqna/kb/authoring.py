@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from urllib.parse import parse_qs, urlparse
 
 from openqna import strict_json
+from openqna.clock import later_than
 from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
 from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.ingest import parse_document
@@ -173,6 +174,9 @@ class Authoring:
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self.check_prompts(project, writes, set(deletes), existing)
         accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
+        replaced = [existing[q.id].last_updated or "" for q in writes if q.id in existing]
+        if replaced:
+            later_than(max(replaced))  # a QnA written twice in one second must not keep its stamp (``ifLastUpdated``)
         self.service.upsert(project, writes, match_content=False)
         if accepted:
             self.store.add_accepted(project, accepted)
