@@ -293,7 +293,9 @@ def test_openqna_test_set_from_log_takes_accepted_suggestions(tmp_path):
                                            0.4)])
     store.close()
     accepted = run("suggestions", "shop", "--accept", "3", "Do you take Visa?", data=data)
-    assert "QnA #3 now has 2 questions" in accepted.stdout
+    assert "QnA #3 now has 2 questions" in accepted.stdout and "no user suggested it" not in accepted.stdout
+    typed = run("suggestions", "shop", "--accept", "3", "a question nobody asked", data=data)  # the owner's own
+    assert "QnA #3 now has 3 questions (no user suggested it: added as a question, not recorded" in typed.stdout
     text = run("test-set-from-log", "shop", "labelled", data=data).stdout
     assert "saved 2 questions as test set 'labelled': 1 accepted suggestion, 1 logged question with feedback" in text
     assert "'Do you take Visa?' -> QnA #3 (accepted)" in text and "openqna test shop --set labelled" in text

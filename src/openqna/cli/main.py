@@ -401,8 +401,10 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
     try:
         if accept:
             authoring = Authoring(open_service(data_dir))
-            qna = authoring.accept_suggestion(project, accept[0], accept[1])
-            click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions")
+            qna, suggested = authoring.accept_suggestion(project, accept[0], accept[1])
+            click.echo(f"QnA #{qna.id} now has {len(qna.questions)} questions"
+                       + ("" if suggested else " (no user suggested it: added as a question, not recorded as an "
+                                               "accepted suggestion for test sets)"))
             return
         authoring = Authoring(open_service(data_dir))
         found = authoring.suggestions(project)

@@ -69,6 +69,16 @@ def file_metadata(data: bytes) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
+def cluster_questions(clusters: list[dict]) -> list[str]:
+    """The questions of suggestion clusters (QnA Maker's shape: ``alternateQuestionList``, any case)."""
+    out = []
+    for cluster in clusters:
+        fields = {k.lower(): k for k in cluster}
+        for a in cluster.get(fields.get("alternatequestionlist", ""), []):
+            out.append(str({k.lower(): v for k, v in a.items()}.get("question", "")))
+    return out
+
+
 def without_questions(clusters: list[dict], questions: set[str]) -> list[dict]:
     """Suggestion clusters (QnA Maker's shape) without ``questions`` (any case); emptied clusters are dropped."""
     drop = {q.lower() for q in questions}
@@ -283,16 +293,22 @@ class Authoring:
                 out[qid] = keep
         return out
 
-    def accept_suggestion(self, project: str, qna_id: int, question: str) -> QnA:
+    def accept_suggestion(self, project: str, qna_id: int, question: str) -> tuple[QnA, bool]:
+        """Add ``question`` to QnA ``qna_id``; returns it, and whether ``question`` was one of its suggestions (users'
+        feedback, or an imported suggestion): only those are recorded as accepted, the users' questions that test
+        sets are made from (``openqna test-set-from-log``), so a question the owner typed is not taken for a user's."""
         qna = self.store.get_qnas(project, [qna_id]).get(qna_id)
         if qna is None:
             raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
+        sent = {q.casefold() for q, _ in self.store.list_feedback(project, [qna_id]).get(qna_id, [])}
+        suggested = question.casefold() in sent | {q.casefold() for q in cluster_questions(qna.suggested_questions)}
         if question.lower() not in {q.lower() for q in qna.questions}:
             qna.questions.append(question)
             self.service.upsert(project, [qna], match_content=False)
-            self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
+            if suggested:
+                self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
         self.store.delete_feedback(project, qna_id, question)
-        return qna
+        return qna, suggested
 
     def reject_suggestion(self, project: str, qna_id: int, question: str) -> bool:
         """Drop a suggested question of a QnA (the user feedback sent with it, and the imported suggestion
