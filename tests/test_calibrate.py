@@ -33,21 +33,32 @@ def off_topic_questions(n: int) -> list[str]:
     return (SHARED_DATA / "hwu64" / "train" / "seq.in").read_text().splitlines()[:n]
 
 
-def test_calibrate_fits_saves_and_the_server_uses_it(tmp_path, embedder):
+def bank_project(tmp_path, embedder):
+    """The 12-intent banking project in a store under ``tmp_path / "data"`` and its development file of 48 in-scope
+    and 16 off-topic questions: (store, service, QnA id by answer, rows of (question, QnA id or None), file)."""
     from openqna.kb.service import Service
     from openqna.store.sqlite import SQLiteStore
 
-    data = tmp_path / "data"
-    store = SQLiteStore(data)
+    store = SQLiteStore(tmp_path / "data")
     service = Service(store, embedder)
     kb, dev = banking_kb_and_dev_questions()
     service.create_project("bank")
     service.upsert("bank", kb)
     id_of = {q.answer: q.id for q in store.list_qnas("bank")}
-    store.close()
-    rows = [(q, str(id_of[label])) for q, label in dev] + [(q, "none") for q in off_topic_questions(16)]
+    rows = [(q, id_of[label]) for q, label in dev] + [(q, None) for q in off_topic_questions(16)]
     devfile = tmp_path / "dev.tsv"
-    devfile.write_text("question\tqnaId\n" + "".join(f"{q}\t{e}\n" for q, e in rows))
+    devfile.write_text("question\tqnaId\n" + "".join(f"{q}\t{'none' if e is None else e}\n" for q, e in rows))
+    return store, service, id_of, rows, devfile
+
+
+def test_calibrate_fits_saves_and_the_server_uses_it(tmp_path, embedder):
+    from openqna.kb.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    store, _, id_of, _, devfile = bank_project(tmp_path, embedder)
+    _, dev = banking_kb_and_dev_questions()
+    store.close()
 
     dry = run("calibrate", "bank", str(devfile), "--dry-run", data=data)
     assert "64 questions (48 in scope, 16 off-topic), threshold 0.5" in dry.stdout
@@ -115,19 +126,10 @@ def test_the_figures_before_and_after_are_what_the_server_answers(tmp_path, embe
     """"before" was read off the logit before rescaling with the shipped scale and shift, but the shipped
     calibration's last step (ranking/regime.py) is no affine map of it: a covid FAQ page answered 25% of its dev
     questions right at 0.5, calibrate said 60%, and a fit that doubled the right answers looked like a loss."""
-    from openqna.kb.service import AskRequest, Service
-    from openqna.store.sqlite import SQLiteStore
+    from openqna.kb.service import AskRequest
 
     data = tmp_path / "data"
-    store = SQLiteStore(data)
-    service = Service(store, embedder)
-    kb, dev = banking_kb_and_dev_questions()
-    service.create_project("bank")
-    service.upsert("bank", kb)
-    id_of = {q.answer: q.id for q in store.list_qnas("bank")}
-    rows = [(q, id_of[label]) for q, label in dev] + [(q, None) for q in off_topic_questions(16)]
-    devfile = tmp_path / "dev.tsv"
-    devfile.write_text("question\tqnaId\n" + "".join(f"{q}\t{'none' if e is None else e}\n" for q, e in rows))
+    store, service, _, rows, devfile = bank_project(tmp_path, embedder)
 
     def served() -> tuple[float, float]:  # in-scope right and off-topic rejected at 0.5, asked as a bot asks
         right, rejected = [], []
