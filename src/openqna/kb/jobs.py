@@ -102,13 +102,14 @@ class JobRunner:
     def start(self) -> None:
         """Start the worker threads, one per lane (idempotent); the server does so on start-up."""
         with self._start_lock:
-            self._stop.clear()
-            for i, worker in enumerate(self._workers):
-                if worker is None or not worker.is_alive():
-                    name = "openqna-job-worker" + (f"-{'-'.join(self._lanes[i])}" if i < len(self._lanes) - 1 else "")
-                    thread = threading.Thread(target=self._loop, args=(i,), name=name, daemon=True)
-                    self._workers[i] = thread
-                    thread.start()
+            dead = [i for i, worker in enumerate(self._workers) if worker is None or not worker.is_alive()]
+            if dead:  # only then: a shutdown under way (its workers still finishing) must not be undone
+                self._stop.clear()
+            for i in dead:
+                name = "openqna-job-worker" + (f"-{'-'.join(self._lanes[i])}" if i < len(self._lanes) - 1 else "")
+                thread = threading.Thread(target=self._loop, args=(i,), name=name, daemon=True)
+                self._workers[i] = thread
+                thread.start()
 
     def _loop(self, lane: int) -> None:
         wake, kinds = self._wakes[lane], self._lanes[lane]
