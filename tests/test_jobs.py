@@ -122,3 +122,13 @@ def test_a_kind_with_a_lane_of_its_own_holds_up_no_other_kind(runners):
     gate.set()
     laned.wait()
     assert laned.store.get_job(slow.id).status == "succeeded"
+
+
+def test_a_handler_added_after_the_runner_is_made_is_run(runners):
+    """VectorStores adds its handler to the server's runner after it is made: the runner's lanes once read the kinds
+    when it was made, and its vector store files waited for ever."""
+    ran = []
+    laned = runners({"train": lambda job: None}, lanes=(frozenset({"train"}),))
+    laned.handlers["vector_store_file"] = lambda job: ran.append(job.id)
+    job = laned.submit("vector_store_file", "p")
+    _until(lambda: ran == [job.id], "the late kind runs on the shared worker")

@@ -62,14 +62,13 @@ class JobRunner:
         self.lease_seconds = settings.job_lease_seconds() if lease_seconds is None else lease_seconds
         if self.poll_seconds <= 0 or self.lease_seconds <= 0:
             raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
-        own = frozenset().union(*lanes)
-        # each worker's kinds: those of a lane of their own, then every other kind
-        self._lanes = [sorted(k for k in handlers if k in lane) for lane in lanes]
-        self._lanes = [kinds for kinds in self._lanes if kinds] + [sorted(k for k in handlers if k not in own)]
-        self._wakes = [threading.Event() for _ in self._lanes]
+        # each worker's kinds: those of a lane of its own, then (the last worker) every other kind; read from
+        # ``handlers`` at each claim, since a part of the server may add its handler later (``VectorStores``)
+        self._lanes = [frozenset(lane) for lane in lanes]
+        self._wakes = [threading.Event() for _ in range(len(self._lanes) + 1)]
         self._stop = threading.Event()
         self._finished = threading.Condition()
-        self._workers: list[threading.Thread | None] = [None] * len(self._lanes)
+        self._workers: list[threading.Thread | None] = [None] * len(self._wakes)
         self._start_lock = threading.Lock()
 
     # -- submitting ------------------------------------------------------------------------------
@@ -106,17 +105,24 @@ class JobRunner:
             if dead:  # only then: a shutdown under way (its workers still finishing) must not be undone
                 self._stop.clear()
             for i in dead:
-                name = "openqna-job-worker" + (f"-{'-'.join(self._lanes[i])}" if i < len(self._lanes) - 1 else "")
+                name = "openqna-job-worker" + (f"-{'-'.join(sorted(self._lanes[i]))}" if i < len(self._lanes) else "")
                 thread = threading.Thread(target=self._loop, args=(i,), name=name, daemon=True)
                 self._workers[i] = thread
                 thread.start()
 
+    def _kinds(self, lane: int) -> list[str]:
+        """The kinds worker ``lane`` claims: its lane's, or (the last worker) those of no lane."""
+        if lane < len(self._lanes):
+            return sorted(k for k in self.handlers if k in self._lanes[lane])
+        return sorted(k for k in self.handlers if not any(k in own for own in self._lanes))
+
     def _loop(self, lane: int) -> None:
-        wake, kinds = self._wakes[lane], self._lanes[lane]
+        wake = self._wakes[lane]
         while not self._stop.is_set():
             wake.clear()  # before claiming: a submit from now on is either claimed below or wakes the wait
             try:
                 self.recover()
+                kinds = self._kinds(lane)
                 job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
             except OpenQnAError as exc:  # the store is unreachable for a moment (it logs so): try at the next poll
                 log.debug("claiming a job failed: %s", exc.message)
