@@ -45,6 +45,13 @@ function nav() {
 
 function signOut() { saveKey(""); session.grants = []; location.hash = "#/projects"; start(); }
 
+// Ask the server who this tab is again (after its key changed) and redraw the navigation to match.
+export async function signedIn() {
+  const ok = await whoami();
+  if (ok) nav();
+  return ok;
+}
+
 async function whoami() {
   const { data } = await call("GET", "/openqna/whoami");
   Object.assign(session, data);
