@@ -89,3 +89,33 @@ def test_the_first_key_made_in_the_console_is_shown_and_signs_the_tab_in(open_se
     page.reload()  # the key stays in the tab
     expect(page.get_by_role("heading", name="API keys")).to_be_visible()
     tab.done()
+
+
+SLOW_QNAS = """(() => {  // the QnAs page's read takes 1.5 s, as on a project of thousands of QnAs
+  const fetch = window.fetch;
+  window.fetch = (url, init) => String(url).includes("/qnas?")
+    ? new Promise((resolve) => setTimeout(resolve, 1500)).then(() => fetch(url, init)) : fetch(url, init);
+})()"""
+
+
+def test_a_slow_page_is_not_drawn_over_a_newer_one(server, browser):  # noqa: F811
+    """QnAs clicked, then Test 150 ms later while the QnAs still load: the Test page stays (before, the QnAs
+    editor was drawn over it when its read ended, under the URL #/p/kb1/chat)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/chat")
+    expect(page.get_by_role("heading", name="kb1: test")).to_be_visible()
+    page.evaluate(SLOW_QNAS)
+    tabs = page.locator("nav.tabs")
+    tabs.get_by_role("link", name="QnAs").click()
+    page.wait_for_timeout(150)
+    tabs.get_by_role("link", name="Test", exact=True).click()
+    expect(page.get_by_role("heading", name="kb1: test")).to_be_visible()
+    page.wait_for_timeout(2500)  # the QnAs' read has ended
+    assert page.url.endswith("#/p/kb1/chat")
+    expect(page.locator("main h1")).to_have_text("kb1: test")
+    expect(page.get_by_role("button", name="New QnA")).to_have_count(0)
+    tabs.get_by_role("link", name="QnAs").click()  # and a QnAs page still draws when it is the newest
+    expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
+    tab.done()

@@ -20,17 +20,26 @@ export function can(role, project) {
     (!project || g.projects === null || g.projects.map((p) => p.toLowerCase()).includes(project.toLowerCase())));
 }
 
+// Each route() is one navigation, numbered: a page still loading when a newer navigation begins (a slow QnAs
+// tab, then Test clicked) is dropped, with its unsaved-changes guard, instead of being drawn over the newer one.
+let navigations = 0;
+export function navigation() { return navigations; }
+function stale(token) { return token !== undefined && token !== navigations; }
+
 let dirty = null; // a function answering whether the open form has unsaved changes
-export function guard(fn) { dirty = fn; }
+export function guard(fn, token) { if (!stale(token)) dirty = fn; }
 let current = location.hash;
 
 function main() { return document.getElementById("main"); }
 
-export function render(view) {
+// Draw a page; `token` (navigation() when its loading began) drops it if a newer navigation began since.
+export function render(view, token) {
+  if (stale(token)) return false;
   const node = main();
   node.replaceChildren(view);
   const heading = node.querySelector("h1");
   if (heading) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); }
+  return true;
 }
 
 function nav() {
@@ -73,6 +82,7 @@ function signIn(message) {
 }
 
 export async function route() {
+  const token = ++navigations;
   const hash = location.hash || "#/projects";
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   try {
@@ -88,7 +98,7 @@ export async function route() {
       return await showEditor(parts[1]);
     }
     return await showProjects();
-  } catch (error) { fail(error); }
+  } catch (error) { if (!stale(token)) fail(error); }
 }
 
 window.addEventListener("hashchange", () => {

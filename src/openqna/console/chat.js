@@ -2,7 +2,7 @@
 // follow-up prompts as buttons with the context carried, and Inspect (/openqna/.../:inspect) to see
 // what each confidence is made of.  A test question can become an alternate question of a QnA.
 import { all, call, get, operation, project } from "./api.js";
-import { can, render } from "./app.js";
+import { can, navigation, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
@@ -49,6 +49,7 @@ function spanText(text) {
 }
 
 export async function showChat(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   const deployments = (await get(`/openqna/projects`)).value.find((p) => p.projectName.toLowerCase() === name.toLowerCase());
   const deployment = h("select", {}, h("option", { value: "test" }, "test (the live state)"),
     (deployments ? deployments.deployments : []).map((d) => h("option", { value: d }, d)));
@@ -147,6 +148,6 @@ export async function showChat(name) {
     h("div", { class: "row tools" }, field("Ask", deployment), field("Top", top),
       h("div", { class: "field" }, h("label", { for: "threshold" }, "Threshold ", shown), Object.assign(threshold, { id: "threshold" })),
       field("Metadata filter", filter)),
-    h("div", { class: "split" }, h("div", { class: "card" }, log, form), inspect)));
+    h("div", { class: "split" }, h("div", { class: "card" }, log, form), inspect)), token);
   question.focus();
 }

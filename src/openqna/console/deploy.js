@@ -1,7 +1,7 @@
 // Deploy: what differs between `test` and each deployment (QnAs and passages apart, and for a changed QnA what
 // changed, old and new), deploying after a confirmation, and every deployed version with a rollback.
 import { all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { trainingCard } from "./training.js";
@@ -61,6 +61,7 @@ export function confirmIn(slot, message, label, action) {
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
 
 export async function showDeploy(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "deploy", "deploying"));
   const base = `/openqna/projects/${encodeURIComponent(name)}`;
   const [deployments, versions, training] = await Promise.all([all(`${project(name)}/deployments`),
@@ -111,7 +112,7 @@ export async function showDeploy(name) {
     preview, h("button", { type: "submit" }, "Deploy"), slot);
   render(h("section", {}, tabs(name, "deploy"), h("h1", {}, `${name}: deployments`), progress,
     await trainingCard(name, progress), cards.length ? cards : h("p", {}, "Not deployed yet."), form,
-    history(versions.value, rollback)));
+    history(versions.value, rollback)), token);
 }
 
 // Every deploy, newest first: a kept version another deployment state can be rolled back to in one click (and a

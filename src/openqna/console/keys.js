@@ -1,6 +1,6 @@
 // API keys (admin): create (the secret is shown once), list, revoke.
 import { call, get, saveKey } from "./api.js";
-import { render, route, session, signedIn } from "./app.js";
+import { navigation, render, route, session, signedIn } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
 let created = null; // the key just made: its secret is shown once, on top of the page drawn next
@@ -33,6 +33,7 @@ async function signInWith(key) {
 }
 
 export async function showKeys() {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   const secret = created ? secretCard(created) : null;
   created = null;
   let value;
@@ -41,8 +42,7 @@ export async function showKeys() {
   } catch (error) {
     if (!secret) throw error;
     // the secret is shown whatever happens next: it exists nowhere else
-    render(h("section", {}, h("h1", {}, "API keys"), secret));
-    fail(error);
+    if (render(h("section", {}, h("h1", {}, "API keys"), secret), token)) fail(error);
     return;
   }
   const name = h("input", { required: true });
@@ -70,5 +70,5 @@ export async function showKeys() {
       await showKeys();
     } catch (e) { fail(e); }
   } }, h("h2", {}, "New key"), field("Name", name), field("Role", role), field("Projects (comma-separated)", projects), h("button", { type: "submit" }, "Create key"));
-  render(h("section", {}, h("h1", {}, "API keys"), secret, table(["Id", "Name", "Role", "Projects", "Created", ""], rows), form));
+  render(h("section", {}, h("h1", {}, "API keys"), secret, table(["Id", "Name", "Role", "Projects", "Created", ""], rows), form), token);
 }

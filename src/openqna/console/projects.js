@@ -1,6 +1,6 @@
 // Projects: list, create, delete, import (an uploaded file or a URL source, with the job's progress), export.
 import { AUTHORING, all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
 const FILES = ".tsv,.txt,.csv,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
@@ -118,6 +118,7 @@ export function exportForm(name, progress) {
 }
 
 export async function showProjects() {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   const { value } = await get("/openqna/projects");
   const progress = h("p", { class: "progress", role: "status", hidden: true });
   const rows = value.map((p) => [
@@ -144,7 +145,7 @@ export async function showProjects() {
   render(h("section", {}, h("h1", {}, "Projects"),
     value.length ? table(["Project", "QnAs", "Passages", "Last deployed", "Last modified", "Export", ""], rows)
       : h("p", {}, "No projects yet" + (author ? ": create one or import a file." : ".")),
-    progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null));
+    progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null), token);
 }
 
 export { importForm, all, AUTHORING };
