@@ -119,3 +119,23 @@ def test_a_slow_page_is_not_drawn_over_a_newer_one(server, browser):  # noqa: F8
     tabs.get_by_role("link", name="QnAs").click()  # and a QnAs page still draws when it is the newest
     expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
     tab.done()
+
+
+def test_create_project_refuses_a_name_in_use(server, browser):  # noqa: F811
+    """"Create project" with the name of an existing one (in another case) is refused and changes nothing (before,
+    its create-or-update PATCH gave kb1 the language and default answer typed for the new project)."""
+    url, secret = server
+    before = azure(url, secret, "GET", "/kb1").json()
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.get_by_label("Name", exact=True).fill("KB1")
+    page.get_by_label("Language").fill("de")
+    page.get_by_label("Default answer").fill("Keine Antwort")
+    page.get_by_role("button", name="Create project").click()
+    wait_status(page, "A project named kb1 already exists")
+    assert page.url.endswith("/") or page.url.endswith("#/projects")
+    after = azure(url, secret, "GET", "/kb1").json()
+    assert after["language"] == before["language"] and after["settings"] == before["settings"]
+    assert after["lastModifiedDateTime"] == before["lastModifiedDateTime"]
+    tab.done()
+

@@ -46,6 +46,14 @@ async function counts(target) {
   return p ? { qnas: p.qnas, passages: p.passages } : { qnas: 0, passages: 0 };
 }
 
+// The name a project is stored under when `target` names one (names are case-insensitive: `KB1` is `kb1`), else null
+// (none, or none this key may see). Read from the list, which answers 200 either way: a 404 would be a console error.
+async function existing(target) {
+  const { value } = await get("/openqna/projects");
+  const p = value.find((x) => x.projectName.toLowerCase() === target.toLowerCase());
+  return p ? p.projectName : null;
+}
+
 function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
 function resultText(what, target, before, after) {
@@ -136,9 +144,16 @@ export async function showProjects() {
   const language = h("input", { value: "en", size: 6 });
   const create = h("form", { class: "card", onsubmit: async (event) => {
     event.preventDefault();
-    try {
-      await call("PATCH", project(name.value.trim()), { language: language.value, settings: { defaultAnswer: answer.value } });
-      location.hash = `#/p/${encodeURIComponent(name.value.trim())}/edit`;
+    const wanted = name.value.trim();
+    try { // the PATCH creates or updates: a name in use would silently get this language and default answer
+      const taken = await existing(wanted); // read again: another tab may have made it since this page was drawn
+      if (taken) {
+        fail(new Error(`A project named ${taken} already exists: open it from the list, or choose another name.`));
+        name.focus();
+        return;
+      }
+      await call("PATCH", project(wanted), { language: language.value, settings: { defaultAnswer: answer.value } });
+      location.hash = `#/p/${encodeURIComponent(wanted)}/edit`;
     } catch (error) { fail(error); }
   } }, h("h2", {}, "New project"), field("Name", name, "Letters, digits, - and _."), field("Language", language),
   field("Default answer", answer), h("button", { type: "submit" }, "Create project"));
