@@ -139,3 +139,20 @@ def test_create_project_refuses_a_name_in_use(server, browser):  # noqa: F811
     assert after["lastModifiedDateTime"] == before["lastModifiedDateTime"]
     tab.done()
 
+
+def test_a_url_source_leaves_the_projects_language_alone(server, browser):  # noqa: F811
+    """Adding a URL source to an existing project (here one that cannot be fetched) keeps its language (before, the
+    console PATCHed it to "en" first, whatever happened next)."""
+    url, secret = server
+    assert azure(url, secret, "PATCH", "/kb1", json={"language": "de"}).status_code in (200, 201)
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/edit")
+    adder = page.get_by_role("form", name="Add a source")
+    adder.get_by_label("or URL source").fill("http://127.0.0.1:9/faq.html")
+    adder.get_by_role("button", name="Add source").click()
+    expect(page.locator(".progress")).to_contain_text("failed", timeout=60_000)
+    assert azure(url, secret, "GET", "/kb1").json()["language"] == "de"
+    assert azure(url, secret, "PATCH", "/kb1", json={"language": "en"}).status_code in (200, 201)
+    tab.errors.clear()  # the refused source is the expected error in the browser's console
+    tab.done()

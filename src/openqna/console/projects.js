@@ -90,7 +90,9 @@ function importForm(progress, fixedName) {
                   f, { raw: true, onStatus }));
       if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before); }
     } else if (url.value) {
-      await call("PATCH", project(target), { language: "en" }).catch(() => {});
+      try { // a URL source needs its project: make it if new, and leave an existing one's language alone
+        if (!(await existing(target))) await call("PATCH", project(target), { language: "en" });
+      } catch (error) { return fail(error); }
       const ok = await runJob(`Adding ${url.value}`, progress, (onStatus) =>
         operation("PATCH", `${project(target)}/sources`,
                   [{ op: "add", value: { displayName: url.value, sourceUri: url.value, sourceKind: "url" } }], { onStatus }));
