@@ -196,10 +196,16 @@ export async function showEditor(name) {
       h("button", { type: "button", class: "secondary", onclick: () => { prompts.append(promptRow()); state.dirty = true; } }, "Add follow-up prompt")),
     editable ? h("div", { class: "row" }, h("button", { type: "submit" }, isNew ? "Add QnA" : "Save"),
       isNew ? null : h("button", { type: "button", class: "danger", onclick: async () => {
-        if (!confirm(`Delete QnA ${q.id}?`)) return;
-        if (await runJob("Deleting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [{ op: "delete", value: { id: q.id } }], { onStatus }))) {
-          state.dirty = false; await reload(null);
-        }
+        // the QnAs whose follow-up prompts lead here lose those prompts with it: say so before
+        const from = state.items.filter((x) => x.id !== q.id && ((x.dialog || {}).prompts || []).some((p) => p.qnaId === q.id));
+        const also = from.length ? ` The follow-up prompts of QnA${from.length === 1 ? "" : "s"} ${from.map((x) => x.id).join(", ")} `
+          + "lead to it and are removed with it." : "";
+        if (!confirm(`Delete QnA ${q.id}?${also} Deploy to publish the change.`)) return;
+        // as it was read: a QnA changed elsewhere since is reported, not deleted
+        const op = { op: "delete", value: { id: q.id, ifLastUpdated: q.lastUpdatedDateTime } };
+        if (await runJob("Deleting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [op], { onStatus }))) {
+          state.dirty = false; say(`QnA ${q.id} deleted.`); await reload(null);
+        } else await reload(q.id, true); // the QnA as it is now, beside the error
       } }, "Delete")) : h("p", { class: "hint" }, "This key may read but not edit this project."));
     if (!editable) for (const c of form.querySelectorAll("input, textarea, button")) c.disabled = true;
     editBox.replaceChildren(form);
@@ -216,7 +222,7 @@ export async function showEditor(name) {
       draw();
       if (bulkBox) drawBulk();
       targets.replaceWith(targets = qnaList("qna-targets", fresh));
-      if (openId !== null) open(byId.get(openId)); else editBox.replaceChildren();
+      if (openId !== null && byId.has(openId)) open(byId.get(openId)); else editBox.replaceChildren();
     } catch (error) { if (!keepStatus) fail(error); }
   }
 
