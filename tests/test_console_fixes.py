@@ -9,6 +9,7 @@ Two servers: one with no keys (the first key is made in the console), and one wi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,4 +193,33 @@ def test_deleting_a_qna_changed_elsewhere_is_refused(server, browser):  # noqa: 
     wait_status(page, f"QnA {office['id']} deleted.", timeout=30_000)
     now = {q["id"]: q for q in azure(url, secret, "GET", "/kb1/qnas").json()["value"]}
     assert office["id"] not in now and now[hours["id"]]["dialog"]["prompts"] == []
+    tab.done()
+
+
+def test_back_cancelled_by_the_unsaved_changes_guard_keeps_the_history(server, browser):  # noqa: F811
+    """Back with an unsaved edit, cancelled, stays on the edit; Back again (confirmed) goes to the page before it, and
+    Forward returns (before, the cancel overwrote the previous entry and the second Back skipped the Test page)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/chat")
+    expect(page.get_by_role("heading", name="kb1: test")).to_be_visible()
+    page.locator("nav.tabs").get_by_role("link", name="QnAs").click()
+    expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
+    page.get_by_role("button", name="How do I reset my password?").click()
+    page.get_by_label("Answer (Markdown)").fill("UNSAVED EDIT")
+    tab.refuse = 1
+    page.go_back()
+    page.wait_for_timeout(500)
+    expect(page).to_have_url(re.compile(r"#/p/kb1/edit$"))
+    expect(page.get_by_label("Answer (Markdown)")).to_have_value("UNSAVED EDIT")
+    assert tab.refuse == 0  # it was asked
+    page.go_back()  # leave without saving, this time
+    expect(page).to_have_url(re.compile(r"#/p/kb1/chat$"))
+    expect(page.get_by_role("heading", name="kb1: test")).to_be_visible()
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"#/p/kb1/edit$"))
+    expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"#/p/kb1/chat$"))
     tab.done()

@@ -101,13 +101,28 @@ export async function route() {
   } catch (error) { if (!stale(token)) fail(error); }
 }
 
+// Each history entry the console shows is numbered (history.state.at), so that a navigation the unsaved-changes
+// guard cancels can be undone without rewriting the history: Back or Forward by going as many steps the other way,
+// a new entry (a link) by going back one. The hashchange the undoing causes is not a navigation.
+let at = 0;
+let undoing = false;
+function placed() { return history.state && typeof history.state.at === "number" ? history.state.at : null; }
+
 window.addEventListener("hashchange", () => {
+  if (undoing) {
+    undoing = false;
+    if (location.hash === current) return;
+  }
   if (dirty && dirty() && !confirm("You have unsaved changes. Leave without saving?")) {
-    history.replaceState(null, "", current);
+    const there = placed();
+    undoing = true;
+    history.go(there === null ? -1 : at - there);
     return;
   }
   dirty = null;
   current = location.hash;
+  if (placed() === null) history.replaceState({ at: at + 1 }, "");
+  at = placed();
   say("");
   route();
 });
@@ -118,6 +133,8 @@ export async function start() {
     if (!(await whoami())) return signIn(savedKey() ? "The saved key is no longer accepted; sign in again." : "");
     nav();
     current = location.hash;
+    if (placed() === null) history.replaceState({ at }, "");
+    at = placed();
     await route();
   } catch (error) { fail(error); }
 }
