@@ -223,3 +223,24 @@ def test_back_cancelled_by_the_unsaved_changes_guard_keeps_the_history(server, b
     page.go_back()
     expect(page).to_have_url(re.compile(r"#/p/kb1/chat$"))
     tab.done()
+
+
+def test_show_changes_checks_the_deployment_name(server, browser):  # noqa: F811
+    """Deploy → "Show changes" with no name or a bad one says so in the status line (before, an empty name asked
+    /deployments//diff, got 404 and threw an uncaught error, showing nothing)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/deploy")
+    form = page.locator("form.card").filter(has_text="Deploy to a new name")
+    form.get_by_label("Deployment name").fill("")
+    form.get_by_role("button", name="Show changes").click()
+    wait_status(page, "Write a deployment name first", timeout=10_000)
+    form.get_by_label("Deployment name").fill("bad name!")
+    form.get_by_role("button", name="Show changes").click()
+    wait_status(page, '"bad name!" is not a deployment name', timeout=10_000)
+    form.get_by_label("Deployment name").fill("staging")
+    form.get_by_role("button", name="Show changes").click()
+    expect(form).to_contain_text("QnAs: 3 added")
+    expect(page.locator("#status")).to_be_empty()
+    tab.done()  # no uncaught error, no 404

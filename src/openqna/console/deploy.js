@@ -79,10 +79,12 @@ export async function showDeploy(name) {
     }
   };
   const askDeploy = async (slot, deployment) => {
-    const diff = await diffOf(name, deployment);
-    const model = modelChange(deployment);
-    confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}.${model ? ` ${model}` : ""} Users of ${deployment} get these answers at once.`,
-      "Confirm deploy", () => deploy(deployment));
+    try {
+      const diff = await diffOf(name, deployment);
+      const model = modelChange(deployment);
+      confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}.${model ? ` ${model}` : ""} Users of ${deployment} get these answers at once.`,
+        "Confirm deploy", () => deploy(deployment));
+    } catch (error) { fail(error); }
   };
   const rollback = async (deployment, version) => {
     try {
@@ -106,9 +108,25 @@ export async function showDeploy(name) {
   const target = h("input", { value: deployments.length ? "" : "production", pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*", required: true });
   const preview = h("div", {});
   const slot = h("div", {});
+  // the name typed, or null (and why, in the status line) when it is not one: "Show changes" is no submit to check it
+  const named = () => {
+    const value = target.value.trim();
+    const why = !value ? "Write a deployment name first, e.g. production."
+      : !target.checkValidity() ? `"${value}" is not a deployment name: letters, digits, - and _, starting with a letter or digit.` : "";
+    if (why) { say(why, "error"); target.focus(); return null; }
+    return value;
+  };
+  const showChanges = async () => {
+    const deployment = named();
+    if (!deployment) return;
+    try {
+      preview.replaceChildren(changes(await diffOf(name, deployment)));
+      say("");
+    } catch (error) { fail(error); }
+  };
   const form = h("form", { class: "card", onsubmit: async (event) => { event.preventDefault(); await askDeploy(slot, target.value.trim()); } },
     h("h2", {}, "Deploy to a new name"), field("Deployment name", target),
-    h("button", { type: "button", class: "secondary", onclick: async () => preview.replaceChildren(changes(await diffOf(name, target.value.trim()))) }, "Show changes"),
+    h("button", { type: "button", class: "secondary", onclick: showChanges }, "Show changes"),
     preview, h("button", { type: "submit" }, "Deploy"), slot);
   render(h("section", {}, tabs(name, "deploy"), h("h1", {}, `${name}: deployments`), progress,
     await trainingCard(name, progress), cards.length ? cards : h("p", {}, "Not deployed yet."), form,
