@@ -244,3 +244,43 @@ def test_show_changes_checks_the_deployment_name(server, browser):  # noqa: F811
     expect(form).to_contain_text("QnAs: 3 added")
     expect(page.locator("#status")).to_be_empty()
     tab.done()  # no uncaught error, no 404
+
+
+def test_an_old_error_goes_when_the_next_action_succeeds(server, browser, tmp_path):  # noqa: F811
+    """A refused question, then one answered; Measure without a file, then with one: the error line goes (before,
+    it stayed on screen under the answer and under the plot)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/chat")
+    page.get_by_role("textbox", name="Question").fill("x" * 2000)
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator("#status.error")).not_to_be_empty()
+    page.get_by_role("textbox", name="Question").fill("what are your opening hours")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator(".chat .bot")).to_contain_text("9 to 5")
+    expect(page.locator("#status")).to_be_empty()
+    assert all("400" in e for e in tab.errors)  # the refused question
+    tab.errors.clear()
+
+    ids = {question: q["id"] for q in azure(url, secret, "GET", "/openqna-faq/qnas").json()["value"]
+           for question in q["questions"]}
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("question\tqnaId\n" + "".join(f"{q}\t{a}\n" for q, a in [
+        ("how do I launch the server", ids["How do I start the server?"]),
+        ("can I bring my QnA Maker export", ids["How do I import my QnA Maker knowledge base?"]),
+        ("does it work without internet", ids["Does it need an internet connection?"]),
+        ("how do I make a key", ids["How do I create an API key?"]),
+        ("can I store it in postgres", ids["Does it work with PostgreSQL?"]),
+        ("what is the weather in Lima", "none"), ("recommend a good novel", "none"),
+        ("how tall is Everest", "none"), ("who painted the Mona Lisa", "none"), ("order a pizza", "none")]),
+        encoding="utf-8")
+    page.goto(f"{url}/#/p/openqna-faq/improve")
+    card = page.get_by_role("region", name="Calibration")
+    card.get_by_role("button", name="Measure").click()
+    wait_status(page, "Choose a development file first.", timeout=10_000)
+    card.get_by_label("Development file").set_input_files(str(dev))
+    card.get_by_role("button", name="Measure").click()
+    expect(card).to_contain_text("10 questions (5 in scope, 5 off-topic)", timeout=60_000)
+    expect(page.locator("#status")).to_be_empty()
+    tab.done()

@@ -85,6 +85,7 @@ export async function showChat(name) {
           h("button", { type: "button", class: "secondary", onclick: () => ask(p.displayText, p.qnaId) }, p.displayText))) : null,
         h("button", { type: "button", class: "link", onclick: () => showInspect(text, request) }, "Inspect")));
       context = best && best.id !== -1 ? { previousQnaId: best.id, previousUserQuery: text } : null;
+      say(""); // an earlier question's error is over
     } catch (error) { fail(error); }
   }
 

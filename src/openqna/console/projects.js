@@ -24,6 +24,7 @@ export function refused(name, active, what) {
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "never"; }
 
 export async function runJob(label, progress, send) {
+  say(""); // an earlier action's error is over: this job's outcome is what the status line says next
   progress.hidden = false;
   progress.textContent = `${label}: submitted`;
   try {
