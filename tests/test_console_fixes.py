@@ -284,3 +284,22 @@ def test_an_old_error_goes_when_the_next_action_succeeds(server, browser, tmp_pa
     expect(card).to_contain_text("10 questions (5 in scope, 5 off-topic)", timeout=60_000)
     expect(page.locator("#status")).to_be_empty()
     tab.done()
+
+
+def test_a_missing_project_shows_an_error_page(server, browser):  # noqa: F811
+    """#/p/nosuch/... shows that there is no such project on every tab, not the page before under the new URL (before,
+    the Test tab drew a normal chat and the others left the previous page on screen)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    for name in ("edit", "chat", "deploy", "improve", "analytics", "tests", "duplicates"):
+        page.goto(f"{url}/#/p/kb1/chat")
+        expect(page.get_by_role("heading", name="kb1: test")).to_be_visible()
+        page.goto(f"{url}/#/p/nosuch/{name}")
+        expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+        expect(page.locator("main")).to_contain_text("nosuch")
+        expect(page.locator("#status")).to_contain_text("Not found")
+        expect(page.get_by_role("textbox", name="Question")).to_have_count(0)
+    assert all("404" in e for e in tab.errors)  # the authoring API's answers for the missing project
+    tab.errors.clear()
+    tab.done()

@@ -1,6 +1,6 @@
 // The console's shell: sign-in, what the caller may do, navigation and the unsaved-changes guard.
 import { call, saveKey, savedKey } from "./api.js";
-import { fail, h, field, say } from "./dom.js";
+import { errorText, fail, h, field, say } from "./dom.js";
 import { showProjects } from "./projects.js";
 import { showEditor } from "./editor.js";
 import { showChat } from "./chat.js";
@@ -98,7 +98,13 @@ export async function route() {
       return await showEditor(parts[1]);
     }
     return await showProjects();
-  } catch (error) { if (!stale(token)) fail(error); }
+  } catch (error) {
+    if (stale(token)) return;
+    // not the page before under this URL: what failed, and a way on
+    render(h("section", {}, h("h1", {}, error && error.status === 404 ? "Not found" : "This page could not be loaded"),
+      h("p", { class: "card refused" }, errorText(error)), h("p", {}, h("a", { href: "#/projects" }, "← Projects"))));
+    fail(error);
+  }
 }
 
 // Each history entry the console shows is numbered (history.state.at), so that a navigation the unsaved-changes

@@ -1,7 +1,7 @@
 // The test chat: ask the live `test` state or a deployment as a bot would (:query-knowledgebases),
 // follow-up prompts as buttons with the context carried, and Inspect (/openqna/.../:inspect) to see
 // what each confidence is made of.  A test question can become an alternate question of a QnA.
-import { all, call, get, operation, project } from "./api.js";
+import { ApiError, all, call, get, operation, project } from "./api.js";
 import { can, navigation, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
@@ -51,6 +51,7 @@ function spanText(text) {
 export async function showChat(name) {
   const token = navigation(); // drawn only if no newer navigation began meanwhile
   const deployments = (await get(`/openqna/projects`)).value.find((p) => p.projectName.toLowerCase() === name.toLowerCase());
+  if (!deployments) throw new ApiError(404, "ProjectNotFound", `There is no project ${name}.`);
   const deployment = h("select", {}, h("option", { value: "test" }, "test (the live state)"),
     (deployments ? deployments.deployments : []).map((d) => h("option", { value: d }, d)));
   const top = h("input", { type: "number", min: "1", max: "10", value: "3", size: 3 });
