@@ -303,3 +303,23 @@ def test_a_missing_project_shows_an_error_page(server, browser):  # noqa: F811
     assert all("404" in e for e in tab.errors)  # the authoring API's answers for the missing project
     tab.errors.clear()
     tab.done()
+
+
+def test_a_key_for_another_project_is_told_it_has_no_access(server, browser):  # noqa: F811
+    """A key limited to kb1 opening openqna-faq is told it has no access to that project (before: "This key has the
+    query role on openqna-faq", which it does not)."""
+    url, secret = server
+    made = httpx.post(f"{url}/openqna/keys", headers={"api-key": secret}, timeout=30,
+                      json={"name": "kb1-author", "role": "author", "projects": ["kb1"]})
+    assert made.status_code == 201
+    tab = Console(browser, url)
+    page = tab.sign_in(made.json()["secret"])
+    page.goto(f"{url}/#/p/openqna-faq/edit")
+    refused = page.locator("p.refused")
+    expect(refused).to_have_text("This key has no access to project openqna-faq: it is limited to kb1. Sign in with a "
+                                 "key for openqna-faq to open it.")
+    page.goto(f"{url}/#/p/openqna-faq/chat")
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+    page.goto(f"{url}/#/p/kb1/edit")  # its own project opens as before
+    expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
+    tab.done()

@@ -1,6 +1,6 @@
 // Projects: list, create, delete, import (an uploaded file or a URL source, with the job's progress), export.
 import { AUTHORING, all, call, get, operation, project } from "./api.js";
-import { can, navigation, render, route } from "./app.js";
+import { can, navigation, render, route, session } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
 const FILES = ".tsv,.txt,.csv,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
@@ -16,6 +16,12 @@ export function tabs(name, active) {
 
 // The page a tab shows instead of calling what the server would refuse, saying why.
 export function refused(name, active, what) {
+  if (!can("query", name)) { // a key limited to other projects: it reaches nothing here, not even the test chat
+    const reach = [...new Set(session.grants.flatMap((g) => g.projects || []))];
+    return h("section", {}, h("nav", { class: "tabs" }, h("a", { href: "#/projects" }, "← Projects")), h("h1", {}, `${name}: ${what}`),
+      h("p", { class: "card refused" }, `This key has no access to project ${name}`
+        + (reach.length ? `: it is limited to ${reach.join(", ")}.` : ".") + ` Sign in with a key for ${name} to open it.`));
+  }
   return h("section", {}, tabs(name, active), h("h1", {}, `${name}: ${what}`),
     h("p", { class: "card refused" }, `This key has the query role on ${name}: it may ask the test chat, but ${what} `
       + "needs the author role (the authoring API answers a query key with 403)."));
