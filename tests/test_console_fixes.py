@@ -323,3 +323,21 @@ def test_a_key_for_another_project_is_told_it_has_no_access(server, browser):  #
     page.goto(f"{url}/#/p/kb1/edit")  # its own project opens as before
     expect(page.get_by_role("heading", name="kb1: QnAs")).to_be_visible()
     tab.done()
+
+
+def test_pages_do_not_scroll_sideways_on_a_phone(server, browser):  # noqa: F811
+    """At 375 px wide the Projects, Deploy, Test sets and Keys pages fit the window: a wide table scrolls inside its own
+    box (before, the page scrolled sideways and the table's buttons were off screen)."""
+    url, secret = server
+    deployed = azure(url, secret, "PUT", "/kb1/deployments/production")  # the Deploy page gets its Versions table
+    job(deployed.headers["Operation-Location"], secret)
+    tab = Console(browser, url, width=375, height=800)
+    page = tab.sign_in(secret)
+    for where, heading in (("#/projects", "Projects"), ("#/p/kb1/deploy", "kb1: deployments"),
+                           ("#/p/kb1/tests", "kb1: test sets"), ("#/keys", "API keys"), ("#/p/kb1/edit", "kb1: QnAs")):
+        page.goto(f"{url}/{where}")
+        expect(page.get_by_role("heading", name=heading)).to_be_visible()
+        page.wait_for_load_state("networkidle")
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= 375, f"{where} is {wide} px wide"
+    tab.done()
