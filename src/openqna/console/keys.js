@@ -34,15 +34,16 @@ async function signInWith(key) {
 
 export async function showKeys() {
   const token = navigation(); // drawn only if no newer navigation began meanwhile
-  const secret = created ? secretCard(created) : null;
-  created = null;
+  const made = created; // forgotten once drawn: a page dropped for a newer navigation keeps it for the next
+  const secret = made ? secretCard(made) : null;
+  const drawn = (view) => { if (!render(view, token)) return false; if (created === made) created = null; return true; };
   let value;
   try {
     ({ value } = await get("/openqna/keys"));
   } catch (error) {
     if (!secret) throw error;
     // the secret is shown whatever happens next: it exists nowhere else
-    if (render(h("section", {}, h("h1", {}, "API keys"), secret), token)) fail(error);
+    if (drawn(h("section", {}, h("h1", {}, "API keys"), secret))) fail(error);
     return;
   }
   const name = h("input", { required: true });
@@ -70,5 +71,5 @@ export async function showKeys() {
       await showKeys();
     } catch (e) { fail(e); }
   } }, h("h2", {}, "New key"), field("Name", name), field("Role", role), field("Projects (comma-separated)", projects), h("button", { type: "submit" }, "Create key"));
-  render(h("section", {}, h("h1", {}, "API keys"), secret, table(["Id", "Name", "Role", "Projects", "Created", ""], rows), form), token);
+  drawn(h("section", {}, h("h1", {}, "API keys"), secret, table(["Id", "Name", "Role", "Projects", "Created", ""], rows), form));
 }
