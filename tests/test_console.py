@@ -72,9 +72,17 @@ class Console:
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("dialog", lambda d: d.accept())
+        self.refuse = 0  # how many of the next dialogs to dismiss (Cancel) instead of accepting
+        self.page.on("dialog", self._dialog)
         self.page.set_default_timeout(30_000)
         self.url = url
+
+    def _dialog(self, dialog) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            dialog.dismiss()
+        else:
+            dialog.accept()
 
     def sign_in(self, secret: str) -> Page:
         page = self.page

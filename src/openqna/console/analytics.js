@@ -1,7 +1,7 @@
 // Analytics: the opt-in query log's figures over a period (unanswered, low-confidence and most-asked
 // questions, a chart per day), and one click to add a logged question to a QnA or open a new QnA with it.
 import { all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
@@ -35,6 +35,7 @@ function chart(daily) {
 }
 
 export async function showAnalytics(name, days = 7) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "analytics", "analytics"));
   const settings = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics/settings`);
   const report = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics?days=${days}&lowConfidence=0.5`);
@@ -109,5 +110,5 @@ export async function showAnalytics(name, days = 7) {
   render(h("section", {}, tabs(name, "analytics"), h("h1", {}, `${name}: analytics`), progress,
     h("div", { class: "row tools" }, field("Period", period),
       report.total ? h("button", { type: "button", class: "secondary", onclick: download }, "Download the log (CSV)") : null),
-    body, settingsForm, qnaList("analytics-qnas", qnas)));
+    body, settingsForm, qnaList("analytics-qnas", qnas)), token);
 }

@@ -1,6 +1,6 @@
 // The console's shell: sign-in, what the caller may do, navigation and the unsaved-changes guard.
 import { call, saveKey, savedKey } from "./api.js";
-import { fail, h, field, say } from "./dom.js";
+import { errorText, fail, h, field, say } from "./dom.js";
 import { showProjects } from "./projects.js";
 import { showEditor } from "./editor.js";
 import { showChat } from "./chat.js";
@@ -20,17 +20,26 @@ export function can(role, project) {
     (!project || g.projects === null || g.projects.map((p) => p.toLowerCase()).includes(project.toLowerCase())));
 }
 
+// Each route() is one navigation, numbered: a page still loading when a newer navigation begins (a slow QnAs
+// tab, then Test clicked) is dropped, with its unsaved-changes guard, instead of being drawn over the newer one.
+let navigations = 0;
+export function navigation() { return navigations; }
+function stale(token) { return token !== undefined && token !== navigations; }
+
 let dirty = null; // a function answering whether the open form has unsaved changes
-export function guard(fn) { dirty = fn; }
+export function guard(fn, token) { if (!stale(token)) dirty = fn; }
 let current = location.hash;
 
 function main() { return document.getElementById("main"); }
 
-export function render(view) {
+// Draw a page; `token` (navigation() when its loading began) drops it if a newer navigation began since.
+export function render(view, token) {
+  if (stale(token)) return false;
   const node = main();
   node.replaceChildren(view);
   const heading = node.querySelector("h1");
   if (heading) { heading.tabIndex = -1; heading.focus({ preventScroll: true }); }
+  return true;
 }
 
 function nav() {
@@ -44,6 +53,13 @@ function nav() {
 }
 
 function signOut() { saveKey(""); session.grants = []; location.hash = "#/projects"; start(); }
+
+// Ask the server who this tab is again (after its key changed) and redraw the navigation to match.
+export async function signedIn() {
+  const ok = await whoami();
+  if (ok) nav();
+  return ok;
+}
 
 async function whoami() {
   const { data } = await call("GET", "/openqna/whoami");
@@ -66,6 +82,7 @@ function signIn(message) {
 }
 
 export async function route() {
+  const token = ++navigations;
   const hash = location.hash || "#/projects";
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   try {
@@ -81,16 +98,37 @@ export async function route() {
       return await showEditor(parts[1]);
     }
     return await showProjects();
-  } catch (error) { fail(error); }
+  } catch (error) {
+    if (stale(token)) return;
+    // not the page before under this URL: what failed, and a way on
+    render(h("section", {}, h("h1", {}, error && error.status === 404 ? "Not found" : "This page could not be loaded"),
+      h("p", { class: "card refused" }, errorText(error)), h("p", {}, h("a", { href: "#/projects" }, "← Projects"))));
+    fail(error);
+  }
 }
 
+// Each history entry the console shows is numbered (history.state.at), so that a navigation the unsaved-changes
+// guard cancels can be undone without rewriting the history: Back or Forward by going as many steps the other way,
+// a new entry (a link) by going back one. The hashchange the undoing causes is not a navigation.
+let at = 0;
+let undoing = false;
+function placed() { return history.state && typeof history.state.at === "number" ? history.state.at : null; }
+
 window.addEventListener("hashchange", () => {
+  if (undoing) {
+    undoing = false;
+    if (location.hash === current) return;
+  }
   if (dirty && dirty() && !confirm("You have unsaved changes. Leave without saving?")) {
-    history.replaceState(null, "", current);
+    const there = placed();
+    undoing = true;
+    history.go(there === null ? -1 : at - there);
     return;
   }
   dirty = null;
   current = location.hash;
+  if (placed() === null) history.replaceState({ at: at + 1 }, "");
+  at = placed();
   say("");
   route();
 });
@@ -101,6 +139,8 @@ export async function start() {
     if (!(await whoami())) return signIn(savedKey() ? "The saved key is no longer accepted; sign in again." : "");
     nav();
     current = location.hash;
+    if (placed() === null) history.replaceState({ at }, "");
+    at = placed();
     await route();
   } catch (error) { fail(error); }
 }

@@ -52,7 +52,7 @@ export function calibrationCard(name, editable) {
           + `now ${pct(at(data.before).answered)} answered right, ${pct(at(data.before).rejected)} rejected; `
           + `fitted ${pct(at(data.fitted).answered)} / ${pct(at(data.fitted).rejected)}; `
           + `cross-validated ${pct(data.crossValidated.answered)} / ${pct(data.crossValidated.rejected)}.`));
-      if (save) say(`Calibration saved: scale ${data.fitted.scale}, shift ${data.fitted.shift}.`);
+      say(save ? `Calibration saved: scale ${data.fitted.scale}, shift ${data.fitted.shift}.` : ""); // an earlier error is over
     } catch (e) { fail(e); }
   };
   return h("section", { class: "card", "aria-label": "Calibration" }, h("h2", {}, "Calibration"),

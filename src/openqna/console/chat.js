@@ -1,8 +1,8 @@
 // The test chat: ask the live `test` state or a deployment as a bot would (:query-knowledgebases),
 // follow-up prompts as buttons with the context carried, and Inspect (/openqna/.../:inspect) to see
 // what each confidence is made of.  A test question can become an alternate question of a QnA.
-import { all, call, get, operation, project } from "./api.js";
-import { can, render } from "./app.js";
+import { ApiError, all, call, get, operation, project } from "./api.js";
+import { can, navigation, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
@@ -49,7 +49,9 @@ function spanText(text) {
 }
 
 export async function showChat(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   const deployments = (await get(`/openqna/projects`)).value.find((p) => p.projectName.toLowerCase() === name.toLowerCase());
+  if (!deployments) throw new ApiError(404, "ProjectNotFound", `There is no project ${name}.`);
   const deployment = h("select", {}, h("option", { value: "test" }, "test (the live state)"),
     (deployments ? deployments.deployments : []).map((d) => h("option", { value: d }, d)));
   const top = h("input", { type: "number", min: "1", max: "10", value: "3", size: 3 });
@@ -84,6 +86,7 @@ export async function showChat(name) {
           h("button", { type: "button", class: "secondary", onclick: () => ask(p.displayText, p.qnaId) }, p.displayText))) : null,
         h("button", { type: "button", class: "link", onclick: () => showInspect(text, request) }, "Inspect")));
       context = best && best.id !== -1 ? { previousQnaId: best.id, previousUserQuery: text } : null;
+      say(""); // an earlier question's error is over
     } catch (error) { fail(error); }
   }
 
@@ -147,6 +150,6 @@ export async function showChat(name) {
     h("div", { class: "row tools" }, field("Ask", deployment), field("Top", top),
       h("div", { class: "field" }, h("label", { for: "threshold" }, "Threshold ", shown), Object.assign(threshold, { id: "threshold" })),
       field("Metadata filter", filter)),
-    h("div", { class: "split" }, h("div", { class: "card" }, log, form), inspect)));
+    h("div", { class: "split" }, h("div", { class: "card" }, log, form), inspect)), token);
   question.focus();
 }

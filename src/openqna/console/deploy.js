@@ -1,7 +1,7 @@
 // Deploy: what differs between `test` and each deployment (QnAs and passages apart, and for a changed QnA what
 // changed, old and new), deploying after a confirmation, and every deployed version with a rollback.
 import { all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { trainingCard } from "./training.js";
@@ -61,6 +61,7 @@ export function confirmIn(slot, message, label, action) {
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
 
 export async function showDeploy(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "deploy", "deploying"));
   const base = `/openqna/projects/${encodeURIComponent(name)}`;
   const [deployments, versions, training] = await Promise.all([all(`${project(name)}/deployments`),
@@ -78,10 +79,12 @@ export async function showDeploy(name) {
     }
   };
   const askDeploy = async (slot, deployment) => {
-    const diff = await diffOf(name, deployment);
-    const model = modelChange(deployment);
-    confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}.${model ? ` ${model}` : ""} Users of ${deployment} get these answers at once.`,
-      "Confirm deploy", () => deploy(deployment));
+    try {
+      const diff = await diffOf(name, deployment);
+      const model = modelChange(deployment);
+      confirmIn(slot, `Deploy test to ${deployment}? ${summary(count(diff))}.${model ? ` ${model}` : ""} Users of ${deployment} get these answers at once.`,
+        "Confirm deploy", () => deploy(deployment));
+    } catch (error) { fail(error); }
   };
   const rollback = async (deployment, version) => {
     try {
@@ -105,13 +108,29 @@ export async function showDeploy(name) {
   const target = h("input", { value: deployments.length ? "" : "production", pattern: "[A-Za-z0-9][A-Za-z0-9_\\-]*", required: true });
   const preview = h("div", {});
   const slot = h("div", {});
+  // the name typed, or null (and why, in the status line) when it is not one: "Show changes" is no submit to check it
+  const named = () => {
+    const value = target.value.trim();
+    const why = !value ? "Write a deployment name first, e.g. production."
+      : !target.checkValidity() ? `"${value}" is not a deployment name: letters, digits, - and _, starting with a letter or digit.` : "";
+    if (why) { say(why, "error"); target.focus(); return null; }
+    return value;
+  };
+  const showChanges = async () => {
+    const deployment = named();
+    if (!deployment) return;
+    try {
+      preview.replaceChildren(changes(await diffOf(name, deployment)));
+      say("");
+    } catch (error) { fail(error); }
+  };
   const form = h("form", { class: "card", onsubmit: async (event) => { event.preventDefault(); await askDeploy(slot, target.value.trim()); } },
     h("h2", {}, "Deploy to a new name"), field("Deployment name", target),
-    h("button", { type: "button", class: "secondary", onclick: async () => preview.replaceChildren(changes(await diffOf(name, target.value.trim()))) }, "Show changes"),
+    h("button", { type: "button", class: "secondary", onclick: showChanges }, "Show changes"),
     preview, h("button", { type: "submit" }, "Deploy"), slot);
   render(h("section", {}, tabs(name, "deploy"), h("h1", {}, `${name}: deployments`), progress,
     await trainingCard(name, progress), cards.length ? cards : h("p", {}, "Not deployed yet."), form,
-    history(versions.value, rollback)));
+    history(versions.value, rollback)), token);
 }
 
 // Every deploy, newest first: a kept version another deployment state can be rolled back to in one click (and a

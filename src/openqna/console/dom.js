@@ -41,8 +41,9 @@ export function errorText(error) {
 
 export function fail(error) { say(errorText(error), "error"); }
 
+// A table in a box of its own that scrolls sideways when the table is wider than the window (a phone), not the page.
 export function table(headers, rows, caption) {
-  return h("table", {}, caption ? h("caption", {}, caption) : null,
+  return h("div", { class: "table-wrap" }, h("table", {}, caption ? h("caption", {}, caption) : null,
     h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))));
+    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))));
 }

@@ -1,7 +1,7 @@
 // Duplicates: QnAs that ask the same with the same answer (duplicate) or another (conflict), and questions another
 // QnA wins (misplaced), each with its fix: merge the two QnAs (after a confirmation) or move the question.
 import { call, get } from "./api.js";
-import { can, render } from "./app.js";
+import { can, navigation, render } from "./app.js";
 import { fail, h, say, table } from "./dom.js";
 import { refused, tabs } from "./projects.js";
 import { confirmIn } from "./deploy.js";
@@ -13,6 +13,7 @@ function side(id, question, answer) {
 }
 
 export async function showDuplicates(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "duplicates", "duplicates"));
   const base = `/openqna/projects/${encodeURIComponent(name)}`;
   const { value } = await get(`${base}/duplicates`);
@@ -51,5 +52,5 @@ export async function showDuplicates(name) {
       h("p", { class: "hint" }, "Duplicates ask the same and answer the same; conflicts ask the same but answer differently; "
         + "a misplaced question ranks another QnA first. Merging keeps the first QnA's answer. Changes are made in test."),
       value.length ? table(["Kind", "Score", "QnA", "Other QnA", ""], rows) : h("p", {}, "No duplicates, conflicts or misplaced questions."),
-      slot)));
+      slot)), token);
 }

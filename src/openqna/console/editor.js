@@ -4,7 +4,7 @@
 // delete them, as QnA update operations of BULK at a time, each holding the QnA as it was read
 // (ifLastUpdated), so that a QnA changed elsewhere meanwhile is reported, not overwritten.
 import { all, get, operation, project } from "./api.js";
-import { can, guard, render } from "./app.js";
+import { can, guard, navigation, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { importForm, refused, runJob, tabs } from "./projects.js";
@@ -27,6 +27,7 @@ function parseMetadata(text) {
 }
 
 export async function showEditor(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "edit", "editing QnAs"));
   const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
   const passageIds = new Set(passages.value.map((p) => p.id));
@@ -195,10 +196,16 @@ export async function showEditor(name) {
       h("button", { type: "button", class: "secondary", onclick: () => { prompts.append(promptRow()); state.dirty = true; } }, "Add follow-up prompt")),
     editable ? h("div", { class: "row" }, h("button", { type: "submit" }, isNew ? "Add QnA" : "Save"),
       isNew ? null : h("button", { type: "button", class: "danger", onclick: async () => {
-        if (!confirm(`Delete QnA ${q.id}?`)) return;
-        if (await runJob("Deleting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [{ op: "delete", value: { id: q.id } }], { onStatus }))) {
-          state.dirty = false; await reload(null);
-        }
+        // the QnAs whose follow-up prompts lead here lose those prompts with it: say so before
+        const from = state.items.filter((x) => x.id !== q.id && ((x.dialog || {}).prompts || []).some((p) => p.qnaId === q.id));
+        const also = from.length ? ` The follow-up prompts of QnA${from.length === 1 ? "" : "s"} ${from.map((x) => x.id).join(", ")} `
+          + "lead to it and are removed with it." : "";
+        if (!confirm(`Delete QnA ${q.id}?${also} Deploy to publish the change.`)) return;
+        // as it was read: a QnA changed elsewhere since is reported, not deleted
+        const op = { op: "delete", value: { id: q.id, ifLastUpdated: q.lastUpdatedDateTime } };
+        if (await runJob("Deleting", progress, (onStatus) => operation("PATCH", `${project(name)}/qnas`, [op], { onStatus }))) {
+          state.dirty = false; say(`QnA ${q.id} deleted.`); await reload(null);
+        } else await reload(q.id, true); // the QnA as it is now, beside the error
       } }, "Delete")) : h("p", { class: "hint" }, "This key may read but not edit this project."));
     if (!editable) for (const c of form.querySelectorAll("input, textarea, button")) c.disabled = true;
     editBox.replaceChildren(form);
@@ -215,7 +222,7 @@ export async function showEditor(name) {
       draw();
       if (bulkBox) drawBulk();
       targets.replaceWith(targets = qnaList("qna-targets", fresh));
-      if (openId !== null) open(byId.get(openId)); else editBox.replaceChildren();
+      if (openId !== null && byId.has(openId)) open(byId.get(openId)); else editBox.replaceChildren();
     } catch (error) { if (!keepStatus) fail(error); }
   }
 
@@ -225,19 +232,19 @@ export async function showEditor(name) {
   const passageList = h("details", { class: "card" }, h("summary", {}, `Passages (${passages.value.length})`),
     [...sources].map(([src, items]) => h("section", {}, h("h3", {}, `${src} (${items.length})`),
       h("ul", { class: "passages" }, items.slice(0, 200).map((p) => h("li", {}, h("strong", {}, p.title), " — ", p.text.slice(0, 240)))))));
-  guard(() => state.dirty);
+  guard(() => state.dirty, token);
   // adding a source inside the project: on top while the project is empty or just after an import
   const empty = !state.items.length && !passages.value.length;
   const adder = editable ? importForm(progress, name) : null;
   const first = adder && (empty || adder.querySelector(".import-result:not([hidden])"));
   const sourceList = empty ? null : await sourcesCard(name, editable, () => showEditor(name));
-  render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
+  if (!render(h("section", {}, tabs(name, "edit"), h("h1", {}, `${name}: QnAs`), progress,
     empty ? h("p", { class: "card" }, "This project is empty: add a source (a file or a URL) below, or write a QnA with New QnA.") : null,
     first ? adder : null,
     h("div", { class: "row tools" }, field("Search", search), field("Sort by", sort),
       editable ? h("button", { type: "button", onclick: () => open(null) }, "New QnA") : null),
     bulkBox,
-    h("div", { class: "split" }, listBox, editBox), targets, sourceList, passageList, first ? null : adder));
+    h("div", { class: "split" }, listBox, editBox), targets, sourceList, passageList, first ? null : adder), token)) return;
   draw();
   if (bulkBox) drawBulk();
   if (pending.question && editable) { // "New QnA" from Analytics: a new QnA that starts with the logged question

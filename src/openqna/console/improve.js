@@ -1,11 +1,12 @@
 // Improve: active-learning suggestions to accept, the synonyms, and the project's settings.
 import { all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { calibrationCard } from "./calibration.js";
 
 export async function showImprove(name) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "improve", "improving"));
   const [qnas, synonyms, settings] = await Promise.all([all(`${project(name)}/qnas`), all(`${project(name)}/synonyms`), get(project(name))]);
   const author = can("author", name);
@@ -52,5 +53,5 @@ export async function showImprove(name) {
   render(h("section", {}, tabs(name, "improve"), h("h1", {}, `${name}: improve`), progress,
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
       rows.length ? table(["QnA", "Question", "User question", "Count", "", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
-    h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author)));
+    h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author)), token);
 }

@@ -1,6 +1,6 @@
 // Projects: list, create, delete, import (an uploaded file or a URL source, with the job's progress), export.
 import { AUTHORING, all, call, get, operation, project } from "./api.js";
-import { can, render, route } from "./app.js";
+import { can, navigation, render, route, session } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
 const FILES = ".tsv,.txt,.csv,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
@@ -16,6 +16,12 @@ export function tabs(name, active) {
 
 // The page a tab shows instead of calling what the server would refuse, saying why.
 export function refused(name, active, what) {
+  if (!can("query", name)) { // a key limited to other projects: it reaches nothing here, not even the test chat
+    const reach = [...new Set(session.grants.flatMap((g) => g.projects || []))];
+    return h("section", {}, h("nav", { class: "tabs" }, h("a", { href: "#/projects" }, "← Projects")), h("h1", {}, `${name}: ${what}`),
+      h("p", { class: "card refused" }, `This key has no access to project ${name}`
+        + (reach.length ? `: it is limited to ${reach.join(", ")}.` : ".") + ` Sign in with a key for ${name} to open it.`));
+  }
   return h("section", {}, tabs(name, active), h("h1", {}, `${name}: ${what}`),
     h("p", { class: "card refused" }, `This key has the query role on ${name}: it may ask the test chat, but ${what} `
       + "needs the author role (the authoring API answers a query key with 403)."));
@@ -24,6 +30,7 @@ export function refused(name, active, what) {
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "never"; }
 
 export async function runJob(label, progress, send) {
+  say(""); // an earlier action's error is over: this job's outcome is what the status line says next
   progress.hidden = false;
   progress.textContent = `${label}: submitted`;
   try {
@@ -44,6 +51,14 @@ async function counts(target) {
   const { value } = await get("/openqna/projects");
   const p = value.find((x) => x.projectName.toLowerCase() === target.toLowerCase());
   return p ? { qnas: p.qnas, passages: p.passages } : { qnas: 0, passages: 0 };
+}
+
+// The name a project is stored under when `target` names one (names are case-insensitive: `KB1` is `kb1`), else null
+// (none, or none this key may see). Read from the list, which answers 200 either way: a 404 would be a console error.
+async function existing(target) {
+  const { value } = await get("/openqna/projects");
+  const p = value.find((x) => x.projectName.toLowerCase() === target.toLowerCase());
+  return p ? p.projectName : null;
 }
 
 function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
@@ -82,7 +97,9 @@ function importForm(progress, fixedName) {
                   f, { raw: true, onStatus }));
       if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before); }
     } else if (url.value) {
-      await call("PATCH", project(target), { language: "en" }).catch(() => {});
+      try { // a URL source needs its project: make it if new, and leave an existing one's language alone
+        if (!(await existing(target))) await call("PATCH", project(target), { language: "en" });
+      } catch (error) { return fail(error); }
       const ok = await runJob(`Adding ${url.value}`, progress, (onStatus) =>
         operation("PATCH", `${project(target)}/sources`,
                   [{ op: "add", value: { displayName: url.value, sourceUri: url.value, sourceKind: "url" } }], { onStatus }));
@@ -118,6 +135,7 @@ export function exportForm(name, progress) {
 }
 
 export async function showProjects() {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   const { value } = await get("/openqna/projects");
   const progress = h("p", { class: "progress", role: "status", hidden: true });
   const rows = value.map((p) => [
@@ -135,16 +153,23 @@ export async function showProjects() {
   const language = h("input", { value: "en", size: 6 });
   const create = h("form", { class: "card", onsubmit: async (event) => {
     event.preventDefault();
-    try {
-      await call("PATCH", project(name.value.trim()), { language: language.value, settings: { defaultAnswer: answer.value } });
-      location.hash = `#/p/${encodeURIComponent(name.value.trim())}/edit`;
+    const wanted = name.value.trim();
+    try { // the PATCH creates or updates: a name in use would silently get this language and default answer
+      const taken = await existing(wanted); // read again: another tab may have made it since this page was drawn
+      if (taken) {
+        fail(new Error(`A project named ${taken} already exists: open it from the list, or choose another name.`));
+        name.focus();
+        return;
+      }
+      await call("PATCH", project(wanted), { language: language.value, settings: { defaultAnswer: answer.value } });
+      location.hash = `#/p/${encodeURIComponent(wanted)}/edit`;
     } catch (error) { fail(error); }
   } }, h("h2", {}, "New project"), field("Name", name, "Letters, digits, - and _."), field("Language", language),
   field("Default answer", answer), h("button", { type: "submit" }, "Create project"));
   render(h("section", {}, h("h1", {}, "Projects"),
     value.length ? table(["Project", "QnAs", "Passages", "Last deployed", "Last modified", "Export", ""], rows)
       : h("p", {}, "No projects yet" + (author ? ": create one or import a file." : ".")),
-    progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null));
+    progress, author ? h("div", { class: "grid" }, create, importForm(progress)) : null), token);
 }
 
 export { importForm, all, AUTHORING };

@@ -1,7 +1,7 @@
 // Test sets: upload a named set (TSV, CSV or Excel) or make one from the confirmed questions of the log, run it against test or a deployment, read the run's figures and
 // its confusion list, the run history, and the per-question diff between two runs (worse and better).
 import { all, call, get, project } from "./api.js";
-import { can, render } from "./app.js";
+import { can, navigation, render } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, tabs } from "./projects.js";
 
@@ -55,6 +55,7 @@ function diffCard(diff) {
 }
 
 export async function showTestSets(name, shown = {}) {
+  const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "tests", "test sets"));
   const base = `/openqna/projects/${encodeURIComponent(name)}`;
   const [sets, runs, deployments] = await Promise.all([get(`${base}/test-sets`), get(`${base}/test-runs`),
@@ -147,5 +148,5 @@ export async function showTestSets(name, shown = {}) {
 
   if (shown.run) result.replaceChildren(runCard(shown.run));
   render(h("section", {}, tabs(name, "tests"), h("h1", {}, `${name}: test sets`), progress, result,
-    h("div", { class: "grid" }, upload, runForm), fromLog, history));
+    h("div", { class: "grid" }, upload, runForm), fromLog, history), token);
 }
