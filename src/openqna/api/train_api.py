@@ -23,11 +23,11 @@ from starlette.routing import Route
 from openqna.api import links
 from openqna.api.azure.wire import authorized_project, handle_errors, handle_errors_off_loop
 from openqna.auth.keys import Authorizer
+from openqna.kb.catalog import Job
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.records import Conflict
-from openqna.store import Job
 
 
 class TrainRoutes:
