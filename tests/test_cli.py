@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import CHITCHAT, ServeProcess, free_port
+from conftest import CHITCHAT, REPO, ServeProcess, free_port
 from openqna.kb.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
@@ -255,6 +255,15 @@ def test_serve_refuses_a_bad_setting(tmp_path, monkeypatch, name, value, says):
     monkeypatch.setenv(name, value)
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
     assert proc.returncode == 2 and f"{name} must be {says}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name, value", [("OPENQNA_NEAR_TOPIC", "2"), ("OPENQNA_EXACT_SEARCH_MAX", "lots")])
+def test_a_bad_setting_read_per_question_is_one_error_line(tmp_path, monkeypatch, name, value):
+    """Settings read when used (on every question) ended `openqna ask` in a traceback."""
+    run("import", "demo", str(REPO / "src" / "openqna" / "samples" / "openqna-faq.tsv"), data=tmp_path)
+    monkeypatch.setenv(name, value)
+    proc = run("ask", "demo", "how do I start the server?", data=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {name} must be ") and "Traceback" not in proc.stderr
 
 
 def test_unknown_embedder_is_a_clear_error(tmp_path):

@@ -19,6 +19,10 @@ from typing import Any, Callable, Generic, TypeVar
 T = TypeVar("T")
 
 
+class SettingError(ValueError):
+    """A setting's value is not what it must be; the message names the variable and what it expected."""
+
+
 @dataclass(frozen=True)
 class Setting(Generic[T]):
     """One environment variable; calling it returns its parsed value now."""
@@ -33,7 +37,7 @@ class Setting(Generic[T]):
         try:
             return self.parse(raw)
         except ValueError as exc:  # the parser says what it expected; the message names the variable
-            raise ValueError(f"{self.env} must be {exc}, not {raw!r}") from None
+            raise SettingError(f"{self.env} must be {exc}, not {raw!r}") from None
 
 
 def text(raw: str) -> str:

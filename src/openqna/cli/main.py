@@ -15,7 +15,7 @@ import sqlite3
 import time
 from importlib import resources
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import click
 
@@ -30,7 +30,18 @@ from openqna.formats.limits import LIMITS
 from openqna.records import Conflict, NotFound, OpenQnAError
 
 
-@click.group()
+class Commands(click.Group):
+    """The commands, each of which ends in one error line when a setting it reads is wrong (settings are read when
+    used, such as ``OPENQNA_NEAR_TOPIC`` on every question: a bad one was a traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except settings.SettingError as exc:
+            fail(str(exc))
+
+
+@click.group(cls=Commands)
 @click.version_option(package_name="openqna")
 def main() -> None:
     """openqna: knowledge-base question answering you host yourself."""
