@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from openqna.kb.jobs import LOST, JobRunner
+from openqna.kb.jobs import LOST, JobRunner, Requeue, stopping
 from openqna.store import Job
 from openqna.store.sqlite import SQLiteStore
 
@@ -132,3 +132,27 @@ def test_a_handler_added_after_the_runner_is_made_is_run(runners):
     laned.handlers["vector_store_file"] = lambda job: ran.append(job.id)
     job = laned.submit("vector_store_file", "p")
     _until(lambda: ran == [job.id], "the late kind runs on the shared worker")
+
+
+def test_a_handler_that_stops_for_the_shutdown_leaves_its_job_queued_for_the_next_start(runners):
+    """A train (a minute of CPU) held up a shutdown until it ended; a handler that has written nothing may stop when
+    its runner shuts down, and its job goes back to the queue instead of failing or finishing."""
+    entered, ran = threading.Event(), []
+
+    def patient(job):
+        entered.set()
+        while not stopping():
+            time.sleep(0.01)
+        raise Requeue
+
+    first = runners({"train": patient})
+    job = first.submit("train", "p")
+    assert entered.wait(60)
+    assert stopping() is False  # outside a job
+    first.shutdown()  # returns: the handler saw the shutdown
+    queued = first.store.get_job(job.id)
+    assert (queued.status, queued.errors, queued.result) == ("notStarted", [], None)
+    later = runners({"train": lambda job: ran.append(job.id)})
+    later.start()
+    _until(lambda: later.store.get_job(job.id).status == "succeeded", "the next start runs it")
+    assert ran == [job.id]

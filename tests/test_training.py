@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import threading
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from conftest import REPO, LiveServer
+from conftest import REPO, LiveServer, ServeProcess, wait_for_job
 from openqna.auth.keys import create_key
 from openqna.evaluation import datasets, faq
 from openqna.kb.service import AskRequest
@@ -440,3 +441,39 @@ def test_a_model_that_answers_what_the_kb_cannot_is_refused(service, monkeypatch
     assert space.no_answer_before.questions == space.test_sets_before.questions + len(strangers) == 620
     assert space.no_answer_after.answered > space.no_answer_before.answered + 0.1
     assert not result.kept and "answers them more often when the QnAs that answer them are left out" in space.reason
+
+
+@pytest.mark.multiprocess
+def test_a_shutdown_stops_a_train_and_the_next_start_runs_it(tmp_path):
+    """SIGTERM during a train waited for it to end (a minute on a large KB, longer than a container's grace period,
+    after which a kill left the job to fail when its lease ran out).  The train stops at its next step, writes
+    nothing, and its job is queued again for the next start.  The hash embedder stands in for the model here: the
+    job's life is under test, and banking77's 10,003 questions embed in no time with it."""
+    from openqna.kb.service import Service
+    from openqna.models.embedder import get_embedder
+    from openqna.store.sqlite import SQLiteStore
+
+    data = datasets.banking77(DATA)
+    store = SQLiteStore(tmp_path / "data")
+    service = Service(store, get_embedder("hash"))
+    service.create_project("bank")
+    service.upsert("bank", [QnA(qs, datasets.humanise(label)) for label, qs in data.train.items()])
+    store.close()
+    env = {"OPENQNA_EMBEDDER": "hash", "OPENQNA_SAMPLE": "0"}
+    with ServeProcess(tmp_path / "data", tmp_path / "first.log", env=env) as first:
+        started = httpx.post(f"{first.url}/openqna/projects/bank:train")
+        assert started.status_code == 202, started.text
+        poll = started.headers["Operation-Location"]
+        wait_for_job(poll, states=("running",), every=0.02)
+        first.proc.send_signal(signal.SIGTERM)
+        # by itself, long before the train would have ended (uvicorn exits by the signal it caught, once shut down)
+        assert first.proc.wait(30) in (0, -signal.SIGTERM)
+    store = SQLiteStore(tmp_path / "data")
+    job_id = poll.rsplit("/", 1)[1]
+    stopped = store.get_job(job_id)
+    assert (stopped.status, stopped.errors, store.get_trained("bank")) == ("notStarted", [], None)
+    store.close()
+    assert "queued again" in (tmp_path / "first.log").read_text()
+    with ServeProcess(tmp_path / "data", tmp_path / "second.log", env=env) as second:
+        done = wait_for_job(f"{second.url}/openqna/jobs/{job_id}", seconds=180)
+        assert done["status"] == "succeeded" and done["result"]["project"] == "bank", done

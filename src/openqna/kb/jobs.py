@@ -20,6 +20,12 @@ write committed, so running them again could apply them twice; the client starts
 operation again, as it would after any Azure failure.  A job that was never claimed
 is never lost: whichever worker is alive runs it, even if the process that accepted
 it has gone.
+
+A shutdown lets the job in hand finish, but a handler that has written nothing yet may
+stop early instead (``stopping``, then ``Requeue``): the job goes back to the queue, to
+be run by another process or after the next start.  The train job does so, since it
+writes its model only at the end and takes a minute of CPU that a restart should not
+wait for.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import secrets
 import socket
 import threading
 import uuid
+from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -45,6 +52,18 @@ LOST = [{"code": "InternalServerError",
          "message": "The server running this job stopped before it finished; its changes may be partly or not at all "
                     "applied. Start the operation again."}]
 Handler = Callable[[Job], None]
+_STOPPING: ContextVar[threading.Event | None] = ContextVar("openqna_job_stopping", default=None)
+
+
+class Requeue(Exception):
+    """Raised by a handler that stopped early, having written nothing, because its process is shutting down
+    (``stopping``): the job is queued again instead of finished."""
+
+
+def stopping() -> bool:
+    """Whether the runner of the job this thread is running is shutting down (False outside a job)."""
+    event = _STOPPING.get()
+    return event is not None and event.is_set()
 
 
 def _iso(t: datetime) -> str:
@@ -141,9 +160,13 @@ class JobRunner:
         heartbeat = threading.Thread(target=self._renew, args=(job.id, done), name=f"openqna-job-lease-{job.id}",
                                      daemon=True)
         heartbeat.start()
+        token = _STOPPING.set(self._stop)
         try:
             self.handlers[job.kind](job)
             job.status = "succeeded"
+        except Requeue:
+            log.warning("job %s (%s) stopped for the shutdown; queued again for the next start", job.id, job.kind)
+            job.status, job.errors = "notStarted", []
         except OpenQnAError as exc:
             job.status = "failed"
             job.errors = [{"code": exc.code, "message": exc.message}]
@@ -152,6 +175,7 @@ class JobRunner:
             job.status = "failed"
             job.errors = [{"code": "InternalServerError", "message": f"The job failed unexpectedly: {exc!r}"}]
         finally:
+            _STOPPING.reset(token)
             done.set()
             heartbeat.join()
         try:
@@ -182,7 +206,8 @@ class JobRunner:
                     self._finished.wait(self.poll_seconds)
 
     def shutdown(self) -> None:
-        """Finish the job in hand and stop; queued jobs stay queued for another worker or the next start."""
+        """Finish the job in hand (or queue it again, if its handler stops for it: ``Requeue``) and stop; queued jobs
+        stay queued for another worker or the next start."""
         self._stop.set()
         for wake in self._wakes:
             wake.set()

@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from openqna.index.index_cache import index_records
+from openqna.kb.jobs import Requeue, stopping
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, no_answer_questions, project_threshold
 from openqna.ranking import calibrations
 from openqna.store import Job
 from openqna.store.base import LIVE
-from openqna.training.adapter import QueryAdapter
+from openqna.training.adapter import QueryAdapter, Stopped, stop_when
 from openqna.training.model import TrainedModel
 from openqna.training.project import Labelled, Space, SpaceReport, train_space
 
@@ -123,6 +124,10 @@ class Trainer:
 
     def handle(self, job: Job) -> None:
         """The ``train`` job: its result is the report, as JSON."""
-        result = self.train(job.project)
+        try:
+            with stop_when(stopping):
+                result = self.train(job.project)
+        except Stopped:
+            raise Requeue from None  # nothing written: the model is stored only at the end
         job.result = json.dumps(result.json()).encode()
         job.result_name, job.result_media = "train.json", "application/json"

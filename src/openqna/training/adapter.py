@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -39,6 +42,34 @@ MIN_STEPS = 50  # Adam steps at least, whatever the number of examples
 MAX_STEPS = 200  # and at most: banking77's 10,003 questions would take 632 (each a 128 x 10,080 softmax)
 BATCH = 128
 LEARNING_RATE = 1e-3
+
+
+class Stopped(Exception):
+    """Training was asked to stop (``stop_when``) before it finished; it has written nothing."""
+
+
+def _never() -> bool:
+    return False
+
+
+_STOP: ContextVar[Callable[[], bool]] = ContextVar("openqna_training_stop", default=_never)
+
+
+@contextmanager
+def stop_when(asked: Callable[[], bool]) -> Iterator[None]:
+    """Within it, training in this thread raises ``Stopped`` at its next step once ``asked()`` is true (the train
+    job's process shutting down: a train of a large KB takes a minute, which a shutdown should not wait for)."""
+    token = _STOP.set(asked)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
+
+
+def check_stop() -> None:
+    """Raise ``Stopped`` if this thread's training was asked to stop (a check between steps: about 0.1 µs)."""
+    if _STOP.get()():
+        raise Stopped
 
 
 @dataclass
@@ -109,6 +140,7 @@ def fit(examples: Examples, units: np.ndarray, unit_records: np.ndarray, n_recor
         for start in range(0, len(X), BATCH):
             if t == steps:
                 break
+            check_stop()
             batch = order[start:start + BATCH]
             x = X[batch]
             a = x + x @ M

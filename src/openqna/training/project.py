@@ -46,7 +46,7 @@ from openqna.index.memindex import IndexRecord, MemIndex
 from openqna.ranking import ranker
 from openqna.ranking.calibrations import Calibration
 from openqna.ranking.multilingual import crosses
-from openqna.training.adapter import L2, Examples, QueryAdapter, fit
+from openqna.training.adapter import L2, Examples, QueryAdapter, check_stop, fit
 
 HELD_OUT_MAX = 300
 HELD_OUT_SHARE = 0.2
@@ -233,6 +233,7 @@ def ask(index: MemIndex, questions: list[tuple[str, frozenset[int]]], vectors: n
     hits: list[bool] = []
     confidences: list[float] = []
     for (text, accepted), vector in zip(questions, vectors):
+        check_stop()
         calibration = space.cross if space.cross is not None and crosses(index, text) else space.calibration
         allowed = eligible
         if without_answer:
