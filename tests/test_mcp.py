@@ -248,6 +248,7 @@ def test_http_refuses_requests_without_a_valid_key_once_keys_exist(http):
         assert response.headers["www-authenticate"].startswith("Bearer")
         body = response.json()
         assert body["jsonrpc"] == "2.0" and message in body["error"]["message"]
+        assert body["id"] == 1  # the request's, as JSON-RPC asks of every answer whose request could be read
     assert httpx.get(http.url + "/mcp", headers=accept, timeout=10).status_code == 401
 
     async def main():

@@ -104,8 +104,8 @@ def test_openqna_serve_answers_503_in_each_dialect_and_recovers(restartable_pg, 
             assert "cannot connect to the PostgreSQL store" in error["message"], (name, error)
             if name == "openai":
                 assert error["type"] == "server_error"
-            elif name == "mcp":
-                assert r.json()["jsonrpc"] == "2.0"
+            elif name == "mcp":  # the request's id: the official client matches the answer to its request by it
+                assert (r.json()["jsonrpc"], r.json()["id"]) == ("2.0", 1)
             else:
                 assert error["code"] == "ServiceUnavailable", (name, error)
         assert http.get("/healthz").status_code == 200  # the process itself is up

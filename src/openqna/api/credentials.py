@@ -14,7 +14,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openqna.auth.keys import Authorizer
+from openqna.auth.keys import Authorizer, Checked
 from openqna.records import OpenQnAError
 
 
@@ -48,6 +48,9 @@ def _without_scheme(value: str, schemes: tuple[str, ...]) -> str:
 
 
 UNCHECKED = frozenset({"/healthz", "/readyz"})  # paths no surface checks a credential on
+# paths whose surface answers a check that could not be made itself: MCP's answer carries the request's id, which
+# only the surface reads (from the body)
+OWN_REFUSALS = frozenset({"/mcp"})
 
 
 class ChecksOffLoop:
@@ -72,11 +75,14 @@ class ChecksOffLoop:
         if scope["type"] == "http":
             secret = secret_from_headers(Headers(scope=scope))
             if scope["path"] not in UNCHECKED and self.authorizer.may_block(secret):
+                answer: Checked | OpenQnAError
                 try:
                     answer = await anyio.to_thread.run_sync(self.authorizer.check, secret)
                 except OpenQnAError as exc:
-                    await self.refused(scope["path"], exc)(scope, receive, send)
-                    return
+                    if scope["path"] not in OWN_REFUSALS:
+                        await self.refused(scope["path"], exc)(scope, receive, send)
+                        return
+                    answer = exc  # raised by the surface's own check of the secret
                 with self.authorizer.checked(secret, answer):
                     await self.app(scope, receive, send)
                 return

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from openqna.auth.bearer import Principal, TokenRefused, TokenValidator, looks_like_jwt
 from openqna.clock import now_iso
+from openqna.records import OpenQnAError
 from openqna.store import ApiKey, Store
 
 __all__ = ["ROLES", "ApiKey", "Authorizer", "Caller", "Denied", "Principal", "allows", "create_key", "hash_key", "who",
@@ -81,7 +82,7 @@ class Denied:
 
 Checked = tuple[Caller | None, Denied | None]
 # A check made before the request reached its handler (``Authorizer.checked``): (who, the secret, its answer).
-_CHECKED: ContextVar[tuple["Authorizer", str | None, Checked] | None] = ContextVar("openqna_checked", default=None)
+_CHECKED: ContextVar[tuple["Authorizer", str | None, Checked | OpenQnAError] | None] = ContextVar("openqna_checked", default=None)
 
 
 class Authorizer:
@@ -110,8 +111,9 @@ class Authorizer:
         return self.store.remote or (secret is not None and bool(self.tokens) and looks_like_jwt(secret))
 
     @contextmanager
-    def checked(self, secret: str | None, answer: Checked) -> Iterator[None]:
-        """Within the block (its task, and the tasks and threads started from it), ``check(secret)`` is ``answer``.
+    def checked(self, secret: str | None, answer: Checked | OpenQnAError) -> Iterator[None]:
+        """Within the block (its task, and the tasks and threads started from it), ``check(secret)`` is ``answer``
+        (raised, when it is the error that kept the check from being made: the store unreachable).
 
         How a check made on a thread before routing (``api/credentials.py``) reaches the surfaces' own ``check``
         calls without each of them waiting on the network again; only for one request's own secret.
@@ -131,6 +133,8 @@ class Authorizer:
         """
         done = _CHECKED.get()
         if done is not None and done[0] is self and done[1] == secret:
+            if isinstance(done[2], OpenQnAError):
+                raise done[2]
             return done[2]
         if secret is None or (looks_like_jwt(secret) and not self.tokens):
             if self.open():

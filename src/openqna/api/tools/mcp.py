@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,7 @@ from openqna.kb.service import Service
 from openqna.records import OpenQnAError
 
 PATH = "/mcp"
+log = logging.getLogger("openqna.api.tools.mcp")
 MISSING = ("An API key is required: send 'Authorization: Bearer <key>' or 'api-key: <key>' (or a bearer token "
            "from a trusted identity provider).")
 
@@ -85,9 +87,17 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            _, denied = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
+            # the body first, so that every refusal below answers with the request's id, as JSON-RPC asks
+            body = await _read_body(receive) if scope["method"] == "POST" else b""
+            request_id = request_id_of(body)
+            try:
+                _, denied = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
+            except OpenQnAError as exc:  # the store is unreachable (StoreUnavailable): its status, MCP's envelope
+                log.warning("%s: %s", PATH, exc.message)
+                await _error(exc.status, -32603, exc.message, request_id)(scope, receive, send)
+                return
             if denied:
-                await _unauthorized(denied)(scope, receive, send)
+                await _unauthorized(denied, request_id)(scope, receive, send)
                 return
             if scope["method"] in ("GET", "DELETE"):
                 # Stateless JSON: no SSE stream to open and no session to end.  The streamable-HTTP spec
@@ -95,7 +105,6 @@ class McpHttp:
                 await _no_stream()(scope, receive, send)
                 return
             if scope["method"] == "POST":
-                body = await _read_body(receive)
                 if len(body) > LIMITS.body_bytes:
                     await _invalid(413, f"The request body is larger than {LIMITS.body_bytes} bytes.")(
                         scope, receive, send)
@@ -134,6 +143,19 @@ def bad_request_id(body: bytes) -> str | None:
             "Leave 'id' out to send a notification.")
 
 
+def request_id_of(body: bytes) -> str | int | None:
+    """The id of the JSON-RPC request in ``body``, when it has a valid one (None: a notification, not JSON, or an
+    id ``bad_request_id`` refuses)."""
+    try:
+        message = json_body.parse(body)
+    except json_body.BadBody:
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
+        return request_id
+    return None
+
+
 async def _read_body(receive: Receive) -> bytes:
     """The whole request body, or the first bytes past the limit (enough to refuse it)."""
     chunks, size = [], 0
@@ -162,7 +184,11 @@ def _replay(body: bytes) -> Receive:
 
 def _invalid(status: int, message: str) -> JSONResponse:
     """JSON-RPC's Invalid Request (-32600); the id could not be read, so it is null."""
-    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}},
+    return _error(status, -32600, message, None)
+
+
+def _error(status: int, code: int, message: str, request_id: str | int | None) -> JSONResponse:
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
                         status_code=status)
 
 
@@ -173,12 +199,13 @@ def _no_stream() -> JSONResponse:
     return JSONResponse(body, status_code=405, headers={"Allow": "POST"})
 
 
-def _unauthorized(denied: Denied) -> JSONResponse:
+def _unauthorized(denied: Denied, request_id: str | int | None) -> JSONResponse:
     """401 with a JSON-RPC error body (MCP's own dialect) and the challenge RFC 9110 asks for."""
     message = MISSING if denied.missing else f"Access denied: {denied.reason}."
     challenge = 'Bearer realm="openqna", error="invalid_token"' if denied.token else 'Bearer realm="openqna"'
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": challenge})
+    response = _error(401, -32001, message, request_id)
+    response.headers["WWW-Authenticate"] = challenge
+    return response
 
 
 def main(argv: Sequence[str] | None = None) -> None:
