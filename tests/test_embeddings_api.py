@@ -11,6 +11,7 @@ import asyncio
 import json
 import subprocess
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -109,6 +110,17 @@ def test_refusals_are_the_clients_exceptions_with_the_reason(server, kwargs, err
     assert words in refused.value.message
     assert refused.value.body["type"] == "invalid_request_error"  # the client hands over the envelope's "error"
     assert refused.value.body["param"] == param
+
+
+def test_an_engines_path_names_the_model(server, embedder):
+    """openai 0.x's Embedding.create(engine=...) posts to /v1/engines/{engine}/embeddings with no model: it was a
+    404 for a route; the engine is the model, and a body naming another one is told to send one of them."""
+    url = f"{server.url}/v1/engines/local/embeddings"
+    got = httpx.post(url, json={"input": ["hi"]}).json()
+    assert cosines([got["data"][0]["embedding"]], embedder.embed(["hi"])).min() >= 0.9999
+    assert httpx.post(f"{server.url}/v1/engines/ada/embeddings", json={"input": "hi"}).status_code == 404
+    clash = httpx.post(url, json={"input": "hi", "model": "all-MiniLM-L6-v2"})
+    assert clash.status_code == 400 and "send one of them" in clash.json()["error"]["message"]
 
 
 def test_keys_apply_and_any_valid_key_may_embed(live):

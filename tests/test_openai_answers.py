@@ -313,6 +313,9 @@ def test_legacy_openai_client(live, tmp_path):
     white_house, beside_closer, beside_others, empty = seen["alone"]
     assert white_house == beside_closer == beside_others > 0 and empty == 0
     assert seen["error"][0] == 400 and "documents" in seen["error"][1]
+    purpose, found = seen["search_file"]
+    assert purpose == "search" and found[0] == ["Puppy A is happy.", "m1"], found
+    assert seen["engine_embedding"] == ["list", 384]
     assert seen["deleted"] is True
 
 

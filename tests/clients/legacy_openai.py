@@ -45,5 +45,11 @@ try:
     seen["error"] = None
 except openai.error.InvalidRequestError as exc:
     seen["error"] = [exc.http_status, str(exc)]
+# a file for search, with the search engine 0.x sends for that purpose (ignored: the server's embedder indexes it)
+searchable = openai.File.create(file=open(path, "rb"), purpose="search", model="ada")
+found = openai.Engine("ada").search(file=searchable["id"], query="a happy puppy", max_rerank=5, return_metadata=True)
+seen["search_file"] = [searchable["purpose"], [[d["text"], d.get("metadata")] for d in found["data"]]]
+embedded = openai.Embedding.create(engine="local", input=["Puppy A is happy."])
+seen["engine_embedding"] = [embedded["object"], len(embedded["data"][0]["embedding"])]
 seen["deleted"] = openai.File.delete(f["id"])["deleted"]
 print(json.dumps(seen))

@@ -109,7 +109,9 @@ def file_json(f: StoredFile) -> dict:
     return out
 
 
-UPLOAD_FIELDS = ("file", "purpose", "expires_after[anchor]", "expires_after[seconds]")
+# and ``model``: the search engine openai 0.x sends with purpose "search" (``File.create(..., model="ada")``); every
+# file is indexed by the server's own embedder, so it is read and ignored
+UPLOAD_FIELDS = ("file", "purpose", "expires_after[anchor]", "expires_after[seconds]", "model")
 
 
 def check_upload_fields(form: Any) -> None:

@@ -81,7 +81,9 @@ class EmbeddingRoutes:
         self.authorizer = authorizer
 
     def routes(self) -> list[Route]:
-        return [Route("/v1/embeddings", self.create, methods=["POST"])]
+        # openai 0.x's Embedding.create(engine=...) posts to the engine's path, with no model in the body
+        return [Route("/v1/embeddings", self.create, methods=["POST"]),
+                Route("/v1/engines/{engine}/embeddings", self.create, methods=["POST"])]
 
     async def create(self, request: Request) -> Response:
         """Any key may embed (a scoped one too): the answer depends on no knowledge base."""
@@ -90,7 +92,12 @@ class EmbeddingRoutes:
             if denied:
                 return unauthorized(denied)
             body = Body(await read_json(request), FIELDS)
-            model = body.string("model", required=True)
+            engine = request.path_params.get("engine")
+            model = body.string("model", required=engine is None)
+            if engine is not None and model is not None and model != engine:
+                raise InvalidArgument(f"'model' is {model!r} but the path names engine {engine!r}; send one of them.",
+                                      target="model")
+            model = model or engine
             assert model is not None
             self.embeddings.check_model(model)
             texts = texts_from(body.raw.get("input"))
