@@ -334,9 +334,13 @@ class FakeLLM:
                 seen.append((self.path, dict(self.headers), body))
                 if "fail" in json.dumps(body):
                     self.send_response(500)
+                    self.send_header("Content-Length", "24")
                     self.end_headers()
+                    self.wfile.write(b"upstream internal detail")
                     return
-                texts = [f" Beijing.\nQ: next question {i}" for i in range(body.get("n", 1))]
+                # "one choice": an endpoint that ignores n, as Ollama and llama.cpp do
+                count = 1 if "one choice" in json.dumps(body) else body.get("n", 1)
+                texts = [f" Beijing.\nQ: next question {i}" for i in range(count)]
                 if self.path.endswith("/chat/completions"):
                     if "say nothing" in json.dumps(body):  # a refusal, or a reasoning model out of tokens
                         texts = [None] * len(texts)
@@ -377,6 +381,9 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
         r = post(live, "/answers", body).json()
         failed = post(live, "/answers", dict(body, question="please fail"))
         silent = post(live, "/answers", dict(body, question="say nothing"))
+        asked = len(llm.requests)
+        ignored_n = post(live, "/answers", dict(body, question="one choice only, please")).json()
+        asked = len(llm.requests) - asked
         with_logprobs = post(live, "/answers", dict(body, logprobs=1)).json()
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
@@ -390,6 +397,10 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     assert r["model"] == "fake-llm-7b" and r["completion"] == "cmpl-fake"
     assert r["answers"] == ["Beijing.", "Beijing."]  # post-processed like OpenAI: cut at the next "Q:"
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "server_error"
+    # the caller learns that the endpoint failed, not its address or what it said (the server's log has both)
+    message = failed.json()["error"]["message"]
+    assert "OPENQNA_LLM_BASE_URL" in message and llm.url not in message and "upstream" not in message, message
+    assert ignored_n["answers"] == ["Beijing.", "Beijing."] and asked == 2  # asked again for the second
     assert silent.status_code == 200 and silent.json()["answers"] == (["", ""] if api == "chat" else ["Beijing."] * 2)
     # logprobs expand the completion (OpenAI: "completion will be automatically added into expand to get the
     # logprobs"); the endpoint's logprobs reach it (only /completions is asked for them)

@@ -7,10 +7,15 @@ stop, temperature, max_tokens and logit_bias through.  With no endpoint configur
 question), so ``/v1/answers`` works offline; the ``model`` it reports says which answered.
 ``ExtractiveCompleter`` picks sentences, which is retrieval's job, so it lives in
 ``answers/extractive.py``; ``answers.get_completer`` chooses between the two.
+
+An endpoint that fails is a 502 whose message names no address and quotes no reply of the
+endpoint (any key that may ask sees it); the server's log has both.  An endpoint that sends
+fewer choices than ``n`` (Ollama and llama.cpp ignore ``n``) is asked again for the rest.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,6 +24,7 @@ import httpx
 
 from openqna.records import OpenQnAError
 
+log = logging.getLogger("openqna.models.completer")
 
 @dataclass
 class CompletionRequest:
@@ -69,8 +75,29 @@ class OpenAICompatibleCompleter:
         return self.model_map.get(requested) or self.default_model or requested
 
     def complete(self, request: CompletionRequest) -> Completion:
+        first = self._complete(request, request.n)
+        texts, logprobs = list(first.texts), list(first.logprobs)
+        for _ in range(request.n - 1):  # an endpoint that ignores n sent one choice: one more call each
+            if len(texts) >= request.n:
+                break
+            more = self._complete(request, request.n - len(texts))
+            if not more.texts:
+                break
+            texts += more.texts
+            logprobs += more.logprobs
+        if len(texts) < request.n:
+            raise self._failed(f"sent {len(texts)} completions when {request.n} were asked for")
+        return Completion(first.id, first.model, texts[:request.n], first.raw, logprobs[:request.n])
+
+    def _failed(self, detail: str) -> CompleterError:
+        log.warning("the completion endpoint %s %s", self.base_url, detail)
+        return CompleterError("The completion endpoint the server is configured with (OPENQNA_LLM_BASE_URL) failed: "
+                              f"it {detail.split(':')[0]}. The server's log has the details; try again, or ask its "
+                              "operator.")
+
+    def _complete(self, request: CompletionRequest, n: int) -> Completion:
         model = self._model(request.model)
-        params = {"model": model, "n": request.n, "max_tokens": request.max_tokens,
+        params = {"model": model, "n": n, "max_tokens": request.max_tokens,
                   "temperature": request.temperature}
         if request.stop:
             params["stop"] = request.stop
@@ -88,9 +115,9 @@ class OpenAICompatibleCompleter:
         try:
             r = httpx.post(self.base_url + path, json=body, headers=headers, timeout=self.timeout)
         except httpx.HTTPError as exc:
-            raise CompleterError(f"The completion endpoint {self.base_url} could not be reached: {exc}") from None
+            raise self._failed(f"could not be reached: {exc!r}") from None
         if r.status_code >= 400:
-            raise CompleterError(f"The completion endpoint answered HTTP {r.status_code}: {r.text[:300]}")
+            raise self._failed(f"answered HTTP {r.status_code}: {r.text[:300]!r}")
         try:
             raw = r.json()
             choices = sorted(raw["choices"], key=lambda c: c.get("index", 0))
@@ -98,8 +125,8 @@ class OpenAICompatibleCompleter:
             # the model wrote no text.
             texts = [(c["message"]["content"] or "") if self.api == "chat" else c["text"] for c in choices]
         except (ValueError, KeyError, TypeError) as exc:
-            raise CompleterError(f"The completion endpoint sent an unexpected response ({exc!r}).") from None
+            raise self._failed(f"sent an unexpected response: {exc!r}") from None
         if not all(isinstance(t, str) for t in texts):
-            raise CompleterError("The completion endpoint sent a completion whose text is not a string.")
+            raise self._failed("sent a completion whose text is not a string")
         return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw,
                           [c.get("logprobs") for c in choices])
