@@ -385,3 +385,18 @@ def test_a_jsonl_line_ends_at_a_newline_only():
     rows = [{"id": "1", "text": "Returns\u2028within 30 days.\u0085Ask us."}, {"id": "2", "text": "Shipping\u2029free."}]
     data = "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode()
     assert list(read_rows("rows.jsonl", data)) == [(1, rows[0]), (2, rows[1])]
+
+
+def test_a_column_named_like_a_keyword_is_described_as_a_filter_must_write_it(service):
+    """A table with a column `select` was described with the example "select = 'value'", which the server itself
+    refuses (a GPT cannot learn the quoting); a KB's metadata keys `and` and `null` alike.  The description writes
+    such names in backticks, and what it shows is accepted."""
+    create_table(service, "kw", TableSchema([parse_column("select:String"), parse_column("t:String")], ["t"], None))
+    load_rows(service, "kw", "kw.jsonl", json.dumps({"select": "value", "t": "a row"}).encode())
+    with LiveServer(service) as live:
+        op = get(live, "/tools/kw/openapi.json", version="3.1").json()["paths"]["/get_related_kw"]["get"]
+        where = next(p for p in op["parameters"] if p["name"] == "where_str")["description"]
+        assert "`select` String" in where and where.endswith("Example: `select` = 'value'"), where
+        shown = where.rsplit("Example: ", 1)[1]
+        r = httpx.get(f"{live.url}/get_related_kw", params={"subject": "row", "where_str": shown}, timeout=30)
+        assert r.status_code == 200 and r.json()["num_retrieved"] == 1, r.text

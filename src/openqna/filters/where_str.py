@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime
+from functools import lru_cache
 from typing import NoReturn
 
 from sqlglot import exp
@@ -79,6 +80,17 @@ def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Fi
     tree = read_tree(text, schema)
     moment = utc_seconds(now or datetime.now(UTC))
     return _Lowering(schema, moment).condition(tree)
+
+
+@lru_cache(maxsize=4096)
+def written_name(name: str) -> str:
+    """``name`` as a ``where_str`` writes it: as it is, or in backticks when it reads as a keyword there (a column
+    named ``select``, ``and`` or ``null``), which is what tool descriptions show a model."""
+    try:
+        parse_where(f"{name} = 'x'", {name: Column(name, "String")})
+    except (WhereError, ValueError):
+        return f"`{name}`"
+    return name
 
 
 def _unparen(node: exp.Expr) -> exp.Expr:

@@ -50,7 +50,8 @@ _OPERATORS = allowed_syntax({}).partition("; ")[2]
 WHERE_HELP = (
     "Optional filter, a ClickHouse-style SQL boolean expression over the knowledge base's columns "
     "(list_knowledge_bases gives their names and types). Examples: \"category = 'billing'\", "
-    "\"price < 20 AND has(tags, 'new')\", \"updated >= now() - INTERVAL 30 DAY\". Allowed: "
+    "\"price < 20 AND has(tags, 'new')\", \"updated >= now() - INTERVAL 30 DAY\"; a column named like a keyword "
+    "(select, and, null) is written in backticks: \"`select` = 'x'\". Allowed: "
     f"{_OPERATORS}. Omit it to search everything."
 )
 

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from urllib.parse import quote
 
 from openqna import __version__, settings
+from openqna.filters.where_str import written_name
 from openqna.kb.service import KnowledgeBaseInfo
 from openqna.kb.writing import name_problem
 
@@ -30,7 +31,7 @@ def _clip(text: str, limit: int) -> str:
 def where_description(kb: KnowledgeBaseInfo) -> str:
     if kb.connected:
         return _clip(connected_description(kb), PARAMETER_CHARS)
-    columns = ", ".join(f"{c.name} {c.type}" for c in kb.columns) or "(none)"
+    columns = ", ".join(f"{written_name(c.name)} {c.type}" for c in kb.columns) or "(none)"
     example = _example(kb)
     text = (f"Optional SQL-like filter, ClickHouse syntax, over the columns: {columns}. Use =, !=, <, >, IN, "
             f"BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), length(), "
@@ -44,7 +45,7 @@ def connected_description(kb: KnowledgeBaseInfo) -> str:
     assert kb.connected is not None
     names = {c.name for c in kb.columns}
     shown = [c for c in kb.connected["columns"] if c["name"] in names]
-    lines = [f"  {c['name']} {c['type']}" + ("," if i < len(shown) - 1 else "") +
+    lines = [f"  {written_name(c['name'])} {c['type']}" + ("," if i < len(shown) - 1 else "") +
              (f" -- {c['comment']}" if c["comment"] else "") for i, c in enumerate(shown)]
     sketch = f"CREATE TABLE {kb.connected['table']} (\n" + "\n".join(lines) + "\n)"
     return (f"Optional SQL WHERE condition, ClickHouse syntax, over this table:\n{sketch}\nUse =, !=, <, >, IN, "
@@ -55,11 +56,11 @@ def connected_description(kb: KnowledgeBaseInfo) -> str:
 def _example(kb: KnowledgeBaseInfo) -> str:
     for c in kb.columns:
         if c.type == "Array(String)":
-            return f"Example: has({c.name}, 'value')"
+            return f"Example: has({written_name(c.name)}, 'value')"
         if c.type == "DateTime":
-            return f"Example: {c.name} > parseDateTime32BestEffort('2023-01-01')"
+            return f"Example: {written_name(c.name)} > parseDateTime32BestEffort('2023-01-01')"
     first = next(iter(kb.columns), None)
-    return f"Example: {first.name} = 'value'" if first else ""
+    return f"Example: {written_name(first.name)} = 'value'" if first else ""
 
 
 def operation_id(kb_name: str) -> str:
