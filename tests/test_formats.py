@@ -451,7 +451,8 @@ def test_error_metadata_pair_without_colon(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "metadata, words",
     [
-        ("my key:value", "letters, digits"),
+        ("my key:value", "letters (a-z, A-Z), digits"),
+        ("ключ:значение", "ASCII letters"),  # letters, but not the ones a key may hold: said so
         ("key:", "empty value"),
         ("key:a:b", "must not contain"),
         ("Key:a|key:b", "appears twice"),

@@ -55,7 +55,7 @@ def source_problem(source: str) -> str | None:
 
 def metadata_problem(key: str, value: str) -> str | None:
     if not METADATA_KEY_PATTERN.fullmatch(key):
-        return f"key {key!r} must be 1+ letters, digits or '_'"
+        return f"key {key!r} must be 1+ ASCII letters (a-z, A-Z), digits or '_'"
     if len(key) > MAX_METADATA_KEY_CHARS:
         return f"key {key[:20]!r}... is {len(key)} characters long; the limit is {MAX_METADATA_KEY_CHARS}"
     if not value:
