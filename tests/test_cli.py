@@ -494,6 +494,31 @@ def test_table_load_of_an_unreadable_file_is_one_clear_error(tmp_path, name, con
     assert proc.stderr.startswith(f"error: {name}: {says}"), proc.stderr
 
 
+
+def test_table_load_refuses_csv_cells_the_header_does_not_name(tmp_path):
+    """An unquoted comma split 'hello, world' into two cells and the reader dropped the second: the load succeeded
+    with s = 'hello'.  A repeated header column kept only its last value.  Such a row is a bad row now (its line
+    and how to fix it are listed, nothing is loaded), and such a header is one error."""
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    run("table", "create", "notes", "--column", "id:Int64", "--column", "s:String", "--text", "s", data=data)
+    rows = tmp_path / "rows.csv"
+    rows.write_text('id,s\n1,"quoted, kept"\n2,hello, world\n', encoding="utf-8")
+    proc = run("table", "load", "notes", str(rows), data=data, check=False)
+    assert proc.returncode == 2, proc.stdout
+    assert "rows.csv: 1 bad row(s), nothing was loaded: row 2: 3 cells but the header names 2 columns (line 3)" \
+        in proc.stderr and "quote a cell that holds a comma" in proc.stderr, proc.stderr
+    rows.write_text("id,s,id\n1,hello,2\n", encoding="utf-8")
+    proc = run("table", "load", "notes", str(rows), data=data, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: rows.csv: the header names column 'id' twice"), \
+        proc.stderr
+    assert SQLiteStore(data).list_qnas("notes") == []
+    rows.write_text('id,s\n1,"quoted, kept"\n\n2,plain\n', encoding="utf-8")
+    assert "2 rows from rows.csv" in run("table", "load", "notes", str(rows), data=data).stdout
+    assert {q.fields["id"]: q.fields["s"] for q in SQLiteStore(data).list_qnas("notes")} == {1: "quoted, kept",
+                                                                                              2: "plain"}
+
 def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -96,9 +96,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
                 continue
             yield number, row if isinstance(row, dict) else "expected a JSON object"
     elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(utf8_text(name, data)))
-        for number, row in enumerate(reader, start=1):
-            yield number, {k: (None if v == "" else v) for k, v in row.items() if k is not None}
+        yield from csv_rows(name, utf8_text(name, data))
     elif suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -111,6 +109,37 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
             yield number, row
     else:
         raise InvalidArgument(f"{name}: rows load from .jsonl, .csv or .parquet files")
+
+
+def csv_rows(name: str, text: str) -> Iterator[tuple[int, dict | str]]:
+    """``read_rows`` for CSV: a row is its header's names with its cells, an empty cell None.
+
+    A row with more cells than the header names comes as the reason instead: csv.DictReader would
+    keep the surplus under no name and the row would load without it (an unquoted comma in
+    'hello, world' loaded 'hello').  A header that names a column twice is refused for the same
+    reason: one of its cells would be dropped.  Blank lines are skipped and not numbered, as
+    csv.DictReader did; the reason gives the line, which quoted line breaks can move away from the
+    row number.
+    """
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        said = ", ".join(f"'{c}' {header.count(c)} times" if header.count(c) > 2 else f"'{c}' twice" for c in repeated)
+        raise InvalidArgument(f"{name}: the header names column {said}; name each column once (a repeated column's "
+                              "cells would overwrite each other)")
+    number = 0
+    for cells in reader:
+        if not cells:
+            continue
+        number += 1
+        if len(cells) > len(header):
+            yield number, (f"{len(cells)} cells but the header names {len(header)} columns (line {reader.line_num}); "
+                           'quote a cell that holds a comma, as in "hello, world"')
+            continue
+        yield number, {k: (None if v == "" else v) for k, v in zip(header, cells)}
 
 
 def _value(column: Column, raw: Any, from_text: bool) -> Any:
