@@ -481,6 +481,7 @@ def test_table_load_lists_every_bad_json_row(tmp_path):
 @pytest.mark.parametrize(("name", "content", "says"), [
     ("rows.jsonl", b'{"title": "caf\xe9", "year": 2020}\n', "not UTF-8"),
     ("rows.csv", b"title,year\ncaf\xe9,2020\n", "not UTF-8"),
+    ("rows.csv", b'title,year\n"open,2020\n' + b"x" * 140_000, "not readable as CSV by line 3"),
     ("rows.parquet", b"PAR1 not really PAR1", "not a readable Parquet file"),
     ("rows.parquet", b"", "not a readable Parquet file"),
 ])

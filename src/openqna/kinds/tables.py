@@ -121,25 +121,39 @@ def csv_rows(name: str, text: str) -> Iterator[tuple[int, dict | str]]:
     csv.DictReader did; the reason gives the line, which quoted line breaks can move away from the
     row number.
     """
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
-    if header is None:
-        return
+    lines = _csv_lines(name, text)
+    header, _ = next(lines, ([], 0))
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         said = ", ".join(f"'{c}' {header.count(c)} times" if header.count(c) > 2 else f"'{c}' twice" for c in repeated)
         raise InvalidArgument(f"{name}: the header names column {said}; name each column once (a repeated column's "
                               "cells would overwrite each other)")
     number = 0
-    for cells in reader:
+    for cells, line in lines:
         if not cells:
             continue
         number += 1
         if len(cells) > len(header):
-            yield number, (f"{len(cells)} cells but the header names {len(header)} columns (line {reader.line_num}); "
+            yield number, (f"{len(cells)} cells but the header names {len(header)} columns (line {line}); "
                            'quote a cell that holds a comma, as in "hello, world"')
             continue
         yield number, {k: (None if v == "" else v) for k, v in zip(header, cells)}
+
+
+def _csv_lines(name: str, text: str) -> Iterator[tuple[list[str], int]]:
+    """csv.reader's rows with the line each ends on; its csv.Error (a cell over csv's size limit, as when a quote
+    left open reads the rest of the file into one cell) as the file's error, not a traceback."""
+    reader = csv.reader(io.StringIO(text))
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InvalidArgument(f"{name}: not readable as CSV by line {reader.line_num} ({exc}): a quote left open "
+                                  "takes the lines after it into its cell, and a cell holds at most "
+                                  f"{csv.field_size_limit():,} characters") from None
+        yield cells, reader.line_num
 
 
 def _value(column: Column, raw: Any, from_text: bool) -> Any:
