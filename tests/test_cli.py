@@ -481,6 +481,7 @@ def test_table_load_lists_every_bad_json_row(tmp_path):
 @pytest.mark.parametrize(("name", "content", "says"), [
     ("rows.jsonl", b'{"title": "caf\xe9", "year": 2020}\n', "not UTF-8"),
     ("rows.csv", b"title,year\ncaf\xe9,2020\n", "not UTF-8"),
+    ("rows.csv", b'title,year\n"open,2020\n' + b"x" * 140_000, "not readable as CSV by line 3"),
     ("rows.parquet", b"PAR1 not really PAR1", "not a readable Parquet file"),
     ("rows.parquet", b"", "not a readable Parquet file"),
 ])
@@ -493,6 +494,76 @@ def test_table_load_of_an_unreadable_file_is_one_clear_error(tmp_path, name, con
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith(f"error: {name}: {says}"), proc.stderr
 
+
+def test_table_load_says_which_rows_it_replaces_and_source_keeps_files_apart(tmp_path):
+    """A load replaces the rows its source holds (a corrected file loaded again replaces its rows), and the source was
+    always the file's name: 2024-02/products.jsonl deleted the rows of 2024-01/products.jsonl, reported only as
+    "2 stale rows deleted", and nothing said a load replaces.  --source NAME says what a load replaces, the output
+    names the rows it replaced, and names differing in case are one source, as the store matches rows to records
+    (compared exactly, PRODUCTS.jsonl took over the products.jsonl rows it repeated and left the others)."""
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    run("table", "create", "shop", "--column", "id:Int64", "--column", "name:String", "--text", "name", data=data)
+    jan, feb = tmp_path / "2024-01" / "products.jsonl", tmp_path / "2024-02" / "products.jsonl"
+    for path, rows in ((jan, [(1, "Blue shirt"), (3, "Red shirt")]), (feb, [(9, "Green hat")])):
+        path.parent.mkdir()
+        path.write_text("".join(json.dumps({"id": i, "name": n}) + "\n" for i, n in rows), encoding="utf-8")
+
+    def sources() -> list[tuple[str, str]]:
+        return sorted((q.fields["name"], q.source) for q in SQLiteStore(data).list_qnas("shop"))
+
+    out = run("table", "load", "shop", str(jan), "--source", "2024-01", data=data).stdout
+    assert out.startswith("shop: 2 rows from products.jsonl as source 2024-01 ("), out
+    out = run("table", "load", "shop", str(feb), "--source", "2024-02", data=data).stdout
+    assert "replaced" not in out and "0 stale rows deleted" in out, out
+    assert sources() == [("Blue shirt", "2024-01"), ("Green hat", "2024-02"), ("Red shirt", "2024-01")]
+    jan.write_text('{"id": 1, "name": "Blue shirt"}\n', encoding="utf-8")  # corrected: Red shirt is gone
+    out = run("table", "load", "shop", str(jan), "--source", "2024-01", data=data).stdout
+    assert "1 stale rows deleted)\nreplaced the 2 rows loaded earlier as source 2024-01\n" in out, out
+    assert sources() == [("Blue shirt", "2024-01"), ("Green hat", "2024-02")]
+
+    out = run("table", "load", "shop", str(feb), data=data).stdout  # no --source: the file's name
+    assert out.startswith("shop: 1 rows from products.jsonl (") and "replaced" not in out, out
+    (tmp_path / "PRODUCTS.jsonl").write_text('{"id": 9, "name": "Green hat"}\n{"id": 4, "name": "Cap"}\n',
+                                             encoding="utf-8")
+    out = run("table", "load", "shop", str(tmp_path / "PRODUCTS.jsonl"), data=data).stdout
+    assert "replaced the 1 rows loaded earlier from a file named products.jsonl\n" in out, out
+    assert sources() == [("Blue shirt", "2024-01"), ("Cap", "PRODUCTS.jsonl"), ("Green hat", "2024-02"),
+                         ("Green hat", "PRODUCTS.jsonl")]
+    out = run("table", "load", "shop", str(jan), data=data).stdout
+    assert ("2 stale rows deleted)\nreplaced the 2 rows loaded earlier from a file named PRODUCTS.jsonl (if they "
+            "came from another file of that name, give each file its own --source NAME to keep both)") in out, out
+    assert sources() == [("Blue shirt", "2024-01"), ("Blue shirt", "products.jsonl"), ("Green hat", "2024-02")]
+    helped = " ".join(run("table", "load", "--help", data=data).stdout.split())
+    assert "replaces the rows loaded earlier under its --source" in helped, helped
+    empty = run("table", "load", "shop", str(jan), "--source", " ", data=data, check=False)
+    assert empty.returncode == 2 and "--source" in empty.stderr, empty.stderr
+
+
+def test_table_load_refuses_csv_cells_the_header_does_not_name(tmp_path):
+    """An unquoted comma split 'hello, world' into two cells and the reader dropped the second: the load succeeded
+    with s = 'hello'.  A repeated header column kept only its last value.  Such a row is a bad row now (its line
+    and how to fix it are listed, nothing is loaded), and such a header is one error."""
+    from openqna.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    run("table", "create", "notes", "--column", "id:Int64", "--column", "s:String", "--text", "s", data=data)
+    rows = tmp_path / "rows.csv"
+    rows.write_text('id,s\n1,"quoted, kept"\n2,hello, world\n', encoding="utf-8")
+    proc = run("table", "load", "notes", str(rows), data=data, check=False)
+    assert proc.returncode == 2, proc.stdout
+    assert "rows.csv: 1 bad row(s), nothing was loaded: row 2: 3 cells but the header names 2 columns (line 3)" \
+        in proc.stderr and "quote a cell that holds a comma" in proc.stderr, proc.stderr
+    rows.write_text("id,s,id\n1,hello,2\n", encoding="utf-8")
+    proc = run("table", "load", "notes", str(rows), data=data, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: rows.csv: the header names column 'id' twice"), \
+        proc.stderr
+    assert SQLiteStore(data).list_qnas("notes") == []
+    rows.write_text('id,s\n1,"quoted, kept"\n\n2,plain\n', encoding="utf-8")
+    assert "2 rows from rows.csv" in run("table", "load", "notes", str(rows), data=data).stdout
+    assert {q.fields["id"]: q.fields["s"] for q in SQLiteStore(data).list_qnas("notes")} == {1: "quoted, kept",
+                                                                                              2: "plain"}
 
 def test_serve_on_a_busy_port_says_so_before_starting(tmp_path):
     with socket.socket() as busy:

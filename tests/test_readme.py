@@ -71,6 +71,8 @@ NOT_RUN = {
                                       "tests/test_refresh.py runs these commands against a loopback file server",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
+    "openqna table load products 2024-01": "loads the reader's monthly exports; tests/test_cli.py runs such loads "
+                                           "(test_table_load_says_which_rows_it_replaces_and_source_keeps_files_apart)",
     "-- ClickHouse 25.8+": "SQL for the reader's own tables; tests/test_connected.py checks that `table connect` "
                            "suggests these statements, and runs ClickHouse's on chdb",
 }

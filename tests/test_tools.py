@@ -79,7 +79,7 @@ def test_filter_is_applied_inside_retrieval(arxiv):
 def test_reload_is_idempotent_and_bad_rows_load_nothing(arxiv):
     data = "\n".join(json.dumps(r) for r in arxiv.rows).encode()
     version = arxiv.store.version("arxiv")
-    assert load_rows(arxiv, "arxiv", "arxiv.jsonl", data) == (120, 0, 0)
+    assert load_rows(arxiv, "arxiv", "arxiv.jsonl", data) == (120, 0, 0, 120, "arxiv.jsonl")
     assert arxiv.store.version("arxiv") == version
     bad = [dict(arxiv.rows[0], id="new"), dict(arxiv.rows[1], pubdate="not a date"),
            dict(arxiv.rows[2], categories="cs.CL"), dict(arxiv.rows[3], extra=1)]

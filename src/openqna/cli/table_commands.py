@@ -43,16 +43,32 @@ def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], tit
 @table.command("load")
 @click.argument("name")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--source", default=None, metavar="NAME",
+              help="What this load replaces: the rows loaded earlier under this source name (any case) become the "
+                   "file's rows. Default: the file's name, so another file of that name (2024-02/products.csv after "
+                   "2024-01/products.csv) replaces its rows; give each such file its own --source to keep both.")
 @data_option
-def table_load(name: str, file: Path, data_dir: str) -> None:
-    """Load rows from a .jsonl, .csv or .parquet FILE; every row is checked before any is written."""
+def table_load(name: str, file: Path, source: str | None, data_dir: str) -> None:
+    """Load rows from a .jsonl, .csv or .parquet FILE; every row is checked before any is written.
+
+    A load replaces the rows loaded earlier under its --source (default: the file's name): rows it no longer has are
+    deleted and unchanged ones kept, so loading a corrected file again fixes the table. where_str filters read the
+    source as the column `source`.
+    """
     from openqna.kinds.tables import load_rows
 
     try:
-        rows, embedded, deleted = load_rows(open_service(data_dir), name, file.name, file.read_bytes(), progress=True)
+        loaded = load_rows(open_service(data_dir), name, file.name, file.read_bytes(), source=source, progress=True)
     except OpenQnAError as exc:
         fail(exc.message)
-    click.echo(f"{name}: {rows} rows from {file.name} ({embedded} texts embedded, {deleted} stale rows deleted)")
+    named = "" if source is None else f" as source {source.strip()}"
+    click.echo(f"{name}: {loaded.rows} rows from {file.name}{named} ({loaded.embedded} texts embedded, "
+               f"{loaded.deleted} stale rows deleted)")
+    if loaded.replaced:
+        earlier = "from a file named" if source is None else "as source"
+        hint = (" (if they came from another file of that name, give each file its own --source NAME to keep both)"
+                if source is None and loaded.deleted else "")
+        click.echo(f"replaced the {loaded.replaced} rows loaded earlier {earlier} {loaded.replaced_source}{hint}")
 
 
 @table.command("connect")

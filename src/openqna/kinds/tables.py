@@ -4,8 +4,8 @@ A knowledge base with a schema (MyScale's tables) stores each row as a record of
 ``row``: its title column (if any) is the record's question, its text columns joined are
 the answer, and its typed values are the record's ``fields``, which ``where_str`` filters
 read.  Loading a file validates every row before anything is written, reports bad rows by
-number, and makes the file's rows the records of that source (rows that vanished are
-deleted, unchanged rows are not re-embedded).
+number, and makes the file's rows the records of its source, the file's name unless the load
+names another (rows that vanished are deleted, unchanged rows are not re-embedded).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from openqna import strict_json
 from openqna.filters.nodes import COLUMN_TYPES, Column
@@ -96,9 +96,7 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
                 continue
             yield number, row if isinstance(row, dict) else "expected a JSON object"
     elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(utf8_text(name, data)))
-        for number, row in enumerate(reader, start=1):
-            yield number, {k: (None if v == "" else v) for k, v in row.items() if k is not None}
+        yield from csv_rows(name, utf8_text(name, data))
     elif suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -111,6 +109,51 @@ def read_rows(name: str, data: bytes) -> Iterator[tuple[int, dict | str]]:
             yield number, row
     else:
         raise InvalidArgument(f"{name}: rows load from .jsonl, .csv or .parquet files")
+
+
+def csv_rows(name: str, text: str) -> Iterator[tuple[int, dict | str]]:
+    """``read_rows`` for CSV: a row is its header's names with its cells, an empty cell None.
+
+    A row with more cells than the header names comes as the reason instead: csv.DictReader would
+    keep the surplus under no name and the row would load without it (an unquoted comma in
+    'hello, world' loaded 'hello').  A header that names a column twice is refused for the same
+    reason: one of its cells would be dropped.  Blank lines are skipped and not numbered, as
+    csv.DictReader did; the reason gives the line, which quoted line breaks can move away from the
+    row number.
+    """
+    lines = _csv_lines(name, text)
+    header, _ = next(lines, ([], 0))
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        said = ", ".join(f"'{c}' {header.count(c)} times" if header.count(c) > 2 else f"'{c}' twice" for c in repeated)
+        raise InvalidArgument(f"{name}: the header names column {said}; name each column once (a repeated column's "
+                              "cells would overwrite each other)")
+    number = 0
+    for cells, line in lines:
+        if not cells:
+            continue
+        number += 1
+        if len(cells) > len(header):
+            yield number, (f"{len(cells)} cells but the header names {len(header)} columns (line {line}); "
+                           'quote a cell that holds a comma, as in "hello, world"')
+            continue
+        yield number, {k: (None if v == "" else v) for k, v in zip(header, cells)}
+
+
+def _csv_lines(name: str, text: str) -> Iterator[tuple[list[str], int]]:
+    """csv.reader's rows with the line each ends on; its csv.Error (a cell over csv's size limit, as when a quote
+    left open reads the rest of the file into one cell) as the file's error, not a traceback."""
+    reader = csv.reader(io.StringIO(text))
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InvalidArgument(f"{name}: not readable as CSV by line {reader.line_num} ({exc}): a quote left open "
+                                  "takes the lines after it into its cell, and a cell holds at most "
+                                  f"{csv.field_size_limit():,} characters") from None
+        yield cells, reader.line_num
 
 
 def _value(column: Column, raw: Any, from_text: bool) -> Any:
@@ -181,11 +224,30 @@ def row_record(schema: TableSchema, row: dict, *, source: str, from_text: bool) 
     return QnA([title] if title else [], text, source=source, kind="row", fields=fields)
 
 
-def load_rows(service: Service, kb: str, name: str, data: bytes, *, progress: bool = False) -> tuple[int, int, int]:
-    """Load a file's rows into table ``kb``: all rows valid or nothing is written.
+class RowsLoaded(NamedTuple):
+    rows: int  # the file's rows, now all the rows of its source
+    embedded: int  # texts sent to the embedder (an unchanged row's are not)
+    deleted: int  # rows of the source that the file no longer has
+    replaced: int  # rows the source held before the load (0: a new source)
+    replaced_source: str  # the source name those rows carried (its case may differ from the load's)
 
-    Returns (rows, embedded texts, deleted rows).
+
+def load_rows(service: Service, kb: str, name: str, data: bytes, *, source: str | None = None,
+              progress: bool = False) -> RowsLoaded:
+    """Load file ``name``'s rows into table ``kb`` as the rows of ``source`` (default: ``name``), all rows valid or
+    nothing is written.
+
+    The rows that ``source`` held before are replaced: a corrected file loaded again updates its rows and deletes the
+    ones it dropped, and loading it twice changes nothing.  Rows are not keyed by their own values (a table need not
+    have a key column), so the source is what tells a corrected file from another one; two files of the same name
+    (monthly exports) need sources of their own.  Names that differ only in case are one source, as the store
+    matches rows to records so (``Writing.plan_upsert``): compared exactly, a load of PRODUCTS.csv took over the
+    products.csv rows it repeated and left the others.
     """
+    source = name if source is None else source.strip()
+    if not source:
+        raise InvalidArgument("a load's source (--source) must not be empty: it names the rows the load replaces, "
+                              "such as 2024-02")
     schema = table_schema(service, kb)
     if schema is None:
         raise InvalidArgument(f"'{kb}' has no table schema; create it with `openqna table create`")
@@ -199,16 +261,17 @@ def load_rows(service: Service, kb: str, name: str, data: bytes, *, progress: bo
             errors.append(f"row {number}: {row}")
             continue
         try:
-            records.append(row_record(schema, row, source=name, from_text=from_text))
+            records.append(row_record(schema, row, source=source, from_text=from_text))
         except ValueError as exc:
             errors.append(f"row {number}: {exc}")
     if errors:
         more = f" (and {len(errors) - MAX_ROW_ERRORS} more)" if len(errors) > MAX_ROW_ERRORS else ""
         raise InvalidArgument(f"{name}: {len(errors)} bad row(s), nothing was loaded: "
                               + "; ".join(errors[:MAX_ROW_ERRORS]) + more)
-    existing = [q.id for q in service.store.list_qnas(kb) if q.source == name]
+    existing = [q for q in service.store.list_qnas(kb) if q.source.lower() == source.lower()]
     report = service.upsert(kb, records, progress=progress)
-    stale = sorted(set(existing) - set(report.ids))
+    stale = sorted({q.id for q in existing} - set(report.ids))
     if stale:
         service.store.delete_qnas(kb, stale)
-    return len(records), report.embedded, len(stale)
+    return RowsLoaded(len(records), report.embedded, len(stale), len(existing),
+                      " and ".join(sorted({q.source for q in existing})))
