@@ -400,3 +400,18 @@ def test_a_column_named_like_a_keyword_is_described_as_a_filter_must_write_it(se
         shown = where.rsplit("Example: ", 1)[1]
         r = httpx.get(f"{live.url}/get_related_kw", params={"subject": "row", "where_str": shown}, timeout=30)
         assert r.status_code == 200 and r.json()["num_retrieved"] == 1, r.text
+
+
+def test_a_metadata_filter_matches_whatever_the_case_a_model_writes(service):
+    """A QnA's metadata values are kept lower-cased, as Azure compares them; `color = 'Dark Blue'` (as the owner wrote
+    the value, and as a GPT copies it) matched nothing, silently.  Comparisons with a metadata column fold the case;
+    one through a function says what it means and is left as written."""
+    service.create_project("shop")
+    service.upsert("shop", [QnA(["What colour is the sofa?"], "It is blue.", metadata={"Color": "Dark Blue"}),
+                            QnA(["What colour is the chair?"], "It is red.", metadata={"Color": "Red"})])
+    for where in ("color = 'Dark Blue'", "Color IN ('DARK BLUE', 'green')", "color LIKE 'Dark%'",
+                  "color BETWEEN 'Dark A' AND 'Dark C'", "NOT color = 'Red'", "lower(color) = 'dark blue'",
+                  "upper(color) = 'DARK BLUE'"):
+        hits = service.search("shop", "colour", where=where, limit=5)
+        assert [h.record.answer for h in hits] == ["It is blue."], where
+    assert service.search("shop", "colour", where="upper(color) = 'Dark Blue'", limit=5) == []

@@ -223,6 +223,29 @@ def with_columns(f: Filter, columns: Mapping[str, Column]) -> Filter:
     return f
 
 
+def folded(f: Filter, names: frozenset[str]) -> Filter:
+    """``f`` with the strings it compares columns ``names`` with lower-cased (``str.lower``), for columns whose
+    stored values are: a QnA's metadata values are kept lower-cased (``records.QnA``), as Azure's metadata filters
+    compare them, so ``color = 'Dark Blue'`` matched nothing.  A column read through a function is left as written
+    (``upper(color) = 'DARK BLUE'`` says what it means)."""
+    def low(v: Value) -> Value:
+        return v.lower() if isinstance(v, str) else v
+
+    if isinstance(f, (And, Or)):
+        return type(f)(tuple(folded(child, names) for child in f.children))
+    if isinstance(f, Not):
+        return Not(folded(f.child, names))
+    if isinstance(f, (Compare, InList, Between, Like)) and f.ref.fn is None and f.ref.column.name in names:
+        if isinstance(f, Compare):
+            return replace(f, value=low(f.value))
+        if isinstance(f, InList):
+            return replace(f, values=tuple(low(v) for v in f.values))
+        if isinstance(f, Between):
+            return replace(f, lo=low(f.lo), hi=low(f.hi))
+        return replace(f, pattern=f.pattern.lower())
+    return f
+
+
 # ---------------------------------------------------------------------------------------------- value semantics
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -15,7 +15,7 @@ import numpy as np
 from openqna import settings
 from openqna.auth.keys import Caller, allows
 from openqna.filters.match import Filter
-from openqna.filters.nodes import Column, with_columns
+from openqna.filters.nodes import Column, folded, with_columns
 from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
 from openqna.kb.attribute_columns import attribute_where_columns, without_attribute_columns
@@ -136,6 +136,8 @@ class Searching(ServiceBase):
             flt = (parse_where(where, {c.name: c for c in columns}) if _CLOCK.search(where)
                    else _parsed_where(where, columns))
             flt = with_columns(flt, self._attributes(proj, lambda: index))
+            if not proj.settings.get("schema") and kind_of(proj) != "vector store":  # a QnA's metadata, lower-cased
+                flt = folded(flt, frozenset(index.metadata_keys()) - {"source"})
         if index.n and flt is None and not subject.strip():
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self.check_embedder(proj)
