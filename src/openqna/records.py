@@ -11,6 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import regex
+
+# What a reader cannot see: white space, control and format characters (zero-width spaces, byte order marks,
+# direction marks)
+_INVISIBLE = regex.compile(r"[\s\p{Cc}\p{Cf}]+")
+
+
+def blank(text: str) -> bool:
+    """Whether ``text`` holds nothing a reader can see (spaces, control and format characters only): such a question
+    or subject is refused as empty on every surface."""
+    return not _INVISIBLE.sub("", text)
+
 DEFAULT_SOURCE = "Editorial"
 RecordKind = Literal["qna", "passage", "row"]
 

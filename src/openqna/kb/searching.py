@@ -22,7 +22,7 @@ from openqna.kb.attribute_columns import attribute_where_columns, without_attrib
 from openqna.kb.catalog import kind_of
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
-from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA
+from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA, blank
 from openqna.store import Project
 from openqna.store.base import LIVE
 
@@ -138,7 +138,7 @@ class Searching(ServiceBase):
             flt = with_columns(flt, self._attributes(proj, lambda: index))
             if not proj.settings.get("schema") and kind_of(proj) != "vector store":  # a QnA's metadata, lower-cased
                 flt = folded(flt, frozenset(index.metadata_keys()) - {"source"})
-        if index.n and flt is None and not subject.strip():
+        if index.n and flt is None and blank(subject):
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         self.check_embedder(proj)
         ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj),
@@ -151,7 +151,7 @@ class Searching(ServiceBase):
 
     def _search_connected(self, proj: Project, subject: str, where: str | None, limit: int) -> list[Hit]:
         """A connected table's search runs in its own engine (``kb/connected_search.py``); where_str is parsed here."""
-        if not subject.strip():
+        if blank(subject):
             raise InvalidArgument("'subject' must not be empty.", target="subject")
         columns = tuple(self._columns(proj, lambda: self.indexes.get(proj.name)))
         flt = None

@@ -23,7 +23,7 @@ from openqna.filters.match import And, Filter, MetaEq, Or, SourceIn
 from openqna.formats.limits import LIMITS
 from openqna.kb.query_log import QueryLog
 from openqna.kb.service import Answer, AskRequest, Service, SpanRequest
-from openqna.records import MAX_QNA_ID, InvalidArgument, NotFound, ProjectNotFound
+from openqna.records import MAX_QNA_ID, InvalidArgument, NotFound, ProjectNotFound, blank
 
 STRING_INDEX_TYPES = ("TextElements_v8", "UnicodeCodePoint", "Utf16CodeUnit")
 
@@ -99,18 +99,13 @@ def feedback_records(body: Body, key: str) -> list[tuple[int, str, str]]:
     return parsed
 
 
-# What a reader cannot see: white space, control and format characters (zero-width spaces, byte order marks,
-# direction marks)
-_INVISIBLE = regex.compile(r"[\s\p{Cc}\p{Cf}]+")
-
-
 def question_and_context(body: Body) -> AskRequest:
     """The question or QnA id, and the previous turn, as the language service and QnA Maker both send them."""
     question = body.string("question", max_len=LIMITS.question_chars)
     qna_id = optional_id(body, "qnaId")
     if qna_id is None and question is None:
         raise InvalidArgument("Either 'question' or 'qnaId' must be given.", target="question")
-    if qna_id is None and question is not None and not _INVISIBLE.sub("", question):
+    if qna_id is None and question is not None and blank(question):
         raise InvalidArgument("'question' is blank (it holds only spaces or invisible characters); ask a question "
                               "or give 'qnaId'.", target="question")
     req = AskRequest(question=question, qna_id=qna_id)
