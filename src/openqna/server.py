@@ -31,7 +31,7 @@ from openqna.api.openai.embeddings_api import EmbeddingRoutes
 from openqna.api.openai.vector_stores_api import VectorStoreRoutes
 from openqna.api.qnamaker import QnAMakerRuntime, is_qnamaker_path
 from openqna.api.rate_limits import RateLimits
-from openqna.api.tools.get_related import Tools, tools_error
+from openqna.api.tools.get_related import STATUS_CODES, Tools, tools_error
 from openqna.api.tools.mcp import mcp_app
 from openqna.auth.bearer import TokenValidator
 from openqna.auth.keys import Authorizer
@@ -164,7 +164,7 @@ def create_app(service: Service) -> Starlette:
         if path.startswith("/v1/"):
             return openai_error(status, message, kind="server_error" if status >= 500 else "invalid_request_error")
         if path.startswith(("/tools/", "/get_related_")):
-            return tools_error(status, "internal_error" if status == 500 else code, message)
+            return tools_error(status, STATUS_CODES.get(status, "invalid_request"), message)
         if path == "/mcp":
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}},
                                 status_code=status)

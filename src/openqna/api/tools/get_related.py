@@ -36,8 +36,20 @@ ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_ti
                 "EngineUnavailable": "engine_unavailable"}
 
 
+# the tools' own codes, by status, for an error that has none of them (the store unreachable: 503)
+STATUS_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large",
+                429: "rate_limited", 500: "internal_error", 503: "unavailable", 504: "timeout"}
+
+
 def tools_error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def tools_code(exc: OpenQnAError) -> str:
+    """The tools' snake_case code of ``exc``: a refused where_str's, an engine's, else its status's."""
+    if exc.target == "where_str":
+        return "invalid_where"
+    return ENGINE_CODES.get(exc.code) or STATUS_CODES.get(exc.status, "invalid_request")
 
 T = TypeVar("T")
 
@@ -245,8 +257,7 @@ class Tools:
         except NotFound as exc:  # a deployment the knowledge base does not have
             return tools_error(404, "not_found", exc.message)
         except OpenQnAError as exc:
-            code = "invalid_where" if exc.target == "where_str" else ENGINE_CODES.get(exc.code, "invalid_request")
-            return tools_error(exc.status, code, exc.message)
+            return tools_error(exc.status, tools_code(exc), exc.message)
 
     def _server(self, request: Request) -> str:
         return links.base_url(request)
