@@ -231,7 +231,10 @@ def test_files_list_pages_and_refuses_what_it_cannot_page(live):
     newest_first = [f.id for f in c.files.list()]
     assert len(newest_first) == 3 and [f.id for f in c.files.list(limit=1)] == newest_first  # the SDK follows has_more
     assert [f.id for f in c.files.list(limit=2, order="asc")] == newest_first[::-1]
-    for params in ({"order": "newest"}, {"after": "file-missing"}):
+    # before pages backwards, as the vector-store lists do (it was ignored: the first page came back)
+    back = httpx.get(live.url + "/v1/files", params={"before": newest_first[2], "limit": 1}, timeout=30).json()
+    assert [f["id"] for f in back["data"]] == [newest_first[1]] and back["has_more"] is True
+    for params in ({"order": "newest"}, {"after": "file-missing"}, {"before": "zzz"}):
         r = httpx.get(live.url + "/v1/files", params=params, timeout=30)
         assert r.status_code == 400 and r.json()["error"]["param"] == next(iter(params)), r.text
     # deleting while iterating removes the page's cursor: the next page is refused, not silently empty

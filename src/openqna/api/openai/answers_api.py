@@ -285,18 +285,21 @@ class OpenAIRoutes:
             return openai_error(400, f"'order' must be 'asc' or 'desc'; got {q['order']!r}.", param="order")
         if q.get("order") == "asc":
             files.reverse()
-        if q.get("after") is not None:
-            # An unknown cursor is refused, as the vector-store lists refuse it: an empty last page would end the
-            # SDK's iteration as if the list were done (deleting files while iterating them stopped after a page).
-            ids = [f.id for f in files]
-            if q["after"] not in ids:
-                return openai_error(400, f"'after' names no object of this list: {q['after']!r}.", param="after")
-            files = files[ids.index(q["after"]) + 1:]
+        # An unknown cursor is refused, as the vector-store lists refuse it: an empty last page would end the
+        # SDK's iteration as if the list were done (deleting files while iterating them stopped after a page).
+        # ``before`` pages backwards, as the vector-store lists do (it was ignored: the first page came back).
+        ids = [f.id for f in files]
+        for param in ("after", "before"):
+            if q.get(param) is not None and q[param] not in ids:
+                return openai_error(400, f"'{param}' names no object of this list: {q[param]!r}.", param=param)
+        start = ids.index(q["after"]) + 1 if q.get("after") is not None else 0
+        end = ids.index(q["before"]) if q.get("before") is not None else len(files)
+        files = files[start:end]
         limit = numbers.count(q.get("limit", "10000"))
         if limit is None or not 1 <= limit <= 10000:
             return openai_error(400, f"'limit' must be an integer between 1 and 10000; got {q['limit']!r}.",
                                 param="limit")
-        page = files[:limit]
+        page = files[-limit:] if q.get("before") is not None and q.get("after") is None else files[:limit]
         return JSONResponse({"object": "list", "data": [file_json(f) for f in page], "has_more": len(files) > limit,
                              "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None})
 
