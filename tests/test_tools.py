@@ -428,3 +428,19 @@ def test_a_subject_of_invisible_characters_is_empty_as_an_azure_question_is(serv
                 r = get(live, path, subject=subject)
                 assert r.status_code == 400 and "'subject' must not be empty" in r.json()["error"]["message"], r.text
         assert get(live, "/get_related_faq", subject="office").status_code == 200
+
+
+def test_a_wide_tables_description_keeps_its_syntax_and_says_how_many_columns_it_leaves_out():
+    """A 40-column table's where_str description was its column list cut at 700 characters: no syntax, no example,
+    and nothing said columns were missing."""
+    from openqna.api.tools.openapi import PARAMETER_CHARS, where_description
+    from openqna.filters.nodes import Column
+    from openqna.kb.service import KnowledgeBaseInfo
+
+    narrow = [Column("name", "String"), Column("price", "Int64")]
+    assert "over the columns: name String, price Int64. Use =" in where_description(
+        KnowledgeBaseInfo("t", "", "table", 1, narrow))
+    wide = where_description(KnowledgeBaseInfo("t", "", "table", 1, [Column(f"column_{i}", "String") for i in range(40)]))
+    assert len(wide) <= PARAMETER_CHARS and wide.endswith("Example: column_0 = 'value'"), wide
+    shown = re.findall(r"column_\d+ String", wide)
+    assert f"(and {40 - len(shown)} more columns)" in wide and len(shown) >= 15

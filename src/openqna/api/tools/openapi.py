@@ -31,12 +31,35 @@ def _clip(text: str, limit: int) -> str:
 def where_description(kb: KnowledgeBaseInfo) -> str:
     if kb.connected:
         return _clip(connected_description(kb), PARAMETER_CHARS)
-    columns = ", ".join(f"{written_name(c.name)} {c.type}" for c in kb.columns) or "(none)"
     example = _example(kb)
-    text = (f"Optional SQL-like filter, ClickHouse syntax, over the columns: {columns}. Use =, !=, <, >, IN, "
-            f"BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), length(), "
-            f"parseDateTime32BestEffort('2024-01-31'), toDate(), now() - INTERVAL 30 DAY. No subqueries. {example}")
-    return _clip(text, PARAMETER_CHARS)
+    rest = (". Use =, !=, <, >, IN, BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), "
+            "length(), parseDateTime32BestEffort('2024-01-31'), toDate(), now() - INTERVAL 30 DAY. No subqueries. "
+            f"{example}")
+    head = "Optional SQL-like filter, ClickHouse syntax, over the columns: "
+    return _clip(head + _columns_within(kb, PARAMETER_CHARS - len(head) - len(rest)) + rest, PARAMETER_CHARS)
+
+
+def _columns_within(kb: KnowledgeBaseInfo, budget: int) -> str:
+    """The columns with their types in ``budget`` characters: each with its type; else grouped by type (shorter);
+    else as many names as fit and how many more there are, so the syntax and the example after them are never cut
+    (a wide table's list once took the whole description)."""
+    plain = ", ".join(f"{written_name(c.name)} {c.type}" for c in kb.columns) or "(none)"
+    if len(plain) <= budget:
+        return plain
+    by_type: dict[str, list[str]] = {}
+    for c in kb.columns:
+        by_type.setdefault(c.type, []).append(written_name(c.name))
+    grouped = "; ".join(f"{t}: {', '.join(names)}" for t, names in by_type.items())
+    if len(grouped) <= budget:
+        return grouped
+    shown: list[str] = []
+    for c in kb.columns:
+        left = len(kb.columns) - len(shown) - 1
+        more = f" (and {left} more columns)" if left else ""
+        if len(", ".join([*shown, f"{written_name(c.name)} {c.type}"])) + len(more) > budget:
+            break
+        shown.append(f"{written_name(c.name)} {c.type}")
+    return ", ".join(shown) + f" (and {len(kb.columns) - len(shown)} more columns)"
 
 
 def connected_description(kb: KnowledgeBaseInfo) -> str:
