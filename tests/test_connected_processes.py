@@ -1,16 +1,20 @@
-"""Connected tables served by more than one process: the key that opens a stored password.
+"""Connected tables served by more than one process: the key that opens a stored password, and chdb's lock.
 
 Each process that finds no ``OPENQNA_SECRET_KEY`` keeps a key of its own beside its data, so a CLI and a server run
-from different folders on one PostgreSQL store cannot read each other's passwords: every search was a 500 and a
-traceback (a ``cryptography`` ``InvalidToken``, even for a chdb table, which has no password).  Here a real helpdesk
-table lives in chdb and in PostgreSQL (pgserver), is connected, and is searched by a real server while another key
-or another store folder is in the way.
+from different folders on one PostgreSQL store cannot read each other's passwords; and chdb opens a directory in one
+process at a time.  Both failed every search with a 500 and a traceback (a ``cryptography`` ``InvalidToken``, even
+for a chdb table, which has no password) or a 400 that blamed ``where_str``.  Here a real helpdesk table lives in
+chdb and in PostgreSQL (pgserver), is connected, and is searched by a real server while another key, another store
+folder or another process holding the chdb directory is in the way.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from urllib.parse import quote
 
 import anyio
@@ -22,7 +26,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import LiveServer
-from openqna.connected.clickhouse import chdb_session, close_chdb
+from openqna.connected.clickhouse import ChdbClient, chdb_session, close_chdb
+from openqna.connected.engine import EngineRejected, EngineUnavailable
 from openqna.kb.connected_search import SECRET
 from openqna.kb.service import Service
 from openqna.kinds.connected_tables import connect_table
@@ -36,6 +41,8 @@ ROWS = [{"id": "1", "title": "Returns", "text": "Returns are accepted within 30 
         {"id": "2", "title": "Shipping", "text": "Orders ship within two business days; delivery takes a week."},
         {"id": "3", "title": "Warranty", "text": "The warranty covers manufacturing defects for one year."}]
 SUBJECT = "can I send it back?"
+# another server's chdb: it opens the directory, says so, and holds it until its stdin closes
+HOLD = "import sys, chdb.session; s = chdb.session.Session(sys.argv[1]); print('open', flush=True); sys.stdin.read()"
 
 
 def vectors(embedder) -> list[list[float]]:
@@ -171,3 +178,48 @@ def test_a_key_made_for_a_postgresql_store_is_announced_and_another_folders_serv
     caplog.clear()  # an embedded store keeps its key beside itself, for its own processes: nothing to announce
     connect_table(Service(SQLiteStore(tmp_path / "c"), embedder), "covid", url, table, vector="vector", text=["text"])
     assert (tmp_path / "c" / "secret.key").exists() and "secret key" not in caplog.text
+
+
+def test_a_chdb_directory_open_in_another_process_is_a_503_that_says_so(tmp_path, embedder, helpdesk_chdb):
+    """Two servers of one store and docs/tools.md's helpdesk table: the second answered 400 engine_rejected, "error
+    36 (BAD_ARGUMENTS). Check where_str", with no where_str, because chdb could not lock the directory."""
+    service = Service(SQLiteStore(tmp_path / "data"), embedder)
+    connect_table(service, "helpdesk", helpdesk_chdb, "default.helpdesk", vector="vector", text=["text"],
+                  title="title")
+    close_chdb()  # the first server is another process now
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, helpdesk_chdb.removeprefix("chdb://")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with LiveServer(service) as served:
+            held = search(served, "helpdesk")
+            related = httpx.get(f"{served.url}/get_related_helpdesk", params={"subject": SUBJECT}, timeout=60)
+            tool = mcp_search(served, "helpdesk")
+            assert holder.stdin is not None
+            holder.stdin.close()  # the other process lets the directory go
+            holder.wait(30)
+            freed = search(served, "helpdesk")
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    for r in (held, related):
+        assert (r.status_code, r.json()["error"]["code"]) == (503, "engine_unavailable"), r.text
+        message = r.json()["error"]["message"]
+        assert "chdb directory is open in another process" in message and "connect a ClickHouse server" in message
+        assert "where_str" not in message and str(tmp_path) not in message
+    text = " ".join(c.text for c in tool.content if c.type == "text")
+    assert tool.is_error and "open in another process" in text
+    assert freed.status_code == 200 and freed.json()["hits"][0]["title"] == "Returns"
+
+
+def test_only_a_directory_chdb_cannot_open_is_unavailable(tmp_path, helpdesk_chdb):
+    """chdb reports any directory it cannot open as error 36 (BAD_ARGUMENTS), as it does some queries' own errors:
+    the first is the engine being unavailable, and error 36 from a query stays a 400 that points at where_str."""
+    client = ChdbClient(helpdesk_chdb.removeprefix("chdb://"))
+    with pytest.raises(EngineRejected, match="error 36 \\(BAD_ARGUMENTS\\). Check where_str") as rejected:
+        client.query("SELECT toDateTime('2020-01-01', 'Nowhere/Zone')", {})
+    assert rejected.value.engine_code == 36
+    (tmp_path / "a-file").write_text("not a directory")
+    with pytest.raises(EngineUnavailable, match="chdb could not open the table's directory"):
+        ChdbClient(str(tmp_path / "a-file")).query("SELECT 1", {})
