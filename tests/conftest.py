@@ -36,6 +36,7 @@ TIERS = {
     "test_mpnet": "slow",
     "test_evaluation": "slow",
     "test_connected": "slow",
+    "test_connected_processes": "multiprocess",  # `openqna table connect`, and another process holding chdb
 }
 
 

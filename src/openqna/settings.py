@@ -149,6 +149,22 @@ def share_or_off(raw: str) -> float | None:
     return value
 
 
+def fernet_key(raw: str) -> str:
+    """Empty, or a Fernet key: 32 bytes in URL-safe base64 (``cryptography`` refuses any other, on every search)."""
+    import base64
+    import binascii
+
+    if not raw:
+        return raw
+    try:
+        size = len(base64.urlsafe_b64decode(raw.encode("ascii")))
+    except (UnicodeEncodeError, binascii.Error):
+        size = 0
+    if size != 32:
+        raise ValueError("a Fernet key, 32 bytes in URL-safe base64 (empty: a key kept in secret.key)")
+    return raw
+
+
 def switch(raw: str) -> bool:
     """On unless ``0``."""
     return raw != "0"
@@ -201,7 +217,7 @@ slow_requests_per_address = Setting("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "32", "
 rate_limit = Setting("OPENQNA_RATE_LIMIT", "0", "Requests a second each caller may make on average (`api/rate_limits.py`): a caller is the API key or bearer token it sends, else its address (behind `OPENQNA_TRUSTED_PROXIES`, the forwarded one); past it, the caller's surface's own 429 with `Retry-After`, which the Azure SDK and the `openai` client wait for and retry. `/healthz` and the console's files are not counted, the console's API calls are. Each server process counts for itself. 0 (the default): no limit.", rate)
 rate_burst = Setting("OPENQNA_RATE_BURST", "0", "Requests a caller may make at once before `OPENQNA_RATE_LIMIT` holds it back (the size of its token bucket); 0: twice the rate, at least 1.", rate)
 connected_timeout = Setting("OPENQNA_CONNECTED_TIMEOUT", "10", "Seconds a search of a connected table (`openqna table connect`) may take in its ClickHouse or PostgreSQL server before the tools answer 504.", seconds)
-secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store. Replicas sharing a PostgreSQL store need the same key.", text)
+secret_key = Setting("OPENQNA_SECRET_KEY", "", "Fernet key (`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`) that encrypts connected tables' passwords in the store; empty: a key kept in `secret.key` beside the embedded store (with a PostgreSQL store, in `OPENQNA_DATA`; a process that makes one there says so on stderr). Every process sharing a PostgreSQL store, servers and CLI alike, needs the same key: a server whose key cannot decrypt a table's password answers its searches 503 `engine_unavailable`, naming this setting.", fernet_key)
 near_topic = Setting("OPENQNA_NEAR_TOPIC", "", "Off when empty (the default). A share from 0 to 1, such as 0.1: each adapted knowledge base (`OPENQNA_KB_ADAPT`) reads its confidences lower, by as little as keeps this share of its own held-out alternate questions, each asked without the record it belongs to, from an answer at 0.5 or more (by at most 6 logit units). Such questions stand for the ones users ask about the KB's subject that it holds no answer for, which the default scale answers at 0.5 up to half the time on KBs of alike records; the price is right answers at 0.5 (docs/confidence.md has both, measured).", share_or_off)
 typo_tolerance = Setting("OPENQNA_TYPO_TOLERANCE", "1", "Read a misspelt word of a question as the knowledge base's word one edit away (two for words of 8 letters or more) when the KB does not hold it (0 to turn off).", switch)
 question_focus = Setting("OPENQNA_QUESTION_FOCUS", "1", "When a long message (12 words or more, a Chinese, Japanese or Korean character counting as two thirds of one; two sentences or more) gets no answer with confidence 0.5 or more, also ask each of its asking sentences on its own, and give each answer the best confidence the message or one of those sentences gets it, so greetings and details around a question do not sink its confidence (0 to turn off; see docs/confidence.md).", switch)

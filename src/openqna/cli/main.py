@@ -654,6 +654,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.llm_model_map()
         settings.model_context()
         settings.near_topic()
+        settings.secret_key()  # read when a connected table is searched
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         fail(str(e))

@@ -223,7 +223,8 @@ def http_client(connection: Connection, password: str, timeout: float) -> HttpCl
 
 class ChdbClient:
     """chdb, ClickHouse in this process: the same SQL text and the same parameters as ``HttpClient``,
-    serialised by clickhouse-connect's binder, so what runs here is what a server would be sent."""
+    serialised by clickhouse-connect's binder, so what runs here is what a server would be sent.  chdb locks its
+    directory for the process that opens it, so one process serves a chdb table (``not_opened``)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -234,12 +235,13 @@ class ChdbClient:
 
         bound, params = bind_query(sql, parameters)
         assert isinstance(bound, str)
-        try:
-            with self.lock:
-                result = chdb_session(self.path).query(
-                    bound, "JSONCompact", params={k.removeprefix("param_"): v for k, v in params.items()})
-        except Exception as exc:
-            raise engine_error(exc) from None
+        with self.lock:
+            session = chdb_session(self.path)  # EngineUnavailable when chdb cannot open the directory
+            try:
+                result = session.query(bound, "JSONCompact",
+                                       params={k.removeprefix("param_"): v for k, v in params.items()})
+            except Exception as exc:
+                raise engine_error(exc) from None
         rows: list[list[Any]] = json.loads(result.data() or '{"data": []}')["data"]
         return rows
 
@@ -249,15 +251,54 @@ _SESSIONS_LOCK = threading.Lock()
 
 
 def chdb_session(path: str) -> Any:
-    """The process's chdb session on ``path`` (chdb allows one session at a time; tests share it)."""
+    """The process's chdb session on ``path`` (chdb allows one session at a time; tests share it).
+
+    A directory chdb cannot open is ``EngineUnavailable``, never ``EngineRejected``: chdb reports every failure to
+    open as error 36 (BAD_ARGUMENTS), which would read as a bad where_str.
+    """
     import chdb.session
 
     with _SESSIONS_LOCK:
         if path not in _SESSIONS:
             for other in list(_SESSIONS):
                 _SESSIONS.pop(other).close()
-            _SESSIONS[path] = chdb.session.Session(path)  # type: ignore[no-untyped-call]  # chdb ships no types
+            try:
+                _SESSIONS[path] = chdb.session.Session(path)  # type: ignore[no-untyped-call]  # chdb ships no types
+            except Exception:
+                raise not_opened(path) from None
         return _SESSIONS[path]
+
+
+def not_opened(path: str) -> EngineUnavailable:
+    """Why chdb could not open ``path``, as far as this process can tell without chdb's message (which names the
+    path and says only "Error initializing EmbeddedServer", the cause going to stderr)."""
+    if locked_elsewhere(path):
+        return EngineUnavailable("The table's chdb directory is open in another process: embedded ClickHouse serves "
+                                 "one process at a time. Its operator should serve the table from one process only, "
+                                 "or connect a ClickHouse server to serve it from several.")
+    return EngineUnavailable("chdb could not open the table's directory; its operator should check the chdb:// URL "
+                             "and the directory's permissions.")
+
+
+def locked_elsewhere(path: str) -> bool:
+    """Whether another process holds the lock a ClickHouse server (chdb's too) takes on its directory: an exclusive
+    ``flock`` on ``status``, released when that process closes its session or ends."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(os.path.join(path, "status"), os.O_RDONLY)
+    except OSError:  # no status file: no server ever ran there, or it cannot be read
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases the shared lock taken when the file was free
+    return False
 
 
 def chdb_client(connection: Connection) -> ChdbClient:

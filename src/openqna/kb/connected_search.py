@@ -12,11 +12,16 @@ openqna never writes to a connected table.
 
 The password is encrypted with Fernet (AES-128-CBC with an HMAC) under ``OPENQNA_SECRET_KEY``, or
 else under a key kept in ``secret.key`` beside the embedded store (created on first need, mode 0600);
-replicas that share a PostgreSQL store share ``OPENQNA_SECRET_KEY``.
+replicas that share a PostgreSQL store share ``OPENQNA_SECRET_KEY``.  A process that finds no key makes its
+own, so a key file made for a PostgreSQL store is announced on stderr (a process run from another folder
+makes another), and a password the process's key cannot decrypt is the table's engine being unavailable,
+in words that name the key, not a crash on every search.  A table without a password (chdb's,
+or one whose user needs none) stores none and never needs the key.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -25,7 +30,14 @@ from typing import Any
 
 from openqna import settings
 from openqna.connected import open_engine
-from openqna.connected.engine import Connection, TableColumn, TableEngine, VectorIndex, usable_index
+from openqna.connected.engine import (
+    Connection,
+    EngineUnavailable,
+    TableColumn,
+    TableEngine,
+    VectorIndex,
+    usable_index,
+)
 from openqna.filters.nodes import Column, Filter
 from openqna.models.embedder import Embedder, get_embedder
 from openqna.records import InvalidArgument, QnA
@@ -33,6 +45,7 @@ from openqna.store import Project, Store
 from openqna.turns import paused
 
 SECRET = "connected_secret"
+log = logging.getLogger("openqna.kb.connected_search")
 
 
 @dataclass(frozen=True)
@@ -59,19 +72,47 @@ class ConnectedTable:
 
 
 def fernet(store: Store) -> Any:
+    """The cipher of connected tables' passwords: ``OPENQNA_SECRET_KEY``, else ``secret.key`` (made if missing)."""
     from cryptography.fernet import Fernet
 
     key = settings.secret_key()
     if not key:
-        directory = Path(getattr(store, "directory", None) or settings.data())
+        embedded = getattr(store, "directory", None)
+        directory = Path(embedded or settings.data())
         path = directory / "secret.key"
         if not path.exists():
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(Fernet.generate_key())
+            if embedded is None:  # a shared store: a process elsewhere makes a key of its own and cannot decrypt
+                log.warning("created a new secret key for connected tables' passwords at %s; every process sharing "
+                            "this PostgreSQL store needs the same key: set OPENQNA_SECRET_KEY to its content in each "
+                            "(docs/settings.md)", path.resolve())
         key = path.read_text().strip()
     return Fernet(key.encode())
+
+
+def encrypted(store: Store, password: str) -> str | None:
+    """What a connected table keeps of its password: None without one, so that it never needs the key."""
+    return fernet(store).encrypt(password.encode()).decode() if password else None
+
+
+def decrypted(store: Store, name: str, info: ConnectedTable, token: str | None) -> str:
+    """The password of connected table ``name`` from its stored ``token`` ('' without one).  A chdb table's token is
+    never read: chdb takes no password, and a chdb table connected by an earlier openqna holds an encrypted empty
+    one, under whichever key that process had."""
+    from cryptography.fernet import InvalidToken
+
+    if not token or info.engine == "chdb":
+        return ""
+    try:
+        return str(fernet(store).decrypt(token.encode()).decode())
+    except InvalidToken:
+        raise EngineUnavailable(f"The stored password of connected table '{name}' cannot be decrypted with this "
+                                "server's secret key: every process sharing a store needs the same "
+                                "OPENQNA_SECRET_KEY (docs/settings.md). Its operator should set it, or connect the "
+                                "table again.") from None
 
 
 def typed_columns(described: list[TableColumn]) -> list[Column]:
@@ -107,14 +148,24 @@ class ConnectedTables:
             if held is not None and held[0] == stamp:
                 return held[1], held[2]
             if held is not None:
+                del self.engines[project.name]
                 held[1].close()
-            password = fernet(self.store).decrypt(project.settings[SECRET].encode()).decode()
-            engine = open_engine(Connection(info.engine, _unmasked(info.url)), password,  # type: ignore[arg-type]
-                                 timeout=settings.connected_timeout())
-            engine.describe(info.table)  # the engine learns the columns' own types
-            index = usable_index(engine.vector_indexes(info.table, info.vector), info.metric)  # type: ignore[arg-type]
+            engine, index = self.open(project, info)
             self.engines[project.name] = (stamp, engine, index)
             return engine, index
+
+    def open(self, project: Project, info: ConnectedTable) -> tuple[TableEngine, VectorIndex | None]:
+        """A new engine on the table, closed again if it fails (a search that fails opens another next time)."""
+        password = decrypted(self.store, project.name, info, project.settings.get(SECRET))
+        engine = open_engine(Connection(info.engine, _unmasked(info.url)), password,  # type: ignore[arg-type]
+                             timeout=settings.connected_timeout())
+        try:
+            engine.describe(info.table)  # the engine learns the columns' own types
+            index = usable_index(engine.vector_indexes(info.table, info.vector), info.metric)  # type: ignore[arg-type]
+        except Exception:
+            engine.close()
+            raise
+        return engine, index
 
     def model(self, info: ConnectedTable) -> Embedder:
         model = get_embedder(info.embedder)
@@ -132,10 +183,14 @@ class ConnectedTables:
         limit = min(limit, settings.tools_max_limit())
         query = self.model(info).embed([subject])[0]
         reads = columns + [Column(n, "String") for n in text if all(c.name != n for c in columns)]
-        with paused():  # the engine's round trips: no Python work of this thread (``openqna.turns``)
-            engine, index = self.engine(project, info)
-            rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
-                                  limit, index)
+        try:
+            with paused():  # the engine's round trips: no Python work of this thread (``openqna.turns``)
+                engine, index = self.engine(project, info)
+                rows = engine.nearest(info.table, info.vector, info.metric, query, flt, reads,  # type: ignore[arg-type]
+                                      limit, index)
+        except EngineUnavailable as exc:  # the operator's to fix (a key, a server, a chdb directory): one line
+            log.warning("connected table %s: %s", project.name, exc.message)
+            raise
         out = []
         for fields, distance in rows:
             body = "\n\n".join(str(fields[n]) for n in text if fields.get(n))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from openqna import settings
 from openqna.connected import open_engine
 from openqna.connected.engine import parse_url, usable_index
-from openqna.kb.connected_search import SECRET, ConnectedTable, fernet, typed_columns
+from openqna.kb.connected_search import SECRET, ConnectedTable, encrypted, typed_columns
 from openqna.kb.service import Service
 from openqna.models.embedder import get_embedder
 from openqna.records import InvalidArgument
@@ -61,9 +61,11 @@ def connect_table(service: Service, name: str, url: str, table: str, *, vector: 
                           [{"name": c.name, "type": c.engine_type, "comment": c.comment} for c in described],
                           index.to_json() if index else None, ddl)
     columns = [{"name": c.name, "type": c.type} for c in typed_columns(described)]
+    secret = encrypted(service.store, password)
     project = service.create_project(name, description=description or f"rows of {table}")
     project.settings.update({"schema": {"columns": columns, "text": text, "title": title},
-                             "connected": info.to_json(), "connected_rows": count,
-                             SECRET: fernet(service.store).encrypt(password.encode()).decode()})
+                             "connected": info.to_json(), "connected_rows": count})
+    if secret is not None:
+        project.settings[SECRET] = secret
     service.store.update_project(project)
     return info
