@@ -119,6 +119,8 @@ def test_an_engines_path_names_the_model(server, embedder):
     got = httpx.post(url, json={"input": ["hi"]}).json()
     assert cosines([got["data"][0]["embedding"]], embedder.embed(["hi"])).min() >= 0.9999
     assert httpx.post(f"{server.url}/v1/engines/ada/embeddings", json={"input": "hi"}).status_code == 404
+    spaced = httpx.post(f"{server.url}/v1/engines/{embedder.name}/embeddings", json={"input": "hi"})  # with its slash
+    assert spaced.status_code == 200 and spaced.json()["model"] == embedder.name
     clash = httpx.post(url, json={"input": "hi", "model": "all-MiniLM-L6-v2"})
     assert clash.status_code == 400 and "send one of them" in clash.json()["error"]["message"]
 

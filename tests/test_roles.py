@@ -157,6 +157,7 @@ class World:
                   "batch_id": self.batch_id}
         if route.startswith("/v1/vector_stores/{vector_store_id}/files/"):
             values["file_id"] = self.store_file_id
+        values["engine:path"] = self.service.embedder.name  # an embeddings engine is the server's model
         if method == "DELETE":
             if route.endswith("/projects/{project}"):
                 self.victims += 1

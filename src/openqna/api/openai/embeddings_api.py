@@ -81,9 +81,10 @@ class EmbeddingRoutes:
         self.authorizer = authorizer
 
     def routes(self) -> list[Route]:
-        # openai 0.x's Embedding.create(engine=...) posts to the engine's path, with no model in the body
+        # openai 0.x's Embedding.create(engine=...) posts to the engine's path, with no model in the body; any of the
+        # model's names, the vector space's (minilm-l6-v2/onnx-fp32) with its slash too
         return [Route("/v1/embeddings", self.create, methods=["POST"]),
-                Route("/v1/engines/{engine}/embeddings", self.create, methods=["POST"])]
+                Route("/v1/engines/{engine:path}/embeddings", self.create, methods=["POST"])]
 
     async def create(self, request: Request) -> Response:
         """Any key may embed (a scoped one too): the answer depends on no knowledge base."""
