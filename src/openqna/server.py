@@ -83,6 +83,28 @@ def uvicorn_options() -> dict[str, Any]:
 LOGGERS = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "openqna")
 
 
+class LevelPrefix(logging.Formatter):
+    """``WARNING:  name: message``, the level padded as uvicorn pads its own lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.levelprefix = f"{record.levelname}:".ljust(9)
+        return super().format(record)
+
+
+def plain_logging() -> None:
+    """A record a line on stderr, as uvicorn writes its own (``WARNING:  openqna.kb.jobs: ...``): openqna's from INFO
+    up, other libraries' from WARNING.  Call it before ``create_app``: the MCP SDK configures logging when its server
+    is made, unless the root logger has a handler, with a Rich handler that wraps every line at 80 columns when
+    stderr is not a terminal (a server's log file) and writes each MCP request at INFO."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(LevelPrefix("%(levelprefix)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    logging.getLogger("openqna").setLevel(logging.INFO)
+
+
 def log_off_loop(names: tuple[str, ...] = LOGGERS) -> list[logging.handlers.QueueListener]:
     """Move the handlers of the server's loggers (as uvicorn configured them) behind queues, each drained by a
     thread of its own, so that nothing is formatted or written on the event loop; returns the started listeners

@@ -638,7 +638,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     from openqna.auth.bearer import parse_issuers
     from openqna.auth.keys import list_keys
     from openqna.models.embedder import LocalEncoder
-    from openqna.server import RedactSignatures, create_app, log_off_loop, uvicorn_options
+    from openqna.server import RedactSignatures, create_app, log_off_loop, plain_logging, uvicorn_options
 
     try:  # read on every query: a bad value fails here, at start, rather than as a 500 on each question
         settings.exact_search_max()
@@ -682,6 +682,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     one_blas_thread()
     # keep-alive: uvicorn's 5 s default closes pooled client connections often enough that a client sending
     # on one just as it closes sees a reset (bench/soak.py: 17 in 8,000 requests); 75 s, as nginx's default
+    plain_logging()  # before the app: the MCP SDK would put its own handler on the root logger
     config = uvicorn.Config(create_app(service), host=host, port=port, log_level="info",  # configures logging
                             timeout_keep_alive=75, **uvicorn_options())
     logging.getLogger("uvicorn.access").addFilter(RedactSignatures())
