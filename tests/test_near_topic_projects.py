@@ -1,4 +1,5 @@
-"""A project's own near-topic share (``kb/near_topic_setting.py``): the real model, real SQLite stores.
+"""A project's own near-topic share (``kb/near_topic_setting.py``): the real model, real SQLite stores, a real
+``openqna serve`` asked over HTTP by each surface, the CLI beside it on the same store, and the console in Chromium.
 
 The sample KB (14 QnAs, 25 held-out alternate questions) and its 40 questions about openqna that it does not answer
 (``evaluation/questions/sample-kb-near.tsv``): at a share of 0.2 it answers 14 of them at 0.5 instead of 25.
@@ -7,21 +8,32 @@ The sample KB (14 QnAs, 25 held-out alternate questions) and its 40 questions ab
 from __future__ import annotations
 
 import csv
+import os
+import signal
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
+import httpx
 import pytest
+from playwright.sync_api import expect
 
+from conftest import REPO, ServeProcess, wait_for_job
 from openqna.formats import read_file
 from openqna.kb import near_topic_setting
 from openqna.kb.near_topic_effect import effect
 from openqna.kb.service import AskRequest
 from openqna.ranking import adapt, ranker
 from openqna.records import InvalidArgument, QnA
+from test_console import Console, browser  # noqa: F401  (browser is a fixture)
 
 SAMPLE = Path(str(resources.files("openqna") / "samples" / "openqna-faq.tsv"))
 NEAR_FILE = Path(str(resources.files("openqna") / "evaluation" / "questions" / "sample-kb-near.tsv"))
 NEAR = [row["question"] for row in csv.DictReader(NEAR_FILE.open(encoding="utf-8"), delimiter="\t")]
+HOSTED = "is there a paid hosted version of openqna so I don't have to run my own server"  # 0.92 off, 0.57 at 0.2
+OPENQNA = str(Path(sys.executable).with_name("openqna"))
+V = {"api-version": "2023-04-01"}
 
 
 def _confidences(service, project, deployment="test"):
@@ -115,3 +127,143 @@ def test_a_share_off_or_default_is_read(value, expected):
 def test_anything_else_is_refused_naming_the_field_and_the_range(value):
     with pytest.raises(InvalidArgument, match=r"'nearTopic' must be a share from 0 to 1 \(such as 0.1\), \"off\""):
         near_topic_setting.parse(value)
+
+
+# -- a real server, its surfaces, the CLI beside it, the console --------------------------------------------------
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``openqna serve`` with a server-wide share of 0.2, the sample KB (``openqna-faq``, deployed) and a copy of it
+    (``beta``), an admin key and a query key."""
+    data = tmp_path_factory.mktemp("near")
+    env = {**os.environ, "OPENQNA_DATA": str(data), "HF_HUB_OFFLINE": "1", "OPENQNA_NEAR_TOPIC": "0.2"}
+    keys = {}
+    for role in ("admin", "query"):
+        made = subprocess.run([OPENQNA, "keys", "create", "--name", role, "--role", role], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=120, check=True)
+        keys[role] = next(w for w in made.stdout.split() if w.startswith("oq_"))
+    log = tmp_path_factory.mktemp("near-log") / "serve.log"
+    with ServeProcess(None, log, env=env, cwd=REPO, seconds=120) as serve:
+        imported = httpx.post(f"{serve.url}/openqna/projects/beta/files", params={"name": "faq.tsv"},
+                              content=SAMPLE.read_bytes(), headers={"api-key": keys["admin"]}, timeout=30)
+        assert imported.status_code == 202, imported.text
+        done = wait_for_job(imported.headers["Operation-Location"], headers={"api-key": keys["admin"]})
+        assert done["status"] == "succeeded", done
+        yield serve.url, keys, env
+        serve.stop(signal.SIGINT)
+
+
+def _asked(url: str, key: str, project: str) -> dict[str, float]:
+    """The near-topic question's confidence on ``project``'s ``test`` state through each surface."""
+    h = {"api-key": key}
+    azure = httpx.post(f"{url}/language/:query-knowledgebases", params={**V, "projectName": project,
+                                                                        "deploymentName": "test"},
+                       json={"question": HOSTED, "top": 1, "confidenceScoreThreshold": 0.0}, headers=h, timeout=60)
+    qnamaker = httpx.post(f"{url}/qnamaker/knowledgebases/{project}/generateAnswer",
+                          json={"question": HOSTED, "top": 1, "isTest": True, "scoreThreshold": 0},
+                          headers={"Authorization": f"EndpointKey {key}"}, timeout=60)
+    tools = httpx.get(f"{url}/tools/{project}/search", params={"subject": HOSTED, "limit": 1}, headers=h, timeout=60)
+    for r in (azure, qnamaker, tools):
+        assert r.status_code == 200, r.text
+    return {"azure": azure.json()["answers"][0]["confidenceScore"],
+            "qnamaker": qnamaker.json()["answers"][0]["score"] / 100,
+            "tools": tools.json()["hits"][0]["score"]}
+
+
+def test_each_surface_reads_the_projects_share_and_not_the_others(server):
+    url, keys, _ = server
+    admin, query = keys["admin"], keys["query"]
+    setting = f"{url}/openqna/projects/openqna-faq/near-topic"
+    both = _asked(url, query, "openqna-faq"), _asked(url, query, "beta")
+    assert both[0] == both[1] and both[0]["azure"] < 0.6  # both at the server's 0.2
+    r = httpx.put(setting, json={"nearTopic": "off"}, headers={"api-key": admin}, timeout=120)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["nearTopic"], body["serverDefault"], body["effective"], body["adapted"]) == ("off", 0.2, "off", True)
+    off = _asked(url, query, "openqna-faq")
+    assert all(off[s] > both[0][s] + 0.2 for s in off), off  # every surface: the margin is gone on this project
+    assert _asked(url, query, "beta") == both[1]  # and the other project keeps the server's
+    production = httpx.post(f"{url}/language/:query-knowledgebases", params={**V, "projectName": "openqna-faq",
+                                                                             "deploymentName": "production"},
+                            json={"question": HOSTED, "top": 1}, headers={"api-key": query}, timeout=60)
+    assert production.json()["answers"][0]["confidenceScore"] == off["azure"]  # deployments at once
+    got = httpx.get(setting, headers={"api-key": admin}, timeout=60).json()
+    assert got == body and got["nearRate"] == got["nearRateAfter"] > 0.2
+    r = httpx.put(setting, json={"nearTopic": None}, headers={"api-key": admin}, timeout=120)
+    assert r.json()["nearTopic"] == "default" and r.json()["effective"] == 0.2
+    assert _asked(url, query, "openqna-faq") == both[0]
+
+
+@pytest.mark.parametrize("body", [{"nearTopic": 2}, {"nearTopic": -0.5}, {"nearTopic": "lots"}, {"nearTopic": True},
+                                  {"nearTopic": ""}])
+def test_a_bad_value_is_a_400_naming_the_field_and_the_range(server, body):
+    url, keys, _ = server
+    r = httpx.put(f"{url}/openqna/projects/beta/near-topic", json=body, headers={"api-key": keys["admin"]}, timeout=30)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["target"] == "nearTopic" and "must be a share from 0 to 1" in error["message"]
+
+
+def test_the_route_says_what_it_wants_and_who_may_use_it(server):
+    url, keys, _ = server
+    route = f"{url}/openqna/projects/beta/near-topic"
+    missing = httpx.put(route, json={"share": 0.1}, headers={"api-key": keys["admin"]}, timeout=30)
+    assert missing.status_code == 400 and '{"nearTopic": a share from 0 to 1' in missing.json()["error"]["message"]
+    assert httpx.put(route, json={"nearTopic": 0.1}, headers={"api-key": keys["query"]}, timeout=30).status_code == 403
+    assert httpx.get(route, headers={"api-key": keys["query"]}, timeout=30).status_code == 403
+    unknown = httpx.get(route, params={"deploymentName": "staging"}, headers={"api-key": keys["admin"]}, timeout=30)
+    assert unknown.status_code == 404 and "staging" in unknown.json()["error"]["message"]
+    assert httpx.get(f"{url}/openqna/projects/nope/near-topic", headers={"api-key": keys["admin"]},
+                     timeout=30).status_code == 404
+
+
+def test_the_cli_sets_it_on_the_store_a_running_server_reads(server):
+    url, keys, env = server
+    before = _asked(url, keys["query"], "beta")["azure"]
+
+    def cli(*args):
+        return subprocess.run([OPENQNA, "calibrate", "beta", *args], env=env, cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+
+    bad = cli("--near-topic", "1.5")
+    assert bad.returncode != 0 and "'--near-topic' must be a share from 0 to 1" in bad.stderr
+    assert cli("--near-topic", "0.1", "--dry-run").returncode != 0
+    done = cli("--near-topic", "off")
+    assert done.returncode == 0, done.stderr
+    assert "beta: near-topic off; the server's OPENQNA_NEAR_TOPIC is 0.2, so off is in force" in done.stdout
+    assert "held-out alternate questions" in done.stdout
+    assert _asked(url, keys["query"], "beta")["azure"] > before + 0.2  # the server reads it with the next question
+    shown = cli("--near-topic", "show")
+    assert shown.returncode == 0 and "near-topic off" in shown.stdout
+    assert cli("--near-topic", "default").returncode == 0
+    assert _asked(url, keys["query"], "beta")["azure"] == before
+
+
+def test_the_console_shows_and_saves_it(server, browser):  # noqa: F811
+    url, keys, _ = server
+    tab = Console(browser, url)
+    page = tab.sign_in(keys["admin"])
+    page.goto(f"{url}/#/p/beta/improve")
+    card = page.get_by_role("form", name="Near-topic questions")
+    expect(card).to_contain_text("This project follows the server's default (OPENQNA_NEAR_TOPIC): a share of 0.2.",
+                                 timeout=60_000)
+    expect(card).to_contain_text("At 0.2: of this KB's 25 held-out alternate questions")
+    card.get_by_label("Near-topic setting").select_option("share")
+    card.get_by_label("Share (0 to 1)").fill("0.5")
+    card.get_by_role("button", name="Save near-topic setting").click()
+    expect(page.locator("#status")).to_contain_text("Near-topic setting saved: 0.5", timeout=60_000)
+    expect(card).to_contain_text("This project: a share of 0.5.")
+    got = httpx.get(f"{url}/openqna/projects/beta/near-topic", headers={"api-key": keys["admin"]}, timeout=60).json()
+    assert got["nearTopic"] == 0.5
+    page.reload()  # drawn again from the server
+    expect(card.get_by_label("Share (0 to 1)")).to_have_value("0.5", timeout=60_000)
+    card.get_by_label("Near-topic setting").select_option("off")
+    card.get_by_role("button", name="Save near-topic setting").click()
+    expect(card).to_contain_text("Off. Of this KB's 25 held-out alternate questions", timeout=60_000)
+    card.get_by_label("Near-topic setting").select_option("share")
+    card.get_by_label("Share (0 to 1)").fill("3")
+    card.get_by_role("button", name="Save near-topic setting").click()
+    expect(page.locator("#status")).to_contain_text("The share must be a number from 0 to 1")
+    card.get_by_label("Near-topic setting").select_option("default")
+    card.get_by_role("button", name="Save near-topic setting").click()
+    expect(page.locator("#status")).to_contain_text("the server's default", timeout=60_000)
+    tab.done()
