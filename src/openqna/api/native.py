@@ -41,7 +41,9 @@ error envelope (the console's other half speaks Azure):
   ``PUT .../sources/{source}/refresh`` (``{"every": "6h"}``) sets its interval and ``POST .../sources/{source}/:refresh``
   checks it now, returning what changed (``api/sources_api.py`` has these routes);
 * ``POST /openqna/projects/{project}:train``, ``GET|DELETE .../training`` — Save and train: a train job, the trained
-  model of each deployment, removing the test state's (``api/train_api.py``).
+  model of each deployment, removing the test state's (``api/train_api.py``);
+* ``GET|PUT /openqna/projects/{project}/near-topic`` — the project's near-topic share and what it does on the KB
+  (``api/near_topic_api.py``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ from openqna.api.azure.wire import (
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import azure_error
+from openqna.api.near_topic_api import NearTopicRoutes
 from openqna.api.sources_api import SourceRoutes
 from openqna.api.test_sets_api import TestSetRoutes
 from openqna.api.train_api import TrainRoutes
@@ -157,6 +160,7 @@ class NativeRoutes:
             *TestSetRoutes(self.service, self.authorizer).routes(),
             *SourceRoutes(self.service, self.authorizer).routes(),
             *TrainRoutes(self.service, self.authorizer, self.jobs).routes(),
+            *NearTopicRoutes(self.service, self.authorizer).routes(),
         ]
 
     async def whoami(self, request: Request) -> Response:

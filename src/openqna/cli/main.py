@@ -22,6 +22,7 @@ import click
 from openqna import settings
 from openqna.cli.common import data_option, fail, no_store, open_catalog, open_service
 from openqna.cli.key_commands import keys
+from openqna.cli.near_topic_commands import set_near_topic
 from openqna.cli.table_commands import table
 from openqna.cli.test_commands import test, test_diff, test_runs, test_set_from_log
 from openqna.cli.train_commands import train
@@ -505,21 +506,32 @@ def backup(dest: Path, data_dir: str) -> None:
               help="Threshold the before/after figures are measured at.")
 @click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
 @click.option("--reset", is_flag=True, help="Drop the project's fitted calibration (back to the shipped one).")
+@click.option("--near-topic", "near_topic", metavar="SHARE|off|default|show",
+              help="The project's own OPENQNA_NEAR_TOPIC: a share from 0 to 1 (such as 0.1), off, or default (the "
+                   "server's); show prints it and what it does on the KB.")
 @data_option
 def calibrate(project: str, file: Path | None, deployment: str, threshold: float, dry_run: bool, reset: bool,
-              data_dir: str) -> None:
+              near_topic: str | None, data_dir: str) -> None:
     """Re-fit PROJECT's confidence on FILE: lines of QUESTION<TAB>QNA_ID, or 'none' for off-topic questions.
 
     FILE needs at least 10 questions, some whose top answer is right and some whose top answer
     is wrong or off-topic.  Keeps the fitted scale and shift in the project's settings, which
     every query reads.  `openqna calibrate PROJECT --reset` (no FILE) goes back to the shipped one.
+    `--near-topic` sets the project's near-topic share (docs/confidence.md), before a fit on FILE if one is given.
     """
     from openqna.kb import calibrate as cal
 
-    if file is None and not reset:
-        fail("give FILE, the questions to calibrate on, or --reset to go back to the shipped calibration")
+    if file is None and not reset and near_topic is None:
+        fail("give FILE, the questions to calibrate on, --reset to go back to the shipped calibration, or "
+             "--near-topic SHARE|off|default")
+    if dry_run and near_topic is not None and near_topic.strip().lower() != "show":
+        fail("--near-topic saves the project's share, --dry-run saves nothing: give one of them")
     service = open_service(data_dir)
     try:
+        if near_topic is not None:
+            set_near_topic(service, project, near_topic, deployment)
+            if file is None and not reset:
+                return
         if reset or file is None:
             cal.save(service, project, None)
             click.echo(f"{project}: calibration reset to the shipped one")

@@ -3,7 +3,7 @@ import { all, call, get, operation, project } from "./api.js";
 import { can, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
-import { calibrationCard } from "./calibration.js";
+import { calibrationCard, nearTopicCard } from "./calibration.js";
 
 export async function showImprove(name) {
   const token = navigation(); // drawn only if no newer navigation began meanwhile
@@ -53,5 +53,5 @@ export async function showImprove(name) {
   render(h("section", {}, tabs(name, "improve"), h("h1", {}, `${name}: improve`), progress,
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
       rows.length ? table(["QnA", "Question", "User question", "Count", "", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
-    h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author)), token);
+    h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author), nearTopicCard(name, author)), token);
 }

@@ -96,8 +96,9 @@ def collect(service: Service, project: str, pairs: list[Pair], deployment: str =
     if missing:
         raise InvalidArgument(f"Project '{project}' ({deployment}) has no QnA with id {missing[0]}"
                               + (f" (nor {len(missing) - 1} other ids)." if len(missing) > 1 else "."))
-    if calibration is None:
-        calibration = rescaled(service.shipped_calibration, 1.0, 0.0)  # the logit itself, lexical part alike
+    if calibration is None:  # the logit itself, lexical part alike, read with the project's near-topic margin
+        calibration = replace(rescaled(service.shipped_calibration, 1.0, 0.0),
+                              near_topic=service.calibration(service.store.get_project(project)).near_topic)
     points = []
     for p in pairs:
         ranked, _ = service.rank(project, deployment, index, AskRequest(question=p.question, top=1),

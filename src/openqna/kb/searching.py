@@ -98,7 +98,7 @@ class Searching(ServiceBase):
         for project, deployment in loaded:
             index = self.indexes.get(project, deployment)
             model = self.trained.get(project, deployment, index.version)
-            ranker.kb_adaptation(index, self.shipped_calibration,
+            ranker.kb_adaptation(index, self.calibration(self.store.get_project(project)),  # its near-topic share
                                  None if model is None else model.adapter_for(self.embedder.name))
         return loaded
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from openqna import settings
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.index.memindex import MemIndex
+from openqna.kb import near_topic_setting
 from openqna.kb.catalog import Catalog
 from openqna.kb.connected_search import ConnectedTables
 from openqna.models.embedder import Embedder
@@ -107,11 +108,13 @@ class ServiceBase(Catalog):
         return calibrations.calibration_for(self.embedder.name)
 
     def calibration(self, project: Project) -> calibrations.Calibration:
-        """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one."""
+        """The project's confidence calibration: the shipped one, with ``openqna calibrate``'s fit if it has one, and
+        the project's near-topic share if it chose one (``kb/near_topic_setting.py``).  Read on every question: a project
+        that chose neither gets the shipped object itself."""
         fitted = project.settings.get("calibration")
-        if not fitted:
-            return self.shipped_calibration
-        return calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
+        c = self.shipped_calibration if not fitted else \
+            calibrations.rescaled(self.shipped_calibration, float(fitted["scale"]), float(fitted["shift"]))
+        return with_near_topic(c, project)
 
     def query_space(self, index: MemIndex, question: str, calibration: Calibration | None = None, *,
                     project: str | None = None, deployment: str | None = None) -> QuerySpace:
@@ -126,6 +129,10 @@ class ServiceBase(Catalog):
         if view is not None:
             embedder = self.multilingual.embedder
             fitted = calibrations.CROSSLINGUAL if crosses(index, question) else calibrations.MULTILINGUAL
+            if project is not None or calibration is not None:  # the project's near-topic share holds here too
+                near = (calibration if calibration is not None else self.calibration(self.store.get_project(project))
+                        ).near_topic
+                fitted = fitted if near is None else replace(fitted, near_topic=near)
             return QuerySpace(view, embedder, True, fitted, multilingual=True,
                               adapter=None if model is None else model.adapter_for(embedder.name))
         if calibration is None:
@@ -134,6 +141,12 @@ class ServiceBase(Catalog):
             calibration = self.calibration(self.store.get_project(project))
         return QuerySpace(index, self.embedder, self.reads_cjk, calibration, multilingual=False,
                           adapter=None if model is None else model.adapter_for(self.embedder.name))
+
+
+def with_near_topic(c: Calibration, project: Project) -> Calibration:
+    """``c`` carrying ``project``'s near-topic share, when it chose one (``kb/near_topic_setting.py``)."""
+    near = near_topic_setting.of(project)
+    return c if near is None else replace(c, near_topic=near)
 
 
 def _trained_bytes(store: Store, project: str, deployment: str) -> bytes | None:

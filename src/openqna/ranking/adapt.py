@@ -12,8 +12,9 @@ things are fitted on them, with numpy, in about a second for a few thousand ques
   cross-validation on held-out alternate questions, from a small grid that includes 0: a KB where
   it does not help (or that has too few alternate questions to tell) keeps the ranker alone.
 
-With ``OPENQNA_NEAR_TOPIC`` set, a third: a margin read off the same held-out questions asked without their own
-record (``near_margin``), which stand for questions on the KB's subject that it holds no answer for.
+With a near-topic share (``OPENQNA_NEAR_TOPIC``, or the project's own: ``kb/near_topic_setting.py``), a third: a
+margin read off the same held-out questions asked without their own record (``near_margin``), which stand for
+questions on the KB's subject that it holds no answer for.
 
 Only QnA records with at least two questions give held-out questions; a KB with too few of them,
 or with more than ``MAX_UNITS`` vectors, gets ``None`` (the shipped defaults).  The fit runs on the
@@ -328,10 +329,13 @@ _lock = threading.Lock()  # one fit at a time: a fit takes seconds on a large KB
 
 def of(index: MemIndex, base_logits: BaseLogits, *, classifier: bool = True,
        query_map: QueryMap | None = None, map_name: str = "",
-       near: tuple[float, FinalLogits] | None = None) -> Adaptation | None:
+       near: tuple[float, FinalLogits] | None = None, final_name: str = "") -> Adaptation | None:
     """The adaptation of ``index``, fitted on first use and kept as long as the index lives (one per
-    ``map_name``: the query map's, such as its adapter's digest; and per share of ``near``)."""
-    name = f"ranking.adapt.classifier={classifier}{map_name and '.' + map_name}{near and f'.near={near[0]}' or ''}"
+    ``map_name``: the query map's, such as its adapter's digest; and per share of ``near`` and ``final_name``, which
+    names the last step its margin is read through: a project's fitted scale reads another margin than the shipped
+    one, and ``openqna calibrate`` ranks with the logit itself)."""
+    near_name = near and f".near={near[0]}{final_name and '@' + final_name}" or ""
+    name = f"ranking.adapt.classifier={classifier}{map_name and '.' + map_name}{near_name}"
     with _lock:
         return index.derived(name, lambda: fit(index, base_logits, classifier=classifier, query_map=query_map,
                                                near=near))

@@ -15,11 +15,13 @@ import dataclasses
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 
 from openqna.ranking.regime import RegimeTerms
+
+NearTopic = Union[float, Literal["off"], None]  # a project's near-topic share, "off", or None: the server's
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class Calibration:
     # instead, ``ranker.passage_share``).
     handover_from: float = 0.0
     handover_full: float = 0.0
+    # Not a fitted number: the project's choice of ``OPENQNA_NEAR_TOPIC`` (``kb/near_topic_setting.py``), a share from 0 to 1
+    # or "off"; None: the server's.  It rides here because every path that ranks a project's question, and every
+    # use of its adaptation (duplicates, Inspect), is handed the calibration the project is ranked with
+    # (``ServiceBase.calibration``, ``query_space``); ``ranker.near_share`` reads it.  Never in the data file.
+    near_topic: NearTopic = None
 
     def logit(self, f: Any, question_only: bool = False, informative: float = 0.0) -> Any:
         """The raw logit of features ``f`` (any object with the ``Features`` arrays, any shape); ``informative``:
@@ -86,6 +93,7 @@ class Calibration:
 # -- the data file ------------------------------------------------------------------------------------------------
 DATA_FILE = Path(__file__).with_name("calibrations.json")
 Fit = Union[Calibration, RegimeTerms]
+_PROJECT_CHOICES = {"near_topic"}  # fields a project sets (``ServiceBase.calibration``), never a fit's
 _NESTED: dict[str, type] = {"passages": Calibration, "lexical": Calibration, "sparse": Calibration,
                             "regime": RegimeTerms}
 
@@ -97,7 +105,7 @@ def load(path: Path = DATA_FILE) -> dict[str, Fit]:
     built: dict[str, Fit] = {}
 
     def build(cls: type, values: dict[str, Any], trail: tuple[str, ...]) -> Fit:
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)} - _PROJECT_CHOICES
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"{path}: {'.'.join(trail)} has no field {', '.join(unknown)} ({cls.__name__})")

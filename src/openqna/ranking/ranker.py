@@ -178,12 +178,21 @@ def _adaptation(index: MemIndex, c: Calibration, query_map: adapt.TrainedMap | N
     moves the typical score with it."""
     if c.typical is None or not settings.kb_adapt():
         return None
-    share = settings.near_topic()
+    share = near_share(c)
     near = None if share is None else (share, partial(adapted_confidence, c, index))
+    final = "" if near is None else f"{c.scale!r},{c.shift!r}{',regime' if c.regime is not None else ''}"
     if query_map is None:
-        return adapt.of(index, lambda *a: _held_out_logits(c, *a), near=near)
+        return adapt.of(index, lambda *a: _held_out_logits(c, *a), near=near, final_name=final)
     return adapt.of(index, lambda *a: _held_out_logits(c, *a), query_map=query_map.apply,
-                    map_name=query_map.digest, near=near)
+                    map_name=query_map.digest, near=near, final_name=final)
+
+
+def near_share(c: Calibration) -> float | None:
+    """The near-topic share ``c``'s adaptation keeps to (None: no margin): the project's choice carried in ``c``
+    (``Calibration.near_topic``), else the server's ``OPENQNA_NEAR_TOPIC``."""
+    if c.near_topic is None:
+        return settings.near_topic()
+    return None if c.near_topic == "off" else float(c.near_topic)
 
 
 def adapted_confidence(c: Calibration, index: MemIndex, logit: np.ndarray, allowed: np.ndarray,
