@@ -193,3 +193,38 @@ def test_passages_compete_for_rank_not_for_the_scale(surface, embedder):
                 top = ask(question, passages)[0]
                 assert top.questions == ["Power and charging"] and top.confidence >= 0.5, (question, passages, top)
                 assert top.short_answer.text == "two to four hours", (question, passages)
+
+
+def test_sections_past_azure_limits_are_named_and_lose_no_prompt(tmp_path):
+    """A section longer than an answer may be was cut at 25,000 characters without a word, so only passages knew
+    its end; a heading's 21st and later sub-headings lost their prompts.  Now the import names the section, what
+    its QnA keeps and that the passages hold the rest, and the sub-headings past the 19th sit under "More"."""
+    from openqna.formats.limits import MAX_ANSWER_CHARS, MAX_PROMPTS
+    from openqna.kb.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    terms = tmp_path / "terms.md"
+    body = "The warranty covers the widget against faults in materials and workmanship. " * 430
+    terms.write_text(f"# Terms\n\n## Warranty conditions\n\n{body}The secret code is ZEBRA-42.\n\n## Parts\n\n"
+                     "The parts of the widget.\n\n"
+                     + "".join(f"### Part {i}\n\nPart {i} is the {i}th piece.\n\n" for i in range(1, 26)),
+                     encoding="utf-8")
+    out = run("import", "long", str(terms), data=tmp_path).stdout
+    assert ("long: note: terms.md: “Warranty conditions” has 32,708 characters, more than an answer's 25,000: its QnA "
+            "keeps the first 24,927 characters, up to “…the widget against faults in materials and workmanship.”; its "
+            "passages hold all of it") in out
+    assert "“Parts” has 25 follow-ups, more than a QnA's 20 prompts: prompts 20 to 25 are under “More”" in out
+    answer = run("ask", "long", "What is the secret code?", "--top", "1", "--unstructured", data=tmp_path).stdout
+    assert "(passage) Warranty conditions" in answer.splitlines()[0] and "ZEBRA-42" in answer
+
+    service = Service(SQLiteStore(tmp_path), None)  # type: ignore[arg-type]  # reads records only
+    qnas = {q.questions[0]: q for q in service.store.list_qnas("long") if q.kind == "qna"}
+    warranty = qnas["Warranty conditions"].answer
+    assert len(warranty) <= MAX_ANSWER_CHARS and warranty.endswith("workmanship.")  # whole sentences
+    parts = qnas["Parts"].dialog.prompts
+    assert len(parts) == MAX_PROMPTS and [p.display_text for p in parts[:-1]] == [f"Part {i}" for i in range(1, 20)]
+    more = service.store.get_qnas("long", [parts[-1].qna_id])[parts[-1].qna_id]
+    assert parts[-1].display_text == "More" and more.dialog.is_context_only
+    assert more.questions == ["Parts: more topics"]
+    assert [p.display_text for p in more.dialog.prompts] == [f"Part {i}" for i in range(20, 26)]
+    assert "- Part 25" in more.answer

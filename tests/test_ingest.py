@@ -276,6 +276,31 @@ def test_deep_docx_hierarchy_links_every_level():
     assert "Medical Plan Overview" in labels("Medical")
 
 
+
+def prompt_menus(name: str) -> dict[str, list[str]]:
+    extracted = extract_qnas(parsed(name))
+    linked = link_prompts(extracted, list(range(1, len(extracted) + 1)))
+    return {q.questions[0]: [p.display_text for p in q.dialog.prompts] for q in linked if q.dialog.prompts}
+
+
+def test_word_heading_styles_in_a_pdf_give_the_docx_prompt_tree():
+    """The PDF of QnA Maker's multi-turn sample sets Heading 4 and 5 at body size (11 pt blue Calibri Light, one
+    italic) and Heading 2 and 3 one point apart (13 pt blue, 12 pt dark blue): each is a level of its own."""
+    pdf, word = prompt_menus("Multiturn-ContosoBenefits.pdf"), prompt_menus("Multiturn-ContosoBenefits.docx")
+    # The .docx sets "Complete Enrollment" and "Additional Programs (Life Assistance)" as body text; the PDF
+    # shows them as the headings they look like.
+    assert pdf.pop("Complete Enrollment") == word.pop("Learn What’s New for 2020")
+    assert pdf.pop("Additional Programs (Life Assistance)") == ["Time Off", "Commuter Benefits Program",
+                                                              "Additional Benefits"]
+    assert pdf.pop("Specific Benefit Plan Details") == ["Health", "Financial Well-Being",
+                                                        "Additional Programs (Life Assistance)", "Tools and Resources"]
+    assert word.pop("Specific Benefit Plan Details") == ["Health", "Financial Well-Being", "Tools and Resources"]
+    assert pdf == word
+    qnas = {e.qna.questions[0]: e.qna for e in extract_qnas(parsed("Multiturn-ContosoBenefits.pdf"))}
+    assert "$1,000 per person" in qnas["Dental Coverage"].answer
+    assert qnas["Health"].answer == "**Health**\n\nWhat Health options are you looking for?"
+    assert "Website: https://www.contoso.com\n" in qnas["Contoso Health"].answer  # a blue link is no heading
+
 # --- HTML, Markdown, text -----------------------------------------------------------------
 
 PAGE = b"""<!doctype html>

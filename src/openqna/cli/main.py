@@ -114,6 +114,8 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             r = ingest_document(service, project, doc, progress=True)
             click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
                        f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
+            for note in r.notes:
+                click.echo(f"{project}: note: {note}")
         if kb_id:
             Authoring(service).set_kb_id(project, kb_id)
             click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")

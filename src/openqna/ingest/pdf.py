@@ -37,18 +37,20 @@ import pypdfium2.raw as pdfium_c
 
 from openqna.ingest.markdown_tables import markdown_table
 from openqna.ingest.parsed import Block, DocumentError, ParsedDocument
-from openqna.ingest.typography import HeadingLevels, body_size, looks_like_heading
+from openqna.ingest.typography import HeadingLevels, HeadingLook, body_size, looks_like_heading
 
 # PDFium keeps global state and is not thread-safe; the server may parse uploads in threads.
 _PDFIUM_LOCK = threading.Lock()
 
 _BULLET = re.compile(r"^(?:[\u2022\u25cf\u25aa\u25e6\u25a0\u25a1\u27a2\u2713\u00b7\uf0a7\uf0b7\uf0d8\uf0fc]\s*|[*\u2013-]\s+)")
 _NUMBERED = re.compile(r"^\(?\d{1,2}[.)]\s")
+_LINK = re.compile(r"https?://|www\.|@\w+\.", re.IGNORECASE)
 _TOC_LEADER = re.compile(r"(\.\s?){4,}\s*[0-9ivxlcdm]+\s*$", re.IGNORECASE)
 _PAGE_NUMBER = re.compile(r"^(page\s+)?[-\u2013 ]*([0-9]+|[ivxlcdm]+)[-\u2013 ]*$", re.IGNORECASE)
 _NUMERALS = re.compile(r"\b([0-9]+|[ivxlcdm]+)\b", re.IGNORECASE)
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
+_SUBSET_PREFIX = re.compile(r"^[A-Z]{6}\+")
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _FILE_LIKE_TITLE = re.compile(r"\.(docx?|pdf|pptx?|rtf|txt)$|^microsoft (word|powerpoint) - ", re.IGNORECASE)
 MARGIN = 0.1  # top and bottom fraction of a page where running headers and footers live
@@ -68,6 +70,8 @@ class _Line:
     bottom: float = 0.0
     hyphenated: bool = False  # ended with a soft hyphen: join the next line without a space
     table: str | None = None  # a Markdown table that stands in this position instead of text
+    font: str = ""  # the font name most of its characters use, without a subset prefix ("ABCDEF+")
+    colour: int = 0  # their fill colour as 0xRRGGBB
 
 
 @dataclass
@@ -189,7 +193,9 @@ def _lines(page: pdfium.PdfPage, number: int, tables: list[_Table]) -> _Page:
     matrix = pdfium_c.FS_MATRIX()
     font_name = ctypes.create_string_buffer(128)
     flags = ctypes.byref(ctypes.c_int())
-    bold_fonts: dict[bytes, bool] = {}
+    red, green, blue, alpha = (ctypes.c_uint() for _ in range(4))
+    rgba = (ctypes.byref(red), ctypes.byref(green), ctypes.byref(blue), ctypes.byref(alpha))
+    fonts: dict[bytes, tuple[str, bool]] = {}  # raw font name -> (name without subset prefix, says bold)
     line = _LineBuilder(number)
     placed: set[int] = set()
 
@@ -214,19 +220,20 @@ def _lines(page: pdfium.PdfPage, number: int, tables: list[_Table]) -> _Page:
         if char.isspace() or char in _SOFT_HYPHENS:
             line.add(char, 0.0, False)
             continue
+        pdfium_c.FPDFText_GetFontInfo(handle, i, font_name, len(font_name), flags)
+        raw_name = font_name.value
+        if raw_name not in fonts:
+            decoded = _SUBSET_PREFIX.sub("", raw_name.decode("latin-1"))
+            fonts[raw_name] = (decoded, bool(_BOLD_NAME.search(decoded)))
+        font, named_bold = fonts[raw_name]
         weight = pdfium_c.FPDFText_GetFontWeight(handle, i)
-        if weight > 0:
-            bold = weight >= 600
-        else:  # the font states no weight; its name may still say "Bold"
-            pdfium_c.FPDFText_GetFontInfo(handle, i, font_name, len(font_name), flags)
-            name = font_name.value
-            if name not in bold_fonts:
-                bold_fonts[name] = bool(_BOLD_NAME.search(name.decode("latin-1")))
-            bold = bold_fonts[name]
+        bold = weight >= 600 if weight > 0 else named_bold  # a font that states no weight may still be named "Bold"
+        pdfium_c.FPDFText_GetFillColor(handle, i, *rgba)
         # The size in Tf times the text matrix's scale: InDesign sets "1 Tf" and scales by 12.
         pdfium_c.FPDFText_GetMatrix(handle, i, matrix)
         scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
-        line.add(char, pdfium_c.FPDFText_GetFontSize(handle, i) * scale, bold)
+        line.add(char, pdfium_c.FPDFText_GetFontSize(handle, i) * scale, bold,
+                 (font, red.value << 16 | green.value << 8 | blue.value))
     line.end(out.lines)
     text_page.close()
     return out
@@ -242,13 +249,15 @@ class _LineBuilder:
     def _reset(self) -> None:
         self.chars: list[str] = []
         self.sizes: Counter[float] = Counter()
+        self.looks: Counter[tuple[str, int]] = Counter()
         self.all_bold = True
         self.box: tuple[float, float, float, float] | None = None
 
-    def add(self, char: str, size: float, bold: bool) -> None:
+    def add(self, char: str, size: float, bold: bool, look: tuple[str, int] = ("", 0)) -> None:
         self.chars.append(char)
         if not char.isspace() and char not in _SOFT_HYPHENS:
             self.sizes[round(size, 1)] += 1
+            self.looks[look] += 1
             self.all_bold = self.all_bold and bold
 
     def end(self, lines: list[_Line]) -> None:
@@ -262,7 +271,9 @@ class _LineBuilder:
             text = text[:1] + _PRIVATE_USE.sub("", text[1:])
             x0, top, _, bottom = self.box
             size = self.sizes.most_common(1)[0][0]
-            lines.append(_Line(self.page, " ".join(text.split()), size, self.all_bold, x0, top, bottom, hyphenated))
+            font, colour = self.looks.most_common(1)[0][0]
+            lines.append(_Line(self.page, " ".join(text.split()), size, self.all_bold, x0, top, bottom, hyphenated,
+                               font=font, colour=colour))
         self._reset()
 
 
@@ -317,17 +328,22 @@ def _title_lines(lines: list[_Line]) -> list[_Line]:
 
 def _blocks(lines: list[_Line]) -> list[Block]:
     body = body_size((line.size, len(line.text)) for line in lines if line.table is None)
+    styles = _heading_styles(lines, body)
 
     def is_heading(line: _Line) -> bool:
-        return line.table is None and looks_like_heading(line.text, line.size, line.bold, body)
+        return line.table is None and looks_like_heading(line.text, line.size, line.bold, body,
+                                                         styled=_style(line) in styles)
 
-    levels = HeadingLevels((line.size for line in lines if is_heading(line)), body)
+    def look(line: _Line) -> HeadingLook:
+        return HeadingLook(line.size, line.colour, _style(line) if _style(line) in styles else None)
+
+    levels = HeadingLevels((look(line) for line in lines if is_heading(line)), body)
     blocks: list[Block] = []
     current: list[_Line] = []
 
     def flush() -> None:
         if current:
-            blocks.append(_block(current, levels, is_heading(current[0])))
+            blocks.append(_block(current, levels.level(look(current[0])) if is_heading(current[0]) else 0))
             current.clear()
 
     for line in lines:
@@ -343,6 +359,34 @@ def _blocks(lines: list[_Line]) -> list[Block]:
     return blocks
 
 
+def _style(line: _Line) -> tuple[str, int]:
+    return line.font, line.colour
+
+
+def _heading_styles(lines: list[_Line], body: float) -> set[tuple[str, int]]:
+    """The (font, colour) pairs of headings set at body size, as Word sets its Heading 4 and 5.
+
+    A style qualifies when it differs from the body text in font *and* colour (a link changes only the colour,
+    italics only the font) and every body-size line set in it looks like a heading (short, not a sentence,
+    not a list item): a coloured call-out box in another font fails on its first full stop.
+    """
+    at_body = [line for line in lines if line.table is None and abs(line.size - body) <= 0.5]
+    counts: Counter[tuple[str, int]] = Counter()
+    for line in at_body:
+        counts[_style(line)] += len(line.text)
+    if not counts:
+        return set()
+    body_font, body_colour = counts.most_common(1)[0][0]
+    candidates = {style for style in counts if style[0] != body_font and style[1] != body_colour}
+    for line in at_body:
+        if _style(line) in candidates and (
+            not looks_like_heading(line.text, line.size, False, body, styled=True)
+            or _BULLET.match(line.text) or _NUMBERED.match(line.text) or _LINK.search(line.text)
+        ):
+            candidates.discard(_style(line))
+    return candidates
+
+
 def _continues(block: list[_Line], line: _Line, is_heading: Callable[[_Line], bool]) -> bool:
     """Whether ``line`` belongs to the block whose lines so far are ``block``."""
     last = block[-1]
@@ -351,7 +395,7 @@ def _continues(block: list[_Line], line: _Line, is_heading: Callable[[_Line], bo
     if line.top < last.top - 1 or line.top - last.bottom > 0.6 * last.size:
         return False  # the next column, or a paragraph gap
     if is_heading(line):
-        return line.bold == last.bold  # a heading wrapped onto two lines
+        return line.bold == last.bold and _style(line) == _style(last)  # a heading wrapped onto two lines
     if _BULLET.match(line.text) or _NUMBERED.match(line.text):
         return False
     if _BULLET.match(block[0].text) or _NUMBERED.match(block[0].text):
@@ -359,13 +403,14 @@ def _continues(block: list[_Line], line: _Line, is_heading: Callable[[_Line], bo
     return line.x0 <= last.x0 + last.size  # a first-line indent starts a new paragraph
 
 
-def _block(lines: list[_Line], levels: HeadingLevels, heading: bool) -> Block:
+def _block(lines: list[_Line], level: int) -> Block:
+    """The block of ``lines``: a heading of ``level`` when that is not 0."""
     text = lines[0].text
     for previous, line in itertools.pairwise(lines):
         text += line.text if previous.hyphenated else " " + line.text
     page = lines[0].page
-    if heading:
-        return Block("heading", text, level=levels.level(lines[0].size), page=page)
+    if level:
+        return Block("heading", text, level=level, page=page)
     bullet = _BULLET.match(text)
     if bullet and len(text) > bullet.end():
         return Block("list_item", "- " + text[bullet.end() :], page=page)

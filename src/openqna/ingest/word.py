@@ -30,7 +30,7 @@ from lxml.etree import _Element
 
 from openqna.ingest.markdown_tables import markdown_table
 from openqna.ingest.parsed import Block, ParsedDocument
-from openqna.ingest.typography import HeadingLevels, body_size, looks_like_heading
+from openqna.ingest.typography import HeadingLevels, HeadingLook, body_size, looks_like_heading
 
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
@@ -72,7 +72,7 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         id(p) for p in paras
         if not by_style and p.numbering is None and looks_like_heading(p.text, *p.look, body)
     }
-    levels = HeadingLevels((p.look[0] for p in paras if id(p) in visual), body)
+    levels = HeadingLevels((HeadingLook(p.look[0]) for p in paras if id(p) in visual), body)
     questions = {  # ids of bold questions in a document with heading styles
         id(p) for p in paras
         if by_style and not p.styled_heading and p.numbering is None and p.look[1]
@@ -92,7 +92,7 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
         elif id(item) in questions:
             blocks.append(Block("heading", " ".join(item.text.split()), level=level + 1))
         elif id(item) in visual:
-            blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(item.look[0])))
+            blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(HeadingLook(item.look[0]))))
         elif item.numbering is not None:
             num_id, level = item.numbering
             blocks.append(Block("list_item", "  " * level + numbers.marker(num_id, level) + " " + item.text))

@@ -10,7 +10,7 @@ whose section disappeared are deleted.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import PurePosixPath
 
@@ -32,6 +32,7 @@ class IngestReport:
     deleted: int
     embedded: int
     pages: int
+    notes: list[str] = field(default_factory=list)  # sections split to fit Azure's limits, and how
 
 
 def suffix_from_content(data: bytes) -> str:
@@ -105,4 +106,5 @@ def ingest_document(service: Service, project: str, doc: ParsedDocument, *, sour
         added=report_qnas.added + report_passages.added, updated=report_qnas.updated + report_passages.updated,
         unchanged=report_qnas.unchanged + report_passages.unchanged, deleted=len(stale),
         embedded=report_qnas.embedded + report_passages.embedded, pages=pages,
+        notes=[f"{source}: {e.note}" for e in extracted if e.note],
     )
