@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openqna.evaluation.regimes import SPLITS, Question, RegimeKB, assign_splits
+from openqna.index.markdown_text import plain_text
 from openqna.ingest import parse_document
 from openqna.kb.documents import ingest_document
 from openqna.kb.service import Service
@@ -69,8 +70,9 @@ def project_name(document: str) -> str:
 
 
 def record_texts(service: Service, project: str) -> dict[int, str]:
-    """Every record's normalised text (a QnA's answer, a passage's text) by id."""
-    return {q.id: normalise(q.answer) for q in service.store.list_qnas(project)}
+    """Every record's normalised text (a QnA's answer, a passage's text, as the index reads them: links' text,
+    not their URLs) by id."""
+    return {q.id: normalise(plain_text(q.answer)) for q in service.store.list_qnas(project)}
 
 
 def import_document(service: Service, data_dir: Path, document: str) -> str:
