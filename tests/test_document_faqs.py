@@ -143,7 +143,7 @@ def test_bold_questions_under_a_styled_word_heading_are_questions():
     document.save(data)
     extracted = extract_qnas(parse_document("faq.docx", data.getvalue()))
     assert [(e.qna.questions[0], e.qna.answer) for e in extracted[1:]] == [
-        SHIPPING[0], (SHIPPING[1][0], SHIPPING[1][1] + "\n\nNot a question, only bold.")]
+        SHIPPING[0], (SHIPPING[1][0], SHIPPING[1][1] + "\n\n**Not a question, only bold.**")]
     assert extracted[0].children == [1, 2]
 
 
@@ -156,5 +156,5 @@ def test_bold_questions_under_a_styled_word_heading_are_questions():
 ])
 def test_a_paragraph_that_is_one_bold_question_is_a_question(name, page):
     found = qnas(name, page.encode())
-    note = "**Note:** is this *bold*?" if name.endswith(".md") else "Note: is this bold?"
+    note = "**Note:** is this *bold*?" if name.endswith(".md") else "**Note:** is this bold?"
     assert found == [SHIPPING[0], (SHIPPING[1][0], SHIPPING[1][1] + "\n\n" + note)]

@@ -113,3 +113,33 @@ def test_a_pdf_table_whose_first_row_is_bold_has_it_as_its_header(bold):
         assert table == "| Plan | Price |\n| --- | --- |\n" + body
     else:  # a manual's key/value table: its first row is data
         assert table == "|  |  |\n| --- | --- |\n| Plan | Price |\n" + body
+
+
+def test_every_piece_of_a_long_row_starts_with_its_first_cell_and_column():
+    """60 short rows and one whose Notes cell is ~2,500 characters: the first piece read "Model: Model-Long; Weight:
+    999 g\\n\\nNotes: Very long ...", the next ones "Very long note sentence ..." without the model or the column, and the
+    cell's sentences were broken into paragraphs."""
+    note = " ".join(f"Very long note sentence number {i} about the device." for i in range(50))
+    rows = [[f"Model-{i}", f"{i} g", "ok"] for i in range(60)] + [["Model-Long", "999 g", note]]
+    chunks = chunk_document(parse_document("models.md", markdown(["Model", "Weight", "Notes"], rows)))
+    pieces = [c.text.removeprefix("Models\n\n") for c in chunks if "Very long" in c.text]
+    assert len(pieces) >= 2 and all(count_tokens(c.text) <= 256 for c in chunks)
+    assert pieces[0].startswith("Model: Model-Long; Weight: 999 g; Notes: Very long note sentence number 0 ")
+    assert all(piece.startswith("Model: Model-Long; Notes: Very long note sentence") for piece in pieces[1:])
+    assert not any("\n" in piece for piece in pieces)  # one row, one paragraph
+    said = " ".join(piece.split("Notes: ", 1)[1] for piece in pieces)
+    assert said == note  # every sentence once, in order
+
+
+def test_a_manual_table_row_too_long_to_fit_is_led_by_its_first_cell():
+    """product-manual.pdf's "Ports and connectors" row (a table without a header) opened "| Ports and connectors |
+    ...", went on in paragraphs, was never closed, and its next passage did not say which row it continued."""
+    from conftest import SAMPLE_DOCS
+
+    path = SAMPLE_DOCS / "data-source-formats" / "product-manual.pdf"
+    chunks = chunk_document(parse_document(path.name, path.read_bytes()))
+    pieces = [c.text for c in chunks if "Full-size USB 3.0 port" in c.text or "3.5 mm headset jack" in c.text]
+    assert pieces
+    for text in pieces:
+        row = text.split("\n\n", 1)[1]
+        assert row.startswith("Ports and connectors; ") and "\n" not in row and "|" not in row, text

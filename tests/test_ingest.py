@@ -98,8 +98,8 @@ def test_docx_headings_from_styles_and_from_looks():
     levels = {b.text: b.level for b in styled.blocks if b.kind == "heading"}
     assert levels["Specific Benefit Plan Details"] == 2
     assert levels["Health"] == 3 and levels["Medical"] == 4 and levels["Medical Plan Overview"] == 5
-    # Nested hyperlinks keep their text ("Open your [benefits website].").
-    assert any(b.text == "1. Open your benefits website." for b in styled.blocks)
+    # Nested hyperlinks keep their text ("Open your [benefits website].") and their target.
+    assert any(b.text == "1. Open your [benefits website](http://www.microsoft.com)." for b in styled.blocks)
     # multi-turn.docx has no heading styles: 16 pt bold topics over 14 pt sub-topics over 10 pt text.
     visual = parsed("multi-turn.docx")
     levels = {b.text: b.level for b in visual.blocks if b.kind == "heading"}
@@ -334,7 +334,7 @@ def test_html_keeps_main_content_and_drops_boilerplate():
     assert document.title == "Contoso Help - Charging"
     assert [(b.kind, b.text) for b in document.blocks] == [
         ("heading", "Charging your Surface"),
-        ("paragraph", "It takes two to four hours to charge the battery fully."),
+        ("paragraph", "It takes **two to four hours** to charge the battery fully."),
         ("heading", "How do I check the battery level?"),
         ("paragraph", "Select the battery icon in the taskbar."),
         ("list_item", "1. Open Settings"),

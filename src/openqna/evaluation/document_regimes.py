@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openqna.evaluation.regimes import SPLITS, Question, RegimeKB, assign_splits
+from openqna.index.markdown_text import without_urls
 from openqna.ingest import parse_document
 from openqna.kb.documents import ingest_document
 from openqna.kb.service import Service
@@ -30,6 +31,7 @@ FOLDER = "qna-sample-docs/data-source-formats"
 QUESTIONS = Path(__file__).parent / "questions"
 NONE = "none"
 ALTERNATIVES = " || "
+_MARKS = re.compile(r"[*`]")  # Markdown's emphasis and code marks; no label has one
 _PUNCTUATION = {0x2018: "'", 0x2019: "'", 0x201C: '"', 0x201D: '"', 0x2010: "-", 0x2011: "-"}
 
 
@@ -69,8 +71,9 @@ def project_name(document: str) -> str:
 
 
 def record_texts(service: Service, project: str) -> dict[int, str]:
-    """Every record's normalised text (a QnA's answer, a passage's text) by id."""
-    return {q.id: normalise(q.answer) for q in service.store.list_qnas(project)}
+    """Every record's normalised text (a QnA's answer, a passage's text) by id, as a reader sees it: links' text,
+    not their URLs, and no emphasis or code marks ("select **Delete**" says "select Delete")."""
+    return {q.id: normalise(_MARKS.sub("", without_urls(q.answer))) for q in service.store.list_qnas(project)}
 
 
 def import_document(service: Service, data_dir: Path, document: str) -> str:

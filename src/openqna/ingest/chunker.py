@@ -165,15 +165,16 @@ class _Packer:
     def _text_parts(self, text: str) -> list[str]:
         parts: list[str] = []
         for sentence in _sentences(text):
-            parts.extend([sentence] if self._fits_after_overlap(sentence) else self._word_windows(sentence))
+            parts.extend([sentence] if self._fits_after_overlap(sentence) else
+                         self._word_windows(sentence, self._fits_after_overlap))
         return parts
 
-    def _word_windows(self, text: str) -> list[str]:
+    def _word_windows(self, text: str, fits: Callable[[str], bool]) -> list[str]:
         windows = []
         text = " ".join(text.split())  # so each window is an exact prefix of what is left
         start = 0
         while start < len(text):
-            window = _first_words(self._reach(text, start), self._fits_after_overlap)
+            window = _first_words(self._reach(text, start), fits)
             windows.append(window)
             start += len(window)
             if text.startswith(" ", start):
@@ -197,14 +198,12 @@ class _Packer:
 
     def _table_parts(self, table: str) -> list[str]:
         """Row groups that fit, each under the table's header.  A row that cannot fit under the header, and
-        every row when the header alone is too wide, is split as text of its own, each value after its
-        column's name ("Plan: Pro; Price: 12 EUR"), so no piece loses what its values are."""
+        every row when the header alone is too wide, is split as text of its own (``_row_parts``), each value
+        after its column's name ("Plan: Pro; Price: 12 EUR"), so no piece loses what its values are."""
         lines = table.split("\n")
         head = "\n".join(lines[:2])  # the header row and the |---| line
         names = _cells(lines[0])
         if not self._fits_text(head):
-            if not any(names):
-                return self._text_parts(" ".join([lines[0], *lines[2:]]))
             return [part for row in lines[2:] for part in self._row_parts(names, row)]
         parts: list[str] = []
         group: list[str] = []
@@ -216,30 +215,68 @@ class _Packer:
                 parts.append("\n".join([head, *group]))
             group = [row] if self._fits_text(f"{head}\n{row}") else []
             if not group:
-                parts.extend(self._row_parts(names, row) if any(names) else self._text_parts(row))
+                parts.extend(self._row_parts(names, row))
         if group:
             parts.append("\n".join([head, *group]))
         return parts
 
     def _row_parts(self, names: list[str], row: str) -> list[str]:
-        """A row as "name: value" cells joined by "; ", in pieces of whole cells that fit (a cell too long
-        alone is split as text); every piece after the first starts with the row's first cell, its key."""
-        cells = _labelled_cells(names, row)
+        """A row as "name: value" cells joined by "; ", in pieces of whole cells that fit; every piece after the
+        first starts with the row's first cell, its key ("Model: X-200; Notes: ...").  A cell too long alone is
+        split at sentences (words when one is too long), each of its pieces after the key and its column's name,
+        so a piece read alone still says which row and which column it continues."""
+        cells = [(f"{name}: " if name else "", value) for name, value in zip(names, _cells(row)) if value]
+        if not cells:
+            return []
+        key = self._lead("".join(cells[0]))
         parts: list[str] = []
         group: list[str] = []
-        for cell in cells:
+        for number, (label, value) in enumerate(cells):
+            cell = label + value
             if self._fits_after_overlap("; ".join([*group, cell])):
                 group.append(cell)
                 continue
-            if group:
-                parts.append("; ".join(group))
-            key = [cells[0]] if cell is not cells[0] and self._fits_after_overlap(f"{cells[0]}; {cell}") else []
-            group = [*key, cell] if key or self._fits_after_overlap(cell) else []
-            if not group:
-                parts.extend(self._text_parts(cell))
-        if group:
-            parts.append("; ".join(group))
+            lead = [key] if number else []
+            if self._fits_after_overlap("; ".join([*lead, cell])):
+                if group:
+                    parts.append("; ".join(group))
+                group = [*lead, cell]
+                continue
+            pieces = self._cell_pieces(group or lead, lead, self._lead(label.rstrip()) + " " if label else "", value)
+            parts.extend(pieces[:-1])
+            group = [pieces[-1]]
+        parts.append("; ".join(group))
         return parts
+
+    def _cell_pieces(self, first: list[str], then: list[str], label: str, value: str) -> list[str]:
+        """``value`` in pieces that fit, the first after the cells ``first`` and ``label``, the others after
+        ``then`` and ``label``; packed from sentences, and from word windows of a sentence too long alone.
+        When ``first`` leaves no room for any of it, ``first`` is a piece of its own."""
+        def prefix(cells: list[str]) -> str:
+            return "; ".join([*cells, ""]) + label
+
+        lead = prefix(first)
+        pieces: list[str] = []
+        current = ""
+        for sentence in _sentences(value):
+            windows = [sentence] if self._fits_after_overlap(prefix(then) + sentence) else \
+                self._word_windows(sentence, lambda t: self._fits_after_overlap(prefix(then) + t))
+            for window in windows:
+                joined = f"{current} {window}" if current else window
+                if self._fits_after_overlap(lead + joined):
+                    current = joined
+                    continue
+                if current:
+                    pieces.append(lead + current)
+                elif first:  # nothing of the cell fits after the cells before it: they go alone
+                    pieces.append("; ".join(first))
+                lead, current = prefix(then), window
+        pieces.append(lead + current)
+        return pieces
+
+    def _lead(self, text: str) -> str:
+        """``text``, or its first words, within a quarter of the window: what leads every piece of a long row."""
+        return _first_words(text, lambda t: self.count(t) - self.baseline <= self.max_tokens // 4) if text else text
 
     # -- overlap ------------------------------------------------------------------------
 
@@ -272,11 +309,6 @@ class _Packer:
 def _cells(row: str) -> list[str]:
     """The cells of a Markdown table row as ``markdown_tables`` writes it, unescaped."""
     return [cell.strip().replace("\\|", "|") for cell in _CELL_BREAK.split(row)[1:-1]]
-
-
-def _labelled_cells(names: list[str], row: str) -> list[str]:
-    """A table row's cells as text: "Plan: Pro", a value without a column name alone, empty cells left out."""
-    return [f"{name}: {value}" if name else value for name, value in zip(names, _cells(row)) if value]
 
 
 def _sentences(text: str) -> list[str]:

@@ -13,6 +13,9 @@ header but not an article's own header, ARIA landmarks for the same), non-conten
 elements (script, style, form controls, embedded media, hidden elements) and cookie or
 consent banners, breadcrumbs and sidebars recognised by their id or class.
 
+Inline markup is kept as Markdown, as answers are Markdown: links and images with an address a reader can
+follow, bold, italics and code.  Headings, bold questions and table cells are read as plain text.
+
 FAQ widgets are headings: a ``<details>`` block's ``<summary>``, a definition list's
 ``<dt>`` and a paragraph that is one bold question (``<p><strong>Can I ...?</strong></p>``)
 become a heading one level below the page's last real heading, and what follows (the rest
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -49,6 +53,9 @@ _BLOCK_TAGS = frozenset({
     "summary", "ul",
 })  # fmt: skip
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+# Inline elements kept as Markdown, as answers are Markdown: links and images (below), emphasis and code
+_INLINE_MARKUP = {"b": "**", "strong": "**", "i": "*", "em": "*", "code": "`", "kbd": "`", "samp": "`", "tt": "`"}
+_LINK_SCHEMES = frozenset({"http", "https", "mailto", "tel", "ftp"})
 _QUESTION_MARKS = ("?", "？")
 _MAX_COLSPAN = 50
 # Lexbor, like the HTML standard's tree builder, looks through the open elements at every start tag, so
@@ -78,7 +85,8 @@ def parse_html(name: str, data: bytes) -> ParsedDocument:
     blocks: list[Block] = []
     if root is not None:
         _strip_chrome(root)
-        walker = _Walker(blocks)
+        base = tree.css_first("base[href]")
+        walker = _Walker(blocks, _absolute_url(base.attributes.get("href"), None) if base is not None else None)
         walker.walk(root)
         walker.flush()  # text after the last block element (or a page of text without any)
     title = _SPACE.sub(" ", title_node.text()).strip() if title_node is not None else ""
@@ -153,6 +161,19 @@ def _children(node: LexborNode) -> list[LexborNode]:
     return children
 
 
+def _absolute_url(value: str | None, base: str | None) -> str | None:
+    """``value`` as an absolute link a reader can follow from an answer, or None: a relative link without a
+    base, a page anchor or a ``javascript:``/``data:`` URL would be broken or harmful outside the page."""
+    value = (value or "").strip()
+    if not value or value.startswith("#"):
+        return None
+    url = urljoin(base, value) if base else value
+    if urlsplit(url).scheme.lower() not in _LINK_SCHEMES:
+        return None
+    # a Markdown link ends at the first space or unbalanced ")"
+    return url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+
+
 def _nothing() -> None:
     pass
 
@@ -167,8 +188,10 @@ def _ancestors(node: LexborNode) -> Iterator[LexborNode]:
 class _Walker:
     """Turns the element tree into blocks: inline text accumulates until a block element ends it."""
 
-    def __init__(self, blocks: list[Block]):
+    def __init__(self, blocks: list[Block], base: str | None):
         self.blocks = blocks
+        self.base = base  # what relative links are resolved against: the page's <base href>, when absolute
+        self.open_markup = {markup: 0 for markup in ("[", "**", "*", "`")}  # inline markup open around the text now
         self.buffer: list[str] = []
         self.item_prefix: str | None = None  # "  - " while inside a list item
         self.lists: list[list] = []  # per open list: [ordered?, next number]
@@ -238,9 +261,43 @@ class _Walker:
         elif tag in _BLOCK_TAGS:
             self.flush()
             return self.flush
-        elif node.is_element_node:
-            return _nothing  # inline element: its text joins the current paragraph
+        elif tag == "img":
+            alt = _SPACE.sub(" ", node.attributes.get("alt") or "").strip()
+            src = _absolute_url(node.attributes.get("src"), self.base)
+            self.buffer.append(f"![{alt.replace('[', '(').replace(']', ')')}]({src})" if src and not self.open_markup["`"] else alt)
+        elif node.is_element_node:  # inline element: its text joins the current paragraph
+            markup = self._inline_markup(node)
+            if markup is None:
+                return _nothing
+            self.open_markup[markup[0]] += 1
+            return lambda start=len(self.buffer): self._close_inline(start, *markup)
         return None
+
+    def _inline_markup(self, node: LexborNode) -> tuple[str, str] | None:
+        """The Markdown an inline element's text goes between (a link, emphasis, code), or None for plain text.
+        Nothing is marked inside code (Markdown shows it literally), nor twice (a link in a link, bold in bold)."""
+        tag = node.tag
+        if self.open_markup["`"]:
+            return None
+        if tag == "a":
+            href = _absolute_url(node.attributes.get("href"), self.base)
+            return ("[", f"]({href})") if href and not self.open_markup["["] else None
+        if tag in _INLINE_MARKUP and not self.open_markup[_INLINE_MARKUP[tag]]:
+            return _INLINE_MARKUP[tag], _INLINE_MARKUP[tag]
+        return None
+
+    def _close_inline(self, start: int, opening: str, closing: str) -> None:
+        """Puts the text written since ``start`` between ``opening`` and ``closing``, its outer spaces outside the
+        markup (``** Save **`` is not bold in Markdown); a blank one, or emphasis around a line break (which
+        Markdown does not allow), stays plain."""
+        self.open_markup[opening] -= 1
+        inner = "".join(self.buffer[start:])
+        text = _SPACE.sub(" ", inner) if opening == "`" else inner
+        stripped = text.strip(" ")
+        if not stripped.strip() or ("\n" in stripped and opening != "["):
+            return
+        lead, trail = text[: len(text) - len(text.lstrip(" "))], text[len(text.rstrip(" ")) :]
+        self.buffer[start:] = [f"{lead}{opening}{stripped}{closing}{trail}"]
 
     def _end_nested(self) -> None:
         self.flush()

@@ -9,7 +9,9 @@ question ("How do I reset my password?") is still a heading, one level below the
 heading it stands under: that is how FAQ documents under a styled title are written.
 
 Paragraph text is read from the XML rather than ``Paragraph.text`` because python-docx
-skips nested hyperlinks ("Open your [benefits website]." came out as "Open your .").
+skips nested hyperlinks ("Open your [benefits website]." came out as "Open your .").  A paragraph's
+blocks keep its hyperlinks (``w:hyperlink``, whose relationship names the target) and bold and italic
+runs as Markdown; headings and table cells are plain text.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
+from itertools import groupby
 
 import docx
 from docx.document import Document
@@ -44,6 +47,7 @@ class _Para:
     """What we need to know about one paragraph before deciding its block kind."""
 
     text: str
+    markdown: str  # ``text`` with its links, bold and italics as Markdown, for paragraph and list-item blocks
     outline: int | None  # 0-based outline level from style or direct formatting
     is_title: bool
     numbering: tuple[str, int] | None  # (numId, level)
@@ -95,9 +99,9 @@ def parse_docx(name: str, data: bytes) -> ParsedDocument:
             blocks.append(Block("heading", " ".join(item.text.split()), level=levels.level(HeadingLook(item.look[0]))))
         elif item.numbering is not None:
             num_id, level = item.numbering
-            blocks.append(Block("list_item", "  " * level + numbers.marker(num_id, level) + " " + item.text))
+            blocks.append(Block("list_item", "  " * level + numbers.marker(num_id, level) + " " + item.markdown))
         else:
-            blocks.append(Block("paragraph", item.text))
+            blocks.append(Block("paragraph", item.markdown))
     return ParsedDocument(source=name, title=title, blocks=blocks)
 
 
@@ -190,11 +194,66 @@ class _Reader:
                 runs.append((size, bool(bold), len(run_text)))
         return _Para(
             text=text,
+            markdown=self._markdown(element) or text,
             outline=_outline_level(paragraph, styles),
             is_title=style_name.lower() == "title",
             numbering=_numbering(paragraph, styles),
             runs=runs,
         )
+
+    def _markdown(self, element: _Element) -> str:
+        """The paragraph as Markdown: hyperlinks as ``[text](url)``, bold and italic runs as ``**``/``*``.
+
+        Emphasis is what a run sets itself or through its character style, not its paragraph's style: a
+        paragraph in a bold style is a heading or a caption, not emphasis within it.  Runs of one look are
+        joined first (Word splits text into runs for spell checks and revisions), so "**a** **b**" is "**a b**".
+        """
+        pieces: list[tuple[str, bool, bool, str | None]] = []  # (text, bold, italic, link) per run
+        self._runs(element, None, pieces)
+        out: list[str] = []
+        for link, linked in groupby(pieces, key=lambda piece: piece[3]):
+            spans = [_emphasised(text, bold, italic) for (bold, italic), group in
+                     groupby(_settle_spaces(list(linked)), key=lambda piece: piece[1:3])
+                     for text in ["".join(piece[0] for piece in group)]]
+            out.append(_wrapped("".join(spans), "[", f"]({link})") if link else "".join(spans))
+        return "".join(out).strip()
+
+    def _runs(self, element: _Element, link: str | None, pieces: list[tuple[str, bool, bool, str | None]]) -> None:
+        for child in element.iterchildren():
+            if child.tag == _R:
+                text = _text(child)
+                if text:
+                    bold, italic = self._emphasis(child)
+                    pieces.append((text, bold, italic, link))
+            elif child.tag == _HYPERLINK:
+                self._runs(child, link or self._link_target(child), pieces)
+            elif child.tag != _MC_FALLBACK:
+                self._runs(child, link, pieces)
+
+    def _link_target(self, hyperlink: _Element) -> str | None:
+        """Where a ``w:hyperlink`` points: its relationship's external target (a bookmark within the document,
+        ``w:anchor``, means nothing outside it)."""
+        rel = self.document.part.rels.get(hyperlink.get(_RELATIONSHIP_ID) or "")
+        if rel is None or not rel.is_external:
+            return None
+        target = rel.target_ref.strip()
+        if target.split(":", 1)[0].lower() not in _LINK_SCHEMES:
+            return None
+        return target.replace(" ", "%20").replace("(", "%28").replace(")", "%29")  # a link ends at " " or ")"
+
+    def _emphasis(self, run: _Element) -> tuple[bool, bool]:
+        """(bold, italic) a run sets itself, else through its character style."""
+        properties = run.find(_RPR)
+        looks = []
+        for tag, attribute in ((_B, "bold"), (_I, "italic")):
+            found = properties.find(tag) if properties is not None else None
+            if found is not None:
+                looks.append(found.get(_VAL) not in ("0", "false", "off"))
+            else:
+                chain = self.chain(run.style) if run.style else []
+                looks.append(bool(next((getattr(s.font, attribute) for s in chain
+                                        if getattr(s.font, attribute) is not None), False)))
+        return looks[0], looks[1]
 
     def style_name(self, style: BaseStyle) -> str:
         """A style's UI name, read once per style (python-docx reads it from the XML on every call)."""
@@ -326,7 +385,33 @@ def _collect_text(element: _Element, parts: list[str]) -> None:
             _collect_text(child, parts)
 
 
-_TR, _TR_PR, _RPR, _B, _TYPE = qn("w:tr"), qn("w:trPr"), qn("w:rPr"), qn("w:b"), qn("w:type")
+_TR, _TR_PR, _RPR, _B, _I, _TYPE = qn("w:tr"), qn("w:trPr"), qn("w:rPr"), qn("w:b"), qn("w:i"), qn("w:type")
+_HYPERLINK, _RELATIONSHIP_ID = qn("w:hyperlink"), qn("r:id")
+_LINK_SCHEMES = frozenset({"http", "https", "mailto", "tel", "ftp"})
+
+
+def _settle_spaces(pieces: list[tuple[str, bool, bool, str | None]]) -> list[tuple[str, bool, bool, str | None]]:
+    """Blank runs take the look of the run before them: a space between two bold words does not end the bold."""
+    settled = []
+    for piece in pieces:
+        if settled and not piece[0].strip():
+            piece = (piece[0], settled[-1][1], settled[-1][2], piece[3])
+        settled.append(piece)
+    return settled
+
+
+def _emphasised(text: str, bold: bool, italic: bool) -> str:
+    marker = "*" * (2 * bold + italic)
+    return _wrapped(text, marker, marker) if marker else text
+
+
+def _wrapped(text: str, opening: str, closing: str) -> str:
+    """``text`` between Markdown delimiters, its outer whitespace outside them (``** Save **`` is not bold);
+    blank text stays as it is."""
+    inner = text.strip()
+    if not inner:
+        return text
+    return f"{text[: len(text) - len(text.lstrip())]}{opening}{inner}{closing}{text[len(text.rstrip()):]}"
 
 
 def _first_row_look(properties: _Element) -> bool:

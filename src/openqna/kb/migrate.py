@@ -34,6 +34,7 @@ from typing import Any
 
 from openqna.clock import stamped
 from openqna.index.analyze import analyze
+from openqna.index.markdown_text import without_urls
 from openqna.kb.writing import content_hash
 from openqna.ranking.multilingual import hashed_space
 from openqna.records import Conflict, NotFound, QnA
@@ -49,7 +50,7 @@ def _stored(source: Store, project: str, qnas: list[QnA], state: str, embedder: 
     for q in qnas:
         v = vectors.get(q.id, {})
         units = [Unit("q", n, analyze(t), v[("q", n)]) for n, t in enumerate(q.questions)]
-        units.append(Unit("a", 0, analyze(q.answer), v[("a", 0)]))
+        units.append(Unit("a", 0, analyze(without_urls(q.answer)), v[("a", 0)]))
         multilingual = ("ma", 0) in v  # the record's vectors in the multilingual space come along
         if multilingual:
             units += [Unit("mq", n, [], v[("mq", n)]) for n in range(len(q.questions))] + [Unit("ma", 0, [], v[("ma", 0)])]

@@ -15,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from openqna.index.analyze import analyze
+from openqna.index.markdown_text import without_urls
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import FILLED, hashed_space
@@ -124,7 +125,8 @@ class Writing(ServiceBase):
             slots: list[tuple[int, str, int]] = []
             for i, q in enumerate(qnas):
                 stored = reuse.get(q.id, {}) if q.id is not None else {}
-                for fld, ord_, text in [(q_field, n, t) for n, t in enumerate(q.questions)] + [(a_field, 0, q.answer)]:
+                for fld, ord_, text in [(q_field, n, t) for n, t in enumerate(q.questions)] + [(a_field, 0,
+                                                                                                 without_urls(q.answer))]:
                     if (fld, ord_) not in stored:
                         texts.append(text)
                         slots.append((i, fld, ord_))
@@ -139,7 +141,7 @@ class Writing(ServiceBase):
                 return fresh[(i, field, ord_)] if (i, field, ord_) in fresh else stored[(field, ord_)]
 
             units = [Unit("q", n, analyze(question), vector("q", n)) for n, question in enumerate(q.questions)]
-            units.append(Unit("a", 0, analyze(q.answer), vector("a", 0)))
+            units.append(Unit("a", 0, analyze(without_urls(q.answer)), vector("a", 0)))
             if multilingual:
                 units += [Unit("mq", n, [], vector("mq", n)) for n in range(len(q.questions))]
                 units.append(Unit("ma", 0, [], vector("ma", 0)))
