@@ -26,6 +26,7 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.limits import MAX_DEFAULT_ANSWER_CHARS, MAX_DESCRIPTION_CHARS
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring
 from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
@@ -152,8 +153,8 @@ def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, 
     multilingualResource and settings.defaultAnswer, each of its own type."""
     settings = body.obj("settings")
     language = body.language()
-    return (body.string("description", max_len=1000), language, body.boolean("multilingualResource"),
-            settings.string("defaultAnswer", max_len=300) if settings else None)
+    return (body.string("description", max_len=MAX_DESCRIPTION_CHARS), language, body.boolean("multilingualResource"),
+            settings.string("defaultAnswer", max_len=MAX_DEFAULT_ANSWER_CHARS) if settings else None)
 
 
 class AzureAuthoring:
