@@ -1,6 +1,7 @@
 """What a knowledge base moved with `openqna import`/`export` keeps besides its QnAs: the project's settings (an
 Azure export's Metadata, a QnA Maker replica's Settings.tsv) and a replica's unstructured content, as Azure's
-authoring import keeps them."""
+authoring import keeps them, and the active-learning suggestions an export carries, as the API and console list
+them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from azure.ai.language.questionanswering.authoring import AuthoringClient
 from azure.core.credentials import AzureKeyCredential
 
 from conftest import SAMPLE_DOCS
+from openqna.api.azure.authoring_api import qna_json
 from openqna.auth.keys import create_key
+from openqna.kb.authoring import Authoring
+from openqna.kb.service import Service
 from openqna.store.sqlite import SQLiteStore
 from test_cli import run
 
@@ -131,3 +135,27 @@ def test_the_azure_import_of_a_replica_url_keeps_the_same(tmp_path, sdk, files, 
     assert sdk.get_project_details("r")["language"] == "ja"
     kinds = {(q.source, q.kind) for q in live.service.store.list_qnas("r")}
     assert ("botframework-blog.pdf", "passage") in kinds and ("structured.docx", "qna") in kinds
+
+
+def test_suggestions_lists_what_an_import_brought_as_the_api_does(tmp_path, embedder):
+    """`openqna suggestions` read users' feedback alone, so a QnA Maker export's SuggestedQuestions (on QnAs 92,
+    103 and 118), which GET .../qnas and the console's Improve tab show, were "no suggestions"."""
+    data = tmp_path / "data"
+    run("import", "al", str(KBS / "SampleActiveLearning.tsv"), data=data)
+    listed = run("suggestions", "al", data=data).stdout.splitlines()[1:]
+    cli = {(int(line.split("\t")[0][1:]), line.split("\t")[2]) for line in listed}
+    store = SQLiteStore(data)
+    try:
+        service = Service(store, embedder)
+        feedback = Authoring(service).suggestions("al")
+        api = {(q.id, s["question"]) for q in store.list_qnas("al")
+               for c in qna_json(q, feedback.get(q.id, []))["activeLearningSuggestions"] for s in c["suggestedQuestions"]}
+    finally:
+        store.close()
+    assert cli == api and {qid for qid, _ in cli} == {92, 103, 118}
+    assert "#92\t12\tcan i draw with surface pen" in listed
+
+    run("suggestions", "al", "--accept", "92", "can i draw with surface pen", data=data)
+    after = run("suggestions", "al", data=data).stdout
+    assert "can i draw with surface pen" not in after  # accepted: no longer a suggestion
+    assert "#92\t12\thow to write with surface pen" in after

@@ -435,7 +435,8 @@ def projects(data_dir: str) -> None:
               help="Add QUESTION to QnA QNA_ID as an alternate question.")
 @data_option
 def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> None:
-    """List active-learning suggestions (user questions sent as feedback), or accept one."""
+    """List active-learning suggestions (user questions sent as feedback, and those an imported QnA Maker file
+    carries), as the console's Improve tab lists them, or accept one."""
     from openqna.kb.authoring import Authoring
 
     try:
@@ -447,14 +448,14 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
                                                "accepted suggestion for test sets)"))
             return
         authoring = Authoring(open_service(data_dir))
-        found = authoring.suggestions(project)
-        if not any(found.values()):
-            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
+        found = authoring.pending_suggestions(project)
+        if not found:
+            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback, and from "
+                       "the SuggestedQuestions of an imported QnA Maker file)")
             return
         click.echo("QnA\tcount\tuser question")
-        for qid, items in found.items():
-            for question, count in items:
-                click.echo(f"#{qid}\t{count}\t{question}")
+        for qid, question, count in found:
+            click.echo(f"#{qid}\t{count}\t{question}")
     except OpenQnAError as exc:
         fail(exc.message)
 

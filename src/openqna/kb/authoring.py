@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 from openqna.clock import later_than
 from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
-from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.azure_json import hoist_prompt_qnas, suggestions_to_azure
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
 from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document, suffix_from_content
@@ -66,6 +66,20 @@ def project_metadata(proj: Project) -> dict:
     if proj.settings.get("kbId"):
         metadata["KbId"] = proj.settings["kbId"]
     return metadata
+
+
+def suggestion_clusters(q: QnA, feedback: list[tuple[str, int]]) -> list[dict]:
+    """``q``'s active-learning suggestions as Azure's ``activeLearningSuggestions``: each user question sent as
+    feedback for it (``Authoring.suggestions``) in a cluster of its own, then the clusters an import brought (QnA
+    Maker's SuggestedQuestions) as the file had them.  The API, and so the console, and ``openqna suggestions`` list
+    these, so they show the same suggestions."""
+    clusters = [{"clusterHead": question, "suggestedQuestions": [
+        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in feedback]
+    for cluster in suggestions_to_azure(q.suggested_questions):
+        clusters.append({"clusterHead": cluster["ClusterHead"], "suggestedQuestions": [
+            {"question": s["Question"], "userSuggestedCount": s["UserSuggestedCount"],
+             "autoSuggestedCount": s["AutoSuggestedCount"]} for s in cluster["SuggestedQuestions"]]})
+    return clusters
 
 
 @dataclass
@@ -302,6 +316,15 @@ class Authoring:
                 out[qid] = keep
         return out
 
+    def pending_suggestions(self, project: str) -> list[tuple[int, str, int]]:
+        """Every suggestion of every QnA as ``(qna id, question, count)``: what GET .../qnas lists in
+        ``activeLearningSuggestions`` (``suggestion_clusters``) and the console's Improve tab shows, users' feedback
+        and the clusters an import brought alike."""
+        feedback = self.suggestions(project)
+        return [(q.id, s["question"], s["userSuggestedCount"] + s["autoSuggestedCount"])
+                for q in self.store.list_qnas(project) if q.id is not None
+                for cluster in suggestion_clusters(q, feedback.get(q.id, [])) for s in cluster["suggestedQuestions"]]
+
     def accept_suggestion(self, project: str, qna_id: int, question: str) -> tuple[QnA, bool]:
         """Add ``question`` to QnA ``qna_id``; returns it, and whether ``question`` was one of its suggestions (users'
         feedback, or an imported suggestion): only those are recorded as accepted, the users' questions that test
@@ -311,11 +334,15 @@ class Authoring:
             raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
         sent = {q.casefold() for q, _ in self.store.list_feedback(project, [qna_id]).get(qna_id, [])}
         suggested = question.casefold() in sent | {q.casefold() for q in cluster_questions(qna.suggested_questions)}
-        if question.lower() not in {q.lower() for q in qna.questions}:
+        added = question.lower() not in {q.lower() for q in qna.questions}
+        if added:
             qna.questions.append(question)
+        pending = without_questions(qna.suggested_questions, {question})  # accepted: no longer suggested
+        if added or pending != qna.suggested_questions:
+            qna.suggested_questions = pending
             self.service.upsert(project, [qna], match_content=False)
-            if suggested:
-                self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
+        if added and suggested:
+            self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
         self.store.delete_feedback(project, qna_id, question)
         return qna, suggested
 
