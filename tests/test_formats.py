@@ -25,7 +25,7 @@ from openqna.formats import (
     write_tsv,
     write_xlsx,
 )
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, Prompt, QnA
+from openqna.records import Dialog, FormatError, KnowledgeBaseContent, ProjectSettings, Prompt, QnA
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 KBS = DATA / "qna-sample-docs" / "knowledge-bases"
@@ -351,9 +351,10 @@ def test_json_id_zero_or_missing_means_unassigned() -> None:
     assert [q.id for q in content.qnas] == [None, None]
 
 
-def test_json_without_assets_is_empty() -> None:
-    assert read_json(b'{"Metadata": {"ProjectName": "IssacNewton"}}') == KnowledgeBaseContent()
-    assert read_json({"metadata": {"language": "en"}}, "import body") == KnowledgeBaseContent()
+def test_json_without_assets_holds_its_settings_alone() -> None:
+    assert read_json(b'{"Metadata": {"ProjectName": "IssacNewton"}}') == KnowledgeBaseContent(settings=ProjectSettings())
+    assert read_json({"metadata": {"language": "en"}}, "import body") == KnowledgeBaseContent(
+        settings=ProjectSettings(language="en"))
 
 
 def test_json_of_another_shape_is_refused_not_imported_as_nothing(tmp_path: Path) -> None:
@@ -800,3 +801,28 @@ def test_a_table_refuses_a_kind_it_does_not_know(tmp_path: Path) -> None:
     err = _tsv_error(tmp_path, text)
     assert (err.line, err.column) == (4, 3) and "'row' is not a record kind" in err.message
     assert [q.kind for q in read_file("kb.tsv", text.rsplit("how?", 1)[0].encode()).qnas] == ["passage", "qna"]
+
+
+def test_replica_language_names_map_to_codes_and_others_are_noted() -> None:
+    from openqna.formats.replica_settings import language_code, read_settings_tsv
+
+    assert [language_code(n) for n in ("English", "japanese", "Chinese_Simplified", "Chinese Traditional",
+                                       "Serbian_Latin", "ja", "Klingon")] == ["en", "ja", "zh-Hans", "zh-Hant",
+                                                                              "sr-Latn", "ja", None]
+    settings, notes = read_settings_tsv(b"\xef\xbb\xbfKey\tValue\nlanguage\tKlingon\nDefaultAnswerForKB\tNope\n"
+                                        b"EnableActiveLearning\ttrue\n", "r.zip/Settings.tsv")
+    assert settings == ProjectSettings(default_answer="Nope")
+    assert notes == ["r.zip/Settings.tsv: Language 'Klingon' is not one of QnA Maker's languages (English, Japanese, "
+                     "Chinese_Simplified, ...); the project's language is left as it is",
+                     "r.zip/Settings.tsv: not imported: EnableActiveLearning (openqna has no such settings)"]
+
+
+def test_json_metadata_settings_are_checked_as_patch_checks_them() -> None:
+    content = read_json(b'{"Metadata": {"Language": "de", "Description": "", "MultilingualResource": true,'
+                        b' "KbId": "k", "Settings": {"DefaultAnswer": "Keine Antwort"}}, "Assets": {"Qnas": []}}')
+    assert content.settings == ProjectSettings(description="", language="de", default_answer="Keine Antwort",
+                                               multilingual=True, kb_id="k")
+    with pytest.raises(FormatError, match=r"Metadata.Language: 'Japanese' is not a language code"):
+        read_json(b'{"Metadata": {"Language": "Japanese"}, "Assets": {}}', "x.json")
+    with pytest.raises(FormatError, match=r"Metadata.Settings.DefaultAnswer: is 301 characters long"):
+        read_json(json.dumps({"Metadata": {"Settings": {"DefaultAnswer": "x" * 301}}, "Assets": {}}), "x.json")

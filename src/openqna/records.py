@@ -76,11 +76,39 @@ class QnA:
 
 
 @dataclass
+class ProjectSettings:
+    """A project's settings as an import file carries them: the ``Metadata`` of Azure's JSON export, the
+    ``Settings.tsv`` (or sheet) of QnA Maker's KB replica.  None is "the file does not say", so an import
+    changes only what its file gives; a description may be empty (an export of a project without one)."""
+
+    description: str | None = None
+    language: str | None = None
+    default_answer: str | None = None
+    multilingual: bool | None = None
+    kb_id: str | None = None  # openqna's export of a project that kept its QnA Maker kbId
+
+
+@dataclass
+class UnstructuredFile:
+    """A document an archive carries besides its QnAs (a KB replica's ``UnstructuredContent/``): its text is
+    imported as passages of ``source``, as a document added as an unstructured source is."""
+
+    name: str
+    data: bytes
+    source: str
+
+
+@dataclass
 class KnowledgeBaseContent:
-    """What an import file carries: QnAs and synonym groups (word alterations)."""
+    """What an import file carries: QnAs and synonym groups (word alterations); a file that has them also carries
+    project settings, unstructured documents, and ``notes``: what it holds that no import keeps, which the
+    importer tells the user rather than drop it unsaid."""
 
     qnas: list[QnA] = field(default_factory=list)
     synonyms: list[list[str]] = field(default_factory=list)
+    settings: ProjectSettings | None = None
+    documents: list[UnstructuredFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 class OpenQnAError(Exception):

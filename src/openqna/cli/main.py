@@ -64,11 +64,16 @@ main.add_command(train)
 @click.option("--kb-id", default=None, help="Keep a QnA Maker kbId (GUID) so bots reach the project by it.")
 @data_option
 def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: str) -> None:
-    """Import QnA files (TSV, CSV, XLSX, Azure JSON) and documents (PDF, DOCX, HTML, Markdown, text).
+    """Import QnA files (TSV, CSV, XLSX, Azure JSON, QnA Maker's KB replica .zip) and documents (PDF, DOCX, HTML,
+    Markdown, text).
 
     Every file is parsed before anything is written, so a malformed file leaves the
     project as it was.  Importing the same file twice changes nothing.  A document
     becomes QnAs (from its headings) and passages that cite its pages and sections.
+    The project settings a file carries (an Azure export's Metadata, a replica's
+    Settings.tsv: default answer, language, description) are applied, to a project
+    that exists too, as Azure's import applies them; a replica's unstructured
+    documents become passages.  What a file holds that is not imported is printed.
     QnA Maker's exports do not carry the kbId its bots are configured with: ``--kb-id``
     keeps it, so generateAnswer and train calls reach this project unchanged.
     """
@@ -84,24 +89,36 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
         fail(f"--kb-id '{kb_id}' is not a QnA Maker kbId; it is a GUID such as 1a2b3c4d-0000-4000-8000-123456789abc.")
     content = KnowledgeBaseContent()
     parts = []
-    documents = []
+    documents = []  # (document, its source, unstructured: passages only)
     try:
         for f in tqdm(files, desc="parsing", unit="file", leave=False, disable=len(files) == 1):
             data = f.read_bytes()
             if is_document(f.name, data):
-                documents.append(parse_document(f.name, data))
+                doc = parse_document(f.name, data)
+                documents.append((doc, doc.source, False))
                 continue
             if f.suffix.lower() not in QNA_SUFFIXES:
                 fail(f"{f.name}: unsupported file type {f.suffix.lower() or '(none)'!r}; import reads QnA files "
                       f"({', '.join(QNA_SUFFIXES)}) and documents ({', '.join(DOCUMENT_SUFFIXES)})")
-            parts.append(read_file(f, data))
+            part = read_file(f, data)
+            documents.extend((parse_document(d.name, d.data), d.source, True) for d in part.documents)
+            parts.append((f.name, part))
         service = open_service(data_dir, create=True)
+        authoring = Authoring(service)
         taken: set[int] = set()  # each file's ids are its own: one never takes another's or another source's record
-        for part in parts:
+        for _, part in parts:
             service.own_ids(project, part.qnas, taken)
             content.qnas.extend(part.qnas)
             content.synonyms.extend(part.synonyms)
-        Authoring(service).check_import_prompts(project, content.qnas, replacing=False)  # before anything is written
+        authoring.check_import_prompts(project, content.qnas, replacing=False)  # before anything is written
+        for name, part in parts:
+            if part.settings is not None:  # as Azure's import: a project that exists takes them too
+                _, changes = authoring.ensure_project(project, part.settings)
+                if changes:
+                    click.echo(f"{project}: settings from {name}: " + ", ".join(
+                        f"{c.label} {c.new!r}" + ("" if c.old is None else f" (was {c.old!r})") for c in changes))
+            for note in part.notes:
+                click.echo(f"note: {note}", err=True)
         if content.qnas or content.synonyms or not documents:
             report = service.import_content(project, content, progress=True)
             groups = f", {len(service.synonyms(project))} synonym groups" if content.synonyms else ""
@@ -110,14 +127,15 @@ def import_(project: str, files: tuple[Path, ...], kb_id: str | None, data_dir: 
             click.echo(f"{project}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged "
                        f"({counts['qna']} QnAs{passages}{groups})")
             _duplicates_hint(service, project)
-        for doc in documents:
-            r = ingest_document(service, project, doc, progress=True)
-            click.echo(f"{project}: {doc.source}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
+        for doc, source, unstructured in documents:
+            r = ingest_document(service, project, doc, source=source, progress=True, unstructured=unstructured)
+            kind = " (unstructured: passages only)" if unstructured else ""
+            click.echo(f"{project}: {source}{kind}: {r.qnas} QnAs and {r.passages} passages ({r.added} added, "
                        f"{r.updated} updated, {r.unchanged} unchanged, {r.deleted} deleted)")
             for note in r.notes:
                 click.echo(f"{project}: note: {note}")
         if kb_id:
-            Authoring(service).set_kb_id(project, kb_id)
+            authoring.set_kb_id(project, kb_id)
             click.echo(f"{project}: answers QnA Maker calls to knowledgebases/{kb_id.lower()}")
     except OpenQnAError as exc:
         fail(exc.message)
@@ -210,18 +228,25 @@ def source_refresh(project: str, source: str, every: str | None, now: bool, as_j
 @click.option("--deployment", default="test", show_default=True)
 @data_option
 def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
-    """Export PROJECT to OUT in QnA Maker/Azure format."""
+    """Export PROJECT to OUT in QnA Maker/Azure format.
+
+    A .json file carries the project's settings (default answer, language, description) in its Metadata, as
+    Azure's export does, so `openqna import` and Azure's import set them again."""
     from openqna.formats import ExportFormat, export_bytes
+    from openqna.kb.authoring import project_metadata
+    from openqna.kb.catalog import Project
 
     by_suffix = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".xlsx": "excel", ".json": "json"}
     if fmt is None and out.suffix.lower() not in by_suffix:
         fail(f"cannot tell the format from '{out.name}': name it .tsv, .csv, .xlsx or .json, or pass --format")
     chosen = cast(ExportFormat, fmt or by_suffix[out.suffix.lower()])
     try:
-        content = open_catalog(data_dir).content(project, deployment)
+        catalog = open_catalog(data_dir)
+        content = catalog.content(project, deployment)
+        metadata = project_metadata(catalog.project(project))
     except OpenQnAError as exc:
         fail(exc.message)
-    data, _, _ = export_bytes(content, chosen)
+    data, _, _ = export_bytes(content, chosen, project_metadata=metadata)
     try:
         out.write_bytes(data)
     except OSError as exc:
@@ -231,6 +256,10 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     if content.synonyms and chosen in ("tsv", "csv"):  # a QnA Maker TSV holds QnAs or synonyms, never both
         click.echo(f"note: {len(content.synonyms)} synonym groups are not in a .{chosen} file; export .json or .xlsx "
                    "to keep them with the QnAs", err=True)
+    fresh = project_metadata(Project(project))
+    if chosen != "json" and any(metadata[k] != fresh[k] for k in ("Description", "Language", "Settings")):
+        click.echo(f"note: the project's settings (default answer, language, description) are not in a .{chosen} "
+                   "file; export .json to keep them", err=True)
 
 
 @main.command()
@@ -409,7 +438,8 @@ def projects(data_dir: str) -> None:
               help="Add QUESTION to QnA QNA_ID as an alternate question.")
 @data_option
 def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> None:
-    """List active-learning suggestions (user questions sent as feedback), or accept one."""
+    """List active-learning suggestions (user questions sent as feedback, and those an imported QnA Maker file
+    carries), as the console's Improve tab lists them, or accept one."""
     from openqna.kb.authoring import Authoring
 
     try:
@@ -421,14 +451,14 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
                                                "accepted suggestion for test sets)"))
             return
         authoring = Authoring(open_service(data_dir))
-        found = authoring.suggestions(project)
-        if not any(found.values()):
-            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback)")
+        found = authoring.pending_suggestions(project)
+        if not found:
+            click.echo(f"{project} has no suggestions (they come from user questions sent as feedback, and from "
+                       "the SuggestedQuestions of an imported QnA Maker file)")
             return
         click.echo("QnA\tcount\tuser question")
-        for qid, items in found.items():
-            for question, count in items:
-                click.echo(f"#{qid}\t{count}\t{question}")
+        for qid, question, count in found:
+            click.echo(f"#{qid}\t{count}\t{question}")
     except OpenQnAError as exc:
         fail(exc.message)
 

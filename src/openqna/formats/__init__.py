@@ -2,9 +2,11 @@
 
 ``read_file`` picks the reader from the file name: ``.tsv``/``.txt`` (tab-separated QnA or
 synonym files), ``.csv`` (the same columns, comma-separated: ``csv_file``), ``.xlsx``, ``.json`` (Azure export file or import body) and ``.zip`` (QnA
-Maker's KB replica: ``KnowledgeBaseReplica.xlsx``, or ``QnAs.tsv`` plus ``Synonyms.tsv``;
-its ``Settings`` and ``UnstructuredContent/`` are ignored because the record model has no
-place for them).  Every reader returns normalised records and raises ``FormatError`` with
+Maker's KB replica: ``KnowledgeBaseReplica.xlsx``, or ``QnAs.tsv`` plus ``Synonyms.tsv``, with
+``Settings.tsv`` (the default answer and language, ``replica_settings``) and the text of its unstructured
+documents in ``UnstructuredContent/``, which the importer makes passages).  Every reader returns normalised
+records (and what else its file carries: project settings, documents, notes on what no import keeps) and raises
+``FormatError`` with
 the file, line and column of the first problem.  The writers produce the same formats, so
 read -> write -> read gives equal content.
 """
@@ -20,9 +22,10 @@ from typing import Literal
 from openqna.formats import limits, zip_limits
 from openqna.formats.azure_json import read_json, write_json
 from openqna.formats.csv_file import read_csv, write_csv
+from openqna.formats.replica_settings import read_settings_tsv
 from openqna.formats.tsv import read_tsv, write_synonyms_tsv, write_tsv
 from openqna.formats.xlsx import read_xlsx, write_xlsx
-from openqna.records import FormatError, KnowledgeBaseContent
+from openqna.records import FormatError, KnowledgeBaseContent, UnstructuredFile
 
 __all__ = [
     "ExportFormat",
@@ -50,8 +53,10 @@ _MAX_BYTES = {
     ".csv": limits.MAX_TEXT_FILE_BYTES,
     ".xlsx": limits.MAX_XLSX_FILE_BYTES,
 }
-# a replica holds a workbook or two TSVs: what all its members may unpack to together
-REPLICA_MAX_UNPACKED = 2 * limits.MAX_TEXT_FILE_BYTES + limits.MAX_XLSX_FILE_BYTES
+# a replica holds a workbook or two TSVs, and the text of its unstructured documents: what all its members may
+# unpack to together
+REPLICA_MAX_UNPACKED = 4 * limits.MAX_TEXT_FILE_BYTES + limits.MAX_XLSX_FILE_BYTES
+UNSTRUCTURED_FOLDER = "unstructuredcontent/"
 _MEDIA_TYPES = {
     "json": "application/json",
     "tsv": "text/tab-separated-values; charset=utf-8",
@@ -112,15 +117,50 @@ def _read_replica(data: bytes, name: str) -> KnowledgeBaseContent:
         return _read(inner, archive.read(info))
 
     if (workbook := member("KnowledgeBaseReplica.xlsx")) is not None:
-        return workbook
-    content = member("QnAs.tsv")
-    synonyms = member("Synonyms.tsv")
-    if content is None and synonyms is None:
-        raise FormatError("the archive holds neither KnowledgeBaseReplica.xlsx nor QnAs.tsv", file=name)
-    content = content or KnowledgeBaseContent()  # a synonyms export holds Synonyms.tsv alone
-    if synonyms is not None:
-        content.synonyms = synonyms.synonyms
+        content = workbook
+        read = {"knowledgebasereplica.xlsx"}
+    else:
+        qnas, synonyms = member("QnAs.tsv"), member("Synonyms.tsv")
+        if qnas is None and synonyms is None:
+            raise FormatError("the archive holds neither KnowledgeBaseReplica.xlsx nor QnAs.tsv", file=name)
+        content = qnas or KnowledgeBaseContent()  # a synonyms export holds Synonyms.tsv alone
+        if synonyms is not None:
+            content.synonyms = synonyms.synonyms
+        read = {"qnas.tsv", "synonyms.tsv"}
+        if (info := members.get("settings.tsv")) is not None:
+            content.settings, content.notes = read_settings_tsv(archive.read(info), f"{name}/{info.filename}")
+            read.add("settings.tsv")
+    content.documents = _unstructured(archive, name)
+    skipped = [info.filename for info in archive.infolist() if not info.is_dir()
+               and info.filename.lower() not in read and not _is_unstructured_text(info.filename)]
+    if skipped:
+        content.notes.append(f"{name}: not imported: {', '.join(skipped)} (a replica's QnAs.tsv, Synonyms.tsv, "
+                             "Settings.tsv, KnowledgeBaseReplica.xlsx and UnstructuredContent/*.txt are read)")
     return content
+
+
+def _is_unstructured_text(filename: str) -> bool:
+    lowered = filename.lower()
+    return lowered.startswith(UNSTRUCTURED_FOLDER) and lowered.endswith(".txt") and "/" not in lowered[
+        len(UNSTRUCTURED_FOLDER):]
+
+
+def _unstructured(archive: zipfile.ZipFile, name: str) -> list[UnstructuredFile]:
+    """The documents of ``UnstructuredContent/``: QnA Maker keeps each unstructured source's text there as
+    ``<source>.txt`` (``botframework-blog.pdf.txt``), so the source is the name without that ``.txt``."""
+    documents = []
+    for info in archive.infolist():
+        if info.is_dir() or not _is_unstructured_text(info.filename):
+            continue
+        inner = f"{name}/{info.filename}"
+        if info.file_size > limits.MAX_TEXT_FILE_BYTES:
+            raise FormatError(f"the file is {info.file_size:,} bytes; the limit is {limits.MAX_TEXT_FILE_BYTES:,}",
+                              file=inner)
+        filename = PurePosixPath(info.filename).name
+        stem = filename[: -len(".txt")]
+        source = stem if PurePosixPath(stem).suffix else filename
+        documents.append(UnstructuredFile(filename, archive.read(info), source))
+    return documents
 
 
 def is_archive(data: bytes) -> bool:

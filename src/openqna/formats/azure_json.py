@@ -36,7 +36,7 @@ from typing import Any
 from openqna import strict_json
 from openqna.formats import limits, qna_table
 from openqna.formats.qna_table import CellError, as_int, casefold_keys
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, QnA, RecordKind
+from openqna.records import Dialog, FormatError, KnowledgeBaseContent, ProjectSettings, QnA, RecordKind
 
 
 def read_json(data: bytes | str | Mapping[str, Any], name: str = "upload.json") -> KnowledgeBaseContent:
@@ -93,8 +93,9 @@ def _string(value: Any, path: str) -> str:
 
 def _content(document: Any) -> KnowledgeBaseContent:
     root = _object(document, "(root)")
+    settings = None if root.get("metadata") is None else project_settings(root["metadata"])
     if root.get("assets") is None:
-        return KnowledgeBaseContent()
+        return KnowledgeBaseContent(settings=settings)
     assets = _object(root["assets"], "Assets")
     qnas: list[QnA] = []
     where_id: dict[int, str] = {}
@@ -110,7 +111,41 @@ def _content(document: Any) -> KnowledgeBaseContent:
     if len(groups) > limits.MAX_SYNONYM_GROUPS:
         raise CellError("Assets.Synonyms", f"has {len(groups)} groups; the limit is {limits.MAX_SYNONYM_GROUPS}")
     synonyms = [_synonyms(group, f"Assets.Synonyms[{i}]") for i, group in enumerate(groups)]
-    return KnowledgeBaseContent(qnas=qnas, synonyms=synonyms)
+    return KnowledgeBaseContent(qnas=qnas, synonyms=synonyms, settings=settings)
+
+
+def project_settings(value: Any, path: str = "Metadata") -> ProjectSettings:
+    """The project settings of an export file's ``Metadata`` (an import body's ``metadata``), checked as
+    ``PATCH .../projects/{p}`` checks them.
+
+    ``Settings.DefaultAnswer`` is the default answer (the SDK's sample also puts a ``DefaultAnswer`` beside
+    ``Settings``); ``ProjectName`` is not a setting (the project imported into has its own name), nor are the
+    timestamps.  A null or empty value says nothing, except a description, which may be empty."""
+    meta = _object(value, path)
+    settings = _object(meta["settings"], f"{path}.Settings") if meta.get("settings") is not None else {}
+    description = _setting(meta, "description", f"{path}.Description", limits.MAX_DESCRIPTION_CHARS)
+    language = _setting(meta, "language", f"{path}.Language", 20) or None
+    if language is not None and not limits.LANGUAGE_CODE.fullmatch(language):
+        raise CellError(f"{path}.Language", f"{language!r} is not a language code such as 'en', 'de' or 'zh-Hans'")
+    default_answer = (_setting(settings, "defaultanswer", f"{path}.Settings.DefaultAnswer",
+                               limits.MAX_DEFAULT_ANSWER_CHARS)
+                      or _setting(meta, "defaultanswer", f"{path}.DefaultAnswer", limits.MAX_DEFAULT_ANSWER_CHARS))
+    multilingual = meta.get("multilingualresource")
+    if multilingual is not None and not isinstance(multilingual, bool):
+        raise CellError(f"{path}.MultilingualResource", "must be true or false")
+    kb_id = meta.get("kbid")
+    return ProjectSettings(description=description, language=language, default_answer=default_answer or None,
+                           multilingual=multilingual, kb_id=kb_id if isinstance(kb_id, str) and kb_id else None)
+
+
+def _setting(fields: dict[str, Any], name: str, path: str, max_chars: int) -> str | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    text = _string(value, path).strip()
+    if len(text) > max_chars:
+        raise CellError(path, f"is {len(text):,} characters long; the limit is {max_chars:,}")
+    return text
 
 
 def _qna(item: Any, path: str) -> QnA:

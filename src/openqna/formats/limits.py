@@ -28,6 +28,11 @@ MAX_PROMPTS = 20
 MAX_PROMPT_TEXT_CHARS = 200
 MAX_SYNONYM_GROUPS = 10_000
 MAX_SYNONYM_WORDS = 20
+# A project's settings (``PATCH .../projects/{p}``, an import's ``Metadata``): the authoring spec's lengths.
+MAX_DESCRIPTION_CHARS = 1_000
+MAX_DEFAULT_ANSWER_CHARS = 300
+# BCP 47's shape: a language of 2-3 letters, then subtags of letters and digits (script, region, variant)
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
 # Upload sizes Azure accepts per file kind.
 MAX_TEXT_FILE_BYTES = 10 * 1024 * 1024  # .tsv, .txt
 MAX_XLSX_FILE_BYTES = 3 * 1024 * 1024

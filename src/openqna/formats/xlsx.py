@@ -2,7 +2,8 @@
 
 The QnA sheet is the first sheet whose row 1 has Question and Answer headers (same columns
 and rules as the TSV, see ``table``); the synonyms sheet is the first whose row 1 is a lone
-``Synonyms`` header.  Other sheets (the replica's ``Settings``) are ignored.  Cells may be
+``Synonyms`` header.  A sheet whose row 1 is ``Key``/``Value`` (the replica's ``Settings``) gives the
+project's settings (``replica_settings``); other sheets are ignored.  Cells may be
 text, numbers or booleans (Azure's structured multi-turn sample uses real ints and bools);
 formula cells are rejected because their text is not what the author sees.  A cell's text is
 read as QnA Maker wrote it (``qna_table``, "Newlines and backslashes"): ``\\n`` is a newline, and
@@ -27,6 +28,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from openqna.formats import qna_table, zip_limits
 from openqna.formats.qna_table import CellError, Fail
+from openqna.formats.replica_settings import read_settings
 from openqna.records import FormatError, KnowledgeBaseContent, QnA
 
 Row = tuple[int, list[str]]
@@ -68,6 +70,12 @@ def read_xlsx(data: bytes, name: str = "upload.xlsx") -> KnowledgeBaseContent:
     if synonym_sheet is not None:
         fail = _failer(name, synonym_sheet.title)
         content.synonyms = _read_synonyms(_rows(synonym_sheet, fail), fail)
+    settings_sheet = next((sheet for sheet in workbook.worksheets
+                           if [c.strip().lower() for c in _first_row(sheet)][:2] == ["key", "value"]), None)
+    if settings_sheet is not None:
+        rows = _rows(settings_sheet, _failer(name, settings_sheet.title))
+        pairs = ((number, values[0], values[1] if len(values) > 1 else "") for number, values in rows)
+        content.settings, content.notes = read_settings(pairs, f"{name} (sheet {settings_sheet.title!r})")
     return content
 
 

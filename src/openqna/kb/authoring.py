@@ -14,17 +14,16 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from urllib.parse import parse_qs, urlparse
 
-from openqna import strict_json
 from openqna.clock import later_than
 from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
-from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.azure_json import hoist_prompt_qnas, suggestions_to_azure
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
 from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document, suffix_from_content
 from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
-from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, ProjectSettings, QnA
 from openqna.store import Job, Project, Source
 from openqna.store.base import AcceptedQuestion
 
@@ -59,14 +58,38 @@ def fetch(uri: str) -> tuple[bytes, str]:
     return safe_fetch(uri, max_bytes=FETCH_MAX_BYTES)
 
 
-def file_metadata(data: bytes) -> dict | None:
-    """The ``Metadata`` object of an Azure JSON export file (read_file has checked the JSON), if it has one."""
-    try:
-        document = strict_json.loads(data.decode("utf-8-sig"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    meta = {k.lower(): v for k, v in document.items()}.get("metadata") if isinstance(document, dict) else None
-    return meta if isinstance(meta, dict) else None
+def project_metadata(proj: Project) -> dict:
+    """The ``Metadata`` block of Azure's JSON export: the project's settings, which ``:import`` and
+    ``openqna import`` apply again (``formats.azure_json.project_settings`` reads it)."""
+    metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
+                "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
+    if proj.settings.get("kbId"):
+        metadata["KbId"] = proj.settings["kbId"]
+    return metadata
+
+
+def suggestion_clusters(q: QnA, feedback: list[tuple[str, int]]) -> list[dict]:
+    """``q``'s active-learning suggestions as Azure's ``activeLearningSuggestions``: each user question sent as
+    feedback for it (``Authoring.suggestions``) in a cluster of its own, then the clusters an import brought (QnA
+    Maker's SuggestedQuestions) as the file had them.  The API, and so the console, and ``openqna suggestions`` list
+    these, so they show the same suggestions."""
+    clusters = [{"clusterHead": question, "suggestedQuestions": [
+        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in feedback]
+    for cluster in suggestions_to_azure(q.suggested_questions):
+        clusters.append({"clusterHead": cluster["ClusterHead"], "suggestedQuestions": [
+            {"question": s["Question"], "userSuggestedCount": s["UserSuggestedCount"],
+             "autoSuggestedCount": s["AutoSuggestedCount"]} for s in cluster["SuggestedQuestions"]]})
+    return clusters
+
+
+@dataclass
+class SettingChange:
+    """One project setting an import changed: its label, the value before (None: the project is new, and had the
+    defaults) and after."""
+
+    label: str
+    old: str | None
+    new: str
 
 
 def cluster_questions(clusters: list[dict]) -> list[str]:
@@ -293,6 +316,15 @@ class Authoring:
                 out[qid] = keep
         return out
 
+    def pending_suggestions(self, project: str) -> list[tuple[int, str, int]]:
+        """Every suggestion of every QnA as ``(qna id, question, count)``: what GET .../qnas lists in
+        ``activeLearningSuggestions`` (``suggestion_clusters``) and the console's Improve tab shows, users' feedback
+        and the clusters an import brought alike."""
+        feedback = self.suggestions(project)
+        return [(q.id, s["question"], s["userSuggestedCount"] + s["autoSuggestedCount"])
+                for q in self.store.list_qnas(project) if q.id is not None
+                for cluster in suggestion_clusters(q, feedback.get(q.id, [])) for s in cluster["suggestedQuestions"]]
+
     def accept_suggestion(self, project: str, qna_id: int, question: str) -> tuple[QnA, bool]:
         """Add ``question`` to QnA ``qna_id``; returns it, and whether ``question`` was one of its suggestions (users'
         feedback, or an imported suggestion): only those are recorded as accepted, the users' questions that test
@@ -302,11 +334,15 @@ class Authoring:
             raise NotFound(f"There is no QnA with id {qna_id} in project '{project}'.")
         sent = {q.casefold() for q, _ in self.store.list_feedback(project, [qna_id]).get(qna_id, [])}
         suggested = question.casefold() in sent | {q.casefold() for q in cluster_questions(qna.suggested_questions)}
-        if question.lower() not in {q.lower() for q in qna.questions}:
+        added = question.lower() not in {q.lower() for q in qna.questions}
+        if added:
             qna.questions.append(question)
+        pending = without_questions(qna.suggested_questions, {question})  # accepted: no longer suggested
+        if added or pending != qna.suggested_questions:
+            qna.suggested_questions = pending
             self.service.upsert(project, [qna], match_content=False)
-            if suggested:
-                self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
+        if added and suggested:
+            self.store.add_accepted(project, [AcceptedQuestion(qna_id, question, "suggestion")])
         self.store.delete_feedback(project, qna_id, question)
         return qna, suggested
 
@@ -408,16 +444,17 @@ class Authoring:
                 data, name = self.own_export(file_uri) or fetch(file_uri)
                 suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
                 content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
-                if metadata is None and fmt == "json":  # an export file carries its project's settings
-                    metadata = file_metadata(data)
+                if metadata is not None:  # the body's settings win over those the file carries
+                    content.settings = read_json({"metadata": metadata}, "import body").settings
             else:
                 content = read_json(body, "import body")
+            documents = [(d, parse_document(d.name, d.data)) for d in content.documents]
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
         assets = {k.lower() for k in lowered.get("assets") or {}} if isinstance(lowered.get("assets"), dict) else set()
         if asset_kind != "synonyms" and (file_uri or "qnas" in assets):  # the file's QnAs replace the project's
             self.check_import_prompts(project, content.qnas, replacing=True)
-        self._ensure_project(project, metadata)
+        self.ensure_project(project, content.settings)
         if asset_kind == "synonyms":
             self.set_synonyms(project, content.synonyms)
             return
@@ -427,6 +464,8 @@ class Authoring:
                 self.set_synonyms(project, content.synonyms)
             return
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
+        for unstructured, document in documents:  # a replica's unstructured documents, as `openqna import` reads them
+            ingest_document(self.service, project, document, source=unstructured.source, unstructured=True)
 
     def import_file(self, project: str, name: str, data: bytes) -> None:
         """One uploaded file, as ``openqna import`` reads it: QnA files merge into the project (creating it),
@@ -438,39 +477,46 @@ class Authoring:
             raise InvalidArgument(exc.message) from None
         if content is not None:
             self.check_import_prompts(project, content.qnas, replacing=False)
-        self._ensure_project(project, None)
+        self.ensure_project(project, None)
         if document is not None:
             ingest_document(self.service, project, document)
         elif content is not None:
             self.service.import_content(project, content)
 
-    def _ensure_project(self, project: str, metadata) -> Project:
-        meta = {k.lower(): v for k, v in metadata.items()} if isinstance(metadata, dict) else {}
-        settings = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
-        default_answer = _text({k.lower(): v for k, v in settings.items()}.get("defaultanswer"), "") or None
-        try:
-            proj = self.store.get_project(project)
-        except NotFound:
-            proj = self.service.create_project(project, description=_text(meta.get("description"), ""),
-                                               language=_text(meta.get("language"), "en"),
-                                               default_answer=default_answer)
-            return self._keep_kb_id(proj, meta)
-        if meta:
-            proj.description = _text(meta.get("description", proj.description), "")
-            proj.language = _text(meta.get("language"), proj.language)
-            if default_answer:
-                proj.settings["defaultAnswer"] = default_answer
-            self.store.update_project(proj)
-        return self._keep_kb_id(proj, meta)
+    def ensure_project(self, project: str, settings: ProjectSettings | None) -> tuple[Project, list[SettingChange]]:
+        """``project``, created if need be, with the settings an import's file or body gives, and what they changed.
 
-    def _keep_kb_id(self, proj: Project, meta: dict) -> Project:
+        A project that exists takes them too, as Azure's ``:import`` of a body with ``metadata`` updates the
+        project's settings: an export moved between servers keeps its default answer and language.  Only what
+        the file says is set (``ProjectSettings``' None says nothing)."""
+        given = settings or ProjectSettings()
+        try:
+            proj, created = self.store.get_project(project), False
+        except NotFound:
+            proj, created = self.service.create_project(project), True
+        before = _settings_shown(proj)
+        if given.description is not None:
+            proj.description = given.description
+        if given.language:
+            proj.language = given.language
+        if given.default_answer:
+            proj.settings["defaultAnswer"] = given.default_answer
+        if given.multilingual is not None:
+            proj.multilingual = given.multilingual
+        after = _settings_shown(proj)
+        if after != before:
+            proj = self.store.update_project(proj)
+        changes = [SettingChange(label, None if created else before[label], value)
+                   for label, value in after.items() if value != before[label]]
+        return self._keep_kb_id(proj, given.kb_id), changes
+
+    def _keep_kb_id(self, proj: Project, kb_id: str | None) -> Project:
         """An export of a project that kept its QnA Maker kbId keeps it when imported again.
 
         A copy imported beside the original (the kbId already taken) or a malformed id is imported
         without it: a project's content must not fail to import over an alias.
         """
-        kb_id = meta.get("kbid")
-        if not isinstance(kb_id, str) or not kb_id:
+        if not kb_id:
             return proj
         try:
             return self.set_kb_id(proj.name, kb_id)
@@ -480,11 +526,7 @@ class Authoring:
     def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
         proj = self.store.get_project(project)
         content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
-        metadata = {"ProjectName": proj.name, "Description": proj.description, "Language": proj.language,
-                    "MultilingualResource": proj.multilingual, "Settings": {"DefaultAnswer": proj.default_answer}}
-        if proj.settings.get("kbId"):
-            metadata["KbId"] = proj.settings["kbId"]
-        return export_archive(content, fmt, asset_kind, metadata)  # type: ignore[arg-type]
+        return export_archive(content, fmt, asset_kind, project_metadata(proj))  # type: ignore[arg-type]
 
     def signed_export(self, job_id: str, signature: str) -> Job | None:
         """The export job whose resultUrl carries ``signature``, while the job has not expired; else None.
@@ -555,14 +597,15 @@ class Authoring:
                 "sources": sources, "upload": upload}
 
 
+def _settings_shown(proj: Project) -> dict[str, str]:
+    """The settings an import may set, as ``openqna import`` shows what it changed."""
+    return {"description": proj.description, "language": proj.language, "default answer": proj.default_answer,
+            "multilingual": "yes" if proj.multilingual else "no"}
+
+
 def prompts_problem(qna: QnA, missing: list[int], fix: str) -> str:
     """What is wrong with ``qna``'s prompts to ``missing``, naming the QnA (its id, when it has one) and the ids."""
     name = qna.questions[0] if qna.questions else qna.answer[:40]
     where = "" if qna.id is None else f" (id {qna.id})"
     return f"QnA '{name}'{where} has follow-up prompts to QnA ids that do not exist: {missing}. {fix}"
 
-
-def _text(value: object, fallback: str) -> str:
-    """A setting from an import's metadata or an export file: a non-empty string, else the fallback (a
-    file's other values are not settings; the HTTP surface refuses them in a request body)."""
-    return value if isinstance(value, str) and value else fallback

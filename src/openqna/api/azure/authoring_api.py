@@ -26,8 +26,9 @@ from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
+from openqna.formats.limits import MAX_DEFAULT_ANSWER_CHARS, MAX_DESCRIPTION_CHARS
 from openqna.ingest import fetch
-from openqna.kb.authoring import Authoring
+from openqna.kb.authoring import Authoring, suggestion_clusters
 from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
@@ -77,19 +78,11 @@ def project_json(p: Project) -> dict:
 
 
 def qna_json(q: QnA, feedback: list[tuple[str, int]]) -> dict:
-    from openqna.formats.azure_json import suggestions_to_azure
-
-    suggestions = [{"clusterHead": question, "suggestedQuestions": [
-        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in feedback]
-    for cluster in suggestions_to_azure(q.suggested_questions):
-        suggestions.append({"clusterHead": cluster["ClusterHead"], "suggestedQuestions": [
-            {"question": s["Question"], "userSuggestedCount": s["UserSuggestedCount"],
-             "autoSuggestedCount": s["AutoSuggestedCount"]} for s in cluster["SuggestedQuestions"]]})
     return {"id": q.id, "answer": q.answer, "source": q.source, "questions": q.questions, "metadata": q.metadata,
             "dialog": {"isContextOnly": q.dialog.is_context_only,
                        "prompts": [{"displayOrder": p.display_order, "qnaId": p.qna_id, "displayText": p.display_text}
                                    for p in q.dialog.prompts]},
-            "activeLearningSuggestions": suggestions, "lastUpdatedDateTime": q.last_updated}
+            "activeLearningSuggestions": suggestion_clusters(q, feedback), "lastUpdatedDateTime": q.last_updated}
 
 
 def source_json(s: Source, records_url: str) -> dict:
@@ -152,8 +145,8 @@ def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, 
     multilingualResource and settings.defaultAnswer, each of its own type."""
     settings = body.obj("settings")
     language = body.language()
-    return (body.string("description", max_len=1000), language, body.boolean("multilingualResource"),
-            settings.string("defaultAnswer", max_len=300) if settings else None)
+    return (body.string("description", max_len=MAX_DESCRIPTION_CHARS), language, body.boolean("multilingualResource"),
+            settings.string("defaultAnswer", max_len=MAX_DEFAULT_ANSWER_CHARS) if settings else None)
 
 
 class AzureAuthoring:

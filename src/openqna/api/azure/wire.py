@@ -21,7 +21,7 @@ from openqna.api.concurrency import run_store
 from openqna.api.credentials import secret_from_headers
 from openqna.api.errors import azure_error, unauthorized_message
 from openqna.auth.keys import Authorizer, Caller, allows, lacks_role
-from openqna.formats.limits import LIMITS
+from openqna.formats.limits import LANGUAGE_CODE, LIMITS
 from openqna.records import InvalidArgument, OpenQnAError
 
 # Every api-version whose specification has question answering (azure-rest-api-specs,
@@ -48,8 +48,6 @@ def known_api_version(value: str) -> bool:
     return day is not None and FIRST_API_VERSION <= day <= date.today() + timedelta(days=366)
 
 
-# BCP 47's shape: a language of 2-3 letters, then subtags of letters and digits (script, region, variant)
-_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
 
 
 class Body:
@@ -80,7 +78,7 @@ class Body:
         """A language code as Azure takes them (BCP 47: ``en``, ``de``, ``zh-Hans``, ``pt-BR``), or None; anything
         else (``klingon!!``, blank) is refused, where it was once stored as it came."""
         value = self.string(key, max_len=20)
-        if value is not None and not _LANGUAGE.fullmatch(value):
+        if value is not None and not LANGUAGE_CODE.fullmatch(value):
             raise InvalidArgument(f"'{self._name(key)}' must be a language code such as 'en', 'de' or 'zh-Hans'; got "
                                   f"'{value}'. Leave it out to keep the default.", target=self._name(key))
         return value
