@@ -142,14 +142,14 @@ def test_the_console_journey(server, browser):
     expect(page.locator(".progress")).to_contain_text("Importing product-manual.pdf")
     wait_status(page, "Imported product-manual.pdf into surface.")
     result = page.locator(".import-result")  # where the user looks, with the counts
-    expect(result).to_contain_text("Imported product-manual.pdf into surface: +81 QnAs and +91 passages.")
-    expect(result).to_contain_text("now has 81 QnAs and 91 passages")
+    expect(result).to_contain_text("Imported product-manual.pdf into surface: +81 QnAs and +92 passages.")
+    expect(result).to_contain_text("now has 81 QnAs and 92 passages")
     expect(result).to_be_in_viewport()
     page.get_by_role("link", name="← Projects").click()
     expect(page.get_by_role("heading", name="Projects")).to_be_visible()
     row = page.get_by_role("row", name="surface")
     expect(row).to_contain_text("81")  # QnAs, passages counted apart
-    expect(row).to_contain_text("91")
+    expect(row).to_contain_text("92")
     expect(page.get_by_role("form", name="Import").get_by_label("Project", exact=True)).to_be_visible()
     # export from the Projects page: the file downloads at once, and Excel says it is a .zip
     expect(row.get_by_label("Export format for surface").locator("option")).to_contain_text(
@@ -220,7 +220,7 @@ def test_the_console_journey(server, browser):
     expect(page.get_by_role("heading", name="surface: deployments")).to_be_visible()
     page.get_by_label("Deployment name").fill("production")
     page.get_by_role("button", name="Show changes").click()
-    expect(page.locator(".diff")).to_contain_text("QnAs: 81 added, 0 changed, 0 deleted · Passages: 91 added")
+    expect(page.locator(".diff")).to_contain_text("QnAs: 81 added, 0 changed, 0 deleted · Passages: 92 added")
     page.get_by_role("button", name="Deploy", exact=True).click()
     confirm = page.get_by_role("alertdialog", name="Confirm deploy")
     expect(confirm).to_contain_text("Deploy test to production? QnAs: 81 added")
@@ -531,7 +531,7 @@ def test_the_owners_loop(server, browser, tmp_path):
         page.get_by_role("form", name="Add a source").get_by_label("File").set_input_files(str(BENEFITS))
         page.get_by_role("form", name="Add a source").get_by_role("button", name="Add source").click()
         wait_status(page, "Imported Multiturn-ContosoBenefits.pdf into owners.")
-        expect(page.locator(".import-result")).to_contain_text("+16 QnAs and +32 passages")
+        expect(page.locator(".import-result")).to_contain_text("+61 QnAs and +63 passages")
         adder = page.get_by_role("form", name="Add a source")
         adder.get_by_label("or URL source").fill(page_url)
         adder.get_by_role("button", name="Add source").click()
