@@ -63,6 +63,23 @@ class PgServer:
     def drop_database(self, name: str) -> None:
         self.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
+    def role_url(self, role: str, password: str) -> str:
+        """A ``postgresql://`` URL that signs in to the test database as ``role`` with ``password`` (a connected
+        table's URL, as a user writes one)."""
+        from urllib.parse import quote
+
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(self.dsn())
+        return (f"postgresql://{role}:{quote(password, safe='')}@/{DATABASE}?host={quote(str(params['host']))}"
+                + (f"&port={params['port']}" if params.get("port") else ""))
+
+    def drop_reader(self, schema: str, role: str) -> None:
+        """Drop ``schema`` and ``role`` with what it owns (a connected table fixture's teardown)."""
+        self.drop_schema(schema)
+        self.execute(f"DROP OWNED BY {role}", DATABASE)
+        self.execute(f"DROP ROLE {role}")
+
 
 @pytest.fixture(scope="session")
 def pg_server():

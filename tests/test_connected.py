@@ -83,7 +83,6 @@ def clickhouse(tmp_path_factory, arxiv):
 def postgres(pg_server, arxiv):  # noqa: F811
     """The rows in a pgvector table with an HNSW index, readable by a role that may only SELECT."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
 
     rows, vectors = arxiv
     schema = pg_server.create_schema()
@@ -118,13 +117,8 @@ def postgres(pg_server, arxiv):  # noqa: F811
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO gpt_reader")
         conn.execute(f"GRANT SELECT ON {schema}.chat_arxiv, {schema}.chat_arxiv_big, {schema}.chat_arxiv_plain "
                      "TO gpt_reader")
-    params = conninfo_to_dict(pg_server.dsn())
-    url = (f"postgresql://gpt_reader:{quote(PASSWORD, safe='')}@/{DATABASE}?host={quote(str(params['host']))}"
-           + (f"&port={params['port']}" if params.get("port") else ""))
-    yield url, f"{schema}.chat_arxiv"
-    pg_server.drop_schema(schema)
-    pg_server.execute("DROP OWNED BY gpt_reader", DATABASE)
-    pg_server.execute("DROP ROLE gpt_reader")
+    yield pg_server.role_url("gpt_reader", PASSWORD), f"{schema}.chat_arxiv"
+    pg_server.drop_reader(schema, "gpt_reader")
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,6 @@ def helpdesk_chdb(tmp_path, embedder):
 def helpdesk_pg(pg_server, embedder):  # noqa: F811
     """The helpdesk table in pgvector, read by a role with a password: its URL (with the password) and table."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
 
     schema = pg_server.create_schema()
     with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
@@ -79,13 +78,8 @@ def helpdesk_pg(pg_server, embedder):  # noqa: F811
         conn.execute(f"CREATE ROLE helpdesk_reader LOGIN PASSWORD '{PASSWORD}'")
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO helpdesk_reader")
         conn.execute(f"GRANT SELECT ON {schema}.helpdesk TO helpdesk_reader")
-    params = conninfo_to_dict(pg_server.dsn())
-    url = (f"postgresql://helpdesk_reader:{quote(PASSWORD, safe='')}@/{DATABASE}?host={quote(str(params['host']))}"
-           + (f"&port={params['port']}" if params.get("port") else ""))
-    yield url, f"{schema}.helpdesk"
-    pg_server.drop_schema(schema)
-    pg_server.execute("DROP OWNED BY helpdesk_reader", DATABASE)
-    pg_server.execute("DROP ROLE helpdesk_reader")
+    yield pg_server.role_url("helpdesk_reader", PASSWORD), f"{schema}.helpdesk"
+    pg_server.drop_reader(schema, "helpdesk_reader")
 
 
 def search(served, kb: str) -> httpx.Response:
