@@ -99,7 +99,8 @@ def edited_replica(settings: str) -> bytes:
 
 def test_a_replica_keeps_its_unstructured_content_and_settings(tmp_path):
     """The replica's UnstructuredContent/botframework-blog.pdf.txt was dropped unsaid and its Settings.tsv
-    ignored; now the text is passages of source botframework-blog.pdf, the default answer and language (a QnA
+    ignored; now the text is passages of source botframework-blog.pdf (read as the Markdown it is, so each has its
+    section's title), the default answer and language (a QnA
     Maker language name, mapped to its code) are set, and what is not imported is named."""
     data, replica = tmp_path / "data", tmp_path / "replica.zip"
     replica.write_bytes(edited_replica("Key\tValue\nEnableActiveLearning\ttrue\nLanguage\tJapanese\n"
@@ -114,7 +115,7 @@ def test_a_replica_keeps_its_unstructured_content_and_settings(tmp_path):
     passages = next(line for line in listed.splitlines() if line.startswith("botframework-blog.pdf\t"))
     assert "0 QnAs" in passages and "\t0 passages" not in passages
     asked = run("ask", "r", "is there a Go SDK for the Bot Framework?", "--unstructured", data=data).stdout
-    assert "(passage) botframework-blog.pdf" in asked
+    assert "(passage) Go SDK for Bot Framework" in asked  # the text is Markdown: its passages have their sections' titles
 
     replica.write_bytes(edited_replica("Key\tValue\nLanguage\tKlingon\n"))
     unknown = run("import", "k", str(replica), data=data)

@@ -147,7 +147,9 @@ def _is_unstructured_text(filename: str) -> bool:
 
 def _unstructured(archive: zipfile.ZipFile, name: str) -> list[UnstructuredFile]:
     """The documents of ``UnstructuredContent/``: QnA Maker keeps each unstructured source's text there as
-    ``<source>.txt`` (``botframework-blog.pdf.txt``), so the source is the name without that ``.txt``."""
+    ``<source>.txt`` (``botframework-blog.pdf.txt``), so the source is the name without that ``.txt``.  The text is
+    the Markdown QnA Maker extracted (its headings as ``#``, its links as ``[text](url)``), so it is read as Markdown:
+    its passages get their sections' titles, as the document itself would have given them."""
     documents = []
     for info in archive.infolist():
         if info.is_dir() or not _is_unstructured_text(info.filename):
@@ -159,7 +161,7 @@ def _unstructured(archive: zipfile.ZipFile, name: str) -> list[UnstructuredFile]
         filename = PurePosixPath(info.filename).name
         stem = filename[: -len(".txt")]
         source = stem if PurePosixPath(stem).suffix else filename
-        documents.append(UnstructuredFile(filename, archive.read(info), source))
+        documents.append(UnstructuredFile(f"{stem}.md", archive.read(info), source))
     return documents
 
 
