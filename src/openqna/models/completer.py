@@ -89,11 +89,11 @@ class OpenAICompatibleCompleter:
             raise self._failed(f"sent {len(texts)} completions when {request.n} were asked for")
         return Completion(first.id, first.model, texts[:request.n], first.raw, logprobs[:request.n])
 
-    def _failed(self, detail: str) -> CompleterError:
-        log.warning("the completion endpoint %s %s", self.base_url, detail)
+    def _failed(self, what: str, detail: str = "") -> CompleterError:
+        """The caller's error says ``what`` went wrong; the log also has ``detail`` and the endpoint's address."""
+        log.warning("the completion endpoint %s %s%s", self.base_url, what, f": {detail}" if detail else "")
         return CompleterError("The completion endpoint the server is configured with (OPENQNA_LLM_BASE_URL) failed: "
-                              f"it {detail.split(':')[0]}. The server's log has the details; try again, or ask its "
-                              "operator.")
+                              f"it {what}. The server's log has the details; try again, or ask its operator.")
 
     def _complete(self, request: CompletionRequest, n: int) -> Completion:
         model = self._model(request.model)
@@ -115,9 +115,9 @@ class OpenAICompatibleCompleter:
         try:
             r = httpx.post(self.base_url + path, json=body, headers=headers, timeout=self.timeout)
         except httpx.HTTPError as exc:
-            raise self._failed(f"could not be reached: {exc!r}") from None
+            raise self._failed("could not be reached", repr(exc)) from None
         if r.status_code >= 400:
-            raise self._failed(f"answered HTTP {r.status_code}: {r.text[:300]!r}")
+            raise self._failed(f"answered HTTP {r.status_code}", repr(r.text[:300]))
         try:
             raw = r.json()
             choices = sorted(raw["choices"], key=lambda c: c.get("index", 0))
@@ -125,7 +125,7 @@ class OpenAICompatibleCompleter:
             # the model wrote no text.
             texts = [(c["message"]["content"] or "") if self.api == "chat" else c["text"] for c in choices]
         except (ValueError, KeyError, TypeError) as exc:
-            raise self._failed(f"sent an unexpected response: {exc!r}") from None
+            raise self._failed("sent an unexpected response", repr(exc)) from None
         if not all(isinstance(t, str) for t in texts):
             raise self._failed("sent a completion whose text is not a string")
         return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw,
