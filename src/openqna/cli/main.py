@@ -716,6 +716,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
             service.import_content("openqna-faq", read_file(path))
         service.deploy("openqna-faq", "production")
         click.echo("loaded the sample knowledge base 'openqna-faq' (deployed to production)", err=True)
+    upgrade_multilingual(service)
     service.embedder.embed(["warm up"])
     if isinstance(service.embedder, LocalEncoder):  # the session of batched questions, before the first burst
         service.embedder.embed_questions(["warm up", "and a batch"])
@@ -736,6 +737,21 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     finally:
         for listener in listeners:
             listener.stop()
+
+
+def upgrade_multilingual(service: object) -> None:
+    """Before serving: the records whose vectors in the multilingual space an earlier model made, embedded again by
+    today's (``Service.upgrade_multilingual``), said on stderr with the deployments to deploy again."""
+    from openqna.kb.service import Service
+
+    assert isinstance(service, Service)
+    for project, (count, deployments) in service.upgrade_multilingual(progress=True).items():
+        redeploy = (f"; deploy {', '.join(repr(d) for d in deployments)} again to give "
+                    f"{'it' if len(deployments) == 1 else 'them'} the new vectors (until then "
+                    f"{'its' if len(deployments) == 1 else 'their'} Chinese, Japanese and Korean questions are ranked "
+                    "by their keywords)" if deployments else "")
+        click.echo(f"{project}: embedded {count} records again in the multilingual space, whose model is now "
+                   f"multilingual-e5-small{redeploy}", err=True)
 
 
 # -- duplicates and conflicts (issue 41, item 3) --------------------------------------------------------------------

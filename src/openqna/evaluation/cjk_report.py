@@ -35,7 +35,7 @@ def section(metrics: dict) -> list[str]:
         "",
         ("Knowledge bases built from the span sets' paragraphs as a user would build them (`evaluation/cjk.py`), with"
          " the default settings: they hold CJK text, so `OPENQNA_MULTILINGUAL=auto` gives them the multilingual space"
-         " (the universal sentence encoder's vectors beside MiniLM's) and their CJK questions are ranked there."
+         " (multilingual-e5-small's vectors beside MiniLM's) and their CJK questions are ranked there."
          " *paragraphs*: each paragraph a passage, asked the questions written about it; *FAQ*: each paragraph a"
          " QnA whose question is its first question, asked the others. A fifth of the paragraphs is left out of each"
          " KB and their questions asked as off-topic ones. Dev and test split by paragraph; the calibration"
@@ -96,7 +96,7 @@ def faq_pages_section(metrics: dict) -> list[str]:
             " users' questions is in the data, so the one-question regime's English FAQ pages with real answers (the"
             " same KBs, questions, splits and off-topic questions), and the tiny regime's cuts of two of them, are"
             " given the space and ranked there exactly as a CJK question of a CJK FAQ page is ranked"
-            " (`evaluation/space_faq.py`: the universal sentence encoder's vectors, the same keyword features,"
+            " (`evaluation/space_faq.py`: multilingual-e5-small's vectors, the same keyword features,"
             " `ranker.rank` with the multilingual calibration). *Before*: MULTILINGUAL's weights alone. *After*: the"
             " space's own FAQ-page weights (`calibrations.MULTILINGUAL_SPARSE`, `scripts/fit_multilingual.py --faq`,"
             " fitted on the five large pages' dev splits only; the tiny cuts never), which hand a KB of 100 records or"

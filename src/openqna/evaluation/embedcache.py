@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +37,11 @@ class CachedEmbedder:
         self.model_seconds = 0.0
         self.hits = 0
         self.misses = 0
+        if hasattr(inner, "embed_passages"):  # E5: answers and passages read apart, cached apart
+            self.embed_passages = lambda texts: self._cached(texts, inner.embed_passages, "passage\x00")
 
-    def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.name}\x00{text}".encode()).hexdigest()
+    def _key(self, text: str, kind: str = "") -> str:
+        return hashlib.sha256(f"{self.name}\x00{kind}{text}".encode()).hexdigest()
 
     def _load(self, keys: list[str]) -> None:
         wanted = [k for k in dict.fromkeys(keys) if k not in self._memory]
@@ -51,18 +53,21 @@ class CachedEmbedder:
                 self._memory[key] = np.frombuffer(blob, dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._cached(texts, self.inner.embed)
+
+    def _cached(self, texts: Sequence[str], run: Callable[[list[str]], np.ndarray], kind: str = "") -> np.ndarray:
         texts = list(texts)
-        keys = [self._key(t) for t in texts]
+        keys = [self._key(t, kind) for t in texts]
         self._load(keys)
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._memory))
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
         if missing:
             start = time.perf_counter()
-            vectors = self.inner.embed(missing)
+            vectors = run(missing)
             self.model_seconds += time.perf_counter() - start
             for text, vector in zip(missing, vectors):
-                key = self._key(text)
+                key = self._key(text, kind)
                 vector = np.array(vector, dtype=np.float32)
                 self._memory[key] = vector
                 self._pending.append((key, vector.tobytes()))

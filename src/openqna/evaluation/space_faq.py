@@ -8,7 +8,7 @@ English ranker, and issue 42 measured a Japanese FAQ with real users' questions 
 has no Chinese or Japanese FAQ page with real answers and real users' questions, so this module ranks the English
 ones of ``make eval``'s one-question regime (covid-q, deepset's COVID-QA FAQ bank, the chit-chat KBs cut to one
 question; the same KBs, questions, splits and off-topic questions) in the space, exactly as a CJK FAQ page's
-questions are ranked there: the universal sentence encoder's vectors and the keyword features of the same index,
+questions are ranked there: multilingual-e5-small's vectors and the keyword features of the same index,
 read by ``ranker.rank`` with the multilingual calibration.  ``scripts/fit_multilingual.py --faq`` fits the space's
 FAQ-page weights (``calibrations.MULTILINGUAL_SPARSE``) on their dev splits; ``make eval`` reports their test splits.
 """

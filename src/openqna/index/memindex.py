@@ -55,7 +55,7 @@ class IndexRecord:
     ma_vector: np.ndarray | None = None
 
 
-MULTILINGUAL_DIM = 512  # of the multilingual space's vectors (models.embedder.UniversalSentenceEncoder)
+MULTILINGUAL_DIM = 384  # of the multilingual space's vectors (models.embedder.MultilingualE5)
 
 
 Units = tuple[list[int], list[np.ndarray], list[list[str]]]  # a field's new units: record rows, vectors, terms
@@ -363,15 +363,20 @@ class MemIndex:
     @staticmethod
     def _multilingual_units(records: list[IndexRecord], first_row: int
                             ) -> tuple[tuple[list[int], list[np.ndarray]], tuple[list[int], list[np.ndarray]]]:
-        """The records' units in the multilingual space, as ``_units`` (no terms): (rows, vectors) of "mq" and "ma"."""
+        """The records' units in the multilingual space, as ``_units`` (no terms): (rows, vectors) of "mq" and "ma".
+
+        A vector of another length was made by the space's model before this one (the universal sentence encoder's
+        512 dimensions): it is left out, so the index has no multilingual view until the records are embedded again
+        (``Service.upgrade_multilingual``), and its CJK questions are ranked by their keywords meanwhile."""
         q_rows: list[int] = []
         q_vecs: list[np.ndarray] = []
         a_rows: list[int] = []
         a_vecs: list[np.ndarray] = []
         for row, r in enumerate(records, first_row):
-            q_rows.extend([row] * len(r.mq_vectors))
-            q_vecs.extend(r.mq_vectors)
-            if r.ma_vector is not None:
+            mine = [v for v in r.mq_vectors if len(v) == MULTILINGUAL_DIM]
+            q_rows.extend([row] * len(mine))
+            q_vecs.extend(mine)
+            if r.ma_vector is not None and len(r.ma_vector) == MULTILINGUAL_DIM:
                 a_rows.append(row)
                 a_vecs.append(r.ma_vector)
         return (q_rows, q_vecs), (a_rows, a_vecs)

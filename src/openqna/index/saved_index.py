@@ -34,7 +34,7 @@ from openqna.index.field import Field, FieldAnn
 from openqna.index.memindex import MemIndex
 from openqna.index.postings import Postings
 
-FORMAT = 5  # 5: the multilingual fields "mq" and "ma" when the index has them; 4: IVF codes are fast-scan PQ
+FORMAT = 6  # 6: the multilingual space is E5's, 384 dimensions; 5: the multilingual fields "mq" and "ma" when the index has them; 4: IVF codes are fast-scan PQ
 log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than saving would pay for.

@@ -35,6 +35,7 @@ from typing import Any
 from openqna.clock import stamped
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
+from openqna.index.memindex import MULTILINGUAL_DIM
 from openqna.kb.writing import content_hash
 from openqna.ranking.multilingual import hashed_space
 from openqna.records import Conflict, NotFound, QnA
@@ -51,7 +52,9 @@ def _stored(source: Store, project: str, qnas: list[QnA], state: str, embedder: 
         v = vectors.get(q.id, {})
         units = [Unit("q", n, analyze(t), v[("q", n)]) for n, t in enumerate(q.questions)]
         units.append(Unit("a", 0, analyze(without_urls(q.answer)), v[("a", 0)]))
-        multilingual = ("ma", 0) in v  # the record's vectors in the multilingual space come along
+        # the record's vectors in the multilingual space come along, when today's model made them (an earlier one's
+        # are left for `openqna serve` to make again: Service.upgrade_multilingual)
+        multilingual = ("ma", 0) in v and len(v[("ma", 0)]) == MULTILINGUAL_DIM
         if multilingual:
             units += [Unit("mq", n, [], v[("mq", n)]) for n in range(len(q.questions))] + [Unit("ma", 0, [], v[("ma", 0)])]
         out.append(StoredQnA(q, units, content_hash(q, hashed_space(embedder or "", multilingual))))

