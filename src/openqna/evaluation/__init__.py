@@ -84,13 +84,14 @@ class Plan:
     document_questions: int | None = None
     conversation_questions: int | None = 150  # off-topic and in-scope questions per KB asked as a second turn
     faq_queries: int | None = None  # of each real FAQ page's queries (covid-q, ...), a seeded sample of this many
+    faq_entries: int | None = None  # ... and of its entries, their gold entries and this many others
 
 
 FULL = Plan(span_questions={"xquad-en": None, "xquad-zh": None, "jsquad": 1500})
 QUICK = Plan(intents=12, per_intent_queries=3, chitchat_answers=12, scifact_queries=6, scifact_extra_docs=30,
              span_questions=dict.fromkeys(datasets.SPAN_SETS, 12), paragraphs=dict.fromkeys(datasets.SPAN_SETS, 4),
              regime_offtopic=6, tiny_offtopic=6, per_answer_queries=3,
-             documents=("structured.docx", "product-manual.pdf"), document_questions=3, faq_queries=24,
+             documents=("structured.docx", "product-manual.pdf"), document_questions=3, faq_queries=24, faq_entries=24,
              conversation_questions=6)
 
 
@@ -289,15 +290,15 @@ def build_regimes(service: Service, data_dir: Path, plan: Plan, seed: int,
     covid = datasets.covid_q(data_dir)
     built.append(faq_regimes.real_faq_kb(
         service, covid, faq_regimes.offtopic_sample(covid.unanswered, plan.regime_offtopic, seed, covid.name),
-        seed=seed, source="covid-q questions no entry answers", queries=plan.faq_queries))
+        seed=seed, source="covid-q questions no entry answers", queries=plan.faq_queries, entries=plan.faq_entries))
     built.append(faq_regimes.real_faq_kb(service, datasets.covid_qsim_deepset(data_dir),
                                          off("banking77", "covid-qsim-deepset"), seed=seed, source="banking77",
-                                         queries=plan.faq_queries))
+                                         queries=plan.faq_queries, entries=plan.faq_entries))
     zh_off = [q.question for q in datasets.squad(data_dir, datasets.SPAN_SETS["xquad-zh"][0])]
     tianchi = faq_regimes.real_faq_kb(
         service, datasets.covid_qsim_tianchi_zh(data_dir),
         faq_regimes.offtopic_sample(zh_off, plan.regime_offtopic, seed, "tianchi"), seed=seed,
-        source="xquad-zh questions", queries=plan.faq_queries)
+        source="xquad-zh questions", queries=plan.faq_queries, entries=plan.faq_entries)
     tianchi.regime, tianchi.notes = faq_regimes.ONE_ZH, "no answer texts: each entry's answer is its question"
     built.append(tianchi)
     # an FAQ page whose answers say a lot: Wikipedia paragraphs, each stored with one question written about it
@@ -385,7 +386,7 @@ def _faq_pages_in_space(data_dir: Path, out_dir: Path, plan: Plan, seed: int, th
     """``space_faq.evaluate`` in a service of its own (its KBs have the regimes' names)."""
     with _fresh_service(out_dir, get_embedder("local")) as (service, _):
         return space_faq.evaluate(service, data_dir, seed=seed, threshold=threshold, offtopic=plan.regime_offtopic,
-                                  queries=plan.faq_queries, answers=plan.chitchat_answers,
+                                  queries=plan.faq_queries, entries=plan.faq_entries, answers=plan.chitchat_answers,
                                   per_answer=plan.per_answer_queries)
 
 

@@ -112,23 +112,30 @@ def one_question_chitchat_kb(service: Service, data_dir: Path, personality: str,
 
 
 def real_faq_kb(service: Service, data: datasets.FaqData, offtopic: list[str], *, seed: int, source: str,
-                queries: int | None = None) -> RegimeKB:
+                queries: int | None = None, entries: int | None = None) -> RegimeKB:
     """A one-question FAQ page with real answers (``datasets.covid_q``, ``covid_qsim_deepset``, ...): each entry a QnA
     with its one stored question and its answer, asked the data set's queries (a seeded sample of ``queries``) and
     ``offtopic``; a query is right when the top QnA is one of its gold entries.  Split by gold entry, so no test
-    query asks an entry a dev query asks."""
+    query asks an entry a dev query asks.  ``entries`` (a quick run's): the asked queries' gold entries and a seeded
+    sample of this many others, not all."""
     project = data.name
-    service.create_project(project)
-    service.upsert(project, [QnA([question], answer, source=data.name) for _, question, answer in data.entries])
-    record = {(q.questions[0], q.answer): q.id for q in service.store.list_qnas(project)}
-    entry_of = {record[(question, answer)]: faq_id for faq_id, question, answer in data.entries}
     asked = data.queries
     if queries is not None and queries < len(asked):
         chosen = random.Random(f"{seed}:{project}").sample(range(len(asked)), queries)
         asked = [asked[i] for i in sorted(chosen)]
+    stored = data.entries
+    if entries is not None:
+        golds = {faq_id for _, gold, _ in asked for faq_id in gold}
+        others = [e for e in stored if e[0] not in golds]
+        extra = {e[0] for e in random.Random(f"{seed}:{project}:entries").sample(others, min(entries, len(others)))}
+        stored = [e for e in stored if e[0] in golds or e[0] in extra]
+    service.create_project(project)
+    service.upsert(project, [QnA([question], answer, source=data.name) for _, question, answer in stored])
+    record = {(q.questions[0], q.answer): q.id for q in service.store.list_qnas(project)}
+    entry_of = {record[(question, answer)]: faq_id for faq_id, question, answer in stored}
     questions = [Question(text, ",".join(gold), origin=origin) for text, gold, origin in asked]
     questions += [Question(q, None) for q in offtopic]
     assign_splits(questions, seed, project, by_gold=True)
-    return RegimeKB(project, ONE, len(data.entries), questions,
+    return RegimeKB(project, ONE, len(stored), questions,
                     lambda record_id, gold: entry_of.get(record_id) in gold.split(","),
                     notes="real answers, one question each", offtopic_source=source)

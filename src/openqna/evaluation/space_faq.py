@@ -31,7 +31,8 @@ from openqna.ranking.calibrations import Calibration
 
 
 def build(service: Service, data_dir: Path, *, seed: int, offtopic: int | None, queries: int | None = None,
-          answers: int | None = None, per_answer: int | None = None, tiny: bool = True) -> list[RegimeKB]:
+          answers: int | None = None, per_answer: int | None = None, tiny: bool = True,
+          entries: int | None = None) -> list[RegimeKB]:
     """The one-question regime's FAQ pages with real answers, built in ``service`` with the multilingual space (the
     regime's own builders, so the same questions and splits; ``offtopic``, ``queries``, ``answers`` and
     ``per_answer``: ``Plan.regime_offtopic``, ``faq_queries``, ``chitchat_answers`` and ``per_answer_queries``),
@@ -41,10 +42,11 @@ def build(service: Service, data_dir: Path, *, seed: int, offtopic: int | None, 
     with setting("OPENQNA_MULTILINGUAL", "on"):
         kbs = [faq_regimes.real_faq_kb(service, covid,
                                        faq_regimes.offtopic_sample(covid.unanswered, offtopic, seed, covid.name),
-                                       seed=seed, source="covid-q questions no entry answers", queries=queries),
+                                       seed=seed, source="covid-q questions no entry answers", queries=queries,
+                                       entries=entries),
                faq_regimes.real_faq_kb(service, datasets.covid_qsim_deepset(data_dir),
                                        faq_regimes.offtopic_sample(banking, offtopic, seed, "covid-qsim-deepset"),
-                                       seed=seed, source="banking77", queries=queries)]
+                                       seed=seed, source="banking77", queries=queries, entries=entries)]
         kbs += [faq_regimes.one_question_chitchat_kb(
             service, data_dir, p, faq_regimes.offtopic_sample(banking, offtopic, seed, f"{p}-one"), seed=seed,
             answers=answers, per_answer_queries=per_answer, source="banking77")
@@ -90,13 +92,14 @@ def ask(service: Service, kb: RegimeKB, calibration: Calibration | None = None) 
 
 
 def evaluate(service: Service, data_dir: Path, *, seed: int, threshold: float, offtopic: int | None,
-             queries: int | None = None, answers: int | None = None, per_answer: int | None = None) -> dict:
+             queries: int | None = None, answers: int | None = None, per_answer: int | None = None,
+             entries: int | None = None) -> dict:
     """``build``'s KBs (in ``service``, which must not hold the regimes' KBs of the same names) asked before
     (``before()``) and after (the shipped calibration): per KB and split, the summaries, and each KB's answer
     informativeness in the space (``ranker.answer_informativeness``) and the share of it read with
     MULTILINGUAL's own weights (``ranker.handover_share``, ``ranker.heading_handover``)."""
     kbs = build(service, data_dir, seed=seed, offtopic=offtopic, queries=queries, answers=answers,
-                per_answer=per_answer)
+                per_answer=per_answer, entries=entries)
     sparse = calibrations.MULTILINGUAL.sparse
     out: dict = {"kbs": {}}
     for kb in kbs:
