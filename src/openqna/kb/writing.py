@@ -234,8 +234,11 @@ class Writing(ServiceBase):
         an earlier model of it (``outdated``: the universal sentence encoder's, before E5); returns, per project, how
         many records and the deployments it has.  ``openqna serve`` runs it before it serves.  A deployment keeps the
         vectors it was deployed with, unread, until it is deployed again: its CJK questions are ranked by their
-        keywords until then."""
+        keywords until then.  Nothing when this server has no multilingual space (``OPENQNA_MULTILINGUAL=off``, or
+        a main model that reads CJK itself): the old vectors then stay unread."""
         done: dict[str, tuple[int, list[str]]] = {}
+        if self.multilingual.mode() == "off":
+            return done
         for proj in self.store.list_projects():
             if outdated(proj):
                 done[proj.name] = (self.fill_multilingual(proj.name, progress=progress),
