@@ -135,8 +135,8 @@ def asked_in_chinese(service: Service, data_dir: Path, *, seed: int, limit: int 
 
 
 def asked_in_english(service: Service, data_dir: Path, *, seed: int, limit: int | None = None) -> list[RegimeKB]:
-    """The other way: XQuAD's Chinese KBs (the space by default) asked the same questions in English.  Nothing was
-    fitted on them (``calibrations.CROSSLINGUAL`` was fitted on ``asked_in_chinese``'s dev splits)."""
+    """The other way: XQuAD's Chinese KBs (the space by default) asked the same questions in English
+    (``calibrations.CROSSLINGUAL`` was fitted on their dev splits and ``asked_in_chinese``'s)."""
     return paragraph_kbs(service, data_dir, "xquad-zh", seed=seed, limit=limit, prefix=REVERSE_PREFIX,
                          asked_in="xquad-en")
 
