@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sqlite3
+import sys
 import time
 from importlib import resources
 from pathlib import Path
@@ -745,7 +746,8 @@ def upgrade_multilingual(service: object) -> None:
     from openqna.kb.service import Service
 
     assert isinstance(service, Service)
-    for project, (count, deployments) in service.upgrade_multilingual(progress=True).items():
+    # a progress bar on a terminal; a log file gets the line below alone (a record a line, as `plain_logging` writes)
+    for project, (count, deployments) in service.upgrade_multilingual(progress=sys.stderr.isatty()).items():
         redeploy = (f"; deploy {', '.join(repr(d) for d in deployments)} again to give "
                     f"{'it' if len(deployments) == 1 else 'them'} the new vectors (until then "
                     f"{'its' if len(deployments) == 1 else 'their'} Chinese, Japanese and Korean questions are ranked "
