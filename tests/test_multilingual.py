@@ -442,11 +442,13 @@ def test_e5_gives_the_same_vectors_from_many_threads(encoder):
     assert np.allclose(np.vstack(together), np.vstack([alone] * 3), atol=1e-5)
 
 
-def test_vectors_of_the_space_s_earlier_model_are_left_unread_then_embedded_again(tmp_path, embedder, encoder):
+def test_vectors_of_the_space_s_earlier_model_are_left_unread_then_embedded_again(tmp_path, monkeypatch, embedder,
+                                                                                   encoder):
     """A store written when the space was the universal sentence encoder's (512 dimensions, FILLED True): its index
     loads, its CJK questions are ranked by their keywords meanwhile, and ``upgrade_multilingual`` (``openqna serve``
-    runs it before serving) embeds the live records again in E5's space; the deployment keeps its vectors, unread,
-    until deployed again."""
+    runs it before serving) embeds the live records again in E5's space, a chunk at a time, so that an upgrade
+    stopped halfway goes on from where it stopped; the deployment keeps its vectors, unread, until deployed again."""
+    from openqna.kb import writing
     from openqna.kb.writing import content_hash
     from openqna.ranking.multilingual import SPACE, hashed_space
     from openqna.store import StoredQnA, Unit
@@ -476,7 +478,21 @@ def test_vectors_of_the_space_s_earlier_model_are_left_unread_then_embedded_agai
     assert service.indexes.get("old").multilingual() is None  # the 512-dimension vectors are not read
     question, k = ZH_ASKED[0]
     assert _ask(service, "old", question)  # answered, by its keywords
-    assert service.upgrade_multilingual() == {"old": (len(ZH), ["production"])}
+    monkeypatch.setattr(writing, "FILL_CHUNK", 2)
+    written, put_qnas = [], service.store.put_qnas
+
+    def stopped(project, items):  # the server is stopped while it embeds the second chunk
+        if written:
+            raise KeyboardInterrupt
+        written.append([item.qna.id for item in items])
+        return put_qnas(project, items)
+
+    monkeypatch.setattr(service.store, "put_qnas", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        service.upgrade_multilingual()
+    monkeypatch.setattr(service.store, "put_qnas", put_qnas)
+    assert len(written[0]) == 2 and service.store.get_project("old").settings[FILLED] is True  # not done yet
+    assert service.upgrade_multilingual() == {"old": (len(ZH) - 2, ["production"])}  # the rest, not all again
     assert service.store.get_project("old").settings[FILLED] == SPACE
     assert service.indexes.get("old").multilingual() is not None
     assert service.indexes.get("old", "production").multilingual() is None

@@ -23,6 +23,10 @@ from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, Not
 from openqna.store import Project, StoredQnA, Unit
 
 EMBED_BATCH = 16
+# ``fill_multilingual`` embeds and writes this many records at a time: what it wrote stays written (the content hash
+# says so), so a server stopped while it upgrades a large store (``openqna serve``; a supervisor that finds it not yet
+# listening may stop it) goes on from there when it starts again, rather than from the first record
+FILL_CHUNK = 500
 
 @dataclass
 class ImportReport:
@@ -207,14 +211,16 @@ class Writing(ServiceBase):
 
     def fill_multilingual(self, project: str, *, progress: bool = False) -> int:
         """Give every live record of ``project`` its vectors in the multilingual space (those written without them:
-        the content hash tells); returns how many records were filled."""
+        the content hash tells), ``FILL_CHUNK`` records at a time, each chunk written before the next is embedded;
+        returns how many records were filled."""
         qnas = self.store.list_qnas(project)
         existing = self.store.content_hashes(project)
         name = hashed_space(self.embedder.name, True)
         todo = [q for q in qnas if existing.get(q.id) != content_hash(q, name)]
-        if todo:
-            items, _ = self.prepare(todo, [content_hash(q, name) for q in todo], progress,
-                                    self._reusable(project, todo), multilingual=True)
+        for start in range(0, len(todo), FILL_CHUNK):
+            chunk = todo[start:start + FILL_CHUNK]
+            items, _ = self.prepare(chunk, [content_hash(q, name) for q in chunk], progress,
+                                    self._reusable(project, chunk), multilingual=True)
             self.store.put_qnas(project, items)
         return len(todo)
 
