@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 from tqdm import tqdm
@@ -17,7 +17,7 @@ from tqdm import tqdm
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
 from openqna.kb.service_base import ServiceBase
-from openqna.models.embedder import Embedder, embed_passages
+from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import FILLED, filled, filled_value, hashed_space, outdated
 from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
@@ -99,27 +99,14 @@ class Writing(ServiceBase):
         ``passages`` marks as answers or passages read as such by an embedder that tells them apart
         (``embed_passages``)."""
         embedder = embedder or self.embedder
-        if passages is not None and any(passages) and hasattr(embedder, "embed_passages"):
-            out = np.zeros((len(texts), embedder.dim), np.float32)
-            for kind in (False, True):
-                mine = [i for i, p in enumerate(passages) if p == kind]
-                if mine:
-                    out[mine] = self._embed([texts[i] for i in mine], progress,
-                                            _Passages(embedder) if kind else embedder)
-            return out
-        if not texts:
-            return np.zeros((0, embedder.dim), np.float32)
-        unique = list(dict.fromkeys(texts))
-        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
-        vectors = np.zeros((len(unique), embedder.dim), np.float32)
-        bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
-        for start in range(0, len(order), EMBED_BATCH * 8):
-            batch = order[start : start + EMBED_BATCH * 8]
-            vectors[batch] = embedder.embed([unique[i] for i in batch])
-            bar.update(len(batch))
-        bar.close()
-        position = {t: i for i, t in enumerate(unique)}
-        return vectors[[position[t] for t in texts]]
+        if passages is None or not any(passages) or not hasattr(embedder, "embed_passages"):
+            return _embedded(embedder.embed, embedder.dim, texts, progress)
+        out = np.zeros((len(texts), embedder.dim), np.float32)
+        for kind, run in ((False, embedder.embed), (True, embedder.embed_passages)):
+            mine = [i for i, p in enumerate(passages) if p == kind]
+            if mine:
+                out[mine] = _embedded(run, embedder.dim, [texts[i] for i in mine], progress)
+        return out
 
     def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
                 reuse: dict[int, dict[tuple[str, int], np.ndarray]] | None = None,
@@ -423,11 +410,19 @@ class Writing(ServiceBase):
         self.connected.drop(project)
 
 
-class _Passages:
-    """An embedder's ``embed_passages`` as its ``embed``."""
-
-    def __init__(self, embedder: Embedder):
-        self.name, self.dim, self._embedder = embedder.name, embedder.dim, embedder
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return embed_passages(self._embedder, texts)
+def _embedded(run: Callable[[list[str]], np.ndarray], dim: int, texts: list[str], progress: bool) -> np.ndarray:
+    """``run`` (an embedder's ``embed`` or ``embed_passages``) over ``texts``, each distinct text once, similar
+    lengths together so batches pad little."""
+    if not texts:
+        return np.zeros((0, dim), np.float32)
+    unique = list(dict.fromkeys(texts))
+    order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+    vectors = np.zeros((len(unique), dim), np.float32)
+    bar = tqdm(total=len(unique), desc="embedding", unit="text", disable=not progress, leave=False)
+    for start in range(0, len(order), EMBED_BATCH * 8):
+        batch = order[start : start + EMBED_BATCH * 8]
+        vectors[batch] = run([unique[i] for i in batch])
+        bar.update(len(batch))
+    bar.close()
+    position = {t: i for i, t in enumerate(unique)}
+    return vectors[[position[t] for t in texts]]

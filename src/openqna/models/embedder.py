@@ -401,13 +401,6 @@ class MultilingualE5:
         return _l2_normalise(vectors - self._means[0 if query else 1])
 
 
-def embed_passages(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """``texts`` as answers or passages: an embedder that reads them apart from questions (``embed_passages``,
-    E5's ``passage: ``) reads them so; any other embeds them as it embeds everything."""
-    passages = getattr(embedder, "embed_passages", None)
-    return passages(texts) if passages is not None else embedder.embed(texts)
-
-
 class HybridEncoder:
     """Two encoders side by side: ``[sqrt(1 - w) * a, sqrt(w) * b]``, a unit vector whose dot
     product is ``(1 - w) * cos_a + w * cos_b``.
