@@ -500,3 +500,20 @@ def test_vectors_of_the_space_s_earlier_model_are_left_unread_then_embedded_agai
     assert service.upgrade_multilingual() == {}  # done once
     service.deploy("old", "production")
     assert service.indexes.get("old", "production").multilingual() is not None
+
+
+def test_a_question_of_emoji_alone_is_not_given_the_chinese_qna_of_an_english_kb(tmp_path, embedder, encoder):
+    """MiniLM reads an emoji as its unknown token, as it reads much Chinese text: "🙂" came out at cosine 0.9 and more
+    with the one Chinese QnA of a mostly English KB, and was given it at 0.974.  A question with no letter or digit is
+    read by its words alone (``analyze.unread_share``): none, so no answer; words beside an emoji still answer."""
+    service = Service(SQLiteStore(tmp_path / "s.db"), embedder, encoder)
+    ids = _kb(service, "mixed", [(["What are your opening hours?", "When are you open?"],
+                                  "We open 9 to 5, Monday to Friday."),
+                                 (["如何退货？"], "退货需要在30天内完成，并附上收据。"),
+                                 (["How long does shipping take?"], "Shipping takes 3 to 5 business days.")])
+    for question in ("🙂", "👍", "😀😀", "❤️", "?!"):
+        assert all(a.qna is None or a.confidence < 0.5 for a in _ask(service, "mixed", question)), question
+    assert _ask(service, "mixed", "opening hours 🙂")[0].qna.id == ids[0]
+    assert _ask(service, "mixed", "如何退货 🙂")[0].qna.id == ids[1]
+    texts = [("1", "退货需要在30天内完成，并附上收据。"), ("2", "We open 9 to 5, Monday to Friday.")]
+    assert all(a.confidence < 0.5 for a in service.answer_from_text("🙂", texts))

@@ -17,7 +17,7 @@ import numpy as np
 from openqna.answers.span import Span, best_spans, sentence_spans
 from openqna.filters.match import Filter, IdIn, KindIn, all_of
 from openqna.formats.limits import LIMITS
-from openqna.index.analyze import analyze, cjk_share, exact_key, expand_with_synonyms
+from openqna.index.analyze import analyze, exact_key, expand_with_synonyms, unread_share
 from openqna.index.memindex import MemIndex
 from openqna.kb.service_base import ServiceBase, taking_turns
 from openqna.models.embedder import Embedder
@@ -278,7 +278,7 @@ class Asking(ServiceBase):
         passages, terms = [passages[i] for i in keep], [terms[i] for i in keep]
         texts = [by_id[rid][s:e] for rid, s, e in passages]
         overlaps = [len(q_terms & t) / max(len(q_terms), 1) for t in terms]
-        unread = 0.0 if self.reads_cjk else cjk_share(question)
+        unread = 0.0 if self.reads_cjk else unread_share(question)
         qv, cosines = None, np.zeros(len(texts))
         if unread < 1.0:  # one the embedder reads none of is ranked by its words alone (``text_confidences``)
             vectors = self.embedder.embed([question] + texts)

@@ -28,7 +28,7 @@ import numpy as np
 
 from openqna import settings
 from openqna.filters.nodes import Filter
-from openqna.index.analyze import analyze, cjk_share, exact_key
+from openqna.index.analyze import analyze, cjk_share, exact_key, unread_share
 from openqna.index.memindex import MemIndex
 from openqna.index.postings import K1
 from openqna.index.products import no_units, unit_products
@@ -638,7 +638,7 @@ class UnreadScript(Stage):
 
     def apply(self, s: Scoring) -> None:
         lex = s.calibration.lexical
-        s.unread = 0.0 if s.reads_cjk or lex is None else cjk_share(s.question)
+        s.unread = 0.0 if s.reads_cjk or lex is None else unread_share(s.question)
         if not s.unread or lex is None:
             return
         s.read_logit = s.logit.copy()
