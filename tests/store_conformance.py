@@ -126,6 +126,19 @@ def test_delete_never_reuses_ids(kb, indexes):
     assert indexes.get("kb1").row_of.keys() == {1, 2, 3, 5}
 
 
+def test_a_qna_without_an_id_is_not_taken_over_by_one_named_later_in_the_same_write(kb):
+    """The next free id is 5: a write of a QnA without an id, then one with id 5, keeps both (the first was given 5,
+    then replaced by the second: lost, the write said nothing)."""
+    def new(question, id=None):
+        return item([question], "a " + question, id=id, vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))
+
+    ids = kb.put_qnas("kb1", [new("no id"), new("five", 5), new("also no id"), new("three", 3)])
+    assert ids[1:] == [5, 7, 3] and ids[0] == 6
+    assert {q.id: q.questions[0] for q in kb.get_qnas("kb1", [3, 5, 6, 7]).values()} == {
+        3: "three", 5: "five", 6: "no id", 7: "also no id"}
+    assert kb.put_qnas("kb1", [new("next")]) == [8]
+
+
 def test_ids_are_not_given_out_past_the_largest(kb):
     """After a QnA added with id 2**31-1 the next add without an id got 2**31, which no client can send back; ids are
     never reused, so such an add (and a reservation) is refused and writes nothing, while an own id still goes in."""

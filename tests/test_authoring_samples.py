@@ -70,6 +70,29 @@ def test_a_prompt_may_carry_a_new_qna_inline(live, authoring, admin):
     assert answer.qna_id == child["id"]
 
 
+def test_qnas_added_with_and_without_ids_in_one_change_are_all_kept(live, authoring, admin):
+    """A QnA added without an id before QnAs whose ids are the project's next free ones: it gets an id above them
+    (it was given the next free id, then overwritten by the QnA named so, and the job still succeeded); an inline
+    follow-up of a QnA named by id gets an id no QnA of the change names (the job failed: "QnA 3 is also added by
+    [0]")."""
+    authoring.begin_update_qnas("faq", [
+        {"op": "add", "value": {"questions": ["Is there a warranty?"], "answer": "One year."}},
+        {"op": "add", "value": {"id": 3, "questions": ["Where is my order?"], "answer": "Track it in your account."}},
+        {"op": "add", "value": {"id": 4, "questions": ["Can I pay later?"], "answer": "Yes, in three parts.",
+                                "dialog": {"isContextOnly": False, "prompts": [{
+                                    "displayOrder": 0, "displayText": "Fees?",
+                                    "qna": {"questions": ["Are there fees?"], "answer": "No fees."}}]}}},
+        {"op": "add", "value": {"id": 5, "questions": ["Do you ship abroad?"], "answer": "To the EU only."}},
+    ]).result()
+    qnas = by_id(authoring)
+    answers = sorted(q["answer"] for q in qnas.values())
+    assert answers == sorted(["Two to four hours.", "Choose Reset password in account settings.", "One year.",
+                              "Track it in your account.", "Yes, in three parts.", "No fees.", "To the EU only."])
+    assert qnas[3]["answer"] == "Track it in your account." and qnas[5]["answer"] == "To the EU only."
+    [prompt] = qnas[4]["dialog"]["prompts"]
+    assert qnas[prompt["qnaId"]]["answer"] == "No fees." and prompt["qnaId"] not in (1, 2, 3, 4, 5)
+
+
 def test_inline_prompt_errors_name_the_field(live, authoring, admin):
     r = httpx.patch(f"{live.url}{P}/faq/qnas", params={"api-version": "2023-04-01"},
                     headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30,

@@ -573,13 +573,20 @@ class Authoring:
 
         def qnas(job: Job) -> None:
             ops = []
+            named = {o["value"].get("id") for o in job.params["ops"] if isinstance(o.get("value"), dict)}
+
+            def new_id() -> int:  # a free id that no QnA of this change names either
+                while (qna_id := self.store.reserve_ids(job.project, 1)[0]) in named:
+                    pass
+                return qna_id
+
             for i, o in enumerate(job.params["ops"]):
                 if o["op"] == "delete":
                     ops.append(QnaOp("delete", QnA([], "", id=o["value"]["id"]), if_last_updated=o.get("ifLastUpdated"),
                                      index=i))
                     continue
                 # follow-ups written inline ("qna" instead of "qnaId") become QnAs added in this same change
-                inline = hoist_prompt_qnas(o["value"], lambda: self.store.reserve_ids(job.project, 1)[0])
+                inline = hoist_prompt_qnas(o["value"], new_id)
                 ops.extend(QnaOp("add", q, index=i) for q in read_json({"assets": {"qnas": inline}}).qnas)
                 ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
                                  keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated"),

@@ -208,6 +208,8 @@ class SQLiteStore(SharedStatements):
         stamp = now_iso()
         ids: list[int] = []
         next_id = db.execute("SELECT next_id FROM projects WHERE id=?", (pid,)).fetchone()[0]
+        # a record given no id gets one above every id this write names, not one a later record of it takes over
+        next_id = max([next_id, *(item.qna.id + 1 for item in items if item.qna.id is not None)])
         for item in items:
             q = item.qna
             if q.id is None:
