@@ -40,6 +40,12 @@ def test_the_asking_sentences_of_a_long_chinese_or_japanese_message():
     assert focus.pieces("你好。我上个月刚搬到这里。我在市中心工作。谢谢。") == []  # nothing asked
     assert focus.pieces("안녕하세요. 지난달에 이사 왔습니다. 주민등록등본은 어디서 발급받을 수 있나요. 감사합니다.") == \
         ["주민등록등본은 어디서 발급받을 수 있나요."]
+    # chat strings its clauses with commas and asks last: the last clause is asked alone too
+    assert focus.pieces("客服你好，我上周在你们官网买了这款耳机，但是收到以后发现不太适合我，还没拆封，请问可以退货吗？") == \
+        ["请问可以退货吗？"]
+    assert focus.pieces("引っ越してきたのですが、転入の手続きはどこですればいいですか") == ["転入の手続きはどこですればいいですか"]
+    assert focus.pieces("你好，我最近在考虑买一台新的笔记本电脑，预算大概五千块，还在比较不同的型号。") == []  # nothing asked
+    assert focus.pieces("Hello, I bought the headphones last week, they do not fit me, can I return them?") == []
     assert focus.pieces("家族は四人です。住民票は？") == []  # short: one question
     assert focus.message_words("家族は四人です。住民票はどこでもらえますか。") == pytest.approx(20 / 1.5)
     assert focus.message_words("Surface Pro 4の充電時間は") == pytest.approx(3 + 6 / 1.5)

@@ -46,6 +46,11 @@ ASKING_WORDS = frozenset("how what what's whats why when where who whom whose wh
 _SENTENCE = re.compile("(?s).+?(?:[。！？]+|[.!?]+(?![0-9\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
                        "\uff00-\uffef])|\n|$)")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+# Chinese and Japanese chat strings a message's clauses together with commas ("客服你好，我上周买了这款耳机，…，还没拆封，
+# 请问可以退货吗？", "引っ越してきたのですが、転入の手続きはどこですればいいですか") and puts the question last: the last
+# clause of such a sentence is asked on its own too (the message above got its right QnA at 0.114, its last clause
+# alone at 0.937)
+_CLAUSE = re.compile("[，、,]")
 
 
 # A Japanese sentence that ends as a statement or a greeting does ("…者です", "お願いします", "…でした", "はじめまして",
@@ -91,8 +96,14 @@ def pieces(question: str) -> list[str]:
     ``OPENQNA_QUESTION_FOCUS`` off)."""
     if not settings.question_focus() or message_words(question) < MIN_WORDS:
         return []
-    sentences = [m.group().strip() for m in _SENTENCE.finditer(question)]
-    sentences = [s for s in sentences if _WORD.search(s)]
+    sentences = []
+    for m in _SENTENCE.finditer(question):
+        sentence = m.group().strip()
+        sentences.append(sentence)
+        clauses = [c.strip() for c in _CLAUSE.split(sentence)] if cjk_share(sentence) else []
+        if len(clauses) > 1 and _WORD.search(clauses[-1]):
+            sentences.append(clauses[-1])
+    sentences = [s for s in dict.fromkeys(sentences) if _WORD.search(s)]
     if len(sentences) < 2:
         return []
     out = []
