@@ -58,7 +58,7 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
     ("date", re.compile(
         r"\bwhen\b|\bwhat (year|years|date|day|month|century|decade|period|time)\b"
         r"|\bwhich (year|century|decade|month|day|date)\b|\bhow long ago\b"
-        r"|什么时候|哪一年|哪年|何时|哪个世纪|哪一天|哪天|几月|几年|什么年代|多少年|哪个时期"
+        r"|什么时候|哪一年|哪年|何时|哪个世纪|哪一天|哪天|几月|几年|什么年代|多少年|哪个时期|几点|幾點|什么时间"
         r"|いつ|何年|何月|何日|何世紀|何時(?!間)|何時代|何年代")),  # 何時間: how many hours, a number
     ("number", re.compile(
         r"\bhow (many|much|long|far|old|large|big|tall|high|often|wide|deep|fast|heavy)\b"
@@ -84,7 +84,9 @@ _KIND_PATTERNS = {
     "date": re.compile(
         rf"(?i)\b(?:(?:{_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{3,4}})?|\d{{1,2}}\s+(?:{_MONTHS})(?:\s+\d{{3,4}})?"
         rf"|(?:{_MONTHS})\s+\d{{3,4}}|\d{{1,2}}(?:st|nd|rd|th)\s+century|\d{{3,4}}s?)\b"
-        rf"|[{_CJK_NUM}]+ ?(?:年代|世纪|世紀|年|月|日|时|時|号|號|分)(?: ?[{_CJK_NUM}]+ ?(?:月|日|号))*"
+        # a time of day whole, with its half of the day: "午後5時15分" (its "5時" and "15分" were two, the latter chosen)
+        rf"|(?:午前|午後|上午|下午|中午|早上|晚上|凌晨)?[{_CJK_NUM}]+ ?(?:年代|世纪|世紀|年|月|日|时|時|点|點|号|號|分)"
+        rf"(?: ?[{_CJK_NUM}]+ ?(?:月|日|号|號|时|時|点|點|分|秒))*(?:半)?"
         rf"(?:上旬|中旬|下旬|初|末|頃|ごろ)?"),
     "number": re.compile(
         rf"(?i)\b\d{{1,2}}:\d{{2}}\b"
@@ -133,6 +135,8 @@ def _question_material(question: str) -> tuple[set[str], set[str]]:
     """The question's Latin word stems (no stop words) and its CJK character bigrams."""
     q = normalise(question)
     words = {stem(w) for w in re.findall(r"[^\W_]+", q) if not _IS_CJK.match(w[0]) and w not in STOP_WORDS}
+    # a number written inside CJK text ("児童手当は3歳未満だといくら") is the question's too: no answer to it
+    words |= set(re.findall(r"\d+", q))
     cjk = re.sub(rf"[^{_CJK}]", " ", q)
     bigrams = {cjk[i:i + 2] for i in range(len(cjk) - 1) if " " not in cjk[i:i + 2]}
     return words, bigrams
