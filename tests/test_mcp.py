@@ -144,6 +144,9 @@ async def check_errors(client: Client) -> None:
     # a value the schema refuses is named with what is expected, in words, not as pydantic's dump
     typed = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": "many"})
     assert typed.is_error and "'limit' was refused" in tool_text(typed) and "1 to 20" in tool_text(typed)
+    for flag in (True, False, 2.5):  # a JSON true read as 1: refused, as false always was
+        flagged = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": flag})
+        assert flagged.is_error and "'limit' was refused" in tool_text(flagged), (flag, tool_text(flagged))
     missing = await client.call_tool("search", {"kb": "faq"})
     assert missing.is_error and "'subject' is required" in tool_text(missing)
     for result in (typed, missing, too_many):

@@ -137,6 +137,8 @@ def test_each_search_document_is_scored_on_its_own(live):
                   "documents": ["d"] * 201}, "documents"),
     ("/search", {"documents": ["a"]}, "query"),
     ("/search", {"query": "q", "documents": []}, "documents"),
+    ("/search", {"query": "q", "documents": ["a"], "return_metadata": "yes"}, "return_metadata"),  # was 200
+    ("/search", {"query": "q" * 1_001, "documents": ["a"]}, "query"),  # 100,000 characters were scored
 ])
 def test_bad_requests_in_openai_dialect(live, path, body, param):
     r = post(live, path, body)

@@ -442,11 +442,15 @@ class OpenAIRoutes:
             body = Body(await read_json(request), SEARCH_FIELDS)
             model = request.path_params.get("engine") or body.string("model", default="ada")
             query = body.string("query", required=True)
+            if len(query) > LIMITS.question_chars:  # as the Answers endpoint's question
+                raise InvalidArgument(f"'query' is {len(query)} characters; the limit is {LIMITS.question_chars}.",
+                                      target="query")
             documents = body.strings("documents", max_items=200, min_items=1)
             file_id = body.string("file")
             if (documents is None) == (file_id is None):
                 raise InvalidArgument("Please submit exactly one of `documents` or `file`.", target="documents")
             max_rerank = body.integer("max_rerank", 200, 1)
+            metadata = body.boolean("return_metadata")  # read (and so checked) whichever the source
             if documents is not None:
                 scores = await run_in_threadpool(self.answering.search_scores, query, documents)
                 data = [{"object": "search_result", "document": i, "score": s} for i, s in enumerate(scores)]
@@ -454,7 +458,6 @@ class OpenAIRoutes:
                 f = await run_in_threadpool(openai_files.searchable, self.service, file_id, ("search", "answers"),
                                             visible_to(request.state.key))
                 hits = await self._file_hits(f, query, max_rerank)
-                metadata = body.boolean("return_metadata")
                 data = sorted(({"object": "search_result", "document": h.record.fields["document"],
                                 "score": round(300 * h.score, 3), "text": h.record.answer,
                                 **({"metadata": h.record.fields.get("metadata")} if metadata else {})}

@@ -62,7 +62,7 @@ KbName = Annotated[str, Field(description="Name of a knowledge base, as list_kno
 Subject = Annotated[str, Field(max_length=LIMITS.question_chars,
                                description="What to look for, in natural language (a question, topic or keywords).")]
 Where = Annotated[str | None, Field(max_length=2000, description=WHERE_HELP)]
-Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"How many records to return, 1 to {MAX_LIMIT}.")]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, strict=True, description=f"How many records to return, 1 to {MAX_LIMIT}.")]
 DeploymentName = Annotated[str | None, Field(min_length=1, max_length=100, description=(
     "Which deployment of a project to search, such as 'production'; omit it for the state this server's tools "
     "serve (normally the live, edited state 'test')."))]
