@@ -486,6 +486,26 @@ def test_an_import_replaces_only_the_assets_it_holds(live, admin):
     assert [q["answer"] for q in authoring.list_qnas("kb")] == ["a"]  # QnAs given: they replace the project's
 
 
+def test_a_qna_with_no_question_is_refused(live, admin):
+    """An add with questions [] or [""] was stored as a QnA no question reaches, and exported with an empty Question
+    column; a replace that leaves questions out still keeps the stored ones."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    [qna_id] = [q.id for q in live.service.store.list_qnas("kb")]
+    for op in ({"op": "add", "value": {"questions": [], "answer": "a"}},
+               {"op": "add", "value": {"questions": ["", "  "], "answer": "a"}},
+               {"op": "add", "value": {"answer": "a"}},
+               {"op": "replace", "value": {"id": qna_id, "questions": [], "answer": "new"}}):
+        r = _req(live, "PATCH", "/kb/qnas", admin, json=[op])
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["target"] == "[0].value.questions" and "at least one question" in error["message"], r.text
+    authoring, _ = clients(live, admin)
+    authoring.begin_update_qnas("kb", [{"op": "replace", "value": {"id": qna_id, "answer": "Use the new link."}}]
+                                ).result()
+    assert [(q["questions"], q["answer"]) for q in authoring.list_qnas("kb")] == [
+        (["How do I reset my password?"], "Use the new link.")]
+
+
 def test_a_qna_with_more_questions_than_azure_allows_is_refused(live, admin):
     """One QnA of thousands of one-word questions was accepted, each embedded by the job (3,000 took 11 s)."""
     live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))

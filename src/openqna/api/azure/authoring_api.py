@@ -470,8 +470,15 @@ class AzureAuthoring:
                 value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
                 if op == "add" and Body(value, f"[{i}].value").integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
-                # the REST spec makes 'questions' optional and never empty: a replace without them keeps them
-                keep = op == "replace" and Body(value).get("questions") is None
+                # the REST spec makes 'questions' optional and never empty: a replace without them keeps them; an
+                # empty list, or one of blanks, was stored as a QnA no question reaches (and exported so)
+                questions = Body(value).get("questions")
+                if (questions is not None or op == "add") and isinstance(questions, list | None) and not any(
+                        isinstance(q, str) and q.strip() for q in questions or []):
+                    raise InvalidArgument(f"[{i}].value.questions must hold at least one question that is not blank"
+                                          + ("; leave it out of a replace to keep the stored ones." if op == "replace"
+                                             else "."), target=f"[{i}].value.questions")
+                keep = op == "replace" and questions is None
                 check = copy.deepcopy(value)
                 inline = hoist_prompt_qnas(check, inline_ids.__next__)
                 try:
