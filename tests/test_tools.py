@@ -207,6 +207,22 @@ def test_structured_search_stays_under_the_same_response_limit(service):
 
 
 
+def test_the_response_limit_counts_as_javascript_does(service, monkeypatch):
+    """An emoji is two UTF-16 code units, as a client's JavaScript counts a string: twenty sections of 9,000
+    characters of Chinese and emoji came back at 96,031 code points but 101,711 units, over the 100,000 GPT Actions
+    take; both tool answers now stay under it in units."""
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")  # the limit is the same with or without the space (faster)
+    section = "充电需要两个小时😀。" * 900  # 9,000 code points, 9,900 UTF-16 units
+    rows = "".join(f"怎么充电 {i}?\t{i}: {section}\tmanual\t\n" for i in range(20))
+    service.import_content("manual", read_file("manual.tsv", f"Question\tAnswer\tSource\tMetadata\n{rows}".encode()))
+    with LiveServer(service) as live:
+        answers = [get(live, "/get_related_manual", subject="怎么充电", limit=20),
+                   get(live, "/tools/manual/search", subject="怎么充电", limit=20)]
+    for r in answers:
+        units = len(r.text.encode("utf-16-le")) // 2
+        assert r.status_code == 200 and 90_000 < units < 100_000 and r.json()["num_retrieved"] == 20, units
+
+
 def test_the_tools_search_the_deployment_they_name(service):
     """``deployment`` picks the state searched, as Azure's deploymentName does; the live state stays the default; an
     unknown deployment is a 404 that names it; a GPT's document can pin one."""

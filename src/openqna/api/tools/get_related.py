@@ -76,7 +76,7 @@ def search_answer(kb: str, hits: list[Hit], budget: int | None = None) -> dict[s
         return {"knowledge_base": kb, "num_retrieved": len(items), "hits": [hit_json(h, most) for h in items]}
 
     def size(answer: dict[str, Any]) -> int:
-        return len(json.dumps(answer, ensure_ascii=False, default=str))
+        return utf16_length(json.dumps(answer, ensure_ascii=False, default=str))
 
     longest = max((len(v) for h in hits for v in _strings(hit_json(h))), default=0)
     return fitted(lambda n, most: body(hits[:n], most), size, len(hits), longest,
@@ -117,8 +117,15 @@ def _clip(value: Any, most: int | None) -> Any:
 
 # GPT Actions refuse a response of 100,000 characters or more (``ResponseTooLargeError``; the payload limit of
 # ../shared/reference/myscale-sql.md).  The ``documents`` string, as the response writes it (its quotes escaped), is
-# kept to this many: long values are clipped to one length for every hit, as long as the budget allows.
+# kept to this many: long values are clipped to one length for every hit, as long as the budget allows.  Counted as
+# JavaScript counts a string's length (UTF-16 code units: an emoji is two), as a client may: counted in code points,
+# a page of CJK text and emoji measured 96,031 and 101,711 units.
 DOCUMENTS_CHARS = 96_000
+
+
+def utf16_length(text: str) -> int:
+    """``text``'s length in UTF-16 code units (JavaScript's ``length``)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def documents(hits: list[Hit], budget: int = DOCUMENTS_CHARS) -> tuple[str, int]:
@@ -155,7 +162,7 @@ def _joined(items: list[dict[str, Any]], most: int | None) -> str:
 
 def _written(text: str) -> int:
     """The characters ``text`` takes in the response's JSON (its quotes and control characters escaped)."""
-    return len(json.dumps(text, ensure_ascii=False))
+    return utf16_length(json.dumps(text, ensure_ascii=False))
 
 
 def deployment_of(raw: str | None) -> str:
