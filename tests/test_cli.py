@@ -180,6 +180,27 @@ def test_serve_refuses_public_bind_without_keys(tmp_path):
     assert proc.returncode == 2 and "without API keys" in proc.stderr
 
 
+def test_a_server_on_a_network_address_stays_closed_when_its_last_key_is_revoked(tmp_path):
+    """It refused to start without keys, but once serving, revoking its last key let everyone on the network in,
+    writes included (a made-up key, or none, created a project): it now refuses every caller until a key exists."""
+    data = tmp_path / "data"
+    secret = run("keys", "create", "--role", "author", data=data).stdout.strip()
+    key_id = run("keys", "list", data=data).stdout.split("\t")[0]
+    with ServeProcess(data, tmp_path / "serve.log", args=("--host", "0.0.0.0", "--no-sample")) as serve:
+        def create(key: str | None) -> int:
+            headers = {"Ocp-Apim-Subscription-Key": key} if key else {}
+            return httpx.patch(f"{serve.url}/language/authoring/query-knowledgebases/projects/pwned",
+                               params={"api-version": "2023-04-01"}, json={"language": "en"}, headers=headers,
+                               timeout=30).status_code
+
+        assert create(None) == 401 and create("oq_made_up") == 401
+        run("keys", "revoke", key_id, data=data)
+        assert create(None) == 401 and create("oq_made_up") == 401 and create(secret) == 401
+        again = run("keys", "create", "--role", "author", data=data).stdout.strip()
+        assert create(again) == 201
+        serve.stop(signal.SIGINT)
+
+
 def test_serve_loads_the_sample_and_answers(tmp_path):
     with ServeProcess(None, tmp_path / "serve.log", env={"OPENQNA_DATA": str(tmp_path / "data")}) as serve:
         r = httpx.post(f"{serve.url}/language/:query-knowledgebases",
@@ -209,7 +230,8 @@ def test_suggestions_and_key_revocation(tmp_path):
 
     run("keys", "create", data=tmp_path)
     key_id = run("keys", "list", data=tmp_path).stdout.split("\t")[0]
-    assert f"revoked key {key_id}" in run("keys", "revoke", key_id, data=tmp_path).stdout
+    revoked = run("keys", "revoke", key_id, data=tmp_path)
+    assert f"revoked key {key_id}" in revoked.stdout and "that was the last key" in revoked.stderr
     assert run("keys", "list", data=tmp_path).stdout == ""
     assert run("keys", "revoke", key_id, data=tmp_path, check=False).returncode == 2
 

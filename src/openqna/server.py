@@ -125,12 +125,13 @@ def log_off_loop(names: tuple[str, ...] = LOGGERS) -> list[logging.handlers.Queu
     return listeners
 
 
-def create_app(service: Service) -> Starlette:
+def create_app(service: Service, *, closed: bool = False) -> Starlette:
     """The app over ``service``; callers sign in with its keys or with tokens of ``OPENQNA_TOKEN_ISSUERS``.
 
-    A bad issuer setting raises ``IssuerConfigError`` here, before anything listens.
+    ``closed`` (a server on a network address): never open to callers without a key, even with none left in the
+    store (``Authorizer``).  A bad issuer setting raises ``IssuerConfigError`` here, before anything listens.
     """
-    authorizer = Authorizer(service.store, TokenValidator.from_settings())
+    authorizer = Authorizer(service.store, TokenValidator.from_settings(), closed=closed)
     query_log = QueryLog(service.store)
     azure = AzureRuntime(service, authorizer, query_log)
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)

@@ -89,17 +89,20 @@ class Authorizer:
     """Finds the caller behind a secret: an API key, or a token from a trusted issuer.
 
     A server with no keys and no issuers lets everyone in; configuring an issuer closes it,
-    even before the first key exists.
+    even before the first key exists.  A ``closed`` one (``openqna serve`` on an address other than loopback) is
+    never open: when its last key is revoked it refuses every caller, where it let in everyone on the network,
+    writes included, until a key is created again.
     """
 
-    def __init__(self, store: Store, tokens: TokenValidator | None = None):
+    def __init__(self, store: Store, tokens: TokenValidator | None = None, *, closed: bool = False):
         self.store = store
         self.tokens = tokens
+        self.closed = closed
 
     def open(self) -> bool:
-        """Whether everyone is let in: no issuer configured and no key in the store (asked of the store each
-        time, one indexed read, so a key created by another process closes this one at once)."""
-        return not self.tokens and not self.store.has_keys()
+        """Whether everyone is let in: not ``closed``, no issuer configured and no key in the store (asked of the
+        store each time, one indexed read, so a key created by another process closes this one at once)."""
+        return not self.closed and not self.tokens and not self.store.has_keys()
 
     def may_block(self, secret: str | None) -> bool:
         """Whether ``check(secret)`` may wait on the network: any read of a remote store (PostgreSQL, where a lock

@@ -42,8 +42,13 @@ def keys_list(data_dir: str) -> None:
 @data_option
 def keys_revoke(key_id: str, data_dir: str) -> None:
     """Revoke a key by its id (see `keys list`); it stops working on the next request."""
-    from openqna.auth.keys import revoke_key
+    from openqna.auth.keys import list_keys, revoke_key
 
-    if not revoke_key(open_catalog(data_dir).store, key_id):
+    store = open_catalog(data_dir).store
+    if not revoke_key(store, key_id):
         fail(f"no key with id {key_id}")
     click.echo(f"revoked key {key_id}")
+    if not list_keys(store):
+        click.echo("that was the last key: a server on a network address now refuses every caller (one with token "
+                   "issuers still takes their tokens), one on loopback lets everyone in; create a key with "
+                   f"`openqna keys create --data {data_dir}`", err=True)

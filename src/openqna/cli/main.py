@@ -729,7 +729,8 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     # keep-alive: uvicorn's 5 s default closes pooled client connections often enough that a client sending
     # on one just as it closes sees a reset (bench/soak.py: 17 in 8,000 requests); 75 s, as nginx's default
     plain_logging()  # before the app: the MCP SDK would put its own handler on the root logger
-    config = uvicorn.Config(create_app(service), host=host, port=port, log_level="info",  # configures logging
+    config = uvicorn.Config(create_app(service, closed=not _is_loopback(host)), host=host, port=port,
+                            log_level="info",  # configures logging
                             timeout_keep_alive=75, **uvicorn_options())
     logging.getLogger("uvicorn.access").addFilter(RedactSignatures())
     listeners = log_off_loop()  # nothing is formatted or written on the event loop
