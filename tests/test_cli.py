@@ -278,6 +278,7 @@ def test_serve_refuses_a_bad_setting(tmp_path, monkeypatch, name, value, says):
     monkeypatch.setenv(name, value)
     proc = run("serve", "--port", "1", data=tmp_path / "data", check=False)
     assert proc.returncode == 2 and f"{name} must be {says}" in proc.stderr and "Traceback" not in proc.stderr
+    assert (value in proc.stderr) is not name.endswith("_KEY")  # a secret is never printed back (to the logs)
 
 
 @pytest.mark.parametrize("name, value", [("OPENQNA_NEAR_TOPIC", "2"), ("OPENQNA_EXACT_SEARCH_MAX", "lots")])

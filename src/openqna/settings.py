@@ -37,7 +37,13 @@ class Setting(Generic[T]):
         try:
             return self.parse(raw)
         except ValueError as exc:  # the parser says what it expected; the message names the variable
-            raise SettingError(f"{self.env} must be {exc}, not {raw!r}") from None
+            shown = f"{len(raw)} characters (a secret is not shown)" if self.secret else repr(raw)
+            raise SettingError(f"{self.env} must be {exc}, not {shown}") from None
+
+    @property
+    def secret(self) -> bool:
+        """Whether the value is a secret, which an error must not print (it goes to logs)."""
+        return self.env.endswith(("_KEY", "_SECRET", "_PASSWORD", "_TOKEN"))
 
 
 def text(raw: str) -> str:
