@@ -154,7 +154,7 @@ def test_a_mixed_question_mixes_the_two_calibrations(service, monkeypatch):
         return {r.record_id: float(np.log(r.confidence / (1 - r.confidence))) for r in ranked}
 
     mixed, full = logits(reads_cjk=False), logits()
-    monkeypatch.setattr(ranker, "unread_share", lambda text: 1.0)
+    monkeypatch.setattr(ranker, "unread_share", lambda text, reads_cjk=False: 0.0 if reads_cjk else 1.0)
     lexical = logits(reads_cjk=False)
     assert max(mixed, key=mixed.get) == ids[0] and len(mixed) == len(JA)
     # read as wholly CJK, a record without one of its keywords is no answer (confidence 0: left out)

@@ -517,3 +517,9 @@ def test_a_question_of_emoji_alone_is_not_given_the_chinese_qna_of_an_english_kb
     assert _ask(service, "mixed", "如何退货 🙂")[0].qna.id == ids[1]
     texts = [("1", "退货需要在30天内完成，并附上收据。"), ("2", "We open 9 to 5, Monday to Friday.")]
     assert all(a.confidence < 0.5 for a in service.answer_from_text("🙂", texts))
+    # a mostly CJK KB ranks such a question in the space, whose model reads emoji: it gave "🙂" the hours at 0.76
+    ids = _kb(service, "cjk", [(["营业时间是几点？"], "我们每天上午9点到晚上9点营业。"), (["如何退货？"], "30天内可以退货。"),
+                               (["ゴミの出し方は？"], "燃えるゴミは月曜日と木曜日です。"), (["Do you ship abroad?"], "Only to the EU.")])
+    for question in ("🙂", "👍", "?!"):
+        assert all(a.qna is None or a.confidence < 0.5 for a in _ask(service, "cjk", question)), question
+    assert _ask(service, "cjk", "营业时间")[0].qna.id == ids[0]

@@ -80,12 +80,15 @@ def analyze(text: str, *, bigrams: bool = True) -> list[str]:
     return terms
 
 
-def unread_share(text: str) -> float:
-    """The share of ``text`` an English-only embedder cannot read: its Chinese, Japanese and Korean words' share
-    (``cjk_share``), or all of it when it has no letter or digit at all ("🙂", "👍👍", "?!").  Such an embedder reads
-    an emoji as its unknown token, as it reads much CJK text, so an emoji alone came out at cosine 0.9 and more with
-    a Chinese QnA of a mostly English KB, and was given it at confidence 0.98."""
-    return cjk_share(text) if any(ch.isalnum() for ch in text) else 1.0
+def unread_share(text: str, reads_cjk: bool = False) -> float:
+    """The share of ``text`` to be read by its words alone: all of it when it has no letter or digit at all ("🙂",
+    "👍👍", "?!"), whatever the embedder; else, for an English-only embedder (not ``reads_cjk``), its Chinese,
+    Japanese and Korean words' share (``cjk_share``).  MiniLM reads an emoji as its unknown token, as it reads much
+    CJK text, so an emoji alone came out at cosine 0.9 and more with a Chinese QnA of a mostly English KB, and was
+    given it at confidence 0.98; E5, in a mostly CJK KB's space, gave "🙂" its opening hours at 0.76."""
+    if not any(ch.isalnum() for ch in text):
+        return 1.0
+    return 0.0 if reads_cjk else cjk_share(text)
 
 
 def cjk_share(text: str) -> float:

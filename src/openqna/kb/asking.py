@@ -278,7 +278,7 @@ class Asking(ServiceBase):
         passages, terms = [passages[i] for i in keep], [terms[i] for i in keep]
         texts = [by_id[rid][s:e] for rid, s, e in passages]
         overlaps = [len(q_terms & t) / max(len(q_terms), 1) for t in terms]
-        unread = 0.0 if self.reads_cjk else unread_share(question)
+        unread = unread_share(question, self.reads_cjk)
         qv, cosines = None, np.zeros(len(texts))
         if unread < 1.0:  # one the embedder reads none of is ranked by its words alone (``text_confidences``)
             vectors = self.embedder.embed([question] + texts)

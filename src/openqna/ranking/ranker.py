@@ -638,9 +638,10 @@ class UnreadScript(Stage):
 
     def apply(self, s: Scoring) -> None:
         lex = s.calibration.lexical
-        s.unread = 0.0 if s.reads_cjk or lex is None else unread_share(s.question)
+        # without a lexical part CJK text is read as the embedder reads it; a question of no word at all never is
+        s.unread = unread_share(s.question, reads_cjk=s.reads_cjk or lex is None)
         if not s.unread or lex is None:
-            return
+            return  # (a question of no word at all: ``Confidence`` gives every record 0)
         s.read_logit = s.logit.copy()
         if _unmatched_cjk(s.index, s.terms):
             lexical = np.full_like(s.logit, UNREAD_LOGIT) + s.context
