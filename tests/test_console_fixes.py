@@ -89,6 +89,14 @@ def test_the_first_key_made_in_the_console_is_shown_and_signs_the_tab_in(open_se
     expect(page.get_by_role("row", name="owner")).to_be_visible()  # the list, read with the new key
     page.reload()  # the key stays in the tab
     expect(page.get_by_role("heading", name="API keys")).to_be_visible()
+    # revoking the key the tab is signed in with says so first, then signs the tab out (it stayed "Signed in" and
+    # showed Azure's raw 401 message); this one was the last key, so this loopback server is open again
+    asked = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+    page.get_by_role("button", name="Revoke key owner").click()
+    expect(page.locator(".who")).to_contain_text("Open server")
+    assert "the key this tab is signed in with" in asked[0]
+    expect(page.locator("#status")).to_contain_text("the key this tab was signed in with")
     tab.done()
 
 

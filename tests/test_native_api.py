@@ -44,9 +44,10 @@ def test_whoami_answers_before_a_key_and_names_the_grants(service, secured):
     server, admin = secured
     nobody = httpx.get(f"{server.url}/openqna/whoami").json()
     assert nobody == {"open": False, "signedIn": False, "reason": "no API key or bearer token was sent", "grants": []}
-    _, scoped = create_key(service.store, name="bot", role="query", projects=["faq"])
+    key, scoped = create_key(service.store, name="bot", role="query", projects=["faq"])
     me = httpx.get(f"{server.url}/openqna/whoami", headers={"api-key": scoped}).json()
-    assert me == {"open": False, "signedIn": True, "name": "bot", "grants": [{"role": "query", "projects": ["faq"]}]}
+    assert me == {"open": False, "signedIn": True, "name": "bot", "keyId": key.id,
+                  "grants": [{"role": "query", "projects": ["faq"]}]}
     assert httpx.get(f"{server.url}/openqna/whoami", headers={"api-key": "oq_wrong"}).json()["reason"] == \
         "the API key is not valid"
 

@@ -170,7 +170,9 @@ class NativeRoutes:
         if denied:
             return JSONResponse({"open": False, "signedIn": False, "reason": denied.reason, "grants": []})
         name = caller.name if isinstance(caller, ApiKey) else getattr(caller, "subject", "")
-        return JSONResponse({"open": caller is None, "signedIn": True, "name": name, "grants": grants_json(caller)})
+        key_id = caller.id if isinstance(caller, ApiKey) else None  # the console warns before it revokes its own
+        return JSONResponse({"open": caller is None, "signedIn": True, "name": name, "keyId": key_id,
+                             "grants": grants_json(caller)})
 
     @handle_errors_off_loop
     def projects(self, request: Request) -> Response:

@@ -46,13 +46,16 @@ function nav() {
   const links = [["#/projects", "Projects"]];
   if (can("admin")) links.push(["#/keys", "Keys"]);
   const who = session.open ? "Open server (loopback, no keys)" : `Signed in: ${session.name || "key"} · ${session.grants.map((g) => g.role + (g.projects ? ` on ${g.projects.join(", ")}` : "")).join("; ")}`;
-  const out = session.open ? null : h("button", { type: "button", class: "link", onclick: signOut }, "Sign out");
+  const out = session.open ? null : h("button", { type: "button", class: "link", onclick: () => signOut() }, "Sign out");
   document.getElementById("nav").replaceChildren(
     h("ul", {}, links.map(([href, text]) => h("li", {}, h("a", { href }, text)))),
     h("p", { class: "who" }, who, " ", out));
 }
 
-function signOut() { saveKey(""); session.grants = []; location.hash = "#/projects"; start(); }
+export function signOut(message = "") {  // ``message``: said once the page that follows is drawn
+  saveKey(""); session.grants = []; location.hash = "#/projects";
+  start().then(() => { if (message) say(message); });
+}
 
 // Ask the server who this tab is again (after its key changed) and redraw the navigation to match.
 export async function signedIn() {

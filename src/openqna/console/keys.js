@@ -1,6 +1,6 @@
 // API keys (admin): create (the secret is shown once), list, revoke.
 import { call, get, saveKey } from "./api.js";
-import { navigation, render, route, session, signedIn } from "./app.js";
+import { navigation, render, route, session, signedIn, signOut } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 
 let created = null; // the key just made: its secret is shown once, on top of the page drawn next
@@ -51,8 +51,14 @@ export async function showKeys() {
   const projects = h("input", { placeholder: "all projects" });
   const rows = value.map((k) => [k.id, k.name, k.role, k.projects ? k.projects.join(", ") : "all", k.created,
     h("button", { type: "button", class: "danger", "aria-label": `Revoke key ${k.name}`, onclick: async () => {
-      if (!confirm(`Revoke key ${k.name}? Clients using it are refused from the next request.`)) return;
-      try { await call("DELETE", `/openqna/keys/${encodeURIComponent(k.id)}`); say(`Revoked ${k.name}.`); route(); } catch (e) { fail(e); }
+      const own = k.id === session.keyId;  // revoking it strands this tab: say so, then sign the tab out
+      if (!confirm(`Revoke key ${k.name}? Clients using it are refused from the next request.`
+        + (own ? " It is the key this tab is signed in with: the tab is signed out, and needs another key." : ""))) return;
+      try {
+        await call("DELETE", `/openqna/keys/${encodeURIComponent(k.id)}`);
+        if (own) { signOut(`Revoked ${k.name}, the key this tab was signed in with.`); return; }
+        say(`Revoked ${k.name}.`); route();
+      } catch (e) { fail(e); }
     } }, "Revoke")]);
   const form = h("form", { class: "card", onsubmit: async (event) => {
     event.preventDefault();
