@@ -132,6 +132,23 @@ def test_chunks_fit_the_window_and_follow_sections(name):
             assert c.text.startswith(c.heading_path[-1][:40])
 
 
+def test_big_lines_with_text_between_them_are_headings_not_a_title():
+    """A one-page guide of three 18 pt headings over 11 pt text: its headings were read as the title ("Charging the
+    battery Cleaning the screen Warranty") and its sections as one headingless passage.  A title's lines follow one
+    another; lines of the largest size with text between them are headings."""
+    from openqna.ingest.pdf import _Line, _title_lines
+
+    def line(text: str, size: float, top: float) -> _Line:
+        return _Line(page=1, text=text, size=size, top=top, bottom=top + size)
+
+    guide = [line("Charging the battery", 18, 50), line("It takes two to four hours to charge it fully.", 11, 80),
+             line("Cleaning the screen", 18, 120), line("Wipe the screen with a soft dry cloth.", 11, 150),
+             line("Warranty", 18, 190), line("The warranty lasts two years from the date of purchase.", 11, 220)]
+    assert _title_lines(guide) == []
+    titled = [line("Surface Pro 4", 24, 40), line("User Guide", 24, 70), *guide]
+    assert [t.text for t in _title_lines(titled)] == ["Surface Pro 4", "User Guide"]
+
+
 def test_small_windows_still_fit_and_lose_no_words():
     made = chunks(GUIDE, max_tokens=64, overlap_tokens=8)
     assert all(count_tokens(c.text) <= 64 for c in made)

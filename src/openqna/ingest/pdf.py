@@ -314,16 +314,18 @@ def _drop_furniture(pages: list[_Page]) -> list[_Line]:
 
 
 def _title_lines(lines: list[_Line]) -> list[_Line]:
-    """The (at most three) lines set in the document's largest size, when that size is used only on page 1."""
+    """The (at most three) lines set in the document's largest size, when that size is used only on page 1 and
+    those lines follow one another: a one-page guide's three 18 pt headings, with text between them, are headings
+    (they were read as its title, and their sections as one passage with no heading)."""
     texts = [line for line in lines if line.text and any(c.isalpha() for c in line.text)]
     if not texts:
         return []
     largest = max(line.size for line in texts)
-    biggest = [line for line in texts if line.size >= largest - 0.5]
+    at = [i for i, line in enumerate(texts) if line.size >= largest - 0.5]
     body = body_size((line.size, len(line.text)) for line in texts)
-    if largest < body + 2 or len(biggest) > 3 or any(line.page != 1 for line in biggest):
+    if largest < body + 2 or len(at) > 3 or any(texts[i].page != 1 for i in at) or at[-1] - at[0] != len(at) - 1:
         return []
-    return biggest
+    return [texts[i] for i in at]
 
 
 def _blocks(lines: list[_Line]) -> list[Block]:
