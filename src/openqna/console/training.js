@@ -49,10 +49,13 @@ export async function trainingCard(name, progress) {
     })) {
       const report = job.result;
       const judged = report.spaces.map((x) => x.judgedBy);
+      // nothing measured (too few QnAs, no vectors): say why, not that a model did no better (none was judged)
+      const unmeasured = report.spaces.filter((x) => !x.judgedBy).map((x) => x.reason).filter(Boolean);
       say(report.kept ? `Trained ${name}: the new model is in test; deploy to use it in production.`
-        : `Trained ${name}: the model did not answer ${judged.includes("test sets") ? "the test sets' questions"
-          : judged.includes("feedback, cross-validated") ? "the users' questions sent as feedback"
-            : "the held-out questions"} better, so nothing changed.`);
+        : !judged.some(Boolean) ? `Nothing was trained for ${name}: ${unmeasured.join("; ") || "nothing to judge a model by"}.`
+          : `Trained ${name}: the model did not answer ${judged.includes("test sets") ? "the test sets' questions"
+            : judged.includes("feedback, cross-validated") ? "the users' questions sent as feedback"
+              : "the held-out questions"} better, so nothing changed.`);
       await route();
       const shown = document.querySelector(".train-result");
       if (shown) shown.replaceChildren(h("h3", {}, "Last training"), reportTable(report));
