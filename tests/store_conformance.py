@@ -133,10 +133,12 @@ def test_a_qna_without_an_id_is_not_taken_over_by_one_named_later_in_the_same_wr
         return item([question], "a " + question, id=id, vectors=[vec(0, 0, 0, 1)], answer_vector=vec(0, 0, 0, 1))
 
     ids = kb.put_qnas("kb1", [new("no id"), new("five", 5), new("also no id"), new("three", 3)])
-    assert ids[1:] == [5, 7, 3] and ids[0] == 6
+    assert ids == [6, 5, 7, 3]
     assert {q.id: q.questions[0] for q in kb.get_qnas("kb1", [3, 5, 6, 7]).values()} == {
         3: "three", 5: "five", 6: "no id", 7: "also no id"}
     assert kb.put_qnas("kb1", [new("next")]) == [8]
+    # a free id, not one above every id named: a QnA named with a high id beside it leaves no gap
+    assert kb.put_qnas("kb1", [new("after"), new("high", 100)]) == [9, 100]
 
 
 def test_ids_are_not_given_out_past_the_largest(kb):

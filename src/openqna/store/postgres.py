@@ -313,12 +313,15 @@ class PostgresStore(SharedStatements, VectorSearch):
         row = db.execute("SELECT next_id FROM projects WHERE id=%s", (pid,)).fetchone()
         assert row is not None  # the caller found and locked the project's row in this transaction
         next_id = row[0]
-        # a record given no id gets one above every id this write names, not one a later record of it takes over
-        next_id = max([next_id, *(item.qna.id + 1 for item in items if item.qna.id is not None)])
+        # a record given no id gets a free id that no record of this write names (it was given one that a later
+        # record of the write then took over)
+        named = {item.qna.id for item in items if item.qna.id is not None}
         latest: dict[int, StoredQnA] = {}  # an id given twice: the later item replaces the earlier, as in SQLite
         for item in items:
             q = item.qna
             if q.id is None:
+                while next_id in named:
+                    next_id += 1
                 q.id = fresh_ids(next_id, 1)[0]
             next_id = max(next_id, q.id + 1)
             ids.append(q.id)
