@@ -165,6 +165,19 @@ def test_a_url_source_leaves_the_projects_language_alone(server, browser):  # no
     assert azure(url, secret, "PATCH", "/kb1", json={"language": "en"}).status_code in (200, 201)
     assert all("400" in e for e in tab.errors)  # the refused source: a loopback address is not fetched
     tab.errors.clear()
+    # imported as a new project's source, refused: no empty project is left behind (one was)
+    page.goto(f"{url}/#/projects")
+    form = page.get_by_role("form", name="Import")
+    form.get_by_label("Project").fill("urlkb")
+    form.get_by_label("or URL source").fill("http://127.0.0.1:9/faq.html")
+    form.get_by_role("button", name="Import").click()
+    expect(page.locator(".progress")).to_contain_text("failed", timeout=60_000)
+    for _ in range(50):
+        if azure(url, secret, "GET", "/urlkb").status_code == 404:
+            break
+        page.wait_for_timeout(200)
+    assert azure(url, secret, "GET", "/urlkb").status_code == 404
+    tab.errors.clear()
     tab.done()
 
 

@@ -97,13 +97,16 @@ function importForm(progress, fixedName) {
                   f, { raw: true, onStatus }));
       if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before); }
     } else if (url.value) {
+      let made = false;
       try { // a URL source needs its project: make it if new, and leave an existing one's language alone
-        if (!(await existing(target))) await call("PATCH", project(target), { language: "en" });
+        if (!(await existing(target))) { await call("PATCH", project(target), { language: "en" }); made = true; }
       } catch (error) { return fail(error); }
       const ok = await runJob(`Adding ${url.value}`, progress, (onStatus) =>
         operation("PATCH", `${project(target)}/sources`,
                   [{ op: "add", value: { displayName: url.value, sourceUri: url.value, sourceKind: "url" } }], { onStatus }));
       if (ok) { say(`Added the source ${url.value} to ${target}.`); await finish(target, `Added ${url.value} to`, before); }
+      // a refused source leaves no empty project behind (the error stays on the status line)
+      else if (made) await operation("DELETE", project(target)).catch(() => {});
     } else {
       result.hidden = false;
       result.className = "import-result error";
