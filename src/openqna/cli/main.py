@@ -745,16 +745,23 @@ def upgrade_multilingual(service: object) -> None:
     """Before serving: the records whose vectors in the multilingual space an earlier model made, embedded again by
     today's (``Service.upgrade_multilingual``), said on stderr with the deployments to deploy again."""
     from openqna.kb.service import Service
+    from openqna.ranking.multilingual import E5_ONLY, FILLED
 
     assert isinstance(service, Service)
+    e5_only = {p.name for p in service.store.list_projects() if p.settings.get(FILLED) == E5_ONLY}
     # a progress bar on a terminal; a log file gets the line below alone (a record a line, as `plain_logging` writes)
     for project, (count, deployments) in service.upgrade_multilingual(progress=sys.stderr.isatty()).items():
+        its = "its" if len(deployments) == 1 else "their"
+        meanwhile = (f"{its} questions in another language than {its} records' are ranked by E5's vectors alone"
+                     if project in e5_only else f"{its} Chinese, Japanese and Korean questions are ranked by their "
+                     "keywords")
         redeploy = (f"; deploy {', '.join(repr(d) for d in deployments)} again to give "
-                    f"{'it' if len(deployments) == 1 else 'them'} the new vectors (until then "
-                    f"{'its' if len(deployments) == 1 else 'their'} Chinese, Japanese and Korean questions are ranked "
-                    "by their keywords)" if deployments else "")
-        click.echo(f"{project}: embedded {count} records again in the multilingual space, whose model is now "
-                   f"multilingual-e5-small{redeploy}", err=True)
+                    f"{'it' if len(deployments) == 1 else 'them'} the new vectors (until then {meanwhile})"
+                    if deployments else "")
+        done = ("gave {} records the universal sentence encoder's vectors beside E5's in the multilingual space"
+                if project in e5_only else "embedded {} records again in the multilingual space, whose model is now "
+                "multilingual-e5-small")
+        click.echo(f"{project}: {done.format(count)}{redeploy}", err=True)
 
 
 # -- duplicates and conflicts (issue 41, item 3) --------------------------------------------------------------------

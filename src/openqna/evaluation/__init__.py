@@ -468,17 +468,19 @@ def _fresh_service(out_dir: Path, inner: Embedder, *,
     cache = out_dir / ".cache" / "embeddings.sqlite3"
     embedder = cached(inner, cache)
     second = CachedEmbedder(get_embedder("multilingual"), cache) if multilingual else None
+    use = CachedEmbedder(get_embedder("multilingual-use"), cache) if multilingual else None
     try:
         with tempfile.TemporaryDirectory(prefix="openqna-eval-") as tmp:
             store = open_store(tmp)
             try:
-                yield Service(store, embedder, second), embedder
+                yield Service(store, embedder, second, use), embedder
             finally:
                 store.close()
     finally:
         embedder.close()
-        if second is not None:
-            second.close()
+        for encoder in (second, use):
+            if encoder is not None:
+                encoder.close()
 
 
 def adaptation_of(service: Service, project: str) -> dict | None:

@@ -45,7 +45,8 @@ def section(metrics: dict) -> list[str]:
          " `questions/sample-kb-zh.tsv` (the English questions translated); *asked in zh*: XQuAD's English KBs with"
          " `OPENQNA_MULTILINGUAL=on` asked XQuAD's Chinese questions (the same questions translated, the English"
          " KBs' splits); *asked in en*: XQuAD's Chinese KBs asked the English questions. A question whose language"
-         " is not that of most of the KB's records (CJK or not) is ranked in the space and read with"
+         " is not that of most of the KB's records (CJK or not) is ranked on the space's vectors and the universal"
+         " sentence encoder's together (`MemIndex.crossing`: the mean of the two models' cosines) and read with"
          " `calibrations.CROSSLINGUAL` (`multilingual.crosses`), fitted on the *asked in zh* and *asked in en* KBs'"
          " dev splits (`scripts/fit_multilingual.py --cross`); the sample KB was never fitted on."),
         "",

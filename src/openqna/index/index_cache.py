@@ -168,7 +168,8 @@ def index_records(rows: list[IndexRow], dates: list[str]) -> Records:
         hashes[row.id] = row.content_hash
         records[row.id] = IndexRecord(row.id, row.kind, row.source, row.metadata, row.context_only,
                                       [exact_key(q) for q in row.questions], row.q_vectors, row.q_terms,
-                                      row.a_vector, row.a_terms, fields, row.mq_vectors, row.ma_vector)
+                                      row.a_vector, row.a_terms, fields, row.mq_vectors, row.ma_vector,
+                                      row.uq_vectors, row.ua_vector)
         if row.a_vector is not None:
             dim = row.a_vector.shape[0]
         elif row.q_vectors:

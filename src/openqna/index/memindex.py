@@ -10,7 +10,9 @@ then pushed into both primitives, so a selective filter still yields every match
 A knowledge base with vectors in the multilingual space (``Service``'s second embedder, for
 Chinese, Japanese and Korean) also holds them, as fields "mq" and "ma" of the same units without
 terms; ``multilingual()`` is the same index searched in that space.  An index none of whose
-records has them holds nothing more (``mq`` and ``ma`` are None).
+records has them holds nothing more (``mq`` and ``ma`` are None).  Such a knowledge base also holds the same
+texts' vectors by the universal sentence encoder ("uq" and "ua"): ``crossing()`` searches both models at once,
+for a question that crosses languages.
 
 Why this file is over 500 lines: the masks of every filter node, the two primitives and the
 multilingual view read the same per-record arrays; the fields and postings already live apart
@@ -53,9 +55,13 @@ class IndexRecord:
     fields: dict[str, Any] = field(default_factory=dict)  # typed column values (where_str)
     mq_vectors: list[np.ndarray] = field(default_factory=list)  # the multilingual space's, one per question or none
     ma_vector: np.ndarray | None = None
+    uq_vectors: list[np.ndarray] = field(default_factory=list)  # the universal sentence encoder's, as mq_vectors
+    ua_vector: np.ndarray | None = None
 
 
 MULTILINGUAL_DIM = 384  # of the multilingual space's vectors (models.embedder.MultilingualE5)
+USE_DIM = 512  # of the universal sentence encoder's, read beside them across languages (``MemIndex.crossing``)
+CROSSING_DIM = MULTILINGUAL_DIM + USE_DIM
 
 
 Units = tuple[list[int], list[np.ndarray], list[list[str]]]  # a field's new units: record rows, vectors, terms
@@ -96,9 +102,11 @@ class MemIndex:
         q, a = self._units(records, 0)
         self.q = Field(q[0], q[1], q[2], self.n, dim)
         self.a = Field(a[0], a[1], a[2], self.n, dim)
-        mq, ma = self._multilingual_units(records, 0)
+        mq, ma, uq, ua = self._multilingual_units(records, 0)
         self.mq = _multilingual_field(None, None, *mq, self.n)
         self.ma = _multilingual_field(None, None, *ma, self.n)
+        self.uq = _multilingual_field(None, None, *uq, self.n, USE_DIM)
+        self.ua = _multilingual_field(None, None, *ua, self.n, USE_DIM)
         self._finish()
 
     # Per-record Python state.  An index loaded from disk (index/saved_index.py) reads it
@@ -175,7 +183,7 @@ class MemIndex:
                    source_rows: dict[str, np.ndarray], kind_rows: dict[str, np.ndarray], metadata_keys: list[str],
                    q: Field, a: Field, records: Callable[[], dict[str, Any]],
                    where_columns: Callable[[], dict[str, Column]], mq: Field | None = None,
-                   ma: Field | None = None) -> MemIndex:
+                   ma: Field | None = None, uq: Field | None = None, ua: Field | None = None) -> MemIndex:
         """An index read back from disk (``index/saved_index.py``), its arrays possibly memory maps.
 
         ``records()`` reads the per-record state (metadata, where_str rows, content hashes) and
@@ -189,7 +197,7 @@ class MemIndex:
         index.kind_masks = {k: index._rows_mask(rows) for k, rows in kind_rows.items()}
         index._where_columns = None
         index._lazy, index._where_source = records, where_columns
-        index.q, index.a, index.mq, index.ma = q, a, mq, ma
+        index.q, index.a, index.mq, index.ma, index.uq, index.ua = q, a, mq, ma, uq, ua
         index._finish()
         index._metadata_keys = metadata_keys
         return index
@@ -218,13 +226,14 @@ class MemIndex:
         new.meta_rows, new.source_rows, kinds = ({k: np.concatenate(v) for k, v in m.items()} for m in maps)
         new._where_columns = None
         new.kind_masks = {k: new._rows_mask(v) for k, v in kinds.items()}
-        for name in ("q", "a", "mq", "ma"):
+        for name in ("q", "a", "mq", "ma", "uq", "ua"):
             fields = [getattr(p, name) for p in parts]
-            if name in ("mq", "ma"):
+            if name in ("mq", "ma", "uq", "ua"):
                 if all(f is None for f in fields):
                     setattr(new, name, None)
                     continue
-                fields = [_empty_multilingual(p.n) if f is None else f for f, p in zip(fields, parts)]
+                width = USE_DIM if name in ("uq", "ua") else MULTILINGUAL_DIM
+                fields = [_empty_multilingual(p.n, width) if f is None else f for f, p in zip(fields, parts)]
             dim = fields[0].dim
             unit_firsts = np.cumsum([0] + [f.n for f in fields])
             vocab: dict[str, int] = {}
@@ -256,6 +265,7 @@ class MemIndex:
         # nearest_rows(field, query, k, filter, eligible), it returns record rows or None to search here.
         self.nearest_rows: Callable[[str, np.ndarray, int, Filter | None, np.ndarray], np.ndarray | None] | None = None
         self._multilingual: MemIndex | None = None
+        self._crossing: MemIndex | None = None
 
     def derived(self, name: str, compute: Callable[[], T]) -> T:
         """``compute()``, once for this index version: the one home of what other layers derive from an index.
@@ -286,10 +296,35 @@ class MemIndex:
                 return None
             view = copy.copy(self)
             view.q, view.a, view.dim, view.nearest_rows = q, a, MULTILINGUAL_DIM, None
-            view.mq = view.ma = None
+            view.mq = view.ma = view.uq = view.ua = None
             view.__dict__.pop("_derived", None)  # derived from other vectors: the view derives its own
             self._multilingual = view
         return self._multilingual
+
+    def crossing(self) -> MemIndex | None:
+        """This index with its units' vectors in the multilingual space and the universal sentence encoder's side by
+        side, each weighing half (``[e5, use] / sqrt(2)``: a dot product is the mean of the two models' cosines), or
+        None when not every unit has both.
+
+        A question that crosses languages (``multilingual.crosses``) is ranked here: the two models err on different
+        questions, and their mean cosine found the answer more often than E5's alone on every cross-lingual dev and
+        test split of make eval (XQuAD's English KBs asked in Chinese, its Chinese ones in English: +6 to +8 points
+        of top-1 by cosine alone), where it cost JSQuAD 3 points asked in its own language: so only across.  Made
+        once per index version, on the first such question (its vectors are copied: 896 floats a unit).
+        """
+        if self._crossing is None:
+            view = self.multilingual()
+            if view is None or self.uq is None and self.ua is None:
+                return None
+            q = self.q.with_vectors(_side_by_side(self.mq, self.uq, self.n))
+            a = self.a.with_vectors(_side_by_side(self.ma, self.ua, self.n))
+            if q is None or a is None:
+                return None
+            crossing = copy.copy(view)
+            crossing.q, crossing.a, crossing.dim = q, a, CROSSING_DIM
+            crossing.__dict__.pop("_derived", None)
+            self._crossing = crossing
+        return self._crossing
 
     def multilingual_units(self) -> int:
         """How many units have a vector in the multilingual space (all of them: ``multilingual()`` is not None)."""
@@ -361,25 +396,30 @@ class MemIndex:
         return (q_rows, q_vecs, q_terms), (a_rows, a_vecs, a_terms)
 
     @staticmethod
-    def _multilingual_units(records: list[IndexRecord], first_row: int
-                            ) -> tuple[tuple[list[int], list[np.ndarray]], tuple[list[int], list[np.ndarray]]]:
-        """The records' units in the multilingual space, as ``_units`` (no terms): (rows, vectors) of "mq" and "ma".
+    def _multilingual_units(records: list[IndexRecord], first_row: int) -> list[tuple[list[int], list[np.ndarray]]]:
+        """The records' units in the multilingual space, as ``_units`` (no terms): (rows, vectors) of "mq", "ma", "uq"
+        and "ua".
 
-        A vector of another length was made by the space's model before this one (the universal sentence encoder's
-        512 dimensions): it is left out, so the index has no multilingual view until the records are embedded again
-        (``Service.upgrade_multilingual``), and its CJK questions are ranked by their keywords meanwhile."""
-        q_rows: list[int] = []
-        q_vecs: list[np.ndarray] = []
-        a_rows: list[int] = []
-        a_vecs: list[np.ndarray] = []
-        for row, r in enumerate(records, first_row):
-            mine = [v for v in r.mq_vectors if len(v) == MULTILINGUAL_DIM]
-            q_rows.extend([row] * len(mine))
-            q_vecs.extend(mine)
-            if r.ma_vector is not None and len(r.ma_vector) == MULTILINGUAL_DIM:
-                a_rows.append(row)
-                a_vecs.append(r.ma_vector)
-        return (q_rows, q_vecs), (a_rows, a_vecs)
+        A vector of another length in "mq" or "ma" was made by the space's model before this one (the universal
+        sentence encoder's 512 dimensions): it is left out, so the index has no multilingual view until the records
+        are embedded again (``Service.upgrade_multilingual``), and its CJK questions are ranked by their keywords
+        meanwhile."""
+        out: list[tuple[list[int], list[np.ndarray]]] = []
+        for many, one, width in (("mq_vectors", "ma_vector", MULTILINGUAL_DIM), ("uq_vectors", "ua_vector", USE_DIM)):
+            q_rows: list[int] = []
+            q_vecs: list[np.ndarray] = []
+            a_rows: list[int] = []
+            a_vecs: list[np.ndarray] = []
+            for row, r in enumerate(records, first_row):
+                mine = [v for v in getattr(r, many) if len(v) == width]
+                q_rows.extend([row] * len(mine))
+                q_vecs.extend(mine)
+                vector = getattr(r, one)
+                if vector is not None and len(vector) == width:
+                    a_rows.append(row)
+                    a_vecs.append(vector)
+            out += [(q_rows, q_vecs), (a_rows, a_vecs)]
+        return out
 
     def updated(self, removed: Iterable[int], added: list[IndexRecord], version: int,
                 hashes: dict[int, str] | None) -> "MemIndex":
@@ -441,9 +481,11 @@ class MemIndex:
         q, a = self._units(added, n_kept)
         new.q = self.q.updated(rec_keep, rec_new, *q, new.n)
         new.a = self.a.updated(rec_keep, rec_new, *a, new.n)
-        mq, ma = self._multilingual_units(added, n_kept)
+        mq, ma, uq, ua = self._multilingual_units(added, n_kept)
         new.mq = _multilingual_field(self.mq, (rec_keep, rec_new), *mq, new.n)
         new.ma = _multilingual_field(self.ma, (rec_keep, rec_new), *ma, new.n)
+        new.uq = _multilingual_field(self.uq, (rec_keep, rec_new), *uq, new.n, USE_DIM)
+        new.ua = _multilingual_field(self.ua, (rec_keep, rec_new), *ua, new.n, USE_DIM)
         new._finish()
         return new
 
@@ -528,19 +570,31 @@ class MemIndex:
 
 
 
-def _empty_multilingual(n_records: int) -> Field:
-    return Field([], np.zeros((0, MULTILINGUAL_DIM), np.float32), [], n_records, MULTILINGUAL_DIM)
+def _empty_multilingual(n_records: int, dim: int = MULTILINGUAL_DIM) -> Field:
+    return Field([], np.zeros((0, dim), np.float32), [], n_records, dim)
+
+
+def _side_by_side(e5: Field | None, use: Field | None, n_records: int) -> Field:
+    """``e5``'s and ``use``'s vectors of the same units side by side, each over sqrt(2) (``MemIndex.crossing``); an
+    empty field when either is missing or they differ in units, which ``Field.with_vectors`` then refuses."""
+    e5 = e5 if e5 is not None else _empty_multilingual(n_records)
+    use = use if use is not None else _empty_multilingual(n_records, USE_DIM)
+    if e5.n != use.n or not np.array_equal(e5.rows, use.rows):
+        return _empty_multilingual(n_records, CROSSING_DIM)
+    matrix = np.hstack((e5.matrix, use.matrix)).astype(np.float32) * np.float32(np.sqrt(0.5))
+    return Field(e5.rows, matrix, [[] for _ in range(e5.n)], n_records, CROSSING_DIM)
 
 
 def _multilingual_field(old: Field | None, change: tuple[np.ndarray, np.ndarray] | None, rows: list[int],
-                        vectors: list[np.ndarray], n_records: int) -> Field | None:
-    """A multilingual field of ``n_records``: ``old`` with ``change`` (``Field.updated``'s record maps) and the units
-    ``rows``/``vectors`` added, or just those; None when it would hold no unit (English-only indexes hold nothing)."""
+                        vectors: list[np.ndarray], n_records: int, dim: int = MULTILINGUAL_DIM) -> Field | None:
+    """A multilingual field of ``n_records`` (vectors of ``dim``): ``old`` with ``change`` (``Field.updated``'s record
+    maps) and the units ``rows``/``vectors`` added, or just those; None when it would hold no unit (English-only
+    indexes hold nothing)."""
     if old is None and not rows:
         return None
     if change is None:
-        return Field(rows, vectors, [[] for _ in rows], n_records, MULTILINGUAL_DIM)
+        return Field(rows, vectors, [[] for _ in rows], n_records, dim)
     rec_keep, rec_new = change
-    base = old if old is not None else _empty_multilingual(len(rec_keep))
+    base = old if old is not None else _empty_multilingual(len(rec_keep), dim)
     new = base.updated(rec_keep, rec_new, rows, vectors, [[] for _ in rows], n_records)
     return new if new.n else None

@@ -34,7 +34,7 @@ from openqna.index.field import Field, FieldAnn
 from openqna.index.memindex import MemIndex
 from openqna.index.postings import Postings
 
-FORMAT = 6  # 6: the multilingual space is E5's, 384 dimensions; 5: the multilingual fields "mq" and "ma" when the index has them; 4: IVF codes are fast-scan PQ
+FORMAT = 7  # 7: the universal sentence encoder's fields "uq" and "ua" beside them; 6: the multilingual space is E5's, 384 dimensions; 5: the multilingual fields "mq" and "ma" when the index has them; 4: IVF codes are fast-scan PQ
 log = logging.getLogger("openqna")
 # Stores save the index of a knowledge base with at least this many vectors (about 1 s to
 # build from the database); smaller ones build faster than saving would pay for.
@@ -58,7 +58,7 @@ def save(index: MemIndex, folder: Path, source: str = "") -> None:
                                 "n": index.n, "fields": {}}
         for name in ("ids", "context_only", "passage"):
             np.save(tmp / f"{name}.npy", getattr(index, name))
-        for f in ("q", "a", "mq", "ma"):
+        for f in ("q", "a", "mq", "ma", "uq", "ua"):
             fld: Field | None = getattr(index, f)
             if fld is None:  # an index without the multilingual space
                 continue
@@ -149,7 +149,8 @@ def load(folder: Path, source: str = "") -> MemIndex | None:
         version=meta["version"], dim=meta["dim"], n=meta["n"], ids=array("ids"), context_only=array("context_only"),
         passage=array("passage"), exact=maps["exact"], meta_rows=maps["meta"], source_rows=maps["source"],
         kind_rows=maps["kind"], metadata_keys=maps["metadata_keys"], q=fields["q"], a=fields["a"],
-        records=records, where_columns=columns, mq=fields.get("mq"), ma=fields.get("ma"))
+        records=records, where_columns=columns, mq=fields.get("mq"), ma=fields.get("ma"),
+        uq=fields.get("uq"), ua=fields.get("ua"))
 
 
 class SavedIndexes:

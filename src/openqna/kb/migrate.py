@@ -35,7 +35,7 @@ from typing import Any
 from openqna.clock import stamped
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
-from openqna.index.memindex import MULTILINGUAL_DIM
+from openqna.index.memindex import MULTILINGUAL_DIM, USE_DIM
 from openqna.kb.writing import content_hash
 from openqna.ranking.multilingual import hashed_space
 from openqna.records import Conflict, NotFound, QnA
@@ -52,12 +52,16 @@ def _stored(source: Store, project: str, qnas: list[QnA], state: str, embedder: 
         v = vectors.get(q.id, {})
         units = [Unit("q", n, analyze(t), v[("q", n)]) for n, t in enumerate(q.questions)]
         units.append(Unit("a", 0, analyze(without_urls(q.answer)), v[("a", 0)]))
-        # the record's vectors in the multilingual space come along, when today's model made them (an earlier one's
-        # are left for `openqna serve` to make again: Service.upgrade_multilingual)
-        multilingual = ("ma", 0) in v and len(v[("ma", 0)]) == MULTILINGUAL_DIM
-        if multilingual:
-            units += [Unit("mq", n, [], v[("mq", n)]) for n in range(len(q.questions))] + [Unit("ma", 0, [], v[("ma", 0)])]
-        out.append(StoredQnA(q, units, content_hash(q, hashed_space(embedder or "", multilingual))))
+        # the record's vectors in the multilingual space come along, when today's models made them (an earlier one's
+        # are left for `openqna serve` to make again: Service.upgrade_multilingual); its hash says it has the space
+        # only with both models' vectors, so that a record with E5's alone gets the encoder's on the next fill
+        has = {many: (one, 0) in v and len(v[(one, 0)]) == width
+               for many, one, width in (("mq", "ma", MULTILINGUAL_DIM), ("uq", "ua", USE_DIM))}
+        for many, one in (("mq", "ma"), ("uq", "ua")):
+            if has[many]:
+                units += [Unit(many, n, [], v[(many, n)]) for n in range(len(q.questions))] + [
+                    Unit(one, 0, [], v[(one, 0)])]
+        out.append(StoredQnA(q, units, content_hash(q, hashed_space(embedder or "", all(has.values())))))
     return out
 
 

@@ -72,9 +72,10 @@ class QuerySpace:
 
 
 class ServiceBase(Catalog):
-    def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None):
+    def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None,
+                 use: Embedder | None = None):
         """``multilingual``: the encoder of the multilingual space (``openqna.ranking.multilingual``; default: the bundled one,
-        loaded on first need)."""
+        loaded on first need); ``use``: the universal sentence encoder read beside it across languages (the same)."""
         super().__init__(store)
         # Threads that ask at once (a server's query pool) take turns at their Python work, one per two cores as
         # the embedding workers, and give the turn up while they wait for the model (``openqna.turns``):
@@ -83,7 +84,7 @@ class ServiceBase(Catalog):
         # network (``PostgresStore._conn``).
         self.turns = Turns(max(1, (os.cpu_count() or 1) // 2))
         self.embedder = embedder
-        self.multilingual = MultilingualSpace(embedder, multilingual)
+        self.multilingual = MultilingualSpace(embedder, multilingual, use)
         self.indexes = IndexCache(store, nearest=engine_search(store))
         self.connected = ConnectedTables(store, embedder)
         self.trained = TrainedModels(lambda project, deployment: _trained_bytes(store, project, deployment),
@@ -128,7 +129,11 @@ class ServiceBase(Catalog):
         view = self.multilingual.index_for(index, question)
         if view is not None:
             embedder = self.multilingual.embedder
-            fitted = calibrations.CROSSLINGUAL if crosses(index, question) else calibrations.MULTILINGUAL
+            fitted = calibrations.MULTILINGUAL
+            if crosses(index, question):  # E5's vectors beside the universal sentence encoder's, where it has both
+                both = index.crossing()
+                view, embedder, fitted = (view, embedder, calibrations.CROSSLINGUAL_E5) if both is None else (
+                    both, self.multilingual.crossing, calibrations.CROSSLINGUAL)
             if project is not None or calibration is not None:  # the project's near-topic share holds here too
                 near = (calibration if calibration is not None else self.calibration(self.store.get_project(project))
                         ).near_topic

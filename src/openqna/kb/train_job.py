@@ -24,6 +24,7 @@ from openqna.kb.jobs import Requeue, stopping
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, no_answer_questions, project_threshold
 from openqna.ranking import calibrations
+from openqna.ranking.multilingual import crosses
 from openqna.store import Job
 from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter, Stopped, stop_when
@@ -67,7 +68,7 @@ class Trainer:
         if stored and all(row.mq_vectors or row.ma_vector is not None for row in stored):
             # each question read as the server reads it there (``ServiceBase.query_space``)
             spaces.append(Space(self.service.multilingual.embedder.name, calibrations.MULTILINGUAL, True,
-                                multilingual=True, cross=calibrations.CROSSLINGUAL))
+                                multilingual=True, cross=calibrations.CROSSLINGUAL_E5))
         feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
                     for text, _ in items if qna_id in records]
         tests = labelled_questions(self.service, project)
@@ -78,8 +79,12 @@ class Trainer:
         for space in spaces:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
 
-            def ranked_here(text: str) -> bool:  # the server ranks it in this space (``MultilingualSpace.index_for``)
-                return (self.service.multilingual.index_for(live, text) is not None) == space.multilingual
+            def ranked_here(text: str) -> bool:  # the server ranks it in this space (``ServiceBase.query_space``)
+                if self.service.multilingual.index_for(live, text) is None:
+                    return not space.multilingual
+                # a question crossing languages is ranked on E5's and the universal sentence encoder's vectors
+                # together where the KB has both (``MemIndex.crossing``): no adapter is trained there
+                return space.multilingual and not (crosses(live, text) and live.crossing() is not None)
 
             # users' questions, learnt from (and judged by, without test sets) in the space they are ranked in
             ours = [(text, qna_id) for text, qna_id in feedback if ranked_here(text)]

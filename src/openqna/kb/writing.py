@@ -18,9 +18,10 @@ from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
-from openqna.ranking.multilingual import FILLED, filled, filled_value, hashed_space, outdated
+from openqna.ranking.multilingual import FILLED, e5_current, filled, filled_value, hashed_space, outdated
 from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
+from openqna.store.base import MULTILINGUAL_FIELDS
 
 EMBED_BATCH = 16
 # ``fill_multilingual`` embeds and writes this many records at a time: what it wrote stays written (the content hash
@@ -115,11 +116,13 @@ class Writing(ServiceBase):
 
         ``reuse`` holds vectors already stored for these records' ids; a record whose
         question and answer texts are unchanged keeps them.  ``multilingual``: each unit
-        also gets its vector in the multilingual space (units "mq" and "ma", no terms).
+        also gets its vector in the multilingual space (units "mq" and "ma", no terms) and the universal sentence
+        encoder's (units "uq" and "ua"; ``MemIndex.crossing``).
         Returns the records and how many texts were embedded.
         """
         reuse = reuse or {}
-        spaces = (("q", "a", None),) + ((("mq", "ma", self.multilingual.embedder),) if multilingual else ())
+        spaces = (("q", "a", None),) + ((("mq", "ma", self.multilingual.embedder),
+                                          ("uq", "ua", self.multilingual.use)) if multilingual else ())
         fresh: dict[tuple[int, str, int], np.ndarray] = {}
         embedded = 0
         for q_field, a_field, embedder in spaces:
@@ -145,29 +148,32 @@ class Writing(ServiceBase):
             units = [Unit("q", n, analyze(question), vector("q", n)) for n, question in enumerate(q.questions)]
             units.append(Unit("a", 0, analyze(without_urls(q.answer)), vector("a", 0)))
             if multilingual:
-                units += [Unit("mq", n, [], vector("mq", n)) for n in range(len(q.questions))]
-                units.append(Unit("ma", 0, [], vector("ma", 0)))
+                for many, one in (("mq", "ma"), ("uq", "ua")):
+                    units += [Unit(many, n, [], vector(many, n)) for n in range(len(q.questions))]
+                    units.append(Unit(one, 0, [], vector(one, 0)))
             items.append(StoredQnA(q, units, h))
         return items, embedded
 
     def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
         """Stored vectors of ``qnas``' units whose text did not change (same question or answer); those in the
-        multilingual space only when they are today's model's (``filled``)."""
+        multilingual space only when they are today's models' (``filled``; E5's also when the universal sentence
+        encoder's were still to join them, ``e5_current``)."""
         ids = [q.id for q in qnas if q.id is not None]
         old = self.store.get_qnas(project, ids) if ids else {}
         if not old:
             return {}
         stored = self.store.get_vectors(project, list(old))
-        spaces = ("q", "a", "mq", "ma") if filled(self.store.get_project(project)) else ("q", "a")
+        proj = self.store.get_project(project)
+        spaces = ("q", "a") + (("mq", "ma") if e5_current(proj) else ()) + (("uq", "ua") if filled(proj) else ())
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for q in qnas:
             prev, vectors = old.get(q.id), stored.get(q.id, {})
             if prev is None:
                 continue
-            texts = {(f, 0): q.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(q.questions)
-                                                              for f in ("q", "mq")}
-            before = {(f, 0): prev.answer for f in ("a", "ma")} | {(f, n): t for n, t in enumerate(prev.questions)
-                                                                   for f in ("q", "mq")}
+            texts = {(f, 0): q.answer for f in ("a", "ma", "ua")} | {(f, n): t for n, t in enumerate(q.questions)
+                                                                    for f in ("q", "mq", "uq")}
+            before = {(f, 0): prev.answer for f in ("a", "ma", "ua")} | {
+                (f, n): t for n, t in enumerate(prev.questions) for f in ("q", "mq", "uq")}
             keep = {unit: vectors[unit] for unit, text in texts.items()
                     if unit[0] in spaces and before.get(unit) == text and unit in vectors}
             if keep:
@@ -188,7 +194,7 @@ class Writing(ServiceBase):
         hashes = [content_hash(q, hashed_space(self.embedder.name, multilingual)) for q in qnas]
         reuse = self._reusable(project, qnas)
         if proj.embedder != self.embedder.name:  # another model's vectors: only the multilingual ones still serve
-            reuse = {i: {u: v for u, v in units.items() if u[0] in ("mq", "ma")} for i, units in reuse.items()}
+            reuse = {i: {u: v for u, v in units.items() if u[0] in MULTILINGUAL_FIELDS} for i, units in reuse.items()}
         self.store.put_qnas(project, self.prepare(qnas, hashes, progress, reuse, multilingual)[0])
         proj = self.store.get_project(project)
         proj.embedder = self.embedder.name
@@ -224,7 +230,8 @@ class Writing(ServiceBase):
 
     def upgrade_multilingual(self, *, progress: bool = False) -> dict[str, tuple[int, list[str]]]:
         """Embed again, in today's multilingual space, the records of every project whose vectors there were made by
-        an earlier model of it (``outdated``: the universal sentence encoder's, before E5); returns, per project, how
+        an earlier model of it (``outdated``: the universal sentence encoder's alone, before E5; or E5's alone, before
+        the encoder's joined them: only the encoder's are made then); returns, per project, how
         many records and the deployments it has.  ``openqna serve`` runs it before it serves.  A deployment keeps the
         vectors it was deployed with, unread, until it is deployed again: its CJK questions are ranked by their
         keywords until then.  Nothing when this server has no multilingual space (``OPENQNA_MULTILINGUAL=off``, or

@@ -23,8 +23,10 @@ from openqna.records import MAX_QNA_ID, InvalidArgument, OpenQnAError, QnA
 
 LIVE = "test"  # Azure's name for the authored, un-deployed state.
 # Units of the multilingual vector space (``Service``'s second embedder, for Chinese, Japanese and Korean), stored
-# beside the main ones under these field names: "mq" holds a question's vector, "ma" the answer's, with no terms.
-MULTILINGUAL_FIELDS = ("mq", "ma")
+# beside the main ones under these field names: "mq" holds a question's vector, "ma" the answer's, with no terms; "uq"
+# and "ua" the same texts' vectors by the universal sentence encoder, read beside them for a question that crosses
+# languages (``MemIndex.crossing``).
+MULTILINGUAL_FIELDS = ("mq", "ma", "uq", "ua")
 
 
 def fresh_ids(next_id: int, count: int) -> list[int]:
@@ -116,10 +118,12 @@ class IndexRow:
     a_vector: np.ndarray | None = None
     mq_vectors: list[np.ndarray] = field(default_factory=list)  # the multilingual space's, one per question
     ma_vector: np.ndarray | None = None
+    uq_vectors: list[np.ndarray] = field(default_factory=list)  # the universal sentence encoder's, one per question
+    ua_vector: np.ndarray | None = None
 
     def add_unit(self, field_name: str, terms: list[str], vector: np.ndarray) -> None:
         """One stored unit of this record: a question ("q", in order), its answer ("a"), or their vectors in the
-        multilingual space ("mq", "ma")."""
+        multilingual space ("mq", "ma"; the universal sentence encoder's "uq", "ua")."""
         if field_name == "q":
             self.q_vectors.append(vector)
             self.q_terms.append(terms)
@@ -127,8 +131,12 @@ class IndexRow:
             self.a_vector, self.a_terms = vector, terms
         elif field_name == "mq":
             self.mq_vectors.append(vector)
-        else:
+        elif field_name == "ma":
             self.ma_vector = vector
+        elif field_name == "uq":
+            self.uq_vectors.append(vector)
+        elif field_name == "ua":
+            self.ua_vector = vector
 
 
 class IndexRows(Protocol):
