@@ -48,6 +48,20 @@ def test_prompt_is_byte_exact_with_the_cookbook(live):
     assert r["completion"].startswith("cmpl-")
 
 
+@pytest.mark.parametrize("question, document", [
+    ("What does the FAQ say about returns?", "Read the FAQ: returns are free within 30 days."),
+    ("How much does plan A cost?", "Plan A: costs $5 a month."),
+    ("What is the IPA?", "IPA: International Phonetic Alphabet, Q: the letter after P."),
+])
+def test_an_answer_read_word_for_word_keeps_its_colons(live, question, document):
+    """The answer is the document's sentence as written: "A:" and "Q:" are the prompt's marks only where a completion
+    begins with the one or a line of it with the other ("Read the FAQ: returns ..." came back "Read the FA")."""
+    body = {"model": "curie", "question": question, "examples": EXAMPLES, "examples_context": "",
+            "documents": [document, "Shipping takes 3 days."], "expand": ["completion"]}
+    r = post(live, "/answers", body).json()
+    assert r["answers"] == [document] and r["completion"]["choices"][0]["text"] == document, r
+
+
 def test_budget_packs_best_documents_that_fit(live):
     long_doc = "Paris is lovely in spring. " * 60  # ~360 tokens
     docs = [long_doc, "Beijing is the capital of China.", long_doc.replace("Paris", "Rome")]
@@ -410,6 +424,8 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     # logprobs expand the completion (OpenAI: "completion will be automatically added into expand to get the
     # logprobs"); the endpoint's logprobs reach it (only /completions is asked for them)
     choices = with_logprobs["completion"]["choices"]
-    assert [c["text"] for c in choices] == ["Beijing.", "Beijing."] and with_logprobs["completion"]["id"] == "cmpl-fake"
+    # the completion as the endpoint wrote it, which its logprobs are of; the answers are read from it
+    assert [c["text"] for c in choices] == [" Beijing.\nQ: next question 0", " Beijing.\nQ: next question 1"]
+    assert with_logprobs["answers"] == ["Beijing.", "Beijing."] and with_logprobs["completion"]["id"] == "cmpl-fake"
     assert [c["logprobs"] for c in choices] == ([None, None] if api == "chat" else [
         {"tokens": [" Beijing"], "token_logprobs": [-0.25]}, {"tokens": [" Beijing"], "token_logprobs": [-0.5]}])

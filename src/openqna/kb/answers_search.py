@@ -14,6 +14,7 @@ document that does not fit), placed best-ranked last, and one completion is requ
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock
@@ -168,6 +169,20 @@ class AnswersResult:
     selected: list[dict] = field(default_factory=list)
     prompt: str = ""
     logprobs: list = field(default_factory=list)  # each answer's logprobs from the completer, when it sent them
+    completions: list[str] = field(default_factory=list)  # the completer's texts the answers were read from, as sent
+
+
+def answer_text(completion: str) -> str:
+    """The answer in a completion of the Answers prompt: without an "A:" it begins with, up to a line the model
+    began with "Q:" (it went on to write the next example), as OpenAI's transition script reads its completions.
+    Only there: a document's sentence answered word for word keeps its "FAQ:" and its "Plan A:" (a replace of every
+    "A:" and a cut at any "Q:" made "Read the FAQ: returns are free" "Read the FA")."""
+    text = _ANSWER_MARK.sub("", completion.strip(), count=1)
+    return _NEXT_QUESTION.split(text, maxsplit=1)[0].strip()
+
+
+_ANSWER_MARK = re.compile(r"^A:\s*")
+_NEXT_QUESTION = re.compile(r"^[ \t]*Q:", re.MULTILINE)
 
 
 def build_instruction(examples: list[tuple[str, str]], examples_context: str) -> str:
@@ -245,8 +260,8 @@ class Answering:
             prompt, req.model, req.question, [s["text"] for s in selected], n=req.n, max_tokens=req.max_tokens,
             temperature=req.temperature, stop=req.stop, logit_bias=req.logit_bias, logprobs=req.logprobs,
             user=req.user))
-        texts = [t.replace("A:", "").split("Q:")[0].strip() for t in completion.texts]
-        return AnswersResult(texts, completion.id, completion.model, selected, prompt, completion.logprobs)
+        return AnswersResult([answer_text(t) for t in completion.texts], completion.id, completion.model, selected,
+                             prompt, completion.logprobs, list(completion.texts))
 
     def _ranked(self, query: str, infos: list[dict]) -> list[dict]:
         """The documents best first, ranked together (``ranked_together``; scoring each on its own, as Search does,

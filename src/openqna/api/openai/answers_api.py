@@ -379,7 +379,7 @@ class OpenAIRoutes:
                 completion = {"id": result.completion_id, "object": "text_completion", "model": result.model,
                               "choices": [{"text": t, "index": i, "finish_reason": "stop",
                                            "logprobs": result.logprobs[i] if i < len(result.logprobs) else None}
-                                          for i, t in enumerate(result.answers)]}
+                                          for i, t in enumerate(result.completions)]}
             out: dict[str, Any] = {
                 "object": "answer", "model": result.model, "search_model": req.search_model,
                 "completion": completion, "answers": result.answers,
