@@ -182,6 +182,24 @@ def test_no_overlap_when_asked_and_word_overlap_for_long_sentences():
     assert overlapped[1].text.split()[:5] == overlapped[0].text.split()[-5:]
 
 
+@pytest.mark.parametrize("overlap", [0, 12])
+def test_chinese_text_is_chunked_at_its_full_stops_without_a_space_put_in(overlap):
+    """A Chinese paragraph has no space: it is cut at "。" (and a sentence too long alone, by characters), and every
+    chunk is text of the paragraph as written (a space went in at each cut: "…下一年度使用 ，第6条…")."""
+    clauses = "，".join(f"第{i}条规定员工每年享有十五天带薪年假并且可以结转到下一年度使用" for i in range(60))
+    sentences = "".join(f"第{i}章说明了「年假」的申请方式。" for i in range(30))
+    for text in (clauses, sentences, sentences + " " + clauses):
+        made = chunk_document(ParsedDocument("zh.txt", None, [Block("paragraph", text)]), max_tokens=64,
+                              overlap_tokens=overlap)
+        assert len(made) > 3
+        assert all(c.text in text for c in made), [c.text for c in made if c.text not in text][:1]
+        if overlap == 0:
+            assert "".join(c.text for c in made).replace(" ", "") == text.replace(" ", "")  # nothing lost or twice
+    cut = chunk_document(ParsedDocument("zh.txt", None, [Block("paragraph", sentences)]), max_tokens=64,
+                         overlap_tokens=0)
+    assert all(c.text.endswith("。") for c in cut[:-1])  # at a full stop, not inside a sentence
+
+
 @pytest.mark.parametrize(("make", "counter"), [
     (lambda n: " ".join(f"w{i}" for i in range(n // 10)), words),  # one sentence of many words
     (lambda n: "x" * n, lambda t: len(t) // 4 + 1),  # one word, four characters to a token

@@ -33,7 +33,9 @@ from openqna.ingest.token_count import TokenCounter
 from openqna.ingest.token_count import count_tokens as minilm_tokens
 from openqna.records import InvalidArgument
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“‘(\[])")
+# a sentence ends at a full stop, "!" or "?" and whitespace before a capital; in Chinese and Japanese at "。", "！" or
+# "？" whatever follows but a closing quote or bracket (no space between sentences there, so none is put back)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“‘(\[])|(?<=[。！？])\s*(?=[^\s」』）)】\]\"”’])")
 _CELL_BREAK = re.compile(r"(?<!\\)\|")
 _LIST_MARKER = re.compile(r"^(\d{1,2}[.)]|[-*])$")
 # Characters one token spans at most: GPT-2's longest token is 66; a WordPiece token ([UNK] aside) at most 100.
@@ -151,7 +153,7 @@ class _Packer:
                 units.extend(_Unit(part, block.page, sep, True) for part in self._table_parts(block.text))
             else:
                 parts = self._text_parts(block.text)
-                units.extend(_Unit(part, block.page, sep if i == 0 else " ") for i, part in enumerate(parts))
+                units.extend(_Unit(part, block.page, sep if i == 0 else joint) for i, (part, joint) in enumerate(parts))
             previous = block.kind
         return units
 
@@ -162,23 +164,33 @@ class _Packer:
         """Pieces of a split block leave room for the overlap that will precede them."""
         return self.count(self.text([_Unit(text, None, "")])) <= self.max_tokens - self.overlap_tokens
 
-    def _text_parts(self, text: str) -> list[str]:
-        parts: list[str] = []
-        for sentence in _sentences(text):
-            parts.extend([sentence] if self._fits_after_overlap(sentence) else
-                         self._word_windows(sentence, self._fits_after_overlap))
+    def _text_parts(self, text: str) -> list[tuple[str, str]]:
+        """Sentences that fit, and word windows of those that do not, each with what joins it to the part before
+        it: a space where the text had whitespace, nothing where it had none (Chinese and Japanese sentences, a
+        word cut into characters)."""
+        parts: list[tuple[str, str]] = []
+        for sentence, joint in _sentences(text):
+            if self._fits_after_overlap(sentence):
+                parts.append((sentence, joint))
+            else:
+                windows = self._word_windows(sentence, self._fits_after_overlap)
+                parts.extend((window, joint if i == 0 else between) for i, (window, between) in enumerate(windows))
         return parts
 
-    def _word_windows(self, text: str, fits: Callable[[str], bool]) -> list[str]:
-        windows = []
+    def _word_windows(self, text: str, fits: Callable[[str], bool]) -> list[tuple[str, str]]:
+        """Windows of ``text``'s words that fit, each with what joins it to the window before it: a space, or nothing
+        where a word too long for one window was cut (a Chinese sentence has no space to cut at)."""
+        windows: list[tuple[str, str]] = []
         text = " ".join(text.split())  # so each window is an exact prefix of what is left
-        start = 0
+        start, joint = 0, ""
         while start < len(text):
             window = _first_words(self._reach(text, start), fits)
-            windows.append(window)
+            windows.append((window, joint))
             start += len(window)
+            joint = ""
             if text.startswith(" ", start):
                 start += 1
+                joint = " "
         return windows
 
     def _reach(self, text: str, start: int) -> str:
@@ -258,11 +270,11 @@ class _Packer:
         lead = prefix(first)
         pieces: list[str] = []
         current = ""
-        for sentence in _sentences(value):
-            windows = [sentence] if self._fits_after_overlap(prefix(then) + sentence) else \
+        for sentence, joint in _sentences(value):
+            windows = [(sentence, joint)] if self._fits_after_overlap(prefix(then) + sentence) else \
                 self._word_windows(sentence, lambda t: self._fits_after_overlap(prefix(then) + t))
-            for window in windows:
-                joined = f"{current} {window}" if current else window
+            for i, (window, between) in enumerate(windows):
+                joined = f"{current}{joint if i == 0 else between}{window}" if current else window
                 if self._fits_after_overlap(lead + joined):
                     current = joined
                     continue
@@ -292,11 +304,12 @@ class _Packer:
                 break
             sentences = _sentences(unit.text)
             for i in range(len(sentences) - 1, -1, -1):
-                candidate = [_Unit(sentences[i], unit.page, unit.sep if i == 0 else " ")] + tail
+                sentence, joint = sentences[i]
+                candidate = [_Unit(sentence, unit.page, unit.sep if i == 0 else joint)] + tail
                 if self._overlap_size(candidate) > self.overlap_tokens:
                     if tail:
                         return tail
-                    words = _last_words(sentences[i], lambda t: self._overlap_size([_Unit(t, None, "")]) <= self.overlap_tokens)
+                    words = _last_words(sentence, lambda t: self._overlap_size([_Unit(t, None, "")]) <= self.overlap_tokens)
                     return [_Unit(words, unit.page, " ")] if words else []
                 tail = candidate
         return tail
@@ -311,14 +324,19 @@ def _cells(row: str) -> list[str]:
     return [cell.strip().replace("\\|", "|") for cell in _CELL_BREAK.split(row)[1:-1]]
 
 
-def _sentences(text: str) -> list[str]:
-    """Sentences of ``text``; a list marker split off by the full stop ("1.") rejoins its sentence."""
-    sentences: list[str] = []
-    for part in _SENTENCE_BREAK.split(text):
-        if sentences and _LIST_MARKER.match(sentences[-1]):
-            sentences[-1] += " " + part
+def _sentences(text: str) -> list[tuple[str, str]]:
+    """Sentences of ``text``, each with what joins it to the one before it (a space where whitespace was between
+    them, nothing after a Chinese or Japanese full stop that had none); a list marker split off by the full stop
+    ("1.") rejoins its sentence."""
+    sentences: list[tuple[str, str]] = []
+    start, joint = 0, ""
+    for end, gap in [(m.start(), m.group()) for m in _SENTENCE_BREAK.finditer(text)] + [(len(text), "")]:
+        part = text[start:end]
+        if sentences and _LIST_MARKER.match(sentences[-1][0]):
+            sentences[-1] = (sentences[-1][0] + joint + part, sentences[-1][1])
         elif part:
-            sentences.append(part)
+            sentences.append((part, joint))
+        start, joint = end + len(gap), " " if gap else ""
     return sentences
 
 
