@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import httpx
 import openai
@@ -351,6 +352,8 @@ class FakeLLM:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 seen.append((self.path, dict(self.headers), body))
+                if "slowly" in json.dumps(body):
+                    time.sleep(3)
                 if "fail" in json.dumps(body):
                     self.send_response(500)
                     self.send_header("Content-Length", "24")
@@ -364,6 +367,12 @@ class FakeLLM:
                     if "say nothing" in json.dumps(body):  # a refusal, or a reasoning model out of tokens
                         texts = [None] * len(texts)
                     choices = [{"index": i, "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)]
+                    if body.get("logprobs"):
+                        for c in choices:
+                            c["logprobs"] = {"content": [{"token": " Beijing", "logprob": -0.25 * (c["index"] + 1),
+                                                          "top_logprobs": [{"token": " Beijing", "logprob": -0.25},
+                                                                           {"token": " Shanghai", "logprob": -2.0}]
+                                                          [:body["top_logprobs"]]}]}
                 else:
                     choices = [{"index": i, "text": t} for i, t in enumerate(texts)]
                     if body.get("logprobs") is not None:
@@ -393,6 +402,7 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     monkeypatch.setenv("OPENQNA_LLM_API_KEY", "sk-llm")
     monkeypatch.setenv("OPENQNA_LLM_API", api)
     monkeypatch.setenv("OPENQNA_LLM_MODEL_MAP", json.dumps({"curie": "fake-llm-7b"}))
+    monkeypatch.setenv("OPENQNA_LLM_TIMEOUT", "1.5")  # the fake takes 3 s to answer slowly
     with LiveServer(service) as live:
         body = {"model": "curie", "question": "What is the capital of China?", "examples": EXAMPLES,
                 "examples_context": "", "documents": ["Beijing is the capital of China."], "n": 2,
@@ -404,6 +414,7 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
         ignored_n = post(live, "/answers", dict(body, question="one choice only, please")).json()
         asked = len(llm.requests) - asked
         with_logprobs = post(live, "/answers", dict(body, logprobs=1)).json()
+        slow = post(live, "/answers", dict(body, question="answer slowly"))
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
     assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
@@ -427,5 +438,16 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     # the completion as the endpoint wrote it, which its logprobs are of; the answers are read from it
     assert [c["text"] for c in choices] == [" Beijing.\nQ: next question 0", " Beijing.\nQ: next question 1"]
     assert with_logprobs["answers"] == ["Beijing.", "Beijing."] and with_logprobs["completion"]["id"] == "cmpl-fake"
-    assert [c["logprobs"] for c in choices] == ([None, None] if api == "chat" else [
-        {"tokens": [" Beijing"], "token_logprobs": [-0.25]}, {"tokens": [" Beijing"], "token_logprobs": [-0.5]}])
+    # the chat API is asked for them in its own words and its answer read back in the completions API's shape
+    if api == "chat":
+        asked = [b for p, _, b in llm.requests if b.get("logprobs")][-1]
+        assert (asked["logprobs"], asked["top_logprobs"]) == (True, 1)
+        assert [c["logprobs"] for c in choices] == [
+            {"tokens": [" Beijing"], "token_logprobs": [-0.25 * k], "top_logprobs": [{" Beijing": -0.25}],
+             "text_offset": [len(prompt)]} for k in (1, 2)]
+    else:
+        assert [c["logprobs"] for c in choices] == [
+            {"tokens": [" Beijing"], "token_logprobs": [-0.25]}, {"tokens": [" Beijing"], "token_logprobs": [-0.5]}]
+    # an endpoint slower than OPENQNA_LLM_TIMEOUT: a 502 that says it timed out, not that it could not be reached
+    assert slow.status_code == 502 and "did not answer within 1.5 s (OPENQNA_LLM_TIMEOUT)" in slow.json()["error"][
+        "message"], slow.text

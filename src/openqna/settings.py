@@ -68,7 +68,7 @@ def seconds(raw: str) -> float:
         value = float(raw)
     except ValueError:
         value = 0.0
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise ValueError("a positive number of seconds")
     return value
 
@@ -201,6 +201,7 @@ llm_api_key = Setting("OPENQNA_LLM_API_KEY", "", "Bearer key for that endpoint."
 llm_api = Setting("OPENQNA_LLM_API", "chat", "`chat` (`/chat/completions`) or `completions` (`/completions`).", text)
 llm_model = Setting("OPENQNA_LLM_MODEL", "", "Model sent to the endpoint when OPENQNA_LLM_MODEL_MAP has no entry for the requested engine.", text)
 llm_model_map = Setting("OPENQNA_LLM_MODEL_MAP", "{}", "JSON map from requested engine names to the endpoint's models, e.g. `{\"curie\": \"llama3\"}`.", json_strings)
+llm_timeout = Setting("OPENQNA_LLM_TIMEOUT", "60", "Seconds a completion from that endpoint may take (each call; an endpoint that ignores `n` is called again for each further choice); one that takes longer is a 502 that says so.", seconds)
 model_context = Setting("OPENQNA_MODEL_CONTEXT", "{}", "JSON map of model name to context window in tokens for the Answers budget (`\"*\"` for the default; ada/babbage/curie/davinci are 2049).", json_token_counts)
 model_dir = Setting("OPENQNA_MODEL_DIR", MODEL_DIR_DEFAULT, "Where the bundled model's ONNX export is kept.", directory)
 threads = Setting("OPENQNA_THREADS", "2", "Threads for the local embedding model when it embeds one question alone or imports; questions that arrive together are embedded as one batch on one thread (bench/batching.py).", whole(0, "threads"))

@@ -55,7 +55,8 @@ def get_completer(embed: Callable[[list[str]], np.ndarray]) -> Completer:
     if not base:
         return ExtractiveCompleter(embed)
     return OpenAICompatibleCompleter(base, settings.llm_api_key() or None, model_map=settings.llm_model_map(),
-                                     default_model=settings.llm_model() or None, api=settings.llm_api())
+                                     default_model=settings.llm_model() or None, api=settings.llm_api(),
+                                     timeout=settings.llm_timeout())
 
 
 class TextVectors:

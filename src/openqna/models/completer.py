@@ -107,6 +107,8 @@ class OpenAICompatibleCompleter:
             params["user"] = request.user
         if self.api == "chat":
             path, body = "/chat/completions", {**params, "messages": [{"role": "user", "content": request.prompt}]}
+            if request.logprobs is not None:  # the chat API's spelling of the same request
+                body["logprobs"], body["top_logprobs"] = True, request.logprobs
         else:
             path, body = "/completions", {**params, "prompt": request.prompt}
             if request.logprobs is not None:
@@ -114,6 +116,8 @@ class OpenAICompatibleCompleter:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             r = httpx.post(self.base_url + path, json=body, headers=headers, timeout=self.timeout)
+        except httpx.TimeoutException as exc:
+            raise self._failed(f"did not answer within {self.timeout:g} s (OPENQNA_LLM_TIMEOUT)", repr(exc)) from None
         except httpx.HTTPError as exc:
             raise self._failed("could not be reached", repr(exc)) from None
         if r.status_code >= 400:
@@ -128,5 +132,29 @@ class OpenAICompatibleCompleter:
             raise self._failed("sent an unexpected response", repr(exc)) from None
         if not all(isinstance(t, str) for t in texts):
             raise self._failed("sent a completion whose text is not a string")
+        logprobs = [c.get("logprobs") for c in choices]
+        if self.api == "chat":
+            logprobs = [completion_logprobs(lp, len(request.prompt)) for lp in logprobs]
         return Completion(raw.get("id") or f"cmpl-{uuid.uuid4().hex[:24]}", raw.get("model") or model, texts, raw,
-                          [c.get("logprobs") for c in choices])
+                          logprobs)
+
+
+def completion_logprobs(chat: object, offset: int) -> dict | None:
+    """A chat choice's ``logprobs`` (``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}``)
+    in the completions API's shape, which the Answers endpoint returns: ``tokens``, ``token_logprobs``,
+    ``top_logprobs`` (one map of token to logprob per token) and ``text_offset`` (each token's offset in the prompt
+    and completion, the completion starting at ``offset``); None when the endpoint sent none or a shape it does
+    not read."""
+    if not isinstance(chat, dict) or not isinstance(chat.get("content"), list):
+        return None
+    tokens, values, tops, offsets = [], [], [], []
+    for item in chat["content"]:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            return None
+        offsets.append(offset)
+        offset += len(item["token"])
+        tokens.append(item["token"])
+        values.append(item.get("logprob"))
+        tops.append({t["token"]: t.get("logprob") for t in item.get("top_logprobs") or []
+                     if isinstance(t, dict) and isinstance(t.get("token"), str)})
+    return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
