@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 
 import httpx
@@ -227,6 +228,12 @@ def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
     assert "line 2" in err.value.message
     assert c.files.list().data == []
     assert live.service.store.list_projects() == []
+    # a key named twice: json.loads keeps the last without a word, so the file would hold text it was not meant to
+    for twice in (b'{"text": "a", "text": "b"}', b'{"text": "a", "metadata": {"k": 1, "k": 2}}'):
+        with pytest.raises(openai.BadRequestError) as err:
+            c.files.create(file=("twice.jsonl", io.BytesIO(b'{"text": "fine"}\n' + twice)), purpose="search")
+        assert "line 2" in err.value.message and 'appears twice' in err.value.message, err.value.message
+    assert c.files.list().data == []
     with pytest.raises(openai.NotFoundError):
         c.files.retrieve("file-missing")
 
@@ -283,6 +290,16 @@ def test_nan_metadata_is_refused_at_upload(live):
         c.files.create(file=("nan.jsonl", io.BytesIO(data.encode())), purpose="search")
     assert "line 2" in err.value.message and "NaN" in err.value.message
     assert c.files.list().data == []
+
+
+def test_file_ids_have_openai_s_shape(live):
+    """"file-" and 24 letters and digits, every time (a "-" or "_" of the random token was dropped, so about half the
+    ids were shorter)."""
+    c = client(live)
+    ids = [c.files.create(file=(f"{i}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search").id for i in range(12)]
+    assert all(re.fullmatch(r"file-[A-Za-z0-9]{24}", i) for i in ids), ids
+    for i in ids:
+        c.files.delete(i)
 
 
 def test_a_blank_query_in_file_mode_finds_no_document(live):

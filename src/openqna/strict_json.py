@@ -24,9 +24,10 @@ _PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _LONE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
 
 
-def loads(doc: str | bytes) -> Any:
-    """``json.loads(doc)``; a ``json.JSONDecodeError`` at the first lone surrogate, if the value holds one."""
-    value = json.loads(doc)
+def loads(doc: str | bytes, *, unique_keys: bool = False) -> Any:
+    """``json.loads(doc)``; a ``json.JSONDecodeError`` at the first lone surrogate, if the value holds one, and with
+    ``unique_keys`` at an object that names a key twice (``json.loads`` keeps the last silently)."""
+    value = json.loads(doc, object_pairs_hook=_unique if unique_keys else None)
     if suspect(doc) and lone_surrogate(value) is not None:
         text = doc.decode("utf-8", "surrogatepass") if isinstance(doc, bytes) else doc
         raise json.JSONDecodeError(f"the text holds {REASON}", text, _position(text))
@@ -78,3 +79,11 @@ def dumps(value: Any) -> str:
     should arrive) written as U+FFFD rather than failing the write or being kept to fail every later read."""
     text = json.dumps(value, ensure_ascii=False)
     return json.dumps(repaired(value), ensure_ascii=False) if _CHAR.search(text) else text
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if any(k == other for other, _ in pairs[:i]))
+        raise json.JSONDecodeError(f"the key \"{twice}\" appears twice in one object", "", 0)
+    return out

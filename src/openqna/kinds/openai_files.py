@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import string
 import time
 from collections.abc import Callable
 
@@ -39,6 +40,8 @@ EXPIRY_SECONDS = (3600, 2_592_000)  # OpenAI's range for expires_after.seconds: 
 Visible = Callable[[StoredFile], bool]
 """Whether the caller at hand may see a file (the surface builds it from the caller's key)."""
 
+
+_ID_CHARS = string.ascii_letters + string.digits
 
 def anyone(_: StoredFile) -> bool:
     """Every file is visible: callers inside the server (a vector store's job) and an open server."""
@@ -59,7 +62,7 @@ def parse_jsonl(filename: str, data: bytes, purpose: str) -> list[tuple[int, str
         if not line.strip():
             continue
         try:
-            row = strict_json.loads(line)
+            row = strict_json.loads(line, unique_keys=True)
         except ValueError as exc:
             raise InvalidArgument(f"{filename}, line {number}: not valid JSON ({exc.msg}).", target="file") from None
         if not isinstance(row, dict):
@@ -103,7 +106,7 @@ def upload(service: Service, filename: str, data: bytes, purpose: str, scope: li
                               target="purpose")
     if len(data) > MAX_FILE_BYTES:
         raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")
-    file_id = "file-" + secrets.token_urlsafe(18).replace("-", "").replace("_", "")[:24]
+    file_id = "file-" + "".join(secrets.choice(_ID_CHARS) for _ in range(24))  # OpenAI's shape: 24 letters and digits
     now = int(time.time())
     stored = StoredFile(file_id, filename, purpose, len(data), now, "processed", data, scope=scope,
                         expires_at=None if expires_after is None else now + expires_after)
