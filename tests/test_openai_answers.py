@@ -74,6 +74,23 @@ def test_budget_packs_best_documents_that_fit(live):
     assert count_tokens(r["prompt"]) + 1700 <= 2049
 
 
+def test_a_file_whose_found_documents_are_all_too_long_is_told_so(live):
+    """File mode packs the documents found that fit; when none does, the caller hears why (it got an empty answer and
+    no selected document, where the same text inline is a 400), and a file with one that fits is answered from it."""
+    c = client(live)
+    long_line = "Paris is lovely in spring. " * 600  # ~3,600 tokens: more than the 2049 of curie's window
+    f = c.files.create(file=("long.jsonl", io.BytesIO(json.dumps({"text": long_line}).encode())), purpose="answers")
+    body = {"model": "curie", "question": "When is Paris lovely?", "examples": EXAMPLES, "examples_context": "",
+            "file": f.id}
+    r = post(live, "/answers", body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file", r.text
+    assert "too long for the prompt" in r.json()["error"]["message"] and "document 0" in r.json()["error"]["message"]
+    lines = [{"text": long_line}, {"text": "Paris is lovely in spring."}]
+    g = c.files.create(file=("two.jsonl", io.BytesIO("\n".join(map(json.dumps, lines)).encode())), purpose="answers")
+    r = post(live, "/answers", dict(body, file=g.id)).json()
+    assert r["answers"] == ["Paris is lovely in spring."] and [d["document"] for d in r["selected_documents"]] == [1]
+
+
 def test_select_by_length_keeps_scanning_after_a_miss():
     infos = [{"text": "a " * 50}, {"text": "b " * 200}, {"text": "c " * 10}]
     assert [i["text"][0] for i in select_by_length(infos, 80)] == ["a", "c"]

@@ -251,6 +251,15 @@ class Answering:
             else:
                 ranked = self._ranked(query, infos)[: req.max_rerank]
         selected = list(reversed(select_by_length(ranked, leftover)))  # best-ranked nearest the question
+        if ranked and not selected and req.file_texts is not None:
+            # the file's documents found for the question are each too long for the prompt: an empty answer would
+            # not say why (inline documents that long are refused above)
+            shortest = min(ranked, key=lambda d: count_tokens(d["text"]))
+            raise InvalidArgument(f"The file's documents found for this question are each too long for the prompt: "
+                                  f"the shortest (document {shortest['document']}) holds "
+                                  f"{count_tokens(shortest['text'])} tokens, and model '{req.model}' leaves "
+                                  f"{leftover} for documents after the examples, question and max_tokens. Split the "
+                                  f"file's long lines into shorter documents, or lower max_tokens.", target="file")
         return self._complete(req, instruction, question_block, selected)
 
     def _complete(self, req: AnswersRequest, instruction: str, question_block: str,
