@@ -59,3 +59,26 @@ def test_every_sample_question_has_a_balanced_span(sample):
     assert len(questions) > 20
     unbalanced = [(q, s.text) for q in questions if (s := span_of(sample, q)) is not None and not balanced(s.text)]
     assert unbalanced == []
+
+
+@pytest.mark.parametrize("question, heading, sentence", [
+    ("how many hours does the battery last?", "Battery life",
+     "The battery lasts up to 40 hours at the lowest brightness."),
+    ("what is the warmest colour temperature?", "Colour temperature",
+     "The lamp goes from warm white (2700 K) to daylight (6500 K)."),
+    ("what charger wattage do I need?", "Charging", "Use a USB-C charger of at least 10 W."),
+])
+def test_a_section_s_heading_is_no_span(service, question, heading, sentence):
+    """A document's section QnA opens its answer with its heading in bold, which restates the question better than
+    any sentence answers it: the span came back "Battery life".  A heading line is no candidate unless it is all the
+    answer says."""
+    from openqna.records import QnA
+
+    service.create_project("guide")
+    service.upsert("guide", [QnA([heading], f"**{heading}**\n\n{sentence} Keep it away from water."),
+                             QnA(["Bold only"], "**Yes, it is.**")])
+    answers = service.ask("guide", "test", AskRequest(question=question, top=1, span=SpanRequest()))
+    assert answers[0].span is not None and answers[0].span.text in sentence and heading not in answers[0].span.text, \
+        answers[0].span
+    only = service.ask("guide", "test", AskRequest(question="bold only", top=1, span=SpanRequest()))
+    assert only[0].span is not None and only[0].span.text == "Yes, it is."

@@ -29,6 +29,7 @@ THING_MARGIN = 0.08  # "what header carries the key": the sentence naming the he
 MARKUP = "*_`#>-"  # markdown around a sentence, never part of a span
 PAIRED = "`*_"  # of those, the delimiters a sentence keeps when it closes them inside
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
+_HEADING_LINE = re.compile(r"#{1,6}\s+\S.*|\*\*[^*\n]+\*\*|__[^_\n]+__")
 
 
 @dataclass
@@ -56,6 +57,15 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if e > s:
             out.append(_keep_pairs(text, s0, s, e, e0))
     return out
+
+
+def _heading(text: str, s: int, e: int) -> bool:
+    """Whether the sentence ``text[s:e]`` is a whole line of heading markup ("**Power and charging**", "## Setup"):
+    a document's section QnA opens its answer with its heading, which restates the question better than any
+    sentence answers it ("how many hours does the battery last?" got the span "Battery life")."""
+    start = text.rfind("\n", 0, s) + 1
+    end = text.find("\n", e)
+    return bool(_HEADING_LINE.fullmatch(text[start:len(text) if end < 0 else end].strip()))
 
 
 def _keep_pairs(text: str, s0: int, s: int, e: int, e0: int) -> tuple[int, int]:
@@ -88,7 +98,9 @@ def best_spans(
     """
     pieces: list[tuple[int, int, int]] = []
     for i, text in enumerate(texts):
-        pieces.extend((i, s, e) for s, e in sentence_spans(text))
+        sentences = sentence_spans(text)
+        said = [(s, e) for s, e in sentences if not _heading(text, s, e)]
+        pieces.extend((i, s, e) for s, e in said or sentences)
     if not pieces:
         return [None] * len(texts)
     vectors = embed([texts[i][s:e] for i, s, e in pieces])
