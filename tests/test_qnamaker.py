@@ -9,7 +9,9 @@ import httpx
 import pytest
 
 from openqna.auth.keys import create_key
+from openqna.filters.nodes import MetaEq
 from openqna.kb.authoring import Authoring
+from openqna.kb.service import AskRequest
 from openqna.records import QnA
 from test_service import surface_kb
 
@@ -128,6 +130,25 @@ def test_a_score_sent_back_as_the_threshold_keeps_its_answer(server):
                 assert answer["id"] in [a["id"] for a in again.json()["answers"]], (question, answer["score"])
 
 
+def test_no_answer_is_given_at_a_score_of_zero(server):
+    """A score of 0.00 is no match on QnA Maker's scale: the answers at 0 are left out, and a question that only
+    had such answers gets the default answer (id -1), which a bot checks for, instead of an unrelated QnA at 0."""
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    body = {"question": "how long does it take to charge the battery?", "top": 5,
+            "strictFilters": [{"name": "category", "value": "account"}]}
+    unfiltered = server.service.ask("surface", "production", AskRequest(question=body["question"], top=5))
+    assert any(a.qna is not None and round(a.confidence * 100, 2) == 0.0 for a in server.service.ask(
+        "surface", "production", AskRequest(question=body["question"], top=5, filter=MetaEq("category", "account")))),\
+        "the filter should leave only answers at 0 to drop"
+    answers = post(server, path, body).json()["answers"]
+    assert answers == [{"questions": [], "answer": "No good match found in KB.", "score": 0.0, "id": -1,
+                        "source": None, "metadata": []}]
+    for q in ("how long does it take to charge the battery?", "what is the weather on mars", "return policy"):
+        scores = [a["score"] for a in post(server, path, {"question": q, "top": 10}).json()["answers"]]
+        assert scores and (scores == [0.0] or all(s > 0 for s in scores)), (q, scores)
+    assert unfiltered
+
+
 def test_strict_filters(server):
     path = f"/knowledgebases/{KB_ID}/generateAnswer"
     battery = "how long does it take to charge the battery?"
@@ -138,6 +159,26 @@ def test_strict_filters(server):
     for op in ("OR", "or", 1, "1"):
         body = {"question": battery, "strictFilters": both, "strictFiltersCompoundOperationType": op}
         assert post(server, path, body).json()["answers"][0]["id"] == 1
+    # a number as a value, as .NET's binder read it: text (it was a 400 "must be a string")
+    server.service.upsert("surface", [QnA(["When was the model released?"], "In 2020.", metadata={"year": "2020"},
+                                          id=9)])
+    body = {"question": "When was the model released?", "isTest": True, "strictFilters": [{"name": "year", "value": 2020}]}
+    assert post(server, path, body).json()["answers"][0]["id"] == 9
+    body["strictFilters"] = [{"name": "year", "value": 2021}]
+    assert post(server, path, body).json()["answers"][0]["id"] == -1
+
+
+def test_v5_reads_include_unstructured_sources(server):
+    """v5.0-preview answered from passages unless told not to; an explicit false was ignored (and v4's true)."""
+    server.service.upsert("surface", [QnA(["Battery care"], "Store the tablet at half charge for long absences.",
+                                          kind="passage", id=10)])
+    path = f"/qnamaker/{{}}knowledgebases/{KB_ID}/generateAnswer"
+    body = {"question": "how should I store the tablet for a long absence?", "top": 3, "isTest": True}
+    ids = {(prefix, flag): [a["id"] for a in post(server, path.format(prefix), body if flag is None else {
+        **body, "includeUnstructuredSources": flag}).json()["answers"]]
+           for prefix in ("", "v5.0-preview.2/") for flag in (None, True, False)}
+    assert 10 in ids[("v5.0-preview.2/", None)] and 10 in ids[("v5.0-preview.2/", True)]
+    assert 10 not in ids[("v5.0-preview.2/", False)] and 10 not in ids[("", None)] and 10 in ids[("", True)]
 
 
 def test_answer_span_v5(server):
@@ -234,6 +275,9 @@ def test_keys_and_publishing(server, key):
     r = post(server, path, question, headers={"Ocp-Apim-Subscription-Key": "EndpointKey wrong"})
     assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
     assert post(server, path, question, headers={"Ocp-Apim-Subscription-Key": f"EndpointKey {key}"}).status_code == 200
+    # the key alone in Authorization, as the docs say (it was "missing subscription key")
+    assert post(server, path, question, headers={"Authorization": key}).status_code == 200
+    assert post(server, path, question, headers={"Authorization": "wrong"}).status_code == 401
     # the legacy SDK sends its resource's subscription key beside the endpoint key: QnA Maker read the endpoint key
     legacy = {"Ocp-Apim-Subscription-Key": "the-old-azure-subscription-key", "Authorization": f"EndpointKey {key}"}
     assert post(server, path, question, headers=legacy).status_code == 200

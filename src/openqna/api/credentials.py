@@ -22,7 +22,8 @@ def secret_from_headers(headers) -> str | None:
     """The key or token from any header a supported client sends.
 
     QnA Maker clients prefix the key with ``EndpointKey `` in ``Authorization`` and, in
-    botbuilder-python, in ``Ocp-Apim-Subscription-Key`` too: the prefix is dropped wherever it is.
+    botbuilder-python, in ``Ocp-Apim-Subscription-Key`` too: the prefix is dropped wherever it is, and a key sent
+    alone in ``Authorization`` is read as one (docs/surfaces.md says both are accepted).
     ``Authorization: EndpointKey`` wins over the other headers: QnA Maker's runtime read only it, and its legacy
     SDK (azure-cognitiveservices-knowledge-qnamaker) sends the resource's subscription key, another key, beside it.
     """
@@ -37,6 +38,8 @@ def secret_from_headers(headers) -> str | None:
     for scheme in ("bearer ", "endpointkey "):
         if auth.lower().startswith(scheme):
             return auth[len(scheme):].strip()
+    if auth.strip() and " " not in auth.strip():  # the key alone, without a scheme (QnA Maker took it so too)
+        return auth.strip()
     return None
 
 

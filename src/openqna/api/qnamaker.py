@@ -74,6 +74,10 @@ def parse_strict_filters(body: Body) -> Filter | None:
             raise InvalidArgument(f"'strictFilters[{i}]' must be an object with name and value.",
                                   target=f"strictFilters[{i}]")
         p = Body(pair, f"strictFilters[{i}]")
+        raw_value = pair.get("value")
+        if isinstance(raw_value, (int, float)) and not isinstance(raw_value, bool):  # .NET's binder made it text
+            pair = {**pair, "value": str(raw_value)}
+            p = Body(pair, f"strictFilters[{i}]")
         name, value = p.string("name", max_len=100), p.string("value", max_len=500)
         if not name or value is None:
             raise InvalidArgument(f"'strictFilters[{i}]' needs both 'name' and 'value'.", target=f"strictFilters[{i}]")
@@ -117,7 +121,9 @@ def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
     if span is not None and span.boolean("enable"):
         req.span = SpanRequest(scale(span.number("scoreThreshold", hi=100.0)),
                                span.integer("topAnswersWithSpan", lo=1, hi=LIMITS.span_top) or 1)
-    req.include_unstructured = preview  # QnA Maker managed (v5) answered from unstructured documents too
+    # QnA Maker managed (v5) answered from unstructured documents too, unless told not to; v4 had none
+    unstructured = body.boolean("includeUnstructuredSources")
+    req.include_unstructured = preview if unstructured is None else unstructured
     deployment = LIVE if body.boolean("isTest") else PRODUCTION
     return req, deployment
 
@@ -208,7 +214,13 @@ class QnAMakerRuntime:
                 raise
             raise Refusal(404, "KbNotFound", f"Knowledge base '{project.name}' has not been published: deploy it to "
                                              "'production', or send \"isTest\": true to ask its test index.") from None
-        return JSONResponse({"answers": [answer_json(a) for a in answers], "debugInfo": None,
+        # a score of 0.00 is no match on QnA Maker's scale: it answered with its default answer then, and a bot that
+        # shows answers[0] or checks its id for -1 would show an unrelated answer "at 0"
+        scored = [a for a in answers if a.qna is None or round(a.confidence * 100.0, 2) > 0.0]
+        if not scored:
+            default = next((a.default_text for a in answers if a.qna is None), None)
+            scored = [Answer(None, 0.0, default_text=default if default is not None else project.default_answer)]
+        return JSONResponse({"answers": [answer_json(a) for a in scored], "debugInfo": None,
                              "activeLearningEnabled": True})
 
     def _project(self, request: Request) -> Project:
