@@ -25,6 +25,11 @@ of the time; fitted on both, 0.40-0.41; the universal sentence encoder's, fitted
 cosines alone, dev top-1 0.76, precision 0.863 and recall 0.653 at 0.5: ``calibrations.CROSSLINGUAL_E5``; with the
 two models, 0.831, 0.888 and 0.731.)
 
+``--cross --questions`` fits ``calibrations.CROSSLINGUAL_QUESTIONS`` the same way on the FAQ KBs alone, from the
+question's cosine and coverage only: what ``rankerType: QuestionOnly`` across languages is read with.  ``--cross
+--e5`` fits ``calibrations.CROSSLINGUAL_E5`` on E5's vectors alone (``MemIndex.multilingual()``), as a KB whose
+records lack the encoder's is ranked.
+
 ``--faq`` fits ``calibrations.MULTILINGUAL_SPARSE``, the space's weights for an FAQ page (one question per QnA, no
 passages): on the dev splits of the English FAQ pages with real answers of ``make eval``'s one-question regime
 ranked in the space (``evaluation.space_faq``: no Chinese or Japanese FAQ page with real users' questions is in the
@@ -35,7 +40,7 @@ and off-topic), less ``FAQ_SHIFT`` so that 0.5 stands where English FAQ pages' d
 weights hand a page over to MULTILINGUAL's own as its answers say more (``HANDOVER``), so XQuAD's and JSQuAD's FAQ
 KBs, which MULTILINGUAL was fitted on, are ranked as before.
 
-Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]] [--cross | --faq] [--write]   (~2 min with a warm eval/.cache; CACHE: another
+Usage: python scripts/fit_multilingual.py [DATA_DIR [CACHE]] [--cross [--questions | --e5] | --faq] [--write]   (~2 min with a warm eval/.cache; CACHE: another
 embedding cache file, such as an `openqna eval --out DIR` run's DIR/.cache/embeddings.sqlite3)
 """
 
@@ -86,7 +91,7 @@ HANDOVER = (0.6, 0.8)
 FAQ_SHIFT = 0.75  # the FAQ-page last step's shift (scripts/fit_regimes.py's SHIFT): 0.5 at a probability of 0.68
 
 
-def collect(service: Service, data_dir: Path, cross: bool = False) -> list[dict]:
+def collect(service: Service, data_dir: Path, cross: bool = False, e5_only: bool = False) -> list[dict]:
     """Per question of the CJK KBs (``cross``: XQuAD's English KBs asked in Chinese): its KB, split, the features of
     every record, which records are right."""
     out = []
@@ -97,10 +102,12 @@ def collect(service: Service, data_dir: Path, cross: bool = False) -> list[dict]
     for kb in kbs:
         index = service.indexes.get(kb.project)
         # across languages: E5's vectors beside the universal sentence encoder's, as the server ranks them there
-        view = index.crossing() if cross else index.multilingual()
+        # (``e5_only``: E5's alone, as it ranks a KB whose records lack the encoder's)
+        both = cross and not e5_only
+        view = index.crossing() if both else index.multilingual()
         assert view is not None, kb.project
         everything = np.ones(index.n, bool)
-        embedder = service.multilingual.crossing if cross else service.multilingual.embedder
+        embedder = service.multilingual.crossing if both else service.multilingual.embedder
         vectors = embedder.embed([q.text for q in kb.questions])
         for q, v in zip(kb.questions, vectors):
             f = ranker.features(view, analyze(q.text), v, everything, [])
@@ -234,13 +241,17 @@ def at_threshold(conf: list[float], right: list[bool], inscope: list[bool], righ
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a not in ("--write", "--cross", "--faq")]
+    args = [a for a in sys.argv[1:] if a not in ("--write", "--cross", "--faq", "--questions", "--e5")]
     if "--faq" in sys.argv[1:]:
         fit_faq(Path(args[0] if args else "../shared/data"),
                 Path(args[1]) if len(args) > 1 else Path("eval") / ".cache" / "embeddings.sqlite3")
         return
     cross = "--cross" in sys.argv[1:]
-    name = "CROSSLINGUAL" if cross else "MULTILINGUAL"
+    questions_only = cross and "--questions" in sys.argv[1:]  # rankerType QuestionOnly across languages
+    e5_only = cross and "--e5" in sys.argv[1:]  # CROSSLINGUAL_E5: across languages on E5's vectors alone
+    name = ("CROSSLINGUAL_QUESTIONS" if questions_only else "CROSSLINGUAL_E5" if e5_only else "CROSSLINGUAL"
+            if cross else "MULTILINGUAL")
+    qna_names = ("qsim", "qcov") if questions_only else QNA_NAMES
     data_dir = Path(args[0] if args else "../shared/data")
     cache = Path(args[1]) if len(args) > 1 else Path("eval") / ".cache" / "embeddings.sqlite3"
     with tempfile.TemporaryDirectory(prefix="openqna-fit-multilingual-") as tmp:
@@ -248,18 +259,25 @@ def main() -> None:
         service = Service(store, CachedEmbedder(get_embedder("local"), cache),
                           CachedEmbedder(get_embedder("multilingual"), cache),
                           CachedEmbedder(get_embedder("multilingual-use"), cache))
-        questions = collect(service, data_dir, cross)
+        questions = collect(service, data_dir, cross, e5_only)
         store.close()
+    if questions_only:  # the FAQ KBs: a passage has no question of its own to rank by
+        questions = [q for q in questions if not q["passage"]]
     dev = [q for q in questions if q["split"] == "dev"]
     weights = {}
-    for passage, names in ((True, PASSAGE_NAMES), (False, QNA_NAMES)):
+    for passage, names in ((True, PASSAGE_NAMES), (False, qna_names)):
+        if questions_only and passage:
+            cross_passages = calibrations.CROSSLINGUAL.passages
+            assert cross_passages is not None
+            weights[True] = np.asarray([getattr(cross_passages, "w_" + n) for n in names])
+            continue
         groups = [(matrix(q["f"], names), q["right"].astype(float)) for q in dev
                   if q["passage"] == passage and q["inscope"] and q["right"].any()]
         weights[passage] = np.round(softmax_fit(groups, l2=1e-4), 3)
         print("passages" if passage else "QnAs", dict(zip(names, weights[passage])), f"({len(groups)} questions)")
 
     def logits(q: dict) -> np.ndarray:
-        names = PASSAGE_NAMES if q["passage"] else QNA_NAMES
+        names = PASSAGE_NAMES if q["passage"] else qna_names
         return matrix(q["f"], names) @ weights[q["passage"]]
 
     X, y, w = [], [], []
@@ -280,7 +298,7 @@ def main() -> None:
             dev_figures = figures(dev, logits, dataclasses.replace(terms, shift=shift))
             print(f"shift {shift}{' (chosen)' if shift == CROSS_SHIFT else ''}: dev {dev_figures}")
         terms = dataclasses.replace(terms, shift=CROSS_SHIFT)
-    qna = dict(zip(("w_" + n for n in QNA_NAMES), weights[False].tolist()))
+    qna = dict(zip(("w_" + n for n in qna_names), weights[False].tolist()))
     passage = dict(zip(("w_" + n for n in PASSAGE_NAMES), weights[True].tolist()))
     zero = dict(w_qsim=0.0, w_asim=0.0, w_qcov=0.0, w_acov=0.0, w_qmean=0.0, w_qcent=0.0, w_bm25=0.0)
     c = calibrations.Calibration(**{**zero, **qna}, scale=1.0, shift=0.0, typical=None, regime=terms,
@@ -288,7 +306,8 @@ def main() -> None:
                                                                    typical=None), context_boost=1.0)
     print(c)
     if "--write" in sys.argv[1:]:
-        calibrations.save(name, c, fitted_by="scripts/fit_multilingual.py" + (" --cross" if cross else ""))
+        calibrations.save(name, c, fitted_by="scripts/fit_multilingual.py" + (" --cross" if cross else "")
+                          + (" --questions" if questions_only else "") + (" --e5" if e5_only else ""))
         print(f"{name} written to {calibrations.DATA_FILE}")
     for split in ("dev", "test"):
         for kb in sorted({q["kb"] for q in questions}) + ["all"]:

@@ -19,9 +19,10 @@ from openqna.filters.match import Filter, IdIn, KindIn, all_of
 from openqna.formats.limits import LIMITS
 from openqna.index.analyze import analyze, exact_key, expand_with_synonyms, unread_share
 from openqna.index.memindex import MemIndex
-from openqna.kb.service_base import ServiceBase, taking_turns
+from openqna.kb.service_base import QuerySpace, ServiceBase, taking_turns
 from openqna.models.embedder import Embedder
 from openqna.ranking import calibrations, focus, followup, ranker, typos
+from openqna.ranking.multilingual import own_language_rows
 from openqna.records import QnA
 from openqna.store import Project
 
@@ -102,19 +103,43 @@ class Asking(ServiceBase):
         return [a for a in answers if a.confidence >= threshold], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
-             calibration: calibrations.Calibration | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+             calibration: calibrations.Calibration | None = None, *, only: np.ndarray | None = None,
+             space: QuerySpace | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
         """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's.
 
         A question with Chinese, Japanese or Korean text asked of a knowledge base with the multilingual space is
-        ranked there, with that space's own calibration (``openqna.ranking.multilingual``).
+        ranked there, with that space's own calibration (``openqna.ranking.multilingual``).  A question in another
+        language than most of the records is read across languages only where it crosses them: the records in its
+        own language (the English QnAs of a mostly Chinese KB) are ranked apart, as one language, and the two lists
+        merged by confidence (read across languages, "hello" got the one English QnA of such a KB at 0.70).  The
+        other way round, a question in the KB's main language reads its few records in another language as one
+        language too (the Chinese "能寄到国外吗" finds the English shipping QnA of that KB at 0.009): read across
+        languages, a few records are few rivals, and "谢谢" got the English support QnA at 0.58.  ``only``: the
+        records ranked, of those the request allows; ``space``: where.
         """
         question = req.question or ""
         synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
-        space = self.query_space(index, question, calibration, project=project, deployment=deployment)
+        if space is None:
+            space = self.query_space(index, question, calibration, project=project, deployment=deployment)
+            # a question crossing languages, of a KB that holds records in its own language too: those are read as
+            # in one language (the others across), each list on its own scale
+            own = own_language_rows(index, question) if space.crossing else None
+            if own is not None and own.any() and not own.all():
+                ranked, vectors = [], []
+                for rows, across in ((own, False), (~own, True)):
+                    here = space if space.crossing == across else self.query_space(
+                        index, question, calibration, project=project, deployment=deployment, across=across)
+                    found, vector = self.rank(project, deployment, index, req, calibration, only=rows, space=here)
+                    ranked += found
+                    vectors.append((here is space, vector))
+                return sorted(ranked, key=lambda r: -r.confidence)[: req.top], max(vectors, key=lambda v: v[0])[1]
         index, embedder, calibration = space.index, space.embedder, space.calibration
+        if req.question_only and space.crossing and embedder is self.multilingual.crossing:
+            # CROSSLINGUAL reads the answer most: the stored questions alone have a fit of their own
+            calibration = replace(calibrations.CROSSLINGUAL_QUESTIONS, near_topic=calibration.near_topic)
         kinds = ("qna", "passage") if req.include_unstructured else ("qna",)
         flt = all_of(req.filter, KindIn(kinds))
-        eligible = index.mask(flt)
+        eligible = index.mask(flt) if only is None else index.mask(flt) & only
         children: set[int] = set()
         exact_prompt: set[int] = set()
         asked_prompts: set[int] = set()  # prompts whose display text the question asks (``followup.prompt_matches``)
@@ -135,6 +160,8 @@ class Asking(ServiceBase):
         # A filter restricts which records answer, not what a confidence means: the records it leaves out are still
         # read as rivals, a little lower (``regime.FILTERED_OUT``)
         rivals = None if req.filter is None else index.mask(KindIn(kinds)) & reachable
+        if rivals is not None and only is not None:
+            rivals &= only
         expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
         # Bot Framework's C# clients send previousUserQuery "" (or none) on a follow-up turn: the previous QnA's own
         # question then stands for what was asked before it

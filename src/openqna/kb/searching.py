@@ -20,8 +20,9 @@ from openqna.filters.where_str import parse_where
 from openqna.index.memindex import MemIndex
 from openqna.kb.attribute_columns import attribute_where_columns, without_attribute_columns
 from openqna.kb.catalog import kind_of
-from openqna.kb.service_base import ServiceBase, taking_turns
+from openqna.kb.service_base import QuerySpace, ServiceBase, taking_turns
 from openqna.ranking import calibrations, ranker
+from openqna.ranking.multilingual import own_language_rows
 from openqna.records import InvalidArgument, NotFound, ProjectNotFound, QnA, blank
 from openqna.store import Project
 from openqna.store.base import LIVE
@@ -185,7 +186,22 @@ class Searching(ServiceBase):
             mine = [i for i, space in enumerate(spaces) if space.embedder is embedder]
             for i, vector in zip(mine, spaces[mine[0]].mapped(embedder.embed([queries[i] for i in mine]))):
                 vectors[i] = vector
-        return [ranker.rank(space.index, query, vectors[i], eligible, top=top, threshold=threshold,
-                            flt=None if space.multilingual else flt, calibration=space.calibration,
-                            reads_cjk=space.reads_cjk, query_map=space.adapter, every_record=True, pool=rivals)
-                for i, (query, space) in enumerate(zip(queries, spaces))]
+
+        def ranked(space: QuerySpace, query: str, vector: np.ndarray, rows: np.ndarray | None) -> list[ranker.Ranked]:
+            return ranker.rank(space.index, query, vector, eligible if rows is None else eligible & rows, top=top,
+                               threshold=threshold, flt=None if space.multilingual else flt,
+                               calibration=space.calibration, reads_cjk=space.reads_cjk, query_map=space.adapter,
+                               every_record=True, pool=rivals if rivals is None or rows is None else rivals & rows)
+
+        out = []
+        for i, (query, space) in enumerate(zip(queries, spaces)):
+            # across languages, the records in the query's own language are read as one language (``Asking.rank``)
+            own = own_language_rows(index, query) if space.crossing else None
+            if own is None or not own.any() or own.all():
+                out.append(ranked(space, query, vectors[i], None))
+                continue
+            theirs = self.query_space(index, query, calibration, project=project, deployment=deployment, across=False)
+            both = ranked(space, query, vectors[i], ~own) + ranked(theirs, query, theirs.mapped(
+                theirs.embedder.embed([query]))[0], own)
+            out.append(sorted(both, key=lambda r: -r.confidence)[:top])
+        return out

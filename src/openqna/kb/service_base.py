@@ -18,6 +18,7 @@ from typing import Callable, Concatenate, ParamSpec, TypeVar
 import numpy as np
 
 from openqna import settings
+from openqna.index.analyze import cjk_share
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.index.memindex import MemIndex
 from openqna.kb import near_topic_setting
@@ -65,6 +66,7 @@ class QuerySpace:
     calibration: Calibration
     multilingual: bool
     adapter: QueryAdapter | None = None  # the project's trained query adapter for this space (``openqna train``)
+    crossing: bool = False  # the question is in another language than most of the records (``multilingual.crosses``)
 
     def mapped(self, vectors: np.ndarray) -> np.ndarray:
         """Query vectors as this space ranks them: through the trained adapter, when the project has one."""
@@ -118,19 +120,26 @@ class ServiceBase(Catalog):
         return with_near_topic(c, project)
 
     def query_space(self, index: MemIndex, question: str, calibration: Calibration | None = None, *,
-                    project: str | None = None, deployment: str | None = None) -> QuerySpace:
+                    project: str | None = None, deployment: str | None = None,
+                    across: bool | None = None) -> QuerySpace:
         """Where ``question`` is ranked: the multilingual space (with its own calibration, or the cross-lingual one)
         for a Chinese, Japanese or Korean question asked of a knowledge base that has it, and for any question of a
         KB of mostly CJK records that has it (``MultilingualSpace.index_for``), else ``index`` read by this service's embedder with
         ``calibration`` (None: ``project``'s own, ``calibration(project)``).  With ``deployment`` (and ``project``),
-        the space carries the deployment's trained adapter for it, if it has one."""
+        the space carries the deployment's trained adapter for it, if it has one.  ``across``: whether the question
+        is read across languages in the space (None: when it crosses them, ``multilingual.crosses``; True or False:
+        so, for the records in another language than the question's, or in its own, ``Asking.rank``; False, for a
+        question without CJK text: by this service's embedder, as the records of an English KB are read)."""
         model = None if project is None or deployment is None else self.trained.get(project, deployment,
                                                                                     index.version)
-        view = self.multilingual.index_for(index, question)
+        # as one language, a question without CJK text reads its records (the English ones of a mostly Chinese KB)
+        # as an English KB's are read, by this service's embedder
+        view = None if across is False and cjk_share(question) == 0 else self.multilingual.index_for(index, question)
         if view is not None:
             embedder = self.multilingual.embedder
             fitted = calibrations.MULTILINGUAL
-            if crosses(index, question):  # E5's vectors beside the universal sentence encoder's, where it has both
+            crossing = crosses(index, question) if across is None else across
+            if crossing:  # E5's vectors beside the universal sentence encoder's, where it has both
                 both = index.crossing()
                 view, embedder, fitted = (view, embedder, calibrations.CROSSLINGUAL_E5) if both is None else (
                     both, self.multilingual.crossing, calibrations.CROSSLINGUAL)
@@ -139,7 +148,7 @@ class ServiceBase(Catalog):
                         ).near_topic
                 fitted = fitted if near is None else replace(fitted, near_topic=near)
             return QuerySpace(view, embedder, True, fitted, multilingual=True,
-                              adapter=None if model is None else model.adapter_for(embedder.name))
+                              adapter=None if model is None else model.adapter_for(embedder.name), crossing=crossing)
         if calibration is None:
             if project is None:
                 raise ValueError("query_space needs a calibration or the project to read it from")

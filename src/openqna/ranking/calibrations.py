@@ -284,6 +284,13 @@ CROSSLINGUAL = _calibration("CROSSLINGUAL")
 # universal sentence encoder's vectors (written before they joined E5's; ``MemIndex.crossing``) is ranked on E5's
 # and read with it.  CROSSLINGUAL itself is refitted on ``crossing()``'s cosines, the two models' mean.
 CROSSLINGUAL_E5 = _calibration("CROSSLINGUAL_E5")
+# CROSSLINGUAL for a question ranked by the stored questions alone (``rankerType: QuestionOnly``): the question's
+# cosine and coverage fitted alone on the same FAQ KBs and dev questions (``scripts/fit_multilingual.py --cross
+# --questions``; dev top-1 0.444, precision 0.812 and recall 0.307 at 0.5, on KBs whose one stored question asks
+# something else about the paragraph than the question asked).  CROSSLINGUAL with its answer terms dropped, as
+# ``logit(question_only=True)`` drops them, left every answer below 0.5: it weighs the answer's cosine 37.2, the
+# question's 6.3.
+CROSSLINGUAL_QUESTIONS = _calibration("CROSSLINGUAL_QUESTIONS")
 _FITTED = {embedder: _calibration(name) for embedder, name in served("faq").items()}
 
 

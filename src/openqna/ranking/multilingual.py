@@ -78,14 +78,31 @@ def crosses(index: MemIndex, question: str) -> bool:
 
 def _cjk_records(index: MemIndex) -> int:
     """How many of ``index``'s records have a CJK word (term) in a question or in their answer or passage text."""
-    rows: list[np.ndarray] = []
+    return int(cjk_rows(index).sum())
+
+
+def cjk_rows(index: MemIndex) -> np.ndarray:
+    """Which of ``index``'s records have a CJK word (term) in a question or in their answer or passage text (a mask
+    over records, made once per index version)."""
+    return index.derived("multilingual.cjk_rows", lambda: _cjk_rows(index))
+
+
+def _cjk_rows(index: MemIndex) -> np.ndarray:
+    mask = np.zeros(index.n, bool)
     for field in (index.q, index.a):
         postings = field.postings
         cjk = np.asarray([tid for term, tid in postings.vocab.items() if _CJK.search(term)], np.int64)
         if len(cjk):
             units = postings.units[np.isin(postings.tids, cjk)]
-            rows.append(field.rows[units[units < field.n]])
-    return len(np.unique(np.concatenate(rows))) if rows else 0
+            mask[field.rows[units[units < field.n]]] = True
+    return mask
+
+
+def own_language_rows(index: MemIndex, question: str) -> np.ndarray:
+    """The records in ``question``'s language, as ``crosses`` tells languages apart: those with CJK words for a
+    question with CJK text, the others for one without."""
+    cjk = cjk_rows(index)
+    return cjk if cjk_share(question) > 0 else ~cjk
 
 
 def filled(project: Project) -> bool:
