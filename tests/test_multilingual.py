@@ -546,6 +546,21 @@ def test_a_question_crossing_languages_is_ranked_on_both_models_vectors(service,
     assert _ask(service, "zh", question)[0].qna.id == ids[1]
 
 
+class Counting:
+    """An encoder that counts the texts it embeds."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim, self.reads_cjk, self.texts = inner, inner.name, inner.dim, True, 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_passages(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed_passages(texts)
+
+
 def test_a_kb_with_e5_s_vectors_alone_keeps_them_and_gains_the_encoder_s(tmp_path, embedder, encoder, capsys):
     """A store written before the universal sentence encoder's vectors joined E5's: its crossing questions are ranked
     on E5's with CROSSLINGUAL_E5 meanwhile, and ``upgrade_multilingual`` adds the encoder's without embedding anything
@@ -569,18 +584,6 @@ def test_a_kb_with_e5_s_vectors_alone_keeps_them_and_gains_the_encoder_s(tmp_pat
     service.store.update_project(project)
     service.deploy("old", "production")
     store.close()
-
-    class Counting:
-        def __init__(self, inner):
-            self.inner, self.name, self.dim, self.reads_cjk, self.texts = inner, inner.name, inner.dim, True, 0
-
-        def embed(self, texts):
-            self.texts += len(texts)
-            return self.inner.embed(texts)
-
-        def embed_passages(self, texts):
-            self.texts += len(texts)
-            return self.inner.embed_passages(texts)
 
     e5 = Counting(encoder)
     service = Service(SQLiteStore(tmp_path / "old.db"), embedder, e5)
@@ -637,3 +640,37 @@ def test_question_only_across_languages_has_a_fit_of_its_own(service):
     for question in ("tell me a joke", "what is the weather tomorrow?", "who won the world cup?"):
         top = _ask(service, "zh", question, question_only=True)[0]
         assert top.qna is None or top.confidence < 0.5, (question, top.confidence)
+
+
+def test_a_chinese_kb_written_without_the_space_gains_it_on_its_next_write(service, monkeypatch):
+    """Under ``auto`` the share of CJK records counts the records a KB holds, not only those written: a Chinese KB of
+    30 QnAs written under ``off`` gained nothing from one edit (one record of 30, under 5%) and stayed keyword-ranked
+    for good; a large English KB still does not embed everything for its first Chinese QnA."""
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")
+    qnas = [(list(q), a) for q, a in ZH] + [([f"{q[0]}（第{i}版）"], f"{a}（第{i}版）") for i in (2, 3) for q, a in ZH]
+    ids = _kb(service, "zh", qnas)
+    assert service.indexes.get("zh").multilingual() is None
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "auto")
+    service.upsert("zh", [QnA(["保修期是多久？"], "所有设备自购买之日起提供两年有限保修。", id=ids[4])])
+    assert service.store.get_project("zh").settings.get(FILLED)
+    index = service.indexes.get("zh")
+    assert index.multilingual() is not None and index.multilingual_units() == sum(len(q) + 1 for q, _ in qnas)
+
+
+
+def test_reembed_keeps_the_vectors_a_record_s_hash_says_are_today_s(tmp_path, embedder, encoder, monkeypatch):
+    """A Chinese KB with the space, one QnA then edited under ``off`` (the project's note says it lacks the space):
+    ``openqna reembed`` under ``auto`` embeds with E5 that one QnA's texts only, not all 30 again (each record's
+    hash says which vectors it holds)."""
+    qnas = [(list(q), a) for q, a in ZH] + [([f"{q[0]}（第{i}版）"], f"{a}（第{i}版）") for i in (2, 3) for q, a in ZH]
+    service = Service(SQLiteStore(tmp_path / "s.db"), embedder, Counting(encoder))
+    ids = _kb(service, "zh", qnas)
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")
+    service.upsert("zh", [QnA(["保修期是多久？"], "所有设备自购买之日起提供两年有限保修。", id=ids[4])])
+    assert not service.store.get_project("zh").settings.get(FILLED)
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "auto")
+    e5 = service.multilingual.embedder
+    e5.texts = 0
+    service.reembed("zh")
+    assert e5.texts == 2  # the edited QnA's question and answer
+    assert service.indexes.get("zh").crossing() is not None

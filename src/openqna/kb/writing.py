@@ -18,7 +18,16 @@ from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
-from openqna.ranking.multilingual import FILLED, e5_current, filled, filled_value, hashed_space, outdated
+from openqna.ranking.multilingual import (
+    E5_ONLY,
+    FILLED,
+    cjk_rows,
+    e5_current,
+    filled,
+    filled_value,
+    hashed_space,
+    outdated,
+)
 from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Project, StoredQnA, Unit
 from openqna.store.base import MULTILINGUAL_FIELDS
@@ -165,17 +174,26 @@ class Writing(ServiceBase):
         stored = self.store.get_vectors(project, list(old))
         proj = self.store.get_project(project)
         spaces = ("q", "a") + (("mq", "ma") if e5_current(proj) else ()) + (("uq", "ua") if filled(proj) else ())
+        # a record's own hash tells too, whatever the project says (a KB written without the space after it had it
+        # holds today's vectors of the records written before: ``reembed`` embedded all 1,200 again)
+        hashes = self.store.content_hashes(project, list(old))
+        embedded_by = proj.embedder or self.embedder.name
         out: dict[int, dict[tuple[str, int], np.ndarray]] = {}
         for q in qnas:
             prev, vectors = old.get(q.id), stored.get(q.id, {})
             if prev is None:
                 continue
+            mine = spaces
+            if hashes.get(q.id) == content_hash(prev, hashed_space(embedded_by, True)):
+                mine = ("q", "a", "mq", "ma", "uq", "ua")
+            elif hashes.get(q.id) == content_hash(prev, f"{embedded_by}+{E5_ONLY}"):
+                mine = tuple(dict.fromkeys(spaces + ("mq", "ma")))
             texts = {(f, 0): q.answer for f in ("a", "ma", "ua")} | {(f, n): t for n, t in enumerate(q.questions)
                                                                     for f in ("q", "mq", "uq")}
             before = {(f, 0): prev.answer for f in ("a", "ma", "ua")} | {
                 (f, n): t for n, t in enumerate(prev.questions) for f in ("q", "mq", "uq")}
             keep = {unit: vectors[unit] for unit, text in texts.items()
-                    if unit[0] in spaces and before.get(unit) == text and unit in vectors}
+                    if unit[0] in mine and before.get(unit) == text and unit in vectors}
             if keep:
                 out[q.id] = keep
         return out
@@ -303,7 +321,11 @@ class Writing(ServiceBase):
         else:  # "add" edits match nothing: only the named records' hashes are needed (an edit of one QnA reads one)
             existing = self.store.content_hashes(project, claimed)
             stored = self.store.count_qnas(project)
-        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, stored))
+        def stored_cjk() -> int:  # the records held with CJK text, but those ``qnas`` replace
+            index = self.indexes.get(project)
+            return int((cjk_rows(index) & ~np.isin(index.ids, np.fromiter(claimed, np.int64, len(claimed)))).sum())
+
+        report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, stored, stored_cjk))
         space = hashed_space(self.embedder.name, report.multilingual)
         todo, hashes = [], []
         for q in qnas:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -185,13 +185,16 @@ class MultilingualSpace:
     def mode(self) -> str:
         return settings.multilingual() if self.active else "off"
 
-    def wanted(self, project: Project, qnas: Iterable[QnA], stored: int = 0) -> bool:
+    def wanted(self, project: Project, qnas: Iterable[QnA], stored: int = 0,
+               stored_cjk: Callable[[], int] | None = None) -> bool:
         """Whether records written to ``project`` now (``qnas``, beside ``stored`` records it holds) get vectors in the
         space: ``on``; or ``auto`` when the project has them already, or at least ``AUTO_SHARE`` of its records (and
-        at least one) are among ``qnas`` and have CJK text.  The share bounds what a first CJK record costs: the
-        space is filled for every record of the project, so a Chinese QnA added to a large English KB does not
+        at least one) have CJK text: among ``qnas``, and among the records it holds that they do not replace
+        (``stored_cjk``, counted only when ``qnas`` alone fall short).  The share bounds what a first CJK record costs:
+        the space is filled for every record of the project, so a Chinese QnA added to a large English KB does not
         embed all of it again (its CJK questions keep the keyword ranking; ``openqna reembed`` decides on all
-        records)."""
+        records); the records held count, so a Chinese KB written without the space (under ``off``) gains it again
+        on its next write under ``auto``, as the setting says it should (one edit of its 1,200 QnAs did not)."""
         mode = self.mode()
         if mode == "off":
             return False
@@ -199,7 +202,10 @@ class MultilingualSpace:
             return True
         qnas = list(qnas)
         cjk = sum(has_cjk_text(q) for q in qnas)
-        return cjk > 0 and cjk >= AUTO_SHARE * (stored + len(qnas))
+        if cjk > 0 and cjk >= AUTO_SHARE * (stored + len(qnas)):
+            return True
+        held = stored_cjk() if stored_cjk is not None and stored else 0
+        return cjk + held > 0 and cjk + held >= AUTO_SHARE * (stored + len(qnas))
 
     def reads(self, question: str) -> bool:
         """Whether ``question`` is read in the space where it can be: it has CJK text and the setting is not ``off``."""
