@@ -114,6 +114,32 @@ def test_follow_ups_of_the_multi_turn_samples(served, project, conversations):
     assert not wrong
 
 
+@pytest.mark.parametrize("first, follow_up", [
+    *[(first, follow_up) for first, follow_up, _ in CONTOSO],
+    ("How do I enroll in benefits?", "how do I add my baby?"), ("What is a health savings account?", "do I need a PIN?"),
+    ("What is the 401k plan?", "who is eligible?"), ("What is disability coverage?", "how long does it last?"),
+])
+def test_passages_do_not_move_a_follow_up_s_qnas(served, first, follow_up):
+    """With includeUnstructuredSources a QnA's confidence is what it is without passages in a conversation too: the
+    previous turn was read into the five best candidates of QnAs and passages together, which a section's passages
+    could fill ("how do I add my baby?" after enrolment: its QnA 0.306 without passages, 0.011 with them)."""
+    from openqna.kb.service import AskRequest
+
+    service = served.service
+    previous = service.ask("contoso", "test", AskRequest(question=first, top=1))[0]
+    assert previous.qna is not None
+
+    def qnas(unstructured: bool) -> dict[int, float]:
+        answers = service.ask("contoso", "test", AskRequest(
+            question=follow_up, top=30, previous_qna_id=previous.qna.id, previous_user_query=first,
+            include_unstructured=unstructured))
+        return {a.qna.id: a.confidence for a in answers if a.qna is not None and a.qna.kind == "qna"}
+
+    alone, beside = qnas(False), qnas(True)
+    assert beside == {i: c for i, c in alone.items() if i in beside} and len(beside) >= min(3, len(alone)), \
+        (alone, beside)
+
+
 def test_a_follow_up_without_the_previous_question_reads_the_previous_qnas(served):
     """Bot Framework's QnAMakerDialog (C#) sends the previous QnA's id and no previousUserQuery: the QnA's own question
     stands for the previous turn.  Without it, 2 of these 8 follow-ups got a wrong answer first and 3 of the right ones

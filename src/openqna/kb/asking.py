@@ -180,7 +180,6 @@ class Asking(ServiceBase):
         options = dict(question_only=req.question_only, boosted_ids=children, exact_prompt_ids=exact_prompt,
                        calibration=calibration, flt=None if space.multilingual else flt, reads_cjk=space.reads_cjk,
                        sections_as_passages=sections, query_map=space.adapter)
-        offsets: dict[int, float] = {}
         # the filter a store pushes into its own vector search, per kind ranked (none in the multilingual space)
         kind_flt = {kind: None if space.multilingual else all_of(req.filter, KindIn((kind,)))
                     for kind in ("qna", "passage")}
@@ -198,11 +197,18 @@ class Asking(ServiceBase):
                                **{**options, "boosted_ids": frozenset(), "exact_prompt_ids": frozenset(),
                                   **of_kind(kind)})
 
-        first = alone(eligible, None) if children or previous else []
-        if previous:
-            vector, offsets = self._follow_up(project, deployment, index, eligible, question, previous,
-                                              first[0].confidence if first else 0.0, expanded, vectors, options,
-                                              embedder)
+        def conversation(mask: np.ndarray, kind: str | None) -> tuple[list[ranker.Ranked], np.ndarray, dict]:
+            """The question alone among ``mask``'s records (of one ``kind``, or any), and the query vector and logit
+            offsets the conversation gives them: a QnA's are what they are without passages, whose sections would
+            otherwise take the few candidates the previous turn is read into (a follow-up's QnA fell from 0.306
+            to 0.011 with includeUnstructuredSources)."""
+            first = alone(mask, kind) if children or previous else []
+            if not previous:
+                return first, vectors[0], {}
+            return (first, *self._follow_up(project, deployment, index, mask, question, previous,
+                                            first[0].confidence if first else 0.0, expanded, vectors, options,
+                                            embedder))
+
         evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
                     if children or previous else set())
 
@@ -214,7 +220,9 @@ class Asking(ServiceBase):
 
         def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:
             """The records of ``mask`` (of one ``kind``, or any) ranked, with the conversation's evidence."""
+            nonlocal vector
             extra = of_kind(kind)
+            first, vector, offsets = conversation(mask, kind)
             if not children and not previous and not focused:
                 return ranker.rank(index, question, vector, mask, top=req.top, keywords=expanded,
                                    threshold=req.threshold, explain=req.explain, **{**options, **extra})
@@ -230,8 +238,7 @@ class Asking(ServiceBase):
             contextual = ranker.rank(index, question, vector, mask, logit_offsets=offsets,
                                      top=max(req.top, followup.POOL), keywords=expanded, explain=req.explain,
                                      **{**options, **extra})
-            capped = followup.capped(contextual, alone(mask, kind) if kind else first, evidence,
-                                     prompted=exact_prompt)
+            capped = followup.capped(contextual, first, evidence, prompted=exact_prompt)
             return [r for r in capped if r.confidence >= req.threshold][: req.top]
 
         passages = eligible & index.passage
@@ -239,8 +246,8 @@ class Asking(ServiceBase):
             return ranked_in(eligible, None), vector
         # Passages compete for rank, not for the scale: a QnA's confidence is what it is without them (the last
         # step reads every candidate as a rival), and a passage's is read among the passages.
-        qnas = ranked_in(eligible & ~index.passage, "qna")
         found = ranked_in(passages, "passage")
+        qnas = ranked_in(eligible & ~index.passage, "qna")  # last: the vector returned is the QnAs' query's
         return sorted(qnas + found, key=lambda r: -r.confidence)[: req.top], vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
