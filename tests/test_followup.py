@@ -135,9 +135,23 @@ def test_passages_do_not_move_a_follow_up_s_qnas(served, first, follow_up):
             include_unstructured=unstructured))
         return {a.qna.id: a.confidence for a in answers if a.qna is not None and a.qna.kind == "qna"}
 
-    alone, beside = qnas(False), qnas(True)
-    assert beside == {i: c for i, c in alone.items() if i in beside} and len(beside) >= min(3, len(alone)), \
-        (alone, beside)
+    alone, beside = qnas(False), qnas(True)  # (a QnA whose section's passage ranks above it is left out beside)
+    assert beside and beside == {i: c for i, c in alone.items() if i in beside}, (alone, beside)
+
+
+@pytest.mark.parametrize("question", ["vision insurance", "does it cover contacts?", "what about drugs?",
+                                      "parental leave", "dental"])
+def test_a_section_answers_once_beside_its_passages(served, question):
+    """A section is a QnA and passages under the same heading: with includeUnstructuredSources the two came back one
+    after the other ("vision insurance": the Vision Coverage passage 0.813, then its QnA 0.768), pushing the second
+    choice out.  The top three hold each section once, and three answers still."""
+    from openqna.kb.service import AskRequest
+
+    answers = served.service.ask("contoso", "test", AskRequest(question=question, top=3, include_unstructured=True))
+    headings = [a.qna.questions[0] for a in answers]
+    assert len(answers) == 3 and len(set(headings)) == 3, headings
+    alone = served.service.ask("contoso", "test", AskRequest(question=question, top=3))
+    assert len({a.qna.questions[0] for a in alone}) == 3
 
 
 def test_a_follow_up_without_the_previous_question_reads_the_previous_qnas(served):

@@ -66,6 +66,32 @@ class TextAnswer:
     span: Span | None = None
 
 
+def one_per_section(answers: list[Answer]) -> list[Answer]:
+    """``answers`` without a section's second answer: a document's section is imported as a QnA (its heading the
+    question) and as passages under the same heading, and with includeUnstructuredSources both came back, one after
+    the other ("vision insurance": the Vision Coverage passage at 0.813, then its QnA at 0.768), pushing the real
+    second choice out.  A passage or QnA is left out when one of the other kind, from the same source under the same
+    heading, ranks above it."""
+    kept: list[Answer] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for a in answers:
+        q = a.qna
+        if q is None or not q.questions:
+            kept.append(a)
+            continue
+        # the section the heading sits under: a QnA's "section" metadata; a passage's, less its own heading
+        under = q.metadata.get("section", "")
+        if q.kind == "passage":
+            under = under.rsplit(" > ", 1)[0] if " > " in under else ""
+        key = (q.source.lower(), exact_key(q.questions[0]), under)
+        other = "qna" if q.kind == "passage" else "passage"
+        if (*key, other) in seen:
+            continue
+        seen.add((*key, q.kind))
+        kept.append(a)
+    return kept
+
+
 class Asking(ServiceBase):
     # -- asking -----------------------------------------------------------------------
     def ask(self, project: str, deployment: str, req: AskRequest) -> list[Answer]:
@@ -94,13 +120,17 @@ class Asking(ServiceBase):
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
         # the threshold is compared with the confidence as answered, to 4 decimals: an answer shown at 0.9023 passes
         # a threshold of 0.9023 (ranked at 0.90226 it did not); the ranker's cut lets those that round up through
+        # with passages, a document's section may answer twice, as its QnA and as its passage: twice the answers are
+        # ranked, and the second of each section left out (``one_per_section``)
+        top = 2 * req.top if req.include_unstructured else req.top
         ranked, vector = self.rank(project, deployment, index,
-                                   replace(req, threshold=max(0.0, req.threshold - 0.5 * 10**-DECIMALS)), calibration)
+                                   replace(req, top=top, threshold=max(0.0, req.threshold - 0.5 * 10**-DECIMALS)),
+                                   calibration)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         answers = [Answer(qnas[r.record_id], round(r.confidence, DECIMALS), parts=r.parts) for r in ranked
                    if r.record_id in qnas]
         threshold = round(req.threshold, 12)  # QnA Maker's 57.99 / 100 is 0.5799000000000001
-        return [a for a in answers if a.confidence >= threshold], vector
+        return one_per_section([a for a in answers if a.confidence >= threshold])[: req.top], vector
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None, *, only: np.ndarray | None = None,
