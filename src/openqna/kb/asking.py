@@ -120,12 +120,11 @@ class Asking(ServiceBase):
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
         # the threshold is compared with the confidence as answered, to 4 decimals: an answer shown at 0.9023 passes
         # a threshold of 0.9023 (ranked at 0.90226 it did not); the ranker's cut lets those that round up through
-        # with passages, a document's section may answer twice, as its QnA and as its passage: twice the answers are
-        # ranked, and the second of each section left out (``one_per_section``)
-        top = 2 * req.top if req.include_unstructured else req.top
+        # with passages, a document's section may answer twice, as its QnA and as its passage: the QnAs' and the
+        # passages' best are kept, and the second of each section left out (``one_per_section``)
         ranked, vector = self.rank(project, deployment, index,
-                                   replace(req, top=top, threshold=max(0.0, req.threshold - 0.5 * 10**-DECIMALS)),
-                                   calibration)
+                                   replace(req, threshold=max(0.0, req.threshold - 0.5 * 10**-DECIMALS)), calibration,
+                                   keep=2 * req.top if req.include_unstructured else None)
         qnas = self.store.get_qnas(project, [r.record_id for r in ranked], deployment)
         answers = [Answer(qnas[r.record_id], round(r.confidence, DECIMALS), parts=r.parts) for r in ranked
                    if r.record_id in qnas]
@@ -134,7 +133,7 @@ class Asking(ServiceBase):
 
     def rank(self, project: str, deployment: str, index, req: AskRequest,
              calibration: calibrations.Calibration | None = None, *, only: np.ndarray | None = None,
-             space: QuerySpace | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
+             space: QuerySpace | None = None, keep: int | None = None) -> tuple[list[ranker.Ranked], np.ndarray]:
         """What ``ask`` ranks for ``req`` (unrounded), and the query vector; ``calibration`` overrides the project's.
 
         A question with Chinese, Japanese or Korean text asked of a knowledge base with the multilingual space is
@@ -145,7 +144,8 @@ class Asking(ServiceBase):
         other way round, a question in the KB's main language reads its few records in another language as one
         language too (the Chinese "能寄到国外吗" finds the English shipping QnA of that KB at 0.009): read across
         languages, a few records are few rivals, and "谢谢" got the English support QnA at 0.58.  ``only``: the
-        records ranked, of those the request allows; ``space``: where.
+        records ranked, of those the request allows; ``space``: where; ``keep``: how many of the QnAs' and the
+        passages' best together are kept (default ``req.top``; each kind's own list holds ``req.top``).
         """
         question = req.question or ""
         synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
@@ -159,10 +159,12 @@ class Asking(ServiceBase):
                 for rows, across in ((own, False), (~own, True)):
                     here = space if space.crossing == across else self.query_space(
                         index, question, calibration, project=project, deployment=deployment, across=across)
-                    found, vector = self.rank(project, deployment, index, req, calibration, only=rows, space=here)
+                    found, vector = self.rank(project, deployment, index, req, calibration, only=rows, space=here,
+                                              keep=keep)
                     ranked += found
                     vectors.append((here is space, vector))
-                return sorted(ranked, key=lambda r: -r.confidence)[: req.top], max(vectors, key=lambda v: v[0])[1]
+                return (sorted(ranked, key=lambda r: -r.confidence)[: keep or req.top],
+                        max(vectors, key=lambda v: v[0])[1])
         index, embedder, calibration = space.index, space.embedder, space.calibration
         if req.question_only and space.crossing and embedder is self.multilingual.crossing:
             # CROSSLINGUAL reads the answer most: the stored questions alone have a fit of their own
@@ -229,14 +231,16 @@ class Asking(ServiceBase):
 
         def conversation(mask: np.ndarray, kind: str | None) -> tuple[list[ranker.Ranked], np.ndarray, dict]:
             """The question alone among ``mask``'s records (of one ``kind``, or any), and the query vector and logit
-            offsets the conversation gives them: a QnA's are what they are without passages, whose sections would
+            offsets the conversation gives them.  A QnA's are what they are without passages, whose sections would
             otherwise take the few candidates the previous turn is read into (a follow-up's QnA fell from 0.306
-            to 0.011 with includeUnstructuredSources)."""
+            to 0.011 with includeUnstructuredSources); passages read it among every record, as before (read among
+            passages alone, one more off-topic follow-up of make eval's dev split was answered)."""
             first = alone(mask, kind) if children or previous else []
             if not previous:
                 return first, vectors[0], {}
-            return (first, *self._follow_up(project, deployment, index, mask, question, previous,
-                                            first[0].confidence if first else 0.0, expanded, vectors, options,
+            among, best = (mask, first) if kind == "qna" else (eligible, alone(eligible, None))
+            return (first, *self._follow_up(project, deployment, index, among, question, previous,
+                                            best[0].confidence if best else 0.0, expanded, vectors, options,
                                             embedder))
 
         evidence = (asked_prompts | exact_prompt | followup.records_with_words(index, question)
@@ -278,7 +282,7 @@ class Asking(ServiceBase):
         # step reads every candidate as a rival), and a passage's is read among the passages.
         found = ranked_in(passages, "passage")
         qnas = ranked_in(eligible & ~index.passage, "qna")  # last: the vector returned is the QnAs' query's
-        return sorted(qnas + found, key=lambda r: -r.confidence)[: req.top], vector
+        return sorted(qnas + found, key=lambda r: -r.confidence)[: keep or req.top], vector
 
     def _follow_up(self, project: str, deployment: str, index, eligible: np.ndarray, question: str, previous: str,
                    confidence: float, expanded: str, vectors: np.ndarray, options: dict,
