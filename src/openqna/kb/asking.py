@@ -238,7 +238,7 @@ class Asking(ServiceBase):
             first = alone(mask, kind) if children or previous else []
             if not previous:
                 return first, vectors[0], {}
-            among, best = (mask, first) if kind == "qna" else (eligible, alone(eligible, None))
+            among, best = (eligible, alone(eligible, None)) if kind == "passage" else (mask, first)
             return (first, *self._follow_up(project, deployment, index, among, question, previous,
                                             best[0].confidence if best else 0.0, expanded, vectors, options,
                                             embedder))
