@@ -21,7 +21,7 @@ from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import (
     E5_ONLY,
     FILLED,
-    cjk_rows,
+    cjk_text_rows,
     e5_current,
     filled,
     filled_value,
@@ -323,7 +323,8 @@ class Writing(ServiceBase):
             stored = self.store.count_qnas(project)
         def stored_cjk() -> int:  # the records held with CJK text, but those ``qnas`` replace
             index = self.indexes.get(project)
-            return int((cjk_rows(index) & ~np.isin(index.ids, np.fromiter(claimed, np.int64, len(claimed)))).sum())
+            return int((cjk_text_rows(index) & ~np.isin(index.ids, np.fromiter(claimed, np.int64,
+                                                                                  len(claimed)))).sum())
 
         report = ImportReport(multilingual=self.multilingual.wanted(proj, qnas, stored, stored_cjk))
         space = hashed_space(self.embedder.name, report.multilingual)

@@ -104,8 +104,14 @@ def own_language_rows(index: MemIndex, question: str) -> np.ndarray:
     word: XQuAD's English paragraphs that name a Chinese thing in its characters are English records (counted as
     Chinese, a Chinese question read them as one language, and top-1 of XQuAD's English FAQ asked in Chinese fell
     0.795 -> 0.783)."""
-    cjk = index.derived("multilingual.cjk_text_rows", lambda: _cjk_text_rows(index))
+    cjk = cjk_text_rows(index)
     return cjk if cjk_share(question) > 0 else ~cjk
+
+
+def cjk_text_rows(index: MemIndex) -> np.ndarray:
+    """Which of ``index``'s records are CJK records: their words' characters at least ``CJK_SHARE`` Chinese, Japanese
+    or Korean, as ``has_cjk_text`` reads a record's texts (a mask over records, made once per index version)."""
+    return index.derived("multilingual.cjk_text_rows", lambda: _cjk_text_rows(index))
 
 
 def _cjk_text_rows(index: MemIndex) -> np.ndarray:
