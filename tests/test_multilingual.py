@@ -674,3 +674,17 @@ def test_reembed_keeps_the_vectors_a_record_s_hash_says_are_today_s(tmp_path, em
     service.reembed("zh")
     assert e5.texts == 2  # the edited QnA's question and answer
     assert service.indexes.get("zh").crossing() is not None
+
+
+def test_an_english_write_does_not_read_the_records_held_for_the_space(service, monkeypatch):
+    """Counting the CJK records a KB holds reads every record's words (each write makes a new index version): only a
+    write with CJK text, that its own records do not qualify, pays for it."""
+    from openqna.kb import writing
+
+    _kb(service, "en", [([f"How do I configure option {i}?"], f"Set option {i} in settings.") for i in range(30)])
+    counted = []
+    monkeypatch.setattr(writing, "cjk_text_rows", lambda index: counted.append(index.n) or np.zeros(index.n, bool))
+    service.upsert("en", [QnA(["How do I reset it?"], "Press the reset button.")])
+    assert counted == [] and not service.store.get_project("en").settings.get(FILLED)
+    service.upsert("en", [QnA(["怎么重置？"], "按重置按钮。")])  # 1 of 32: the held records are counted, none CJK
+    assert counted == [31] and not service.store.get_project("en").settings.get(FILLED)

@@ -136,7 +136,6 @@ def test_no_answer_is_given_at_a_score_of_zero(server):
     path = f"/knowledgebases/{KB_ID}/generateAnswer"
     body = {"question": "how long does it take to charge the battery?", "top": 5,
             "strictFilters": [{"name": "category", "value": "account"}]}
-    unfiltered = server.service.ask("surface", "production", AskRequest(question=body["question"], top=5))
     assert any(a.qna is not None and round(a.confidence * 100, 2) == 0.0 for a in server.service.ask(
         "surface", "production", AskRequest(question=body["question"], top=5, filter=MetaEq("category", "account")))),\
         "the filter should leave only answers at 0 to drop"
@@ -146,7 +145,6 @@ def test_no_answer_is_given_at_a_score_of_zero(server):
     for q in ("how long does it take to charge the battery?", "what is the weather on mars", "return policy"):
         scores = [a["score"] for a in post(server, path, {"question": q, "top": 10}).json()["answers"]]
         assert scores and (scores == [0.0] or all(s > 0 for s in scores)), (q, scores)
-    assert unfiltered
 
 
 def test_strict_filters(server):

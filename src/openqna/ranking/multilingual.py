@@ -220,7 +220,7 @@ class MultilingualSpace:
         """Whether records written to ``project`` now (``qnas``, beside ``stored`` records it holds) get vectors in the
         space: ``on``; or ``auto`` when the project has them already, or at least ``AUTO_SHARE`` of its records (and
         at least one) have CJK text: among ``qnas``, and among the records it holds that they do not replace
-        (``stored_cjk``, counted only when ``qnas`` alone fall short).  The share bounds what a first CJK record costs:
+        (``stored_cjk``, counted only when ``qnas`` hold some but alone fall short).  The share bounds what a first CJK record costs:
         the space is filled for every record of the project, so a Chinese QnA added to a large English KB does not
         embed all of it again (its CJK questions keep the keyword ranking; ``openqna reembed`` decides on all
         records); the records held count, so a Chinese KB written without the space (under ``off``) gains it again
@@ -234,7 +234,8 @@ class MultilingualSpace:
         cjk = sum(has_cjk_text(q) for q in qnas)
         if cjk > 0 and cjk >= AUTO_SHARE * (stored + len(qnas)):
             return True
-        held = stored_cjk() if stored_cjk is not None and stored else 0
+        # only for a write with CJK text: an English KB's writes never read its records for this
+        held = stored_cjk() if stored_cjk is not None and stored and cjk else 0
         return cjk + held > 0 and cjk + held >= AUTO_SHARE * (stored + len(qnas))
 
     def reads(self, question: str) -> bool:
