@@ -174,6 +174,9 @@ async def check_ask(client: Client) -> None:
     assert out["answers"] == [{"id": None, "confidence": 0.0, "is_default_answer": True, "question": None,
                                "answer": "No good match found in KB.", "source": None, "metadata": {}}]
     assert "No good match" in tool_text(result)
+    # a table's rows answer search, not ask: it said "No good match" for the row that is the question word for word
+    table = await client.call_tool("ask", {"project": "products", "question": "Trail tent"})
+    assert table.is_error and "'products' is a table" in tool_text(table) and "search" in tool_text(table)
 
 
 async def scenario(client: Client) -> None:

@@ -19,11 +19,12 @@ from openqna.filters.match import Filter, IdIn, KindIn, all_of
 from openqna.formats.limits import LIMITS
 from openqna.index.analyze import analyze, exact_key, expand_with_synonyms, unread_share
 from openqna.index.memindex import MemIndex
+from openqna.kb.catalog import kind_of
 from openqna.kb.service_base import QuerySpace, ServiceBase, taking_turns
 from openqna.models.embedder import Embedder
 from openqna.ranking import calibrations, focus, followup, ranker, typos
 from openqna.ranking.multilingual import own_language_rows
-from openqna.records import QnA
+from openqna.records import InvalidArgument, QnA
 from openqna.store import Project
 
 DECIMALS = 4  # a confidence is answered rounded, as Azure's are
@@ -102,6 +103,9 @@ class Asking(ServiceBase):
     def ask_in(self, project: str, deployment: str, req: AskRequest) -> tuple[list[Answer], Project]:
         """``ask``, with the project as read for it (its settings, such as the query log's, need no second read)."""
         proj = self.store.get_project(project)
+        if kind_of(proj) == "table":  # its rows are no answers: ranked here they all fell below any threshold
+            raise InvalidArgument(f"'{project}' is a table: its rows answer searches (get_related_{project}, the "
+                                  f"tools' search), not questions; ask a project of QnAs and passages.")
         index = self.indexes.get(project, deployment)
         if req.qna_id is None and index.n:
             self.check_embedder(proj)
