@@ -418,6 +418,26 @@ def test_a_column_named_like_a_keyword_is_described_as_a_filter_must_write_it(se
         assert r.status_code == 200 and r.json()["num_retrieved"] == 1, r.text
 
 
+def test_the_where_str_example_is_one_the_server_takes_whatever_the_columns(service):
+    """A table whose first column was an Int64 was described with the example "n = 'value'", which the server
+    refuses ("n is Int64: it needs a number"), and a Bool one with "flag = 'value'"; GPTs copy examples.  The
+    example is now written on a column of a type it suits, and the server takes it."""
+    for name, columns in (("ints", ["n:Int64", "flag:Bool", "t:String"]), ("flags", ["flag:Bool", "t:String"]),
+                          ("floats", ["price:Float64", "t:String"])):
+        create_table(service, name, TableSchema([parse_column(c) for c in columns], ["t"], None))
+        row = {"n": 11, "flag": True, "price": 12.5, "t": "a row"}
+        load_rows(service, name, f"{name}.jsonl", json.dumps({c.split(":")[0]: row[c.split(":")[0]]
+                                                              for c in columns}).encode())
+    with LiveServer(service) as live:
+        for name in ("ints", "flags", "floats"):
+            op = get(live, f"/tools/{name}/openapi.json", version="3.1").json()["paths"][f"/get_related_{name}"]["get"]
+            where = next(p for p in op["parameters"] if p["name"] == "where_str")["description"]
+            assert where.endswith("Example: t = 'value'"), where  # a table's text columns are String
+            shown = where.rsplit("Example: ", 1)[1]
+            r = httpx.get(f"{live.url}/get_related_{name}", params={"subject": "row", "where_str": shown}, timeout=30)
+            assert r.status_code == 200, r.text
+
+
 def test_a_metadata_filter_matches_whatever_the_case_a_model_writes(service):
     """A QnA's metadata values are kept lower-cased, as Azure compares them; `color = 'Dark Blue'` (as the owner wrote
     the value, and as a GPT copies it) matched nothing, silently.  Comparisons with a metadata column fold the case;

@@ -76,14 +76,24 @@ def connected_description(kb: KnowledgeBaseInfo) -> str:
             f"parseDateTime32BestEffort('2024-01-31'). No subqueries. {_example(kb)}")
 
 
+_EXAMPLES = {  # an example filter per column type, each one where_str takes (a model copies examples)
+    "String": "{} = 'value'",
+    "Array(String)": "has({}, 'value')",
+    "DateTime": "{} > parseDateTime32BestEffort('2023-01-01')",
+    "Int64": "{} > 10",
+    "Float64": "{} > 10",
+    "Bool": "{}",
+}
+
+
 def _example(kb: KnowledgeBaseInfo) -> str:
-    for c in kb.columns:
-        if c.type == "Array(String)":
-            return f"Example: has({written_name(c.name)}, 'value')"
-        if c.type == "DateTime":
-            return f"Example: {written_name(c.name)} > parseDateTime32BestEffort('2023-01-01')"
-    first = next(iter(kb.columns), None)
-    return f"Example: {written_name(first.name)} = 'value'" if first else ""
+    """An example where_str on the first column of the first of ``_EXAMPLES``' types the KB has: "n = 'value'" for
+    an Int64 column was refused when copied."""
+    for kind, example in _EXAMPLES.items():
+        column = next((c for c in kb.columns if c.type == kind), None)
+        if column is not None:
+            return "Example: " + example.format(written_name(column.name))
+    return ""
 
 
 def operation_id(kb_name: str) -> str:
