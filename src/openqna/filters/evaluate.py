@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 import re
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -73,11 +74,25 @@ class WhereError(InvalidArgument):
         self.reason = reason
 
 
+_describing = threading.local()
+
+
 def allowed_syntax(schema: Schema) -> str:
     """The whole filter language in one paragraph, generated from the schema (also fit for tool descriptions)."""
-    columns = ", ".join(f"{c.name} {c.type}" for c in schema.values()) or "(none)"
+    from openqna.filters.where_str import written_name  # it parses with this module's errors
+
+    # a column named like a keyword (`select`) as a filter must write it, as the tool descriptions show it;
+    # ``written_name`` parses, and a refusal there describes its own one-column schema: bare, not again
+    if getattr(_describing, "now", False):
+        columns = ", ".join(f"{c.name} {c.type}" for c in schema.values())
+    else:
+        _describing.now = True
+        try:
+            columns = ", ".join(f"{written_name(c.name)} {c.type}" for c in schema.values())
+        finally:
+            _describing.now = False
     return (
-        f"columns {columns}; "
+        f"columns {columns or '(none)'}; "
         "operators = != < <= > >=, AND, OR, NOT, [NOT] IN ('a', 'b'), [NOT] BETWEEN x AND y, "
         "[NOT] LIKE / ILIKE '%pattern_' (backslash escapes), IS [NOT] NULL; "
         "functions has(arr, 'v'), hasAny(arr, ['v', ...]), hasAll(arr, ['v', ...]), empty(x), notEmpty(x), "

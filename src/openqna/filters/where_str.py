@@ -83,6 +83,7 @@ def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Fi
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def written_name(name: str) -> str:
     """``name`` as a ``where_str`` writes it: as it is, or in backticks when it reads as a keyword there (a column
     named ``select``, ``and`` or ``null``), which is what tool descriptions show a model."""
@@ -404,11 +405,13 @@ class _Lowering:
         unit = node.args.get("unit")
         name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
         amount = self.constant(node.this) if node.this is not None else None
-        if isinstance(amount, str) and re.fullmatch(r"\s*[-+]?\d{1,9}\s*", amount):
+        if isinstance(amount, str) and re.fullmatch(r"\s*[-+]?\d{1,12}\s*", amount):
             amount = int(amount)
-        if name not in INTERVAL_UNITS or not is_number(amount) or not isinstance(amount, int) or abs(amount) > 10**9:
+        if name not in INTERVAL_UNITS or not is_number(amount) or not isinstance(amount, int):
             units = ", ".join(INTERVAL_UNITS)
             self.refuse(f"INTERVAL needs a whole number and a unit ({units}), e.g. INTERVAL 7 DAY")
+        if abs(amount) > 10**9:
+            self.refuse(f"INTERVAL {amount} {name} is too long: the amount is at most 1000000000")
         return Interval(amount, name)
 
     def call(self, node: exp.Anonymous) -> object:
