@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from psycopg.types.json import Json
 
 from openqna.filters.evaluate import evaluate
-from openqna.filters.nodes import And, Compare, HasAny, IdIn, KindIn, Like, MetaEq, Not, Or, Ref, SourceIn
+from openqna.filters.nodes import And, Column, Compare, HasAny, IdIn, KindIn, Like, MetaEq, Not, Or, Ref, SourceIn
 from openqna.filters.sql import RecordSQL, compile_clickhouse, compile_postgres
 from openqna.filters.values import utc_seconds
 from openqna.filters.where_str import parse_where
@@ -237,6 +237,27 @@ def test_clickhouse_selects_the_reference_rows(ch, text, f):
 @given(f=COMBINED)
 def test_combined_filters_on_clickhouse_select_the_reference_rows(ch, f):
     assert ch_ids(ch, f) == expected_ids(f)
+
+
+def test_a_clickhouse_datetime64_compares_at_its_whole_second():
+    """A connected table's DateTime64(3) value 10:00:00.123 is shown as 10:00:00 (whole seconds, as every dialect
+    reads DateTimes); `updated = '2020-03-17 10:00:00'` matched nothing on ClickHouse and `>` matched it, where
+    PostgreSQL's date_trunc matched the other way round."""
+    session = chdb.session.Session()
+    try:
+        session.query("CREATE TABLE stamped (id Int64, updated Nullable(DateTime64(3, 'UTC'))) ENGINE = MergeTree "
+                      "ORDER BY id")
+        session.query("INSERT INTO stamped VALUES (1, '2020-03-17 10:00:00.123'), (2, NULL)")
+        schema = {"updated": Column("updated", "DateTime")}
+        for text, expected in (("updated = '2020-03-17 10:00:00'", [1]), ("updated > '2020-03-17 10:00:00'", []),
+                               ("updated IN ('2020-03-17 10:00:00')", [1]),
+                               ("updated BETWEEN '2020-03-17 09:00:00' AND '2020-03-17 10:00:00'", [1])):
+            sql, params = compile_clickhouse(parse_where(text, schema), lambda c: c.name)
+            result = session.query(f"SELECT id FROM stamped WHERE {sql} ORDER BY id", "JSONCompact",
+                                   params={k: clickhouse_text(v) for k, v in params.items()})
+            assert [row[0] for row in json.loads(result.data())["data"]] == expected, text
+    finally:
+        session.close()
 
 
 # ---------------------------------------------------------------------------------------------- binding

@@ -307,6 +307,8 @@ class ClickHouse(Dialect):
             return f"toDate({x}, 'UTC')"
         if ref.fn in ("lower", "upper"):
             return f"{ref.fn}({x})"
+        if ref.column.type == "DateTime":  # a DateTime64 to its whole second, as shown and as PostgreSQL reads it
+            return f"toDateTime({x}, 'UTC')"
         return x
 
     def like(self, f: Like) -> str:
