@@ -33,6 +33,7 @@ from openqna.connected.engine import (
     EngineTimeout,
     EngineUnavailable,
     Metric,
+    TableChanged,
     TableColumn,
     VectorIndex,
     canonical_value,
@@ -48,6 +49,9 @@ _NAME = re.compile(r"\(([A-Z][A-Z_]+)\)")
 _TIMEOUTS = {159, 209, 210}  # TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR
 _UNAVAILABLE = {192, 193, 194, 195, 516}  # unknown user, wrong password, ..., AUTHENTICATION_FAILED
 _NO_SUCH_TABLE = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
+# a table that changed under its connection (a filter names only the columns it was described with):
+# NOT_FOUND_COLUMN_IN_BLOCK, THERE_IS_NO_COLUMN, UNKNOWN_IDENTIFIER, the two above, ACCESS_DENIED
+_CHANGED = {10, 16, 47, *_NO_SUCH_TABLE, 497}
 _DISTANCES: dict[Metric, str] = {"cosine": "cosineDistance", "l2": "L2Distance"}
 _METRICS: dict[str, Metric] = {v: k for k, v in _DISTANCES.items()}
 _INDEX_ARGS = re.compile(r"vector_similarity\(\s*'(\w+)'\s*,\s*'(\w+)'")
@@ -102,7 +106,7 @@ class ClickHouseTable:
     def describe(self, table: str) -> list[TableColumn]:
         try:
             rows = self.client.query(f"DESCRIBE TABLE {quoted(table)}", {})
-        except EngineRejected as exc:
+        except (EngineRejected, TableChanged) as exc:
             if exc.engine_code in _NO_SUCH_TABLE:
                 return []  # connect_table says there is no such table, not "check where_str"
             raise
@@ -182,6 +186,11 @@ def engine_error(exc: Exception) -> Exception:
     if code in _UNAVAILABLE or code is None:
         return EngineUnavailable("The table's ClickHouse server cannot be reached or refused the connection; "
                                  "its operator should check the connection.")
+    if code in _CHANGED:
+        changed = TableChanged(f"The table's ClickHouse server refused the query: error {code}{name}; the table "
+                               "has changed since it was connected, and its operator should connect it again.")
+        changed.engine_code = code
+        return changed
     rejected = EngineRejected(f"The table's ClickHouse server refused the query: error {code}{name}. Check "
                               "where_str against the columns in the tool description.")
     rejected.engine_code = code

@@ -58,6 +58,14 @@ class EngineUnavailable(OpenQnAError):
     status = 503
 
 
+class TableChanged(EngineUnavailable):
+    """The table no longer has what it was connected with (a column renamed or dropped, the table dropped, reading
+    it no longer granted): the operator's to fix, not the caller's, whatever filter the caller sent."""
+
+    code = "TableChanged"
+    engine_code: int | None = None
+
+
 @dataclass(frozen=True)
 class Connection:
     """Where a connected table lives: an engine and its URL without the password.

@@ -27,6 +27,7 @@ from openqna.connected.engine import (
     EngineTimeout,
     EngineUnavailable,
     Metric,
+    TableChanged,
     TableColumn,
     VectorIndex,
     canonical_value,
@@ -47,6 +48,9 @@ _CANONICAL = {"String": "text", "Int64": "bigint", "Float64": "double precision"
 _DIM = re.compile(r"vector\((\d+)\)")
 _OPERATORS = {"cosine": "<=>", "l2": "<->"}
 _OPCLASSES: dict[Metric, str] = {"cosine": "vector_cosine_ops", "l2": "vector_l2_ops"}
+# SQLSTATEs of a table that changed under its connection (a filter names only the columns it was described with)
+_CHANGED = {"42703": "a column it reads is gone", "42P01": "the table is gone", "3F000": "its schema is gone",
+            "42501": "reading it is no longer granted"}
 _LISTS = re.compile(r"lists\s*=\s*'?(\d+)")
 # pgvector's default is 40.  At 1M rows (bench/connected.py, an index built with m 32, ef_construction 128),
 # recall@10 was 0.975 at 100 and 1.00 at 200 and 400, each a few ms.
@@ -106,6 +110,10 @@ class PostgresTable:
                                         "its operator should check the connection.") from None
             except psycopg.Error as exc:
                 state = exc.sqlstate or "unknown"
+                if state in _CHANGED:
+                    raise TableChanged(f"The table's PostgreSQL server refused the query: SQLSTATE {state} "
+                                       f"({_CHANGED[state]}); the table has changed since it was connected, and "
+                                       "its operator should connect it again.") from None
                 raise EngineRejected(f"The table's PostgreSQL server refused the query: SQLSTATE {state}. Check "
                                      "where_str against the columns in the tool description.") from None
 

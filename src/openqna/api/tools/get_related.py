@@ -33,7 +33,7 @@ from openqna.records import InvalidArgument, NotFound, OpenQnAError, ProjectNotF
 
 # A connected table's engine failing (connected/engine.py), in this dialect's words.
 ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_timeout",
-                "EngineUnavailable": "engine_unavailable"}
+                "EngineUnavailable": "engine_unavailable", "TableChanged": "table_changed"}
 
 
 # the tools' own codes, by status, for an error that has none of them (the store unreachable: 503)
