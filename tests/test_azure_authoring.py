@@ -486,6 +486,24 @@ def test_an_import_replaces_only_the_assets_it_holds(live, admin):
     assert [q["answer"] for q in authoring.list_qnas("kb")] == ["a"]  # QnAs given: they replace the project's
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "json"])
+def test_a_synonyms_export_imported_without_asset_kind_keeps_the_qnas(live, admin, fmt):
+    """An export of the synonyms (a zip of Synonyms.tsv, or JSON with "Qnas": []) imported by its fileUri with the
+    SDK's default assetKind deleted every QnA of the project it was imported into: a file without QnAs or documents
+    replaces only what it holds."""
+    live.service.import_content("src", KnowledgeBaseContent([QnA(["q"], "a")]))
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    authoring, _ = clients(live, admin)
+    authoring.update_synonyms("src", {"value": [{"alterations": ["tv", "television"]}]})
+    job = authoring.begin_export("src", file_format=fmt, asset_kind="synonyms").result()
+    if fmt == "json":
+        data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).json()
+        assert "Qnas" not in data["Assets"] and data["Assets"]["Synonyms"] == [{"Alterations": ["tv", "television"]}]
+    authoring.begin_import_assets("kb", {"fileUri": job["resultUrl"]}, file_format=fmt).result()
+    assert [q["answer"] for q in authoring.list_qnas("kb")] == ["Use the link."]
+    assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
+
+
 def test_a_qna_with_no_question_is_refused(live, admin):
     """An add with questions [] or [""] was stored as a QnA no question reaches, and exported with an empty Question
     column; a replace that leaves questions out still keeps the stored ones."""

@@ -217,7 +217,10 @@ def export_bytes(
     if asset_kind == "synonyms":
         content = KnowledgeBaseContent(synonyms=content.synonyms)
     if fmt == "json":
-        body = json.dumps(write_json(content, project_metadata), ensure_ascii=False, indent=2).encode("utf-8")
+        written = write_json(content, project_metadata)
+        if asset_kind == "synonyms":  # no "Qnas": [] that an import would read as "no QnAs any more"
+            written["Assets"].pop("Qnas", None)
+        body = json.dumps(written, ensure_ascii=False, indent=2).encode("utf-8")
         filename = "KnowledgeBase.json"
     elif fmt == "excel":
         body, filename = write_xlsx(content), "KnowledgeBase.xlsx"

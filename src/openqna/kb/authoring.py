@@ -432,7 +432,7 @@ class Authoring:
         """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed.
 
         A body replaces only the assets it holds: one of synonyms or settings alone leaves the QnAs as they are (it
-        used to delete them all, as an import of no QnAs)."""
+        used to delete them all, as an import of no QnAs); so does a file without QnAs or documents."""
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
@@ -459,7 +459,10 @@ class Authoring:
             self.set_synonyms(project, content.synonyms)
             return
         given = content.synonyms or "synonyms" in assets
-        if not file_uri and "qnas" not in assets:  # synonyms or settings alone: the QnAs are not part of the import
+        # synonyms or settings alone: the QnAs are not part of the import.  A file of no QnA and no document (an
+        # export of the synonyms, imported without assetKind, as the SDK does by default) is no QnA file either: it
+        # deleted every QnA of the project it was imported into
+        if (not file_uri and "qnas" not in assets) or (file_uri and not content.qnas and not documents):
             if given:
                 self.set_synonyms(project, content.synonyms)
             return
