@@ -504,6 +504,36 @@ def test_a_synonyms_export_imported_without_asset_kind_keeps_the_qnas(live, admi
     assert [s["alterations"] for s in authoring.list_synonyms("kb")] == [["tv", "television"]]
 
 
+@pytest.mark.parametrize("fmt", ["json", "tsv", "excel"])
+def test_users_questions_sent_as_feedback_move_with_an_export(live, admin, fmt):
+    """The suggestions of add_feedback were listed for their QnA but no export carried them: a KB moved through
+    export and import lost them.  They are exported among the QnA's suggested questions and come back as such."""
+    live.service.import_content("src", KnowledgeBaseContent([QnA(["capital of germany?"], "Berlin.", id=10)]))
+    authoring, _ = clients(live, admin)
+    authoring.add_feedback("src", {"records": [{"userId": "u", "userQuestion": "german capital city?", "qnaId": 10}]})
+    _export_and_import(live, admin, "src", f"moved-{fmt}", fmt)
+    [moved] = authoring.list_qnas(f"moved-{fmt}")
+    assert [s["question"] for c in moved["activeLearningSuggestions"] for s in c["suggestedQuestions"]] == [
+        "german capital city?"]
+
+
+def test_feedback_for_a_qna_an_import_replaced_is_dropped(live, admin):
+    """Feedback outlived an import that gave its QnA's id to another answer: the bread QnA was offered "german
+    capital city?" as a suggestion.  Feedback stays with a QnA the import kept as it was."""
+    authoring, _ = clients(live, admin)
+    authoring.begin_import_assets("fb", {"assets": {"qnas": [
+        {"id": 10, "answer": "Berlin.", "questions": ["capital of germany?"]},
+        {"id": 11, "answer": "Paris.", "questions": ["capital of france?"]}]}}).result()
+    authoring.add_feedback("fb", {"records": [{"userId": "u", "userQuestion": "german capital city?", "qnaId": 10},
+                                              {"userId": "u", "userQuestion": "french capital city?", "qnaId": 11}]})
+    authoring.begin_import_assets("fb", {"assets": {"qnas": [
+        {"id": 10, "answer": "Knead the dough.", "questions": ["How do I bake bread?"]},
+        {"id": 11, "answer": "Paris.", "questions": ["capital of france?"]}]}}).result()
+    suggested = {q["id"]: [s["question"] for c in q["activeLearningSuggestions"] for s in c["suggestedQuestions"]]
+                 for q in authoring.list_qnas("fb")}
+    assert suggested == {10: [], 11: ["french capital city?"]}
+
+
 def test_a_qna_with_no_question_is_refused(live, admin):
     """An add with questions [] or [""] was stored as a QnA no question reaches, and exported with an empty Question
     column; a replace that leaves questions out still keeps the stored ones."""

@@ -234,7 +234,7 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     A .json file carries the project's settings (default answer, language, description) in its Metadata, as
     Azure's export does, so `openqna import` and Azure's import set them again."""
     from openqna.formats import ExportFormat, export_bytes
-    from openqna.kb.authoring import project_metadata
+    from openqna.kb.authoring import feedback_suggestions, project_metadata, with_feedback
     from openqna.kb.catalog import Project
 
     by_suffix = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".xlsx": "excel", ".json": "json"}
@@ -244,6 +244,7 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     try:
         catalog = open_catalog(data_dir)
         content = catalog.content(project, deployment)
+        content.qnas = with_feedback(content.qnas, feedback_suggestions(catalog.store, project))
         metadata = project_metadata(catalog.project(project))
     except OpenQnAError as exc:
         fail(exc.message)

@@ -9,7 +9,7 @@ import base64
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from urllib.parse import parse_qs, urlparse
@@ -24,7 +24,7 @@ from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
 from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, ProjectSettings, QnA
-from openqna.store import Job, Project, Source
+from openqna.store import Job, Project, Source, Store
 from openqna.store.base import AcceptedQuestion
 
 KB_ID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -66,6 +66,28 @@ def project_metadata(proj: Project) -> dict:
     if proj.settings.get("kbId"):
         metadata["KbId"] = proj.settings["kbId"]
     return metadata
+
+
+def feedback_suggestions(store: Store, project: str) -> dict[int, list[tuple[str, int]]]:
+    """User questions sent as feedback, per QnA, that are not yet among its questions."""
+    feedback = store.list_feedback(project)
+    qnas = store.get_qnas(project, list(feedback))
+    out = {}
+    for qid, items in feedback.items():
+        have = {x.lower() for x in qnas[qid].questions} if qid in qnas else set()
+        keep = [(q, n) for q, n in items if q.lower() not in have]
+        if keep:
+            out[qid] = keep
+    return out
+
+
+def with_feedback(qnas: list[QnA], feedback: dict[int, list[tuple[str, int]]]) -> list[QnA]:
+    """``qnas`` with the users' questions sent as feedback among their suggestions (QnA Maker's SuggestedQuestions
+    clusters, one per question), so that an export carries them: a KB moved through one lost them."""
+    return [replace(q, suggested_questions=[*q.suggested_questions, *(
+        {"ClusterHead": question, "AlternateQuestionList": [
+            {"Question": question, "UserSuggestedCount": count, "AutoSuggestedCount": 0}]}
+        for question, count in feedback[q.id])]) if q.id in feedback else q for q in qnas]
 
 
 def suggestion_clusters(q: QnA, feedback: list[tuple[str, int]]) -> list[dict]:
@@ -306,15 +328,7 @@ class Authoring:
 
     def suggestions(self, project: str) -> dict[int, list[tuple[str, int]]]:
         """User questions sent as feedback, per QnA, that are not yet among its questions."""
-        feedback = self.store.list_feedback(project)
-        qnas = self.store.get_qnas(project, list(feedback))
-        out = {}
-        for qid, items in feedback.items():
-            have = {x.lower() for x in qnas[qid].questions} if qid in qnas else set()
-            keep = [(q, n) for q, n in items if q.lower() not in have]
-            if keep:
-                out[qid] = keep
-        return out
+        return feedback_suggestions(self.store, project)
 
     def pending_suggestions(self, project: str) -> list[tuple[int, str, int]]:
         """Every suggestion of every QnA as ``(qna id, question, count)``: what GET .../qnas lists in
@@ -466,7 +480,15 @@ class Authoring:
             if given:
                 self.set_synonyms(project, content.synonyms)
             return
+        feedback = self.store.list_feedback(project)
+        before = {qid: q.answer for qid, q in self.store.get_qnas(project, list(feedback)).items()}
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
+        # users' questions sent for a QnA the import replaced by another answer are no suggestions for that one
+        # (they stayed, and the console offered "german capital city?" for the bread QnA that took its id)
+        after = self.store.get_qnas(project, list(feedback))
+        for qid in feedback:
+            if qid not in after or after[qid].answer != before.get(qid):
+                self.store.delete_feedback(project, qid)
         for unstructured, document in documents:  # a replica's unstructured documents, as `openqna import` reads them
             ingest_document(self.service, project, document, source=unstructured.source, unstructured=True)
 
@@ -528,7 +550,8 @@ class Authoring:
 
     def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
         proj = self.store.get_project(project)
-        content = KnowledgeBaseContent(self.store.list_qnas(project), self.store.get_synonyms(project))
+        content = KnowledgeBaseContent(with_feedback(self.store.list_qnas(project), self.suggestions(project)),
+                                       self.store.get_synonyms(project))
         return export_archive(content, fmt, asset_kind, project_metadata(proj))  # type: ignore[arg-type]
 
     def signed_export(self, job_id: str, signature: str) -> Job | None:
