@@ -511,3 +511,31 @@ def test_a_misspelt_word_still_matches(service, monkeypatch):
     assert top.qna.id == 2 and top.confidence >= 0.5
     monkeypatch.setenv("OPENQNA_TYPO_TOLERANCE", "0")
     assert typos.correct(index, "how do i strat the sever?") == "how do i strat the sever?"
+
+
+def test_a_chinese_character_typed_as_a_homophone_still_matches(service, monkeypatch):
+    """Chinese is typed through pinyin, so its typos are homophones: "咯学" for the KB's "咯血" (both "ka xue"), "能哺能"
+    for "能不能".  Such a character is read as the KB's (``typos.correct_homophones``); a character that makes a word
+    of the language as typed, one whose replacement would make no word of two characters or more ("哪些事" is not
+    "哪些是" for the KB's "这些是"), and Japanese text are left as they are."""
+    from openqna.ranking import typos
+
+    service.create_project("zh")
+    service.upsert("zh", [
+        QnA(["咯血和呕血有什么区别？"], "咯血是呼吸道出血，呕血是消化道出血。"),
+        QnA(["小孩吃了百令胶囊能不能打预防针？"], "可以，但最好间隔三天。"),
+        QnA(["乙酰半胱氨酸颗粒有哪些副作用？"], "这些是常见的副作用：恶心和皮疹。"),
+        QnA(["感冒要几天才能好？"], "一般一周左右。"),
+        QnA(["肺炎会传染吗？"], "细菌性肺炎一般不传染。"),
+        QnA(["孩子发烧怎么办？"], "多喝水，体温超过三十八度五时就医。")])
+    index = service.indexes.get("zh")
+    assert typos.correct(index, "咯学和呕血有什么区别") == "咯血和呕血有什么区别"
+    assert typos.correct(index, "小孩吃了百令胶囊能哺能打预防针") == "小孩吃了百令胶囊能不能打预防针"
+    assert typos.correct(index, "依酰半胱氨酸颗粒的副作用大吗") == "乙酰半胱氨酸颗粒的副作用大吗"
+    assert typos.correct(index, "哮喘平时要注意哪些事") == "哮喘平时要注意哪些事"
+    assert typos.correct(index, "咯学のことを教えて") == "咯学のことを教えて"
+    typed = service.ask("zh", "test", AskRequest(question="咯学和呕血有什么区别？", top=1))[0]
+    monkeypatch.setenv("OPENQNA_TYPO_TOLERANCE", "0")
+    assert typos.correct(index, "咯学和呕血有什么区别") == "咯学和呕血有什么区别"
+    as_typed = service.ask("zh", "test", AskRequest(question="咯学和呕血有什么区别？", top=1))[0]
+    assert typed.qna.id == 1 and typed.confidence > as_typed.confidence  # the question it was meant to be

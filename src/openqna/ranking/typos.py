@@ -15,13 +15,30 @@ neighbour of a three-letter word is mostly another word.
 The corrected question is what the keyword features and the embedder read; the exact match still reads the
 question as asked.  ``rapidfuzz`` finds the neighbours (its C implementation scans a 30,000-term vocabulary in
 about a millisecond); the vocabulary is collected once per index version.
+
+Chinese is typed through a pinyin input method, so its typos are homophones: the right syllables, the wrong
+character of the list the method offers ("咯学" for "咯血", "能哺能" for "能不能").  ``correct_homophones`` reads a
+Han character of the question neither of whose two-character words (the analyzer's bigrams with the character before
+and after it) the KB holds, nor the language (jieba's dictionary), as the character of the same syllable
+(``pypinyin``'s dictionary, its usual reading, tones ignored) that makes one the KB holds, when that puts it in a word
+of two characters or more and makes the characters around it at least ten times likelier words of the language
+(``Words``, a unigram model of jieba's word counts): "学" between "咯" and "异" becomes "血" when the KB holds "咯血";
+"哪些事" stays, though the KB's "这些是" holds "些是".  Of two such characters the likelier is taken, and none when
+two are as likely; text with
+kana is Japanese, whose kanji are typed by another reading, and is left as it is.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import unicodedata
+from collections import defaultdict
+from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
@@ -83,6 +100,7 @@ def correct(index: MemIndex, text: str) -> str:
     """``text`` with each misspelt word (see the module docstring) replaced by the KB term it most likely meant."""
     if not settings.typo_tolerance():
         return text
+    text = correct_homophones(index, text)
     vocab, terms = vocabulary(index)
     if not vocab:
         return text
@@ -110,3 +128,196 @@ def correct(index: MemIndex, text: str) -> str:
         return closest[0] if analyze(closest[0], bigrams=False) == [closest[0]] else word
 
     return _WORD.sub(fixed, text)
+
+
+LONGEST = 3  # the language model's longest words
+LIKELIER = math.log(10)  # a replacement makes the characters around it this much likelier words, or is none
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+_HAN_WORD = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]+\\Z")
+_HAN_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]{2,}")
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff]")
+
+
+@lru_cache(maxsize=1)
+def _pinyin() -> dict[int, str]:
+    """pypinyin's dictionary: a Han character's code point to its readings ("gē,kǎ,lo"), without the phrase
+    dictionary (tens of MB, for reading words in context, which a character's syllables do not need)."""
+    os.environ.setdefault("PYPINYIN_NO_PHRASES", "1")
+    from pypinyin.pinyin_dict import pinyin_dict
+
+    return pinyin_dict
+
+
+@lru_cache(maxsize=8192)
+def syllable(char: str) -> str:
+    """The toneless pinyin syllable ``char`` is read as first (its usual reading: "血" -> "xue"), or "" for a
+    character pypinyin does not know.  Rarer readings are left out: by "nai", "哪" and "能" sound alike."""
+    readings = _pinyin().get(ord(char))
+    if not readings:
+        return ""
+    first = readings.split(",")[0]
+    return "".join(c for c in unicodedata.normalize("NFD", first) if not unicodedata.combining(c))
+
+
+@dataclass(frozen=True)
+class HanBigrams:
+    """The KB's two-character Han words (bigrams) with the units holding each, and two ways in: by the first
+    character and the syllable of the second, and by the syllable of the first and the second character."""
+
+    count: dict[str, int]
+    by_first: dict[tuple[str, str], list[str]]
+    by_second: dict[tuple[str, str], list[str]]
+
+
+def han_bigrams(index: MemIndex) -> HanBigrams:
+    """``index``'s Han bigrams (see ``HanBigrams``); once per index version."""
+    def collect() -> HanBigrams:
+        count: dict[str, int] = {}
+        for fld in (index.q, index.a):
+            postings = fld.postings
+            for term, tid in postings.vocab.items():
+                if len(term) == 2 and _HAN.match(term[0]) and _HAN.match(term[1]):
+                    n = int(postings.start[tid + 1] - postings.start[tid])
+                    if n:
+                        count[term] = count.get(term, 0) + n
+        by_first: dict[tuple[str, str], list[str]] = defaultdict(list)
+        by_second: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for term in count:
+            by_first[(term[0], syllable(term[1]))].append(term[1])
+            by_second[(syllable(term[0]), term[1])].append(term[0])
+        return HanBigrams(count, dict(by_first), dict(by_second))
+
+    return index.derived("ranking.typos.han_bigrams", collect)
+
+
+def _key(word: str) -> int:
+    """A word of up to three Han characters as one integer (each code point is under 2**16)."""
+    key = 0
+    for char in word:
+        key = (key << 16) | ord(char)
+    return (key << 2) | len(word)
+
+
+@dataclass(frozen=True)
+class Words:
+    """Chinese words of one to three characters with their log frequencies (jieba's dictionary: 349,046 words
+    counted in a large corpus, of which these are read): a small language model of which characters go together.
+    Held as two arrays (words as ``_key`` integers, sorted, and their log probabilities): 3 MB, where a dict of
+    the same 257,000 words took 80."""
+
+    keys: np.ndarray
+    logps: np.ndarray
+    unknown: float  # a character the dictionary does not have
+
+    def logp(self, word: str) -> float | None:
+        key = _key(word)
+        at = int(np.searchsorted(self.keys, key))
+        return float(self.logps[at]) if at < len(self.keys) and self.keys[at] == key else None
+
+    def __contains__(self, word: str) -> bool:
+        return self.logp(word) is not None
+
+    def split(self, text: str) -> tuple[float, list[str]]:
+        """``text``'s likeliest split into the dictionary's words (a unigram model) and its log probability."""
+        best = [0.0] + [-math.inf] * len(text)
+        back = [0] * (len(text) + 1)
+        for end in range(1, len(text) + 1):
+            for size in range(1, min(LONGEST, end) + 1):
+                lp = self.logp(text[end - size:end])
+                if lp is None:
+                    lp = self.unknown if size == 1 else -math.inf
+                if best[end - size] + lp > best[end]:
+                    best[end], back[end] = best[end - size] + lp, size
+        out, end = [], len(text)
+        while end:
+            out.append(text[end - back[end]:end])
+            end -= back[end]
+        return best[-1], out[::-1]
+
+
+@lru_cache(maxsize=1)
+def words() -> Words:
+    """jieba's dictionary's words of one to three Han characters (about 257,000; read once, in about 0.5 s)."""
+    from importlib.resources import files
+
+    keys: list[int] = []
+    counts: list[int] = []
+    total = 0
+    with (files("jieba") / "dict.txt").open(encoding="utf-8") as lines:
+        for line in lines:
+            word, count, _ = line.split(" ", 2)
+            total += int(count)
+            if len(word) <= LONGEST and _HAN_WORD.match(word):
+                keys.append(_key(word))
+                counts.append(int(count))
+    order = np.argsort(np.array(keys, dtype=np.int64), kind="stable")
+    log_total = math.log(total)
+    logps = (np.log(np.array(counts, dtype=np.float64)) - log_total).astype(np.float32)
+    return Words(np.array(keys, dtype=np.int64)[order], logps[order], -log_total)
+
+
+def correct_homophones(index: MemIndex, text: str) -> str:
+    """``text`` with each Han character typed as a homophone of the one the KB holds replaced (module docstring)."""
+    if not _HAN.search(text) or _KANA.search(text):
+        return text
+    kb = han_bigrams(index)
+    if not kb.count:
+        return text
+    lm = words()
+
+    def replacement(run: list[str], i: int) -> tuple[str, int] | None:
+        """The character ``run[i]`` was most likely meant to be and how many units hold its bigrams, or None: the
+        KB holds one of its bigrams as typed, no homophone makes one, or two are as likely."""
+        char = run[i]
+        before = run[i - 1] if i else ""
+        after = run[i + 1] if i + 1 < len(run) else ""
+        pairs = [pair for pair in (before + char if before else "", char + after if after else "") if pair]
+        if any(pair in kb.count or pair in lm for pair in pairs):
+            return None  # a word of the KB's or of the language's as typed: "疑似" is no typo of the KB's "一是"
+        sound = syllable(char)
+        score: dict[str, int] = {}
+        if sound and before:
+            for other in kb.by_first.get((before, sound), ()):
+                score[other] = score.get(other, 0) + kb.count[before + other]
+        if sound and after:
+            for other in kb.by_second.get((sound, after), ()):
+                score[other] = score.get(other, 0) + kb.count[other + after]
+        score.pop(char, None)
+        if not score:
+            return None
+        # the characters around it read as words more likely with the replacement than as typed, and the
+        # replacement in a word of two characters or more: "项目要进行" is not "项目么进行" however often the KB's
+        # "什么" holds "么", and "哪些事" not "哪些是" however common "是" is
+        window = "".join(run[max(0, i - LONGEST + 1):i + LONGEST])
+        at = min(i, LONGEST - 1)
+        typed = lm.split(window)[0]
+        likely = []
+        for other, n in score.items():
+            logp, split = lm.split(window[:at] + other + window[at + 1:])
+            start = 0
+            for word in split:
+                if start <= at < start + len(word):
+                    if len(word) > 1 and logp >= typed + LIKELIER:
+                        likely.append((logp, n, other))
+                    break
+                start += len(word)
+        likely.sort(reverse=True)
+        if not likely or (len(likely) > 1 and likely[0][:2] == likely[1][:2]):
+            return None
+        return likely[0][2], likely[0][1]
+
+    def fixed(match: re.Match[str]) -> str:
+        # the likeliest replacement first: of "咯学" neither bigram is known, and "学" -> "血" (the KB's "咯血")
+        # is likelier than "咯" -> any character before "学"; then its neighbours are read again
+        run = list(match.group(0))
+        done: set[int] = set()
+        while True:
+            found = [(r[1], i, r[0]) for i in range(len(run)) if i not in done
+                     and (r := replacement(run, i)) is not None]
+            if not found:
+                return "".join(run)
+            _, i, char = max(found)
+            run[i] = char
+            done.add(i)
+
+    return _HAN_RUN.sub(fixed, text)
