@@ -554,6 +554,63 @@ def test_a_qna_with_no_question_is_refused(live, admin):
         (["How do I reset my password?"], "Use the new link.")]
 
 
+def test_a_replace_without_an_id_is_refused_at_once(live, admin):
+    """A replace without an id was accepted (202) and its job failed with "there is no QnA with id None"; a
+    delete without one was already refused up front."""
+    live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))
+    r = _req(live, "PATCH", "/kb/qnas", admin, json=[{"op": "replace", "value": {"questions": ["q"], "answer": "a"}}])
+    assert r.status_code == 400 and r.json()["error"]["target"] == "[0].value.id", r.text
+    assert "required to replace" in r.json()["error"]["message"] and "None" not in r.json()["error"]["message"]
+
+
+def test_an_import_takes_prompts_that_hold_their_qna(live, admin):
+    """The spec's QnaPrompt holds a qnaId or a whole qna record, and the SDK's docstring shows the record: an import
+    refused it as unsupported (PATCH already took it).  The record becomes a QnA of its own, the prompt points at
+    it; and a fileUri that is no URL is refused at once, not by a job that fails."""
+    authoring, qa = clients(live, admin)
+    authoring.begin_import_assets("inline", {"assets": {"qnas": [
+        {"id": 4, "answer": "A two.", "questions": ["two?"], "dialog": {"prompts": [
+            {"displayOrder": 0, "displayText": "child", "qna": {"answer": "Inline child.",
+                                                                 "questions": ["inline child?"]}}]}}]}}).result()
+    stored = {q["id"]: q for q in authoring.list_qnas("inline")}
+    assert sorted(stored) == [4, 5] and stored[5]["answer"] == "Inline child."
+    assert [(p["qnaId"], p["displayText"]) for p in stored[4]["dialog"]["prompts"]] == [(5, "child")]
+    r = _req(live, "POST", "/inline/:import", admin, json={"fileUri": "not a url"})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "fileUri", r.text
+
+
+def test_an_edit_that_sends_no_suggestions_keeps_them(live, admin):
+    """The console's editor sends a replace without activeLearningSuggestions: saving a QnA (or accepting one of its
+    suggestions) discarded every other suggestion pending on it.  A replace that sends none keeps the stored ones
+    but those it made questions; one that sends a list (an empty one too) sets them."""
+    authoring, _ = clients(live, admin)
+
+    def cluster(question: str) -> dict:
+        return {"clusterHead": question, "suggestedQuestions": [
+            {"question": question, "userSuggestedCount": 2, "autoSuggestedCount": 0}]}
+
+    authoring.begin_import_assets("al", {"assets": {"qnas": [
+        {"id": 92, "answer": "Use the pen.", "questions": ["Write and draw"],
+         "activeLearningSuggestions": [cluster("can i draw with surface pen"), cluster("how to write with the pen")]}
+    ]}}).result()
+
+    def pending() -> list[str]:
+        [q] = authoring.list_qnas("al")
+        return [s["question"] for c in q["activeLearningSuggestions"] for s in c["suggestedQuestions"]]
+
+    assert pending() == ["can i draw with surface pen", "how to write with the pen"]
+    authoring.begin_update_qnas("al", [{"op": "replace", "value": {
+        "id": 92, "answer": "Use the pen (edited).", "questions": ["Write and draw"]}}]).result()
+    assert pending() == ["can i draw with surface pen", "how to write with the pen"]
+    authoring.begin_update_qnas("al", [{"op": "replace", "value": {  # the console's Accept
+        "id": 92, "answer": "Use the pen (edited).", "questions": ["Write and draw", "Can I draw with Surface Pen"]}}
+    ]).result()
+    assert pending() == ["how to write with the pen"]
+    authoring.begin_update_qnas("al", [{"op": "replace", "value": {
+        "id": 92, "answer": "Use the pen.", "activeLearningSuggestions": []}}]).result()
+    assert pending() == []
+
+
 def test_a_qna_with_more_questions_than_azure_allows_is_refused(live, admin):
     """One QnA of thousands of one-word questions was accepted, each embedded by the job (3,000 took 11 s)."""
     live.service.import_content("kb", KnowledgeBaseContent([QnA(["How do I reset my password?"], "Use the link.")]))

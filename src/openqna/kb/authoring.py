@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 from openqna.clock import later_than
 from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
 from openqna.formats.azure_json import hoist_prompt_qnas, suggestions_to_azure
+from openqna.formats.qna_table import casefold_keys
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
 from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document, suffix_from_content
@@ -40,6 +41,9 @@ class QnaOp:
     op: str  # add | replace | delete
     qna: QnA
     keep_questions: bool = False  # a replace that sent no questions keeps the stored ones
+    # ... and one that sent no activeLearningSuggestions keeps the stored ones but those it made questions (the
+    # console's editor, which sends none, discarded every pending suggestion of a QnA it saved)
+    keep_suggestions: bool = False
     # openqna's precondition (``ifLastUpdated`` in the op): the QnA's lastUpdatedDateTime the edit started from
     if_last_updated: str | None = None
     # the op's place in the caller's list, which errors name: a follow-up QnA written inline becomes an op of its own
@@ -88,6 +92,20 @@ def with_feedback(qnas: list[QnA], feedback: dict[int, list[tuple[str, int]]]) -
         {"ClusterHead": question, "AlternateQuestionList": [
             {"Question": question, "UserSuggestedCount": count, "AutoSuggestedCount": 0}]}
         for question, count in feedback[q.id])]) if q.id in feedback else q for q in qnas]
+
+
+def suggestions_left(clusters: list[dict], questions: list[str]) -> list[dict]:
+    """QnA Maker's SuggestedQuestions ``clusters`` without the suggested questions now among ``questions`` (in any
+    case), and without the clusters left empty."""
+    have = {q.lower() for q in questions}
+    out = []
+    for cluster in clusters:
+        key = next((k for k in cluster if k.lower() == "alternatequestionlist"), None)
+        alternates = [a for a in (cluster.get(key) or [] if key else [])
+                      if str(casefold_keys(a).get("question", "")).lower() not in have]
+        if key is not None and alternates:
+            out.append({**cluster, key: alternates})
+    return out
 
 
 def suggestion_clusters(q: QnA, feedback: list[tuple[str, int]]) -> list[dict]:
@@ -214,6 +232,9 @@ class Authoring:
                     added[qid] = i
                 if op.op == "replace" and op.keep_questions:
                     op.qna.questions = list(existing[qid].questions)
+                if op.op == "replace" and op.keep_suggestions:
+                    op.qna.suggested_questions = suggestions_left(existing[qid].suggested_questions,
+                                                                  op.qna.questions)
                 if op.op == "replace":  # Azure's QnA records carry no kind: a passage replaced stays a passage
                     op.qna.kind = existing[qid].kind
                 writes.append(op.qna)
@@ -616,6 +637,7 @@ class Authoring:
                 ops.extend(QnaOp("add", q, index=i) for q in read_json({"assets": {"qnas": inline}}).qnas)
                 ops.append(QnaOp(o["op"], read_json({"assets": {"qnas": [o["value"]]}}).qnas[0],
                                  keep_questions=bool(o.get("keepQuestions")), if_last_updated=o.get("ifLastUpdated"),
+                                 keep_suggestions=all(k.lower() != "activelearningsuggestions" for k in o["value"]),
                                  index=i))
             self.update_qnas(job.project, ops)
 

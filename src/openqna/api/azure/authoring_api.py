@@ -13,7 +13,7 @@ import copy
 import itertools
 import secrets
 from datetime import datetime
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -75,6 +75,22 @@ def project_json(p: Project) -> dict:
     if p.last_deployed:
         out["lastDeployedDateTime"] = p.last_deployed
     return out
+
+
+def _hoist_import_prompts(raw: dict) -> None:
+    """An import body's prompts that hold a whole ``qna`` record (the spec's "Either QnAId or QnA record", as the
+    SDK's docstring shows it) as QnAs of their own, ids after the body's highest, the prompts pointed at them
+    (in place), as PATCH .../qnas adds them; they were refused as unsupported."""
+    assets = next((v for k, v in raw.items() if k.lower() == "assets"), None)
+    qnas = next((v for k, v in assets.items() if k.lower() == "qnas"), None) if isinstance(assets, dict) else None
+    if not isinstance(qnas, list):
+        return
+    ids = [v for q in qnas if isinstance(q, dict) for k, v in q.items()
+           if k.lower() == "id" and isinstance(v, int) and not isinstance(v, bool)]
+    counter = itertools.count(max(ids, default=0) + 1)
+    for record in list(qnas):
+        if isinstance(record, dict):
+            qnas.extend(hoist_prompt_qnas(record, counter.__next__))
 
 
 def qna_json(q: QnA, feedback: list[tuple[str, int]]) -> dict:
@@ -308,7 +324,14 @@ class AzureAuthoring:
             self._existing(name)
         except NotFound:
             check_project_name(name)  # :import creates the project, under the same rule as PATCH
+        _hoist_import_prompts(raw)
         body = Body(raw)
+        file_uri = body.string("fileUri")
+        if file_uri:  # refused here, as a source's URL is, not by a job that fails
+            parts = urlsplit(file_uri)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise InvalidArgument(f"'fileUri' must be an http(s) URL of the file to import (an export's "
+                                      f"resultUrl, say), not '{file_uri[:100]}'.", target="fileUri")
         assets = body.obj("assets")
         if kind == "synonyms" and not body.string("fileUri") and (assets is None or assets.get("synonyms") is None):
             raise InvalidArgument("assetKind=synonyms imports 'assets.synonyms' (or a fileUri), and the body has "
@@ -470,6 +493,10 @@ class AzureAuthoring:
                 value = {k: v for k, v in value.items() if k.lower() not in ("lastupdateddatetime", "iflastupdated")}
                 if op == "add" and Body(value, f"[{i}].value").integer("id") == 0:
                     value = {k: v for k, v in value.items() if k.lower() != "id"}
+                if op == "replace" and Body(value, f"[{i}].value").integer("id") is None:
+                    # a 202 whose job then failed with "there is no QnA with id None"
+                    raise InvalidArgument(f"[{i}].value.id is required to replace a QnA: the id of the QnA it "
+                                          "replaces.", target=f"[{i}].value.id")
                 # the REST spec makes 'questions' optional and never empty: a replace without them keeps them; an
                 # empty list, or one of blanks, was stored as a QnA no question reaches (and exported so)
                 questions = Body(value).get("questions")
