@@ -875,3 +875,56 @@ def test_save_and_train_learns_from_users_feedback_without_a_test_set(server, br
     assert space["judgedBy"] == "feedback, cross-validated" and space["testSets"]["after"]["top1"] > \
         space["testSets"]["before"]["top1"]
     tab.done()
+
+
+def test_a_double_click_a_long_chat_an_unsaved_setting_and_a_revoked_key(server, browser):
+    """What exploratory QA found: a double click on "Add QnA" added the QnA twice; after a few exchanges the test
+    chat's newest answer lay below its visible part; the Improve tab's settings were lost without a word when the
+    tab was left; and a tab whose key was revoked showed "This page could not be loaded" with no way to sign in."""
+    url, secret = server
+    made = httpx.post(f"{url}/openqna/projects/clicks/files", params={"name": "clicks.tsv"},
+                      content=BULK_FAQ.encode(), headers={"api-key": secret}, timeout=30)
+    assert made.status_code == 202
+    poll_job(made.headers["Operation-Location"], secret)
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/clicks/edit")
+    page.get_by_role("button", name="New QnA").click()
+    page.get_by_label("Questions (one per line; the first is the primary one)").fill("Do you ship abroad?")
+    page.get_by_label("Answer (Markdown)").fill("To 40 countries.")
+    page.get_by_role("button", name="Add QnA").dblclick()
+    wait_status(page, "QnA added.")
+    assert [q for q in qnas_of(url, secret, "clicks") if q == "Do you ship abroad?"] == ["Do you ship abroad?"]
+    assert len(qnas_of(url, secret, "clicks")) == 6
+
+    page.get_by_role("link", name="Test", exact=True).click()
+    chat = page.locator(".chat")
+    for i in range(10):
+        page.get_by_label("Question").fill(f"How do I pay my bill? ({i})")
+        page.get_by_role("button", name="Ask").click()
+        expect(page.locator(".chat .bot")).to_have_count(i + 1)
+    assert chat.evaluate("c => c.scrollHeight > c.clientHeight")  # it scrolls, and shows its end
+    assert chat.evaluate("c => c.scrollTop + c.clientHeight >= c.scrollHeight - 2")
+
+    page.get_by_role("link", name="Improve", exact=True).click()
+    page.get_by_label("Default answer").fill("Ask us at help@example.com")
+    tab.refuse = 1  # "Leave without saving?" Cancel: the edit stays
+    page.get_by_role("link", name="Deploy", exact=True).click()
+    expect(page.get_by_label("Default answer")).to_have_value("Ask us at help@example.com")
+    page.get_by_role("button", name="Save settings").click()
+    wait_status(page, "Settings saved.")
+    page.get_by_role("link", name="Deploy", exact=True).click()  # saved: no question asked
+    expect(page.get_by_role("heading", name="clicks: deploy")).to_be_visible()
+
+    other = new_key(page, "short-lived", "admin")
+    second = Console(browser, url)
+    theirs = second.sign_in(other)
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("button", name="Revoke key short-lived").click()
+    wait_status(page, "Revoked short-lived.")
+    theirs.get_by_role("link", name="clicks", exact=True).click()
+    expect(theirs.get_by_role("heading", name="Sign in to openqna")).to_be_visible()
+    expect(theirs.locator(".signin")).to_contain_text("no longer works")
+    second.errors = [e for e in second.errors if "401" not in e]  # the refused request itself
+    second.done()
+    tab.done()

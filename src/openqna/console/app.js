@@ -103,6 +103,10 @@ export async function route() {
     return await showProjects();
   } catch (error) {
     if (stale(token)) return;
+    if (error && error.status === 401) {  // this tab's key was revoked, or the server now needs one: sign in again
+      saveKey(""); session.grants = [];
+      return signIn("This tab's key no longer works on this server (it was revoked, or keys were created since): sign in with a key.");
+    }
     // not the page before under this URL: what failed, and a way on
     render(h("section", {}, h("h1", {}, error && error.status === 404 ? "Not found" : "This page could not be loaded"),
       h("p", { class: "card refused" }, errorText(error)), h("p", {}, h("a", { href: "#/projects" }, "← Projects"))));

@@ -75,12 +75,15 @@ export async function showChat(name) {
 
   async function ask(text, qnaId) {
     const request = body(text, qnaId);
-    log.append(h("li", { class: "me" }, text));
+    log.append(h("li", { class: "me", dir: "auto" }, text));
+    // the newest exchange in view: after a few, answers landed below the chat box's visible part
+    const latest = () => { log.scrollTop = log.scrollHeight; };
+    latest();
     try {
       const { data } = await call("POST", `/language/:query-knowledgebases?projectName=${encodeURIComponent(name)}&deploymentName=${encodeURIComponent(deployment.value)}`, request);
       const best = data.answers[0];
       const prompts = best && best.dialog ? best.dialog.prompts.slice().sort((a, b) => a.displayOrder - b.displayOrder) : [];
-      log.append(h("li", { class: "bot" }, renderMarkdown(best ? best.answer : ""),
+      log.append(h("li", { class: "bot", dir: "auto" }, renderMarkdown(best ? best.answer : ""),
         h("p", { class: "meta" }, best && best.id !== -1 ? `QnA ${best.id} · confidence ${best.confidenceScore.toFixed(2)}` : "Default answer"),
         prompts.length ? h("div", { class: "row prompts-bar" }, prompts.map((p) =>
           h("button", { type: "button", class: "secondary", onclick: () => ask(p.displayText, p.qnaId) }, p.displayText))) : null,
@@ -88,6 +91,7 @@ export async function showChat(name) {
       context = best && best.id !== -1 ? { previousQnaId: best.id, previousUserQuery: text } : null;
       say(""); // an earlier question's error is over
     } catch (error) { fail(error); }
+    latest();
   }
 
   let qnaCache = null; // the project's QnAs, for picking one by its question (authors only)

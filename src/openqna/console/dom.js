@@ -22,6 +22,10 @@ let fieldIds = 0;
 export function field(label, control, hint) {
   const id = control.id || `f${++fieldIds}`;
   control.id = id;
+  // right-to-left text (Hebrew, Arabic) laid out by its own direction, its full stop at its end
+  if (control.tagName === "TEXTAREA" || (control.tagName === "INPUT" && ["text", "search", ""].includes(control.getAttribute("type") || ""))) {
+    if (!control.hasAttribute("dir")) control.setAttribute("dir", "auto");
+  }
   const hintNode = hint ? h("small", { id: `${id}-hint`, class: "hint" }, hint) : null;
   if (hintNode) control.setAttribute("aria-describedby", hintNode.id);
   return h("div", { class: "field" }, h("label", { for: id }, label), control, hintNode);
@@ -34,6 +38,9 @@ export function say(message, kind = "info") {
 }
 
 export function errorText(error) {
+  if (error && error.status === 401) {
+    return "This tab's key no longer works on this server (it was revoked, or keys were created since). Copy any unsaved edit, then reload the page to sign in with a key.";
+  }
   if (error && error.status === 403) return `Refused: ${error.message}`;
   if (error && error.status === 404) return `Not found (or not visible to this key): ${error.message}`;
   return error && error.message ? error.message : String(error);
@@ -45,5 +52,5 @@ export function fail(error) { say(errorText(error), "error"); }
 export function table(headers, rows, caption) {
   return h("div", { class: "table-wrap" }, h("table", {}, caption ? h("caption", {}, caption) : null,
     h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))));
+    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", { dir: "auto" }, c)))))));
 }

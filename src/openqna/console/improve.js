@@ -1,6 +1,6 @@
 // Improve: active-learning suggestions to accept, the synonyms, and the project's settings.
 import { all, call, get, operation, project } from "./api.js";
-import { can, navigation, render, route } from "./app.js";
+import { can, guard, navigation, render, route } from "./app.js";
 import { fail, field, h, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { calibrationCard, nearTopicCard } from "./calibration.js";
@@ -32,19 +32,22 @@ export async function showImprove(name) {
     }
   }
   const groups = h("textarea", { rows: 6, value: synonyms.map((g) => g.alterations.join(", ")).join("\n") });
-  const synForm = h("form", { class: "card", onsubmit: async (event) => {
+  // edits not yet saved, which leaving the tab would lose without a word (the editor's guard, here too)
+  const unsaved = { synonyms: false, settings: false };
+  const synForm = h("form", { class: "card", oninput: () => { unsaved.synonyms = true; }, onsubmit: async (event) => {
     event.preventDefault();
     const value = groups.value.split("\n").map((l) => l.split(",").map((s) => s.trim()).filter(Boolean)).filter((g) => g.length > 1)
       .map((alterations) => ({ alterations }));
-    try { await call("PUT", `${project(name)}/synonyms`, { value }); say("Synonyms saved."); } catch (e) { fail(e); }
+    try { await call("PUT", `${project(name)}/synonyms`, { value }); unsaved.synonyms = false; say("Synonyms saved."); } catch (e) { fail(e); }
   } }, h("h2", {}, "Synonyms"), field("Groups (one per line, words separated by commas)", groups), author ? h("button", { type: "submit" }, "Save synonyms") : null);
   const answer = h("input", { value: settings.settings.defaultAnswer || "" });
   const language = h("input", { value: settings.language || "en", size: 6 });
   const description = h("input", { value: settings.description || "" });
-  const setForm = h("form", { class: "card", onsubmit: async (event) => {
+  const setForm = h("form", { class: "card", oninput: () => { unsaved.settings = true; }, onsubmit: async (event) => {
     event.preventDefault();
     try {
       await call("PATCH", project(name), { description: description.value, language: language.value, settings: { defaultAnswer: answer.value } });
+      unsaved.settings = false;
       say("Settings saved.");
     } catch (e) { fail(e); }
   } }, h("h2", {}, "Settings"), field("Default answer", answer), field("Language", language), field("Description", description),
@@ -54,4 +57,5 @@ export async function showImprove(name) {
     h("section", { class: "card" }, h("h2", {}, "Suggestions"),
       rows.length ? table(["QnA", "Question", "User question", "Count", "", ""], rows) : h("p", {}, "No suggestions: they come from feedback and QnA Maker's train calls.")),
     h("div", { class: "grid" }, synForm, setForm), calibrationCard(name, author), nearTopicCard(name, author)), token);
+  if (author) guard(() => unsaved.synonyms || unsaved.settings, token);
 }

@@ -29,18 +29,31 @@ export function refused(name, active, what) {
 
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "never"; }
 
+// What a job's progress shows for Azure's job states ("notStarted" read as code).
+const STATES = { notStarted: "waiting to start", running: "running", succeeded: "succeeded", failed: "failed",
+  cancelled: "cancelled", cancelling: "cancelling" };
+
 export async function runJob(label, progress, send) {
   say(""); // an earlier action's error is over: this job's outcome is what the status line says next
   progress.hidden = false;
   progress.textContent = `${label}: submitted`;
+  // the control that started it (and its form's buttons) wait for it: a double click added a QnA twice, and a
+  // double click on Save reported its own first save as a conflict
+  const active = document.activeElement;
+  const scope = active && active.closest ? active.closest("form") || (active.tagName === "BUTTON" ? active : null) : null;
+  const controls = !scope ? [] : scope.tagName === "FORM" ? [...scope.querySelectorAll("button, input[type=submit]")] : [scope];
+  const held = controls.filter((c) => !c.disabled);
+  held.forEach((c) => { c.disabled = true; });
   try {
-    await send((status) => { progress.textContent = `${label}: ${status}`; });
+    await send((status) => { progress.textContent = `${label}: ${STATES[status] || status}`; });
     progress.textContent = `${label}: succeeded`;
     return true;
   } catch (error) {
     progress.textContent = `${label}: failed`;
     fail(error);
     return false;
+  } finally {
+    held.forEach((c) => { c.disabled = false; });
   }
 }
 
