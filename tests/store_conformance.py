@@ -8,6 +8,8 @@ similarities and BM25 scores can be computed by hand.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -485,6 +487,33 @@ def test_a_job_whose_lease_ran_out_fails_once(store):
     job.status = "succeeded"  # the worker was only slow: too late, the job stays failed
     assert not store.finish_job(job) and not store.renew_job(lost, "host:1", 30)
     assert store.get_job(lost).status == "failed"
+
+
+def test_a_jobs_write_commits_only_while_its_lease_holds(store):
+    """A handler's write (``RUNNING_JOB`` set) commits only while the job is its worker's and the lease has not run
+    out, and extends the lease; a job another worker failed meanwhile wrote its changes minutes later."""
+    from openqna.store.base import RUNNING_JOB, JobLease, LeaseLost
+
+    store.create_project(Project("leased"))
+    live, failed, late = _queue(store, "import", "import", "import")
+    store.claim_job("host:1", ["import"], 30)
+    store.claim_job("host:1", ["import"], -1)  # its lease ran out while its process was stopped ...
+    assert store.fail_expired_jobs([{"code": "InternalServerError", "message": "lost"}]) == [failed]  # ... failed
+    store.claim_job("host:1", ["import"], -1)  # ran out, and no worker has failed it yet
+    for job_id, written in ((live, True), (failed, False), (late, False)):
+        token = RUNNING_JOB.set(JobLease(job_id, "host:1", 30))
+        try:
+            record = item([f"q {job_id}"], f"a {job_id}", vectors=[vec(1, 0)], answer_vector=vec(0, 1))
+            if written:
+                store.put_qnas("leased", [record])
+            else:
+                with pytest.raises(LeaseLost):
+                    store.put_qnas("leased", [record])
+        finally:
+            RUNNING_JOB.reset(token)
+    assert [q.answer for q in store.list_qnas("leased")] == [f"a {live}"]
+    assert store.get_job(live).lease_until > time.time() + 20  # extended by the write
+    assert store.get_job(late).status == "running"  # refused, not failed: its runner fails it
 
 
 def _claim_all(opener, name: str, start, out) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from openqna.kb.jobs import LOST, JobRunner, Requeue, stopping
@@ -156,3 +157,35 @@ def test_a_handler_that_stops_for_the_shutdown_leaves_its_job_queued_for_the_nex
     later.start()
     _until(lambda: later.store.get_job(job.id).status == "succeeded", "the next start runs it")
     assert ran == [job.id]
+
+
+
+def test_a_job_failed_for_its_lost_lease_writes_nothing_afterwards(runners, tmp_path, monkeypatch):
+    """A worker that stalls (no lease renewed, as a process stopped or cut from its database is) until another worker
+    has failed its job, then writes: the write came minutes late and was applied all the same, though the client had
+    been told to start the operation again.  Now it is refused and nothing of it is written."""
+    from openqna.records import QnA
+    from openqna.store import Project, StoredQnA, Unit
+    from openqna.store.base import LeaseLost
+
+    store = SQLiteStore(tmp_path)
+    store.create_project(Project("late"))
+    refused: list[BaseException] = []
+
+    def late(job):
+        _until(lambda: store.get_job(job.id).status == "failed", "the other worker fails the job")
+        try:
+            store.put_qnas("late", [StoredQnA(QnA(["q"], "a"), [Unit("q", 0, ["q"], np.ones(4, np.float32))], "q")])
+        except LeaseLost as exc:
+            refused.append(exc)
+            raise
+
+    stalled = runners({"late": late}, lease=1)
+    monkeypatch.setattr(stalled, "_renew", lambda job_id, done: None)
+    stalled.start()
+    runners({}, lease=1).start()  # another process's worker, which fails jobs whose lease ran out
+    job = stalled.submit("late", "p")
+    _until(lambda: refused, "the late write is refused")
+    stalled.wait()
+    assert store.count_qnas("late") == 0
+    assert (store.get_job(job.id).status, store.get_job(job.id).errors) == ("failed", LOST)

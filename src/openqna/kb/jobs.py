@@ -43,14 +43,15 @@ from typing import Any, Callable
 from openqna import settings
 from openqna.records import OpenQnAError
 from openqna.store import Job
-from openqna.store.base import JobStore
+from openqna.store.base import RUNNING_JOB, JobLease, JobStore
 
 log = logging.getLogger("openqna.kb.jobs")
 JOB_TTL = timedelta(hours=6)  # Azure's job expiry
 FINISHED = ("succeeded", "failed")
 LOST = [{"code": "InternalServerError",
-         "message": "The server running this job stopped before it finished; its changes may be partly or not at all "
-                    "applied. Start the operation again."}]
+         "message": "The server running this job stopped, or lost its database, before it finished, and its lease ran "
+                    "out; its changes may be partly or not at all applied (none after the lease ran out). Start the "
+                    "operation again."}]
 Handler = Callable[[Job], None]
 _STOPPING: ContextVar[threading.Event | None] = ContextVar("openqna_job_stopping", default=None)
 
@@ -161,6 +162,8 @@ class JobRunner:
                                      daemon=True)
         heartbeat.start()
         token = _STOPPING.set(self._stop)
+        # the handler's writes commit only while the job is still this worker's (``store.base.RUNNING_JOB``)
+        leased = RUNNING_JOB.set(JobLease(job.id, self.owner, self.lease_seconds))
         try:
             self.handlers[job.kind](job)
             job.status = "succeeded"
@@ -175,6 +178,7 @@ class JobRunner:
             job.status = "failed"
             job.errors = [{"code": "InternalServerError", "message": f"The job failed unexpectedly: {exc!r}"}]
         finally:
+            RUNNING_JOB.reset(leased)
             _STOPPING.reset(token)
             done.set()
             heartbeat.join()
@@ -192,6 +196,8 @@ class JobRunner:
                 if not self.store.renew_job(job_id, self.owner, self.lease_seconds):
                     log.warning("job %s: lease lost while running", job_id)
                     return
+            except OpenQnAError as exc:  # the store unreachable for a moment: one line, and the next beat
+                log.warning("job %s: renewing its lease failed: %s", job_id, exc.message)
             except Exception:  # try again at the next beat; the lease has two more in hand
                 log.exception("job %s: renewing its lease failed", job_id)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +42,29 @@ def fresh_ids(next_id: int, count: int) -> list[int]:
                               "numbered after them: give each new QnA an unused id of its own (its id in the API, "
                               "the QnaId column of a file).", target="id")
     return list(range(next_id, next_id + count))
+
+
+@dataclass(frozen=True)
+class JobLease:
+    """The job a thread is running: its id, the worker that owns it and how long a renewal of its lease lasts."""
+
+    job_id: str
+    owner: str
+    seconds: float
+
+
+# Set by the job runner while a handler runs (``kb/jobs.py``): a store's write transaction then commits only if the
+# job is still this worker's, its lease not run out, and extends the lease in the same transaction.  A job another
+# process had marked failed ("start the operation again") wrote its changes minutes later, when its worker woke.
+RUNNING_JOB: ContextVar[JobLease | None] = ContextVar("openqna_running_job", default=None)
+
+
+class LeaseLost(OpenQnAError):
+    """A job's write came after its lease ran out (the process stalled, or the database was gone for longer than
+    the lease): nothing of that write is applied, and the job is failed, so the operation is started again."""
+
+    code = "InternalServerError"
+    status = 500
 
 
 class SchemaTooNew(OpenQnAError):

@@ -46,7 +46,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Job, Project, StoredQnA, fresh_ids
+from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,
@@ -100,7 +100,9 @@ def _unreachable(dsn: str, exc: psycopg.Error) -> str:
         parts = psycopg.conninfo.conninfo_to_dict(dsn)
         where = f" at {parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
     except psycopg.Error:
-        where = ""
+        # a DSN the driver cannot read: its message quotes the DSN (or the password's bad escape), so none of it
+        return ("cannot connect to the PostgreSQL store: OPENQNA_STORE is not a PostgreSQL URI or key=value string "
+                "that libpq can read (check its brackets, and %-escape special characters in the password)")
     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return f"cannot connect to the PostgreSQL store{where}: {reason}"
 
@@ -129,7 +131,11 @@ class PostgresStore(SharedStatements, VectorSearch):
         except psycopg.Error as exc:
             raise StoreUnavailable(_unreachable(dsn, exc)) from None
         with conn:
-            self.instance = migrate(conn)
+            try:
+                self.instance = migrate(conn)
+            except psycopg.Error as exc:  # a search_path naming no schema, a user who may not create tables, ...
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise StoreUnavailable(f"cannot set up openqna's tables in the PostgreSQL store: {reason}") from None
         self.index_dir = None if cache_dir is None else Path(cache_dir) / "indexes" / f"pg-{self.instance[:16]}"
         self._lost_since: float | None = None  # when a use last found the server gone (None: it answers)
         # reconnect_timeout: the pool gives up a reconnection that keeps failing after this long, and the next use
@@ -152,9 +158,16 @@ class PostgresStore(SharedStatements, VectorSearch):
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
+        """One transaction: committed when the block ends, rolled back if it raises; in a job's handler, only while
+        the job is still this worker's (``RUNNING_JOB``)."""
         with self._reachable(), paused(), self._pool.connection(self._wait()) as conn, conn.transaction():
             yield conn
+            lease = RUNNING_JOB.get()
+            if lease is not None and conn.execute(
+                    "UPDATE jobs SET lease_until=clock_timestamp() + make_interval(secs => %s) WHERE id=%s AND owner=%s"
+                    " AND status='running' AND lease_until > clock_timestamp()",
+                    (lease.seconds, lease.job_id, lease.owner)).rowcount == 0:
+                raise LeaseLost(f"job {lease.job_id} lost its lease before this write: nothing of it was applied")
 
     @contextmanager
     def _read_tx(self) -> Iterator[psycopg.Connection]:

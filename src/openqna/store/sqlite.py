@@ -25,7 +25,7 @@ import numpy as np
 from openqna import strict_json
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
-from openqna.store.base import LIVE, Job, Project, StoredQnA, fresh_ids
+from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.sqlite_rows import (
     TERM_SEP,
     SQLiteIndexRows,
@@ -94,10 +94,18 @@ class SQLiteStore(SharedStatements):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; in a job's handler, committed only while the job is still this worker's
+        (``RUNNING_JOB``: the lease renewed in the same transaction)."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
+            lease = RUNNING_JOB.get()
+            if lease is not None:
+                now = time.time()
+                if db.execute("UPDATE jobs SET lease_until=? WHERE id=? AND owner=? AND status='running' AND "
+                              "lease_until > ?", (now + lease.seconds, lease.job_id, lease.owner, now)).rowcount == 0:
+                    raise LeaseLost(f"job {lease.job_id} lost its lease before this write: nothing of it was applied")
         except BaseException:
             db.execute("ROLLBACK")
             raise
