@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from conftest import ServeProcess, wait_for_job
-from openqna.records import QnA
+from openqna.records import OpenQnAError, QnA
 from openqna.store import Project, StoredQnA, Unit
 from openqna.store.postgres import PostgresStore, StoreUnavailable
 from pg import restartable_pg  # noqa: F401  (fixture)
@@ -130,3 +130,22 @@ def test_openqna_serve_answers_503_in_each_dialect_and_recovers(restartable_pg, 
     log = " ".join((tmp_path / "serve.log").read_text().split())  # the console log wraps its lines
     assert "Traceback" not in log and "unhandled error" not in log, log[-4000:]
     assert "answering 503" in log and "the PostgreSQL store is reachable" in log  # when it went and came back
+
+
+def test_a_dsn_libpq_cannot_read_is_refused_without_echoing_it():
+    """A DSN with an unclosed bracket, or a password with a bad %-escape, was echoed in the error, password and all
+    ("...qa:S3cretPw-xyz@[::1:55432/qa")."""
+    for dsn in ("postgresql://qa:S3cretPw-xyz@[::1:55432/qa", "postgresql://qa:S3cret%zzPw@127.0.0.1:1/qa"):
+        with pytest.raises(StoreUnavailable) as refused:
+            PostgresStore(dsn)
+        assert "S3cret" not in refused.value.message and "OPENQNA_STORE is not" in refused.value.message
+
+
+def test_a_search_path_with_no_schema_is_one_line_not_a_traceback(restartable_pg):  # noqa: F811
+    """``?options=-csearch_path=nosuch``: the tables cannot be made, and the store said so with a 47-line traceback
+    (psycopg's InvalidSchemaName), or said to install pgvector; now it says what to fix, as every store error does."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    dsn = make_conninfo(**{**conninfo_to_dict(restartable_pg.dsn), "options": "-csearch_path=nosuch"})
+    with pytest.raises(OpenQnAError, match="search_path .nosuch. names no schema that exists"):
+        PostgresStore(dsn)

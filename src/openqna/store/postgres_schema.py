@@ -131,10 +131,22 @@ class ExtensionMissing(OpenQnAError):
     status = 503
 
 
+class NoSchema(OpenQnAError):
+    """The connection's search_path names no schema that exists: there is nowhere to make the tables."""
+
+    code = "ServiceUnavailable"
+    status = 503
+
+
 def migrate(conn: psycopg.Connection) -> str:
     """Bring the schema up to date; returns the database's random instance id (it names its saved indexes)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        row = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+        if row is not None and row[0] is None:  # said before CREATE EXTENSION, which said "install pgvector"
+            raise NoSchema(f"the PostgreSQL store's search_path ({row[1]}) names no schema that exists in this "
+                           "database: create it (CREATE SCHEMA name), or name one that exists in OPENQNA_STORE's "
+                           "options=-csearch_path=...")
         if conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone() is None:
             try:
                 conn.execute("CREATE EXTENSION vector")
