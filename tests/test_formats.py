@@ -25,7 +25,7 @@ from openqna.formats import (
     write_tsv,
     write_xlsx,
 )
-from openqna.records import Dialog, FormatError, KnowledgeBaseContent, ProjectSettings, Prompt, QnA
+from openqna.records import Dialog, FormatError, InvalidArgument, KnowledgeBaseContent, ProjectSettings, Prompt, QnA
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 KBS = DATA / "qna-sample-docs" / "knowledge-bases"
@@ -826,3 +826,14 @@ def test_json_metadata_settings_are_checked_as_patch_checks_them() -> None:
         read_json(b'{"Metadata": {"Language": "Japanese"}, "Assets": {}}', "x.json")
     with pytest.raises(FormatError, match=r"Metadata.Settings.DefaultAnswer: is 301 characters long"):
         read_json(json.dumps({"Metadata": {"Settings": {"DefaultAnswer": "x" * 301}}, "Assets": {}}), "x.json")
+
+
+def test_an_excel_export_refuses_a_cell_excel_cannot_hold() -> None:
+    """openpyxl cuts a text longer than an Excel cell's 32,767 characters without a word: a QnA of 60 long metadata
+    pairs came back from an export and import with 55 of them and one value cut.  The export is refused and says
+    why; JSON keeps it whole."""
+    metadata = {f"k{i:03d}" + "x" * 96: "v" * 500 for i in range(60)}
+    content = KnowledgeBaseContent([QnA(["m"], "m", 77, metadata=metadata)])
+    with pytest.raises(InvalidArgument, match=r"Metadata column\) would be 36,\d{3} characters long.*JSON or TSV"):
+        export_bytes(content, "excel")
+    assert read_file("kb.json", export_bytes(content, "json")[0]).qnas[0].metadata == metadata

@@ -248,7 +248,10 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
         metadata = project_metadata(catalog.project(project))
     except OpenQnAError as exc:
         fail(exc.message)
-    data, _, _ = export_bytes(content, chosen, project_metadata=metadata)
+    try:
+        data, _, _ = export_bytes(content, chosen, project_metadata=metadata)
+    except OpenQnAError as exc:  # a cell longer than Excel holds
+        fail(exc.message)
     try:
         out.write_bytes(data)
     except OSError as exc:

@@ -29,7 +29,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from openqna.formats import qna_table, zip_limits
 from openqna.formats.qna_table import CellError, Fail
 from openqna.formats.replica_settings import read_settings
-from openqna.records import FormatError, KnowledgeBaseContent, QnA
+from openqna.records import FormatError, InvalidArgument, KnowledgeBaseContent, QnA
 
 Row = tuple[int, list[str]]
 
@@ -164,11 +164,19 @@ def write_xlsx(content: KnowledgeBaseContent) -> bytes:
     return out.getvalue()
 
 
+CELL_CHARS = 32_767  # the most an Excel cell holds; openpyxl cuts a longer text there without a word
+
+
 def _fill(sheet: Worksheet, rows: Sequence[Sequence[str]]) -> None:
     for r, row in enumerate(rows, start=1):
         for c, value in enumerate(row, start=1):
             if value:
-                cell = sheet.cell(row=r, column=c, value=ILLEGAL_CHARACTERS_RE.sub("", value))
+                value = ILLEGAL_CHARACTERS_RE.sub("", value)
+                if len(value) > CELL_CHARS:  # refused, not cut: an import of the file would lose the rest
+                    raise InvalidArgument(f"Cannot export as Excel: row {r} of the {sheet.title} sheet ({rows[0][c - 1]} column) would be "
+                                      f"{len(value):,} characters long, and an Excel cell holds {CELL_CHARS:,}: "
+                                      "export this project as JSON or TSV instead.")
+                cell = sheet.cell(row=r, column=c, value=value)
                 cell.data_type = "s"  # text starting with "=" must stay text, not become a formula
                 if "\n" in value:
                     cell.alignment = WRAPPED
