@@ -164,6 +164,24 @@ def test_a_source_whose_prompts_lead_nowhere_is_refused(live, admin, files):
     assert list(authoring.list_qnas("src")) == []
 
 
+def test_a_sources_update_that_fails_changes_nothing(live, admin, files):
+    """[delete a source, add one whose URL answers 404]: the job failed, yet the first source and its QnAs were gone.
+    Every URL is fetched and read before anything is written."""
+    shutil.copy(CHITCHAT, files.root / "kept.tsv")
+    authoring, _ = clients(live, admin)
+    authoring.create_project("atomic", {"language": "en"})
+    kept = {"displayName": "kept", "sourceUri": f"{files.url}/kept.tsv", "sourceKind": "url"}
+    authoring.begin_update_sources("atomic", [{"op": "add", "value": kept}]).result()
+    assert len(list(authoring.list_qnas("atomic"))) == 96
+    with pytest.raises(HttpResponseError, match="404"):
+        authoring.begin_update_sources("atomic", [
+            {"op": "delete", "value": kept},
+            {"op": "add", "value": {"displayName": "gone", "sourceUri": f"{files.url}/missing.tsv",
+                                    "sourceKind": "url"}}]).result()
+    assert [s["displayName"] for s in authoring.list_sources("atomic")] == ["kept"]
+    assert len(list(authoring.list_qnas("atomic"))) == 96
+
+
 def _req(live, method, path, key=None, *, json=None, params=None, prefix=P2):
     headers = {"Ocp-Apim-Subscription-Key": key} if key else {}
     return httpx.request(method, live.url + prefix + path, params={"api-version": "2023-04-01", **(params or {})},

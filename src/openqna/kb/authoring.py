@@ -20,6 +20,7 @@ from openqna.formats.azure_json import hoist_prompt_qnas, suggestions_to_azure
 from openqna.formats.qna_table import casefold_keys
 from openqna.ingest import parse_document
 from openqna.ingest.fetch import fetch as safe_fetch
+from openqna.ingest.parse import ParsedDocument
 from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document, suffix_from_content
 from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
@@ -407,12 +408,14 @@ class Authoring:
         return registered + [Source(s, s, "", "file", "semistructured", last_updated=newest[s]) for s in sorted(newest)]
 
     def update_sources(self, project: str, ops: list[SourceOp]) -> None:
+        """Apply ``ops``: every URL is fetched and read first, and only then is anything written, so that a source
+        that cannot be fetched or read fails the job with nothing changed (a delete before a 404 was applied
+        behind a job reported failed)."""
         registered = {s.source: s for s in self.store.list_sources(project)}
-        for op in ops:
+        read: dict[int, tuple[str, ParsedDocument | list[QnA] | None]] = {}  # op position -> (digest, read)
+        for i, op in enumerate(ops):
             src = op.source
             if op.op == "delete":
-                self._replace_source_records(project, src.source, [])
-                self.store.delete_source(project, src.source)
                 continue
             old = registered.get(src.source)
             if op.op == "replace" and old is None:
@@ -420,10 +423,22 @@ class Authoring:
             if op.op == "add" or op.refresh or old is None or old.source_uri != src.source_uri:
                 data, name = fetch(src.source_uri)
                 digest = hashlib.sha256(data).hexdigest()
-                if old is None or old.content_hash != digest:
-                    self._ingest(project, src, name, data)
+                read[i] = (digest, self._read_source(project, src, name, data)
+                           if old is None or old.content_hash != digest else None)
+        for i, op in enumerate(ops):
+            src = op.source
+            if op.op == "delete":
+                self._replace_source_records(project, src.source, [])
+                self.store.delete_source(project, src.source)
+                continue
+            old = registered.get(src.source)
+            if i in read:
+                digest, content = read[i]
+                if content is not None:
+                    self._write_source(project, src, content)
                 src.content_hash = digest
             else:
+                assert old is not None
                 src.content_hash = old.content_hash
             self.store.put_source(project, src)
             if old is not None and old.source_uri != src.source_uri:  # the validators were the old URL's
@@ -434,6 +449,11 @@ class Authoring:
 
     def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
         """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""
+        self._write_source(project, src, self._read_source(project, src, name, data))
+
+    def _read_source(self, project: str, src: Source, name: str, data: bytes) -> ParsedDocument | list[QnA]:
+        """A source's file read, nothing written: a document parsed, or a QnA file's records (checked as an
+        import's); ``FormatError`` when it is neither."""
         sniffed = suffix_from_content(data)
         if sniffed == ".html" and not name.lower().endswith((".htm", ".html")):
             name += ".html"  # a web page's URL rarely ends in .html
@@ -445,14 +465,19 @@ class Authoring:
                                   file=name)
             name += sniffed  # a download link: the bytes say what the name does not
         if is_document(name, data):
-            ingest_document(self.service, project, parse_document(name, data), source=src.source,
-                            unstructured=src.content_structure_kind.lower() == "unstructured")
-            return
+            return parse_document(name, data)
         content = read_file(name, data)
         for q in content.qnas:
             q.source = src.source
         self.check_import_prompts(project, content.qnas, replacing=False)  # as an import's: none leads nowhere
-        self._replace_source_records(project, src.source, content.qnas)
+        return content.qnas
+
+    def _write_source(self, project: str, src: Source, content: ParsedDocument | list[QnA]) -> None:
+        if isinstance(content, list):
+            self._replace_source_records(project, src.source, content)
+        else:
+            ingest_document(self.service, project, content, source=src.source,
+                            unstructured=src.content_structure_kind.lower() == "unstructured")
 
     def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
         """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared."""
