@@ -182,6 +182,22 @@ def test_a_sources_update_that_fails_changes_nothing(live, admin, files):
     assert len(list(authoring.list_qnas("atomic"))) == 96
 
 
+def test_a_deleted_projects_export_is_gone_with_it(live, admin):
+    """An export's resultUrl kept serving the project's content after the project was deleted (and once a project
+    of that name was made again, with a key too), and could be imported elsewhere, until the job expired."""
+    live.service.import_content("ghost", KnowledgeBaseContent([QnA(["secret?"], "The old content.")]))
+    authoring, _ = clients(live, admin)
+    job = authoring.begin_export("ghost", file_format="json").result()
+    assert httpx.get(job["resultUrl"], timeout=30).status_code == 200  # signed: no key needed
+    authoring.begin_delete_project("ghost").result()
+    live.service.import_content("ghost", KnowledgeBaseContent([QnA(["new?"], "The new content.")]))
+    for headers, status in (({}, 401), ({"Ocp-Apim-Subscription-Key": admin}, 404)):  # the signature opens nothing
+        r = httpx.get(job["resultUrl"], headers=headers, timeout=30)
+        assert r.status_code == status and "The old content" not in r.text, r.text
+    with pytest.raises(HttpResponseError):
+        authoring.begin_import_assets("elsewhere", {"fileUri": job["resultUrl"]}).result()
+
+
 def _req(live, method, path, key=None, *, json=None, params=None, prefix=P2):
     headers = {"Ocp-Apim-Subscription-Key": key} if key else {}
     return httpx.request(method, live.url + prefix + path, params={"api-version": "2023-04-01", **(params or {})},

@@ -9,6 +9,7 @@ import base64
 import hashlib
 import hmac
 import re
+import secrets
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -611,7 +612,28 @@ class Authoring:
         if job is None or job.kind != "export" or not job.params.get("token") or not signature:
             return None
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # the jobs' timestamp format
-        return job if now < job.expires and hmac.compare_digest(signature, job.params["token"]) else None
+        if not (now < job.expires and hmac.compare_digest(signature, job.params["token"])):
+            return None
+        return job if self.exported_from_live_project(job) else None
+
+    def project_instance(self, name: str) -> str:
+        """A random token of this project, made on first need: a project deleted and made again under its name
+        has another (its creation time, to the second, could be the same)."""
+        project = self.store.get_project(name)
+        token = project.settings.get("instance")
+        if not isinstance(token, str) or not token:
+            project.settings["instance"] = token = secrets.token_hex(8)
+            self.store.update_project(project)
+        return token
+
+    def exported_from_live_project(self, job: Job) -> bool:
+        """Whether the project an export job read still exists, the same one (not deleted and made again since):
+        a deleted project's export stayed downloadable, and importable, until the job expired (6 h)."""
+        try:
+            project = self.store.get_project(job.project)
+        except NotFound:
+            return False
+        return "instance" not in job.params or project.settings.get("instance") == job.params["instance"]
 
     def own_export(self, uri: str) -> tuple[bytes, str] | None:
         """The file behind one of this server's signed export URLs, read from the job, not over HTTP.

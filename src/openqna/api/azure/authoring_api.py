@@ -283,7 +283,8 @@ class AzureAuthoring:
         kind = body.choice("assetKind", ("qnas", "synonyms")) or "qnas"
         project = self._existing(name)
         return self._submit(request, "export", project.name, f"/{project.name}/export/jobs", format=fmt,
-                            assetKind=kind, token=secrets.token_urlsafe(24))
+                            assetKind=kind, token=secrets.token_urlsafe(24),
+                            instance=self.authoring.project_instance(project.name))
 
     @handle_errors_off_loop
     def export_result(self, request: Request) -> Response:
@@ -298,8 +299,10 @@ class AzureAuthoring:
         if job is None:
             authorize(self.authorizer, request, role="author", project=name, api_version=False)
             job = self.jobs.get(request.path_params["jobId"])
-        if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None:
-            return azure_error(404, "OperationNotFound", "There is no finished export job with this id.")
+        if job is None or job.kind != "export" or job.project.lower() != name.lower() or job.result is None \
+                or not self.authoring.exported_from_live_project(job):
+            return azure_error(404, "OperationNotFound", "There is no finished export job with this id (or its "
+                                                          "project was deleted since).")
         return Response(job.result, media_type=job.result_media,
                         headers={"Content-Disposition": f'attachment; filename="{job.result_name}"'})
 
