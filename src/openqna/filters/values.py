@@ -78,11 +78,18 @@ def add(a: object, b: object, sign: int) -> object:
 _MONTH_FORMATS = ("%b %d %Y", "%B %d %Y", "%d %b %Y", "%d %B %Y")
 
 
+_SLASHED = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})((?:[ T]\d{2}:\d{2}(?::\d{2})?)?)")
+
+
 def parse_datetime_text(text: str) -> datetime:
-    """Our best effort at ClickHouse's: ISO-8601 (``Z``/offsets honoured, naive is UTC), ``YYYY-MM``,
+    """Our best effort at ClickHouse's: ISO-8601 (``Z``/offsets honoured, naive is UTC), ``YYYY/MM/DD``, ``YYYY-MM``,
     ``YYYY``, ``Jan 15, 2025`` and ``15 January 2025``; narrower on purpose, every accepted form is
     unambiguous."""
     s = text.strip()
+    slashed = _SLASHED.fullmatch(s)  # 2020/03/17 (year first, so unambiguous), as ClickHouse's BestEffort reads it
+    if slashed:
+        y, m, d, rest = slashed.groups()
+        s = f"{y}-{int(m):02d}-{int(d):02d}" + (f" {rest[1:]}" if rest else "")
     if re.fullmatch(r"\d{4}", s):
         s += "-01-01"
     elif re.fullmatch(r"\d{4}-\d{2}", s):
