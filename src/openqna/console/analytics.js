@@ -2,7 +2,7 @@
 // questions, a chart per day), and one click to add a logged question to a QnA or open a new QnA with it.
 import { all, call, get, operation, project } from "./api.js";
 import { can, navigation, render, route } from "./app.js";
-import { fail, field, h, say, table } from "./dom.js";
+import { fail, field, h, plural, say, table } from "./dom.js";
 import { refused, runJob, tabs } from "./projects.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
 
@@ -99,7 +99,7 @@ export async function showAnalytics(name, days = 7) {
     [1, 7, 30, 90].map((d) => h("option", { value: String(d), selected: d === days }, d === 1 ? "Today" : `Last ${d} days`)));
   const body = report.total === 0
     ? h("p", { class: "card" }, settings.enabled ? "No questions logged in this period yet." : "The query log is off: turn it on to see what users ask.")
-    : [h("section", { class: "card" }, h("h2", {}, `${report.total} questions from ${report.users} users`), chart(report.daily),
+    : [h("section", { class: "card" }, h("h2", {}, report.users ? `${plural(report.total, "question")} from ${plural(report.users, "user")}` : plural(report.total, "question")), chart(report.daily),
         h("p", { class: "hint" }, "Blue: questions asked; red: those that got the default answer.")),
       h("section", { class: "card", "aria-label": "Unanswered" }, h("h2", {}, "Unanswered (default answer given)"),
         report.unanswered.length ? table(["Question", "Count", "Last asked", ""], report.unanswered.map((x) => [x.question, String(x.count), x.lastAsked, actions(x.question, 0)])) : h("p", {}, "None.")),

@@ -37,6 +37,9 @@ export function say(message, kind = "info") {
   status.textContent = message;
 }
 
+// "1 question", "2 questions"
+export function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
 export function errorText(error) {
   if (error && error.status === 401) {
     return "This tab's key no longer works on this server (it was revoked, or keys were created since). Copy any unsaved edit, then reload the page to sign in with a key.";

@@ -2,7 +2,7 @@
 // QnA wins (misplaced), each with its fix: merge the two QnAs (after a confirmation) or move the question.
 import { call, get } from "./api.js";
 import { can, navigation, render } from "./app.js";
-import { fail, h, say, table } from "./dom.js";
+import { fail, h, plural, say, table } from "./dom.js";
 import { refused, tabs } from "./projects.js";
 import { confirmIn } from "./deploy.js";
 
@@ -26,7 +26,7 @@ export async function showDuplicates(name) {
     "Confirm merge", async () => {
       try {
         const { data } = await call("POST", `${base}/qnas/:merge`, { keep, drop });
-        await done(`Merged QnA ${drop} into QnA ${keep}: it now has ${data.questions.length} questions.`);
+        await done(`Merged QnA ${drop} into QnA ${keep}: it now has ${plural(data.questions.length, "question")}.`);
       } catch (error) { fail(error); }
     });
   };

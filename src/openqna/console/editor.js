@@ -26,6 +26,13 @@ function parseMetadata(text) {
   return out;
 }
 
+// What the list's search reads: the questions, the answer, the metadata (as key:value) and the source; a search
+// for a metadata value ("reviewed") found nothing.
+function searchText(q) {
+  const meta = Object.entries(q.metadata || {}).map(([k, v]) => `${k}:${v}`).join(" ");
+  return [q.questions.join(" "), q.answer, meta, q.source || ""].join(" ").toLowerCase();
+}
+
 export async function showEditor(name) {
   const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "edit", "editing QnAs"));
@@ -33,12 +40,12 @@ export async function showEditor(name) {
   const passageIds = new Set(passages.value.map((p) => p.id));
   const state = { items: qnas.filter((q) => !passageIds.has(q.id)), query: "", sort: "id", page: 0, open: null,
     selected: new Set() };
-  for (const q of state.items) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
+  for (const q of state.items) q._text = searchText(q);
   const byId = new Map(state.items.map((q) => [q.id, q]));
   const editable = can("author", name);
   const progress = h("p", { class: "progress", role: "status", hidden: true });
 
-  const search = h("input", { type: "search", placeholder: "Search questions and answers", oninput: () => { state.query = search.value.toLowerCase(); state.page = 0; draw(); } });
+  const search = h("input", { type: "search", placeholder: "Search questions, answers, metadata (key:value) and source", oninput: () => { state.query = search.value.toLowerCase(); state.page = 0; draw(); if (editable) drawBulk(); } });
   const sort = h("select", { onchange: () => { state.sort = sort.value; draw(); } },
     h("option", { value: "id" }, "Id"), h("option", { value: "question" }, "Question"), h("option", { value: "updated" }, "Last updated"));
   const listBox = h("div", { class: "list" });
@@ -75,7 +82,10 @@ export async function showEditor(name) {
   function drawBulk() {
     for (const id of [...state.selected]) if (!byId.has(id)) state.selected.delete(id);
     const n = state.selected.size;
-    selectedCount.textContent = `${n} selected`;
+    const shown = new Set(visible().map((q) => q.id));
+    const hidden = [...state.selected].filter((id) => !shown.has(id)).length;
+    // a selection the search hides still counts: say so (a search for "weather" read "0 of 96 QnAs · 2 selected")
+    selectedCount.textContent = `${n} selected` + (hidden ? ` (${hidden} not shown by the search)` : "");
     for (const b of bulkBox.querySelectorAll("button.needs-selection")) b.disabled = n === 0;
   }
   function selectedItems() { return state.items.filter((q) => state.selected.has(q.id)); }
@@ -129,7 +139,9 @@ export async function showEditor(name) {
   }
   async function deleteSelected() {
     const chosen = selectedItems();
-    if (!confirm(`Delete ${chosen.length} QnA${chosen.length === 1 ? "" : "s"}? Deploy to publish the change.`)) return;
+    const named = chosen.slice(0, 5).map((q) => `\n· ${q.id}: ${q.questions[0] || "(no question)"}`).join("")
+      + (chosen.length > 5 ? `\n· and ${chosen.length - 5} more` : "");
+    if (!confirm(`Delete ${chosen.length} QnA${chosen.length === 1 ? "" : "s"}?${named}\nDeploy to publish the change.`)) return;
     await bulk("Deleting", chosen.map((q) => ({ op: "delete", value: { id: q.id, ifLastUpdated: q.lastUpdatedDateTime } })),
       (n) => `${n} QnA${n === 1 ? "" : "s"} deleted.`);
   }
@@ -215,7 +227,7 @@ export async function showEditor(name) {
   async function reload(openId, keepStatus = false) {
     try {
       const fresh = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
-      for (const q of fresh) q._text = (q.questions.join(" ") + " " + q.answer).toLowerCase();
+      for (const q of fresh) q._text = searchText(q);
       state.items = fresh;
       byId.clear();
       for (const q of fresh) byId.set(q.id, q);

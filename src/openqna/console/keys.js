@@ -52,8 +52,12 @@ export async function showKeys() {
   const rows = value.map((k) => [k.id, k.name, k.role, k.projects ? k.projects.join(", ") : "all", k.created,
     h("button", { type: "button", class: "danger", "aria-label": `Revoke key ${k.name}`, onclick: async () => {
       const own = k.id === session.keyId;  // revoking it strands this tab: say so, then sign the tab out
+      // the last admin key for every project: nobody can manage keys here afterwards, only `openqna keys` can
+      const lastAdmin = k.role === "admin" && !k.projects && !value.some((o) => o.id !== k.id && o.role === "admin" && !o.projects);
       if (!confirm(`Revoke key ${k.name}? Clients using it are refused from the next request.`
-        + (own ? " It is the key this tab is signed in with: the tab is signed out, and needs another key." : ""))) return;
+        + (own ? " It is the key this tab is signed in with: the tab is signed out, and needs another key." : "")
+        + (lastAdmin ? " It is the last admin key for every project: afterwards no key can manage keys, here or over "
+          + "HTTP, until `openqna keys create --role admin` is run on the server." : ""))) return;
       try {
         await call("DELETE", `/openqna/keys/${encodeURIComponent(k.id)}`);
         if (own) { signOut(`Revoked ${k.name}, the key this tab was signed in with.`); return; }
@@ -62,6 +66,7 @@ export async function showKeys() {
     } }, "Revoke")]);
   const form = h("form", { class: "card", onsubmit: async (event) => {
     event.preventDefault();
+    say(""); // an earlier key's "copied" is not about this one
     const list = projects.value.split(",").map((s) => s.trim()).filter(Boolean);
     const first = session.open;
     if (first && (role.value !== "admin" || list.length) && !confirm("This is the server's first key: from now on it "

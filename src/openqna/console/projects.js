@@ -1,7 +1,7 @@
 // Projects: list, create, delete, import (an uploaded file or a URL source, with the job's progress), export.
 import { AUTHORING, all, call, get, operation, project } from "./api.js";
 import { can, navigation, render, route, session } from "./app.js";
-import { fail, field, h, say, table } from "./dom.js";
+import { fail, field, h, plural, say, table } from "./dom.js";
 
 const FILES = ".tsv,.txt,.csv,.xlsx,.json,.zip,.pdf,.docx,.html,.htm,.md,.markdown";
 
@@ -74,7 +74,6 @@ async function existing(target) {
   return p ? p.projectName : null;
 }
 
-function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
 function resultText(what, target, before, after) {
   const dq = after.qnas - before.qnas, dp = after.passages - before.passages;

@@ -3,12 +3,11 @@
 // (QnAs and passages added, changed and removed, named by their first question).  "Check now" checks a URL source
 // at once; nothing reaches a deployment before the next deploy.
 import { call, get } from "./api.js";
-import { fail, h, say, table } from "./dom.js";
+import { fail, h, plural, say, table } from "./dom.js";
 
 const EVERY = [["0", "never"], ["1h", "every hour"], ["6h", "every 6 hours"], ["1d", "every day"], ["7d", "every week"]];
 
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
-function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 function isUrl(s) { return /^https?:\/\//i.test(s.sourceUri || ""); }
 
 // "updated": counts of QnAs and passages apart, then each changed record by its first question (or its id).

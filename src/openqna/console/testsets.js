@@ -2,14 +2,13 @@
 // its confusion list, the run history, and the per-question diff between two runs (worse and better).
 import { all, call, get, project } from "./api.js";
 import { can, navigation, render } from "./app.js";
-import { fail, field, h, say, table } from "./dom.js";
+import { fail, field, h, plural, say, table } from "./dom.js";
 import { refused, tabs } from "./projects.js";
 
 const FILES = ".tsv,.txt,.csv,.xlsx";
 
 function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : ""; }
 function pct(share) { return share === null || share === undefined ? "–" : `${Math.round(share * 1000) / 10}%`; }
-function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 function conf(x) { return typeof x === "number" ? x.toFixed(2) : "–"; }
 
 function qna(id, question) {
