@@ -130,6 +130,8 @@ def test_openqna_serve_answers_503_in_each_dialect_and_recovers(restartable_pg, 
     log = " ".join((tmp_path / "serve.log").read_text().split())  # the console log wraps its lines
     assert "Traceback" not in log and "unhandled error" not in log, log[-4000:]
     assert "answering 503" in log and "the PostgreSQL store is reachable" in log  # when it went and came back
+    # ... once each: not a line per refused request (300 for 200), nor the pool's at each reconnection attempt
+    assert log.count("cannot connect to the PostgreSQL store") <= 2 and "error connecting" not in log, log[-4000:]
 
 
 def test_a_dsn_libpq_cannot_read_is_refused_without_echoing_it():

@@ -45,6 +45,7 @@ from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.kinds.vector_stores import VectorStores
 from openqna.records import OpenQnAError
+from openqna.store.base import StoreUnavailable
 
 log = logging.getLogger("openqna")
 
@@ -195,8 +196,11 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
 
     def refused(path: str, exc: OpenQnAError) -> Response:
         """An ``OpenQnAError`` no route caught (the store lost while a key was checked: ``StoreUnavailable``) is no
-        crash: its own status and message, one line in the log and no traceback."""
-        log.warning("%s: %s", path, exc.message)
+        crash: its own status and message, one line in the log and no traceback; none for the store being
+        unreachable, which the store logs once when it is lost and once when it is back (a line per request flooded
+        the log: 300 lines for 200 requests)."""
+        if not isinstance(exc, StoreUnavailable):
+            log.warning("%s: %s", path, exc.message)
         return error(path, exc.status, exc.code, exc.message)
 
     async def crashed(request: Request, exc: Exception) -> Response:

@@ -45,8 +45,8 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
-from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
-from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
+from openqna.records import Dialog, NotFound, ProjectNotFound, QnA
+from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, StoreUnavailable, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,
@@ -69,13 +69,6 @@ def _not_found(name: str) -> ProjectNotFound:
 # Whether the deployment named by the second parameter exists in project ``p`` (the first parameter: it is the
 # live state, which always does), selected first by every read that checks it (``PostgresStore._checked``).
 _DEPLOYED = "%s OR EXISTS(SELECT 1 FROM deployments d WHERE d.project_id=p.id AND d.name=%s)"
-
-
-class StoreUnavailable(OpenQnAError):
-    """The PostgreSQL server cannot be reached or refuses the connection (a command says so in one line)."""
-
-    code = "ServiceUnavailable"
-    status = 503
 
 
 # How long a use waits for a connection while the server is known to be gone, and how long the pool keeps retrying
@@ -141,6 +134,9 @@ class PostgresStore(SharedStatements, VectorSearch):
         # reconnect_timeout: the pool gives up a reconnection that keeps failing after this long, and the next use
         # starts a new one at once; its default (300 s, the delay doubling from 1 s) could leave a process answering
         # 503 for minutes after the server came back
+        # the pool says "error connecting" at each reconnection attempt of an outage (40 lines in 30 s); ``_reachable``
+        # says once that the server is lost and once that it is back
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         self._pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                     configure=register_vector_types, open=True, name="openqna",
                                     reconnect_timeout=RECONNECT_SECONDS)

@@ -48,6 +48,7 @@ from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE, embedded_dir, no_store_message, open_data, store_exists
 from openqna.kb.service import Service
 from openqna.records import OpenQnAError
+from openqna.store.base import StoreUnavailable
 
 PATH = "/mcp"
 log = logging.getLogger("openqna.api.tools.mcp")
@@ -93,7 +94,8 @@ class McpHttp:
             try:
                 _, denied = self.authorizer.check(secret_from_headers(Headers(scope=scope)))
             except OpenQnAError as exc:  # the store is unreachable (StoreUnavailable): its status, MCP's envelope
-                log.warning("%s: %s", PATH, exc.message)
+                if not isinstance(exc, StoreUnavailable):  # which the store logs once, when it goes and comes back
+                    log.warning("%s: %s", PATH, exc.message)
                 await _error(exc.status, -32603, exc.message, request_id)(scope, receive, send)
                 return
             if denied:
