@@ -223,6 +223,9 @@ def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_w
     runtime = httpx.post(f"{server.url}/language/:query-knowledgebases", json=body, headers={"api-key": reader},
                          params={**VERSION, "projectName": "faq", "deploymentName": "test"}).json()
     assert runtime["answers"][0]["confidenceScore"] == out["candidates"][0]["confidenceScore"]
+    assert out["readAs"] is None  # read as asked
+    typed = httpx.post(url, json={**body, "question": "how can I reset my pasword"}, headers={"api-key": reader})
+    assert typed.json()["readAs"] == "how can I reset my password"  # what the ranker read: the typo corrected
     # a paraphrase on a three-QnA FAQ page may be answered at 0.99 or more, never at 1.0 (an exact match's)
     strict = httpx.post(url, json={**body, "confidenceScoreThreshold": 1.0}, headers={"api-key": reader}).json()
     assert strict["defaultAnswerUsed"] is True and "below the threshold 1.00" in strict["defaultAnswerReason"]

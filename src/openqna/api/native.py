@@ -340,7 +340,11 @@ class NativeRoutes:
             item["kind"] = a.qna.kind if a.qna is not None else None  # "qna" or "passage": the console says which
             item["belowThreshold"] = a.qna is not None and a.confidence < threshold
             out.append(item)
+        read_as = await run_query(self.service.read_as, project, deployment, req.question) if req.question else None
         return JSONResponse({"answers": [answer_json(a) for a in given], "candidates": out, "threshold": threshold,
+                             # the question as the ranker read it (typos corrected, synonyms expanded), when that
+                             # differs from the question asked
+                             "readAs": read_as if read_as and read_as != req.question else None,
                              "defaultAnswerUsed": given[0].qna is None,
                              "defaultAnswerReason": _why_default(given, threshold, best)})
 

@@ -133,6 +133,7 @@ export async function showChat(name) {
       picker.update();
       const span = given && given.answerSpan ? spanText(given.answerSpan.text || given.answer.slice(given.answerSpan.offset, given.answerSpan.offset + given.answerSpan.length)) : "";
       inspect.replaceChildren(h("section", { class: "card", "aria-label": "Inspect" }, h("h2", {}, `Inspect: “${text}”`),
+        data.readAs ? h("p", { class: "hint" }, `Read as “${data.readAs}” (typos corrected, synonyms expanded).`) : null,
         h("p", {}, data.defaultAnswerUsed ? `Default answer given. ${data.defaultAnswerReason}` : `Answered by ${kindOf.get(given.id) || "QnA"} ${given.id} with confidence ${given.confidenceScore.toFixed(2)} (threshold ${data.threshold}).`),
         span ? h("div", {}, h("h3", {}, "Answer span (the part of the answer that answers the question)"), h("blockquote", { class: "span" }, renderMarkdown(span))) : null,
         rows.length ? table(["Answer", "Question or title", "Confidence", "Why"], rows, "Top candidates, and what each confidence is made of") : h("p", {}, "No candidates."),

@@ -120,6 +120,13 @@ class Asking(ServiceBase):
             return [Answer(None, 0.0, default_text=proj.default_answer)], proj
         return [without_dangling_prompts(a, index) for a in answers], proj
 
+    def read_as(self, project: str, deployment: str, question: str) -> str:
+        """``question`` as the ranker reads it: its synonyms expanded and its typos corrected (``ranking.typos``),
+        for Inspect to show ("咯学" read as the KB's "咯血")."""
+        index = self.indexes.get(project, deployment)
+        synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
+        return typos.correct(index, expand_with_synonyms(question, synonyms))
+
     def _search(self, project: str, deployment: str, index, req: AskRequest,
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
         # the threshold is compared with the confidence as answered, to 4 decimals: an answer shown at 0.9023 passes
