@@ -581,6 +581,9 @@ def test_a_qna_with_no_question_is_refused(live, admin):
         assert r.status_code == 400, r.text
         error = r.json()["error"]
         assert error["target"] == "[0].value.questions" and "at least one question" in error["message"], r.text
+    for qnas in ([{"id": 1, "answer": "x"}], [{"id": 2, "answer": "y", "questions": ["  "]}]):  # :import too
+        r = _req(live, "POST", "/kb/:import", admin, json={"assets": {"qnas": qnas}})
+        assert r.status_code == 400 and r.json()["error"]["target"] == "assets.qnas[0].questions", r.text
     authoring, _ = clients(live, admin)
     authoring.begin_update_qnas("kb", [{"op": "replace", "value": {"id": qna_id, "answer": "Use the new link."}}]
                                 ).result()

@@ -347,6 +347,12 @@ class AzureAuthoring:
                 content = read_assets(raw, "request body")
             except FormatError as exc:
                 raise InvalidArgument(exc.message) from None
+            # as PATCH .../qnas refuses one: a QnA no question reaches (a passage has none, by design)
+            blank = next((i for i, q in enumerate(content.qnas)
+                          if q.kind == "qna" and not any(x.strip() for x in q.questions)), None)
+            if blank is not None:
+                raise InvalidArgument(f"assets.qnas[{blank}] must hold at least one question that is not blank.",
+                                      target=f"assets.qnas[{blank}].questions")
             if kind != "synonyms" and assets is not None and "qnas" in assets.raw:
                 # a prompt to a QnA that does not exist is a 400 now, as for PATCH .../qnas (the job checks again)
                 self.authoring.check_import_prompts(name, content.qnas, replacing=True)
