@@ -147,6 +147,9 @@ async def check_errors(client: Client) -> None:
     for flag in (True, False, 2.5):  # a JSON true read as 1: refused, as false always was
         flagged = await client.call_tool("search", {"kb": "faq", "subject": "invoice", "limit": flag})
         assert flagged.is_error and "'limit' was refused" in tool_text(flagged), (flag, tool_text(flagged))
+    for top in ("2", True):  # ask's top as search's limit: "2" was read as 2 there and refused here
+        lax = await client.call_tool("ask", {"project": "faq", "question": "invoice?", "top": top})
+        assert lax.is_error and "'top' was refused" in tool_text(lax), (top, tool_text(lax))
     missing = await client.call_tool("search", {"kb": "faq"})
     assert missing.is_error and "'subject' is required" in tool_text(missing)
     for result in (typed, missing, too_many):
