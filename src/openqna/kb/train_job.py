@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from openqna.index.analyze import exact_key
 from openqna.index.index_cache import index_records
 from openqna.kb.jobs import Requeue, stopping
 from openqna.kb.service import Service
@@ -69,10 +70,22 @@ class Trainer:
             # each question read as the server reads it there (``ServiceBase.query_space``)
             spaces.append(Space(self.service.multilingual.embedder.name, calibrations.MULTILINGUAL, True,
                                 multilingual=True, cross=calibrations.CROSSLINGUAL_E5))
-        feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
-                    for text, _ in items if qna_id in records]
         tests = labelled_questions(self.service, project)
         unanswerable = no_answer_questions(self.service, project)
+        # a test set's questions are never learnt from (docs/authoring.md), though :from-log makes them of the
+        # users' feedback: the job learnt from the very questions it was judged by (52 of 53 on one KB)
+        judged = {exact_key(text) for text, _ in tests} | {exact_key(text) for text in unanswerable}
+        feedback = [(text, qna_id) for qna_id, items in self.store.list_feedback(project).items()
+                    for text, _ in items if qna_id in records and exact_key(text) not in judged]
+        served: dict[str, str] = {}
+
+        def read(text: str) -> str:
+            """``text`` as the server reads it (its synonyms expanded, its typos corrected: ``Service.read_as``):
+            judged raw, "Are all boily fluids infecstious?" read 0.24 where the server answers it at 0.67."""
+            if text not in served:
+                served[text] = self.service.read_as(project, LIVE, text)
+            return served[text]
+
         previous = self.store.get_trained(project)
         adapters: dict[str, QueryAdapter] = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
         result = TrainResult(project, threshold)
@@ -87,11 +100,11 @@ class Trainer:
                 return space.multilingual and not (crosses(live, text) and live.crossing() is not None)
 
             # users' questions, learnt from (and judged by, without test sets) in the space they are ranked in
-            ours = [(text, qna_id) for text, qna_id in feedback if ranked_here(text)]
+            ours = [(read(text), qna_id) for text, qna_id in feedback if ranked_here(text)]
             vectors = embedder.embed([text for text, _ in ours]) if ours else np.zeros((0, 1), np.float32)
             sent = [Labelled(text, v, frozenset((qna_id,))) for v, (text, qna_id) in zip(vectors, ours)]
-            mine = [(text, accepted) for text, accepted in tests if ranked_here(text)]
-            outside = [text for text in unanswerable if ranked_here(text)]
+            mine = [(read(text), accepted) for text, accepted in tests if ranked_here(text)]
+            outside = [read(text) for text in unanswerable if ranked_here(text)]
             outside_vectors = embedder.embed(outside) if outside else np.zeros((0, 1), np.float32)
             test_vectors = embedder.embed([text for text, _ in mine]) if mine else np.zeros((0, 1), np.float32)
             labelled = [Labelled(text, v, accepted) for v, (text, accepted) in zip(test_vectors, mine)]
