@@ -837,3 +837,9 @@ def test_an_excel_export_refuses_a_cell_excel_cannot_hold() -> None:
     with pytest.raises(InvalidArgument, match=r"Metadata column\) would be 36,\d{3} characters long.*JSON or TSV"):
         export_bytes(content, "excel")
     assert read_file("kb.json", export_bytes(content, "json")[0]).qnas[0].metadata == metadata
+
+
+def test_a_json_file_nested_too_deeply_is_a_format_error() -> None:
+    """'[' * 100000: the upload's job failed with RecursionError, an internal error and a traceback in the log."""
+    with pytest.raises(FormatError, match="nested too deeply"):
+        read_file("d.json", ("[" * 100_000 + "]" * 100_000).encode())

@@ -55,6 +55,9 @@ def test_the_three_formats_read_alike():
     headers = read_test_set(b"Question,Expected QnA Id\nhi,0\n", "a.csv")  # any case; 0 is no answer
     assert headers == [{"question": "hi", "expected_qna_id": None, "expected_answer": None, "metadata": {}}]
     assert read_test_set(b"question\texpected_qna_id\nhi\t2\n", "upload", "TSV")[0]["expected_qna_id"] == 2
+    # semicolons, as Excel writes CSV in decimal-comma locales and an import reads it
+    assert read_test_set(b"question;expected_qna_id\nhi, there;2\n", "a.csv") == [
+        {"question": "hi, there", "expected_qna_id": 2, "expected_answer": None, "metadata": {}}]
 
 
 @pytest.mark.parametrize(("name", "data", "where", "says"), [
@@ -70,6 +73,8 @@ def test_the_three_formats_read_alike():
     ("a.tsv", b"question\texpected_qna_id\n", "line 1", "no questions"),
     ("a.csv", b'question,expected_qna_id\n"one\ntwo",1\nok,x\n', "line 4, column 2", "is not a QnA id"),
     ("a.csv", b"question,expected_qna_id\nok,\xff\n", "line 2", "UTF-8"),
+    # an unterminated quote was read as one question holding the rest of the file, expecting no answer
+    ("a.csv", b'question,expected_qna_id\n"unterminated,110\nwhat is covid,110\n', "a.csv", "not readable as CSV"),
     ("a.xlsx", xlsx([["question", "expected_qna_id"], ["ok", 1], ["", 2]]), "row 3, column A", "question is empty"),
     ("a.xlsx", xlsx([["Question", "Expected_Answer", "Metadata"], ["ok", "Yes", "a:b|a:c"]]), "row 2, column C",
      "appears twice"),

@@ -25,9 +25,14 @@ _LONE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
 
 
 def loads(doc: str | bytes, *, unique_keys: bool = False) -> Any:
-    """``json.loads(doc)``; a ``json.JSONDecodeError`` at the first lone surrogate, if the value holds one, and with
+    """``json.loads(doc)``; a ``json.JSONDecodeError`` at the first lone surrogate, if the value holds one, for a
+    value nested too deeply for the parser, and with
     ``unique_keys`` at an object that names a key twice (``json.loads`` keeps the last silently)."""
-    value = json.loads(doc, object_pairs_hook=_unique if unique_keys else None)
+    try:
+        value = json.loads(doc, object_pairs_hook=_unique if unique_keys else None)
+    except RecursionError:  # '[' * 100000: a file's job failed with an internal error and a traceback in the log
+        text = doc.decode("utf-8", "replace") if isinstance(doc, bytes) else doc
+        raise json.JSONDecodeError("it is nested too deeply to read", text, 0) from None
     if suspect(doc) and lone_surrogate(value) is not None:
         text = doc.decode("utf-8", "surrogatepass") if isinstance(doc, bytes) else doc
         raise json.JSONDecodeError(f"the text holds {REASON}", text, _position(text))

@@ -67,7 +67,12 @@ def read_test_set(data: bytes, name: str = "upload.tsv", fmt: str | None = None)
             if line.strip("\t "):
                 rows.append((number, line.split("\t")))
     else:
-        reader = csv.reader(io.StringIO(text, newline=""))
+        # strict, as an import's CSV: an unterminated quote was read as one question holding the rest of the file
+        # (and no expected answer); the separator as an import's too (a semicolon in decimal-comma locales)
+        first = next((line for line in io.StringIO(text) if line.strip(" ,;\t\r\n")), "")
+        separator = next((sep for sep in (",", ";") if "question" in (_header_name(c) for c in
+                          next(csv.reader([first], delimiter=sep), []))), ",")
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=True)
         try:
             for cells in reader:
                 if any(c.strip() for c in cells):
