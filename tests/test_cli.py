@@ -100,6 +100,8 @@ def test_import_a_spreadsheets_csv_and_ask_it(tmp_path):
     assert "2 added, 0 updated, 0 unchanged (2 QnAs)" in run("import", "faq", str(faq), data=tmp_path).stdout
     answer = run("ask", "faq", "i forgot my password", "--top", "1", data=tmp_path).stdout
     assert "Open Settings, then:\n    1. click Reset\n    2. confirm by e-mail" in answer  # its lines, indented
+    assert run("ask", "faq", "i forgot my password", "--top", "1", "--deployment", "Test", data=tmp_path).stdout \
+        == answer  # the live state in any case, as the Azure API reads it ("not found" here)
     assert "12,50 EUR" in run("ask", "faq", "how much does the plan cost?", "--top", "1", data=tmp_path).stdout
     out = tmp_path / "review.csv"  # exported for review in the spreadsheet, and back
     assert "wrote 2 QnAs" in run("export", "faq", str(out), data=tmp_path).stdout
@@ -173,6 +175,9 @@ def test_keys_are_printed_once_and_stored_hashed(tmp_path):
     listed = run("keys", "list", data=tmp_path).stdout
     assert "query" in listed and "bot" in listed and secret not in listed
     assert secret.encode() not in (tmp_path / "openqna.sqlite3").read_bytes()
+    # the first key closes the server to callers without one, and a query key cannot make more: both said
+    assert "first key" in created.stderr and "--role admin" in created.stderr
+    assert "first key" not in run("keys", "create", "--name", "ops", data=tmp_path).stderr
 
 
 def test_serve_refuses_public_bind_without_keys(tmp_path):

@@ -69,6 +69,10 @@ NOT_RUN = {
     "4  surfaces     api/": "a drawing of the layers, not a command; tests/test_layers.py checks what it shows",
     "openqna source-refresh support": "names a URL source on a web server the walkthrough does not run; "
                                       "tests/test_refresh.py runs these commands against a loopback file server",
+    "projects/support/sources": "adds that URL source, on a web server the walkthrough does not run; "
+                                "tests/test_azure_authoring.py adds URL sources served on loopback",
+    '"mcpServers"': "an assistant's configuration, which starts `openqna mcp`; tests/test_mcp.py runs `openqna mcp` "
+                    "over stdio with the official client",
     "openqna table connect arxiv": "names the reader's own ClickHouse and PostgreSQL servers; tests/test_connected.py "
                                    "runs it against chdb and pgserver with only their URLs swapped (run_block)",
     "openqna table load products 2024-01": "loads the reader's monthly exports; tests/test_cli.py runs such loads "

@@ -211,6 +211,8 @@ def test_the_cli(tmp_path, files, embedder):
     assert "updated: 1 added, 1 updated, 1 deleted (QnAs 0/1/0, passages 1/0/1 added/updated/deleted)" in now and "  ~ #" in now  # the QnA; its passage replaced
     as_json = json.loads(run("source-refresh", "docs", "Guide", "--now", "--json", data=data).stdout)
     assert as_json["outcome"] == {"status": "unchanged", "notModified": True} and as_json["every"] == "6h"
+    alone = json.loads(run("source-refresh", "docs", "Guide", "--json", data=data).stdout)  # the state as it is
+    assert alone == as_json
     assert "\tunchanged (304 Not Modified)" in run("sources", "docs", data=data).stdout
     (files.root / "guide.md").unlink()
     failed = run("source-refresh", "docs", "Guide", "--now", data=data, check=False)

@@ -66,3 +66,11 @@ def open_service(data_dir: str, create: bool = False) -> Service:
 def fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
+
+
+def live_or_named(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A ``--deployment``: ``test`` in any case is the live state (``Test`` was "not found" here and the live state
+    in the Azure API), else the deployment's name as given."""
+    from openqna.store.base import LIVE
+
+    return LIVE if value.lower() == LIVE else value

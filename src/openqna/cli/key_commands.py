@@ -15,16 +15,22 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--name", default="", help="A label to recognise the key by.")
 @click.option("--role", type=click.Choice(["admin", "author", "query"]), default="admin", show_default=True)
-@click.option("--project", "projects_", multiple=True, help="Restrict the key to these projects.")
+@click.option("--project", "projects_", multiple=True,
+              help="Restrict the key to this project (repeat the option for several).")
 @data_option
 def keys_create(name: str, role: str, projects_: tuple[str, ...], data_dir: str) -> None:
     """Create an API key and print it once (admin manages keys, author edits, query asks)."""
     from openqna.auth.keys import create_key
 
     store = open_catalog(data_dir, create=True).store
+    first = not store.has_keys()
     key, secret = create_key(store, name=name, role=role, projects=list(projects_) or None)
     click.echo(secret)
     click.echo(f"created key {key.id} ({role}); it is shown only now", err=True)
+    if first:  # every request needs a key from now on, which a reader of the docs' examples may not expect
+        click.echo("this is the server's first key: from now on every request needs a key"
+                   + ("" if role == "admin" and not projects_ else
+                      "; no key can manage keys yet: make one with `openqna keys create --role admin`"), err=True)
 
 
 @keys.command("list")

@@ -21,7 +21,7 @@ from typing import Any, cast
 import click
 
 from openqna import settings
-from openqna.cli.common import data_option, fail, no_store, open_catalog, open_service
+from openqna.cli.common import data_option, fail, live_or_named, no_store, open_catalog, open_service
 from openqna.cli.key_commands import keys
 from openqna.cli.near_topic_commands import set_near_topic
 from openqna.cli.table_commands import table
@@ -181,9 +181,9 @@ def sources(project: str, data_dir: str) -> None:
 @click.argument("project")
 @click.argument("source")
 @click.option("--every", default=None, metavar="INTERVAL",
-              help="Check SOURCE every INTERVAL: 30m, 6h, 1d, 7d (m, h, d, w; at least 10m), or 0/none to stop.")
+              help="Check SOURCE every INTERVAL: 30m, 6h, 1d, 1w (m, h, d, w; at least 10m), or 0/none to stop.")
 @click.option("--now", "now", is_flag=True, help="Check SOURCE now and print what changed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the source's refresh state as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the source's refresh state as JSON (alone: as it is).")
 @data_option
 def source_refresh(project: str, source: str, every: str | None, now: bool, as_json: bool, data_dir: str) -> None:
     """Refresh PROJECT's URL source SOURCE (its URL or display name) on a schedule, or now.
@@ -193,12 +193,14 @@ def source_refresh(project: str, source: str, every: str | None, now: bool, as_j
     does.  Deployments change only when you deploy.  Exits 1 when a check (--now) failed."""
     from openqna.kb.refresh import Refresher, describe, format_every, refresh_json
 
-    if every is None and not now:
-        fail("give --every INTERVAL (30m, 6h, 1d, 7d; 0 or none to stop) and/or --now")
+    if every is None and not now and not as_json:
+        fail("give --every INTERVAL (30m, 6h, 1d, 1w; 0 or none to stop) and/or --now, or --json for its state")
     try:
         refresher = Refresher(open_service(data_dir))
         name = refresher.source(project, source).source
         state = refresher.set_every(project, name, every) if every is not None else None
+        if state is None and not now:  # --json alone: the state as it is
+            state = refresher.status(project).get(name)
         if state is not None and not as_json:
             when = f", next check at {state.next_due}" if state.every else ""
             click.echo(f"{name}: every {format_every(state.every)}{when}" if state.every else
@@ -207,17 +209,17 @@ def source_refresh(project: str, source: str, every: str | None, now: bool, as_j
             state = refresher.refresh(project, name)
     except OpenQnAError as exc:
         fail(exc.message)
-    if state is None:
+    if state is None and not as_json:
         return
     if as_json:
         click.echo(json.dumps({"source": name, **(refresh_json(state) or {})}, indent=2, ensure_ascii=False))
-    elif now:
+    elif now and state is not None:
         click.echo(f"{name}: {describe(state.outcome)}")
         for key, sign in (("addedIds", "+"), ("updatedIds", "~"), ("deletedIds", "-")):
             ids = state.outcome.get(key) or []
             if ids:
                 click.echo(f"  {sign} " + ", ".join(f"#{i}" for i in ids))
-    if now and state.outcome.get("status") == "failed":
+    if now and state is not None and state.outcome.get("status") == "failed":
         raise SystemExit(1)
 
 
@@ -226,7 +228,7 @@ def source_refresh(project: str, source: str, every: str | None, now: bool, as_j
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["tsv", "csv", "excel", "json"]), default=None,
               help="File format; guessed from OUT's extension by default.")
-@click.option("--deployment", default="test", show_default=True)
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named)
 @data_option
 def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: str) -> None:
     """Export PROJECT to OUT in QnA Maker/Azure format.
@@ -273,7 +275,7 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
 @click.option("--top", default=3, show_default=True, type=click.IntRange(1, LIMITS.top))
 @click.option("--threshold", default=0.0, show_default=True, type=click.FloatRange(0, 1))
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Metadata filter; repeat to AND them.")
-@click.option("--deployment", default="test", show_default=True)
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named)
 @click.option("--question-only", is_flag=True, help="Rank on questions only (rankerType=QuestionOnly).")
 @click.option("--unstructured", is_flag=True,
               help="Answer from passages too (documents, OpenAI files), as Azure's includeUnstructuredSources.")
@@ -538,7 +540,7 @@ def backup(dest: Path, data_dir: str) -> None:
 @main.command()
 @click.argument("project")
 @click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--deployment", default="test", show_default=True, help="Deployment the questions are asked of.")
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named, help="Deployment the questions are asked of.")
 @click.option("--threshold", default=0.5, show_default=True, type=click.FloatRange(0, 1),
               help="Threshold the before/after figures are measured at.")
 @click.option("--dry-run", is_flag=True, help="Fit and print, but keep the project's calibration as it is.")
@@ -625,7 +627,7 @@ def eval_(datasets_dir: Path, out_dir: Path, threshold: float, quick: bool, only
 
 
 @main.command("mcp")
-@click.option("--deployment", default="test", show_default=True, help="Deployment the tools query.")
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named, help="Deployment the tools query.")
 @data_option
 def mcp_(deployment: str, data_dir: str) -> None:
     """Serve the knowledge bases as MCP tools over stdio (for desktop assistants, IDEs and agents)."""
@@ -675,10 +677,12 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 @main.command()
-@click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True)
-@click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int)
+@click.option("--host", envvar="OPENQNA_HOST", default=settings.host(), show_default=True, show_envvar=True,
+              help="Address to listen on (an address other than loopback needs an API key).")
+@click.option("--port", envvar="OPENQNA_PORT", default=settings.port(), show_default=True, type=int, show_envvar=True,
+              help="Port to listen on.")
 @click.option("--sample/--no-sample", default=settings.sample(), show_default=True,
-              help="Load the sample knowledge base 'openqna-faq' into an empty store.")
+              help="Load the sample knowledge base 'openqna-faq' into an empty store (OPENQNA_SAMPLE=0: --no-sample).")
 @data_option
 def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
     """Serve the HTTP API on HOST:PORT."""
@@ -785,7 +789,7 @@ def _duplicates_hint(service: object, project: str) -> None:
 
 @main.command()
 @click.argument("project")
-@click.option("--deployment", default="test", show_default=True, help="The state to check: test or a deployment.")
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named, help="The state to check: test or a deployment.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print a JSON list of {"kind", "qna_ids", "score", "questions", "answers"} (misplaced questions '
                    'add "question", "winner" and "margin").')

@@ -26,7 +26,7 @@ def table() -> None:
 @data_option
 def table_create(name: str, columns: tuple[str, ...], text: tuple[str, ...], title: str | None, description: str,
                  data_dir: str) -> None:
-    """Create table NAME with typed --column's; its --text columns are embedded and searched.
+    """Create table NAME with typed columns (--column options); its --text columns are embedded and searched.
 
     Load rows with `openqna table load`; tools filter them with where_str over the columns.
     """

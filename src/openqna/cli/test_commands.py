@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from openqna.cli.common import data_option, fail, open_catalog, open_service
+from openqna.cli.common import data_option, fail, live_or_named, open_catalog, open_service
 from openqna.records import OpenQnAError
 
 
@@ -69,7 +69,7 @@ def _print_diff(diff: dict[str, Any]) -> None:
 @click.option("--set", "set_name", default=None, metavar="NAME", help="Run the stored test set NAME.")
 @click.option("--save-as", default=None, metavar="NAME", help="Store FILE as the set NAME (default: the file's name "
               "without its extension).")
-@click.option("--deployment", default="test", show_default=True, help="What to ask: a deployment, or test (the live "
+@click.option("--deployment", default="test", show_default=True, callback=live_or_named, help="What to ask: a deployment, or test (the live "
               "state).")
 @click.option("--threshold", default=None, type=click.FloatRange(0, 1),
               help="Read 'right' at this confidence (default: the project's testThreshold setting, else 0.5).")

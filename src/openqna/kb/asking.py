@@ -26,6 +26,7 @@ from openqna.ranking import calibrations, focus, followup, ranker, typos
 from openqna.ranking.multilingual import own_language_rows
 from openqna.records import InvalidArgument, QnA
 from openqna.store import Project
+from openqna.store.base import LIVE
 
 DECIMALS = 4  # a confidence is answered rounded, as Azure's are
 
@@ -102,6 +103,8 @@ class Asking(ServiceBase):
     @taking_turns
     def ask_in(self, project: str, deployment: str, req: AskRequest) -> tuple[list[Answer], Project]:
         """``ask``, with the project as read for it (its settings, such as the query log's, need no second read)."""
+        if deployment.lower() == LIVE:  # "Test" is the live state, as Azure's runtime reads it
+            deployment = LIVE
         proj = self.store.get_project(project)
         if kind_of(proj) == "table":  # its rows are no answers: ranked here they all fell below any threshold
             raise InvalidArgument(f"'{project}' is a table: its rows answer searches (get_related_{project}, the "

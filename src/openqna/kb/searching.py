@@ -119,6 +119,8 @@ class Searching(ServiceBase):
     def search(self, kb: str, subject: str, *, where: str | None = None, limit: int = 4,
                deployment: str = LIVE) -> list[Hit]:
         """Hybrid search over every record of ``kb`` (QnAs, passages, rows), filtered inside retrieval."""
+        if deployment.lower() == LIVE:  # "Test" is the live state, as Azure's runtime reads it
+            deployment = LIVE
         proj = self.store.get_project(kb)
         if proj.settings.get("connected"):
             if deployment != LIVE:  # the table in its engine is its only state

@@ -173,7 +173,7 @@ def deployment_of(raw: str | None) -> str:
     if not raw.strip() or len(raw) > 100:
         raise InvalidArgument(f"'deployment' must name a deployment of the knowledge base (such as 'production'), or "
                               f"be left out to search its live state ('{LIVE}'); got '{raw[:100]}'.")
-    return raw
+    return LIVE if raw.lower() == LIVE else raw  # "Test" too, as Azure's runtime reads it
 
 
 # The query parameters of /get_related_{kb} and /tools/{kb}/search.  Any other is refused: a filter sent under a
