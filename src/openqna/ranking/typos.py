@@ -263,7 +263,6 @@ def correct_homophones(index: MemIndex, text: str) -> str:
     kb = han_bigrams(index)
     if not kb.count:
         return text
-    lm = words()
 
     def replacement(run: list[str], i: int) -> tuple[str, int] | None:
         """The character ``run[i]`` was most likely meant to be and how many units hold its bigrams, or None: the
@@ -272,8 +271,11 @@ def correct_homophones(index: MemIndex, text: str) -> str:
         before = run[i - 1] if i else ""
         after = run[i + 1] if i + 1 < len(run) else ""
         pairs = [pair for pair in (before + char if before else "", char + after if after else "") if pair]
-        if any(pair in kb.count or pair in lm for pair in pairs):
-            return None  # a word of the KB's or of the language's as typed: "疑似" is no typo of the KB's "一是"
+        if any(pair in kb.count for pair in pairs):
+            return None
+        lm = words()  # read on the first character the KB does not hold (a second or two, once per process)
+        if any(pair in lm for pair in pairs):
+            return None  # a word of the language as typed: "疑似" is no typo of the KB's "一是"
         sound = syllable(char)
         score: dict[str, int] = {}
         if sound and before:
