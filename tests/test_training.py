@@ -196,6 +196,15 @@ def test_the_train_command(tmp_path, as_json):
         assert "not kept: too few QnAs to hold any out" in proc.stdout and "Nothing changed" in proc.stdout
     forgot = run("train", "shop", "--forget", data=tmp_path)
     assert "shop has no trained model in the test state" in forgot.stdout
+    # a server on this store is training it: the command ran all the same, and the last to finish won
+    from openqna.store import Job
+    from openqna.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path)
+    store.put_job(Job("training-now", "train", "shop", "running", owner="host:1:0"))
+    store.close()
+    busy = run("train", "shop", data=tmp_path, check=False)
+    assert busy.returncode != 0 and "being trained already (job training-now" in busy.stderr
 
 
 def bank_faq(service, intents: int = 30, feedback: int = 5) -> tuple[dict[str, int], list[tuple[str, str]]]:

@@ -69,7 +69,15 @@ def train(project: str, forget: bool, as_json: bool, data_dir: str) -> None:
     from openqna.kb.train_job import Trainer
 
     try:
-        trainer = Trainer(open_service(data_dir))
+        service = open_service(data_dir)
+        # a train job of the project queued or running in a server on this store: two trainings at once end with
+        # whichever finished last, as the HTTP route's 409 prevents
+        running = next((j for j in service.store.unfinished_jobs()
+                        if j.kind == "train" and j.project.lower() == project.lower()), None)
+        if running is not None:
+            fail(f"project '{project}' is being trained already (job {running.id}, {running.status}, in a server on "
+                 "this store): wait for it, then train again if you need to")
+        trainer = Trainer(service)
         if forget:
             had = trainer.forget(project)
             click.echo(f"removed {project}'s trained model from the test state" if had else
