@@ -170,6 +170,7 @@ def test_sets_upload_run_and_compare_over_http(service, secured):
     assert first.status_code == 200, first.text
     r1 = first.json()
     assert (r1["questions"], r1["top1"], r1["right_at_threshold"], r1["no_answer_rejected"]) == (5, 0.75, 0.75, 1.0)
+    assert r1["expected_missing"] == 0
     assert [(w["question"], w["expected"], w["got"]) for w in r1["wrong"]] == [("How do I pay?", 1, 3)]
 
     # a stricter threshold than any answer reaches: nothing is right at it, every no-answer question is refused
@@ -281,6 +282,12 @@ def test_a_set_is_made_from_confirmed_questions_over_http(service, secured):
     bad = httpx.post(f"{base}/test-sets/a%23b/:from-log", headers=headers)
     assert bad.status_code == 400 and bad.json()["error"]["target"] == "name"
     assert httpx.post(f"{server.url}/openqna/projects/nope/test-sets/x/:from-log", headers=headers).status_code == 404
+    ghost = httpx.put(f"{base}/test-sets/ghost", params={"format": "csv"}, headers=headers,
+                      content=b"question,expected_qna_id\nHow do I pay?,9999\n")
+    assert ghost.status_code == 200
+    ran = httpx.post(f"{base}/test-sets/ghost/:run", headers=headers).json()  # a miss no ranking could fix: said
+    assert (ran["top1"], ran["expected_missing"]) == (0.0, 1)
+    httpx.delete(f"{base}/test-sets/ghost", headers=headers)
 
 
 def test_openqna_test_set_from_log_takes_accepted_suggestions(tmp_path):

@@ -36,6 +36,9 @@ def _print_run(summary: dict[str, Any]) -> None:
     click.echo(f"  top answer right:            {_pct(s['top1'])}")
     click.echo(f"  right at threshold {s['threshold']:.2f}:     {_pct(s['right_at_threshold'])}")
     click.echo(f"  no-answer questions refused: {_pct(s['no_answer_rejected'])}")
+    if s.get("expected_missing"):
+        click.echo(f"  {s['expected_missing']} question(s) expect a QnA this state does not hold (an id no QnA has, "
+                   "or an answer none gives): fix the set, or the KB")
     if not s["wrong"]:
         click.echo("Every question got what it should.")
         return
