@@ -123,6 +123,14 @@ class OpenQnAError(Exception):
         self.target = target
 
 
+class StoreUnavailable(OpenQnAError):
+    """The PostgreSQL server cannot be reached or refuses the connection (a command says so in one line); the store
+    logs the outage once, and once that it is over."""
+
+    code = "ServiceUnavailable"
+    status = 503
+
+
 class InvalidArgument(OpenQnAError):
     pass
 

@@ -44,8 +44,7 @@ from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.kinds.vector_stores import VectorStores
-from openqna.records import OpenQnAError
-from openqna.store.base import StoreUnavailable
+from openqna.records import OpenQnAError, StoreUnavailable
 
 log = logging.getLogger("openqna")
 

@@ -71,6 +71,6 @@ def fail(message: str) -> NoReturn:
 def live_or_named(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A ``--deployment``: ``test`` in any case is the live state (``Test`` was "not found" here and the live state
     in the Azure API), else the deployment's name as given."""
-    from openqna.store.base import LIVE
+    from openqna.kb.catalog import LIVE
 
     return LIVE if value.lower() == LIVE else value

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import operator
 import re
-import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -69,28 +68,17 @@ class WhereError(InvalidArgument):
     operators, functions), because the caller is usually an LLM that corrects itself from it.
     """
 
-    def __init__(self, reason: str, schema: Schema):
-        super().__init__(f"where_str refused: {reason}. Allowed: {allowed_syntax(schema)}", target="where_str")
+    def __init__(self, reason: str, schema: Schema, *, names: Callable[[str], str] | None = None):
+        super().__init__(f"where_str refused: {reason}. Allowed: {allowed_syntax(schema, names)}", target="where_str")
         self.reason = reason
+        self.named = names is not None
 
 
-_describing = threading.local()
-
-
-def allowed_syntax(schema: Schema) -> str:
-    """The whole filter language in one paragraph, generated from the schema (also fit for tool descriptions)."""
-    from openqna.filters.where_str import written_name  # it parses with this module's errors
-
-    # a column named like a keyword (`select`) as a filter must write it, as the tool descriptions show it;
-    # ``written_name`` parses, and a refusal there describes its own one-column schema: bare, not again
-    if getattr(_describing, "now", False):
-        columns = ", ".join(f"{c.name} {c.type}" for c in schema.values())
-    else:
-        _describing.now = True
-        try:
-            columns = ", ".join(f"{written_name(c.name)} {c.type}" for c in schema.values())
-        finally:
-            _describing.now = False
+def allowed_syntax(schema: Schema, names: Callable[[str], str] | None = None) -> str:
+    """The whole filter language in one paragraph, generated from the schema (also fit for tool descriptions);
+    ``names`` writes a column's name as a filter must (``where_str.written_name``: `select` in backticks)."""
+    write = names or (lambda name: name)
+    columns = ", ".join(f"{write(c.name)} {c.type}" for c in schema.values())
     return (
         f"columns {columns or '(none)'}; "
         "operators = != < <= > >=, AND, OR, NOT, [NOT] IN ('a', 'b'), [NOT] BETWEEN x AND y, "

@@ -77,18 +77,26 @@ def parse_where(text: str, schema: Schema, *, now: datetime | None = None) -> Fi
     Column names match exactly, or case-insensitively when that is unambiguous (LLMs write ``Price``).
     ``now`` pins ``now()``/``today()`` (UTC); it defaults to the current time.
     """
+    try:
+        return _parse(text, schema, now)
+    except WhereError as exc:  # its list of columns as a filter must write them (`select` in backticks)
+        if exc.named:
+            raise
+        raise WhereError(exc.reason, schema, names=written_name) from None
+
+
+def _parse(text: str, schema: Schema, now: datetime | None) -> Filter:
     tree = read_tree(text, schema)
     moment = utc_seconds(now or datetime.now(UTC))
     return _Lowering(schema, moment).condition(tree)
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=1024)
 def written_name(name: str) -> str:
     """``name`` as a ``where_str`` writes it: as it is, or in backticks when it reads as a keyword there (a column
     named ``select``, ``and`` or ``null``), which is what tool descriptions show a model."""
     try:
-        parse_where(f"{name} = 'x'", {name: Column(name, "String")})
+        _parse(f"{name} = 'x'", {name: Column(name, "String")}, None)
     except (WhereError, ValueError):
         return f"`{name}`"
     return name

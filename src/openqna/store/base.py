@@ -67,14 +67,6 @@ class LeaseLost(OpenQnAError):
     status = 500
 
 
-class StoreUnavailable(OpenQnAError):
-    """The PostgreSQL server cannot be reached or refuses the connection (a command says so in one line); the store
-    logs the outage once, and once that it is over."""
-
-    code = "ServiceUnavailable"
-    status = 503
-
-
 class SchemaTooNew(OpenQnAError):
     """The database was upgraded by a newer openqna: this one refuses to open it, and has written nothing to it.
 

@@ -45,8 +45,8 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
-from openqna.records import Dialog, NotFound, ProjectNotFound, QnA
-from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, StoreUnavailable, fresh_ids
+from openqna.records import Dialog, NotFound, ProjectNotFound, QnA, StoreUnavailable
+from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
     dialog_from_json,

@@ -47,8 +47,7 @@ from openqna.auth.keys import Authorizer, Denied
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE, embedded_dir, no_store_message, open_data, store_exists
 from openqna.kb.service import Service
-from openqna.records import OpenQnAError
-from openqna.store.base import StoreUnavailable
+from openqna.records import OpenQnAError, StoreUnavailable
 
 PATH = "/mcp"
 log = logging.getLogger("openqna.api.tools.mcp")

@@ -87,13 +87,13 @@ _EXAMPLES = {  # an example filter per column type, each one where_str takes (a 
 
 
 def _example(kb: KnowledgeBaseInfo) -> str:
-    """An example where_str on the first column of the first of ``_EXAMPLES``' types the KB has: "n = 'value'" for
-    an Int64 column was refused when copied."""
-    for kind, example in _EXAMPLES.items():
-        column = next((c for c in kb.columns if c.type == kind), None)
-        if column is not None:
-            return "Example: " + example.format(written_name(column.name))
-    return ""
+    """An example where_str: on the first array or DateTime column (the forms a model is least likely to guess),
+    else on the first column of the first of ``_EXAMPLES``' other types the KB has, each written as where_str takes
+    it ("n = 'value'" for an Int64 first column was refused when copied)."""
+    column = next((c for c in kb.columns if c.type in ("Array(String)", "DateTime")), None)
+    for kind in _EXAMPLES:
+        column = column or next((c for c in kb.columns if c.type == kind), None)
+    return "Example: " + _EXAMPLES[column.type].format(written_name(column.name)) if column is not None else ""
 
 
 def operation_id(kb_name: str) -> str:
