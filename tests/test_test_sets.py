@@ -273,6 +273,13 @@ def test_a_set_is_made_from_confirmed_questions_over_http(service, secured):
     items = httpx.get(f"{base}/test-sets/from-log", headers=headers).json()["items"]
     assert [(i["question"], i["expected_qna_id"]) for i in items] == [
         ("Do you send parcels to France?", 2), ("Can I bring shoes back?", 1), ("Do you post to Spain?", 2)]
+    # an accepted question moved to another QnA is expected of the QnA that holds it now (it expected QnA 2 still)
+    moved = httpx.post(f"{base}/qnas/:move-question", headers=headers,
+                       json={"question": "Do you send parcels to France?", "from": 2, "to": 3})
+    assert moved.status_code == 200, moved.text
+    httpx.post(f"{base}/test-sets/from-log/:from-log", headers=headers)
+    items = httpx.get(f"{base}/test-sets/from-log", headers=headers).json()["items"]
+    assert ("Do you send parcels to France?", 3) in [(i["question"], i["expected_qna_id"]) for i in items]
 
     upload(server, admin, "empty", "faq.tsv", FAQ.encode())
     refused = httpx.post(f"{server.url}/openqna/projects/empty/test-sets/x/:from-log", headers=headers)

@@ -83,12 +83,17 @@ class Labelled:
 def labelled_questions(store: Store, project: str) -> Labelled:
     """Every question of ``project`` with a confirmed QnA: accepted suggestions, then logged questions with feedback
     naming one QnA (see the module's docstring), each question once."""
-    live = {q.id for q in store.list_qnas(project) if q.kind == "qna"}
+    qnas = [q for q in store.list_qnas(project) if q.kind == "qna"]
+    live = {q.id for q in qnas}
+    # the QnA that holds an accepted question now: a merge or a move of the question took it elsewhere, and the set
+    # still expected the QnA it was accepted into (a miss), or left it out as gone
+    holder = {question_key(text): q.id for q in qnas if q.id is not None for text in q.questions}
     out = Labelled()
     labels: dict[str, tuple[str, int, str]] = {}  # question key -> (question, qna id, origin)
     for a in store.list_accepted(project):  # oldest first: a later acceptance of the question replaces it
-        labels.pop(question_key(a.question), None)
-        labels[question_key(a.question)] = (a.question, a.qna_id, "accepted")
+        key = question_key(a.question)
+        labels.pop(key, None)
+        labels[key] = (a.question, holder.get(key, a.qna_id), "accepted")
     logged = {question_key(q) for q in store.queried_questions(project)}
     named: dict[str, dict[int, str]] = {}
     for qna_id, items in store.list_feedback(project).items():
