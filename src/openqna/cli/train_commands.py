@@ -50,6 +50,8 @@ def _print(result: dict[str, Any]) -> None:
                        f"threshold as often as before it")
     if result["kept"]:
         click.echo("The trained model is in the test state; `openqna deploy` puts it in production.")
+    elif not any(s["before"]["questions"] or s["testSets"]["before"]["questions"] for s in result["spaces"]):
+        click.echo("Nothing changed: there was nothing to judge a model by (see each space's reason above).")
     else:
         click.echo("Nothing changed: no space's model answered the questions it was judged by better.")
 
