@@ -88,3 +88,45 @@ def test_a_bomb_inside_a_replica_is_refused(tmp_path):
     path.write_bytes(bombs.replica_bomb())
     result = read_apart(path)
     assert "refused" in result["outcome"] and "cells" in result["outcome"], result
+
+
+def _pdf(pages: int, content: bytes) -> bytes:
+    """A minimal PDF of ``pages`` pages that all show one Flate-compressed content stream."""
+    import zlib
+
+    stream = zlib.compress(content, 9)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               f"<< /Type /Pages /Kids [{' '.join(f'{4 + i} 0 R' for i in range(pages))}] /Count {pages} >>".encode(),
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream"]
+    objects += [f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 "
+                f"{4 + pages} 0 R >> >> >>".encode() for _ in range(pages)]
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out, offsets = b"%PDF-1.4\n", []
+    for i, body in enumerate(objects):
+        offsets.append(len(out))
+        out += f"{i + 1} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode() + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return out + f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+
+
+def test_a_pdf_bomb_is_refused_within_its_memory_and_time(monkeypatch):
+    """A 1.9 MB page of 8 million text objects took PDFium 8 GB, which the server kept; 2,000 small pages held every
+    project's jobs for 6 minutes.  A PDF is read in a process of its own under a memory cap and a time limit, and a
+    file with too many pages is refused at once; an ordinary PDF reads as before."""
+    from openqna.ingest import pdf
+    from openqna.ingest.parsed import DocumentError
+
+    line = b"BT /F1 10 Tf 50 700 Td (What is the refund policy for this item?) Tj ET\n"
+    assert parse.parse_document("ok.pdf", _pdf(2, line)).blocks  # read, through the child
+    monkeypatch.setattr(pdf, "PARSE_MEMORY_BYTES", 600 * 1024**2)
+    bomb = _pdf(1, b"BT /F1 1 Tf 10 10 Td (AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA) Tj ET\n" * 2_000_000)
+    with pytest.raises(DocumentError, match="needs more than 600 MB of memory"):
+        parse.parse_document("bomb.pdf", bomb)
+    monkeypatch.setattr(pdf, "MAX_PAGES", 3)
+    with pytest.raises(DocumentError, match="has 4 pages; the limit is 3"):
+        parse.parse_document("long.pdf", _pdf(4, line))
+    monkeypatch.setattr(pdf, "MAX_PAGES", 3_000)
+    monkeypatch.setattr(pdf, "PARSE_SECONDS", 0.01)
+    with pytest.raises(DocumentError, match="took longer than 0.01 s"):
+        parse.parse_document("slow.pdf", _pdf(2, line))

@@ -81,7 +81,67 @@ class _Page:
     lines: list[_Line] = field(default_factory=list)
 
 
+# A PDF's pages and content streams decompress to far more than the file: a 1.9 MB page of 8 million text objects
+# took PDFium 8 GB (kept by the process afterwards), and 2,000 small pages held every project's jobs for 6 minutes.
+# A PDF is therefore read in a process of its own, under a memory cap and a time limit, and refused past them.
+MAX_PAGES = 3_000
+PARSE_MEMORY_BYTES = 3 * 1024**3
+PARSE_SECONDS = 300
+
+
 def parse_pdf(name: str, data: bytes) -> ParsedDocument:
+    """``name``'s text as blocks (see the module docstring), read in a child process bounded by
+    ``PARSE_MEMORY_BYTES`` and ``PARSE_SECONDS``; ``DocumentError`` past either, or past ``MAX_PAGES``."""
+    with _PDFIUM_LOCK:
+        pdf = _open(name, data)
+        try:
+            pages = len(pdf)
+        finally:
+            pdf.close()
+    if pages > MAX_PAGES:
+        raise DocumentError(name, f"has {pages:,} pages; the limit is {MAX_PAGES:,}: split it into smaller files")
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no fork of a server's threads and models
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_parse_in_child, args=(name, data, send, PARSE_MEMORY_BYTES), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(PARSE_SECONDS):
+            raise DocumentError(name, f"took longer than {PARSE_SECONDS} s to read (its pages hold too much); "
+                                      "split it, or export its text")
+        try:
+            kind, value = receive.recv()
+        except EOFError:  # the child died: PDFium ran out of the memory it may use
+            raise DocumentError(name, f"needs more than {PARSE_MEMORY_BYTES // 1024**2:,} MB of memory to read (its "
+                                      "content decompresses to far more than the file); split it, or export its "
+                                      "text") from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if kind == "error":
+        raise DocumentError(name, value)
+    return value
+
+
+def _parse_in_child(name: str, data: bytes, send, memory: int) -> None:  # type: ignore[no-untyped-def]
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    try:
+        send.send(("ok", _parse_here(name, data)))
+    except DocumentError as err:
+        send.send(("error", str(err).split(": ", 1)[-1]))
+    except MemoryError:
+        pass  # the parent reads the closed pipe as "too much memory"
+    finally:
+        send.close()
+
+
+def _parse_here(name: str, data: bytes) -> ParsedDocument:
     with _PDFIUM_LOCK:
         pdf = _open(name, data)
         try:
