@@ -20,6 +20,9 @@ from openqna.records import InvalidArgument
     ("169.254.169.254", "link-local"), ("fe80::1", "link-local"), ("224.0.0.1", "multicast"),
     ("0.0.0.0", "unspecified"), ("100.64.0.1", "not globally routable"), ("240.0.0.1", "reserved"),
     ("8.8.8.8", None), ("2606:4700:4700::1111", None),
+    # IPv4 wrapped in IPv6, judged as itself (Python calls 6to4's 2002:7f00:1:: global): 6to4, NAT64, Teredo
+    ("2002:7f00:1::", "loopback"), ("2002:a00:1::", "private"), ("2002:808:808::", None),
+    ("64:ff9b::a9fe:a9fe", "link-local"), ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),
 ])
 def test_refusal_rules(address, rule):
     assert refusal(ipaddress.ip_address(address)) == rule

@@ -65,10 +65,19 @@ def allowed_from_settings() -> Allowed:
     return Allowed.parse(settings.fetch_allow())
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 def refusal(ip: IPAddress) -> str | None:
     """Why a fetch to ``ip`` is refused, or None when the address is public."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        # an IPv4 address wrapped in IPv6 is judged as itself: mapped (::ffff:a.b.c.d), 6to4 (2002:AABB:CCDD::; Python
+        # calls 2002:7f00:1:: global), Teredo's client, and NAT64's well-known prefix 64:ff9b::/96
+        wrapped = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if wrapped is None and ip in _NAT64:
+            wrapped = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if wrapped is not None:
+            ip = wrapped
     for test, rule in ((ip.is_loopback, "loopback"), (ip.is_link_local, "link-local"),
                        (ip.is_multicast, "multicast"), (ip.is_unspecified, "unspecified"),
                        (ip.is_reserved, "reserved"), (ip.is_private, "private")):
