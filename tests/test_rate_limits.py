@@ -95,6 +95,15 @@ def test_each_surface_refuses_in_its_own_dialect(limited):
     assert anonymous.json()["error"]["code"] == "TooManyRequests"
 
 
+def test_a_different_wrong_key_each_time_is_throttled_by_its_address(limited):
+    """Each distinct secret had a bucket of its own, so a flood rotating wrong keys was never throttled (25 401s at a
+    limit of 5 a second).  A request with a key also takes from its address's bucket, ten times a caller's."""
+    create_key(limited.service.store, name="real", role="admin")  # keys exist: a wrong one is refused
+    answers = [httpx.post(limited.url + QUERY, params=PARAMS, json={"question": "hi"},
+                          headers={"api-key": f"oq_wrong{i}"}).status_code for i in range(40)]
+    assert answers[0] == 401 and 429 in answers, answers
+
+
 def test_the_azure_sdk_and_the_openai_client_wait_and_retry(limited):
     key = create_key(limited.service.store, name="bot", role="admin")[1]
     client = QuestionAnsweringClient(limited.url, AzureKeyCredential(key))

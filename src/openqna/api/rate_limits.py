@@ -5,8 +5,11 @@ prediction APIs") and answers past it with 429 and ``Retry-After``; a server exp
 needs the same guard, or one busy or buggy caller takes both cores from everyone else.  Off by default (0).
 
 * **Who** is a caller: the credential it sends (an API key or a bearer token, told apart by a hash of it, never
-  kept), else its address (behind ``OPENQNA_TRUSTED_PROXIES``, the forwarded one).  A wrong key is a caller too,
-  so guessing keys is throttled as well.
+  kept), else its address (behind ``OPENQNA_TRUSTED_PROXIES``, the forwarded one).  A request with a credential
+  also takes a token from its address's bucket, which holds ``ADDRESS_SHARE`` times as many: a wrong key was a
+  caller of its own, so a flood sending a different wrong key each time was never throttled (25 requests at a
+  limit of 5 a second, 25 401s and no 429); a gateway sending many users' keys from one address still gets that
+  many times one key's rate.
 * **How much**: ``OPENQNA_RATE_LIMIT`` requests a second on average, with bursts of ``OPENQNA_RATE_BURST`` (0: twice
   the rate, at least 1): a bucket of that many tokens, refilled at the rate; a request takes one.
 * **What is not counted**: ``/healthz``, ``/readyz`` and the console's own files; the console's API calls count as its key's.
@@ -37,6 +40,7 @@ from openqna.api.errors import azure_error, qnamaker_error
 from openqna.api.qnamaker import is_qnamaker_path
 
 MAX_CALLERS = 50_000
+ADDRESS_SHARE = 10  # an address's bucket, for requests with a credential, is this many times a caller's
 
 
 def counted(path: str) -> bool:
@@ -71,6 +75,10 @@ def caller_of(scope: Scope) -> str:
     secret = secret_from_headers(Headers(scope=scope))
     if secret:
         return "key:" + hashlib.sha256(secret.encode()).hexdigest()[:32]
+    return address_of(scope)
+
+
+def address_of(scope: Scope) -> str:
     client = scope.get("client")
     return "address:" + (client[0] if client else "")
 
@@ -109,11 +117,16 @@ class RateLimits:
         burst = settings.rate_burst() if burst is None else burst
         # a bucket holds at least one token: one smaller could never hold the token a request takes
         self.buckets = Buckets(self.rate, max(1.0, burst or 2 * self.rate)) if self.rate > 0 else None
+        self.addresses = Buckets(ADDRESS_SHARE * self.rate, ADDRESS_SHARE * max(1.0, burst or 2 * self.rate)) \
+            if self.rate > 0 else None
         self.counted = counted
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.buckets is not None and scope["type"] == "http" and self.counted(scope["path"]):
-            wait = self.buckets.take(caller_of(scope))
+            caller = caller_of(scope)
+            wait = self.buckets.take(caller)
+            if not wait and self.addresses is not None and caller.startswith("key:"):
+                wait = self.addresses.take(address_of(scope))
             if wait:
                 await refusal(scope["path"], wait, self.rate)(scope, receive, send)
                 return
