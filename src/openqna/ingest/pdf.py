@@ -137,6 +137,8 @@ def _parse_in_child(name: str, data: bytes, send, memory: int) -> None:  # type:
         send.send(("error", str(err).split(": ", 1)[-1]))
     except MemoryError:
         pass  # the parent reads the closed pipe as "too much memory"
+    except Exception as err:  # noqa: BLE001 - a damaged file PDFium or pdfplumber trips on: said, not "memory"
+        send.send(("error", f"could not be read ({type(err).__name__}); it may be damaged"))
     finally:
         send.close()
 
