@@ -338,6 +338,14 @@ def poll_job(location: str, secret: str) -> dict:
     return job
 
 
+def import_tsv(url: str, secret: str, project: str, tsv: str) -> None:
+    """``tsv`` uploaded into ``project`` (made if need be) through the native files route, its job waited for."""
+    made = httpx.post(f"{url}/openqna/projects/{project}/files", params={"name": f"{project}.tsv"},
+                      content=tsv.encode(), headers={"api-key": secret}, timeout=60)
+    assert made.status_code == 202, made.text
+    poll_job(made.headers["Operation-Location"], secret)
+
+
 def test_hostile_answers_are_rendered_inert(server, browser):
     """An imported answer with <script>, an onerror image and a javascript: link runs nothing, in the chat
     and in the editor's preview (the journey imported it into the project `hostile`)."""
@@ -427,10 +435,7 @@ def test_a_test_set_finds_a_conflict_that_a_merge_fixes(server, browser, tmp_pat
     """Test sets and Duplicates: a set with one question its conflicting twin wins is uploaded and run, the confusion
     list shows it, the conflict is merged in the Duplicates tab, and a rerun shows the question got better."""
     url, secret = server
-    made = httpx.post(f"{url}/openqna/projects/helpdesk/files", params={"name": "helpdesk.tsv"},
-                      content=CONFLICTED.encode(), headers={"api-key": secret}, timeout=30)
-    assert made.status_code == 202
-    poll_job(made.headers["Operation-Location"], secret)
+    import_tsv(url, secret, "helpdesk", CONFLICTED)
     qnas = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/helpdesk/qnas",
                      params={"api-version": "2023-04-01"}, headers={"api-key": secret}).json()["value"]
     ids = {q["questions"][0]: q["id"] for q in qnas}
@@ -672,10 +677,7 @@ def test_save_and_train_shows_what_the_job_measured(server, browser):
     """The Deploy tab's Save and train card: Train runs the job and shows its held-out figures and verdict (a KB of
     four QnAs has nothing to hold out, so nothing changes, and the card says why)."""
     url, secret = server
-    made = httpx.post(f"{url}/openqna/projects/trainee/files", params={"name": "trainee.tsv"},
-                      content=CONFLICTED.encode(), headers={"api-key": secret}, timeout=30)
-    assert made.status_code == 202
-    poll_job(made.headers["Operation-Location"], secret)
+    import_tsv(url, secret, "trainee", CONFLICTED)
     tab = Console(browser, url)
     page = tab.sign_in(secret)
     page.get_by_role("link", name="trainee", exact=True).click()
@@ -705,10 +707,7 @@ def banking_page(server, project: str, feedback: int):
     names = sorted(data.train)[:30]
     answers = {f"About {n.replace('_', ' ')}: see the help page of the app.": n for n in names}
     tsv = "Question\tAnswer\n" + "".join(f"{data.train[n][0]}\t{a}\n" for a, n in answers.items())
-    made = httpx.post(f"{url}/openqna/projects/{project}/files", params={"name": f"{project}.tsv"},
-                      content=tsv.encode(), headers=headers, timeout=60)
-    assert made.status_code == 202
-    poll_job(made.headers["Operation-Location"], secret)
+    import_tsv(url, secret, project, tsv)
     listed = httpx.get(f"{url}/language/authoring/query-knowledgebases/projects/{project}/qnas",
                        params={"api-version": "2021-10-01"}, headers=headers).json()["value"]
     ids = {answers[q["answer"]]: q["id"] for q in listed}
@@ -804,10 +803,7 @@ def test_bulk_metadata_and_delete_on_selected_qnas(server, browser):
     two QnAs picked by hand, delete two; a QnA changed elsewhere since the page was read is reported, not
     overwritten, and nothing else in that call changes.  No console error."""
     url, secret = server
-    made = httpx.post(f"{url}/openqna/projects/bulk/files", params={"name": "bulk.tsv"},
-                      content=BULK_FAQ.encode(), headers={"api-key": secret}, timeout=30)
-    assert made.status_code == 202
-    poll_job(made.headers["Operation-Location"], secret)
+    import_tsv(url, secret, "bulk", BULK_FAQ)
     before = qnas_of(url, secret, "bulk")
     tab = Console(browser, url)
     page = tab.sign_in(secret)
@@ -882,10 +878,7 @@ def test_a_double_click_a_long_chat_an_unsaved_setting_and_a_revoked_key(server,
     chat's newest answer lay below its visible part; the Improve tab's settings were lost without a word when the
     tab was left; and a tab whose key was revoked showed "This page could not be loaded" with no way to sign in."""
     url, secret = server
-    made = httpx.post(f"{url}/openqna/projects/clicks/files", params={"name": "clicks.tsv"},
-                      content=BULK_FAQ.encode(), headers={"api-key": secret}, timeout=30)
-    assert made.status_code == 202
-    poll_job(made.headers["Operation-Location"], secret)
+    import_tsv(url, secret, "clicks", BULK_FAQ)
     tab = Console(browser, url)
     page = tab.sign_in(secret)
     page.goto(f"{url}/#/p/clicks/edit")
