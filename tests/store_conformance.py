@@ -456,6 +456,24 @@ def test_claim_takes_the_oldest_job_of_the_kinds_asked(store):
     assert [j.id for j in store.unfinished_jobs()] == [a, b, c]
 
 
+def test_projects_take_turns_in_the_queue(store):
+    """A project that queued many jobs does not hold the others' behind all of them: each claim takes the oldest job
+    of the project with the fewest unfinished jobs before it (its running ones counted), and a project's own jobs
+    still start in the order they came."""
+    from openqna.store import Job
+
+    for jid, project, kind in [("a1", "a", "import"), ("a2", "a", "import"), ("a3", "a", "import"),
+                               ("a4", "a", "import"), ("b1", "b", "import"), ("t1", "b", "train"),
+                               ("b2", "b", "import"), ("c1", "c", "import")]:
+        store.put_job(Job(jid, kind, project))
+    claimed = [store.claim_job("host:1", ["import"], 30).id]  # a1 runs: a2 is a's second, after b1 and c1
+    store.put_job(Job("d1", "import", "d"))  # a newcomer waits only a turn, not for a's whole queue
+    while (job := store.claim_job("host:1", ["import"], 30)) is not None:
+        claimed.append(job.id)
+    assert claimed == ["a1", "b1", "c1", "d1", "a2", "b2", "a3", "a4"]
+    assert store.claim_job("host:1", ["train"], 30).id == "t1"  # another lane's jobs take no turn of these
+
+
 def test_only_the_owner_renews_and_finishes_a_job(store):
     [a] = _queue(store, "export")
     job = store.claim_job("host:1", ["export"], 30)

@@ -2,8 +2,9 @@
 
 A job is written to the store, with everything needed to run it, before its 202 is
 sent.  Every server process runs a worker thread per *lane* that claims jobs from the store's
-queue: atomically (``Store.claim_job``), oldest first, only the kinds of its lane it has a handler
-for.  A lane is a set of kinds with a worker of its own (the server gives ``train``, a minute of
+queue: atomically (``Store.claim_job``), only the kinds of its lane it has a handler for, projects
+taking turns (a project's n-th unfinished job waits for every project's earlier turns, so one that
+queued 200 edits holds another's edit for one of them, not all) and each project's jobs oldest first.  A lane is a set of kinds with a worker of its own (the server gives ``train``, a minute of
 CPU, one: an edit, an import or a deploy queued behind a train waited as long); the other kinds
 share one.  So a job accepted by any process on a shared store is run by exactly one of
 them, and any process answers its status from the store.  A local submit wakes the

@@ -531,8 +531,9 @@ class PostgresStore(SharedStatements, VectorSearch):
             row = db.execute(
                 "UPDATE jobs SET status='running', owner=%s, updated=%s,"
                 " lease_until=now() + make_interval(secs => %s)"
-                " WHERE status='notStarted' AND id=(SELECT id FROM jobs WHERE status='notStarted' AND kind=ANY(%s)"
-                "   ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)"
+                " WHERE status='notStarted' AND id=(SELECT j.id FROM jobs j"
+                f"   JOIN ({self.FAIR_TURNS.format(kinds='kind = ANY(%s)')}) t ON t.job = j.id WHERE t.waiting"
+                "   ORDER BY t.turn, j.seq FOR UPDATE OF j SKIP LOCKED LIMIT 1)"
                 f" RETURNING {self._JOB_COLS}", (owner, now_iso(), lease_seconds, list(kinds))).fetchone()
         return None if row is None else self._job_row(row)
 

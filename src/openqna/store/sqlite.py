@@ -410,12 +410,14 @@ class SQLiteStore(SharedStatements):
                         job.result_name, job.result_media, job.lease_until))
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
-        queued = f"FROM jobs WHERE status='notStarted' AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq LIMIT 1"
-        if self._db.execute(f"SELECT 1 {queued}", kinds).fetchone() is None:
+        marks = ','.join('?' * len(kinds))
+        if self._db.execute(f"SELECT 1 FROM jobs WHERE status='notStarted' AND kind IN ({marks}) LIMIT 1",
+                            kinds).fetchone() is None:
             return None  # an idle poll takes no write lock
         # BEGIN IMMEDIATE takes the database's write lock first, so no two claimers read the same queue head.
         with self._tx() as db:
-            row = db.execute(f"SELECT {self._JOB_COLS} {queued}", kinds).fetchone()
+            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs JOIN ({self.FAIR_TURNS.format(kinds=f'kind IN ({marks})')}) t"
+                             " ON t.job = jobs.id WHERE t.waiting ORDER BY t.turn, jobs.seq LIMIT 1", kinds).fetchone()
             if row is None:
                 return None
             job = self._job_row(row)

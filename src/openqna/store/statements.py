@@ -697,6 +697,13 @@ class SharedStatements(Dialect):
         return TestRun(int(r[0]), r[1], r[2], r[3], float(r[4]), self._from_json(r[5]), self._from_json(r[6]))
 
     # -- the job queue's reads (claims and leases are each engine's own) ----------------------------------------------
+    # The queue's turns: a project's n-th unfinished job of the kinds a worker claims (running ones counted) takes turn
+    # n, and a claim takes the oldest job of the lowest turn.  Projects so take turns instead of queueing behind one
+    # that submitted many jobs (a script of 200 edits held every other project's edit until its last), and a
+    # project's own jobs still start in the order they came.  ``{kinds}`` is the engine's "kind is one of" test.
+    FAIR_TURNS = ("SELECT id AS job, status = 'notStarted' AS waiting,"
+                  " row_number() OVER (PARTITION BY project ORDER BY seq) AS turn"
+                  " FROM jobs WHERE status IN ('notStarted', 'running') AND {kinds}")
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
                  " result_media, lease_until")
 
