@@ -490,6 +490,15 @@ def test_a_test_set_finds_a_conflict_that_a_merge_fixes(server, browser, tmp_pat
     expect(better).to_contain_text(f"QnA {twin}: How can I reset my password?")  # what it got before
     expect(better).to_contain_text(f"QnA {reset}: How do I reset my password?")  # and after the merge
     page.screenshot(path=str(SHOTS / "console-test-sets.png"), full_page=True)
+
+    page.get_by_role("button", name="Delete checks").click()  # a set is deleted after a confirmation; runs stay
+    confirm = page.get_by_role("alertdialog", name="Confirm delete")
+    expect(confirm).to_contain_text("Delete test set checks (4 questions)?")
+    confirm.get_by_role("button", name="Confirm delete").click()
+    wait_status(page, "Deleted test set checks.")
+    expect(page.get_by_text("No test sets yet: upload one above.")).to_be_visible()
+    expect(page.get_by_role("region", name="Run history").get_by_role("row")).to_have_count(3)
+    assert httpx.get(f"{url}/openqna/projects/helpdesk/test-sets/checks", headers={"api-key": secret}).status_code == 404
     tab.done()
 
 

@@ -2,6 +2,7 @@
 // its confusion list, the run history, and the per-question diff between two runs (worse and better).
 import { all, call, get, project } from "./api.js";
 import { can, navigation, render } from "./app.js";
+import { confirmIn } from "./deploy.js";
 import { fail, field, h, plural, say, table } from "./dom.js";
 import { refused, tabs } from "./projects.js";
 
@@ -102,7 +103,15 @@ export async function showTestSets(name, shown = {}) {
   field("Set name", logName, "Making a set of the same name again replaces it with what the log holds now."),
   h("button", { type: "submit" }, "Make from log"));
 
-  // run
+  // run, or delete a set
+  const slot = h("div", {});
+  const remove = async (setName) => {
+    try {
+      await call("DELETE", `${base}/test-sets/${encodeURIComponent(setName)}`);
+      say(`Deleted test set ${setName}.`);
+      await showTestSets(name);
+    } catch (error) { fail(error); }
+  };
   const which = h("select", {}, sets.value.map((s) => h("option", { value: s.name }, `${s.name} (${s.questions} questions)`)));
   const against = h("select", {}, h("option", { value: "test" }, "test (not deployed)"),
     deployments.map((d) => h("option", { value: d.deploymentName }, d.deploymentName)));
@@ -116,8 +125,11 @@ export async function showTestSets(name, shown = {}) {
       await showTestSets(name, { run: data });
     } catch (error) { progress.textContent = "The run failed."; fail(error); }
   } }, h("h2", {}, "Run a test set"),
-  table(["Set", "Questions", "Modified"], sets.value.map((s) => [s.name, String(s.questions), when(s.modified)])),
-  field("Test set", which), field("Against", against), h("button", { type: "submit" }, "Run"))
+  table(["Set", "Questions", "Modified", ""], sets.value.map((s) => [s.name, String(s.questions), when(s.modified),
+    h("button", { type: "button", class: "secondary", "aria-label": `Delete ${s.name}`, onclick: () => confirmIn(slot,
+      `Delete test set ${s.name} (${plural(s.questions, "question")})? Its runs stay in the history.`, "Confirm delete",
+      () => remove(s.name)) }, "Delete")])),
+  slot, field("Test set", which), field("Against", against), h("button", { type: "submit" }, "Run"))
     : h("p", { class: "card" }, "No test sets yet: upload one above.");
 
   // history and compare
