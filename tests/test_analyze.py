@@ -46,3 +46,20 @@ def test_synonym_expansion_is_symmetric_and_phrase_aware():
     # matching is on analysed terms: stop words and inflection do not hide a synonym
     assert expand_with_synonyms("fix the problem", groups) == "fix the problem troubleshoot diagnostic"
     assert expand_with_synonyms("no match here", groups) == "no match here"
+
+
+def test_synonyms_match_inside_chinese_and_japanese_text_written_without_spaces():
+    """A CJK synonym matched only a whole question or a space-separated run: "マイナカードの申請" never read as
+    "マイナンバーカード", since the analysed terms of a CJK run (its characters, then its bigrams) never lined up."""
+    groups = [["マイナンバーカード", "マイナカード"], ["社保卡", "社会保障卡"], ["车", "汽车"], ["surface pen", "stylus"]]
+    assert expand_with_synonyms("マイナカードの申請", groups) == "マイナカードの申請 マイナンバーカード"
+    assert expand_with_synonyms("社会保障卡丢了怎么办", groups) == "社会保障卡丢了怎么办 社保卡"
+    assert expand_with_synonyms("マイナンバーカードの申請", groups) == "マイナンバーカードの申請 マイナカード"  # both ways
+    # a phrase crossing a script boundary matches at the CJK run's edge
+    assert expand_with_synonyms("Surface ペンの充電", [["surface ペン", "stylus"]]) == "Surface ペンの充電 stylus"
+    # one CJK character is a word only on its own: 车 is not read inside 火车 (a train)
+    assert expand_with_synonyms("火车票多少钱", groups) == "火车票多少钱"
+    assert expand_with_synonyms("车", groups) == "车 汽车"
+    # Latin words still match whole, never inside another word
+    assert expand_with_synonyms("surface pens", groups) == "surface pens stylus"
+    assert expand_with_synonyms("resurface pen", groups) == "resurface pen"

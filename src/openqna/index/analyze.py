@@ -41,6 +41,7 @@ CJK_RANGES = (
 )
 _TOKEN = re.compile(rf"([{CJK_RANGES}]+)|([^\W_{CJK_RANGES}]+)")
 _HIRAGANA = re.compile("[\u3040-\u309f]")
+_CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
 
 _stemmer = Stemmer.Stemmer("english")
 
@@ -108,8 +109,28 @@ def cjk_share(text: str) -> float:
 
 
 def synonym_key(text: str) -> tuple[str, ...]:
-    """The analysed unigrams of a synonym (a word or a short phrase)."""
-    return tuple(analyze(text, bigrams=False))
+    """A synonym's words as ``expand_with_synonyms`` matches them: Latin words stemmed (stop words left out), and each
+    run of Chinese, Japanese or Korean characters whole, since those are written without spaces."""
+    return tuple(run or stem(word) for run, word in _TOKEN.findall(normalise(text)) if run or word not in STOP_WORDS)
+
+
+def _holds(words: tuple[str, ...], key: tuple[str, ...]) -> bool:
+    """Whether ``key`` (``synonym_key``) occurs in ``words`` (the text's ``synonym_key``).  Latin words match whole; a
+    CJK run of two characters or more matches inside a run too, at the key's edges ("マイナカード" in
+    "マイナカードの申請", "社保卡" in "社保卡丢了"), as text written without spaces needs; a single CJK character
+    only as a whole run (车 must not match inside 火车)."""
+    def edge(k: str, w: str, where: str) -> bool:
+        if k == w:
+            return True
+        if len(k) < 2 or not _CJK_RUN.fullmatch(k):
+            return False
+        return (k in w) if where == "inside" else w.endswith(k) if where == "end" else w.startswith(k)
+
+    n = len(key)
+    if n == 1:
+        return any(edge(key[0], w, "inside") for w in words)
+    return n > 1 and any(edge(key[0], words[i], "end") and words[i + 1 : i + n - 1] == key[1:-1]
+                         and edge(key[-1], words[i + n - 1], "start") for i in range(len(words) - n + 1))
 
 
 def expand_with_synonyms(text: str, groups: list[list[str]]) -> str:
@@ -120,13 +141,12 @@ def expand_with_synonyms(text: str, groups: list[list[str]]) -> str:
     """
     if not groups:
         return text
-    terms = analyze(text, bigrams=False)
-    joined = " " + " ".join(terms) + " "
+    words = synonym_key(text)
     extra: list[str] = []
     for group in groups:
         keys = [synonym_key(member) for member in group]
-        if any(k and (" " + " ".join(k) + " ") in joined for k in keys):
-            extra.extend(m for m, k in zip(group, keys) if k and (" " + " ".join(k) + " ") not in joined)
+        if any(_holds(words, k) for k in keys):
+            extra.extend(m for m, k in zip(group, keys) if k and not _holds(words, k))
     return text if not extra else text + " " + " ".join(extra)
 
 
