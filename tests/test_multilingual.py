@@ -430,6 +430,15 @@ def test_e5_vectors_are_centred(encoder):
     assert float(encoder.embed(texts)[0] @ encoder.embed(texts)[3]) > 0.6
 
 
+def test_e5_reads_half_width_katakana_as_full_width(encoder):
+    """Half-width katakana (still written by many Japanese systems) was read at 0.93 of its full-width form, so
+    "ﾏｲﾅﾝﾊﾞｰｶｰﾄﾞを作りたいです" got the lost-card QnA; it is folded as NFKC folds it, questions and passages alike."""
+    half, full = "ﾏｲﾅﾝﾊﾞｰｶｰﾄﾞを作りたいです", "マイナンバーカードを作りたいです"
+    for embed in (encoder.embed, encoder.embed_passages):
+        a, b = embed([half, full])
+        assert float(a @ b) == pytest.approx(1.0, abs=1e-5)
+
+
 def test_e5_gives_the_same_vectors_from_many_threads(encoder):
     """The server embeds questions on several threads at once: the C engine must not share scratch space."""
     from concurrent.futures import ThreadPoolExecutor
