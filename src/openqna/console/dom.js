@@ -38,6 +38,10 @@ export function say(message, kind = "info") {
 }
 
 // "1 question", "2 questions"
+// Text as a search compares it: NFKC (full-width "ＰａｙＰａｙ" and "３００円" as typed by Japanese input methods, half-width
+// katakana) and lower case.
+export function fold(text) { return String(text || "").normalize("NFKC").toLowerCase(); }
+
 export function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
 export function errorText(error) {

@@ -5,7 +5,7 @@
 // (ifLastUpdated), so that a QnA changed elsewhere meanwhile is reported, not overwritten.
 import { all, get, operation, project } from "./api.js";
 import { can, guard, navigation, render } from "./app.js";
-import { fail, field, h, say, table } from "./dom.js";
+import { fail, field, fold, h, say, table } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { importForm, refused, runJob, tabs } from "./projects.js";
 import { describe, qnaInput, qnaList } from "./picker.js";
@@ -28,9 +28,11 @@ function parseMetadata(text) {
 
 // What the list's search reads: the questions, the answer, the metadata (as key:value) and the source; a search
 // for a metadata value ("reviewed") found nothing.
+const byText = new Intl.Collator(undefined, { sensitivity: "base", numeric: true }); // the browser's language's order
+
 function searchText(q) {
   const meta = Object.entries(q.metadata || {}).map(([k, v]) => `${k}:${v}`).join(" ");
-  return [q.questions.join(" "), q.answer, meta, q.source || ""].join(" ").toLowerCase();
+  return fold([q.questions.join(" "), q.answer, meta, q.source || ""].join(" "));
 }
 
 export async function showEditor(name) {
@@ -45,7 +47,7 @@ export async function showEditor(name) {
   const editable = can("author", name);
   const progress = h("p", { class: "progress", role: "status", hidden: true });
 
-  const search = h("input", { type: "search", placeholder: "Search questions, answers, metadata (key:value) and source", oninput: () => { state.query = search.value.toLowerCase(); state.page = 0; draw(); if (editable) drawBulk(); } });
+  const search = h("input", { type: "search", placeholder: "Search questions, answers, metadata (key:value) and source", oninput: () => { state.query = fold(search.value); state.page = 0; draw(); if (editable) drawBulk(); } });
   const sort = h("select", { onchange: () => { state.sort = sort.value; draw(); } },
     h("option", { value: "id" }, "Id"), h("option", { value: "question" }, "Question"), h("option", { value: "updated" }, "Last updated"));
   const listBox = h("div", { class: "list" });
@@ -54,7 +56,8 @@ export async function showEditor(name) {
   function visible() {
     const words = state.query.split(/\s+/).filter(Boolean);
     const found = words.length ? state.items.filter((q) => words.every((w) => q._text.includes(w))) : state.items.slice();
-    const key = { id: (q) => q.id, question: (q) => (q.questions[0] || "").toLowerCase(), updated: (q) => q.lastUpdatedDateTime || "" }[state.sort];
+    if (state.sort === "question") return found.sort((a, b) => byText.compare(a.questions[0] || "", b.questions[0] || ""));
+    const key = { id: (q) => q.id, updated: (q) => q.lastUpdatedDateTime || "" }[state.sort];
     return found.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0) * (state.sort === "updated" ? -1 : 1));
   }
 

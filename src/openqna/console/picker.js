@@ -1,7 +1,7 @@
 // Picking a QnA by its question: a text input backed by a <datalist> of "#id question" that the
 // browser filters as one types; what is typed may be that option, an id, a whole question or a
 // piece of exactly one QnA's questions.
-import { h } from "./dom.js";
+import { fold, h } from "./dom.js";
 
 export function describe(q) { return `#${q.id} ${q.questions[0] || "(no question)"}`; }
 
@@ -19,10 +19,10 @@ export function pickQna(raw, qnas) {
     const q = qnas.find((x) => x.id === parseInt(id[1], 10));
     return q || new Error(`There is no QnA ${id[1]} in this project.`);
   }
-  const lower = text.toLowerCase();
-  const exact = qnas.filter((q) => q.questions.some((x) => x.toLowerCase() === lower));
+  const lower = fold(text);
+  const exact = qnas.filter((q) => q.questions.some((x) => fold(x) === lower));
   if (exact.length === 1) return exact[0];
-  const some = exact.length ? exact : qnas.filter((q) => q.questions.some((x) => x.toLowerCase().includes(lower)));
+  const some = exact.length ? exact : qnas.filter((q) => q.questions.some((x) => fold(x).includes(lower)));
   if (some.length === 1) return some[0];
   if (!some.length) return new Error(`No QnA has a question with "${text}".`);
   return new Error(`${some.length} QnAs have a question with "${text}" (${some.slice(0, 3).map(describe).join("; ")}…): pick one.`);
