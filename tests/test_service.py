@@ -191,6 +191,31 @@ def test_mixing_embedders_is_refused_until_reembedded(kb):
     assert ask(kb, "How do I reset my password?", top=1)[0].qna.id == 5
 
 
+def test_a_deployment_made_before_a_reembed_is_refused_until_deployed_again(kb):
+    """`openqna reembed` re-embeds the live state alone: a deployment (and a kept version) made before it holds the
+    old model's vectors, which were read against the new model's questions (a 500 when the widths differed, silently
+    wrong confidences when not).  They are refused with what to do; a deploy makes the deployment servable again,
+    and a rollback to a version from before is refused."""
+    from openqna.kb.catalog import DEPLOYED_WITH
+
+    kb.deploy("surface", "production")  # version 1
+    project = kb.store.get_project("surface")
+    project.embedder = "openai:some-other-model"  # as if built, and deployed, by another model
+    kb.store.update_project(project)
+    assert kb.reembed("surface") == 7
+    assert ask(kb, "How do I reset my password?", top=1)[0].qna.id == 5  # test: re-embedded
+    with pytest.raises(Conflict, match="deploy the project to 'production' again"):
+        kb.ask("surface", "production", AskRequest(question="How do I reset my password?"))
+    with pytest.raises(Conflict, match="from before the project was re-embedded") as refused:
+        kb.deploy("surface", "staging", version=1)
+    assert refused.value.target == "version" and not kb.has_deployment("surface", "staging")
+    kb.deploy("surface", "production")
+    assert DEPLOYED_WITH not in kb.store.get_project("surface").settings or \
+        "production" not in kb.store.get_project("surface").settings[DEPLOYED_WITH]
+    answers = kb.ask("surface", "production", AskRequest(question="How do I reset my password?", top=1))
+    assert answers[0].qna.id == 5
+
+
 def test_query_text_ranks_passages(service):
     records = [("doc1", "Power and charging. It takes two to four hours to charge the battery fully."),
                ("doc2", "You can use the USB port to connect accessories such as a mouse.")]

@@ -111,7 +111,7 @@ class Asking(ServiceBase):
                                   f"tools' search), not questions; ask a project of QnAs and passages.")
         index = self.indexes.get(project, deployment)
         if req.qna_id is None and index.n:
-            self.check_embedder(proj)
+            self.check_embedder(proj, deployment)
         if req.qna_id is not None:
             found = self.store.get_qnas(project, [req.qna_id], deployment).get(req.qna_id)
             answers = [Answer(found, 1.0)] if found else []

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from openqna import settings
-from openqna.records import InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 from openqna.store.statements import version_name
@@ -97,6 +97,20 @@ def kind_of(project: Project) -> str:
     return "project"
 
 
+# What `openqna reembed` leaves behind: the embedder whose vectors each deployment and each kept version still holds,
+# when it is not the project's (a deploy from the live state, or a rollback, makes them the project's again).
+DEPLOYED_WITH = "deployed_embedders"  # deployment name -> embedder name
+VERSIONS_WITH = "version_embedders"  # kept version (as a string) -> embedder name
+
+
+def embedder_of(project: Project, deployment: str = LIVE) -> str | None:
+    """The embedder whose vectors ``deployment`` of ``project`` holds (the live state's: the project's)."""
+    if deployment == LIVE:
+        return project.embedder
+    built: str | None = project.settings.get(DEPLOYED_WITH, {}).get(deployment, project.embedder)
+    return built
+
+
 class Catalog:
     def __init__(self, store: Store):
         self.store = store
@@ -118,7 +132,18 @@ class Catalog:
         a kept ``version``; either is recorded as a version (``versions``), ``by`` saying who deployed."""
         check_deployment_name(deployment)
         self.check_new_deployment(project, deployment)
-        return self.store.deploy(project, deployment, version=version, by=by)
+        proj = self.store.get_project(project)
+        made = proj.settings.get(VERSIONS_WITH, {}).get(str(version), proj.embedder) if version else proj.embedder
+        if made != proj.embedder:
+            raise Conflict(f"Version {version} of project '{project}' holds the vectors of embedder '{made}', from "
+                           f"before the project was re-embedded with '{proj.embedder}': roll back to a version deployed "
+                           f"since, or deploy the live state.", target="version")
+        deployed = self.store.deploy(project, deployment, version=version, by=by)
+        if deployment in proj.settings.get(DEPLOYED_WITH, {}):  # it holds the project's vectors now
+            proj = self.store.get_project(project)
+            proj.settings.get(DEPLOYED_WITH, {}).pop(deployment, None)
+            self.store.update_project(proj)
+        return deployed
 
     def check_new_deployment(self, project: str, deployment: str) -> None:
         """Refuse a deployment name that differs from an existing one only in case.

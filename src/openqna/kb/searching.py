@@ -143,7 +143,7 @@ class Searching(ServiceBase):
                 flt = folded(flt, frozenset(index.metadata_keys()) - {"source"})
         if index.n and flt is None and blank(subject):
             raise InvalidArgument("'subject' must not be empty.", target="subject")
-        self.check_embedder(proj)
+        self.check_embedder(proj, deployment)
         ranked = self.rank_queries(index, [subject], flt, top=limit, calibration=self.calibration(proj),
                                    trained=(kb, deployment))[0]
         records = self.store.get_qnas(kb, [r.record_id for r in ranked], deployment)

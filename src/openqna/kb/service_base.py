@@ -22,14 +22,15 @@ from openqna.index.analyze import cjk_share
 from openqna.index.index_cache import IndexCache, engine_search
 from openqna.index.memindex import MemIndex
 from openqna.kb import near_topic_setting
-from openqna.kb.catalog import Catalog
+from openqna.kb.catalog import Catalog, embedder_of
 from openqna.kb.connected_search import ConnectedTables
-from openqna.models.embedder import Embedder
+from openqna.models.embedder import Embedder, spec_of
 from openqna.ranking import calibrations
 from openqna.ranking.calibrations import Calibration
 from openqna.ranking.multilingual import MultilingualSpace, crosses
 from openqna.records import Conflict
 from openqna.store import Project, Store
+from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter
 from openqna.training.model import TrainedModels
 from openqna.turns import Turns
@@ -73,6 +74,7 @@ class QuerySpace:
         return vectors if self.adapter is None else self.adapter.apply(vectors)
 
 
+
 class ServiceBase(Catalog):
     def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None,
                  use: Embedder | None = None):
@@ -92,13 +94,21 @@ class ServiceBase(Catalog):
         self.trained = TrainedModels(lambda project, deployment: _trained_bytes(store, project, deployment),
                                      lambda: settings.trained_max_mb() * 1024 * 1024)
 
-    def check_embedder(self, project: Project) -> None:
-        """Vectors from two embedders live in different spaces: never mix or compare them."""
-        if project.embedder and project.embedder != self.embedder.name:
-            raise Conflict(
-                f"Project '{project.name}' was built with embedder '{project.embedder}', this server runs "
-                f"'{self.embedder.name}'; re-embed it with `openqna reembed {project.name}` first."
-            )
+    def check_embedder(self, project: Project, deployment: str = LIVE) -> None:
+        """Vectors from two embedders live in different spaces: never mix or compare them.  A deployment holds the
+        vectors it was deployed with (``embedder_of``): `openqna reembed` changes the live state's alone."""
+        built = embedder_of(project, deployment)
+        if not built or built == self.embedder.name:
+            return
+        spec = spec_of(self.embedder)
+        run = f"`{'OPENQNA_EMBEDDER=' + spec + ' ' if spec else ''}openqna reembed {project.name}`"
+        if deployment != LIVE and built != project.embedder:
+            raise Conflict(f"Deployment '{deployment}' of project '{project.name}' holds the vectors of embedder "
+                           f"'{built}' (it was deployed before the project was re-embedded), this server runs "
+                           f"'{self.embedder.name}': deploy the project to '{deployment}' again to serve it here.")
+        raise Conflict(f"Project '{project.name}' was built with embedder '{built}', this server runs "
+                       f"'{self.embedder.name}'; re-embed it with {run} first (then deploy it again to update its "
+                       f"deployments).")
 
     @property
     def reads_cjk(self) -> bool:

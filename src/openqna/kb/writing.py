@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
+from openqna.kb.catalog import DEPLOYED_WITH, VERSIONS_WITH
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import (
@@ -215,6 +216,14 @@ class Writing(ServiceBase):
             reuse = {i: {u: v for u, v in units.items() if u[0] in MULTILINGUAL_FIELDS} for i, units in reuse.items()}
         self.store.put_qnas(project, self.prepare(qnas, hashes, progress, reuse, multilingual)[0])
         proj = self.store.get_project(project)
+        if proj.embedder and proj.embedder != self.embedder.name:  # deployments and kept versions keep the old vectors
+            deployed, kept = proj.settings.get(DEPLOYED_WITH, {}), proj.settings.get(VERSIONS_WITH, {})
+            for d in self.store.list_deployments(project):
+                deployed.setdefault(d.name, proj.embedder)
+            for v in self.store.list_versions(project):
+                kept.setdefault(str(v.version), proj.embedder)
+            proj.settings[DEPLOYED_WITH] = {d: e for d, e in deployed.items() if e != self.embedder.name}
+            proj.settings[VERSIONS_WITH] = {v: e for v, e in kept.items() if e != self.embedder.name}
         proj.embedder = self.embedder.name
         proj.settings[FILLED] = filled_value(multilingual)
         self.store.update_project(proj)
