@@ -267,9 +267,10 @@ def test_jsonl_lines_end_at_newlines_only(live):
 
 def test_files_list_pages_and_refuses_what_it_cannot_page(live):
     c = client(live)
-    for i in range(3):
-        c.files.create(file=(f"{i}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
+    uploaded = [c.files.create(file=(f"{i}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search").id
+                for i in range(3)]
     newest_first = [f.id for f in c.files.list()]
+    assert newest_first == uploaded[::-1]  # upload order within a second too (created_at is whole seconds)
     assert len(newest_first) == 3 and [f.id for f in c.files.list(limit=1)] == newest_first  # the SDK follows has_more
     assert [f.id for f in c.files.list(limit=2, order="asc")] == newest_first[::-1]
     # before pages backwards, as the vector-store lists do (it was ignored: the first page came back)
@@ -278,11 +279,20 @@ def test_files_list_pages_and_refuses_what_it_cannot_page(live):
     for params in ({"order": "newest"}, {"after": "file-missing"}, {"before": "zzz"}):
         r = httpx.get(live.url + "/v1/files", params=params, timeout=30)
         assert r.status_code == 400 and r.json()["error"]["param"] == next(iter(params)), r.text
-    # deleting while iterating removes the page's cursor: the next page is refused, not silently empty
-    with pytest.raises(openai.BadRequestError):
-        for f in c.files.list(limit=2):
-            c.files.delete(f.id)
-    assert len(c.files.list().data) == 1
+    # deleting while iterating removes the page's cursor: the id still says where the next page starts
+    for _ in range(4):
+        c.files.create(file=("more.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search")
+    for f in c.files.list(limit=2):
+        c.files.delete(f.id)
+    assert c.files.list().data == []
+    a, b, c_, d = (c.files.create(file=(f"{n}.jsonl", io.BytesIO(b'{"text": "x"}')), purpose="search").id
+                   for n in "abcd")
+    c.files.delete(b)  # a deleted file's id pages from its place, in either order and direction
+
+    def page(**params):
+        return [f["id"] for f in httpx.get(live.url + "/v1/files", params=params, timeout=30).json()["data"]]
+    assert page(after=b) == [a] and page(after=b, order="asc") == [c_, d]
+    assert page(before=b) == [d, c_] and page(before=b, order="asc") == [a]
 
 
 def test_a_record_added_to_a_files_knowledge_base_elsewhere_is_not_a_document(live):

@@ -41,7 +41,32 @@ Visible = Callable[[StoredFile], bool]
 """Whether the caller at hand may see a file (the surface builds it from the caller's key)."""
 
 
-_ID_CHARS = string.ascii_letters + string.digits
+_ID_CHARS = string.digits + string.ascii_uppercase + string.ascii_lowercase  # in byte order: ids sort as strings
+_STAMP = 10  # an id's first characters: the microsecond it was made at, in base 62
+
+
+def new_file_id(now_ns: int) -> str:
+    """OpenAI's shape ("file-" and 24 letters and digits) whose first ten are the time it was made, to the
+    microsecond: files listed newest first come in upload order within a second too (by id; ``created_at`` is whole
+    seconds), and a cursor naming a file deleted since still says where in the list it stood (``cursor_key``)."""
+    t, stamp = now_ns // 1000, ""
+    for _ in range(_STAMP):
+        t, digit = divmod(t, 62)
+        stamp = _ID_CHARS[digit] + stamp
+    return "file-" + stamp + "".join(secrets.choice(_ID_CHARS) for _ in range(24 - _STAMP))
+
+
+def cursor_key(file_id: str) -> tuple[int, str] | None:
+    """Where file ``file_id`` stands in a list ordered by ``(created_at, id)``, read from the id alone (a file of
+    ``new_file_id``'s, of 2020-2100), else None (an id of an older version's, random)."""
+    body = file_id[len("file-"):] if file_id.startswith("file-") else ""
+    if len(body) != 24 or any(c not in _ID_CHARS for c in body):
+        return None
+    t = 0
+    for c in body[:_STAMP]:
+        t = t * 62 + _ID_CHARS.index(c)
+    seconds = t // 1_000_000
+    return (seconds, file_id) if 1_577_836_800 <= seconds < 4_102_444_800 else None
 
 def anyone(_: StoredFile) -> bool:
     """Every file is visible: callers inside the server (a vector store's job) and an open server."""
@@ -106,8 +131,8 @@ def upload(service: Service, filename: str, data: bytes, purpose: str, scope: li
                               target="purpose")
     if len(data) > MAX_FILE_BYTES:
         raise InvalidArgument(f"The file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}.", target="file")
-    file_id = "file-" + "".join(secrets.choice(_ID_CHARS) for _ in range(24))  # OpenAI's shape: 24 letters and digits
-    now = int(time.time())
+    now_ns = time.time_ns()
+    file_id, now = new_file_id(now_ns), now_ns // 1_000_000_000
     stored = StoredFile(file_id, filename, purpose, len(data), now, "processed", data, scope=scope,
                         expires_at=None if expires_after is None else now + expires_after)
     if purpose in SEARCHABLE:

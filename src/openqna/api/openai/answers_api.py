@@ -285,15 +285,25 @@ class OpenAIRoutes:
             return openai_error(400, f"'order' must be 'asc' or 'desc'; got {q['order']!r}.", param="order")
         if q.get("order") == "asc":
             files.reverse()
-        # An unknown cursor is refused, as the vector-store lists refuse it: an empty last page would end the
-        # SDK's iteration as if the list were done (deleting files while iterating them stopped after a page).
+        # A cursor is a place in the list: a file deleted since (deleting files while iterating them) still names
+        # one, read from its id (``openai_files.cursor_key``).  A cursor that says no place is refused, as the
+        # vector-store lists refuse it: an empty last page would end the SDK's iteration as if the list were done.
         # ``before`` pages backwards, as the vector-store lists do (it was ignored: the first page came back).
         ids = [f.id for f in files]
+        keys = [(f.created_at, f.id) for f in files]
+        ascending = q.get("order") == "asc"
+        places: dict[str, int] = {}
         for param in ("after", "before"):
-            if q.get(param) is not None and q[param] not in ids:
-                return openai_error(400, f"'{param}' names no object of this list: {q[param]!r}.", param=param)
-        start = ids.index(q["after"]) + 1 if q.get("after") is not None else 0
-        end = ids.index(q["before"]) if q.get("before") is not None else len(files)
+            cursor = q.get(param)
+            if cursor is None:
+                continue
+            if cursor in ids:
+                places[param] = ids.index(cursor) + (param == "after")
+            elif (key := openai_files.cursor_key(cursor)) is not None:  # gone: the files on its side of it
+                places[param] = sum(1 for k in keys if (k < key if ascending else k > key))
+            else:
+                return openai_error(400, f"'{param}' names no object of this list: {cursor!r}.", param=param)
+        start, end = places.get("after", 0), places.get("before", len(files))
         files = files[start:end]
         limit = numbers.count(q.get("limit", "10000"))
         if limit is None or not 1 <= limit <= 10000:
