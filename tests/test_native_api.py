@@ -80,6 +80,10 @@ def test_an_uploaded_file_is_imported_as_a_job_and_listed_with_counts(secured):
     assert job["status"] == "succeeded" and job["kind"] == "upload"
     listed = httpx.get(f"{server.url}/openqna/projects", headers={"api-key": admin}).json()["value"]
     assert [(p["projectName"], p["qnas"], p["passages"], p["deployments"]) for p in listed] == [("faq", 3, 0, [])]
+    # which model embedded it, and which this server runs (a user who chose OPENQNA_EMBEDDER could not tell)
+    health = httpx.get(f"{server.url}/healthz").json()
+    assert listed[0]["embedder"] == health["embedder"] == server.service.embedder.name
+    assert health["model"] == "local" and health["status"] == "ok"
     doc = "# Returns\n\nYou can return any item within 30 days of delivery for a full refund.\n".encode()
     assert upload(server, admin, "faq", "returns.md", doc)["status"] == "succeeded"
     passages = httpx.get(f"{server.url}/openqna/projects/faq/passages", headers={"api-key": admin}).json()["value"]

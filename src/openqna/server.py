@@ -44,6 +44,7 @@ from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.kinds.vector_stores import VectorStores
+from openqna.models.embedder import spec_of
 from openqna.records import OpenQnAError, StoreUnavailable
 
 log = logging.getLogger("openqna")
@@ -150,8 +151,9 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
     mcp = mcp_app(service, authorizer)
     native = NativeRoutes(service, authorizer, jobs, query_log)
 
-    async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok", "version": __version__})
+    async def health(_: Request) -> Response:  # and which model this server embeds with (OPENQNA_EMBEDDER)
+        return JSONResponse({"status": "ok", "version": __version__, "embedder": service.embedder.name,
+                             "model": spec_of(service.embedder)})
 
     async def ready(_: Request) -> Response:
         """Readiness, for a load balancer: 200 while the store answers a read, else 503 with why (``/healthz`` says

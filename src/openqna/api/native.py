@@ -188,6 +188,7 @@ class NativeRoutes:
                         "passages": counts.get("passage", 0), "lastModifiedDateTime": p.modified,
                         "lastDeployedDateTime": p.last_deployed or None,
                         "deployments": [d.name for d in self.service.deployments(p.name)],
+                        "embedder": p.embedder,  # the model whose vectors its live state holds
                         "canAuthor": allows(caller, role="author", project=p.name)})
         return JSONResponse({"value": out})
 
