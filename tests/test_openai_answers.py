@@ -295,6 +295,29 @@ def test_files_list_pages_and_refuses_what_it_cannot_page(live):
     assert page(before=b) == [d, c_] and page(before=b, order="asc") == [a]
 
 
+def test_an_upload_the_client_retries_after_its_timeout_is_stored_once(live):
+    """The openai client retries a request that timed out while the server still indexes the file: a large upload
+    was stored (and indexed) three times.  Its retries get the first upload's file instead."""
+    lines = "\n".join(json.dumps({"text": f"Ferry {i} leaves pier {i % 7} at {i % 24}:15 for island {i}."})
+                      for i in range(800))
+    impatient = openai.OpenAI(base_url=live.url + "/v1", api_key="anything", max_retries=2, timeout=0.3)
+    try:
+        impatient.files.create(file=("ferry.jsonl", io.BytesIO(lines.encode())), purpose="search")
+    except openai.APITimeoutError:
+        pass  # every attempt timed out: the server finishes the first alone
+    seen, deadline = [], time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the uploads in hand have all ended
+        seen.append(len([f for f in client(live).files.list() if f.filename == "ferry.jsonl"]))
+        if len(seen) > 6 and seen[-1] and len(set(seen[-6:])) == 1:
+            break
+        time.sleep(0.5)
+    assert seen[-1] == 1, seen
+    # an upload of the same bytes that is not a retry is a file of its own, as OpenAI's
+    again = client(live).files.create(file=("ferry.jsonl", io.BytesIO(lines.encode())), purpose="search")
+    assert again.id not in {f.id for f in client(live).files.list() if f.id != again.id}
+    assert len([f for f in client(live).files.list() if f.filename == "ferry.jsonl"]) == 2
+
+
 def test_a_record_added_to_a_files_knowledge_base_elsewhere_is_not_a_document(live):
     """The Azure authoring API reaches a file's knowledge base as a project; what it adds has no document index."""
     from openqna.records import QnA

@@ -8,6 +8,8 @@ OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import time
 from typing import Any
 
@@ -19,7 +21,7 @@ from starlette.routing import Route
 from openqna.api import json_body, numbers
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
-from openqna.auth.keys import Authorizer, Caller, Denied, Principal, allows, lacks_role, reaches, scope_of
+from openqna.auth.keys import Authorizer, Caller, Denied, Principal, allows, lacks_role, reaches, scope_of, who
 from openqna.formats.limits import LIMITS
 from openqna.kb.answers_search import Answering, AnswersRequest
 from openqna.kb.catalog import StoredFile
@@ -223,6 +225,8 @@ class Body:
         return value
 
 
+RETRY_WINDOW = 900.0  # seconds an upload is remembered for a retry of it (the client times out after 600)
+
 class OpenAIRoutes:
     def __init__(self, service: Service, authorizer: Authorizer, completer: Completer,
                  on_file_deleted=lambda file_id: None):
@@ -231,6 +235,8 @@ class OpenAIRoutes:
         self.answering = Answering(service, completer)
         self.on_file_deleted = on_file_deleted  # e.g. detach the file from every vector store
         self.purged_at = 0.0
+        # uploads of this process by what they uploaded, for the client's retries of them (``_upload``)
+        self._uploads: dict[tuple[str, ...], tuple[float, asyncio.Future[StoredFile]]] = {}
 
     def routes(self) -> list[Route]:
         return [
@@ -334,9 +340,30 @@ class OpenAIRoutes:
                                   "form-data; name=\"file\"; filename=\"notes.jsonl\"; curl: -F file=@notes.jsonl).",
                                   target="file")
         data = await upload.read()
-        stored = await run_in_threadpool(openai_files.upload, self.service, upload.filename or "file", data, purpose,
-                                         scope_of(request.state.key, "author"), expires_after)
-        return JSONResponse(file_json(stored))
+        filename = upload.filename or "file"
+        # The openai client retries a request that timed out (twice, by default), saying so in
+        # x-stainless-retry-count, while the server still indexes the first: a large file was stored three times
+        # (and indexed three times over, for half an hour of CPU).  A retry of an upload this process received in
+        # the last RETRY_WINDOW seconds, by the same caller with the same bytes, name and purpose, gets that upload's
+        # file (waiting for it) instead of a copy.
+        key = (who(request.state.key), hashlib.sha256(data).hexdigest(), filename, purpose, str(expires_after))
+        now = time.monotonic()
+        for old in [k for k, (at, _) in self._uploads.items() if now - at > RETRY_WINDOW]:
+            del self._uploads[old]
+        earlier = self._uploads.get(key)
+        if earlier is not None and request.headers.get("x-stainless-retry-count", "0") not in ("", "0"):
+            try:
+                stored = await asyncio.shield(earlier[1])
+                await run_in_threadpool(openai_files.get, self.service, stored.id)  # not deleted meanwhile
+                return JSONResponse(file_json(stored))
+            except Exception:
+                pass  # the first failed, or its file is gone: this one is an upload of its own
+        # a task of its own: the file is stored even when this request is cancelled, and a retry waits for it
+        task = asyncio.ensure_future(run_in_threadpool(openai_files.upload, self.service, filename, data, purpose,
+                                                       scope_of(request.state.key, "author"), expires_after))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a failure is this request's to report
+        self._uploads[key] = (now, task)
+        return JSONResponse(file_json(await asyncio.shield(task)))
 
     async def file(self, request: Request) -> Response:
         file_id = request.path_params["file_id"]
