@@ -104,6 +104,18 @@ def test_content_hashes_of_named_records_are_read_in_batches(kb):
         kb.content_hashes("nope", [1])
 
 
+def test_records_of_one_source_are_read_alone(kb):
+    """A vector store indexes a file by reading that file's records (its chunks), from the live state only."""
+    assert [q.id for q in kb.source_records("kb1", "manual.pdf")] == [1, 3]
+    assert kb.source_records("kb1", "paper.pdf")[0].answer == "A passage about battery health and charging cycles."
+    assert kb.source_records("kb1", "Manual.pdf") == [] and kb.source_records("kb1", "nope") == []
+    kb.deploy("kb1", "production")
+    kb.delete_qnas("kb1", [1])
+    assert [q.id for q in kb.source_records("kb1", "manual.pdf")] == [3]
+    with pytest.raises(ProjectNotFound):
+        kb.source_records("nope", "manual.pdf")
+
+
 def test_feedback_of_named_qnas_is_read_in_batches(kb):
     kb.add_feedback("kb1", [(i, f"question {i % 3}", "u") for i in range(1, 1201)] + [(7, "question 1", "v")])
     every = kb.list_feedback("kb1")

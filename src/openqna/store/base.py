@@ -385,6 +385,10 @@ class RecordStore(Protocol):
         """Live records' content hashes by id: every record's, or only those of ``ids`` (missing ids left out)."""
         ...
     def get_qnas(self, project: str, ids: list[int], deployment: str = LIVE) -> dict[int, QnA]: ...
+    def source_records(self, project: str, source: str) -> list[QnA]:
+        """The live records whose source is ``source`` (case and all), by id, read through an index: not every
+        record of the project."""
+        ...
     def records_prompting(self, project: str, ids: Iterable[int]) -> dict[int, QnA]:
         """The live records with a follow-up prompt to one of ``ids``, by id: found by a query, not by reading every
         record.  (Deleting records takes such prompts out of the live records that hold them, in the same

@@ -16,7 +16,7 @@ from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -120,6 +120,9 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
     ],
     10: [  # a file may expire (OpenAI's expires_after); older files never do
         "ALTER TABLE files ADD COLUMN IF NOT EXISTS expires_at bigint",
+    ],
+    11: [  # records are found by source: a vector store reads one file's chunks, not every record
+        "CREATE INDEX IF NOT EXISTS records_source ON records(project_id, deployment, source)",
     ],
 }
 

@@ -12,7 +12,7 @@ from openqna.store.base import JSON_COLUMNS, SchemaTooNew
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS records(
   dialog TEXT NOT NULL, suggestions TEXT NOT NULL, content_hash TEXT NOT NULL, modified TEXT NOT NULL,
   fields TEXT NOT NULL DEFAULT '{}',
   PRIMARY KEY(project_id, deployment, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_source ON records(project_id, deployment, source);
 CREATE TABLE IF NOT EXISTS units(
   project_id INTEGER NOT NULL, deployment TEXT NOT NULL, record_id INTEGER NOT NULL, field TEXT NOT NULL,
   ord INTEGER NOT NULL, terms TEXT NOT NULL, vector BLOB NOT NULL,
@@ -123,6 +124,8 @@ def migrate(db: sqlite3.Connection) -> str:
         # v8: URL sources that refresh (``source_refresh``: created above, empty)
         # v9: accepted suggestions, which test sets are made from (``accepted_questions``), and trained models
         # (``trained``): created above, empty
+        # v11: records are found by source (``records_source``, created above): a vector store reads one file's
+        # chunks, not every record
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -261,6 +261,15 @@ class SharedStatements(Dialect):
                                       (pid, LIVE, *batch)).fetchall())
         return out
 
+    def source_records(self, project: str, source: str) -> list[Any]:
+        """The live records of ``source`` (exactly that string), by id: found through an index, however many records
+        the project holds (a vector store's job reads one file's chunks as it indexes the file)."""
+        with self._reading() as db:
+            pid = self._project_id(db, project)
+            rows = db.execute(self._sql(f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=?"
+                                        " AND source=? ORDER BY id"), (pid, LIVE, source)).fetchall()
+        return [self._qna_row(r) for r in rows]
+
     def count_qnas(self, project: str, deployment: str = LIVE) -> int:
         with self._reading() as db:
             pid = self._deployment_pid(db, project, deployment)
