@@ -10,10 +10,13 @@ import httpx
 import numpy as np
 import openai
 import pytest
+from azure.ai.language.questionanswering.authoring import AuthoringClient
+from azure.core.credentials import AzureKeyCredential
 
 from conftest import LiveServer
 from openqna.auth.keys import create_key
 from openqna.ingest.token_count import count_tokens as minilm_tokens
+from openqna.kinds.vector_stores import JOB_KIND
 
 DOCS = {
     "returns.txt": (
@@ -303,15 +306,15 @@ def test_long_chunks_are_searchable_past_the_embedders_window(live, embedder):
     assert hit.score > 10 * other.score  # found through its last window, not by chance
 
 
-def test_cancel_failure_and_truthful_status(live):
+def test_cancel_failure_and_truthful_status(live, monkeypatch):
     c = client(live)
     jobs = live.app.state.jobs
     gate = threading.Event()
-    jobs.handlers["test-block"] = lambda job: gate.wait(30)
+    process = jobs.handlers[JOB_KIND]
+    monkeypatch.setitem(jobs.handlers, JOB_KIND, lambda job: (gate.wait(30), process(job)))
     vs = c.vector_stores.create(name="c").id
     ids = [upload(c, name) for name in DOCS]
-    try:
-        jobs.submit("test-block", "-")  # the one worker is busy: attached files wait in progress
+    try:  # the vector stores' worker waits at the gate: attached files wait in progress
         batch = c.vector_stores.file_batches.create(vector_store_id=vs, file_ids=ids[:2], attributes={"k": "v"})
         assert (batch.status, batch.file_counts.in_progress) == ("in_progress", 2)
         assert c.vector_stores.retrieve(vs).status == "in_progress"
@@ -560,4 +563,29 @@ def test_indexing_a_file_reads_only_that_files_records(live, monkeypatch):
     assert [q.fields["attributes"] for q in store.source_records(vs, ids[0])] == [{"floor": 0}]
     assert store.source_records(vs, ids[1]) == [] and store.count_qnas(vs) == 11
     assert [r.filename for r in c.vector_stores.search(vs, query="When does floor 11 open?").data][0] == "note-11.txt"
+
+
+def test_a_vector_store_file_holds_up_no_deploy(live, monkeypatch):
+    """A 20,000-chunk file held an Azure deploy ``notStarted`` for minutes: they shared one worker.  A vector store's
+    files have a worker of their own now."""
+    c = client(live)
+    jobs = live.app.state.jobs
+    gate, started = threading.Event(), threading.Event()
+    process = jobs.handlers[JOB_KIND]
+    monkeypatch.setitem(jobs.handlers, JOB_KIND, lambda job: (started.set(), gate.wait(60), process(job)))
+    vs = c.vector_stores.create(name="big").id
+    file_id = upload(c, "returns.txt")
+    try:
+        c.vector_stores.files.create(file_id=file_id, vector_store_id=vs)
+        assert started.wait(30)
+        authoring = AuthoringClient(live.url, AzureKeyCredential("anything"), polling_interval=0.1)
+        authoring.create_project("beside", {"language": "en"})
+        deploy = authoring.begin_deploy_project("beside", "production")
+        deploy.wait(30)
+        assert deploy.status() == "succeeded"
+        assert c.vector_stores.files.retrieve(file_id, vector_store_id=vs).status == "in_progress"
+    finally:
+        gate.set()
+    jobs.wait()
+    assert c.vector_stores.files.retrieve(file_id, vector_store_id=vs).status == "completed"
 

@@ -43,6 +43,7 @@ from openqna.kb.query_log import QueryLog
 from openqna.kb.refresh import Refresher, RefreshScheduler
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
+from openqna.kinds.vector_stores import JOB_KIND as VECTOR_STORE_FILES
 from openqna.kinds.vector_stores import VectorStores
 from openqna.models.embedder import spec_of
 from openqna.records import OpenQnAError, StoreUnavailable
@@ -137,8 +138,11 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
     azure = AzureRuntime(service, authorizer, query_log)
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     refresher = Refresher(service)
+    # a train (a minute of CPU) and a vector store's files (a 20,000-chunk file embeds for minutes) each run on a
+    # worker of their own: imports, edits and deploys queued behind either waited as long
     jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle,
-                                     "train": Trainer(service).handle}, lanes=(frozenset({"train"}),))
+                                     "train": Trainer(service).handle},
+                     lanes=(frozenset({"train"}), frozenset({VECTOR_STORE_FILES})))
     refreshes = RefreshScheduler(refresher, jobs)  # one per process: URL sources due to refresh become jobs
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)

@@ -5,8 +5,8 @@ sent.  Every server process runs a worker thread per *lane* that claims jobs fro
 queue: atomically (``Store.claim_job``), only the kinds of its lane it has a handler for, projects
 taking turns (a project's n-th unfinished job waits for every project's earlier turns, so one that
 queued 200 edits holds another's edit for one of them, not all) and each project's jobs oldest first.  A lane is a set of kinds with a worker of its own (the server gives ``train``, a minute of
-CPU, one: an edit, an import or a deploy queued behind a train waited as long); the other kinds
-share one.  So a job accepted by any process on a shared store is run by exactly one of
+CPU, one, and a vector store's files, minutes of embedding for a large one, another: an edit, an import or a deploy
+queued behind either waited as long); the other kinds share one.  So a job accepted by any process on a shared store is run by exactly one of
 them, and any process answers its status from the store.  A local submit wakes the
 local worker at once; other processes' jobs are picked up within
 ``OPENQNA_JOB_POLL_SECONDS``.

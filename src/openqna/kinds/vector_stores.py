@@ -19,7 +19,7 @@ the file batches.  Its records are passages (kind ``passage``, ``source`` = the 
   calibrations of ``ranking/calibrations.py``.
 
 Files are processed in the background as persisted jobs, claimed by one worker of any server
-process (``kb/jobs.py``).  A file's status is truthful: ``in_progress`` until its records are written, and a file
+process (``kb/jobs.py``), on a lane of their own: a large file holds up no import or deploy.  A file's status is truthful: ``in_progress`` until its records are written, and a file
 whose job ended without finishing it (a crash, a restart) reads as ``failed``.  Only completed
 files are searched.  Cancelling a batch cancels its files that are not finished; one being
 processed at that moment is discarded when it finishes.
