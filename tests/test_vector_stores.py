@@ -589,3 +589,22 @@ def test_a_vector_store_file_holds_up_no_deploy(live, monkeypatch):
     jobs.wait()
     assert c.vector_stores.files.retrieve(file_id, vector_store_id=vs).status == "completed"
 
+
+def test_an_expired_store_takes_no_files_until_its_expiry_changes(live):
+    """Attaching a file revived an expired store (200, and the store ``completed`` again); it is refused as a search
+    is, a file batch too, and nothing is attached."""
+    c = client(live)
+    vs = c.vector_stores.create(name="old", expires_after={"anchor": "last_active_at", "days": 1}).id
+    project = live.service.store.get_project(vs)
+    project.settings["openai_vector_store"]["last_active_at"] -= 2 * 86400
+    live.service.store.update_project(project)
+    file_id = upload(c, "returns.txt")
+    for attach in (lambda: c.vector_stores.files.create(file_id=file_id, vector_store_id=vs),
+                   lambda: c.vector_stores.file_batches.create(vector_store_id=vs, file_ids=[file_id])):
+        with pytest.raises(openai.BadRequestError) as refused:
+            attach()
+        assert refused.value.body["message"] == f"Vector store '{vs}' expired; set a new 'expires_after' to use it again."
+        assert refused.value.body["type"] == "invalid_request_error"
+    assert c.vector_stores.retrieve(vs).status == "expired" and c.vector_stores.files.list(vector_store_id=vs).data == []
+    c.vector_stores.update(vs, expires_after={"anchor": "last_active_at", "days": 1})
+    assert c.vector_stores.files.create_and_poll(file_id=file_id, vector_store_id=vs).status == "completed"

@@ -210,11 +210,22 @@ class VectorStores:
             setattr(counts, status, getattr(counts, status) + 1)
         return counts
 
+    @staticmethod
+    def _expires_at(vs: dict) -> int | None:
+        return vs["last_active_at"] + vs["expires_after"]["days"] * DAY if vs.get("expires_after") else None
+
+    def _refuse_expired(self, vs: dict) -> None:
+        """An expired store is used again only once its expiry is changed: a search or an attach must not revive it
+        (an attach moves ``last_active_at``, which made the store ``completed`` again)."""
+        expires_at = self._expires_at(vs)
+        if expires_at is not None and time.time() >= expires_at:
+            raise InvalidArgument(f"Vector store '{vs['id']}' expired; set a new 'expires_after' to use it again.")
+
     def _view(self, vs: dict) -> VectorStore:
         cache: dict[str, bool] = {}
         files = list(vs["files"].values())
         counts = self._counts(vs["id"], files, cache)
-        expires_at = vs["last_active_at"] + vs["expires_after"]["days"] * DAY if vs.get("expires_after") else None
+        expires_at = self._expires_at(vs)
         status = ("expired" if expires_at is not None and time.time() >= expires_at
                   else "in_progress" if counts.in_progress else "completed")
         return VectorStore(vs["id"], vs["name"], vs["created_at"], vs["last_active_at"], vs["metadata"],
@@ -289,6 +300,7 @@ class VectorStores:
         queued = [[item.file_id, secrets.token_hex(4)] for item in items]
 
         def change(vs: dict) -> None:
+            self._refuse_expired(vs)
             for item, (_, attempt) in zip(items, queued):
                 vs["files"][item.file_id] = {
                     "id": item.file_id, "filename": names[item.file_id], "created_at": now, "seq": time.time_ns(),
@@ -514,9 +526,7 @@ class VectorStores:
         length) that no chunk matches: it adds nothing, and only blank queries give an empty page.
         """
         project, vs = self._project(store_id)
-        view = self._view(vs)
-        if view.status == "expired":
-            raise InvalidArgument(f"Vector store '{store_id}' expired; set a new 'expires_after' to use it again.")
+        self._refuse_expired(vs)
         cache: dict[str, bool] = {}
         completed = tuple(s["id"] for s in vs["files"].values()
                           if self._file_view(store_id, s, cache).status == "completed")
