@@ -245,3 +245,36 @@ def files(tmp_path, monkeypatch):
     with FileServer(root) as server:
         server.root = root
         yield server
+
+
+class TinyDisk:
+    """A tmpfs of a few MB: a disk that really fills (SQLite's SQLITE_FULL, ENOSPC for files), at ``path``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.filler = path / "filler"
+
+    def fill(self) -> None:
+        """Take every free block (what is written after this needs a new one: checkpoint SQLite's WAL first)."""
+        with open(self.filler, "ab", buffering=0) as out:
+            try:
+                while True:
+                    out.write(b"\0" * 4096)
+            except OSError:  # ENOSPC
+                pass
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A TinyDisk of 8 MB, mounted for the test (skipped where this user may not mount one: mount needs root)."""
+    path = tmp_path / "tiny"
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield TinyDisk(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)

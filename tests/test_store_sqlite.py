@@ -10,6 +10,7 @@ import pytest
 from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from openqna.index import index_cache
 from openqna.index.index_cache import IndexCache
+from openqna.records import StoreFull
 from openqna.store import Project
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
@@ -49,6 +50,22 @@ def test_failed_write_leaves_nothing(tmp_path):
         s.put_qnas("p", [good, bad])
     assert s.count_qnas("p") == 0
     assert IndexCache(s).get("p").n == 0
+
+
+def test_a_full_disk_is_said_and_the_store_writes_again_once_there_is_room(tmp_path):
+    """SQLite rolls a transaction back itself on a full disk (SQLITE_FULL, here from ``max_page_count``); the
+    store's own ROLLBACK then raised "cannot rollback - no transaction is active", hiding why the write failed."""
+    s = SQLiteStore(tmp_path)
+    s.create_project(Project("p"))
+    pages = s._db.execute("PRAGMA page_count").fetchone()[0]
+    s._db.execute(f"PRAGMA max_page_count={pages + 2}")
+    big = [item([f"question {n}"], "answer " * 500, vectors=[vec(1, 0)], answer_vector=vec(0, 1)) for n in range(50)]
+    with pytest.raises(StoreFull, match=f"the disk is full: nothing more can be written to the store in {tmp_path} "):
+        s.put_qnas("p", big)
+    assert s.count_qnas("p") == 0 and not s._db.in_transaction
+    s._db.execute("PRAGMA max_page_count=1073741823")
+    s.put_qnas("p", big)
+    assert s.count_qnas("p") == 50
 
 
 def test_schema_1_databases_are_migrated(tmp_path):

@@ -131,6 +131,14 @@ class StoreUnavailable(OpenQnAError):
     status = 503
 
 
+class StoreFull(OpenQnAError):
+    """The disk under the embedded store is full: SQLite stored nothing of the write.  A 507 that names the folder,
+    on every surface, rather than a 500 that says "see its log"; writes succeed again once space is freed."""
+
+    code = "InsufficientStorage"
+    status = 507
+
+
 class InvalidArgument(OpenQnAError):
     pass
 

@@ -44,7 +44,7 @@ PRODUCTION = "production"  # what QnA Maker calls the published index; isTest as
 SOURCE_FILTER_NAME = "source_name_metadata"  # botbuilder-dotnet's Constants.SourceFilterMetadataKey
 RANKERS = ("Default", "QuestionOnly", "AutoSuggestQuestion")
 CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-         413: "BadArgument"}
+         413: "BadArgument", 507: "QnaRuntimeError"}
 
 
 def is_qnamaker_path(path: str) -> bool:

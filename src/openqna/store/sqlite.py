@@ -24,7 +24,7 @@ import numpy as np
 
 from openqna import strict_json
 from openqna.clock import now_iso
-from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA
+from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA, StoreFull
 from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.sqlite_rows import (
     TERM_SEP,
@@ -40,6 +40,21 @@ from openqna.store.sqlite_schema import migrate
 from openqna.store.statements import SharedStatements, id_batches
 
 PAGE_SIZE = 16384
+
+
+@contextmanager
+def disk_full_named(folder: Path) -> Iterator[None]:
+    """SQLite's "database or disk is full" (SQLITE_FULL) as ``StoreFull`` naming ``folder``: SQLite has already
+    rolled the transaction back, and a 500 that says "see its log" told no one what to do."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode != sqlite3.SQLITE_FULL:
+            raise
+        raise StoreFull(f"the disk is full: nothing more can be written to the store in {folder} ({exc}); nothing "
+                        "of this write was stored. Free space there and try again.") from exc
+
+
 def backup_file(source: Path, target: Path) -> None:
     """One consistent snapshot of the SQLite database ``source`` written to ``target`` (replaced), while other
     connections read and write it (SQLite's online backup: what a committed transaction wrote is in it, half of one
@@ -73,7 +88,8 @@ class SQLiteStore(SharedStatements):
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "openqna.sqlite3"
         self._local = threading.local()
-        self.instance = migrate(self._db)
+        with disk_full_named(self.directory):
+            self.instance = migrate(self._db)
         self.index_dir: Path | None = self.directory / "indexes"
 
     # -- plumbing ------------------------------------------------------------------
@@ -95,21 +111,25 @@ class SQLiteStore(SharedStatements):
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; in a job's handler, committed only while the job is still this worker's
-        (``RUNNING_JOB``: the lease renewed in the same transaction)."""
+        (``RUNNING_JOB``: the lease renewed in the same transaction).  A full disk raises ``StoreFull``."""
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            lease = RUNNING_JOB.get()
-            if lease is not None:
-                now = time.time()
-                if db.execute("UPDATE jobs SET lease_until=? WHERE id=? AND owner=? AND status='running' AND "
-                              "lease_until > ?", (now + lease.seconds, lease.job_id, lease.owner, now)).rowcount == 0:
-                    raise LeaseLost(f"job {lease.job_id} lost its lease before this write: nothing of it was applied")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with disk_full_named(self.directory):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                lease = RUNNING_JOB.get()
+                if lease is not None:
+                    now = time.time()
+                    if db.execute("UPDATE jobs SET lease_until=? WHERE id=? AND owner=? AND status='running' AND "
+                                  "lease_until > ?", (now + lease.seconds, lease.job_id, lease.owner, now)).rowcount == 0:
+                        raise LeaseLost(f"job {lease.job_id} lost its lease before this write: nothing of it was applied")
+                db.execute("COMMIT")
+            except BaseException:
+                # SQLite ends the transaction itself on some errors (SQLITE_FULL): a ROLLBACK then raised "no
+                # transaction is active" in place of the error that said what happened
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     def _reading(self) -> AbstractContextManager[sqlite3.Connection]:
         return nullcontext(self._db)

@@ -129,10 +129,11 @@ def migrate(db: sqlite3.Connection) -> str:
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite has rolled back itself on a full disk (SQLITE_FULL)
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
     return instance
 
 
