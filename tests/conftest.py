@@ -254,14 +254,16 @@ class TinyDisk:
         self.path = path
         self.filler = path / "filler"
 
-    def fill(self) -> None:
-        """Take every free block (what is written after this needs a new one: checkpoint SQLite's WAL first)."""
+    def fill(self, leave: int = 0) -> None:
+        """Take every free block but ``leave`` bytes (what is written after this needs a new block: checkpoint
+        SQLite's WAL first)."""
         with open(self.filler, "ab", buffering=0) as out:
             try:
                 while True:
                     out.write(b"\0" * 4096)
             except OSError:  # ENOSPC
                 pass
+            out.truncate(max(0, out.tell() - leave))
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)

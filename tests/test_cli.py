@@ -732,6 +732,24 @@ def test_backup_while_serving_then_serve_the_copy(tmp_path):
     assert "`openqna migrate --from URL --to FOLDER`" in remote.stderr
 
 
+@pytest.mark.parametrize("leave", [0, 300_000])  # no room at all; room for part of the copy
+def test_backup_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, tiny_disk, leave):
+    """A backup onto a full disk was a traceback (sqlite3.OperationalError) and left openqna.sqlite3.partial and its
+    journal behind."""
+    data, dest = tmp_path / "data", tiny_disk.path / "backup"
+    run("import", "chitchat", str(CHITCHAT), data=data)
+    (data / "secret.key").write_bytes(b"a-fernet-key-the-connected-tables-use=====")
+    dest.mkdir()
+    tiny_disk.fill(leave)
+    proc = run("backup", str(dest), data=data, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "disk is full" in proc.stderr and str(dest) in proc.stderr, proc.stderr
+    assert list(dest.iterdir()) == []
+    tiny_disk.free()
+    assert "backed up 1 project" in run("backup", str(dest), data=data).stdout
+
+
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):
     """``openqna import`` stored follow-up prompts to QnAs that did not exist, which PATCH .../qnas refuses."""
     dangling = tmp_path / "dang.json"

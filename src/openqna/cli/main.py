@@ -525,10 +525,13 @@ def backup(dest: Path, data_dir: str) -> None:
         from openqna.kb.catalog import embedded_dir
 
         no_store(embedded_dir(data_dir))
-    except OpenQnAError as exc:
+    except OpenQnAError as exc:  # a full disk (StoreFull) among them: the backup left nothing behind
         fail(exc.message)
     except OSError as exc:
         fail(f"cannot write {dest}: {exc.strerror or exc}")
+    except sqlite3.Error as exc:
+        fail(f"cannot back up the store: {exc}")
+
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'' if n == 1 else 's'}"
 

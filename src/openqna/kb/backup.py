@@ -11,6 +11,7 @@ it back.  A PostgreSQL store is backed up by PostgreSQL's own tools, or copied i
 
 from __future__ import annotations
 
+import errno
 import shutil
 import time
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from pathlib import Path
 
 from openqna import settings
 from openqna.kb.catalog import STORE_FILE, check_location, embedded_dir, is_postgres, no_store_message, store_file
-from openqna.records import InvalidArgument, NotFound
-from openqna.store.sqlite import SQLiteStore, backup_file
+from openqna.records import InvalidArgument, NotFound, StoreFull
+from openqna.store.sqlite import SQLiteStore, backup_file, remove_database
 
 SECRET_FILE = "secret.key"
 
@@ -54,13 +55,21 @@ def backup(data_dir: str, dest: str | Path) -> BackupReport:
         raise InvalidArgument(f"{target} exists: a backup never overwrites a store; name an empty folder")
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / (STORE_FILE + ".partial")
-    backup_file(source, partial)
-    partial.replace(target)
-    secret = source.parent / SECRET_FILE
-    if secret.exists():
-        copied = folder / SECRET_FILE
-        shutil.copyfile(secret, copied)
-        copied.chmod(0o600)
+    secret, copied = source.parent / SECRET_FILE, folder / SECRET_FILE
+    try:  # the store takes its name last: a backup that failed (a full disk) leaves nothing of it behind
+        backup_file(source, partial)
+        if secret.exists():
+            shutil.copyfile(secret, copied)
+            copied.chmod(0o600)
+        partial.replace(target)
+    except OSError as exc:
+        remove_database(partial)
+        if secret.exists():
+            copied.unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC:
+            raise StoreFull(f"the disk is full: the backup could not be written to {folder} ({exc.strerror}); "
+                            "nothing of it was kept. Free space there and try again.") from exc
+        raise
     store = SQLiteStore(folder)
     try:
         projects = store.list_projects()

@@ -55,23 +55,36 @@ def disk_full_named(folder: Path) -> Iterator[None]:
                         "of this write was stored. Free space there and try again.") from exc
 
 
+def remove_database(path: Path) -> None:
+    """Delete the SQLite database ``path`` with the files SQLite keeps beside it (its rollback journal, its WAL and
+    the WAL's index): a database file is never left with another's journal or WAL, which SQLite would apply to it."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
 def backup_file(source: Path, target: Path) -> None:
     """One consistent snapshot of the SQLite database ``source`` written to ``target`` (replaced), while other
     connections read and write it (SQLite's online backup: what a committed transaction wrote is in it, half of one
-    never is), then checked with ``PRAGMA integrity_check``; a copy that fails it is deleted."""
-    target.unlink(missing_ok=True)
-    src = sqlite3.connect(source, timeout=30)
+    never is), then checked with ``PRAGMA integrity_check``.  A copy that fails it, or that could not be finished (a
+    full disk: ``StoreFull``), is deleted with the journal SQLite kept beside it."""
+    remove_database(target)
     try:
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-            verdict = str(dst.execute("PRAGMA integrity_check").fetchone()[0])
-        finally:
-            dst.close()
-    finally:
-        src.close()
+        with disk_full_named(target.parent):
+            src = sqlite3.connect(source, timeout=30)
+            try:
+                dst = sqlite3.connect(target)
+                try:
+                    src.backup(dst)
+                    verdict = str(dst.execute("PRAGMA integrity_check").fetchone()[0])
+                finally:
+                    dst.close()
+            finally:
+                src.close()
+    except BaseException:
+        remove_database(target)
+        raise
     if verdict != "ok":
-        target.unlink(missing_ok=True)
+        remove_database(target)
         raise OpenQnAError(f"the copy of {source} failed SQLite's integrity check ({verdict}); the store itself may "
                            "be damaged: check it with `sqlite3 FILE 'PRAGMA integrity_check'`")
 
