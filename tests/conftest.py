@@ -268,6 +268,10 @@ class TinyDisk:
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
 
+    def read_only(self) -> None:
+        """Mount it read-only (as a read-only bind mount or volume is): root too may not write it then."""
+        subprocess.run(["mount", "-o", "remount,ro", str(self.path)], check=True)
+
 
 @pytest.fixture
 def tiny_disk(tmp_path):

@@ -750,6 +750,32 @@ def test_backup_onto_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, tiny_d
     assert "backed up 1 project" in run("backup", str(dest), data=data).stdout
 
 
+def test_a_store_on_a_read_only_mount_is_read_and_refuses_writes_in_one_line(tmp_path, tiny_disk):
+    """Opening a store wrote to it (BEGIN IMMEDIATE and INSERT OR IGNORE INTO meta), so `projects`, `serve` and
+    `migrate --from` on a read-only mount crashed with "attempt to write a readonly database" (or, with no -shm
+    beside it, "unable to open database file")."""
+    data = tiny_disk.path / "data"
+    run("import", "chitchat", str(CHITCHAT), data=data)
+    tiny_disk.read_only()
+    assert run("projects", data=data).stdout.startswith("chitchat\tproject\t")
+    copied = run("migrate", "--from", str(data), "--to", str(tmp_path / "copy"), data=tmp_path)
+    assert copied.stdout.startswith("1 projects, "), copied.stdout
+    assert run("projects", data=tmp_path / "copy").stdout.startswith("chitchat\tproject\t")
+    table = tmp_path / "more.tsv"
+    table.write_text("Question\tAnswer\tSource\tMetadata\nwhat is new?\tnothing\tmore\t\n", encoding="utf-8")
+    refused = run("import", "chitchat", str(table), data=data, check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"\nerror: the store in {data} is read-only here" in refused.stderr, refused.stderr
+    with ServeProcess(data, tmp_path / "serve.log", env={"OPENQNA_SAMPLE": "0"}) as serve:
+        asked = httpx.post(f"{serve.url}/language/:query-knowledgebases", json={"question": "how old are you?"},
+                           params={"api-version": "2023-04-01", "projectName": "chitchat", "deploymentName": "test"})
+        assert asked.status_code == 200 and "Age doesn't really apply to me." in asked.text, asked.text
+        made = httpx.patch(f"{serve.url}/language/authoring/query-knowledgebases/projects/other",
+                           params={"api-version": "2023-04-01"}, json={"language": "en"})
+        assert made.status_code == 503 and "is read-only here" in made.json()["error"]["message"], made.text
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):
     """``openqna import`` stored follow-up prompts to QnAs that did not exist, which PATCH .../qnas refuses."""
     dangling = tmp_path / "dang.json"

@@ -139,6 +139,14 @@ class StoreFull(OpenQnAError):
     status = 507
 
 
+class StoreReadOnly(OpenQnAError):
+    """The embedded store is on a read-only mount, or this user may not write its folder or file: it is read, and each
+    write is refused naming the folder (a 503, as a store that cannot take writes just now)."""
+
+    code = "ServiceUnavailable"
+    status = 503
+
+
 class InvalidArgument(OpenQnAError):
     pass
 

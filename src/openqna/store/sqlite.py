@@ -13,6 +13,7 @@ what is here is SQLite's own: ids and versions, records and units, deployments, 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -24,7 +25,7 @@ import numpy as np
 
 from openqna import strict_json
 from openqna.clock import now_iso
-from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA, StoreFull
+from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA, StoreFull, StoreReadOnly
 from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.sqlite_rows import (
     TERM_SEP,
@@ -43,16 +44,21 @@ PAGE_SIZE = 16384
 
 
 @contextmanager
-def disk_full_named(folder: Path) -> Iterator[None]:
-    """SQLite's "database or disk is full" (SQLITE_FULL) as ``StoreFull`` naming ``folder``: SQLite has already
-    rolled the transaction back, and a 500 that says "see its log" told no one what to do."""
+def write_errors_named(folder: Path) -> Iterator[None]:
+    """SQLite's "database or disk is full" (SQLITE_FULL) as ``StoreFull``, and "attempt to write a readonly database"
+    (SQLITE_READONLY) as ``StoreReadOnly``, each naming ``folder``: SQLite has rolled the write back, and a 500 that
+    says "see its log" (or a traceback) told no one what to do."""
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode != sqlite3.SQLITE_FULL:
-            raise
-        raise StoreFull(f"the disk is full: nothing more can be written to the store in {folder} ({exc}); nothing "
-                        "of this write was stored. Free space there and try again.") from exc
+        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            raise StoreFull(f"the disk is full: nothing more can be written to the store in {folder} ({exc}); "
+                            "nothing of this write was stored. Free space there and try again.") from exc
+        if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY:
+            raise StoreReadOnly(f"the store in {folder} is read-only here ({exc}): it can be read, not written. "
+                                "Give this user write permission on the folder and its files, or mount it "
+                                "read-write.") from exc
+        raise
 
 
 def remove_database(path: Path) -> None:
@@ -69,7 +75,7 @@ def backup_file(source: Path, target: Path) -> None:
     full disk: ``StoreFull``), is deleted with the journal SQLite kept beside it."""
     remove_database(target)
     try:
-        with disk_full_named(target.parent):
+        with write_errors_named(target.parent):
             src = sqlite3.connect(source, timeout=30)
             try:
                 dst = sqlite3.connect(target)
@@ -100,15 +106,28 @@ class SQLiteStore(SharedStatements):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "openqna.sqlite3"
+        # a folder or file this user may not write (a read-only mount, a backup kept read-only): opened to be read,
+        # its writes refused with ``StoreReadOnly``
+        self.read_only = not os.access(self.directory, os.W_OK) or (
+            self.path.exists() and not os.access(self.path, os.W_OK))
         self._local = threading.local()
-        with disk_full_named(self.directory):
+        with write_errors_named(self.directory):
             self.instance = migrate(self._db)
-        self.index_dir: Path | None = self.directory / "indexes"
+        self.index_dir: Path | None = None if self.read_only else self.directory / "indexes"
 
     # -- plumbing ------------------------------------------------------------------
     @property
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
+        if db is None and self.read_only:
+            # SQLite reads a database in WAL mode through its index file (-shm) beside it, which a read-only folder
+            # cannot get; without one no process has the database open (each keeps it while it has), so nobody is
+            # writing it either and it is read as it is (immutable)
+            shm = self.path.with_name(self.path.name + "-shm")
+            immutable = "&immutable=1" if not shm.exists() and not os.access(self.directory, os.W_OK) else ""
+            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro{immutable}", uri=True, timeout=30,
+                                 isolation_level=None, check_same_thread=False)
+            self._local.db = db
         if db is None:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             # Takes effect only as a new database file is created (before WAL mode): a unit row (a
@@ -126,7 +145,7 @@ class SQLiteStore(SharedStatements):
         """One write transaction; in a job's handler, committed only while the job is still this worker's
         (``RUNNING_JOB``: the lease renewed in the same transaction).  A full disk raises ``StoreFull``."""
         db = self._db
-        with disk_full_named(self.directory):
+        with write_errors_named(self.directory):
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db

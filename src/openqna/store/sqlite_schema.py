@@ -93,6 +93,9 @@ def migrate(db: sqlite3.Connection) -> str:
     """Create the tables a new database lacks and bring an older one up to date (idempotent); returns the database's
     random instance id, which names its saved indexes: versions restart in a new database file."""
     _refuse_newer(db)  # before anything is created or written
+    current = _current(db)
+    if current is not None:  # nothing to write: a store on a read-only mount opens too
+        return current
     db.executescript(SCHEMA)  # idempotent; executescript manages its own transaction
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -135,6 +138,16 @@ def migrate(db: sqlite3.Connection) -> str:
             db.execute("ROLLBACK")
         raise
     return instance
+
+
+def _current(db: sqlite3.Connection) -> str | None:
+    """The instance id of a database whose schema is this version's, which opening it need not write to."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return None
+    meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'instance', 'seq')").fetchall())
+    if meta.get("schema_version") != str(SCHEMA_VERSION) or "seq" not in meta:
+        return None
+    return meta.get("instance")
 
 
 def _refuse_newer(db: sqlite3.Connection) -> None:
