@@ -776,6 +776,36 @@ def test_a_store_on_a_read_only_mount_is_read_and_refuses_writes_in_one_line(tmp
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
 
 
+def test_migrate_carries_the_key_of_connected_tables_passwords(tmp_path):
+    """`openqna migrate --to FOLDER` left secret.key behind: a server of the copy made a new key in silence and answered
+    the connected tables 503 (their passwords cannot be decrypted).  It is copied to a folder that has none; a
+    folder with another key is warned about."""
+    from openqna.kb.catalog import open_data
+    from openqna.kb.connected_search import SECRET, ConnectedTable, decrypted, encrypted
+
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    run("import", "chitchat", str(CHITCHAT), data=a)
+    source = open_data(str(a))
+    project = source.get_project("chitchat")
+    project.settings[SECRET] = encrypted(source, "the-database-password")  # as `openqna table connect` keeps it
+    source.update_project(project)
+    copied = run("migrate", "--from", str(a), "--to", str(b), data=tmp_path)
+    assert f"copied {a / 'secret.key'} to {b / 'secret.key'}" in copied.stderr, copied.stderr
+    assert (b / "secret.key").read_bytes() == (a / "secret.key").read_bytes()
+    assert (b / "secret.key").stat().st_mode & 0o777 == 0o600
+    target = open_data(str(b))
+    info = ConnectedTable("clickhouse", "http://db", "t", "vector", 384, "cosine", "local", [])
+    assert decrypted(target, "chitchat", info, target.get_project("chitchat").settings[SECRET]) == \
+        "the-database-password"
+    c.mkdir()
+    (c / "secret.key").write_bytes(b"another key")
+    warned = run("migrate", "--from", str(a), "--to", str(c), data=tmp_path)
+    assert f"warning: {c / 'secret.key'} is another key than {a / 'secret.key'}" in warned.stderr, warned.stderr
+    assert (c / "secret.key").read_bytes() == b"another key"
+    again = run("migrate", "--from", str(a), "--to", str(b), data=tmp_path)
+    assert "secret.key" not in again.stderr, again.stderr
+
+
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):
     """``openqna import`` stored follow-up prompts to QnAs that did not exist, which PATCH .../qnas refuses."""
     dangling = tmp_path / "dang.json"

@@ -476,6 +476,7 @@ def suggestions(project: str, accept: tuple[int, str] | None, data_dir: str) -> 
 def migrate(source: str, target: str) -> None:
     """Copy every knowledge base (with its deployments, files and keys) from one store to another."""
     from openqna.kb.catalog import check_location, is_postgres, open_store, store_file
+    from openqna.kb.connected_search import carry_secret_key
     from openqna.kb.migrate import migrate as run
 
     try:
@@ -498,6 +499,8 @@ def migrate(source: str, target: str) -> None:
              "the rest.")
     for name in report.recopied:
         click.echo(f"{name}: copied again (an earlier run left it unfinished)", err=True)
+    if key_note := carry_secret_key(*stores):
+        click.echo(key_note, err=True)
     if not any(report.copied.values()):
         click.echo("everything was already in the target (" + ", ".join(
             f"{n} {name}" for name, n in report.already.items()) + "); nothing was changed")

@@ -78,8 +78,8 @@ def fernet(store: Store) -> Any:
     key = settings.secret_key()
     if not key:
         embedded = getattr(store, "directory", None)
-        directory = Path(embedded or settings.data())
-        path = directory / "secret.key"
+        path = key_file(store)
+        directory = path.parent
         if not path.exists():
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -91,6 +91,42 @@ def fernet(store: Store) -> Any:
                             "(docs/settings.md)", path.resolve())
         key = path.read_text().strip()
     return Fernet(key.encode())
+
+
+def key_file(store: Store) -> Path:
+    """Where the key of ``store``'s connected tables is kept without ``OPENQNA_SECRET_KEY``: beside an embedded store,
+    else (PostgreSQL) in this process's ``OPENQNA_DATA``."""
+    return Path(getattr(store, "directory", None) or settings.data()) / "secret.key"
+
+
+def carry_secret_key(source: Store, target: Store) -> str | None:
+    """After ``openqna migrate``: the key that decrypts the connected tables' passwords copied from ``source`` put
+    beside an embedded ``target`` that has none (a server there would make a new key, silently, and answer those
+    tables 503), or what its operator must do (a PostgreSQL target; a target with a key of its own); None when there
+    is nothing to do."""
+    tables = [p.name for p in source.list_projects() if p.settings.get(SECRET)]
+    if not tables:
+        return None
+    if settings.secret_key():
+        return ("the connected tables' passwords in the copy are encrypted with OPENQNA_SECRET_KEY: serve the target "
+                "with the same key")
+    key = key_file(source)
+    if not key.exists():
+        return None
+    if getattr(target, "directory", None) is None:
+        return (f"the connected tables' passwords in the copy ({', '.join(tables)}) are encrypted with {key}: give "
+                f"every process on the PostgreSQL store that key, OPENQNA_SECRET_KEY=$(cat {key}) (docs/postgresql.md)")
+    there = key_file(target)
+    if not there.exists():
+        fd = os.open(there, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key.read_bytes())
+        return f"copied {key} to {there}: the connected tables' passwords in the copy are encrypted with it"
+    if there.read_bytes().strip() == key.read_bytes().strip():
+        return None
+    return (f"warning: {there} is another key than {key}, so the passwords of the connected tables copied "
+            f"({', '.join(tables)}) cannot be decrypted there (503 engine_unavailable): put {key} in its place if the "
+            "target has no connected tables of its own, else connect those tables again there")
 
 
 def encrypted(store: Store, password: str) -> str | None:
