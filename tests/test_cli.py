@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import CHITCHAT, REPO, ServeProcess, free_port
+from conftest import CHITCHAT, REPO, ServeProcess, free_port, wait_for_job
 from openqna.kb.catalog import Project
 
 OPENQNA = str(Path(sys.executable).with_name("openqna"))
@@ -804,6 +806,44 @@ def test_migrate_carries_the_key_of_connected_tables_passwords(tmp_path):
     assert (c / "secret.key").read_bytes() == b"another key"
     again = run("migrate", "--from", str(a), "--to", str(b), data=tmp_path)
     assert "secret.key" not in again.stderr, again.stderr
+
+
+def test_restore_replaces_the_store_a_killed_server_left_with_its_wal(tmp_path):
+    """Restoring by copying openqna.sqlite3 back (what the docs said) after a server was killed left its -wal and -shm
+    beside the copy, and SQLite applied them to it: the "restored" store held the writes made after the backup.
+    `openqna restore` refuses while the server runs and replaces the file with its WAL once it is gone."""
+    data, copy = tmp_path / "data", tmp_path / "backup"
+    run("import", "chitchat", str(CHITCHAT), data=data)
+    (data / "secret.key").write_bytes(b"the key the backup was taken with")
+    run("backup", str(copy), data=data)
+    (data / "secret.key").write_bytes(b"a later key")
+    backed_up = run("projects", data=copy).stdout
+    env = {"OPENQNA_DATA": str(data), "OPENQNA_SAMPLE": "0"}
+    serve = ServeProcess(None, tmp_path / "serve.log", env=env)
+    try:
+        url = f"{serve.url}/language/authoring/query-knowledgebases/projects/chitchat/qnas?api-version=2023-04-01"
+        for i in range(3):
+            added = httpx.patch(url, json=[{"op": "add", "value": {"questions": [f"q{i}?"], "answer": f"a{i}"}}])
+            assert wait_for_job(added.headers["operation-location"])["status"] == "succeeded"
+        busy = run("restore", str(copy), data=data, check=False)
+        assert busy.returncode == 2 and "is open in another process" in busy.stderr, busy.stderr
+        assert "nothing was changed" in busy.stderr and not list(data.glob("*.partial*"))
+    finally:
+        serve.stop(signal.SIGKILL)
+    assert (data / "openqna.sqlite3-wal").stat().st_size > 0  # what a killed server leaves
+    by_hand = tmp_path / "by-hand"  # the old way, on a copy of the folder
+    shutil.copytree(data, by_hand)
+    shutil.copyfile(copy / "openqna.sqlite3", by_hand / "openqna.sqlite3")
+    stale = run("projects", data=by_hand, check=False)
+    assert stale.returncode != 0 or stale.stdout != backed_up, "the stale WAL no longer shows: test it another way"
+    restored = run("restore", str(copy), data=data)
+    assert restored.stdout.startswith("restored 1 project (96 QnAs and passages) and 0 keys with secret.key to "), \
+        restored.stdout
+    assert run("projects", data=data).stdout == backed_up
+    assert (data / "secret.key").read_bytes() == b"the key the backup was taken with"
+    assert not (data / "openqna.sqlite3-wal").exists() and not list(data.glob("*.partial*"))
+    with sqlite3.connect(data / "openqna.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_import_refuses_prompts_to_missing_qnas_and_writes_nothing(tmp_path):

@@ -517,7 +517,8 @@ def backup(dest: Path, data_dir: str) -> None:
     """Copy the embedded store (and its secret.key) into the folder DEST while servers use it.
 
     SQLite's online backup: one consistent snapshot, checked before it takes its name; DEST must hold
-    no store.  Restore by serving DEST (OPENQNA_DATA=DEST openqna serve) or copying it back.  A
+    no store.  Restore with `openqna restore DEST`, or serve DEST (OPENQNA_DATA=DEST openqna serve);
+    never copy openqna.sqlite3 back by hand (SQLite would apply the old store's -wal file to it).  A
     PostgreSQL store is backed up with pg_dump, or copied into a folder with `openqna migrate`.
     """
     from openqna.kb.backup import backup as run
@@ -541,6 +542,32 @@ def backup(dest: Path, data_dir: str) -> None:
     click.echo(f"backed up {count(report.projects, 'project')} ({report.records} QnAs and passages) and "
                f"{count(report.keys, 'key')}{' with secret.key' if report.secret_key else ''} to {report.path} "
                f"({report.bytes / 1e6:.1f} MB, {report.seconds} s)")
+
+
+@main.command()
+@click.argument("backup_dir", metavar="BACKUP", type=click.Path(file_okay=False, path_type=Path))
+@data_option
+def restore(backup_dir: Path, data_dir: str) -> None:
+    """Put the store backed up in the folder BACKUP (by `openqna backup`) in place of the store in --data.
+
+    Refused while a server or another command has that store open: stop them first.  The old
+    store's -wal and -shm files go with it (copied back by hand, the file would get the old WAL
+    applied to it: later writes, or "database disk image is malformed"); secret.key is restored and
+    the indexes cache dropped (rebuilt on first use).
+    """
+    from openqna.kb.backup import restore as run
+
+    try:
+        report = run(backup_dir, data_dir)
+    except OpenQnAError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"cannot restore into {data_dir}: {exc.strerror or exc}")
+    except sqlite3.Error as exc:
+        fail(f"cannot read the backup in {backup_dir}: {exc}")
+    click.echo(f"restored {report.projects} project{'' if report.projects == 1 else 's'} ({report.records} QnAs and "
+               f"passages) and {report.keys} key{'' if report.keys == 1 else 's'}"
+               f"{' with secret.key' if report.secret_key else ''} to {report.path} ({report.seconds} s)")
 
 
 @main.command()

@@ -61,11 +61,32 @@ def write_errors_named(folder: Path) -> Iterator[None]:
         raise
 
 
-def remove_database(path: Path) -> None:
+def remove_database(path: Path, *, keep_file: bool = False) -> None:
     """Delete the SQLite database ``path`` with the files SQLite keeps beside it (its rollback journal, its WAL and
-    the WAL's index): a database file is never left with another's journal or WAL, which SQLite would apply to it."""
-    for suffix in ("", "-journal", "-wal", "-shm"):
+    the WAL's index), or only those (``keep_file``): a database file is never left with another's journal or WAL,
+    which SQLite would apply to it."""
+    for suffix in ("-journal", "-wal", "-shm") if keep_file else ("", "-journal", "-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+def in_use(path: Path) -> bool:
+    """Whether a process has the SQLite database ``path`` open: each connection to a database in WAL mode holds a
+    shared lock on it for as long as it is open, so an exclusive one is refused (a server that was killed holds
+    none, though its WAL and WAL index stay beside the file)."""
+    if not path.exists():
+        return False
+    db = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        db.execute("BEGIN EXCLUSIVE")
+        db.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    except sqlite3.DatabaseError:  # a damaged file (what a stale WAL makes of it) is nobody's to keep open
+        return False
+    finally:
+        db.close()
+    return False
 
 
 def backup_file(source: Path, target: Path) -> None:
