@@ -30,6 +30,12 @@ SENTENCES = [
     ("商店几点关门？", "我们的商店每天晚上10点半关门。", "晚上10点半"),
     # a number the question names is not its answer ("3歳" was)
     ("児童手当は3歳未満だといくら", "3歳未満の児童は月額15,000円です。", "15,000円"),
+    # a counter the question asks with (何冊, 何日間), and a price asked: the amount of money, not the "1" of "1通"
+    ("図書館は何冊まで借りられる？", "本は1人10冊まで借りられます。", "10冊"),
+    ("貸出期間は何日間ですか", "貸出期間は14日間です。", "14日間"),
+    ("住民票の手数料はいくら？", "住民票の写しは1通300円です。", "300円"),
+    # a verb's kanji stem is not cut from its kana ("1,500円で受" and "2週間借" were answers)
+    ("予防接種の自己負担は", "予防接種の自己負担は1,500円で受けられます。", "1,500円"),
 ]
 
 

@@ -37,6 +37,9 @@ _TOKEN = re.compile(rf"{_CODE.pattern}|[{_CJK}]|[^\W_{_CJK}]+(?:[.,'’-][^\W_{_
 _HIRAGANA = re.compile("[\u3040-\u309f]")
 _KANA = re.compile("[\u3040-\u30ff]")
 _IS_CJK = re.compile(rf"[{_CJK}]")
+_KANJI = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# the particles a Japanese noun is followed by; other kana after a kanji are its okurigana (a verb or adjective)
+_PARTICLE = re.compile("の|は|が|を|に|で|と|へ|も|や|から|まで|より|など|か|ね|よ|って")
 _PUNCT_BREAK = frozenset(",;:()[]{}\"“”「」『』（）、，。；：！？!?—–`*")  # ` and *: a stray markdown delimiter
 _CLAUSE_BREAK = frozenset("is was were are be been being has had have which who whom whose that when where while "
                           "because although though whereas after before since until if".split())
@@ -51,7 +54,7 @@ _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve
                  "hundred|thousand|million|billion|dozen|half")
 _CJK_NUM = "0-9０-９一二三四五六七八九十百千万億亿两〇零半数"
 # CJK units of more than one character; any other unit is the one character after the number ("四次", "38岁")
-_CJK_UNITS = "か月|ヶ月|ヵ月|个小时|個小時|小时|小時|时间|時間|个月|個月|分钟|分鐘|公里|英里|平方公里|平方英里|美元|英镑|キロ|メートル|パーセント"
+_CJK_UNITS = "日間|週間|年間|か月間|ヶ月間|か月|ヶ月|ヵ月|个小时|個小時|小时|小時|时间|時間|个月|個月|分钟|分鐘|公里|英里|平方公里|平方英里|美元|英镑|キロ|メートル|パーセント"
 _LATIN_NUM = rf"(?:[$€£¥]?\d[\d,.]*|(?:{_NUMBER_WORDS})(?:[- ](?:{_NUMBER_WORDS}))*)"
 
 QUESTION_KINDS = [  # (kind, question pattern), first match wins
@@ -59,13 +62,14 @@ QUESTION_KINDS = [  # (kind, question pattern), first match wins
         r"\bwhen\b|\bwhat (year|years|date|day|month|century|decade|period|time)\b"
         r"|\bwhich (year|century|decade|month|day|date)\b|\bhow long ago\b"
         r"|什么时候|哪一年|哪年|何时|哪个世纪|哪一天|哪天|几月|几年|什么年代|多少年|哪个时期|几点|幾點|什么时间"
-        r"|いつ|何年|何月|何日|何世紀|何時(?!間)|何時代|何年代")),  # 何時間: how many hours, a number
+        r"|いつ|何年(?!間)|何月|何日(?!間)|何世紀|何時(?!間)|何時代|何年代")),  # 何時間, 何日間: how long, a number
     ("number", re.compile(
         r"\bhow (many|much|long|far|old|large|big|tall|high|often|wide|deep|fast|heavy)\b"
         r"|\bwhat (percentage|percent|number|amount|proportion|fraction)\b"
         r"|多少|几|多大|多长|多久|多高|多远|多重"
         r"|何人|いくつ|いくら|何個|何回|何歳|何%|どれくらい|どのくらい|何本|何度|何倍|何キロ|何メートル|何円|何割|何時間|何分"
-        r"|何か国|何種類|何台|何名|何件|何点|何パーセント|何万|何億")),
+        r"|何か国|何種類|何台|何名|何件|何点|何パーセント|何万|何億"
+        r"|何[冊枚匹頭羽杯軒階通着足歩錠粒週秒]|何[ヶかカヵケ]月|何日間|何年間")),
     ("name", re.compile(
         r"^\s*(who|whom|whose)\b|\bwho\b|\b(what|which)( \w+)? (player|players|actor|actress|person|man|woman|team"
         r"|teams|name|singer|company|organization|king|president|author|artist|scientist|group|university|city"
@@ -103,6 +107,12 @@ _KIND_PATTERNS = {
 # "how long" (not "how long ago", a date) asks for a time, and a number with a unit of time is its answer
 _ASKS_DURATION = re.compile(r"\bhow long\b(?! ago)|多久|多长时间|何時間|何分")
 _DURATION = re.compile(r"(?i)\b(?:second|minute|min|hour|hr|day|week|month|year|decade)s?\b|秒|分|时|時|天|日|周|週|月|年")
+
+
+# a price asked ("how much does it cost", "手数料はいくら"): an amount of money beats the "1" of "1通" beside it
+_ASKS_PRICE = re.compile(r"\bhow much\b|\b(?:cost|fee|price|charge)s?\b|いくら|何円"
+                         r"|料金|費用|手数料|値段|金額|多少钱|价格|价钱|费用|收费")
+_MONEY = re.compile(r"[$€£¥￥]|円|元|块|ドル|美元|英镑|欧元|\b(?:dollars?|euros?|pounds?|cents?|yen|usd|eur|gbp)\b")
 
 
 # "which port", "what header", "what kind of camera": the words after which / what name the kind of thing asked for
@@ -171,6 +181,7 @@ class _Sentence:
         self.anchors = [i for i in range(n) if self.covered[i]]
         self.japanese = _KANA.search(question) is not None
         self.duration = _ASKS_DURATION.search(normalise(question)) is not None
+        self.price = _ASKS_PRICE.search(normalise(question)) is not None
         self.thing = asked_thing(question)
 
     def token_at(self, offset: int) -> int:
@@ -229,7 +240,8 @@ def _kind_candidates(s: _Sentence, sentence: str, kind: str) -> list[tuple[float
             end = b
         if a < b and not any(s.covered[a:b]):
             # "how long" asks for a time: "two to four hours" beats the "4" of "Surface Pro 4" beside it
-            unit = 1.0 if s.duration and _DURATION.search(sentence[m.start():m.end()]) else 0.0
+            found = sentence[m.start():m.end()]
+            unit = 1.0 if (s.duration and _DURATION.search(found)) or (s.price and _MONEY.search(found)) else 0.0
             out.append((3.0 + unit - 0.5 * s.distance(a, b), s.tokens[a][0] if kind == "name" else m.start(),
                         min(m.end(), s.tokens[end - 1][1])))
     if kind == "name":  # Chinese names of teams, firms and places: the suffix and up to 7 characters before it
@@ -267,8 +279,15 @@ def _phrase_candidates(s: _Sentence) -> list[tuple[float, int, int]]:
             a += 1
         while b > a and s.function[b - 1]:
             b -= 1
+        scored_b = b  # the phrase is scored as before; only what it returns loses a predicate's stem
+        while s.japanese and a < b < j and _KANJI.match(toks[b - 1][2]) and not _PARTICLE.match(
+                "".join(t for _, _, t in toks[b:j])):  # a verb's or adjective's stem: "受" of "受けられます"
+            while b > a and _KANJI.match(toks[b - 1][2]):
+                b -= 1
+            while b > a and s.function[b - 1]:
+                b -= 1
         if a < b:
-            score = -0.5 * s.distance(a, b) - 0.08 * max(0, b - a - 4)
+            score = -0.5 * s.distance(a, scored_b) - 0.08 * max(0, scored_b - a - 4)
             end = b  # a CJK term ends with the word the question asked about: "荒梅雨" asked "梅雨を何と呼ぶ"
             while (s.japanese and end < n and end - b < 4 and _IS_CJK.match(toks[end - 1][2]) and s.covered[end]
                    and _IS_CJK.match(toks[end][2]) and not s.function[end]):
