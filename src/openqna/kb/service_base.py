@@ -74,7 +74,6 @@ class QuerySpace:
         return vectors if self.adapter is None else self.adapter.apply(vectors)
 
 
-
 class ServiceBase(Catalog):
     def __init__(self, store: Store, embedder: Embedder, multilingual: Embedder | None = None,
                  use: Embedder | None = None):
