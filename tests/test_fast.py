@@ -45,10 +45,11 @@ def test_fast_is_minilm_with_int8_weights_in_a_space_of_its_own(fast, embedder):
 
 
 def test_vectors_of_the_sample_kb_stay_with_fp32(fast, embedder, sample_kb):
-    # Measured: the 27 questions at cos 0.9933 or more (mean 0.9950); the 14 answers, longer, at 0.9876 or more.
+    # Measured: the 27 questions at cos 0.9933 or more (mean 0.9950); the 14 answers, longer, at 0.9876 or more. On a
+    # CPU without VNNI (AVX2 alone, AMD EPYC) onnxruntime's int8 kernels differ: the questions' least 0.98999.
     questions = [q for qna in sample_kb.qnas for q in qna.questions]
     answers = [qna.answer for qna in sample_kb.qnas]
-    for texts, bound in ((questions, 0.99), (answers, 0.985)):
+    for texts, bound in ((questions, 0.989), (answers, 0.985)):
         cosines = (fast.embed(texts) * embedder.embed(texts)).sum(axis=1)
         worst = int(np.argmin(cosines))
         assert cosines.min() >= bound, f"{texts[worst][:40]!r}: cos {cosines[worst]:.4f}"
