@@ -9,6 +9,7 @@ OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 from typing import Any
@@ -359,8 +360,12 @@ class OpenAIRoutes:
             except Exception:
                 pass  # the first failed, or its file is gone: this one is an upload of its own
         # a task of its own: the file is stored even when this request is cancelled, and a retry waits for it
-        task = asyncio.ensure_future(run_in_threadpool(openai_files.upload, self.service, filename, data, purpose,
-                                                       scope_of(request.state.key, "author"), expires_after))
+        def upload_it() -> StoredFile:  # remembered without its bytes: a retry needs the file object alone
+            stored = openai_files.upload(self.service, filename, data, purpose, scope_of(request.state.key, "author"),
+                                         expires_after)
+            return dataclasses.replace(stored, data=b"")
+
+        task = asyncio.ensure_future(run_in_threadpool(upload_it))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a failure is this request's to report
         self._uploads[key] = (now, task)
         return JSONResponse(file_json(await asyncio.shield(task)))
