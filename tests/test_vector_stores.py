@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
+import zipfile
 
 import httpx
 import numpy as np
@@ -339,6 +341,24 @@ def test_cancel_failure_and_truthful_status(live, monkeypatch):
     assert (failed.status, failed.last_error.code) == ("failed", "unsupported_file")
     assert "slides.pptx" in failed.last_error.message
     assert c.vector_stores.retrieve(vs).file_counts.failed == 1
+
+
+def test_a_file_of_a_type_it_cannot_read_is_unsupported_and_a_broken_one_invalid(live):
+    """OpenAI's last_error codes: ``unsupported_file`` for a type the store does not read (an image, an archive),
+    ``invalid_file`` for a file of a type it reads that is broken; the former says which types it reads."""
+    c = client(live)
+    vs = c.vector_stores.create(name="types").id
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("notes.txt", "Returns are accepted within 30 days.")
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+    for name, data, code in [("photo.png", png, "unsupported_file"), ("notes.zip", archive.getvalue(), "unsupported_file"),
+                             ("manual.pdf", b"%PDF-1.7\n" + bytes(range(256)) * 8, "invalid_file"),
+                             ("latin1.txt", "Café".encode("latin-1"), "invalid_file")]:
+        failed = c.vector_stores.files.create_and_poll(file_id=upload(c, name, data), vector_store_id=vs)
+        assert (failed.status, failed.last_error.code) == ("failed", code), (name, failed.last_error)
+        assert failed.last_error.message.startswith(f"{name}: ")
+        assert (".pdf, .docx" in failed.last_error.message) == (code == "unsupported_file"), failed.last_error.message
 
 
 def test_keys_and_roles(live):

@@ -2,8 +2,10 @@
 
 Content wins over the name for binary formats: a PDF is a PDF whatever it is called,
 and a ".pdf" that is not one is reported as such instead of failing deep in PDFium.
-Every failure, including an unexpected exception from a parsing library, reaches the
-caller as ``DocumentError`` naming the file.
+A file of any other name is read as text, so a file of another name that is not text
+(an image, an archive) is of a type we do not read.  Every failure, including an unexpected
+exception from a parsing library, reaches the caller as ``DocumentError`` naming the file, and
+marked ``unsupported`` when the file's type, not its content, is what we cannot read.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ _PARSERS: dict[DocumentKind, Callable[[str, bytes], ParsedDocument]] = {
     "text": parse_text,
 }
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # legacy Office, and encrypted .docx
+SUPPORTED_TYPES = f"the supported types are {', '.join(_BY_SUFFIX)}, and UTF-8 text under any other name"
 
 
 def parse_document(name: str, data: bytes, *, max_bytes: int | None = None) -> ParsedDocument:
@@ -81,6 +84,8 @@ def parse_document(name: str, data: bytes, *, max_bytes: int | None = None) -> P
             _check_unpacked_size(name, data)
         document = split_marked_pairs(_PARSERS[kind](name, data))
     except DocumentError:
+        if kind == "text" and PurePath(name).suffix.lower() not in _BY_SUFFIX:  # read as text for want of a type
+            raise _unsupported(name, "is not UTF-8 text, a PDF or a Word document") from None
         raise
     except Exception as err:  # a library's own exception must not reach API callers raw
         raise DocumentError(name, f"could not be read as {_LABELS[kind]} ({type(err).__name__}: {err})") from err
@@ -100,11 +105,11 @@ def _detect_kind(name: str, data: bytes) -> DocumentKind:
         if suffix == ".docx":
             if names is None:
                 return "docx"  # a damaged container: the unpacking check names it
-            raise DocumentError(name, _not_word(names))
-    if data.startswith(_OLE_MAGIC) and suffix in (".docx", ".doc"):
+            raise _not_word(name, names)
+    if data.startswith(_OLE_MAGIC) and suffix == ".docx":
         raise DocumentError(name, "is password-protected or in the legacy .doc format; save it as a .docx without a password")
     if suffix in _UNSUPPORTED:
-        raise DocumentError(name, _UNSUPPORTED[suffix])
+        raise _unsupported(name, _UNSUPPORTED[suffix])
     kind = _BY_SUFFIX.get(suffix)
     if kind in ("pdf", "docx"):
         raise DocumentError(name, f"is not {_LABELS[kind]}: its content does not look like one (damaged or renamed?)")
@@ -124,15 +129,20 @@ def _zip_names(data: bytes) -> set[str] | None:
         return None
 
 
-def _not_word(names: set[str]) -> str:
+def _not_word(name: str, names: set[str]) -> DocumentError:
     """What a ZIP named .docx that holds no Word document is, said so its owner can fix it."""
     if "xl/workbook.xml" in names:
-        return "is an Excel workbook, not a Word document: name it .xlsx to import its QnAs"
+        return _unsupported(name, "is an Excel workbook, not a Word document: name it .xlsx to import its QnAs")
     if "ppt/presentation.xml" in names:
-        return "is a PowerPoint file, not a Word document: save it as PDF"
+        return _unsupported(name, "is a PowerPoint file, not a Word document: save it as PDF")
     if "content.xml" in names:
-        return "is an OpenDocument file, not a Word document: save it as .docx"
-    return "is a ZIP archive without word/document.xml, not a Word document (damaged or renamed?)"
+        return _unsupported(name, "is an OpenDocument file, not a Word document: save it as .docx")
+    return DocumentError(name, "is a ZIP archive without word/document.xml, not a Word document (damaged or renamed?)")
+
+
+def _unsupported(name: str, message: str) -> DocumentError:
+    """A file of a type we do not read, told which types we do."""
+    return DocumentError(name, f"{message}; {SUPPORTED_TYPES}", unsupported=True)
 
 
 def _check_unpacked_size(name: str, data: bytes) -> None:

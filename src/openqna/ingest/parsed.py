@@ -50,9 +50,12 @@ class DocumentError(InvalidArgument):
     """A document we cannot ingest: corrupt, encrypted, too large, undecodable or empty.
 
     The message always starts with the file name, because uploads come in batches and a
-    bare "invalid PDF" does not say which one.
+    bare "invalid PDF" does not say which one.  ``unsupported`` tells a file of a type we do not
+    read (an image, a spreadsheet) from a broken file of a type we do (a damaged PDF): OpenAI's
+    vector stores report the two with different codes.
     """
 
-    def __init__(self, file: str, message: str):
+    def __init__(self, file: str, message: str, *, unsupported: bool = False):
         super().__init__(f"{file}: {message}", target=file)
         self.file = file
+        self.unsupported = unsupported

@@ -489,8 +489,7 @@ class VectorStores:
             units = sum(len(q.questions) + 1 for q in records)
             usage = sum(len(q.answer.encode()) for q in records) + units * self.service.embedder.dim * 4
         except DocumentError as exc:
-            unsupported = any(w in exc.message for w in ("not supported", "binary", "not documents"))
-            error = {"code": "unsupported_file" if unsupported else "invalid_file", "message": exc.message}
+            error = {"code": "unsupported_file" if exc.unsupported else "invalid_file", "message": exc.message}
         except NotFound as exc:
             self._project(store_id)  # the store itself is gone: NotFound ends the job quietly
             error = {"code": "invalid_file", "message": exc.message}
