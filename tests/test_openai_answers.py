@@ -237,6 +237,17 @@ def test_an_upload_that_is_not_what_it_seems_is_refused_naming_why(live):
     assert "expires_at" not in stored.json()
 
 
+def test_a_filename_is_the_users_though_the_client_escapes_quotes_and_line_breaks(live):
+    """httpx (under the `openai` client) escapes '"' as %22 and line breaks as %0A and %0D in a multipart filename, as
+    browsers do; the file was stored and listed as 'my %22notes%22.txt'.  A "%" is not escaped, so "%41" stays."""
+    c = client(live)
+    names = ['my "notes".txt', "two\nlines\r.txt", "100%41 sure.txt", "back\\slash.txt"]
+    for name in names:
+        f = c.files.create(file=(name, b"Returns are accepted within 30 days."), purpose="assistants")
+        assert f.filename == name and c.files.retrieve(f.id).filename == name
+    assert sorted(f.filename for f in c.files.list()) == sorted(names)
+
+
 def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
     c = client(live)
     data = b'{"text": "fine"}\n{"text": ""}\n'

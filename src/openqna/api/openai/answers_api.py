@@ -137,6 +137,18 @@ def check_upload_fields(form: Any) -> None:
                               target=repeated[0])
 
 
+# What a browser (WHATWG's multipart/form-data encoding) and httpx, under the `openai` client, escape in a part's
+# filename, which the multipart parser leaves as sent.  Only these: a "%" is not escaped, so a name may hold "%41".
+_FORM_ESCAPES = {"%22": '"', "%0A": "\n", "%0D": "\r"}
+
+
+def form_filename(sent: str) -> str:
+    """The name the user gave the file, from the ``filename`` of its multipart Content-Disposition."""
+    for escaped, char in _FORM_ESCAPES.items():
+        sent = sent.replace(escaped, char)
+    return sent
+
+
 def expires_after_form(form: Any) -> int | None:
     """The seconds of ``expires_after[anchor]=created_at&expires_after[seconds]=N`` (None: the file never expires), as
     OpenAI's SDK sends the form; the range is checked where the file is stored."""
@@ -341,7 +353,7 @@ class OpenAIRoutes:
                                   "form-data; name=\"file\"; filename=\"notes.jsonl\"; curl: -F file=@notes.jsonl).",
                                   target="file")
         data = await upload.read()
-        filename = upload.filename or "file"
+        filename = form_filename(upload.filename)
         # The openai client retries a request that timed out (twice, by default), saying so in
         # x-stainless-retry-count, while the server still indexes the first: a large file was stored three times
         # (and indexed three times over, for half an hour of CPU).  A retry of an upload this process received in
