@@ -64,7 +64,8 @@ def qnamaker(body: Any) -> bool:
     return isinstance(error, dict) and error.get("code") in QNAMAKER_CODES and isinstance(error.get("message"), str)
 
 
-QNAMAKER_CODES = {"BadArgument", "Unauthorized", "Forbidden", "KbNotFound", "NotFound", "QuotaExceeded"}
+QNAMAKER_CODES = {"BadArgument", "Unauthorized", "Forbidden", "KbNotFound", "NotFound", "QuotaExceeded", "ServiceError",
+                  "QnaRuntimeError"}
 
 # path prefix → the envelope that surface answers in
 DIALECTS: dict[str, Callable[[Any], bool]] = {

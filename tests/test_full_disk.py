@@ -16,7 +16,7 @@ from openqna.models.embedder import HashEmbedder
 from openqna.records import KnowledgeBaseContent, QnA
 from openqna.server import create_app
 from openqna.store.sqlite import SQLiteStore
-from test_error_envelopes import azure, openai
+from test_error_envelopes import azure, openai, qnamaker
 
 AUTHORING = "/language/authoring/query-knowledgebases/projects"
 PARAMS = {"api-version": "2023-04-01"}
@@ -54,3 +54,29 @@ def test_every_surface_answers_a_full_disk_507_in_its_dialect(full_server):
     assert r.status_code == 200 and "With its cable." in r.text, r.text
     disk.free()
     assert client.patch(f"{AUTHORING}/new", params=PARAMS, json={"language": "en"}).status_code in (200, 201)
+
+
+def test_a_store_that_cannot_be_written_answers_503_with_each_dialects_own_code(tiny_disk):
+    """A 503 (here a read-only mount: the store is read, its writes refused) said "BadArgument" on QnA Maker's routes,
+    which blames the bot's request; QnA Maker's code for the server's own trouble is ServiceError, and Azure's is
+    ServiceUnavailable, in its header too."""
+    store = SQLiteStore(tiny_disk.path / "data")
+    Service(store, HashEmbedder()).import_content(
+        "kb", KnowledgeBaseContent(qnas=[QnA(["How do I charge the battery?"], "With its cable.")]))
+    store.close()
+    tiny_disk.read_only()  # a mount with files open for writing cannot be made read-only
+    store = SQLiteStore(tiny_disk.path / "data")
+    feedback = {"userId": "u", "userQuestion": "charging?", "qnaId": 1}
+    try:
+        with TestClient(create_app(Service(store, HashEmbedder())), raise_server_exceptions=False) as client:
+            r = client.post("/qnamaker/knowledgebases/kb/train", json={"feedbackRecords": [feedback]})
+            assert r.status_code == 503 and qnamaker(r.json()), r.text
+            assert r.json()["error"]["code"] == "ServiceError" and "is read-only here" in r.text, r.text
+            r = client.post(f"{AUTHORING}/kb/feedback", params=PARAMS, json={"records": [feedback]})
+            assert r.status_code == 503 and azure(r.json()), r.text
+            assert r.json()["error"]["code"] == r.headers["x-ms-error-code"] == "ServiceUnavailable", r.text
+            r = client.post("/qnamaker/knowledgebases/kb/generateAnswer",
+                            json={"question": "charge the battery", "isTest": True})
+            assert r.status_code == 200 and r.json()["answers"][0]["answer"] == "With its cable.", r.text
+    finally:
+        store.close()

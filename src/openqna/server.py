@@ -24,7 +24,7 @@ from openqna.api.azure.runtime import AzureRuntime
 from openqna.api.console import console_routes
 from openqna.api.credentials import ChecksOffLoop
 from openqna.api.deadlines import DeadlineProtocol
-from openqna.api.errors import azure_error, qnamaker_error
+from openqna.api.errors import azure_error, qnamaker_code, qnamaker_error
 from openqna.api.native import NativeRoutes
 from openqna.api.openai.answers_api import OpenAIRoutes, openai_error
 from openqna.api.openai.embeddings_api import EmbeddingRoutes
@@ -197,6 +197,8 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
         if path == "/mcp":
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}},
                                 status_code=status)
+        if is_qnamaker_path(path):  # QnA Maker's codes: a bot's log shows them
+            return qnamaker_error(status, qnamaker_code(status), message)
         return azure_error(status, code, message)
 
     def refused(path: str, exc: OpenQnAError) -> Response:

@@ -35,6 +35,18 @@ def azure_error(status: int, code: str, message: str, *, target: str | None = No
     return JSONResponse({"error": error}, status_code=status, headers={"x-ms-error-code": code, **(headers or {})})
 
 
+# QnA Maker's ErrorCodeType by status.  A status without a code of its own is a BadArgument below 500 and a
+# ServiceError from 500 on: a 503 (the store unreachable or read-only) said BadArgument, so a bot's log blamed its own
+# request for the server's trouble.
+QNAMAKER_CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+                  413: "BadArgument", 500: "QnaRuntimeError", 507: "QnaRuntimeError"}
+
+
+def qnamaker_code(status: int) -> str:
+    """QnA Maker's error code for an error of HTTP ``status``."""
+    return QNAMAKER_CODES.get(status) or ("ServiceError" if status >= 500 else "BadArgument")
+
+
 def qnamaker_error(status: int, code: str, message: str, *, target: str | None = None) -> JSONResponse:
     """QnA Maker's envelope: {"error": {"code", "message", "target"?}} with its codes (BadArgument, KbNotFound...).
 

@@ -25,7 +25,7 @@ from openqna.api import json_body
 from openqna.api.azure.runtime import feedback_records, question_and_context
 from openqna.api.azure.wire import Body
 from openqna.api.credentials import secret_from_headers
-from openqna.api.errors import qnamaker_error, unauthorized_message
+from openqna.api.errors import qnamaker_code, qnamaker_error, unauthorized_message
 from openqna.api.logged_ask import ask_and_log
 from openqna.auth.keys import Authorizer, allows
 from openqna.filters.nodes import And, Filter, MetaEq, Or, SourceIn
@@ -43,8 +43,6 @@ PREFIXES = ("", "/qnamaker", "/qnamaker/v4.0", "/qnamaker/v5.0-preview.1", "/qna
 PRODUCTION = "production"  # what QnA Maker calls the published index; isTest asks the live (test) one
 SOURCE_FILTER_NAME = "source_name_metadata"  # botbuilder-dotnet's Constants.SourceFilterMetadataKey
 RANKERS = ("Default", "QuestionOnly", "AutoSuggestQuestion")
-CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-         413: "BadArgument", 507: "QnaRuntimeError"}
 
 
 def is_qnamaker_path(path: str) -> bool:
@@ -173,7 +171,7 @@ def answers_errors(endpoint: Callable[..., Awaitable[Response]]) -> Callable[...
         except Refusal as exc:
             return exc.response
         except OpenQnAError as exc:
-            code = "KbNotFound" if exc.code == "ProjectNotFound" else CODES.get(exc.status, "BadArgument")
+            code = "KbNotFound" if exc.code == "ProjectNotFound" else qnamaker_code(exc.status)
             return qnamaker_error(exc.status, code, exc.message, target=exc.target)
         except Exception:
             log.exception("QnA Maker route failed")
