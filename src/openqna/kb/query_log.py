@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from openqna.kb.side_writes import SideWrites
 from openqna.records import InvalidArgument
 from openqna.store import LoggedQuery, Store
 from openqna.store.base import LIVE
@@ -52,6 +53,7 @@ class QueryLog:
     def __init__(self, store: Store):
         self.store = store
         self._pruned: dict[str, float] = {}
+        self._writes = SideWrites("question(s) not logged in a query log")
 
     def settings(self, project: str) -> LogSettings:
         raw = self.store.get_project(project).settings.get(SETTINGS_KEY) or {}
@@ -76,7 +78,8 @@ class QueryLog:
 
     def record(self, project: str, deployment: str, question: str, user_id: str, qna_id: int,
                confidence: float, *, settings: dict[str, Any] | None = None) -> bool:
-        """Log one question asked of ``deployment`` when the project has opted in; True when it was logged.
+        """Log one question asked of ``deployment`` when the project has opted in; True when it was logged (False
+        too when the store cannot be written: the entry is dropped, with a warning now and then, ``SideWrites``).
         ``settings``: the project's settings as just read (when the question was asked), else read here."""
         if deployment.lower() == LIVE or not question.strip():
             return False
@@ -87,10 +90,14 @@ class QueryLog:
             return False
         user_hash = hmac.new(str(raw["salt"]).encode(), user_id.encode(), hashlib.sha256).hexdigest()[:24] \
             if user_id else ""
-        self.store.log_queries(project, [LoggedQuery(_iso(datetime.now(UTC)), deployment, question.strip()[:1000],
-                                                     user_hash, qna_id, round(confidence, 4))])
-        self._prune(project, int(raw.get("retentionDays", DEFAULT_RETENTION_DAYS)))
-        return True
+        logged = LoggedQuery(_iso(datetime.now(UTC)), deployment, question.strip()[:1000], user_hash, qna_id,
+                             round(confidence, 4))
+
+        def write() -> None:
+            self.store.log_queries(project, [logged])
+            self._prune(project, int(raw.get("retentionDays", DEFAULT_RETENTION_DAYS)))
+
+        return self._writes.attempt(write)  # a full or read-only store still answers: the entry is dropped
 
     def _prune(self, project: str, retention_days: int, *, force: bool = False) -> None:
         now = time.monotonic()

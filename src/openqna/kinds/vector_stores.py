@@ -55,6 +55,7 @@ from openqna.ingest import DocumentError, chunk_document, parse_document
 from openqna.kb.attribute_columns import attribute_fields, without_attribute_columns
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
+from openqna.kb.side_writes import SideWrites
 from openqna.kinds import openai_files
 from openqna.kinds.vector_store_records import chunk_record
 from openqna.models import gpt2
@@ -157,6 +158,7 @@ class VectorStores:
         jobs.handlers[JOB_KIND] = self._run
         # Settings are read-modified-written by request threads and the job worker.
         self._lock = threading.RLock()
+        self._touches = SideWrites("vector store search(es) not recorded as the store's last use")
 
     # -- state --------------------------------------------------------------------------------------
     def _project(self, store_id: str) -> tuple[Project, dict]:
@@ -557,7 +559,8 @@ class VectorStores:
         return results, len(order) > limit
 
     def _touch(self, store_id: str, seen: dict) -> None:
-        """Record the store as active (at most every ACTIVE_EVERY seconds: ``seen`` is its state as just read)."""
+        """Record the store as active (at most every ACTIVE_EVERY seconds: ``seen`` is its state as just read); a
+        search of a store that cannot be written is answered all the same (``SideWrites``)."""
         now = int(time.time())
         if now - seen["last_active_at"] < ACTIVE_EVERY:
             return
@@ -566,5 +569,8 @@ class VectorStores:
             if now - vs["last_active_at"] >= ACTIVE_EVERY:
                 vs["last_active_at"] = max(now, vs["last_active_at"])
 
-        with self._lock:
-            self._update(store_id, change)
+        def touch() -> None:
+            with self._lock:
+                self._update(store_id, change)
+
+        self._touches.attempt(touch)

@@ -45,7 +45,7 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
-from openqna.records import Dialog, NotFound, ProjectNotFound, QnA, StoreUnavailable
+from openqna.records import Dialog, NotFound, ProjectNotFound, QnA, StoreFull, StoreUnavailable
 from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
@@ -181,9 +181,14 @@ class PostgresStore(SharedStatements, VectorSearch):
     def _reachable(self) -> Iterator[None]:
         """Run a use of the server; a connection lost or refused (a restart, a failover, the network) raises
         ``StoreUnavailable`` and drops every pooled connection that died with it, so that the first uses after the
-        server is back get new ones instead of failing one by one."""
+        server is back get new ones instead of failing one by one.  A full disk on the server raises ``StoreFull``,
+        as the embedded store's does (a 507, not a 500; a question's query-log entry is dropped)."""
         try:
             yield
+        except psycopg.errors.DiskFull as exc:  # 53100: the server could not extend a file; it wrote none of this
+            reason = (str(exc).strip().splitlines() or ["disk full"])[0]
+            raise StoreFull(f"the disk of the PostgreSQL store is full ({reason}); nothing of this write was stored. "
+                            "Free space on the database server and try again.") from None
         except psycopg.OperationalError as exc:
             if not _lost(exc):
                 raise  # the server answered: a statement's own error (a deadlock, a timeout) is not an outage
