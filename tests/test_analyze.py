@@ -1,6 +1,6 @@
 """The analyzer: one function that every store's BM25 depends on."""
 
-from openqna.index.analyze import analyze, exact_key, expand_with_synonyms
+from openqna.index.analyze import Synonyms, analyze, exact_key, expand_with_synonyms
 
 
 def test_latin_words_are_stemmed_stopped_and_shingled():
@@ -63,3 +63,32 @@ def test_synonyms_match_inside_chinese_and_japanese_text_written_without_spaces(
     # Latin words still match whole, never inside another word
     assert expand_with_synonyms("surface pens", groups) == "surface pens stylus"
     assert expand_with_synonyms("resurface pen", groups) == "resurface pen"
+
+
+def test_synonyms_among_a_thousand_groups_expand_as_they_do_alone():
+    """A project's groups are read once (``Synonyms``) and a question looks up only the groups its words may open:
+    among 1,000 groups, some sharing a first word or a CJK run's first characters with the groups asked about, every
+    expansion is the one those groups give alone, in the groups' order."""
+    asked = [["マイナンバーカード", "マイナカード"], ["社保卡", "社会保障卡"], ["车", "汽车"], ["surface pen", "stylus"],
+             ["fix problems", "troubleshoot", "diagnostic"], ["surface ペン", "タッチペン"], ["wifi", "wireless"]]
+    groups = [[f"surface dock {i}", f"マイナ保険証{i}", f"社保{i}号"] if i % 3 == 0 else
+              [f"fix {i}", f"车站{i}", f"problems {i}x"] if i % 3 == 1 else [f"word{i}", f"同义词{i}"]
+              for i in range(1000)]
+    for at, group in zip(range(50, 1000, 140), asked):
+        groups.insert(at, group)
+    synonyms = Synonyms(groups)
+    cases = {
+        "マイナカードの申請": "マイナカードの申請 マイナンバーカード",
+        "社会保障卡丢了怎么办": "社会保障卡丢了怎么办 社保卡",
+        "火车票多少钱": "火车票多少钱",
+        "车": "车 汽车",
+        "surface pens": "surface pens stylus",
+        "resurface pen": "resurface pen",
+        "Surface ペンの充電": "Surface ペンの充電 タッチペン",
+        "how to troubleshoot the wifi": "how to troubleshoot the wifi fix problems diagnostic wireless",
+        "マイナ保険証7": "マイナ保険証7",  # no group holds マイナ保険証 with 7
+        "surface dock 300 and word302": "surface dock 300 and word302 マイナ保険証300 社保300号 同义词302",
+        "no match here": "no match here",
+    }
+    for text, expanded in cases.items():
+        assert expand_with_synonyms(text, synonyms) == expand_with_synonyms(text, groups) == expanded, text

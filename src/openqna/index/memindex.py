@@ -271,9 +271,9 @@ class MemIndex:
         """``compute()``, once for this index version: the one home of what other layers derive from an index.
 
         Ranking keeps its per-KB state here (the KB's adaptation, its headings, its answers' informativeness, the
-        typo vocabulary) and asking the deployment's synonym groups, read from the store on first need: a change of
-        content or synonyms moves the change sequence, so the next question gets a new index that starts without
-        any of it, and nothing here keeps an old version alive.  The multilingual view is an index of its own.
+        typo vocabulary) and asking the deployment's synonym groups prepared for matching (``analyze.Synonyms``),
+        read from the store on first need: a change of content or synonyms moves the change sequence, so the next
+        question gets a new index that starts without any of it, and nothing here keeps an old version alive.  The multilingual view is an index of its own.
         Two threads may compute the same name at once; both get an equal value and one is kept.
         """
         state: dict[str, Any] = self.__dict__.setdefault("_derived", {})

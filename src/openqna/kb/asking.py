@@ -17,7 +17,7 @@ import numpy as np
 from openqna.answers.span import Span, best_spans, sentence_spans
 from openqna.filters.match import Filter, IdIn, KindIn, all_of
 from openqna.formats.limits import LIMITS
-from openqna.index.analyze import analyze, exact_key, expand_with_synonyms, unread_share
+from openqna.index.analyze import Synonyms, analyze, exact_key, expand_with_synonyms, unread_share
 from openqna.index.memindex import MemIndex
 from openqna.kb.catalog import kind_of
 from openqna.kb.service_base import QuerySpace, ServiceBase, taking_turns
@@ -123,11 +123,15 @@ class Asking(ServiceBase):
             return [Answer(None, 0.0, default_text=proj.default_answer)], proj
         return [without_dangling_prompts(a, index) for a in answers], proj
 
+    def prepared_synonyms(self, project: str, deployment: str, index: MemIndex) -> Synonyms:
+        """The deployment's synonym groups, read from the store and prepared for matching once per index version."""
+        return index.derived("synonyms", lambda: Synonyms(self.store.get_synonyms(project, deployment)))
+
     def read_as(self, project: str, deployment: str, question: str) -> str:
         """``question`` as the ranker reads it: its synonyms expanded and its typos corrected (``ranking.typos``),
         for Inspect to show ("咯学" read as the KB's "咯血")."""
         index = self.indexes.get(project, deployment)
-        synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
+        synonyms = self.prepared_synonyms(project, deployment, index)
         return typos.correct(index, expand_with_synonyms(question, synonyms))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest,
@@ -162,7 +166,7 @@ class Asking(ServiceBase):
         passages' best together are kept (default ``req.top``; each kind's own list holds ``req.top``).
         """
         question = req.question or ""
-        synonyms = index.derived("synonyms", lambda: self.store.get_synonyms(project, deployment))
+        synonyms = self.prepared_synonyms(project, deployment, index)
         if space is None:
             space = self.query_space(index, question, calibration, project=project, deployment=deployment)
             # a question crossing languages, of a KB that holds records in its own language too: those are read as
