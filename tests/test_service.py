@@ -207,6 +207,39 @@ def test_mixing_embedders_is_refused_until_reembedded(kb):
     assert ask(kb, "How do I reset my password?", top=1)[0].qna.id == 5
 
 
+def test_a_server_of_another_model_says_how_to_serve_the_project_or_re_embed_it(kb, monkeypatch):
+    """After `openqna reembed` with another model, a server still started with the old one was told to re-embed the
+    project with the old model, which undoes the re-embed: it names the project's model to serve it with as well,
+    as an OPENQNA_EMBEDDER value for a bundled one, whichever way the two differ."""
+    from openqna.kb.service import Service
+    from openqna.models.embedder import get_embedder
+
+    monkeypatch.setenv("OPENQNA_MULTILINGUAL", "off")
+    other = Service(kb.store, get_embedder("hash"))  # the same store, served with another bundled model
+    with pytest.raises(Conflict) as refused:  # built with the default, asked of a server of the other
+        other.ask("surface", "test", AskRequest(question="How do I reset my password?"))
+    assert "(start the server with OPENQNA_EMBEDDER=local)" in str(refused.value)
+    assert "(`OPENQNA_EMBEDDER=hash openqna reembed surface`" in str(refused.value)
+    other.reembed("surface")  # moved to the other model: the default's server is now the old one
+    with pytest.raises(Conflict) as refused:
+        ask(kb, "How do I reset my password?")
+    assert "(start the server with OPENQNA_EMBEDDER=hash)" in str(refused.value)
+    assert "(`OPENQNA_EMBEDDER=local openqna reembed surface`" in str(refused.value)
+    assert other.ask("surface", "test", AskRequest(question="How do I reset my password?", top=1))[0].qna.id == 5
+    project = kb.store.get_project("surface")
+    project.embedder = "openai:text-embedding-3-small"  # an endpoint's model is no OPENQNA_EMBEDDER value alone
+    kb.store.update_project(project)
+    with pytest.raises(Conflict, match="OPENQNA_EMBEDDER=openai and OPENQNA_EMBEDDINGS_MODEL=text-embedding-3-small"):
+        ask(kb, "How do I reset my password?")
+
+
+def test_each_bundled_model_is_named_by_its_openqna_embedder_value():
+    from openqna.models.embedder import get_embedder, spec_named
+
+    assert [spec_named(get_embedder(spec).name) for spec in ("local", "hash")] == ["local", "hash"]
+    assert spec_named("openai:text-embedding-3-small") is None
+
+
 def test_a_deployment_made_before_a_reembed_is_refused_until_deployed_again(kb):
     """`openqna reembed` re-embeds the live state alone: a deployment (and a kept version) made before it holds the
     old model's vectors, which were read against the new model's questions (a 500 when the widths differed, silently

@@ -24,7 +24,7 @@ from openqna.index.memindex import MemIndex
 from openqna.kb import near_topic_setting
 from openqna.kb.catalog import Catalog, embedder_of
 from openqna.kb.connected_search import ConnectedTables
-from openqna.models.embedder import Embedder, spec_of
+from openqna.models.embedder import Embedder, spec_named, spec_of
 from openqna.ranking import calibrations
 from openqna.ranking.calibrations import Calibration
 from openqna.ranking.multilingual import MultilingualSpace, crosses
@@ -51,6 +51,18 @@ def taking_turns(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate
             return method(self, *args, **kwargs)
 
     return in_turn
+
+
+def started_with(embedder: str) -> str:
+    """How to start a server with the embedder named ``embedder``: its ``OPENQNA_EMBEDDER`` value when it is a bundled
+    model, the endpoint's settings for an OpenAI-compatible one's."""
+    spec = spec_named(embedder)
+    if spec:
+        return f"start the server with OPENQNA_EMBEDDER={spec}"
+    if embedder.startswith("openai:"):
+        return (f"start the server with OPENQNA_EMBEDDER=openai and OPENQNA_EMBEDDINGS_MODEL="
+                f"{embedder.removeprefix('openai:')} at the endpoint that serves it")
+    return f"start the server with the embedder '{embedder}'"
 
 
 @dataclass(frozen=True)
@@ -105,9 +117,10 @@ class ServiceBase(Catalog):
             raise Conflict(f"Deployment '{deployment}' of project '{project.name}' holds the vectors of embedder "
                            f"'{built}' (it was deployed before the project was re-embedded), this server runs "
                            f"'{self.embedder.name}': deploy the project to '{deployment}' again to serve it here.")
+        # a server started with the model a project was re-embedded from: re-embedding with its own would undo that
         raise Conflict(f"Project '{project.name}' was built with embedder '{built}', this server runs "
-                       f"'{self.embedder.name}'; re-embed it with {run} first (then deploy it again to update its "
-                       f"deployments).")
+                       f"'{self.embedder.name}': serve it with its own ({started_with(built)}), or re-embed it with "
+                       f"this server's ({run}, then deploy it again to update its deployments).")
 
     @property
     def reads_cjk(self) -> bool:

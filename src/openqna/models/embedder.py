@@ -427,13 +427,18 @@ class HybridEncoder:
         if not 0.0 < weight < 1.0:
             raise ValueError(f"weight must be in (0, 1), got {weight}")
         self.a, self.b, self.weight = a, b, weight
-        self.name = f"{a.name}+{b.name}@{weight:g}"
+        self.name = hybrid_name(a.name, b.name, weight)
         self.dim = a.dim + b.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         return np.hstack([np.sqrt(1.0 - self.weight) * self.a.embed(texts),
                           np.sqrt(self.weight) * self.b.embed(texts)]).astype(np.float32, copy=False)
+
+
+def hybrid_name(a: str, b: str, weight: float) -> str:
+    """The vector space's name of ``HybridEncoder(a, b, weight)``, from its two models' names."""
+    return f"{a}+{b}@{weight:g}"
 
 
 ACCURATE_WEIGHT = 0.4  # of the universal sentence encoder in OPENQNA_EMBEDDER=accurate
@@ -597,6 +602,18 @@ def _create(spec: str) -> Embedder:
         return UniversalSentenceEncoder(threads=1)
     raise ValueError(f"unknown embedder {spec!r}: expected 'local', 'fast', 'balanced', 'accurate', 'accurate-fast', "
                      "'mpnet', 'mpnet-fast', 'openai' or 'hash'")
+
+
+def spec_named(name: str) -> str | None:
+    """The ``OPENQNA_EMBEDDER`` value whose embedder writes vectors named ``name`` (a project's ``embedder``:
+    "minilm-l6-v2/onnx-fp32" is "local"), or None when no bundled model does (an OpenAI-compatible endpoint's
+    "openai:MODEL", a test's own).  Worked out from the names alone: no model is loaded to say which to start."""
+    use = UniversalSentenceEncoder.name
+    return {MINILM.name: "local", MINILM_INT8.name: "fast", MPNET.name: "mpnet", MPNET_INT8.name: "mpnet-fast",
+            hybrid_name(MPNET.name, use, ACCURATE_WEIGHT): "accurate",
+            hybrid_name(MPNET_INT8.name, use, ACCURATE_WEIGHT): "accurate-fast",
+            hybrid_name(MINILM.name, use, BALANCED_WEIGHT): "balanced",
+            MultilingualE5.name: "multilingual", use: "multilingual-use", HashEmbedder().name: "hash"}.get(name)
 
 
 def spec_of(embedder: Embedder) -> str | None:
