@@ -26,6 +26,7 @@ from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document
 from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
+from openqna.kb.source_ids import source_ids
 from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, ProjectSettings, QnA
 from openqna.store import Job, Project, Source, Store
 from openqna.store.base import AcceptedQuestion
@@ -481,7 +482,9 @@ class Authoring:
                             unstructured=src.content_structure_kind.lower() == "unstructured")
 
     def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
-        """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared."""
+        """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared.  The file's ids
+        are its own (``source_ids``): they never overwrite another source's or an editorial QnA."""
+        source_ids(self.store, project, source, qnas)
         report = self.service.upsert(project, qnas)
         stale = [q.id for q in self.store.list_qnas(project)
                  if q.source.lower() == source.lower() and q.id not in set(report.ids)]
