@@ -312,3 +312,26 @@ def test_an_export_keeps_the_kb_id(server, files):
     assert authoring.project_for_kb(KB_ID).name == "moved"
     authoring.import_assets("copy", "json", "qnas", {"fileUri": f"{files.url}/{name}"})  # kbId taken: kept by moved
     assert authoring.project_for_kb(KB_ID).name == "moved" and server.service.store.count_qnas("copy") == 8
+
+
+def test_prompts_are_answered_by_display_order_on_both_runtimes(server, key):
+    """Bot Framework's card builders show prompts in list order: they come sorted by displayOrder (ties as stored),
+    on QnA Maker's generateAnswer and on Azure's query-knowledgebases alike (Gold came first)."""
+    from azure.ai.language.questionanswering import QuestionAnsweringClient
+    from azure.core.credentials import AzureKeyCredential
+
+    from openqna.records import Dialog, Prompt
+
+    medals = [QnA([f"{m} medal"], f"The {m.lower()} medal.", id=20 + i) for i, m in enumerate(("Gold", "Silver",
+                                                                                                "Bronze", "Tin"))]
+    prompts = [Prompt(2, 20, "Gold"), Prompt(0, 22, "Bronze"), Prompt(1, 21, "Silver"), Prompt(0, 23, "Tin")]
+    server.service.upsert("surface", [*medals, QnA(["Which medals are there?"], "Four.", id=24,
+                                                   dialog=Dialog(prompts=prompts))])
+    body = {"question": "Which medals are there?", "qnaId": 24, "isTest": True}
+    [answer] = post(server, f"/knowledgebases/{KB_ID}/generateAnswer", body, key).json()["answers"]
+    assert [p["displayText"] for p in answer["context"]["prompts"]] == ["Bronze", "Tin", "Silver", "Gold"]
+    qa = QuestionAnsweringClient(server.url, AzureKeyCredential(key))
+    [answer] = qa.get_answers(qna_id=24, project_name="surface",
+                              deployment_name="test").answers
+    assert [p.display_text for p in answer.dialog.prompts] == ["Bronze", "Tin", "Silver", "Gold"]
+    assert [p.display_order for p in answer.dialog.prompts] == [0, 0, 1, 2]

@@ -121,7 +121,7 @@ class Asking(ServiceBase):
                 self._add_spans(req, vector, answers, index)
         if not answers:
             return [Answer(None, 0.0, default_text=proj.default_answer)], proj
-        return [without_dangling_prompts(a, index) for a in answers], proj
+        return [with_prompts_shown(a, index) for a in answers], proj
 
     def prepared_synonyms(self, project: str, deployment: str, index: MemIndex) -> Synonyms:
         """The deployment's synonym groups, read from the store and prepared for matching once per index version."""
@@ -388,16 +388,22 @@ class Asking(ServiceBase):
         return out
 
 
-def without_dangling_prompts(answer: Answer, index: MemIndex) -> Answer:
-    """``answer`` without the follow-up prompts that lead to no record of ``index`` (its deployment).
+def with_prompts_shown(answer: Answer, index: MemIndex) -> Answer:
+    """``answer`` with the follow-up prompts a bot should show, in the order it should show them.
 
-    Deleting a QnA, or an import or a source refresh that drops it, leaves the prompts of other QnAs that point at
-    it in place; a bot would show a button whose qnaId answers nothing, so no answer carries one.
+    Prompts that lead to no record of ``index`` (its deployment) are left out: deleting a QnA, or an import or a
+    source refresh that drops it, leaves the prompts of other QnAs that point at it in place, and a bot would show a
+    button whose qnaId answers nothing.  The others are sorted by ``displayOrder`` (ties as stored; a prompt written
+    without one was given its place in the list when it was read): Bot Framework's card builders show the prompts in
+    list order, not by ``displayOrder``.  The authoring API and exports keep the stored order, so what an editor
+    reads and writes back is what it wrote.
     """
     qna = answer.qna
-    if qna is None or all(p.qna_id in index.row_of for p in qna.dialog.prompts):
+    if qna is None:
         return answer
-    prompts = [p for p in qna.dialog.prompts if p.qna_id in index.row_of]
+    prompts = sorted((p for p in qna.dialog.prompts if p.qna_id in index.row_of), key=lambda p: p.display_order)
+    if prompts == qna.dialog.prompts:
+        return answer
     return replace(answer, qna=replace(qna, dialog=replace(qna.dialog, prompts=prompts)))
 
 

@@ -318,7 +318,7 @@ class Authoring:
         them, which changes them), so the editor is told to reload rather than that its prompts are wrong.
 
         A prompt that the stored QnA (``existing``, else read) already had, to a QnA deleted since or in this same
-        change, is dropped instead: answers leave such prompts out (``asking.without_dangling_prompts``), and a QnA
+        change, is dropped instead: answers leave such prompts out (``asking.with_prompts_shown``), and a QnA
         sent back as it was read must not be refused for the deletion of another.
         """
         written = {q.id for q in writes if q.id is not None}
