@@ -173,6 +173,28 @@ def test_unstructured_sources_become_passages(live, authoring, files):
     assert source["contentStructureKind"] == "unstructured"
 
 
+def test_a_replicas_unstructured_document_is_listed_as_unstructured(live, authoring, files):
+    """A KB replica's UnstructuredContent/ documents become passages only; the source list says so, as it does for a
+    source added with contentStructureKind "unstructured" (it said "semistructured")."""
+    import shutil
+
+    from conftest import SAMPLE_DOCS
+
+    shutil.copy(SAMPLE_DOCS / "knowledge-bases" / "SampleV2KBReplica.zip", files.root)
+    authoring.begin_import_assets("faq", {"fileUri": f"{files.url}/SampleV2KBReplica.zip"}, file_format="tsv").result()
+    kinds = {s["source"]: s.get("contentStructureKind") for s in authoring.list_sources("faq")}
+    assert kinds["botframework-blog.pdf"] == "unstructured"  # absent: semi-structured, the spec's default
+    assert {k for s, k in kinds.items() if s != "botframework-blog.pdf"} == {None}
+
+
+def test_sources_differing_only_in_case_are_listed_once(live, authoring):
+    """sourceFilter and a source's delete take "Editorial" and "editorial" for one source: so does the list."""
+    authoring.begin_update_qnas("faq", [{"op": "add", "value": {
+        "questions": ["Is there a warranty?"], "answer": "One year.", "source": "Editorial"}}]).result()
+    names = [s["source"] for s in authoring.list_sources("faq")]
+    assert [n.lower() for n in names] == ["editorial"]
+
+
 def test_replace_without_questions_keeps_them(authoring):
     """The REST spec makes QnaRecord.questions optional with minLength 1: absent or null cannot mean "none"."""
     authoring.begin_update_qnas("faq", [

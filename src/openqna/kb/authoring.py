@@ -400,14 +400,25 @@ class Authoring:
 
     # -- sources -------------------------------------------------------------------------------
     def list_sources(self, project: str) -> list[Source]:
-        """Registered sources, plus every record source that came from an import or an edit."""
+        """Registered sources, plus every record source that came from an import or an edit.
+
+        Those are named as sourceFilter and a source's delete read them, case-insensitively: "Editorial" and
+        "editorial" are one source, listed under the spelling of its first record.  One whose records are all
+        passages (a KB replica's ``UnstructuredContent/`` document) is ``unstructured``, as a source added so is."""
         registered = self.store.list_sources(project)
         names = {s.source.lower() for s in registered}
+        spelling: dict[str, str] = {}
         newest: dict[str, str] = {}  # an imported file's last update: its newest record's
+        passages_only: dict[str, bool] = {}
         for q in self.store.list_qnas(project):
-            if q.source.lower() not in names:
-                newest[q.source] = max(newest.get(q.source, ""), q.last_updated or "")
-        return registered + [Source(s, s, "", "file", "semistructured", last_updated=newest[s]) for s in sorted(newest)]
+            key = q.source.lower()
+            if key not in names:
+                spelling.setdefault(key, q.source)
+                newest[key] = max(newest.get(key, ""), q.last_updated or "")
+                passages_only[key] = passages_only.get(key, True) and q.kind == "passage"
+        return registered + [Source(spelling[k], spelling[k], "", "file",
+                                    "unstructured" if passages_only[k] else "semistructured", last_updated=newest[k])
+                             for k in sorted(spelling, key=lambda k: spelling[k])]
 
     def update_sources(self, project: str, ops: list[SourceOp]) -> None:
         """Apply ``ops``: every URL is fetched and read first, and only then is anything written, so that a source
