@@ -230,6 +230,8 @@ def test_train_takes_the_user_ids_generate_answer_takes(server):
      "BadArgument", "AND, OR, 0 or 1"),
     ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "strictFilters": [{"name": "k"}]}, 400, "BadArgument",
      "strictFilters[0]"),
+    ("/knowledgebases/{kb}/generateAnswer", {"question": "x", "isTest": "yes"}, 400, "BadArgument",
+     "'isTest' must be true or false"),
     ("/knowledgebases/{kb}/generateAnswer", [1], 400, "BadArgument", "JSON object"),
     ("/knowledgebases/{kb}/generateAnswer", "not json", 400, "BadArgument", "not valid JSON"),
     ("/knowledgebases/{kb}/train", {"feedbackRecords": []}, 400, "BadArgument", "feedbackRecords"),
@@ -335,3 +337,30 @@ def test_prompts_are_answered_by_display_order_on_both_runtimes(server, key):
                               deployment_name="test").answers
     assert [p.display_text for p in answer.dialog.prompts] == ["Bronze", "Tin", "Silver", "Gold"]
     assert [p.display_order for p in answer.dialog.prompts] == [0, 0, 1, 2]
+
+
+def test_booleans_sent_as_strings_are_read_as_qna_maker_read_them(server, key):
+    """QnA Maker's runtime bound its body with Newtonsoft.Json, which reads "true" and "false" (any case) as
+    booleans, and bots written against it send them: they were a 400 here while numbers as strings were taken.
+    Azure's query-knowledgebases stays strict."""
+    server.service.upsert("surface", [QnA(["Battery care"], "Store the tablet at half charge for long absences.",
+                                          kind="passage", id=10)])
+    path = f"/knowledgebases/{KB_ID}/generateAnswer"
+    for flag in ("true", "True", "TRUE"):
+        [answer] = post(server, path, {"question": "What is the draft answer?", "isTest": flag}, key).json()["answers"]
+        assert answer["id"] == 8, flag
+    assert post(server, path, {"question": "What is the draft answer?", "isTest": "false"}, key).json()[
+        "answers"][0]["id"] != 8
+    body = {"question": "how should I store the tablet for a long absence?", "top": 3, "isTest": "true"}
+    ids = {flag: [a["id"] for a in post(server, path, {**body, "includeUnstructuredSources": flag}, key).json()[
+        "answers"]] for flag in ("true", "false")}
+    assert 10 in ids["true"] and 10 not in ids["false"]
+    body = {"question": "how long does it take to charge the battery?", "answerSpanRequest": {"enable": "true"}}
+    [answer] = post(server, f"/qnamaker/v5.0-preview.2/knowledgebases/{KB_ID}/generateAnswer", body, key).json()[
+        "answers"]
+    assert "hours" in answer["answerSpan"]["text"]
+    r = httpx.post(f"{server.url}/language/:query-knowledgebases",
+                   params={"projectName": "surface", "deploymentName": "test", "api-version": "2021-10-01"},
+                   headers={"Ocp-Apim-Subscription-Key": key}, timeout=30,
+                   json={"question": "battery", "includeUnstructuredSources": "true"})
+    assert r.status_code == 400 and r.json()["error"]["target"] == "includeUnstructuredSources"

@@ -104,6 +104,16 @@ def compound_operation(body: Body) -> str:
                           target="strictFiltersCompoundOperationType")
 
 
+def flag(body: Body, key: str) -> bool | None:
+    """A JSON boolean, or the text "true" or "false" in any case: QnA Maker's runtime bound its body with
+    Newtonsoft.Json, which reads those as booleans, and bots written against it send them.  Azure's routes keep
+    ``Body.boolean``, which refuses them."""
+    value = body.get(key)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return body.boolean(key)
+
+
 def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
     """A generateAnswer body as an ``AskRequest`` and the deployment it asks (``isTest``: test, else production)."""
     if not isinstance(raw, dict):
@@ -116,13 +126,13 @@ def parse_generate_answer(raw: Any, *, preview: bool) -> tuple[AskRequest, str]:
     req.question_only = body.choice("rankerType", RANKERS) == "QuestionOnly"
     req.filter = parse_strict_filters(body)  # userId is ignored, as QnA Maker's runtime only logged it
     span = body.obj("answerSpanRequest")
-    if span is not None and span.boolean("enable"):
+    if span is not None and flag(span, "enable"):
         req.span = SpanRequest(scale(span.number("scoreThreshold", hi=100.0)),
                                span.integer("topAnswersWithSpan", lo=1, hi=LIMITS.span_top) or 1)
     # QnA Maker managed (v5) answered from unstructured documents too, unless told not to; v4 had none
-    unstructured = body.boolean("includeUnstructuredSources")
+    unstructured = flag(body, "includeUnstructuredSources")
     req.include_unstructured = preview if unstructured is None else unstructured
-    deployment = LIVE if body.boolean("isTest") else PRODUCTION
+    deployment = LIVE if flag(body, "isTest") else PRODUCTION
     return req, deployment
 
 
