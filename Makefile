@@ -55,10 +55,11 @@ serve: $(VENV)/.installed
 	.venv-legacy/bin/pip install -q openai==0.25.0
 	touch $@
 
-# botbuilder-ai 4.17 (QnA Maker bots) pins its own aiohttp and msrest: a venv of its own as well.
+# botbuilder-ai 4.17 (QnA Maker bots; botbuilder-dialogs for QnAMakerDialog) pins its own aiohttp and msrest: a venv
+# of its own as well.
 .venv-botbuilder/.installed:
 	$(PYTHON) -m venv .venv-botbuilder
-	.venv-botbuilder/bin/pip install -q botbuilder-ai==4.17.0 botbuilder-core==4.17.0
+	.venv-botbuilder/bin/pip install -q botbuilder-ai==4.17.0 botbuilder-core==4.17.0 botbuilder-dialogs==4.17.0
 	touch $@
 
 # The console's browser test (tests/test_console.py) drives Debian's chromium through Playwright; Playwright's

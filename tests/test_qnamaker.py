@@ -12,7 +12,7 @@ from openqna.auth.keys import create_key
 from openqna.filters.nodes import MetaEq
 from openqna.kb.authoring import Authoring
 from openqna.kb.service import AskRequest
-from openqna.records import QnA
+from openqna.records import Dialog, KnowledgeBaseContent, Prompt, QnA
 from test_service import surface_kb
 
 KB_ID = "5f0b1c2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
@@ -66,6 +66,56 @@ def test_botbuilder_python_get_answers_and_train(server, key):
     assert seen["test_index"][0]["id"] == 8
     assert seen["trained"]
     assert ("battery full after how long?", 1) in Authoring(server.service).suggestions("surface")[1]
+
+
+DIALOG_KB_ID = "0c6d1f2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
+
+
+@pytest.mark.clients
+def test_botbuilder_qnamaker_dialog_multi_turn_and_did_you_mean(live):
+    """botbuilder-dialogs 4.17's QnAMakerDialog, as a Bot Framework bot runs it: an answer with prompts is a card of
+    them (in displayOrder), a click on one answers its isContextOnly QnA, which the same words asked afresh do not
+    reach; two near-duplicates close enough in score make the "Did you mean" card at the dialog's default threshold
+    0.3, and a click on one of its questions answers that QnA and sends train feedback for it."""
+    from conftest import REPO
+
+    password = {"How do I reset my password?": "Use the Forgot password link on the sign-in page.",
+                "How do I change my password?": "Go to Settings > Security and choose Change password."}
+    live.service.import_content("dialogs", KnowledgeBaseContent(qnas=[
+        *(QnA([q, "password help"], a, id=i) for i, (q, a) in enumerate(password.items(), start=1)),
+        QnA(["How do I charge the battery?"], "Plug in the charger; it takes two hours.", id=3,
+            dialog=Dialog(False, [Prompt(1, 5, "Battery care"), Prompt(0, 4, "Fast charging")])),
+        QnA(["Fast charging"], "The 65 W charger charges fast.", id=4, dialog=Dialog(True, [])),
+        QnA(["Battery care"], "Keep the battery between 20 and 80 percent.", id=5, dialog=Dialog(True, [])),
+        QnA(["Where is your office?"], "In Leeds, 1 Park Row.", id=6),
+        QnA(["Can I pay with PayPal?"], "Yes, PayPal and all major cards.", id=7)]))
+    live.service.deploy("dialogs", "production")  # the dialog asks the published index (isTest false)
+    Authoring(live.service).set_kb_id("dialogs", DIALOG_KB_ID)
+    key = create_key(live.service.store, name="bot", role="query")[1]
+    python = REPO / ".venv-botbuilder" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-botbuilder with botbuilder-dialogs 4.17)"
+    conversations = [["How do I charge the battery?", "Fast charging"], ["Fast charging"], ["password"]]
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "botbuilder_dialog.py"), live.url,
+                           DIALOG_KB_ID, key, "0.3", *map(json.dumps, conversations)],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    multi_turn, afresh, ambiguous = json.loads(proc.stdout)
+    assert multi_turn == [[{"text": "Plug in the charger; it takes two hours.",
+                            "buttons": ["Fast charging", "Battery care"]}],
+                          [{"text": "The 65 W charger charges fast.", "buttons": []}]]
+    assert afresh[0][0]["text"] != "The 65 W charger charges fast."  # context-only: reached through its parent
+    [[card]] = ambiguous
+    assert card["text"] == "Did you mean:" and set(card["buttons"][:2]) == set(password)
+    assert card["buttons"][2:] == ["None of the above."]
+    chosen = card["buttons"][1]  # the runner-up, which the click makes the answer
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "botbuilder_dialog.py"), live.url,
+                           DIALOG_KB_ID, key, "0.3", json.dumps(["password", chosen])],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [[_, [answer]]] = json.loads(proc.stdout)
+    assert answer == {"text": password[chosen], "buttons": []}
+    chosen_id = 1 if chosen == "How do I reset my password?" else 2
+    assert ("password", 1) in Authoring(live.service).suggestions("dialogs")[chosen_id]
 
 
 CSHARP_FIRST_TURN = (b'{"question":"how long does it take to charge the battery?","top":3,"strictFilters":[],'
@@ -321,8 +371,6 @@ def test_prompts_are_answered_by_display_order_on_both_runtimes(server, key):
     on QnA Maker's generateAnswer and on Azure's query-knowledgebases alike (Gold came first)."""
     from azure.ai.language.questionanswering import QuestionAnsweringClient
     from azure.core.credentials import AzureKeyCredential
-
-    from openqna.records import Dialog, Prompt
 
     medals = [QnA([f"{m} medal"], f"The {m.lower()} medal.", id=20 + i) for i, m in enumerate(("Gold", "Silver",
                                                                                                 "Bronze", "Tin"))]
