@@ -86,7 +86,7 @@ def test_each_surface_refuses_in_its_own_dialect(limited):
     assert tools.json()["error"]["code"] == "rate_limited"
     qnamaker = exhaust(lambda: httpx.post(url + "/qnamaker/knowledgebases/surface/generateAnswer", json=ask,
                                           headers={"Authorization": f"EndpointKey {keys[4]}"}))
-    assert qnamaker.json()["error"]["code"] == "TooManyRequests"
+    assert qnamaker.json()["error"]["code"] == "QuotaExceeded"  # QnA Maker's ErrorCodeType has no TooManyRequests
     mcp = exhaust(lambda: httpx.post(url + "/mcp", headers={"api-key": keys[5], "Accept": "application/json, text/event-stream"},
                                      json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
     assert mcp.json()["error"]["code"] == -32000 and mcp.json()["jsonrpc"] == "2.0"

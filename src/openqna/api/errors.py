@@ -37,9 +37,10 @@ def azure_error(status: int, code: str, message: str, *, target: str | None = No
 
 # QnA Maker's ErrorCodeType by status.  A status without a code of its own is a BadArgument below 500 and a
 # ServiceError from 500 on: a 503 (the store unreachable or read-only) said BadArgument, so a bot's log blamed its own
-# request for the server's trouble.
+# request for the server's trouble.  A throttled caller (429) gets QuotaExceeded, the code of the list that says so
+# (Azure's TooManyRequests is not in it).
 QNAMAKER_CODES = {400: "BadArgument", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-                  413: "BadArgument", 500: "QnaRuntimeError", 507: "QnaRuntimeError"}
+                  413: "BadArgument", 429: "QuotaExceeded", 500: "QnaRuntimeError", 507: "QnaRuntimeError"}
 
 
 def qnamaker_code(status: int) -> str:

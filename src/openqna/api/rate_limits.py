@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openqna import settings
 from openqna.api.credentials import secret_from_headers
-from openqna.api.errors import azure_error, qnamaker_error
+from openqna.api.errors import azure_error, qnamaker_code, qnamaker_error
 from openqna.api.qnamaker import is_qnamaker_path
 
 MAX_CALLERS = 50_000
@@ -100,7 +100,7 @@ def refusal(path: str, wait: float, rate: float) -> Response:
         response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}},
                                 status_code=429)
     elif is_qnamaker_path(path):
-        response = qnamaker_error(429, "TooManyRequests", message)
+        response = qnamaker_error(429, qnamaker_code(429), message)
     else:
         response = azure_error(429, "TooManyRequests", message)
     response.headers.update(headers)
