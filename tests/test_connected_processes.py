@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from urllib.parse import quote
 
 import anyio
@@ -26,7 +27,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import LiveServer
-from openqna.connected.clickhouse import ChdbClient, chdb_session, close_chdb
+from openqna.connected.clickhouse import CHDB_LOCK, ChdbClient, chdb_session, close_chdb, engine_error
 from openqna.connected.engine import EngineRejected, EngineUnavailable
 from openqna.kb.connected_search import SECRET
 from openqna.kb.service import Service
@@ -49,16 +50,20 @@ def vectors(embedder) -> list[list[float]]:
     return embedder.embed([f"{r['title']}\n\n{r['text']}" for r in ROWS]).tolist()
 
 
-@pytest.fixture
-def helpdesk_chdb(tmp_path, embedder):
-    """docs/tools.md's helpdesk table in chdb: its chdb:// URL."""
-    path = str(tmp_path / "helpdesk-chdb")
+def chdb_helpdesk(path: str, embedder, title_suffix: str = "") -> str:
+    """docs/tools.md's helpdesk table in a chdb directory (each title ending in ``title_suffix``): its chdb:// URL."""
     session = chdb_session(path)
     session.query("CREATE TABLE default.helpdesk (id String, title String, text String, vector Array(Float32)) "
                   "ENGINE = MergeTree ORDER BY id")
     session.query("INSERT INTO default.helpdesk FORMAT JSONEachRow\n" + "\n".join(
-        json.dumps({**r, "vector": v}) for r, v in zip(ROWS, vectors(embedder))))
-    yield f"chdb://{path}"
+        json.dumps({**r, "title": r["title"] + title_suffix, "vector": v}) for r, v in zip(ROWS, vectors(embedder))))
+    return f"chdb://{path}"
+
+
+@pytest.fixture
+def helpdesk_chdb(tmp_path, embedder):
+    """docs/tools.md's helpdesk table in chdb: its chdb:// URL."""
+    yield chdb_helpdesk(str(tmp_path / "helpdesk-chdb"), embedder)
     close_chdb()
 
 
@@ -217,3 +222,54 @@ def test_only_a_directory_chdb_cannot_open_is_unavailable(tmp_path, helpdesk_chd
     (tmp_path / "a-file").write_text("not a directory")
     with pytest.raises(EngineUnavailable, match="chdb could not open the table's directory"):
         ChdbClient(str(tmp_path / "a-file")).query("SELECT 1", {})
+
+
+def test_chdb_tables_in_two_directories_searched_at_once_take_turns(tmp_path, embedder, helpdesk_chdb, monkeypatch):
+    """QA: two chdb tables, each in its own directory, searched by two clients at once. After a few calls every search
+    of one answered 400 engine_rejected, "error 236 (ABORTED) ... Check where_str" with no where_str, and every search
+    of the other hung for good (8 clients killed the server): chdb has one session per process, and opening one
+    directory's session closed the other's under its running query.  Now they take turns, and a search that waits
+    for its turn longer than OPENQNA_CONNECTED_TIMEOUT is a 504."""
+    other = chdb_helpdesk(str(tmp_path / "other-chdb"), embedder, title_suffix=" (B)")
+    service = Service(SQLiteStore(tmp_path / "data"), embedder)
+    for kb, url in (("desk_a", helpdesk_chdb), ("desk_b", other)):
+        connect_table(service, kb, url, "default.helpdesk", vector="vector", text=["text"], title="title")
+    answers: dict[str, list[object]] = {"desk_a": [], "desk_b": []}
+
+    def client(served, kb):
+        for _ in range(10):
+            try:
+                r = httpx.get(f"{served.url}/tools/{kb}/search", params={"subject": SUBJECT, "limit": 1}, timeout=20)
+            except httpx.TimeoutException:
+                answers[kb].append("no answer in 20 s")
+                return
+            answers[kb].append(r.json()["hits"][0]["title"] if r.status_code == 200 else r.text)
+            if r.status_code != 200:
+                return
+
+    with LiveServer(service) as served:
+        clients = [threading.Thread(target=client, args=(served, kb)) for kb in answers for _ in range(2)]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join(120)
+    assert answers == {"desk_a": ["Returns"] * 20, "desk_b": ["Returns (B)"] * 20}  # each from its own directory
+
+    monkeypatch.setenv("OPENQNA_CONNECTED_TIMEOUT", "0.5")  # read when a search opens the engine
+    service = Service(SQLiteStore(tmp_path / "data"), embedder)
+    with LiveServer(service) as served, CHDB_LOCK:  # another table's query holds chdb
+        busy = search(served, "desk_a")
+    assert (busy.status_code, busy.json()["error"]["code"]) == (504, "engine_timeout"), busy.text
+    assert "where_str" not in busy.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("message", "status", "code"), [
+    ("Code: 236. DB::Exception: Query was aborted. (ABORTED)", 503, "EngineUnavailable"),
+    ("Code: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED)", 503, "EngineUnavailable"),
+    ("Code: 394. DB::Exception: Query was cancelled. (QUERY_WAS_CANCELLED)", 504, "EngineTimeout"),
+    ("Code: 43. DB::Exception: Illegal type String of argument. (ILLEGAL_TYPE_OF_ARGUMENT)", 400, "EngineRejected"),
+])
+def test_only_errors_of_the_query_itself_point_at_where_str(message, status, code):
+    error = engine_error(RuntimeError(message))
+    assert (error.status, error.code) == (status, code)
+    assert ("Check where_str" in error.message) == (status == 400) and "DB::Exception" not in error.message

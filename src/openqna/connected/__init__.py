@@ -17,5 +17,6 @@ def open_engine(connection: Connection, password: str, *, timeout: float) -> Tab
         return PostgresTable(connection, password, timeout)
     from openqna.connected.clickhouse import ClickHouseTable, chdb_client, http_client
 
-    client = chdb_client(connection) if connection.engine == "chdb" else http_client(connection, password, timeout)
+    client = (chdb_client(connection, timeout) if connection.engine == "chdb"
+              else http_client(connection, password, timeout))
     return ClickHouseTable(client, timeout)

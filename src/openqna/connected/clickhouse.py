@@ -46,7 +46,11 @@ _INTS = {f"{s}Int{b}" for s in ("", "U") for b in (8, 16, 32, 64)}
 _FLOATS = {"Float32", "Float64"}
 _CODE = re.compile(r"Code: (\d+)")
 _NAME = re.compile(r"\(([A-Z][A-Z_]+)\)")
-_TIMEOUTS = {159, 209, 210}  # TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR
+_TIMEOUTS = {159, 160, 209, 210, 394}  # TIMEOUT_EXCEEDED, TOO_SLOW, SOCKET_TIMEOUT, NETWORK_ERROR, QUERY_WAS_CANCELLED
+# the server's own trouble, whatever the query: LOGICAL_ERROR, CANNOT_ALLOCATE_MEMORY, TOO_MANY_SIMULTANEOUS_QUERIES,
+# ABORTED, MEMORY_LIMIT_EXCEEDED, NOT_ENOUGH_SPACE, CORRUPTED_DATA, SYSTEM_ERROR, CANNOT_SCHEDULE_TASK,
+# KEEPER_EXCEPTION, POCO_EXCEPTION, STD_EXCEPTION, UNKNOWN_EXCEPTION
+_SERVER_SIDE = {49, 173, 202, 236, 241, 243, 246, 425, 439, 999, 1000, 1001, 1002}
 _UNAVAILABLE = {192, 193, 194, 195, 516}  # unknown user, wrong password, ..., AUTHENTICATION_FAILED
 _NO_SUCH_TABLE = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
 # a table that changed under its connection (a filter names only the columns it was described with):
@@ -191,6 +195,11 @@ def engine_error(exc: Exception) -> Exception:
                                "has changed since it was connected, and its operator should connect it again.")
         changed.engine_code = code
         return changed
+    if code in _SERVER_SIDE:
+        failed = EngineUnavailable(f"The table's ClickHouse server could not run the query: error {code}{name}; try "
+                                   "again later, and if it goes on, its operator should check the server.")
+        failed.engine_code = code
+        return failed
     rejected = EngineRejected(f"The table's ClickHouse server refused the query: error {code}{name}. Check "
                               "where_str against the columns in the tool description.")
     rejected.engine_code = code
@@ -235,41 +244,56 @@ def http_client(connection: Connection, password: str, timeout: float) -> HttpCl
 class ChdbClient:
     """chdb, ClickHouse in this process: the same SQL text and the same parameters as ``HttpClient``,
     serialised by clickhouse-connect's binder, so what runs here is what a server would be sent.  chdb locks its
-    directory for the process that opens it, so one process serves a chdb table (``not_opened``)."""
+    directory for the process that opens it, so one process serves a chdb table (``not_opened``).
 
-    def __init__(self, path: str):
+    chdb holds one session per process, so tables in two directories take turns: a query holds the process's
+    chdb lock from opening its directory's session to reading its result (closing a session under another table's
+    running query aborted it, error 236, or hung it for good).  A query that cannot have the lock within
+    ``timeout`` seconds is ``EngineTimeout``, as one the engine took too long over.
+    """
+
+    def __init__(self, path: str, timeout: float = 10.0):
         self.path = path
-        self.lock = threading.Lock()
+        self.timeout = timeout
 
     def query(self, sql: str, parameters: dict[str, object]) -> list[list[Any]]:
         from clickhouse_connect.driver.binding import bind_query
 
         bound, params = bind_query(sql, parameters)
         assert isinstance(bound, str)
-        with self.lock:
+        if not CHDB_LOCK.acquire(timeout=self.timeout):
+            raise EngineTimeout("The table's embedded ClickHouse (chdb) was busy with other tables' queries for "
+                                "longer than the search may take; try again later.")
+        try:
             session = chdb_session(self.path)  # EngineUnavailable when chdb cannot open the directory
             try:
                 result = session.query(bound, "JSONCompact",
                                        params={k.removeprefix("param_"): v for k, v in params.items()})
             except Exception as exc:
                 raise engine_error(exc) from None
-        rows: list[list[Any]] = json.loads(result.data() or '{"data": []}')["data"]
+            data = result.data()
+        finally:
+            CHDB_LOCK.release()
+        rows: list[list[Any]] = json.loads(data or '{"data": []}')["data"]
         return rows
 
 
 _SESSIONS: dict[str, Any] = {}
-_SESSIONS_LOCK = threading.Lock()
+# held from opening a directory's session to the end of a query on it: chdb has one session per process
+CHDB_LOCK = threading.RLock()
 
 
 def chdb_session(path: str) -> Any:
-    """The process's chdb session on ``path`` (chdb allows one session at a time; tests share it).
+    """The process's chdb session on ``path``, closing the session of any other path (chdb allows one session at a
+    time; tests share it).  A caller that queries it while other threads may switch paths holds ``CHDB_LOCK``
+    across the query, as ``ChdbClient`` does.
 
     A directory chdb cannot open is ``EngineUnavailable``, never ``EngineRejected``: chdb reports every failure to
     open as error 36 (BAD_ARGUMENTS), which would read as a bad where_str.
     """
     import chdb.session
 
-    with _SESSIONS_LOCK:
+    with CHDB_LOCK:
         if path not in _SESSIONS:
             for other in list(_SESSIONS):
                 _SESSIONS.pop(other).close()
@@ -312,17 +336,17 @@ def locked_elsewhere(path: str) -> bool:
     return False
 
 
-def chdb_client(connection: Connection) -> ChdbClient:
+def chdb_client(connection: Connection, timeout: float) -> ChdbClient:
     from urllib.parse import urlsplit
 
     path = urlsplit(connection.url).path
     if not path:
         raise EngineUnavailable("a chdb:// URL names a directory: chdb:///path/to/dir")
-    return ChdbClient(path)
+    return ChdbClient(path, timeout)
 
 
 def close_chdb() -> None:
     """Close the process's chdb session (another path, or chdb's own in-memory session, may open next)."""
-    with _SESSIONS_LOCK:
+    with CHDB_LOCK:
         for path in list(_SESSIONS):
             _SESSIONS.pop(path).close()

@@ -56,6 +56,7 @@ class EngineUnavailable(OpenQnAError):
 
     code = "EngineUnavailable"
     status = 503
+    engine_code: int | None = None
 
 
 class TableChanged(EngineUnavailable):
@@ -63,7 +64,6 @@ class TableChanged(EngineUnavailable):
     it no longer granted): the operator's to fix, not the caller's, whatever filter the caller sent."""
 
     code = "TableChanged"
-    engine_code: int | None = None
 
 
 @dataclass(frozen=True)
