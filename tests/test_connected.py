@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from urllib.parse import quote
 
@@ -533,3 +534,33 @@ def test_a_connected_table_has_no_deployment_but_its_live_state(tmp_path, embedd
         missing = get(served, "/get_related_tiny", subject="tiny", deployment="production")
     assert missing.status_code == 404 and "a connected table has no deployments" in missing.json()["error"]["message"]
     service.connected.close()
+
+
+def test_a_wide_connected_tables_description_keeps_its_syntax_and_says_how_many_columns_it_leaves_out(tmp_path,
+                                                                                                      embedder):
+    """QA: 30 commented String columns: the where_str description was the CREATE TABLE sketch cut at 700 characters,
+    columns, the syntax line and the example lost, and nothing said columns were missing."""
+    path = str(tmp_path / "wide")
+    session = chdb_session(path)
+    columns = ", ".join(f"c{i:02d} String COMMENT 'attribute {i} of the product, as its maker writes it'"
+                        for i in range(30))
+    session.query(f"CREATE TABLE default.Wide (id String, {columns}, vector Array(Float32)) ENGINE = MergeTree "
+                  "ORDER BY id")
+    session.query("INSERT INTO default.Wide (id, c00, vector) FORMAT JSONEachRow\n" + json.dumps(
+        {"id": "1", "c00": "a product", "vector": embedder.embed(["a product"])[0].tolist()}))
+    service = Service(SQLiteStore(tmp_path / "data"), embedder)
+    connect_table(service, "wide", f"chdb://{path}", "default.Wide", vector="vector", text=["c00"])
+    with LiveServer(service) as served:
+        doc = httpx.get(served.url + "/tools/wide/openapi.json", timeout=30).json()
+        hit = get(served, "/tools/wide/search", subject="product", where_str="c29 = ''").json()["hits"][0]
+    service.connected.close()
+    close_chdb()
+    validate(doc)
+    where = {p["name"]: p for p in doc["paths"]["/get_related_wide"]["get"]["parameters"]}["where_str"]
+    text = where["description"]
+    assert len(text) <= 700 and "CREATE TABLE default.Wide (\n  id String,\n  c00 String," in text, text
+    assert "Use =, !=, <, >, IN, BETWEEN" in text and text.endswith("Example: id = 'value'"), text
+    shown = re.findall(r"^  (\w+) String", text, re.M)
+    assert shown == ["id", *(f"c{i:02d}" for i in range(len(shown) - 1))] and len(shown) >= 15, text
+    assert f"\n  -- (and {31 - len(shown)} more columns)\n)" in text, text
+    assert hit["fields"]["id"] == "1"  # a column left out of the description is still one where_str may name

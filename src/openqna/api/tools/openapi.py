@@ -30,7 +30,7 @@ def _clip(text: str, limit: int) -> str:
 
 def where_description(kb: KnowledgeBaseInfo) -> str:
     if kb.connected:
-        return _clip(connected_description(kb), PARAMETER_CHARS)
+        return connected_description(kb, PARAMETER_CHARS)
     example = _example(kb)
     rest = (". Use =, !=, <, >, IN, BETWEEN, LIKE/ILIKE, IS NULL, AND/OR/NOT, has/hasAny/hasAll(array, ...), lower(), "
             "length(), parseDateTime32BestEffort('2024-01-31'), toDate(), now() - INTERVAL 30 DAY. No subqueries. "
@@ -62,18 +62,36 @@ def _columns_within(kb: KnowledgeBaseInfo, budget: int) -> str:
     return ", ".join(shown) + f" (and {len(kb.columns) - len(shown)} more columns)"
 
 
-def connected_description(kb: KnowledgeBaseInfo) -> str:
+def connected_description(kb: KnowledgeBaseInfo, limit: int | None = None) -> str:
     """A connected table's schema as MyScale's tool descriptions show it: a ``CREATE TABLE`` sketch of the
-    columns where_str may name, with the engine's types and column comments."""
+    columns where_str may name, with the engine's types and column comments, then the syntax and an example.
+
+    Within ``limit`` characters the comments go first, then the columns past those that fit, a last line saying how
+    many more there are, so the syntax and the example are never cut (cut at 700 characters, 30 commented columns
+    lost both and never said that columns were missing)."""
     assert kb.connected is not None
     names = {c.name for c in kb.columns}
-    shown = [c for c in kb.connected["columns"] if c["name"] in names]
-    lines = [f"  {written_name(c['name'])} {c['type']}" + ("," if i < len(shown) - 1 else "") +
-             (f" -- {c['comment']}" if c["comment"] else "") for i, c in enumerate(shown)]
-    sketch = f"CREATE TABLE {kb.connected['table']} (\n" + "\n".join(lines) + "\n)"
-    return (f"Optional SQL WHERE condition, ClickHouse syntax, over this table:\n{sketch}\nUse =, !=, <, >, IN, "
-            f"BETWEEN, LIKE, IS NULL, AND/OR/NOT, has/hasAny(array, ...), lower(), length(), "
+    columns = [c for c in kb.connected["columns"] if c["name"] in names]
+    table = kb.connected["table"]
+    head = "Optional SQL WHERE condition, ClickHouse syntax, over this table:\n"
+    rest = ("\nUse =, !=, <, >, IN, BETWEEN, LIKE, IS NULL, AND/OR/NOT, has/hasAny(array, ...), lower(), length(), "
             f"parseDateTime32BestEffort('2024-01-31'). No subqueries. {_example(kb)}")
+
+    def sketch(shown: list[dict], comments: bool) -> str:
+        lines = [f"  {written_name(c['name'])} {c['type']}" + ("," if i < len(shown) - 1 else "") +
+                 (f" -- {c['comment']}" if comments and c["comment"] else "") for i, c in enumerate(shown)]
+        if len(shown) < len(columns):
+            lines.append(f"  -- (and {len(columns) - len(shown)} more columns)")
+        return head + f"CREATE TABLE {table} (\n" + "\n".join(lines) + "\n)" + rest
+
+    text = sketch(columns, True)
+    if limit is None or len(text) <= limit:
+        return text
+    for n in range(len(columns), -1, -1):
+        text = sketch(columns[:n], False)
+        if len(text) <= limit:
+            return text
+    return _clip(text, limit)  # not even the table's name and the syntax fit
 
 
 _EXAMPLES = {  # an example filter per column type, each one where_str takes (a model copies examples)
