@@ -338,3 +338,27 @@ def test_http_search_of_a_japanese_subject_in_an_english_kb_answers_hits(http):
             assert asked.structured_content["matched"] is False
 
     anyio.run(main)
+
+
+def test_http_search_keeps_a_long_result_to_the_http_tools_budget(http):
+    """QA: twenty rows of a 9,000-character column: MCP search answered ~360,000 characters of text, and as much
+    again in the structured content, where /tools/{kb}/search keeps the same call under its 96,000."""
+    schema = TableSchema([Column("name", "String"), Column("body", "String")], text=["name"], title="name")
+    create_table(http.service, "manuals", schema)
+    rows = [{"name": f"manual {i}", "body": f"section {i} " + "x" * 9000} for i in range(20)]
+    load_rows(http.service, "manuals", "manuals.jsonl", "\n".join(json.dumps(r) for r in rows).encode())
+
+    async def main():
+        async with connect(http) as client:
+            return await client.call_tool("search", {"kb": "manuals", "subject": "manual", "limit": 20})
+
+    result = anyio.run(main)
+    assert not result.is_error, tool_text(result)[:300]
+    text = tool_text(result)
+    assert len(text) <= 96_000 and json.loads(text) == result.structured_content
+    hits = result.structured_content["hits"]
+    assert result.structured_content["num_retrieved"] == len(hits) == 20
+    assert all(h["fields"]["body"].endswith("…") and len(h["fields"]["body"]) > 4000 for h in hits)
+    same = httpx.get(http.url + "/tools/manuals/search", params={"subject": "manual", "limit": 20}, timeout=60).json()
+    assert [h["fields"]["name"] for h in hits] == [h["fields"]["name"] for h in same["hits"]]
+    assert abs(len(hits[0]["fields"]["body"]) - len(same["hits"][0]["fields"]["body"])) < 100  # cut alike

@@ -79,9 +79,14 @@ def search_answer(kb: str, hits: list[Hit], budget: int | None = None) -> dict[s
     def size(answer: dict[str, Any]) -> int:
         return utf16_length(json.dumps(answer, ensure_ascii=False, default=str))
 
-    longest = max((len(v) for h in hits for v in _strings(hit_json(h))), default=0)
-    return fitted(lambda n, most: body(hits[:n], most), size, len(hits), longest,
+    return fitted(lambda n, most: body(hits[:n], most), size, len(hits), longest_value(hits),
                   DOCUMENTS_CHARS if budget is None else budget)[0]
+
+
+def longest_value(hits: list[Hit]) -> int:
+    """The length of the longest string value of ``hits`` as ``hit_json`` gives them (title, text, source, columns,
+    metadata): where ``fitted`` starts looking for the length to clip them to."""
+    return max((len(v) for h in hits for v in _strings(hit_json(h))), default=0)
 
 
 def fitted(render: Callable[[int, int | None], T], size: Callable[[T], int], count: int, longest: int,

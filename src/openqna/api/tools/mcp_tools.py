@@ -26,12 +26,13 @@ from pydantic import BaseModel, Field, ValidationError
 from openqna import __version__, settings
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
+from openqna.api.tools.get_related import DOCUMENTS_CHARS, fitted, hit_json, longest_value, utf16_length
 from openqna.auth.keys import Authorizer, Caller, allows
 from openqna.filters.evaluate import allowed_syntax
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE
-from openqna.kb.service import AskRequest, Service
-from openqna.records import NotFound, OpenQnAError, ProjectNotFound, QnA
+from openqna.kb.service import AskRequest, Hit, Service
+from openqna.records import NotFound, OpenQnAError, ProjectNotFound
 
 MAX_LIMIT = settings.tools_max_limit()  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
@@ -108,7 +109,8 @@ class SearchHit(BaseModel):
 
 class SearchResult(BaseModel):
     kb: str
-    num_retrieved: int
+    num_retrieved: int = Field(description=f"the hits returned: kept under {DOCUMENTS_CHARS} characters of JSON, "
+                                           "long values are cut to one length and, past that, the last hits left out")
     hits: list[SearchHit]
 
 
@@ -149,10 +151,23 @@ def _unknown(kb: str) -> ToolError:
     return ToolError(f"Unknown knowledge base '{kb}'; call list_knowledge_bases for the ones you can use.")
 
 
-def _hit(record: QnA, score: float) -> SearchHit:
-    return SearchHit(id=record.id, score=score, kind=record.kind,
-                     title=record.questions[0] if record.questions else None, text=_clip(record.answer),
-                     source=record.source, fields=record.fields, metadata=record.metadata)
+def _hit(hit: Hit, most: int | None) -> SearchHit:
+    """One hit: its text cut at ``TEXT_CHARS``, and every string value (columns' and metadata's too) at ``most``
+    (None: as it is), as ``/tools/{kb}/search`` cuts them."""
+    values = hit_json(hit, most)
+    return SearchHit(**{**values, "text": _clip(values["text"])})
+
+
+def search_result(kb: str, hits: list[Hit]) -> SearchResult:
+    """``search``'s result kept to ``/tools/{kb}/search``'s budget (``DOCUMENTS_CHARS``, its JSON as the text content
+    writes it), the same way: past it, every string value is clipped to the longest length that fits, and hits that
+    still do not fit are left out from the last.  Twenty rows of a 9,000-character column were ~360,000 characters of
+    text, and as much again in the structured content."""
+    def render(n: int, most: int | None) -> SearchResult:
+        return SearchResult(kb=kb, num_retrieved=n, hits=[_hit(h, most) for h in hits[:n]])
+
+    return fitted(render, lambda result: utf16_length(result.model_dump_json()), len(hits), longest_value(hits),
+                  DOCUMENTS_CHARS)[0]
 
 
 class KnowledgeBaseTools:
@@ -207,9 +222,7 @@ class KnowledgeBaseTools:
     async def search(self, ctx: Context, kb: KbName, subject: Subject, where: Where = None,
                      limit: Limit = 4, deployment: DeploymentName = None) -> Annotated[CallToolResult, SearchResult]:
         await self.reach(ctx, kb)
-        hits = await run_query(self.call, kb, self.service.search, kb, subject, where=where, limit=limit,
-                               deployment=deployment or self.deployment)
-        return _result(SearchResult(kb=kb, num_retrieved=len(hits), hits=[_hit(h.record, h.score) for h in hits]))
+        return _result(await run_query(self._search, kb, subject, where, limit, deployment or self.deployment))
 
     async def ask(self, ctx: Context, project: KbName, question: Question, top: Top = 3,
                   threshold: Threshold = ASK_THRESHOLD,
@@ -232,6 +245,10 @@ class KnowledgeBaseTools:
             f"No good match: no answer reached confidence {threshold}. The answer given is the knowledge base's "
             "default answer, not information about the question; try search, or rephrase.")
         return _result(AskResult(project=project, matched=matched, note=note, answers=out))
+
+    def _search(self, kb: str, subject: str, where: str | None, limit: int, deployment: str) -> SearchResult:
+        hits = self.call(kb, self.service.search, kb, subject, where=where, limit=limit, deployment=deployment)
+        return search_result(kb, hits)  # on the query pool too: fitting a long result renders it a few times
 
     def _ask(self, project: str, deployment: str, req: AskRequest) -> list:
         """``Service.ask``, a deployment the project lacks named with the ones it has (as search and Azure do)."""
