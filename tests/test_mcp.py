@@ -150,6 +150,9 @@ async def check_errors(client: Client) -> None:
     for top in ("2", True):  # ask's top as search's limit: "2" was read as 2 there and refused here
         lax = await client.call_tool("ask", {"project": "faq", "question": "invoice?", "top": top})
         assert lax.is_error and "'top' was refused" in tool_text(lax), (top, tool_text(lax))
+    for threshold in ("0.5", True):  # read as 0.5 and as 1.0: a value the schema refuses is a tool error
+        lax = await client.call_tool("ask", {"project": "faq", "question": "invoice?", "threshold": threshold})
+        assert lax.is_error and "'threshold' was refused" in tool_text(lax), (threshold, tool_text(lax))
     missing = await client.call_tool("search", {"kb": "faq"})
     assert missing.is_error and "'subject' is required" in tool_text(missing)
     for result in (typed, missing, too_many):
@@ -171,6 +174,8 @@ async def check_ask(client: Client) -> None:
     assert pick(best, expected) == expected
     assert best["confidence"] >= 0.5 and best["answer"].startswith("Pay invoices")
 
+    whole = await client.call_tool("ask", {"project": "faq", "question": "how do I pay an invoice?", "threshold": 1})
+    assert not whole.is_error and whole.structured_content["matched"] is False  # a JSON integer is a number
     result = await client.call_tool("ask", {"project": "faq", "question": "What is the capital of Peru?"})
     out = result.structured_content
     assert out["matched"] is False and "default answer" in out["note"]

@@ -71,7 +71,7 @@ Question = Annotated[str, Field(min_length=1, max_length=LIMITS.question_chars,
                                 description="The user's question, in natural language.")]
 Top = Annotated[int, Field(ge=1, le=LIMITS.top, strict=True,  # as search's limit: "2" or true is refused, not read
                               description=f"How many answers at most, 1 to {LIMITS.top}.")]
-Threshold = Annotated[float, Field(ge=0.0, le=1.0, description=(
+Threshold = Annotated[float, Field(ge=0.0, le=1.0, strict=True, description=(  # "0.5" or true refused, as top
     "Minimum confidence (0 to 1) of an answer; below it the knowledge base's default answer is returned. "
     f"{ASK_THRESHOLD} rejects off-topic questions."))]
 
