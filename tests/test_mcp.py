@@ -153,6 +153,9 @@ async def check_errors(client: Client) -> None:
     for threshold in ("0.5", True):  # read as 0.5 and as 1.0: a value the schema refuses is a tool error
         lax = await client.call_tool("ask", {"project": "faq", "question": "invoice?", "threshold": threshold})
         assert lax.is_error and "'threshold' was refused" in tool_text(lax), (threshold, tool_text(lax))
+    for question in ("   ", "\u200b\n"):  # as every HTTP surface and search refuse one; it got the default answer
+        blank = await client.call_tool("ask", {"project": "faq", "question": question})
+        assert blank.is_error and "'question' is blank" in tool_text(blank), (question, tool_text(blank))
     missing = await client.call_tool("search", {"kb": "faq"})
     assert missing.is_error and "'subject' is required" in tool_text(missing)
     for result in (typed, missing, too_many):

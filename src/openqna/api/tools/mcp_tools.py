@@ -32,7 +32,7 @@ from openqna.filters.evaluate import allowed_syntax
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE
 from openqna.kb.service import AskRequest, Hit, Service
-from openqna.records import NotFound, OpenQnAError, ProjectNotFound
+from openqna.records import NotFound, OpenQnAError, ProjectNotFound, blank
 
 MAX_LIMIT = settings.tools_max_limit()  # the HTTP tools' limit too
 TEXT_CHARS = 4000  # one hit's text; keeps a 50-hit result well inside what LLM clients accept
@@ -228,6 +228,8 @@ class KnowledgeBaseTools:
                   threshold: Threshold = ASK_THRESHOLD,
                   deployment: DeploymentName = None) -> Annotated[CallToolResult, AskResult]:
         await self.reach(ctx, project)
+        if blank(question):  # as every HTTP surface and search refuse one; it got the default answer
+            raise ToolError("'question' is blank (it holds only spaces or invisible characters); ask a question.")
         req = AskRequest(question=question, top=top, threshold=threshold, include_unstructured=True)
         answers = await run_query(self.call, project, self._ask, project, deployment or self.deployment, req)
         out = []
