@@ -154,6 +154,19 @@ def test_get_related_keeps_a_column_named_score(service):
     assert line["score"] == 4.5 and 0 < line["_score"] <= 1
 
 
+def test_a_column_named_in_another_case_than_two_columns_is_ambiguous(service):
+    """QA: ``NAME = 'x'`` on a table with ``Name`` and ``name`` said "unknown column"."""
+    schema = TableSchema([parse_column(c) for c in ("Name:String", "name:String", "text:String")], ["text"], None)
+    create_table(service, "people", schema)
+    load_rows(service, "people", "p.jsonl", b'{"Name": "Ada", "name": "ada", "text": "A mathematician."}')
+    with LiveServer(service) as live:
+        ambiguous = get(live, "/get_related_people", subject="mathematician", where_str="NAME = 'Ada'")
+        one = get(live, "/get_related_people", subject="mathematician", where_str="TEXT = 'A mathematician.'")
+    assert ambiguous.status_code == 400 and ambiguous.json()["error"]["code"] == "invalid_where", ambiguous.text
+    assert "ambiguous column 'NAME': Name or name" in ambiguous.json()["error"]["message"], ambiguous.text
+    assert one.status_code == 200 and json.loads(one.json()["documents"])["Name"] == "Ada"  # one match still reads
+
+
 def test_get_related_names_the_relevance_alike_in_every_line(service):
     """A project where one QnA has the metadata key ``score``: every line puts the relevance under ``_score``."""
     service.import_content("faq", read_file("faq.tsv", b"Question\tAnswer\tSource\tMetadata\n"

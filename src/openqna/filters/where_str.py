@@ -335,7 +335,10 @@ class _Lowering:
         found = self.schema.get(name)
         if found is None:
             folded = [c for c in self.schema.values() if c.name.lower() == name.lower()]
-            found = folded[0] if len(folded) == 1 else None
+            if len(folded) > 1:  # "unknown column" sent the caller looking for a column that is there twice
+                self.refuse(f"ambiguous column {clip(name, 40)!r}: " + " or ".join(
+                    written_name(c.name) for c in folded[:5]) + "; write it as the schema does")
+            found = folded[0] if folded else None
         if found is None:
             hint = " (double quotes and backticks name columns; write strings in single quotes)" if ident.quoted else ""
             self.refuse(f"unknown column {clip(name, 40)!r}{hint}")
