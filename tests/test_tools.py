@@ -167,6 +167,17 @@ def test_a_column_named_in_another_case_than_two_columns_is_ambiguous(service):
     assert one.status_code == 200 and json.loads(one.json()["documents"])["Name"] == "Ada"  # one match still reads
 
 
+def test_unknown_tool_paths_answer_the_tools_codes(service):
+    """QA: a tool path that does not exist answered Azure's {"code": "NotFound"}, not the tools' "not_found"."""
+    with LiveServer(service) as live:
+        missing = [get(live, path, subject="x") for path in ("/tools/faq/nope", "/tools/", "/tools/faq")]
+        wrong_method = httpx.post(live.url + "/tools/faq/search", params={"subject": "x"}, timeout=30)
+    for r in missing:
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found"), r.text
+        assert "/get_related_{kb}" in r.json()["error"]["message"]
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+
+
 def test_get_related_names_the_relevance_alike_in_every_line(service):
     """A project where one QnA has the metadata key ``score``: every line puts the relevance under ``_score``."""
     service.import_content("faq", read_file("faq.tsv", b"Question\tAnswer\tSource\tMetadata\n"

@@ -177,6 +177,9 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
             code = "NotFound" if exc.status_code == 404 else "BadArgument"
             return qnamaker_error(exc.status_code, code, f"No route for {request.method} {request.url.path}; the "
                                   "runtime serves POST .../knowledgebases/{kbId}/generateAnswer and .../train.")
+        if request.url.path.startswith(("/tools/", "/get_related_")):  # the tools' snake_case codes, not Azure's
+            return error(request.url.path, exc.status_code, "", f"No route for {request.method} {request.url.path}; "
+                         "the tools are GET /get_related_{kb}, /tools/{kb}/search and /tools/openapi.json.")
         if exc.status_code == 405:
             return azure_error(405, "InvalidRequest", f"{request.method} is not allowed on {request.url.path}.")
         return azure_error(exc.status_code, "NotFound", f"No route for {request.method} {request.url.path}.")

@@ -37,8 +37,8 @@ ENGINE_CODES = {"EngineRejected": "engine_rejected", "EngineTimeout": "engine_ti
 
 
 # the tools' own codes, by status, for an error that has none of them (the store unreachable: 503; its disk full: 507)
-STATUS_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large",
-                429: "rate_limited", 500: "internal_error", 503: "unavailable", 504: "timeout",
+STATUS_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict",
+                413: "too_large", 429: "rate_limited", 500: "internal_error", 503: "unavailable", 504: "timeout",
                 507: "insufficient_storage"}
 
 
