@@ -462,6 +462,8 @@ def test_table_connect_says_whether_an_index_was_found(tmp_path, clickhouse, pos
     assert "no vector index for cosine distance on vector" in missing.stdout
     assert "ALTER TABLE `default`.`ChatArXiv` ADD INDEX `vector_hnsw`" in missing.stdout
     assert PASSWORD not in found.stdout + missing.stdout
+    listed = run("projects", data=tmp_path / "b").stdout  # it said "0 rows": they are in the table's own database
+    assert f"without\ttable\tconnected (chdb), {N_ROWS} rows when connected\tdeployments: none" in listed, listed
 
 
 def test_the_suggested_ddl_builds_an_index_the_next_connect_finds(tmp_path, embedder, clickhouse):

@@ -434,8 +434,13 @@ def projects(data_dir: str) -> None:
     for p in catalog.projects():
         deployments = ", ".join(d.name for d in catalog.deployments(p.name)) or "none"
         kind, counts = kind_of(p), catalog.counts(p.name)
-        held = (f"{counts['row']} rows" if kind == "table"
-                else f"{counts['qna']} QnAs, {counts['passage']} passages")
+        if p.settings.get("connected"):  # its rows are in its own database, not in the store ("0 rows")
+            engine, rows = p.settings["connected"]["engine"], p.settings["connected_rows"]
+            held = f"connected ({engine}), {rows} rows when connected"
+        elif kind == "table":
+            held = f"{counts['row']} rows"
+        else:
+            held = f"{counts['qna']} QnAs, {counts['passage']} passages"
         click.echo(f"{p.name}\t{kind}\t{held}\tdeployments: {deployments}")
 
 
