@@ -5,7 +5,9 @@ client follows, so they must never come from what a client claims: with ``Host: 
 pointed at ``http://evil.example/...&sig=...``.  A link is built from ``OPENQNA_PUBLIC_URL`` (behind a TLS proxy);
 else, when ``OPENQNA_ALLOWED_HOSTS`` checks every request's ``Host`` (``TrustedHostMiddleware``), from the request;
 else from the address the connection was accepted on (the server's own socket address, ``scope["server"]``).
-``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from ``OPENQNA_TRUSTED_PROXIES`` (``uvicorn_options``).
+``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from ``OPENQNA_TRUSTED_PROXIES`` (``uvicorn_options``);
+``X-Forwarded-Host`` and ``X-Forwarded-Prefix`` from no one (DESIGN decision 9: links come from configuration), so
+behind a proxy ``OPENQNA_PUBLIC_URL`` carries the host and the path prefix.
 """
 
 from __future__ import annotations
