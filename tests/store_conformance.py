@@ -486,6 +486,37 @@ def test_projects_take_turns_in_the_queue(store):
     assert store.claim_job("host:1", ["train"], 30).id == "t1"  # another lane's jobs take no turn of these
 
 
+def test_a_job_waits_for_its_projects_earlier_jobs_of_the_kinds_it_keeps_order_with(store):
+    """Imports run on a worker of their own, but keep each project's order with the shared worker's kinds: an edit
+    queued after an import to its project waits for the import to end (not only to start), and an import queued after
+    an edit waits for the edit, while other projects' jobs of either worker go on."""
+    from openqna.store import Job
+
+    bulk, shared = ["import", "upload"], ["qnas", "deploy"]
+    for jid, project, kind in [("imp-a", "a", "import"), ("edit-a", "a", "qnas"), ("edit-b", "b", "qnas"),
+                               ("deploy-b", "b", "deploy"), ("up-b", "b", "upload"), ("train-a", "a", "train")]:
+        store.put_job(Job(jid, kind, project))
+    imp = store.claim_job("bulk", bulk, 30, after=shared)
+    assert imp.id == "imp-a"
+    assert store.claim_job("shared", shared, 30, after=bulk).id == "edit-b"  # a's edit waits for a's import
+    assert store.claim_job("bulk", bulk, 30, after=shared) is None  # b's upload waits for b's edit and deploy
+    finished = store.get_job("edit-b")
+    finished.status = "succeeded"
+    assert store.finish_job(finished)
+    assert store.claim_job("shared", shared, 30, after=bulk).id == "deploy-b"
+    assert store.claim_job("shared", shared, 30, after=bulk) is None  # a's import is still running
+    assert store.claim_job("train", ["train"], 30).id == "train-a"  # a kind no order is asked of runs beside it
+    imp.status = "succeeded"
+    assert store.finish_job(imp)
+    assert store.claim_job("shared", shared, 30, after=bulk).id == "edit-a"
+    assert store.claim_job("shared", shared, 30) is None  # without ``after``: as before, nothing else queued
+    assert store.claim_job("bulk", bulk, 30, after=shared) is None  # b's deploy is running
+    deploy = store.get_job("deploy-b")
+    deploy.status = "failed"  # a failed job is as finished as a succeeded one
+    assert store.finish_job(deploy)
+    assert store.claim_job("bulk", bulk, 30, after=shared).id == "up-b"
+
+
 def test_only_the_owner_renews_and_finishes_a_job(store):
     [a] = _queue(store, "export")
     job = store.claim_job("host:1", ["export"], 30)

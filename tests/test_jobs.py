@@ -11,9 +11,11 @@ import time
 import numpy as np
 import pytest
 
+from openqna.kb.authoring import BULK_KINDS
 from openqna.kb.jobs import LOST, JobRunner, Requeue, stopping
 from openqna.store import Job
 from openqna.store.sqlite import SQLiteStore
+from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
@@ -123,6 +125,60 @@ def test_a_kind_with_a_lane_of_its_own_holds_up_no_other_kind(runners):
     gate.set()
     laned.wait()
     assert laned.store.get_job(slow.id).status == "succeeded"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request, tmp_path):
+    """One store that two runners (two server processes) share, of each engine."""
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path)
+    else:
+        from openqna.store.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_dsn"), pool_size=4)
+    yield store
+    store.close()
+
+
+def test_an_import_holds_up_no_other_projects_edit_and_its_own_projects_edits_wait_for_it(shared_store):
+    """A 1,200-QnA import ran 15 minutes on the worker the edits and deploys share, and another project's one-QnA
+    edit waited 154 s behind it.  Bulk kinds now have a worker of their own, which keeps each project's order with the
+    shared worker's kinds: the other project's edit and deploy run at once, while an edit of the importing project,
+    queued after the import, waits for it to finish, in either of two processes, and an import queued after that edit
+    waits for the edit."""
+    gate, ran = threading.Event(), []
+
+    def importing(job):
+        ran.append(("start", job.id))
+        gate.wait(60)
+        ran.append(("end", job.id))
+
+    handlers = {"upload": importing, "import": importing, "qnas": lambda job: ran.append(("ran", job.id)),
+                "deploy": lambda job: ran.append(("ran", job.id))}
+    made = [JobRunner(shared_store, dict(handlers), poll_seconds=0.05, lease_seconds=30,
+                      lanes=(frozenset({"train"}),), in_order=(BULK_KINDS,)) for _ in range(2)]
+    try:
+        one, two = made
+        two.start()
+        big = one.submit("upload", "big")
+        _until(lambda: ("start", big.id) in ran, "the import starts")
+        own_edit = one.submit("qnas", "big")
+        own_import = one.submit("import", "big")
+        others = [one.submit("qnas", "other").id, one.submit("deploy", "other").id]
+        _until(lambda: all(shared_store.get_job(j).status == "succeeded" for j in others),
+               "the other project's edit and deploy run while the import does")
+        time.sleep(0.5)  # ten polls of both processes' workers
+        assert [shared_store.get_job(j).status for j in (big.id, own_edit.id, own_import.id)] == [
+            "running", "notStarted", "notStarted"]
+        gate.set()
+        _until(lambda: shared_store.get_job(own_import.id).status == "succeeded", "the project's queue runs")
+        mine = [step for step in ran if step[1] in (big.id, own_edit.id, own_import.id)]
+        assert mine == [("start", big.id), ("end", big.id), ("ran", own_edit.id), ("start", own_import.id),
+                        ("end", own_import.id)]
+    finally:
+        gate.set()  # a failed assertion leaves no worker waiting on it
+        for runner in made:
+            runner.shutdown()
 
 
 def test_a_handler_added_after_the_runner_is_made_is_run(runners):

@@ -36,7 +36,7 @@ from openqna.api.tools.mcp import mcp_app
 from openqna.auth.bearer import TokenValidator
 from openqna.auth.keys import Authorizer
 from openqna.kb.answers_search import get_completer
-from openqna.kb.authoring import Authoring
+from openqna.kb.authoring import BULK_KINDS, Authoring
 from openqna.kb.embeddings import Embeddings
 from openqna.kb.jobs import JobRunner
 from openqna.kb.query_log import QueryLog
@@ -138,11 +138,13 @@ def create_app(service: Service, *, closed: bool = False) -> Starlette:
     azure = AzureRuntime(service, authorizer, query_log)
     qnamaker = QnAMakerRuntime(service, authorizer, query_log)
     refresher = Refresher(service)
-    # a train (a minute of CPU) and a vector store's files (a 20,000-chunk file embeds for minutes) each run on a
-    # worker of their own: imports, edits and deploys queued behind either waited as long
+    # a train (a minute of CPU), a vector store's files (a 20,000-chunk file embeds for minutes) and the jobs that
+    # embed a whole file or source each run on a worker of their own: edits and deploys queued behind any of them
+    # waited as long (a one-QnA edit 154 s behind another project's 1,200-QnA import); the bulk jobs keep each
+    # project's order with the edits and deploys (``kb.jobs``)
     jobs = JobRunner(service.store, {**Authoring(service).handlers(), "refresh": refresher.handle,
                                      "train": Trainer(service).handle},
-                     lanes=(frozenset({"train"}), frozenset({VECTOR_STORE_FILES})))
+                     lanes=(frozenset({"train"}), frozenset({VECTOR_STORE_FILES})), in_order=(BULK_KINDS,))
     refreshes = RefreshScheduler(refresher, jobs)  # one per process: URL sources due to refresh become jobs
     jobs.recover()  # fail the jobs of workers that died; queued ones wait for the worker started below
     authoring = AzureAuthoring(service, authorizer, jobs)

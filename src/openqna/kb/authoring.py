@@ -37,6 +37,9 @@ FETCH_MAX_BYTES = 10 * 1024 * 1024
 # what to do about a follow-up prompt to a QnA that does not exist, after an edit and after an import
 EDIT_PROMPTS_FIX = "Add those QnAs first (or in the same request, with their ids), or remove the prompts."
 IMPORT_PROMPTS_FIX = "Import those QnAs too, with those ids, or remove the prompts."
+# The job kinds that embed a whole file or source (``refresh`` is ``kb.refresh``'s): they run on a worker of their own,
+# so that an import of minutes holds up no other project's edit or deploy (``kb.jobs``)
+BULK_KINDS = frozenset({"upload", "import", "sources", "refresh"})
 
 
 @dataclass

@@ -4,9 +4,16 @@ A job is written to the store, with everything needed to run it, before its 202 
 sent.  Every server process runs a worker thread per *lane* that claims jobs from the store's
 queue: atomically (``Store.claim_job``), only the kinds of its lane it has a handler for, projects
 taking turns (a project's n-th unfinished job waits for every project's earlier turns, so one that
-queued 200 edits holds another's edit for one of them, not all) and each project's jobs oldest first.  A lane is a set of kinds with a worker of its own (the server gives ``train``, a minute of
-CPU, one, and a vector store's files, minutes of embedding for a large one, another: an edit, an import or a deploy
-queued behind either waited as long); the other kinds share one.  So a job accepted by any process on a shared store is run by exactly one of
+queued 200 edits holds another's edit for one of them, not all) and each project's jobs oldest first.
+
+A lane is a set of kinds with a worker of its own, so that a long job of one project holds up no short one of
+another's: the server gives ``train`` (a minute of CPU) one, a vector store's files (minutes of embedding for a large
+one) another, and the bulk kinds that embed a whole file or source (``upload``, ``import``, ``sources``, ``refresh``:
+a 1,200-QnA import ran 15 minutes, and another project's one-QnA edit waited 154 s behind it) a third.  The other
+kinds (QnA edits, deploys, project deletions, exports) share one.  The bulk lane keeps each project's order with the
+shared one (``in_order``): a project's edit queued after its import waits for the import to finish, and an import
+queued after an edit for the edit, since the second job reads what the first writes.  The train and vector store
+lanes keep no such order, as before.  So a job accepted by any process on a shared store is run by exactly one of
 them, and any process answers its status from the store.  A local submit wakes the
 local worker at once; other processes' jobs are picked up within
 ``OPENQNA_JOB_POLL_SECONDS``.
@@ -76,7 +83,11 @@ class JobRunner:
     """Submits jobs to the store and runs a worker per lane that claims them (from any process)."""
 
     def __init__(self, store: JobStore, handlers: dict[str, Handler], *, poll_seconds: float | None = None,
-                 lease_seconds: float | None = None, lanes: tuple[frozenset[str], ...] = ()):
+                 lease_seconds: float | None = None, lanes: tuple[frozenset[str], ...] = (),
+                 in_order: tuple[frozenset[str], ...] = ()):
+        """``lanes``: kinds with a worker of their own, run whatever a project's other jobs are doing; ``in_order``:
+        kinds with a worker of their own that keep each project's order with the shared worker's kinds (and with
+        each other): a project's job waits for its earlier jobs of all of them to finish."""
         self.store = store
         self.handlers = handlers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"  # this worker, in logs and jobs
@@ -86,7 +97,8 @@ class JobRunner:
             raise ValueError("OPENQNA_JOB_POLL_SECONDS and OPENQNA_JOB_LEASE_SECONDS must be positive")
         # each worker's kinds: those of a lane of its own, then (the last worker) every other kind; read from
         # ``handlers`` at each claim, since a part of the server may add its handler later (``VectorStores``)
-        self._lanes = [frozenset(lane) for lane in lanes]
+        self._lanes = [frozenset(lane) for lane in (*lanes, *in_order)]
+        self._ordered = set(range(len(lanes), len(self._lanes))) | {len(self._lanes)}  # the shared worker is last
         self._wakes = [threading.Event() for _ in range(len(self._lanes) + 1)]
         self._stop = threading.Event()
         self._finished = threading.Condition()
@@ -138,6 +150,14 @@ class JobRunner:
             return sorted(k for k in self.handlers if k in self._lanes[lane])
         return sorted(k for k in self.handlers if not any(k in own for own in self._lanes))
 
+    def _after(self, lane: int) -> list[str]:
+        """The kinds whose earlier unfinished jobs of a project hold up worker ``lane``'s next job of that project:
+        those of the other workers that keep one order with it (none, for a lane of its own)."""
+        if lane not in self._ordered:
+            return []
+        return sorted({k for other in self._ordered if other != lane
+                       for k in (self._lanes[other] if other < len(self._lanes) else self._kinds(other))})
+
     def _loop(self, lane: int) -> None:
         wake = self._wakes[lane]
         while not self._stop.is_set():
@@ -145,7 +165,7 @@ class JobRunner:
             try:
                 self.recover()
                 kinds = self._kinds(lane)
-                job = self.store.claim_job(self.owner, kinds, self.lease_seconds) if kinds else None
+                job = self.store.claim_job(self.owner, kinds, self.lease_seconds, self._after(lane)) if kinds else None
             except OpenQnAError as exc:  # the store is unreachable for a moment (it logs so): try at the next poll
                 log.debug("claiming a job failed: %s", exc.message)
                 job = None

@@ -10,7 +10,7 @@ rows and never builds a search index: ``index/index_cache.py`` builds those from
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -472,8 +472,10 @@ class JobStore(Protocol):
     def put_job(self, job: Job) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
-    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
-        """Atomically turn the oldest ``notStarted`` job of ``kinds`` into ``running`` for ``owner``."""
+    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:
+        """Atomically turn the next ``notStarted`` job of ``kinds`` into ``running`` for ``owner``: projects take
+        turns, a project's jobs start oldest first, and none while its project has an earlier unfinished job of the
+        kinds ``after`` names (another worker's, which keep one order with these)."""
     def renew_job(self, job_id: str, owner: str, lease_seconds: float) -> bool:
         """Extend the lease of a job ``owner`` runs; False when it is no longer theirs to run."""
     def finish_job(self, job: Job) -> bool:

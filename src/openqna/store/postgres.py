@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -529,17 +529,20 @@ class PostgresStore(SharedStatements, VectorSearch):
                         job.expires, json_value(job.errors), json_value(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
 
-    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
+    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:
         # SKIP LOCKED: claimers racing for the queue head each lock a different row instead of waiting on one;
-        # the outer status test re-checks the row once it is locked.
+        # the outer status test re-checks the row once it is locked.  A job ``behind`` another lane's stays so
+        # until that job is finished, a state it never leaves, so no race lets it start early.
+        turns = self.FAIR_TURNS.format(mine="kind = ANY(%s)", after="kind = ANY(%s)")
         with self._conn() as db:
             row = db.execute(
                 "UPDATE jobs SET status='running', owner=%s, updated=%s,"
                 " lease_until=now() + make_interval(secs => %s)"
                 " WHERE status='notStarted' AND id=(SELECT j.id FROM jobs j"
-                f"   JOIN ({self.FAIR_TURNS.format(kinds='kind = ANY(%s)')}) t ON t.job = j.id WHERE t.waiting"
+                f"   JOIN ({turns}) t ON t.job = j.id WHERE t.waiting AND t.behind = 0"
                 "   ORDER BY t.turn, j.seq FOR UPDATE OF j SKIP LOCKED LIMIT 1)"
-                f" RETURNING {self._JOB_COLS}", (owner, now_iso(), lease_seconds, list(kinds))).fetchone()
+                f" RETURNING {self._JOB_COLS}",
+                (owner, now_iso(), lease_seconds, list(kinds), list(kinds), list(after))).fetchone()
         return None if row is None else self._job_row(row)
 
     def renew_job(self, job_id: str, owner: str, lease_seconds: float) -> bool:

@@ -19,7 +19,7 @@ import threading
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -482,15 +482,17 @@ class SQLiteStore(SharedStatements):
                         job.expires, strict_json.dumps(job.errors), strict_json.dumps(job.params), job.owner, job.result,
                         job.result_name, job.result_media, job.lease_until))
 
-    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float) -> Job | None:
+    def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:
         marks = ','.join('?' * len(kinds))
         if self._db.execute(f"SELECT 1 FROM jobs WHERE status='notStarted' AND kind IN ({marks}) LIMIT 1",
                             kinds).fetchone() is None:
             return None  # an idle poll takes no write lock
+        turns = self.FAIR_TURNS.format(mine=f"kind IN ({marks})", after=f"kind IN ({','.join('?' * len(after))})")
         # BEGIN IMMEDIATE takes the database's write lock first, so no two claimers read the same queue head.
         with self._tx() as db:
-            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs JOIN ({self.FAIR_TURNS.format(kinds=f'kind IN ({marks})')}) t"
-                             " ON t.job = jobs.id WHERE t.waiting ORDER BY t.turn, jobs.seq LIMIT 1", kinds).fetchone()
+            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs JOIN ({turns}) t ON t.job = jobs.id"
+                             " WHERE t.waiting AND t.behind = 0 ORDER BY t.turn, jobs.seq LIMIT 1",
+                             [*kinds, *kinds, *after]).fetchone()
             if row is None:
                 return None
             job = self._job_row(row)

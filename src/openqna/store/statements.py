@@ -709,10 +709,16 @@ class SharedStatements(Dialect):
     # The queue's turns: a project's n-th unfinished job of the kinds a worker claims (running ones counted) takes turn
     # n, and a claim takes the oldest job of the lowest turn.  Projects so take turns instead of queueing behind one
     # that submitted many jobs (a script of 200 edits held every other project's edit until its last), and a
-    # project's own jobs still start in the order they came.  ``{kinds}`` is the engine's "kind is one of" test.
-    FAIR_TURNS = ("SELECT id AS job, status = 'notStarted' AS waiting,"
-                  " row_number() OVER (PARTITION BY project ORDER BY seq) AS turn"
-                  " FROM jobs WHERE status IN ('notStarted', 'running') AND {kinds}")
+    # project's own jobs still start in the order they came.  A job also waits (``behind``) while its project has an
+    # earlier unfinished job of the kinds ``{after}`` names, those of the other lanes that keep one order with this
+    # one's: an edit queued after an import to its project waits for the import to end, though another worker runs
+    # imports.  ``{mine}`` and ``{after}`` are the engine's "kind is one of" tests (parameters: mine's, mine's,
+    # after's).
+    FAIR_TURNS = ("SELECT id AS job, status = 'notStarted' AND mine = 1 AS waiting, sum(mine) OVER queue AS turn,"
+                  " sum(1 - mine) OVER queue AS behind"
+                  " FROM (SELECT id, project, seq, status, CASE WHEN {mine} THEN 1 ELSE 0 END AS mine FROM jobs"
+                  "       WHERE status IN ('notStarted', 'running') AND ({mine} OR {after})) AS unfinished"
+                  " WINDOW queue AS (PARTITION BY project ORDER BY seq)")
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
                  " result_media, lease_until")
 
