@@ -1,7 +1,7 @@
 """The console's edge cases, each found by an exploratory pass and driven here in Chromium as `test_console.py` does:
 the first key made on a server without keys, a slow page drawn over a newer one, a project name taken twice, a URL
 source on an existing project, a stale delete, Back with unsaved changes, errors that outlive the next success, a
-missing project, a key for another project, and pages at phone width.
+missing project, a key for another project, pages at phone width, and a long import's progress.
 
 Two servers: one with no keys (the first key is made in the console), and one with an admin key for the rest.
 """
@@ -370,4 +370,31 @@ def test_pages_do_not_scroll_sideways_on_a_phone(server, browser):  # noqa: F811
         page.wait_for_load_state("networkidle")
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= 375, f"{where} ({heading}) is {wide} px wide"
+    tab.done()
+
+
+def test_an_import_shows_how_far_it_has_got_and_holds_up_no_other_projects_edit(server, browser, tmp_path):  # noqa: F811
+    """A 1,200-QnA import said only "running" for its 15 minutes, and a one-QnA edit of another project waited
+    behind it.  The status line now says how far embedding has got, and the other project's edit is saved while the
+    import runs."""
+    url, secret = server
+    big = tmp_path / "big.tsv"
+    big.write_text("Question\tAnswer\tSource\tMetadata\n" + "".join(
+        f"How do I configure widget number {n}?\tOpen the panel of widget {n} and set its level to {n * 7 % 97}.\t"
+        f"big.tsv\t\n" for n in range(800)), encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    form = page.get_by_role("form", name="Import")
+    form.get_by_label("Project", exact=True).fill("big")
+    form.get_by_label("File").set_input_files(str(big))
+    form.get_by_role("button", name="Import").click()
+    expect(page.locator(".progress")).to_have_text(re.compile(r"Importing big\.tsv: embedding 800 QnAs: \d+%"),
+                                                   timeout=60_000)
+    edit = azure(url, secret, "PATCH", "/kb1/qnas", json=[{"op": "add", "value": {
+        "questions": ["Do you sell gift cards?"], "answer": "Yes, at every till."}}])
+    assert edit.status_code == 202, edit.text
+    assert job(edit.headers["Operation-Location"], secret)["status"] == "succeeded"
+    shown = page.locator(".progress").inner_text()
+    assert re.fullmatch(r"Importing big\.tsv: embedding 800 QnAs: \d+%", shown), shown  # still importing
+    wait_status(page, "Imported big.tsv into big.", timeout=300_000)
     tab.done()

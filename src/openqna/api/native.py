@@ -8,7 +8,8 @@ error envelope (the console's other half speaks Azure):
   was refused (always 200: a page asks before it has a key);
 * ``GET|POST /openqna/keys``, ``DELETE /openqna/keys/{keyId}`` — API keys (admin), a new key's secret shown once;
 * ``POST /openqna/projects/{project}/files?name=FILE`` — import one uploaded file (any format ``openqna
-  import`` reads) as a job, creating the project; ``GET /openqna/jobs/{jobId}`` polls any job;
+  import`` reads) as a job, creating the project; ``GET /openqna/jobs/{jobId}`` polls any job (a running import's
+  ``progress`` too: texts embedded of the total, for how many QnAs and passages, when this process runs it);
 * ``GET /openqna/projects`` — the projects the caller may query, with QnAs and passages counted apart;
 * ``GET /openqna/projects/{project}/passages`` — a project's passages, apart from its QnAs;
 * ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
@@ -238,6 +239,10 @@ class NativeRoutes:
                 "expirationDateTime": job.expires}
         if job.errors:
             body["errors"] = job.errors
+        progress = self.jobs.progress(job.id) if job.status == "running" else None
+        if progress is not None:  # how far an import's embedding has got, when this process runs it (``kb.progress``)
+            body["progress"] = {"stage": progress.stage, "done": progress.done, "total": progress.total,
+                                "qnas": progress.qnas, "passages": progress.passages}
         if job.kind == "train" and job.status == "succeeded" and job.result is not None:
             body["result"] = json.loads(job.result)  # the training report (``api/train_api.py``)
         return JSONResponse(body, headers={} if job.status in ("succeeded", "failed") else {"Retry-After": "1"})

@@ -33,6 +33,16 @@ function when(iso) { return iso ? iso.replace("T", " ").replace(/\.\d+/, "").rep
 const STATES = { notStarted: "waiting to start", running: "running", succeeded: "succeeded", failed: "failed",
   cancelled: "cancelled", cancelling: "cancelling" };
 
+// A job's state in words, and how far a running import has got when the server says (openqna's own job status:
+// texts embedded of the total, a QnA's questions and answer each one): "embedding 1,200 QnAs: 40%".
+function progressText(status, job) {
+  const p = status === "running" && job ? job.progress : null;
+  if (!p || !p.total) return STATES[status] || status;
+  const n = (x, one, many) => `${x.toLocaleString("en-US")} ${x === 1 ? one : many}`;
+  const what = [p.qnas ? n(p.qnas, "QnA", "QnAs") : "", p.passages ? n(p.passages, "passage", "passages") : ""];
+  return `embedding ${what.filter(Boolean).join(" and ")}: ${Math.floor((100 * p.done) / p.total)}%`;
+}
+
 export async function runJob(label, progress, send) {
   say(""); // an earlier action's error is over: this job's outcome is what the status line says next
   progress.hidden = false;
@@ -45,7 +55,7 @@ export async function runJob(label, progress, send) {
   const held = controls.filter((c) => !c.disabled);
   held.forEach((c) => { c.disabled = true; });
   try {
-    await send((status) => { progress.textContent = `${label}: ${STATES[status] || status}`; });
+    await send((status, job) => { progress.textContent = `${label}: ${progressText(status, job)}`; });
     progress.textContent = `${label}: succeeded`;
     return true;
   } catch (error) {

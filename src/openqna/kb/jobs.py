@@ -49,6 +49,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from openqna import settings
+from openqna.kb.progress import SINK, Progress
 from openqna.records import OpenQnAError
 from openqna.store import Job
 from openqna.store.base import RUNNING_JOB, JobLease, JobStore
@@ -104,6 +105,7 @@ class JobRunner:
         self._finished = threading.Condition()
         self._workers: list[threading.Thread | None] = [None] * len(self._wakes)
         self._start_lock = threading.Lock()
+        self._progress: dict[str, Progress] = {}  # the running jobs' last reports (``kb.progress``), by job id
 
     # -- submitting ------------------------------------------------------------------------------
     def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None) -> Job:
@@ -120,6 +122,13 @@ class JobRunner:
     def get(self, job_id: str) -> Job | None:
         """The job ``job_id``, whichever process accepted it (None when there is none, or it expired)."""
         return self.store.get_job(job_id)
+
+    def progress(self, job_id: str) -> Progress | None:
+        """How far job ``job_id`` has got, when this process runs it and its handler reports (``kb.progress``).
+
+        Kept in memory, not in the store: a poll another process answers (servers sharing a PostgreSQL store) sees
+        none, only the job's status."""
+        return self._progress.get(job_id)
 
     def recover(self) -> int:
         """Fail the running jobs whose worker stopped renewing their lease; returns how many."""
@@ -185,6 +194,7 @@ class JobRunner:
         token = _STOPPING.set(self._stop)
         # the handler's writes commit only while the job is still this worker's (``store.base.RUNNING_JOB``)
         leased = RUNNING_JOB.set(JobLease(job.id, self.owner, self.lease_seconds))
+        reports = SINK.set(lambda progress: self._progress.__setitem__(job.id, progress))
         try:
             self.handlers[job.kind](job)
             job.status = "succeeded"
@@ -199,6 +209,8 @@ class JobRunner:
             job.status = "failed"
             job.errors = [{"code": "InternalServerError", "message": f"The job failed unexpectedly: {exc!r}"}]
         finally:
+            SINK.reset(reports)
+            self._progress.pop(job.id, None)
             RUNNING_JOB.reset(leased)
             _STOPPING.reset(token)
             done.set()

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from openqna.index.analyze import analyze
 from openqna.index.markdown_text import without_urls
 from openqna.kb.catalog import DEPLOYED_WITH, VERSIONS_WITH
+from openqna.kb.progress import Progress, publish
 from openqna.kb.service_base import ServiceBase
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import (
@@ -105,18 +106,18 @@ class Writing(ServiceBase):
 
     # -- writing ---------------------------------------------------------------------
     def _embed(self, texts: list[str], progress: bool, embedder: Embedder | None = None,
-               passages: list[bool] | None = None) -> np.ndarray:
+               passages: list[bool] | None = None, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed ``texts`` (each distinct text once), similar lengths together so batches pad little; those that
         ``passages`` marks as answers or passages read as such by an embedder that tells them apart
         (``embed_passages``)."""
         embedder = embedder or self.embedder
         if passages is None or not any(passages) or not hasattr(embedder, "embed_passages"):
-            return _embedded(embedder.embed, embedder.dim, texts, progress)
+            return _embedded(embedder.embed, embedder.dim, texts, progress, on_batch)
         out = np.zeros((len(texts), embedder.dim), np.float32)
         for kind, run in ((False, embedder.embed), (True, embedder.embed_passages)):
             mine = [i for i, p in enumerate(passages) if p == kind]
             if mine:
-                out[mine] = _embedded(run, embedder.dim, [texts[i] for i in mine], progress)
+                out[mine] = _embedded(run, embedder.dim, [texts[i] for i in mine], progress, on_batch)
         return out
 
     def prepare(self, qnas: list[QnA], hashes: list[str], progress: bool = False,
@@ -134,7 +135,7 @@ class Writing(ServiceBase):
         spaces = (("q", "a", None),) + ((("mq", "ma", self.multilingual.embedder),
                                           ("uq", "ua", self.multilingual.use)) if multilingual else ())
         fresh: dict[tuple[int, str, int], np.ndarray] = {}
-        embedded = 0
+        todo = []  # per space: its texts to embed and where each vector goes
         for q_field, a_field, embedder in spaces:
             texts: list[str] = []
             slots: list[tuple[int, str, int]] = []
@@ -145,9 +146,18 @@ class Writing(ServiceBase):
                     if (fld, ord_) not in stored:
                         texts.append(text)
                         slots.append((i, fld, ord_))
-            vectors = self._embed(texts, progress, embedder, [fld == a_field for _, fld, _ in slots])
+            todo.append((texts, slots, a_field, embedder))
+        total, embedded = sum(len(texts) for texts, *_ in todo), 0
+        passages = sum(q.kind == "passage" for q in qnas)
+
+        def on_batch(n: int) -> None:  # the job's poller sees how far embedding, most of an import's time, has got
+            nonlocal embedded
+            embedded += n
+            publish(Progress("embedding", embedded, total, len(qnas) - passages, passages))
+
+        for texts, slots, a_field, embedder in todo:
+            vectors = self._embed(texts, progress, embedder, [fld == a_field for _, fld, _ in slots], on_batch)
             fresh.update({slot: vectors[j] for j, slot in enumerate(slots)})
-            embedded += len(texts)
         items = []
         for i, (q, h) in enumerate(zip(qnas, hashes)):
             stored = reuse.get(q.id, {}) if q.id is not None else {}
@@ -162,7 +172,7 @@ class Writing(ServiceBase):
                     units += [Unit(many, n, [], vector(many, n)) for n in range(len(q.questions))]
                     units.append(Unit(one, 0, [], vector(one, 0)))
             items.append(StoredQnA(q, units, h))
-        return items, embedded
+        return items, total
 
     def _reusable(self, project: str, qnas: list[QnA]) -> dict[int, dict[tuple[str, int], np.ndarray]]:
         """Stored vectors of ``qnas``' units whose text did not change (same question or answer); those in the
@@ -449,11 +459,16 @@ class Writing(ServiceBase):
         self.connected.drop(project)
 
 
-def _embedded(run: Callable[[list[str]], np.ndarray], dim: int, texts: list[str], progress: bool) -> np.ndarray:
+def _embedded(run: Callable[[list[str]], np.ndarray], dim: int, texts: list[str], progress: bool,
+              on_batch: Callable[[int], None] | None = None) -> np.ndarray:
     """``run`` (an embedder's ``embed`` or ``embed_passages``) over ``texts``, each distinct text once, similar
-    lengths together so batches pad little."""
+    lengths together so batches pad little; ``on_batch`` hears how many of ``texts`` each batch embedded (a text
+    given twice counts twice)."""
     if not texts:
         return np.zeros((0, dim), np.float32)
+    counts: dict[str, int] = {}
+    for t in texts:
+        counts[t] = counts.get(t, 0) + 1
     unique = list(dict.fromkeys(texts))
     order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
     vectors = np.zeros((len(unique), dim), np.float32)
@@ -462,6 +477,8 @@ def _embedded(run: Callable[[list[str]], np.ndarray], dim: int, texts: list[str]
         batch = order[start : start + EMBED_BATCH * 8]
         vectors[batch] = run([unique[i] for i in batch])
         bar.update(len(batch))
+        if on_batch is not None:
+            on_batch(sum(counts[unique[i]] for i in batch))
     bar.close()
     position = {t: i for i, t in enumerate(unique)}
     return vectors[[position[t] for t in texts]]
