@@ -486,6 +486,22 @@ def test_projects_take_turns_in_the_queue(store):
     assert store.claim_job("host:1", ["train"], 30).id == "t1"  # another lane's jobs take no turn of these
 
 
+def test_projects_take_turns_when_each_job_ends_before_the_next_is_claimed(store):
+    """A worker that finishes each job before it claims the next (the usual case: one worker a lane) still lets the
+    projects take turns: of the jobs at the lowest turn, the project that has had fewest claimed goes first, so b's
+    one edit waits one of a's jobs, not all of them."""
+    from openqna.store import Job
+
+    for jid, project in [("a1", "a"), ("a2", "a"), ("a3", "a"), ("a4", "a"), ("b1", "b"), ("b2", "b"), ("c1", "c")]:
+        store.put_job(Job(jid, "qnas", project))
+    order = []
+    while (job := store.claim_job("host:1", ["qnas"], 30)) is not None:
+        order.append(job.id)
+        job.status = "succeeded"
+        assert store.finish_job(job)
+    assert order == ["a1", "b1", "c1", "a2", "b2", "a3", "a4"]
+
+
 def test_a_job_waits_for_its_projects_earlier_jobs_of_the_kinds_it_keeps_order_with(store):
     """Imports run on a worker of their own, but keep each project's order with the shared worker's kinds: an edit
     queued after an import to its project waits for the import to end (not only to start), and an import queued after

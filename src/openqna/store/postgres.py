@@ -540,9 +540,9 @@ class PostgresStore(SharedStatements, VectorSearch):
                 " lease_until=now() + make_interval(secs => %s)"
                 " WHERE status='notStarted' AND id=(SELECT j.id FROM jobs j"
                 f"   JOIN ({turns}) t ON t.job = j.id WHERE t.waiting AND t.behind = 0"
-                "   ORDER BY t.turn, j.seq FOR UPDATE OF j SKIP LOCKED LIMIT 1)"
+                "   ORDER BY t.turn, t.served, j.seq FOR UPDATE OF j SKIP LOCKED LIMIT 1)"
                 f" RETURNING {self._JOB_COLS}",
-                (owner, now_iso(), lease_seconds, list(kinds), list(kinds), list(after))).fetchone()
+                (owner, now_iso(), lease_seconds, list(kinds), list(kinds), list(after), list(kinds))).fetchone()
         return None if row is None else self._job_row(row)
 
     def renew_job(self, job_id: str, owner: str, lease_seconds: float) -> bool:

@@ -491,8 +491,8 @@ class SQLiteStore(SharedStatements):
         # BEGIN IMMEDIATE takes the database's write lock first, so no two claimers read the same queue head.
         with self._tx() as db:
             row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs JOIN ({turns}) t ON t.job = jobs.id"
-                             " WHERE t.waiting AND t.behind = 0 ORDER BY t.turn, jobs.seq LIMIT 1",
-                             [*kinds, *kinds, *after]).fetchone()
+                             " WHERE t.waiting AND t.behind = 0 ORDER BY t.turn, t.served, jobs.seq LIMIT 1",
+                             [*kinds, *kinds, *after, *kinds]).fetchone()
             if row is None:
                 return None
             job = self._job_row(row)

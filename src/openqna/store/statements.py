@@ -707,17 +707,23 @@ class SharedStatements(Dialect):
 
     # -- the job queue's reads (claims and leases are each engine's own) ----------------------------------------------
     # The queue's turns: a project's n-th unfinished job of the kinds a worker claims (running ones counted) takes turn
-    # n, and a claim takes the oldest job of the lowest turn.  Projects so take turns instead of queueing behind one
-    # that submitted many jobs (a script of 200 edits held every other project's edit until its last), and a
-    # project's own jobs still start in the order they came.  A job also waits (``behind``) while its project has an
-    # earlier unfinished job of the kinds ``{after}`` names, those of the other lanes that keep one order with this
-    # one's: an edit queued after an import to its project waits for the import to end, though another worker runs
-    # imports.  ``{mine}`` and ``{after}`` are the engine's "kind is one of" tests (parameters: mine's, mine's,
-    # after's).
+    # n, and a claim takes a job of the lowest turn: of the project that has had fewest jobs of these kinds claimed
+    # (``served``: running and finished ones the queue still holds), the oldest first.  Projects so take turns
+    # instead of queueing behind one that submitted many jobs (a script of 200 edits held every other project's edit
+    # until its last), and a project's own jobs still start in the order they came.  Without ``served`` the turns
+    # held only while the busy project's job still ran when the next was claimed: a worker that finishes each job
+    # before it claims the next saw a's second job and b's first both at turn 1 and took the older, a's, so b still
+    # waited for all of a's.  A job also waits (``behind``) while its project has an earlier unfinished job of the
+    # kinds ``{after}`` names, those of the other lanes that keep one order with this one's: an edit queued after an
+    # import to its project waits for the import to end, though another worker runs imports.  ``{mine}`` and
+    # ``{after}`` are the engine's "kind is one of" tests (parameters: mine's, mine's, after's, mine's).
     FAIR_TURNS = ("SELECT id AS job, status = 'notStarted' AND mine = 1 AS waiting, sum(mine) OVER queue AS turn,"
-                  " sum(1 - mine) OVER queue AS behind"
+                  " sum(1 - mine) OVER queue AS behind, coalesce(served, 0) AS served"
                   " FROM (SELECT id, project, seq, status, CASE WHEN {mine} THEN 1 ELSE 0 END AS mine FROM jobs"
                   "       WHERE status IN ('notStarted', 'running') AND ({mine} OR {after})) AS unfinished"
+                  " LEFT JOIN (SELECT project AS served_project, count(*) AS served FROM jobs"
+                  "            WHERE status <> 'notStarted' AND {mine} GROUP BY project) AS claimed"
+                  "   ON claimed.served_project = unfinished.project"
                   " WINDOW queue AS (PARTITION BY project ORDER BY seq)")
     _JOB_COLS = ("id, kind, project, status, created, updated, expires, errors, params, owner, result, result_name,"
                  " result_media, lease_until")
