@@ -175,7 +175,8 @@ export async function showEditor(name) {
     return row;
   }
 
-  function open(q) {
+  // `mine`: the edit a Save could not write (the QnA was changed elsewhere), shown beside the QnA as it is now
+  function open(q, mine = null) {
     if (state.dirty && !confirm("You have unsaved changes. Discard them?")) return;
     state.open = q;
     state.dirty = false;
@@ -198,11 +199,24 @@ export async function showEditor(name) {
           dialog: { isContextOnly: contextOnly.checked, prompts: [...prompts.children].map((li) => li.read()) } };
       } catch (error) { return fail(error); }
       if (!isNew) { value.id = q.id; value.ifLastUpdated = q.lastUpdatedDateTime; }
+      let conflict = false;
       const ok = await runJob("Saving", progress, (onStatus) =>
-        operation("PATCH", `${project(name)}/qnas`, [{ op: isNew ? "add" : "replace", value }], { onStatus }));
+        operation("PATCH", `${project(name)}/qnas`, [{ op: isNew ? "add" : "replace", value }], { onStatus })
+          .catch((error) => { conflict = error.code === "Conflict"; throw error; }));
       if (ok) { state.dirty = false; say(isNew ? "QnA added." : `QnA ${q.id} saved.`); await reload(isNew ? null : q.id); }
+      else if (conflict) {
+        // changed elsewhere since it was read: every later Save of this copy would be refused the same way (the list
+        // kept the old version too), so read it again and show it as it is now, with the edit that was not saved
+        const error = document.getElementById("status").textContent;
+        state.dirty = false;
+        await reload(q.id, true, { questions: questions.value, answer: answer.value, metadata: meta.value });
+        if (byId.has(q.id)) say(`${error} Read again: QnA ${q.id} is shown below as it is now, with your edit (not saved) above it.`, "error");
+      }
     } },
     h("h2", {}, isNew ? "New QnA" : `QnA ${q.id}`),
+    mine ? h("details", { class: "unsaved", open: true }, h("summary", {}, "Your edit, not saved (copy what you need)"),
+      h("p", { class: "hint" }, "Questions"), h("pre", {}, mine.questions), h("p", { class: "hint" }, "Answer"),
+      h("pre", {}, mine.answer), mine.metadata.trim() ? [h("p", { class: "hint" }, "Metadata"), h("pre", {}, mine.metadata)] : null) : null,
     field("Questions (one per line; the first is the primary one)", questions),
     field("Answer (Markdown)", answer), h("p", { class: "hint" }, "Preview:"), preview,
     field("Metadata (key:value, one per line)", meta), field("Source", source),
@@ -227,7 +241,7 @@ export async function showEditor(name) {
     questions.focus();
   }
 
-  async function reload(openId, keepStatus = false) {
+  async function reload(openId, keepStatus = false, mine = null) {
     try {
       const fresh = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
       for (const q of fresh) q._text = searchText(q);
@@ -237,7 +251,7 @@ export async function showEditor(name) {
       draw();
       if (bulkBox) drawBulk();
       targets.replaceWith(targets = qnaList("qna-targets", fresh));
-      if (openId !== null && byId.has(openId)) open(byId.get(openId)); else editBox.replaceChildren();
+      if (openId !== null && byId.has(openId)) open(byId.get(openId), mine); else editBox.replaceChildren();
     } catch (error) { if (!keepStatus) fail(error); }
   }
 

