@@ -99,3 +99,35 @@ def test_a_save_refused_as_a_conflict_reads_the_qna_again(server, browser):  # n
     assert now[office]["answer"] == "We moved to 2 Side Street, second floor."
     a.done()
     b.done()
+
+
+def test_a_runs_questions_whose_qna_is_missing_are_counted_and_marked(server, browser, tmp_path):  # noqa: F811
+    """A test set that expects QnA 9999 (which kb1 lacks) and an answer no QnA gives: the run card shows how many
+    such questions there are and marks their rows (before, they read as ordinary misses)."""
+    url, secret = server
+    hours = qna_id(url, secret, "kb1", "What are your opening hours?")
+    checks = tmp_path / "lacking.csv"
+    checks.write_text("question,expected_qna_id,expected_answer\n"
+                      f"when are you open,{hours},\n"
+                      "how do I cancel my order,9999,\n"
+                      "do you deliver on sundays,,We deliver every day of the week.\n", encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/tests")
+    upload = page.get_by_role("form", name="Upload a test set")
+    upload.get_by_label("Set name").fill("lacking")
+    upload.get_by_label("Test-set file").set_input_files(str(checks))
+    upload.get_by_role("button", name="Upload").click()
+    wait_status(page, "Uploaded test set lacking: 3 questions.")
+    page.get_by_role("form", name="Run a test set").get_by_role("button", name="Run").click()
+    wait_status(page, "Ran lacking against test: 3 questions")
+    card = page.get_by_role("region", name="Run result")
+    expect(card).to_contain_text("Expected QnA not in this state2")
+    expect(card).to_contain_text("2 questions expect a QnA this state does not hold")
+    expect(card.get_by_role("row", name="how do I cancel my order")).to_contain_text("QnA 9999 is not in this state")
+    expect(card.get_by_role("row", name="do you deliver on sundays")).to_contain_text(
+        "No QnA in this state gives the answer “We deliver every day of the week.”")
+    expect(card.get_by_role("row", name="when are you open")).to_have_count(0)  # answered right
+    page.get_by_role("region", name="Run history").get_by_role("button", name="Show run").first.click()
+    expect(card.get_by_role("row", name="how do I cancel my order")).to_contain_text("QnA 9999 is not in this state")
+    tab.done()

@@ -23,17 +23,33 @@ function figures(run) {
     h("dt", {}, "Questions"), h("dd", {}, String(run.questions)),
     h("dt", {}, "Top-1"), h("dd", {}, pct(run.top1)),
     h("dt", {}, `Right at threshold ${conf(run.threshold)}`), h("dd", {}, pct(run.right_at_threshold)),
-    h("dt", {}, "No-answer rejected"), h("dd", {}, pct(run.no_answer_rejected)));
+    h("dt", {}, "No-answer rejected"), h("dd", {}, pct(run.no_answer_rejected)),
+    // counted as misses, though no ranking can make them right: the set or the state needs the edit
+    run.expected_missing ? [h("dt", {}, "Expected QnA not in this state"), h("dd", {}, String(run.expected_missing))] : null);
+}
+
+// A miss whose expectation the state run does not hold (the server counts these as `expected_missing`): a QnA id no QnA
+// has (or one deleted since), or an answer no QnA gives.
+function missing(w) { return w.expected !== null && w.expected !== undefined && !w.expected_question; }
+
+function expectedText(w) {
+  if (!missing(w)) return qna(w.expected, w.expected_question);
+  return h("span", { class: "missing" }, typeof w.expected === "string"
+    ? `No QnA in this state gives the answer “${w.expected}”` : `QnA ${w.expected} is not in this state`);
 }
 
 function runCard(run) {
   const wrong = run.wrong || [];
+  const lacking = wrong.filter(missing).length;
   return h("section", { class: "card", "aria-label": "Run result" },
     h("h2", {}, `Run ${run.run_id}: ${run.test_set} against ${run.deployment}`),
     h("p", {}, when(run.created)), figures(run),
+    lacking ? h("p", { class: "hint" }, `${plural(lacking, "question")} expect${lacking === 1 ? "s" : ""} a QnA this state `
+      + "does not hold (an id no QnA has, one deleted since, or an answer none gives): no ranking can make "
+      + `${lacking === 1 ? "it" : "them"} right; fix the test set, or add the QnA.`) : null,
     wrong.length
       ? table(["Question", "Expected", "Got", "Confidence"],
-        wrong.map((w) => [w.question, qna(w.expected, w.expected_question), qna(w.got, w.got_question), conf(w.confidence)]),
+        wrong.map((w) => [w.question, expectedText(w), qna(w.got, w.got_question), conf(w.confidence)]),
         `Confusion list: ${wrong.length} not right`)
       : h("p", {}, "Every question got what it expected."));
 }
