@@ -131,3 +131,36 @@ def test_a_runs_questions_whose_qna_is_missing_are_counted_and_marked(server, br
     page.get_by_role("region", name="Run history").get_by_role("button", name="Show run").first.click()
     expect(card.get_by_role("row", name="how do I cancel my order")).to_contain_text("QnA 9999 is not in this state")
     tab.done()
+
+
+PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVO"
+         "RK5CYII=")
+
+
+def test_markdown_links_with_parentheses_and_images(server, browser):  # noqa: F811
+    """The answer preview (the test chat renders the same way): a link whose address holds parentheses is one link,
+    an inline image is an <img> with its alt text, an image elsewhere is a link to it (the page's policy loads no
+    image from other hosts), and javascript: stays text (before: the link ended at the first ")" and an image
+    showed as "!" and a link)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/edit")
+    page.get_by_role("button", name="Where is your office?").click()
+    page.get_by_label("Answer (Markdown)").fill(
+        "See [Bats](https://en.wikipedia.org/wiki/Bat_(animal)) (the animal).\n\n"
+        f"![Our logo]({PIXEL}) and ![Map of the office](https://example.com/map_(1).png)\n\n"
+        "![x](javascript:window.__xss=1) [y](javascript:window.__xss=2)")
+    preview = page.get_by_label("Answer preview")
+    bats = preview.get_by_role("link", name="Bats")
+    expect(bats).to_have_attribute("href", "https://en.wikipedia.org/wiki/Bat_(animal)")
+    expect(preview.locator("p").first).to_have_text("See Bats (the animal).")
+    logo = preview.get_by_role("img", name="Our logo")
+    expect(logo).to_have_attribute("src", PIXEL)
+    assert logo.evaluate("img => img.complete && img.naturalWidth") == 1  # loaded: the policy allows data: images
+    expect(preview.get_by_role("link", name="Image: Map of the office")).to_have_attribute(
+        "href", "https://example.com/map_(1).png")
+    expect(preview.locator("p").nth(2)).to_have_text("![x](javascript:window.__xss=1) [y](javascript:window.__xss=2)")
+    expect(preview.locator("img")).to_have_count(1)
+    assert page.evaluate("window.__xss") is None
+    tab.done()

@@ -1,24 +1,53 @@
 // A small Markdown renderer that builds DOM nodes, never HTML strings: author and imported text is
 // only ever a text node, so <script>, onerror=... and the like are shown as text and never run.
-// Supported: paragraphs, #-headings, - / * / 1. lists, **bold**, *italic*, `code`, [links](http...).
+// Supported: paragraphs, #-headings, - / * / 1. lists, **bold**, *italic*, `code`, [links](http...) whose address may
+// hold balanced parentheses (https://en.wikipedia.org/wiki/Bat_(animal)), and images ![alt](...).
 
 const SAFE_URL = /^(https?:|mailto:)/i;
+// The images the page's Content-Security-Policy lets it load (img-src 'self' data:): inline data of an image type. The
+// policy keeps the console from calling out to hosts that content names, so an image elsewhere (https://...) is
+// shown as a link to it, with its alt text; any other address (javascript:, a relative path) as the text it was.
+const INLINE_IMAGE = /^data:image\/[a-z0-9.+-]+[;,]/i;
+// A link's or image's address: no spaces, and parentheses only in balanced pairs (one level, as CommonMark allows).
+const ADDRESS = String.raw`((?:[^()\s]|\([^()\s]*\))+)`;
+const PATTERN = new RegExp(String.raw`(\*\*([^*]+)\*\*|\*([^*]+)\*|` + "`([^`]+)`" + String.raw`|!\[([^\]]*)\]\(` + ADDRESS
+  + String.raw`\)|\[([^\]]+)\]\(` + ADDRESS + String.raw`\))`, "g");
+
+function link(text, url) {
+  const a = el("a", text);
+  a.href = url;
+  a.rel = "noopener noreferrer";
+  a.target = "_blank";
+  return a;
+}
+
+function image(alt, url) {
+  if (INLINE_IMAGE.test(url)) {
+    const img = document.createElement("img");
+    img.alt = alt;
+    img.src = url;
+    return img;
+  }
+  if (/^https?:/i.test(url)) {
+    const a = link(undefined, url);
+    a.className = "image";
+    a.textContent = `Image: ${alt || url}`;
+    return a;
+  }
+  return null;
+}
 
 function inline(parent, text) {
-  const pattern = /(\*\*([^*]+)\*\*|\*([^*]+)\*|`([^`]+)`|\[([^\]]+)\]\(([^)\s]+)\))/g;
   let last = 0;
-  for (const m of text.matchAll(pattern)) {
+  for (const m of text.matchAll(PATTERN)) {
     parent.append(document.createTextNode(text.slice(last, m.index)));
-    if (m[2] !== undefined) parent.append(el("strong", m[2]));
-    else if (m[3] !== undefined) parent.append(el("em", m[3]));
-    else if (m[4] !== undefined) parent.append(el("code", m[4]));
-    else if (SAFE_URL.test(m[6])) {
-      const a = el("a", m[5]);
-      a.href = m[6];
-      a.rel = "noopener noreferrer";
-      a.target = "_blank";
-      parent.append(a);
-    } else parent.append(document.createTextNode(m[0]));
+    let node = null;
+    if (m[2] !== undefined) node = el("strong", m[2]);
+    else if (m[3] !== undefined) node = el("em", m[3]);
+    else if (m[4] !== undefined) node = el("code", m[4]);
+    else if (m[6] !== undefined) node = image(m[5], m[6]);
+    else if (SAFE_URL.test(m[8])) node = link(m[7], m[8]);
+    parent.append(node || document.createTextNode(m[0]));
     last = m.index + m[0].length;
   }
   parent.append(document.createTextNode(text.slice(last)));
