@@ -164,3 +164,26 @@ def test_markdown_links_with_parentheses_and_images(server, browser):  # noqa: F
     expect(preview.locator("img")).to_have_count(1)
     assert page.evaluate("window.__xss") is None
     tab.done()
+
+
+def test_a_one_word_synonym_line_is_refused_by_name(server, browser):  # noqa: F811
+    """Improve → Synonyms with a line of one word: refused, naming the line, and nothing is saved (before, the line
+    was dropped and the page said "Synonyms saved.")."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/improve")
+    card = page.locator("form.card").filter(has=page.get_by_role("heading", name="Synonyms"))
+    groups = card.get_by_label("Groups (one per line, words separated by commas)")
+    groups.fill("sign in, log in\n\nlonely\n")
+    card.get_by_role("button", name="Save synonyms").click()
+    wait_status(page, "Line 3: a synonym group needs two words or more: 'lonely'.", timeout=10_000)
+    expect(page.locator("#status.error")).to_be_visible()
+    assert azure(url, secret, "GET", "/kb1/synonyms").json()["value"] == []
+    groups.fill("sign in, log in\n\nlonely, alone\n")
+    card.get_by_role("button", name="Save synonyms").click()
+    wait_status(page, "Synonyms saved.", timeout=10_000)
+    assert [g["alterations"] for g in azure(url, secret, "GET", "/kb1/synonyms").json()["value"]] == [
+        ["sign in", "log in"], ["lonely", "alone"]]
+    azure(url, secret, "PUT", "/kb1/synonyms", json={"value": []})
+    tab.done()

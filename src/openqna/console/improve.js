@@ -36,8 +36,15 @@ export async function showImprove(name) {
   const unsaved = { synonyms: false, settings: false };
   const synForm = h("form", { class: "card", oninput: () => { unsaved.synonyms = true; }, onsubmit: async (event) => {
     event.preventDefault();
-    const value = groups.value.split("\n").map((l) => l.split(",").map((s) => s.trim()).filter(Boolean)).filter((g) => g.length > 1)
-      .map((alterations) => ({ alterations }));
+    const lines = groups.value.split("\n").map((l) => l.split(",").map((s) => s.trim()).filter(Boolean));
+    // a line of one word is no group: refused by name (it was dropped, and "Synonyms saved." said nothing of it)
+    const alone = lines.findIndex((g) => g.length === 1);
+    if (alone >= 0) {
+      groups.focus();
+      return fail(new Error(`Line ${alone + 1}: a synonym group needs two words or more: '${lines[alone][0]}'. Add the words `
+        + "it means (separated by commas), or delete the line."));
+    }
+    const value = lines.filter((g) => g.length > 1).map((alterations) => ({ alterations }));
     try { await call("PUT", `${project(name)}/synonyms`, { value }); unsaved.synonyms = false; say("Synonyms saved."); } catch (e) { fail(e); }
   } }, h("h2", {}, "Synonyms"), field("Groups (one per line, words separated by commas)", groups), author ? h("button", { type: "submit" }, "Save synonyms") : null);
   const answer = h("input", { value: settings.settings.defaultAnswer || "" });
