@@ -187,3 +187,23 @@ def test_a_one_word_synonym_line_is_refused_by_name(server, browser):  # noqa: F
         ["sign in", "log in"], ["lonely", "alone"]]
     azure(url, secret, "PUT", "/kb1/synonyms", json={"value": []})
     tab.done()
+
+
+def test_importing_a_synonyms_file_reports_the_groups_stored(server, browser, tmp_path):  # noqa: F811
+    """A QnA Maker synonyms TSV imported from the Projects page: the result names the synonym groups it stored (before:
+    "no new QnAs or passages", as if the file had done nothing)."""
+    url, secret = server
+    synonyms = tmp_path / "Synonyms.tsv"
+    synonyms.write_text('Synonyms\n"sign in","log in"\n"refund","money back"\n', encoding="utf-8")
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    form = page.get_by_role("form", name="Import")
+    form.get_by_label("Project").fill("kb1")
+    form.get_by_label("File").set_input_files(str(synonyms))
+    form.get_by_role("button", name="Import").click()
+    wait_status(page, "Imported Synonyms.tsv into kb1.", timeout=60_000)
+    expect(page.locator(".import-result")).to_have_text(
+        "Imported Synonyms.tsv into kb1: +2 synonym groups. The project now has 3 QnAs, 0 passages and 2 synonym "
+        "groups; deploy to answer with them in production.")
+    azure(url, secret, "PUT", "/kb1/synonyms", json={"value": []})
+    tab.done()

@@ -94,6 +94,14 @@ def test_an_uploaded_file_is_imported_as_a_job_and_listed_with_counts(secured):
                      params={"api-version": "2021-10-01"}, headers={"api-key": admin}).json()["value"]
     assert {"Returns, refunds?": "Within 30 days, in full."}.items() <= {
         q["questions"][0]: q["answer"] for q in qnas}.items()
+    assert job["result"] == {"added": 3, "updated": 0, "unchanged": 0}  # what it did, as the console reports it
+    # a synonyms file adds no record: its result says which groups it stored (the console said "no new QnAs")
+    groups = b'Synonyms\n"sign in","log in"\n"refund","money back"\n'
+    assert upload(server, admin, "faq", "synonyms.tsv", groups)["result"] == {
+        "added": 0, "updated": 0, "unchanged": 0, "synonymGroupsAdded": 2, "synonymGroups": 2}
+    again = b'Synonyms\n"sign in","log in"\n"opening hours","hours"\n'
+    assert upload(server, admin, "faq", "synonyms.tsv", again)["result"] == {
+        "added": 0, "updated": 0, "unchanged": 0, "synonymGroupsAdded": 1, "synonymGroups": 3}
     broken = upload(server, admin, "faq", "broken.tsv", b"Question\tAnswer\nonly a question\n")
     assert broken["status"] == "failed" and broken["errors"][0]["code"] == "InvalidArgument"
     r = httpx.post(f"{server.url}/openqna/projects/faq/files", params={"name": "notes.exe"}, content=b"x",

@@ -9,7 +9,8 @@ error envelope (the console's other half speaks Azure):
 * ``GET|POST /openqna/keys``, ``DELETE /openqna/keys/{keyId}`` — API keys (admin), a new key's secret shown once;
 * ``POST /openqna/projects/{project}/files?name=FILE`` — import one uploaded file (any format ``openqna
   import`` reads) as a job, creating the project; ``GET /openqna/jobs/{jobId}`` polls any job (a running import's
-  ``progress`` too: texts embedded of the total, for how many QnAs and passages, when this process runs it);
+  ``progress`` too: texts embedded of the total, for how many QnAs and passages, when this process runs it; an
+  upload's ``result`` says what it added, synonym groups included);
 * ``GET /openqna/projects`` — the projects the caller may query, with QnAs and passages counted apart;
 * ``GET /openqna/projects/{project}/passages`` — a project's passages, apart from its QnAs;
 * ``GET /openqna/projects/{project}/deployments/{deployment}/diff`` — what deploying would change;
@@ -243,8 +244,9 @@ class NativeRoutes:
         if progress is not None:  # how far an import's embedding has got, when this process runs it (``kb.progress``)
             body["progress"] = {"stage": progress.stage, "done": progress.done, "total": progress.total,
                                 "qnas": progress.qnas, "passages": progress.passages}
-        if job.kind == "train" and job.status == "succeeded" and job.result is not None:
-            body["result"] = json.loads(job.result)  # the training report (``api/train_api.py``)
+        if job.kind in ("train", "upload") and job.status == "succeeded" and job.result is not None:
+            # the training report (``api/train_api.py``), or what an upload added (``Authoring.import_file``)
+            body["result"] = json.loads(job.result)
         return JSONResponse(body, headers={} if job.status in ("succeeded", "failed") else {"Retry-After": "1"})
 
     @handle_errors

@@ -85,11 +85,19 @@ async function existing(target) {
 }
 
 
-function resultText(what, target, before, after) {
+// `done`: the upload job's result, when it has one: a file's synonym groups, which the counts of records do not show
+// (a synonyms file read "no new QnAs or passages" though its groups were stored)
+function resultText(what, target, before, after, done = {}) {
   const dq = after.qnas - before.qnas, dp = after.passages - before.passages;
-  const change = dq || dp ? [dq ? `${dq > 0 ? "+" : ""}${plural(dq, "QnA")}` : null, dp ? `${dp > 0 ? "+" : ""}${plural(dp, "passage")}` : null]
-    .filter(Boolean).join(" and ") : "no new QnAs or passages";
-  return `${what} ${target}: ${change}. The project now has ${plural(after.qnas, "QnA")} and ${plural(after.passages, "passage")}; deploy to answer with them in production.`;
+  const synonyms = done && done.synonymGroups !== undefined;
+  const dg = synonyms ? done.synonymGroupsAdded : 0;
+  const change = [dq ? `${dq > 0 ? "+" : ""}${plural(dq, "QnA")}` : null, dp ? `${dp > 0 ? "+" : ""}${plural(dp, "passage")}` : null,
+    dg ? `+${plural(dg, "synonym group")}` : null].filter(Boolean);
+  const none = synonyms ? "no new QnAs, passages or synonym groups" : "no new QnAs or passages";
+  const now = [plural(after.qnas, "QnA"), plural(after.passages, "passage"), synonyms ? plural(done.synonymGroups, "synonym group") : null]
+    .filter(Boolean);
+  return `${what} ${target}: ${change.length ? change.join(" and ").replace(/ and (?=.* and )/, ", ") : none}. The project now has `
+    + `${now.slice(0, -1).join(", ")} and ${now[now.length - 1]}; deploy to answer with them in production.`;
 }
 
 // Import a file or add a URL source: into any project (the Projects page) or into `fixedName` (its QnAs page).
@@ -100,9 +108,9 @@ function importForm(progress, fixedName) {
   const shown = lastImport;
   lastImport = null;
   const result = h("p", { class: shown ? `import-result ${shown.kind}` : "import-result", role: "status", hidden: !shown }, shown ? shown.text : "");
-  const finish = async (target, what, before) => {
+  const finish = async (target, what, before, done) => {
     const after = await counts(target).catch(() => before);
-    lastImport = { kind: "ok", text: resultText(what, target, before, after) };
+    lastImport = { kind: "ok", text: resultText(what, target, before, after, done) };
     await route();
     const card = document.querySelector(".import-result:not([hidden])");
     if (card) card.scrollIntoView({ block: "nearest" });
@@ -114,10 +122,12 @@ function importForm(progress, fixedName) {
     const before = await counts(target).catch(() => ({ qnas: 0, passages: 0 }));
     if (file.files.length) {
       const f = file.files[0];
-      const ok = await runJob(`Importing ${f.name}`, progress, (onStatus) =>
-        operation("POST", `/openqna/projects/${encodeURIComponent(target)}/files?name=${encodeURIComponent(f.name)}`,
-                  f, { raw: true, onStatus }));
-      if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before); }
+      let job = null;
+      const ok = await runJob(`Importing ${f.name}`, progress, async (onStatus) => {
+        job = await operation("POST", `/openqna/projects/${encodeURIComponent(target)}/files?name=${encodeURIComponent(f.name)}`,
+                              f, { raw: true, onStatus });
+      });
+      if (ok) { say(`Imported ${f.name} into ${target}.`); await finish(target, `Imported ${f.name} into`, before, job && job.result); }
     } else if (url.value) {
       let made = false;
       try { // a URL source needs its project: make it if new, and leave an existing one's language alone

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from dataclasses import dataclass, replace
@@ -556,9 +557,13 @@ class Authoring:
         for unstructured, document in documents:  # a replica's unstructured documents, as `openqna import` reads them
             ingest_document(self.service, project, document, source=unstructured.source, unstructured=True)
 
-    def import_file(self, project: str, name: str, data: bytes) -> None:
+    def import_file(self, project: str, name: str, data: bytes) -> dict[str, int]:
         """One uploaded file, as ``openqna import`` reads it: QnA files merge into the project (creating it),
-        a document's QnAs and passages become the records of its source."""
+        a document's QnAs and passages become the records of its source.
+
+        Returns what it did, as the upload job's result: records ``added``, ``updated`` and ``unchanged`` (and a
+        document's ``deleted``); for a file that holds synonym groups, ``synonymGroupsAdded`` (those the project did
+        not hold) and ``synonymGroups`` (how many it holds now), which no count of records shows."""
         try:
             document = parse_document(name, data) if is_document(name, data) else None
             content = read_file(name, data) if document is None else None
@@ -568,9 +573,14 @@ class Authoring:
             self.check_import_prompts(project, content.qnas, replacing=False)
         self.ensure_project(project, None)
         if document is not None:
-            ingest_document(self.service, project, document)
-        elif content is not None:
-            self.service.import_content(project, content)
+            r = ingest_document(self.service, project, document)
+            return {"added": r.added, "updated": r.updated, "unchanged": r.unchanged, "deleted": r.deleted}
+        assert content is not None  # read above when the file is no document
+        report = self.service.import_content(project, content)
+        out = {"added": report.added, "updated": report.updated, "unchanged": report.unchanged}
+        if content.synonyms:
+            out.update(synonymGroupsAdded=report.synonyms_added, synonymGroups=len(self.store.get_synonyms(project)))
+        return out
 
     def ensure_project(self, project: str, settings: ProjectSettings | None) -> tuple[Project, list[SettingChange]]:
         """``project``, created if need be, with the settings an import's file or body gives, and what they changed.
@@ -710,7 +720,8 @@ class Authoring:
                                               for o in job.params["ops"]])
 
         def upload(job: Job) -> None:
-            self.import_file(job.project, job.params["name"], base64.b64decode(job.params["data"]))
+            done = self.import_file(job.project, job.params["name"], base64.b64decode(job.params["data"]))
+            job.result, job.result_media = json.dumps(done).encode(), "application/json"  # GET /openqna/jobs/{id}
 
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
                 "sources": sources, "upload": upload}

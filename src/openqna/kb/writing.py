@@ -48,6 +48,7 @@ class ImportReport:
     embedded: int = 0  # texts sent to the embedder
     ids: list[int] = field(default_factory=list)
     multilingual: bool = False  # the records were written with vectors in the multilingual space
+    synonyms_added: int = 0  # synonym groups of the content the project did not hold yet (``import_content``)
 
 
 def name_problem(name: str) -> str | None:
@@ -443,12 +444,14 @@ class Writing(ServiceBase):
         self.own_ids(project, content.qnas)
         report = self.upsert(project, content.qnas, progress=progress)
         if content.synonyms:
-            merged = self.store.get_synonyms(project)
+            stored = self.store.get_synonyms(project)
+            merged = list(stored)
             for group in content.synonyms:
                 if group not in merged:
                     merged.append(group)
-            if merged != self.store.get_synonyms(project):
+            if merged != stored:
                 self.store.set_synonyms(project, merged)
+            report.synonyms_added = len(merged) - len(stored)
         return report
 
     def delete_project(self, project: str) -> None:
