@@ -92,10 +92,16 @@ def test_sdk_lifecycle(live, admin, files, tmp_path):
                        ("excel", lambda b: b"KnowledgeBaseReplica.xlsx" in b)):
         job = authoring.begin_export("lifecycle", file_format=fmt).result()
         assert job["status"] == "succeeded"
-        data = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30).content
+        got = httpx.get(job["resultUrl"], headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30)
+        data = got.content
         assert check(data), fmt
-        name = {"json": "x.json", "tsv": "x.zip", "excel": "x.zip"}[fmt]
+        # named after the project and the format (every export downloaded as KnowledgeBase.json or .zip)
+        name = {"json": "lifecycle.json", "tsv": "lifecycle-tsv.zip", "excel": "lifecycle-excel.zip"}[fmt]
+        assert got.headers["Content-Disposition"] == f'attachment; filename="{name}"'
         assert {q.answer for q in read_file(name, data).qnas} == {q["answer"] for q in authoring.list_qnas("lifecycle")}
+    synonyms = authoring.begin_export("lifecycle", file_format="tsv", asset_kind="synonyms").result()
+    assert httpx.get(synonyms["resultUrl"], timeout=30).headers["Content-Disposition"] == \
+        'attachment; filename="lifecycle-synonyms-tsv.zip"'
 
     authoring.begin_delete_project("lifecycle").result()
     with pytest.raises(ResourceNotFoundError):
@@ -803,3 +809,6 @@ def test_an_export_of_a_project_with_a_space_and_an_accent_has_a_fetchable_resul
     assert url.isascii() and " " not in url and "/with%20space%20%C3%A9/export/jobs/" in url
     with urllib.request.urlopen(url, timeout=30) as response:  # signed: no key needed
         assert [q.answer for q in read_file("x.json", response.read()).qnas] == ["From 9 to 5."]
+        # named after the project: in UTF-8 (RFC 6266), and in ASCII for clients that read only that
+        assert response.headers["Content-Disposition"] == (
+            "attachment; filename=\"with_space_.json\"; filename*=UTF-8''with%20space%20%C3%A9.json")

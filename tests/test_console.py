@@ -156,7 +156,7 @@ def test_the_console_journey(server, browser):
         ["JSON", "TSV (.zip)", "Excel (.zip of .xlsx)"])
     with page.expect_download() as download:
         row.get_by_role("button", name="Export surface").click()
-    assert download.value.suggested_filename == "KnowledgeBase.json"
+    assert download.value.suggested_filename == "surface.json"  # named after the project (was KnowledgeBase.json)
     expect(row.get_by_role("link", name="Download the JSON file again")).to_be_visible()
     page.screenshot(path=str(SHOTS / "console-projects.png"))
 

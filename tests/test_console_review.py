@@ -207,3 +207,20 @@ def test_importing_a_synonyms_file_reports_the_groups_stored(server, browser, tm
         "groups; deploy to answer with them in production.")
     azure(url, secret, "PUT", "/kb1/synonyms", json={"value": []})
     tab.done()
+
+
+def test_exports_download_under_the_projects_name_and_format(server, browser):  # noqa: F811
+    """Export on the Projects page names each file after the project and the format (before, every export of every
+    project downloaded as KnowledgeBase.json or KnowledgeBase.zip)."""
+    url, secret = server
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    for project in ("kb1", "openqna-faq"):
+        row = page.get_by_role("row", name=project)
+        for fmt, name in (("json", f"{project}.json"), ("tsv", f"{project}-tsv.zip"),
+                          ("excel", f"{project}-excel.zip")):
+            row.get_by_label(f"Export format for {project}").select_option(fmt)
+            with page.expect_download() as download:
+                row.get_by_role("button", name=f"Export {project}").click()
+            assert download.value.suggested_filename == name
+    tab.done()

@@ -77,6 +77,7 @@ from openqna.api.azure.wire import (
 )
 from openqna.api.concurrency import run_query
 from openqna.api.credentials import secret_from_headers
+from openqna.api.downloads import attachment
 from openqna.api.errors import azure_error
 from openqna.api.near_topic_api import NearTopicRoutes
 from openqna.api.sources_api import SourceRoutes
@@ -451,7 +452,7 @@ class NativeRoutes:
         writer.writerows([inert(row[c]) for c in QUERY_COLUMNS] for row in log["value"])
         name = f"{project}-queries-{log['since'][:10]}-{log['until'][:10]}.csv"
         return Response(out.getvalue().encode("utf-8-sig"), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": f"attachment; filename=\"{name}\"",
+                        headers={"Content-Disposition": attachment(name),
                                  "X-Total-Count": str(log["total"]), "X-Truncated": str(log["truncated"]).lower()})
 
     @handle_errors_off_loop

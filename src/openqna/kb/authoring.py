@@ -623,10 +623,13 @@ class Authoring:
             return proj
 
     def export(self, project: str, fmt: str, asset_kind: str) -> tuple[bytes, str, str]:
+        """Azure's ``:export`` of ``project``: the file's bytes, the name it downloads as (``export_name``) and its
+        media type."""
         proj = self.store.get_project(project)
         content = KnowledgeBaseContent(with_feedback(self.store.list_qnas(project), self.suggestions(project)),
                                        self.store.get_synonyms(project))
-        return export_archive(content, fmt, asset_kind, project_metadata(proj))  # type: ignore[arg-type]
+        data, name, media = export_archive(content, fmt, asset_kind, project_metadata(proj))  # type: ignore[arg-type]
+        return data, export_name(proj.name, fmt, asset_kind, PurePosixPath(name).suffix), media
 
     def signed_export(self, job_id: str, signature: str) -> Job | None:
         """The export job whose resultUrl carries ``signature``, while the job has not expired; else None.
@@ -725,6 +728,15 @@ class Authoring:
 
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
                 "sources": sources, "upload": upload}
+
+
+def export_name(project: str, fmt: str, asset_kind: str, suffix: str) -> str:
+    """The name an export downloads as: its project's, and what it holds when that is not the JSON of its QnAs
+    (``kb1.json``, ``kb1-tsv.zip``, ``kb1-excel.zip``, ``kb1-synonyms.json``), so that exports of several projects
+    and formats do not all arrive as ``KnowledgeBase.json`` or ``KnowledgeBase.zip`` (Azure's name, the archive's
+    own), each overwriting or renaming the last."""
+    parts = [project, *(["synonyms"] if asset_kind == "synonyms" else []), *([] if fmt == "json" else [fmt])]
+    return "-".join(parts) + suffix
 
 
 def _settings_shown(proj: Project) -> dict[str, str]:

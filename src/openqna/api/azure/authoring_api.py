@@ -22,6 +22,7 @@ from starlette.routing import Route
 from openqna.api import links
 from openqna.api.azure.runtime import feedback_records
 from openqna.api.azure.wire import Body, Refused, authorize, body_json, check_api_version, handle_errors_off_loop
+from openqna.api.downloads import attachment
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
 from openqna.formats import read_json as read_assets
@@ -304,7 +305,7 @@ class AzureAuthoring:
             return azure_error(404, "OperationNotFound", "There is no finished export job with this id (or its "
                                                           "project was deleted since).")
         return Response(job.result, media_type=job.result_media,
-                        headers={"Content-Disposition": f'attachment; filename="{job.result_name}"'})
+                        headers={"Content-Disposition": attachment(job.result_name or "export")})
 
     @handle_errors_off_loop
     def import_(self, request: Request) -> Response:
