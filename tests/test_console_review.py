@@ -224,3 +224,24 @@ def test_exports_download_under_the_projects_name_and_format(server, browser):  
                 row.get_by_role("button", name=f"Export {project}").click()
             assert download.value.suggested_filename == name
     tab.done()
+
+
+def test_inspect_names_the_question_that_matched(server, browser):  # noqa: F811
+    """Inspect's "Why" names the question of a QnA that the meaning matched, not its first one (before: "matched the
+    closest of its 3 questions, such as 'Which payment methods do you accept?'" for a question about PayPal)."""
+    url, secret = server
+    added = azure(url, secret, "PATCH", "/kb1/qnas", json=[{"op": "add", "value": {
+        "questions": ["Which payment methods do you accept?", "Can I pay with PayPal?", "Do you take credit cards?"],
+        "answer": "Cards and PayPal."}}])
+    job(added.headers["Operation-Location"], secret)
+    tab = Console(browser, url)
+    page = tab.sign_in(secret)
+    page.goto(f"{url}/#/p/kb1/chat")
+    page.get_by_role("textbox", name="Question").fill("can I use paypal to pay")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator(".chat .bot")).to_contain_text("Cards and PayPal.")
+    page.locator(".chat .bot").get_by_role("button", name="Inspect").click()
+    why = page.get_by_role("region", name="Inspect").locator(".why").first
+    expect(why).to_contain_text("Matched “Can I pay with PayPal?”, the closest in meaning of its 3 questions (0.")
+    expect(why).not_to_contain_text("such as")
+    tab.done()

@@ -243,6 +243,17 @@ def test_inspect_shows_what_a_confidence_is_made_of_and_why_the_default_answer_w
     assert strict["defaultAnswerUsed"] is True and "below the threshold 1.00" in strict["defaultAnswerReason"]
     assert strict["answers"][0]["id"] == -1 and strict["candidates"][0]["belowThreshold"] is True
     assert httpx.post(url, json={"top": 1}, headers={"api-key": reader}).json()["error"]["target"] == "question"
+    # which of a QnA's questions the meaning matched (the console named its first question, whichever matched)
+    assert out["candidates"][0]["matchedQuestion"] == "How do I reset my password?"
+    assert "qsim_question" not in parts  # a position, not a part of the confidence
+    added = httpx.patch(f"{server.url}{AUTHORING}/faq/qnas", params=VERSION, headers={"api-key": admin}, json=[
+        {"op": "add", "value": {"questions": ["Which payment methods do you accept?", "Can I pay with PayPal?",
+                                              "Do you take credit cards?"], "answer": "Cards and PayPal."}}])
+    wait(added.headers["Operation-Location"], admin)
+    for asked, matched in (("can I use paypal to pay", "Can I pay with PayPal?"),
+                           ("do you accept visa credit cards", "Do you take credit cards?")):
+        best = httpx.post(url, json={**body, "question": asked}, headers={"api-key": reader}).json()["candidates"][0]
+        assert best["answer"] == "Cards and PayPal." and best["matchedQuestion"] == matched, (asked, best)
 
 
 def test_the_query_log_is_opt_in_hashes_users_and_reports_what_to_improve(service, secured, monkeypatch):

@@ -165,6 +165,10 @@ def test_rank_is_the_stages_in_order_and_explain_names_each(kb):
     parts = ranked[0].parts
     assert [k for k in parts if k.startswith("stage:")] == [f"stage:{st.name}" for st in ranker.STAGES]
     assert parts["stage:exact_match"] == pytest.approx(ranked[0].confidence, abs=1e-4)
+    # the question qsim is the cosine of, by its position among the record's questions (Inspect names it)
+    q, row = s.index.q, s.index.row_of[1]
+    assert float(q.matrix[q.lo[row] + int(parts["qsim_question"])] @ s.query_vector) == pytest.approx(
+        parts["qsim"], abs=1e-4)
     answers = kb.ask("kb", LIVE, AskRequest(question=question, top=1, explain=True))
     assert answers[0].qna.id == 1 and "stage:regime" in answers[0].parts
 

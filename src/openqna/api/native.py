@@ -345,7 +345,12 @@ class NativeRoutes:
         out = []
         for a in ranked:
             item = answer_json(a)
-            item["parts"] = a.parts
+            parts = dict(a.parts)
+            at = parts.pop("qsim_question", None)  # a position: not a part of the confidence, but which question
+            item["parts"] = parts
+            questions = a.qna.questions if a.qna is not None else []
+            # the question the meaning matched best (the console said "such as" its first one, whichever matched)
+            item["matchedQuestion"] = questions[int(at)] if at is not None and 0 <= at < len(questions) else None
             item["kind"] = a.qna.kind if a.qna is not None else None  # "qna" or "passage": the console says which
             item["belowThreshold"] = a.qna is not None and a.confidence < threshold
             out.append(item)

@@ -27,9 +27,13 @@ export function inWords(c, asked) {
   const same = p.exact_match ? q.find((x) => x.trim().toLowerCase() === String(asked).trim().toLowerCase()) : null;
   if (p.exact_match) out.push(same ? `matched its question “${same}” word for word` : "one of its questions is yours, word for word");
   if (p.qsim !== undefined && !same) {
-    out.push(passage ? `its text is close in meaning to your question (${p.qsim.toFixed(2)})`
-      : q.length === 1 ? `matched the question “${q[0]}” (${p.qsim.toFixed(2)})`
-        : `matched the closest of its ${q.length} questions, such as “${q[0] || ""}” (${p.qsim.toFixed(2)})`);
+    // the question the server says matched (`matchedQuestion`); without it, its count alone: naming the first one
+    // ("such as") named a question that had not matched
+    const score = `(${p.qsim.toFixed(2)})`;
+    out.push(passage ? `its text is close in meaning to your question ${score}`
+      : q.length === 1 ? `matched the question “${q[0]}” ${score}`
+        : c.matchedQuestion ? `matched “${c.matchedQuestion}”, the closest in meaning of its ${q.length} questions ${score}`
+          : `matched the closest in meaning of its ${q.length} questions ${score}`);
   }
   if (!passage && p.asim !== undefined) out.push(`its answer's meaning is ${p.asim.toFixed(2)} similar to your question`);
   if (!passage && p.qcov !== undefined) out.push(`its question holds ${pct(p.qcov)} of your words`);

@@ -827,10 +827,15 @@ FEATURE_NAMES = ("qsim", "asim", "qcov", "acov", "qmean", "qcent", "bm25")
 
 def _parts(s: Scoring, i: int, exact: bool) -> dict[str, float]:
     """Row ``i``'s features and logit parts: the calibrated sum of the features, the KB adaptation, the follow-up
-    context and the final logit (after rescaling); ``exact_match`` 1.0 when a stored question matched; and, under
-    ``stage:<name>``, the logit (the confidence, from ``confidence`` on) after each of ``STAGES``."""
+    context and the final logit (after rescaling); ``exact_match`` 1.0 when a stored question matched;
+    ``qsim_question``, for a record read by its questions, which of them ``qsim`` is the cosine of (its position in
+    the record's questions: Inspect names it); and, under ``stage:<name>``, the logit (the confidence, from
+    ``confidence`` on) after each of ``STAGES``."""
     f = s.f
     out = {name: round(float(getattr(f, name)[i]), 4) for name in FEATURE_NAMES}
+    row, q = int(f.rows[i]), s.index.q
+    if q.hi[row] > q.lo[row] and not s.passages[i]:  # a passage's qsim is its text's
+        out["qsim_question"] = float(np.argmax(q.matrix[q.lo[row]:q.hi[row]] @ s.query_vector))
     out.update(features_logit=round(float(s.base[i]), 4), kb_adaptation=round(float(s.adapted[i]), 4),
                context=round(float(s.context[i]), 4), logit=round(float(s.logit[i]), 4), exact_match=float(exact))
     for name, values in (s.trace or {}).items():
