@@ -835,3 +835,47 @@ def test_accepted_questions_round_trip(kb):
     kb.delete_project("kb1")
     kb.create_project(Project("kb1"))
     assert kb.list_accepted("kb1") == []
+
+
+# what a vector store with two files was at schema 11: its files' states in its settings
+SCHEMA_11_VECTOR_STORE = {"defaultAnswer": "x", "openai_vector_store": {
+    "id": "vs_old", "name": "old", "seq": 1, "batches": {"vsfb_1": {"id": "vsfb_1", "files": ["file-b"]}},
+    "files": {"file-a": {"id": "file-a", "seq": 20, "status": "completed", "attributes": {"n": 1}},
+              "file-b": {"id": "file-b", "seq": 10, "status": "failed", "attributes": None}}}}
+
+
+def test_attached_files_are_rows_of_their_own(store, reopen):
+    """A vector store's files (``kinds/vector_stores.py``): each one row, read alone or by ids, ordered by ``seq``, and
+    changed by a compare-and-set that another process's change makes fail; a project's delete takes them along."""
+    from openqna.store.base import AttachedFile
+
+    store.create_project(Project("vs_1"))
+    store.create_project(Project("vs_2"))
+    a = AttachedFile("file-a", 20, {"id": "file-a", "status": "in_progress", "attributes": {"n": 1.5, "s": "é"}})
+    b = AttachedFile("file-b", 10, {"id": "file-b", "status": "in_progress", "attributes": None})
+    store.put_attached_files("vs_1", [a, b])
+    store.put_attached_files("vs_2", [AttachedFile("file-a", 1, {"id": "file-a", "other": True})])
+    assert store.list_attached_files("vs_1") == [b, a]  # by seq
+    assert store.list_attached_files("vs_1", ["file-a", "file-x"]) == [a]
+    assert store.list_attached_files("vs_1", [f"file-{i}" for i in range(1200)] + ["file-b"]) == [b]  # in batches
+    assert store.get_attached_file("vs_1", "file-a") == a and store.get_attached_file("vs_1", "File-A") is None
+    assert store.get_attached_file("vs_2", "file-a").state == {"id": "file-a", "other": True}
+    done = {**a.state, "status": "completed"}
+    other = reopen()  # another process
+    assert other.swap_attached_file("vs_1", "file-a", a.state, done)
+    assert not store.swap_attached_file("vs_1", "file-a", a.state, {**a.state, "status": "cancelled"})  # lost
+    assert store.get_attached_file("vs_1", "file-a") == AttachedFile("file-a", 20, done)  # its seq kept
+    assert not store.swap_attached_file("vs_1", "file-x", {}, None)  # not there
+    assert store.swap_attached_file("vs_1", "file-b", b.state, None)  # removed
+    assert store.list_attached_files("vs_1") == [AttachedFile("file-a", 20, done)]
+    store.put_attached_files("vs_1", [AttachedFile("file-a", 30, a.state)])  # attached again: replaced
+    assert store.list_attached_files("vs_1") == [AttachedFile("file-a", 30, a.state)]
+    for read in (lambda: store.list_attached_files("missing"), lambda: store.get_attached_file("missing", "file-a"),
+                 lambda: store.put_attached_files("missing", [a]),
+                 lambda: store.swap_attached_file("missing", "file-a", a.state, None)):
+        with pytest.raises(ProjectNotFound):
+            read()
+    store.delete_project("vs_1")
+    store.create_project(Project("vs_1"))
+    assert store.list_attached_files("vs_1") == [] and len(store.list_attached_files("vs_2")) == 1
+    other.close()

@@ -71,6 +71,7 @@ def everything(store) -> dict:
             "test_sets": [dataclasses.asdict(t) for t in store.list_test_sets(name)],
             "test_runs": [dataclasses.asdict(store.get_test_run(name, r.id)) for r in store.list_test_runs(name)],
             "queries": [dataclasses.asdict(q) for q in store.list_queries(name, "")],
+            "attached files": [dataclasses.asdict(f) for f in store.list_attached_files(name)],
         }
     return out
 

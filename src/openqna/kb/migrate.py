@@ -9,8 +9,8 @@ was, without content: ``Store.record_version``); then the live state itself is c
 original's time (``clock.stamped``): QnAs keep their ``lastUpdated``, deployments and versions when
 they were deployed, sources and test sets their times.  Synonyms, trained models, sources and how
 they refresh, feedback, accepted suggestions, test sets and their runs (the same run numbers, in
-order), the query log, files (with their scope and expiry) and API keys come along; finished jobs do
-not (they expire after six hours anyway).
+order), the query log, a vector store's files (their states), files (with their scope and expiry) and API keys come
+along; finished jobs do not (they expire after six hours anyway).
 
 A migration that stopped partway (the target went away, the disk filled, Ctrl-C) is finished by running it again.
 Each project is created in the target with a marker naming the source store (``MARKER`` in its settings, the
@@ -151,6 +151,7 @@ def fingerprint(store: Store, name: str) -> dict[str, str]:
         "feedback": [store.list_feedback(name), store.list_accepted(name)],
         "test sets": [store.list_test_sets(name), [store.get_test_run(name, r.id) for r in store.list_test_runs(name)]],
         "query log": store.list_queries(name, ""),
+        "vector store files": store.list_attached_files(name),
     }
     for state in (LIVE, *(d.name for d in deployments)):
         qnas = store.list_qnas(name, state)
@@ -241,6 +242,9 @@ def _copy_project(source: Store, target: Store, project: Project, progress: Call
     queries = source.list_queries(name, "")
     if queries:
         target.log_queries(name, queries)
+    attached = source.list_attached_files(name)
+    if attached:
+        target.put_attached_files(name, attached)
     with stamped(project.modified):
         target.update_project(copy.deepcopy(project))  # the last write: the copy is complete
     progress(f"{name}: {len(live)} records, {deployments} deployments, "

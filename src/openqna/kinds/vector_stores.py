@@ -2,8 +2,8 @@
 
 A vector store is an openqna project named by its id (``vs_…``) whose
 ``settings["openai_vector_store"]`` holds what OpenAI reports about it: name, metadata, expiry,
-timestamps, and per attached file its status, attributes, chunking, usage and last error, plus
-the file batches.  Its records are passages (kind ``passage``, ``source`` = the file id):
+timestamps and the file batches.  Each attached file's status, attributes, chunking, usage and last
+error are a row of their own (``Store.get_attached_file``).  Its records are passages (kind ``passage``, ``source`` = the file id):
 
 * Chunks are cut by ``ingest.chunk_document`` with the file's ``max_chunk_size_tokens`` and
   ``chunk_overlap_tokens``, counted with the GPT-2 BPE of ``models.gpt2`` (r50k_base) standing in
@@ -29,18 +29,19 @@ project); the surface decides from it who reaches the store.  Files are attached
 (``visible``, as in ``openai_files``): attaching shares a file's text with everyone who reaches the store, which is
 the author's to decide only for files it can read itself.
 
-State lives in project settings, so every status change rewrites them (and moves the
-knowledge base's change sequence): fine for hundreds of files per store, not for 10,000.
-Each change is a compare-and-set of those settings (``VectorStores._update``), so a job
-worker and requests in other processes never overwrite each other's changes.
+The store's state lives in its project's settings and each file's in its own row: a file's
+change reads and writes that file alone, so attaching the 1,000th file costs what the first did
+(in the settings, every change parsed and rewrote every file's state).  Each change is a
+compare-and-set, of the settings (``VectorStores._update``) or of the file's row
+(``VectorStores._update_file``), so a job worker and requests in other processes never overwrite
+each other's changes.
 
-Why this file is over 500 lines: every operation reads and writes that one setting through the same
-compare-and-set, so the operations stay together; processing a file (the job) is the next cut.
+Why this file is over 500 lines: every operation reads and writes that state through the same
+compare-and-sets, so the operations stay together; processing a file (the job) is the next cut.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import marshal
 import secrets
@@ -62,6 +63,7 @@ from openqna.models import gpt2
 from openqna.ranking.calibrations import passage_calibration
 from openqna.records import Conflict, InvalidArgument, NotFound, QnA
 from openqna.store import Job, Project
+from openqna.store.base import AttachedFile
 
 log = logging.getLogger("openqna.kinds.vector_stores")
 
@@ -170,23 +172,64 @@ class VectorStores:
             raise NotFound(f"No vector store found with id '{store_id}'.")
         return project, project.settings[SETTINGS_KEY]
 
-    def _update(self, store_id: str, change: Callable[[dict], T]) -> T:
+    def _update(self, store_id: str, change: Callable[[dict], T], seen: tuple[Project, dict] | None = None) -> T:
         """Apply ``change`` to the vector store's state and save it, atomically across processes.
 
         Another process (a job worker, a second server) may save the state between this read and
         this write: the store's compare-and-set then refuses it, and ``change`` runs again on the
         state that process saved, so no update is lost.  Work ``change`` does in the store itself
         must be idempotent.  Nothing is written when ``change`` leaves the state as it was.
+        ``seen``: the store as the caller has just read it (``_project``), tried first.
         """
         for _ in range(_CAS_ATTEMPTS):
-            project, vs = self._project(store_id)
+            project, vs = seen or self._project(store_id)
+            seen = None
             # the copy to compare with, made by marshal (the settings are JSON values, which it copies exactly): a
-            # fifth of copy.deepcopy's time, paid for every file's status change
+            # fifth of copy.deepcopy's time
             before = marshal.loads(marshal.dumps(project.settings))
             result = change(vs)
             if project.settings == before or self.store.update_settings(store_id, before, project.settings):
                 return result
         raise Conflict(f"Vector store '{store_id}' is being changed by many requests at once; try again.")
+
+    def _missing(self, store_id: str, file_id: str) -> NotFound:
+        """What a caller is told of a file the store lacks (or of the store, when that is what is missing)."""
+        self._project(store_id)
+        return NotFound(f"No file found with id '{file_id}' in vector store '{store_id}'.")
+
+    def _file(self, store_id: str, file_id: str) -> dict:
+        """The file's state (``NotFound`` naming the store or the file when either is missing)."""
+        try:
+            row = self.store.get_attached_file(store_id, file_id)
+        except NotFound:  # the project is gone: the store says so
+            row = None
+        if row is None:
+            raise self._missing(store_id, file_id)
+        return row.state
+
+    def _files(self, store_id: str, file_ids: list[str] | None = None) -> list[dict]:
+        """The states of the store's files (or of those of ``file_ids`` it has), oldest first."""
+        return [f.state for f in self.store.list_attached_files(store_id, file_ids)]
+
+    def _update_file(self, store_id: str, file_id: str, change: Callable[[dict | None], dict | None]) -> dict | None:
+        """Apply ``change`` to the file's state and save what it returns (None: the file leaves the store), atomically
+        across processes, as ``_update`` does for the store's state: a compare-and-set of the file's row, so that only
+        this file is read and written.  ``change`` gets None when the file is not in the store (it may raise; its
+        work in the store, which must be idempotent, is done and nothing is written)."""
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                row = self.store.get_attached_file(store_id, file_id)
+            except NotFound:  # the project is gone: ``change`` says what that means
+                row = None
+            if row is None:
+                change(None)
+                return None
+            # the copy ``change`` edits, made by marshal (the state is JSON values, which it copies exactly)
+            after = change(marshal.loads(marshal.dumps(row.state)))
+            if after == row.state or self.store.swap_attached_file(store_id, file_id, row.state, after):
+                return after
+        raise Conflict(f"File '{file_id}' of vector store '{store_id}' is being changed by many requests at once; "
+                       "try again.")
 
     def _job_finished(self, job_id: str | None, cache: dict[str, bool]) -> bool:
         if job_id is None:
@@ -223,9 +266,8 @@ class VectorStores:
         if expires_at is not None and time.time() >= expires_at:
             raise InvalidArgument(f"Vector store '{vs['id']}' expired; set a new 'expires_after' to use it again.")
 
-    def _view(self, vs: dict) -> VectorStore:
+    def _view(self, vs: dict, files: list[dict]) -> VectorStore:
         cache: dict[str, bool] = {}
-        files = list(vs["files"].values())
         counts = self._counts(vs["id"], files, cache)
         expires_at = self._expires_at(vs)
         status = ("expired" if expires_at is not None and time.time() >= expires_at
@@ -244,7 +286,7 @@ class VectorStores:
         now = int(time.time())
         with self._lock:
             state = {"id": store_id, "name": name, "metadata": metadata or {}, "expires_after": expires_after,
-                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "files": {}, "batches": {},
+                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "batches": {},
                      "scope": scope}
             self.store.create_project(Project(store_id, description, settings={SETTINGS_KEY: state},
                                               embedder=self.service.embedder.name))
@@ -253,7 +295,7 @@ class VectorStores:
         return self.get(store_id)
 
     def get(self, store_id: str) -> VectorStore:
-        return self._view(self._project(store_id)[1])
+        return self._view(self._project(store_id)[1], self._files(store_id))
 
     def scope(self, store_id: str) -> list[str] | None:
         """The projects the store was created in (None: every project's, as were stores made before scopes)."""
@@ -264,11 +306,11 @@ class VectorStores:
         """Every vector store ``allowed`` lets through (given its id and scope), oldest first."""
         found = [vs for p in self.store.list_projects()
                  if (vs := p.settings.get(SETTINGS_KEY)) is not None and allowed(p.name, vs.get("scope"))]
-        return [self._view(vs) for vs in sorted(found, key=lambda vs: (vs["seq"], vs["id"]))]
+        return [self._view(vs, self._files(vs["id"])) for vs in sorted(found, key=lambda vs: (vs["seq"], vs["id"]))]
 
     def modify(self, store_id: str, *, name: str | None = None, metadata: dict | None = None,
                expires_after: dict | None = None, clear_expiry: bool = False) -> VectorStore:
-        def change(vs: dict) -> VectorStore:
+        def change(vs: dict) -> dict:
             if name is not None:
                 vs["name"] = name
             if metadata is not None:
@@ -276,10 +318,10 @@ class VectorStores:
             if expires_after is not None or clear_expiry:
                 vs["expires_after"] = expires_after
             vs["last_active_at"] = int(time.time())
-            return self._view(vs)
+            return vs
 
         with self._lock:
-            return self._update(store_id, change)
+            return self._view(self._update(store_id, change), self._files(store_id))
 
     def delete(self, store_id: str) -> None:
         with self._lock:
@@ -300,64 +342,60 @@ class VectorStores:
         job_id = str(uuid.uuid4())
         names = {item.file_id: openai_files.get(self.service, item.file_id).filename for item in items}
         queued = [[item.file_id, secrets.token_hex(4)] for item in items]
-
-        def change(vs: dict) -> None:
-            self._refuse_expired(vs)
-            for item, (_, attempt) in zip(items, queued):
-                vs["files"][item.file_id] = {
-                    "id": item.file_id, "filename": names[item.file_id], "created_at": now, "seq": time.time_ns(),
-                    "status": "in_progress", "last_error": None, "attributes": item.attributes,
-                    "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
-                    "attempt": attempt, "job": job_id, "batch": batch_id}
-            if batch_id is not None:
-                vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
-                                           "files": [i.file_id for i in items], "cancelled": False}
-            vs["last_active_at"] = now
-
+        seen = self._project(store_id)
+        self._refuse_expired(seen[1])
         # Saved before the job is queued: a worker in another process may claim it at once, and must find
         # the files it is to process.  (A reader between the two writes sees the job missing: failed.)
-        self._update(store_id, change)
+        files = []
+        for item, (_, attempt) in zip(items, queued):
+            seq = time.time_ns()
+            files.append(AttachedFile(item.file_id, seq, {
+                "id": item.file_id, "filename": names[item.file_id], "created_at": now, "seq": seq,
+                "status": "in_progress", "last_error": None, "attributes": item.attributes,
+                "chunking": [item.chunking.max_tokens, item.chunking.overlap_tokens], "usage_bytes": 0,
+                "attempt": attempt, "job": job_id, "batch": batch_id}))
+        self.store.put_attached_files(store_id, files)
+
+        def change(vs: dict) -> None:
+            if batch_id is not None:  # after its files: a batch is never read without them
+                vs["batches"][batch_id] = {"id": batch_id, "created_at": now, "seq": time.time_ns(),
+                                           "files": [i.file_id for i in items], "cancelled": False}
+            vs["last_active_at"] = now  # unchanged within the second: nothing written
+
+        self._update(store_id, change, seen)
         self.jobs.submit(JOB_KIND, store_id, {"files": queued}, job_id=job_id)
 
-    def _file_state(self, vs: dict, file_id: str) -> dict:
-        state = vs["files"].get(file_id)
-        if state is None:
-            raise NotFound(f"No file found with id '{file_id}' in vector store '{vs['id']}'.")
-        return state
-
     def get_file(self, store_id: str, file_id: str) -> VectorStoreFile:
-        _, vs = self._project(store_id)
-        return self._file_view(store_id, self._file_state(vs, file_id), {})
+        return self._file_view(store_id, self._file(store_id, file_id), {})
 
     def list_files(self, store_id: str, batch_id: str | None = None) -> list[VectorStoreFile]:
         """The store's files (or one batch's), oldest first."""
         _, vs = self._project(store_id)
-        states = sorted(vs["files"].values(), key=lambda s: (s["seq"], s["id"]))
-        if batch_id is not None:
-            members = set(self._batch_state(vs, batch_id)["files"])
-            states = [s for s in states if s["id"] in members]
+        members = None if batch_id is None else self._batch_state(vs, batch_id)["files"]
         cache: dict[str, bool] = {}
-        return [self._file_view(store_id, s, cache) for s in states]
+        return [self._file_view(store_id, s, cache) for s in self._files(store_id, members)]
 
     def update_attributes(self, store_id: str, file_id: str, attributes: dict | None) -> VectorStoreFile:
-        def change(vs: dict) -> dict:
-            state = self._file_state(vs, file_id)
+        def change(state: dict | None) -> dict:
+            if state is None:
+                raise self._missing(store_id, file_id)
             state["attributes"] = attributes
-            return copy.deepcopy(state)
+            return state
 
         with self._lock:
-            state = self._update(store_id, change)
+            state = self._update_file(store_id, file_id, change)
+            assert state is not None  # ``change`` raised for a missing file
             if state["status"] != "in_progress":  # an in-progress file gets them when the worker commits it
                 self._rewrite_attributes(store_id, file_id, attributes)
             return self._file_view(store_id, state, {})
 
     def detach(self, store_id: str, file_id: str) -> None:
-        def change(vs: dict) -> None:
-            self._file_state(vs, file_id)
-            del vs["files"][file_id]
+        def change(state: dict | None) -> None:
+            if state is None:
+                raise self._missing(store_id, file_id)
 
         with self._lock:
-            self._update(store_id, change)
+            self._update_file(store_id, file_id, change)
             self._delete_records(store_id, file_id)
 
     def expire_files(self) -> None:
@@ -367,9 +405,9 @@ class VectorStores:
 
     def detach_everywhere(self, file_id: str) -> None:
         """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
-        for vs in self.list_stores():
-            if any(f.id == file_id for f in self.list_files(vs.id)):
-                self.detach(vs.id, file_id)
+        for project in self.store.list_projects():
+            if SETTINGS_KEY in project.settings and self.store.get_attached_file(project.name, file_id) is not None:
+                self.detach(project.name, file_id)
 
     def content(self, store_id: str, file_id: str) -> list[str]:
         """The texts of the file's chunks, in order (neighbours share their overlap)."""
@@ -417,8 +455,7 @@ class VectorStores:
     def get_batch(self, store_id: str, batch_id: str) -> FileBatch:
         _, vs = self._project(store_id)
         batch = self._batch_state(vs, batch_id)
-        states = [vs["files"][f] for f in batch["files"] if f in vs["files"]]
-        counts = self._counts(store_id, states, {})
+        counts = self._counts(store_id, self._files(store_id, batch["files"]), {})
         if counts.in_progress:
             status = "in_progress"
         elif batch["cancelled"]:
@@ -430,19 +467,22 @@ class VectorStores:
         return FileBatch(batch_id, store_id, batch["created_at"], status, counts)
 
     def cancel_batch(self, store_id: str, batch_id: str) -> FileBatch:
-        def change(vs: dict) -> None:
+        def change(vs: dict) -> list[str]:
             batch = self._batch_state(vs, batch_id)
             if self.get_batch(store_id, batch_id).status != "in_progress":
                 raise InvalidArgument(f"Batch '{batch_id}' is no longer in progress and cannot be cancelled.",
                                       target="batch_id")
             batch["cancelled"] = True
-            for file_id in batch["files"]:
-                state = vs["files"].get(file_id)
-                if state is not None and state["status"] == "in_progress" and state["batch"] == batch_id:
-                    state["status"] = "cancelled"
+            return list(batch["files"])
+
+        def cancel(state: dict | None) -> dict | None:
+            if state is not None and state["status"] == "in_progress" and state["batch"] == batch_id:
+                state["status"] = "cancelled"
+            return state
 
         with self._lock:
-            self._update(store_id, change)
+            for file_id in self._update(store_id, change):  # the batch first: it reads in progress until its files
+                self._update_file(store_id, file_id, cancel)  # are cancelled, then cancelled
         return self.get_batch(store_id, batch_id)
 
     # -- processing (the job worker) -------------------------------------------------------------------
@@ -453,10 +493,10 @@ class VectorStores:
             except NotFound:  # the store was deleted meanwhile
                 return
 
-    def _current(self, store_id: str, file_id: str, attempt: str) -> tuple[Project, dict, dict | None]:
-        project, vs = self._project(store_id)
-        state = vs["files"].get(file_id)
-        return project, vs, state if state is not None and state["attempt"] == attempt else None
+    def _current(self, store_id: str, file_id: str, attempt: str) -> dict | None:
+        """The file's state if ``attempt`` is still the one to process (``NotFound`` when the store is gone)."""
+        row = self.store.get_attached_file(store_id, file_id)
+        return row.state if row is not None and row.state["attempt"] == attempt else None
 
     def _with_earlier_ids(self, store_id: str, file_id: str, records: list[QnA]) -> list[QnA]:
         """``records`` (the file's chunks), each given the id of a record the file has already with the same text, so
@@ -475,7 +515,7 @@ class VectorStores:
 
     def _process(self, store_id: str, file_id: str, attempt: str) -> None:
         with self._lock:
-            _, _, state = self._current(store_id, file_id, attempt)
+            state = self._current(store_id, file_id, attempt)
             if state is None or state["status"] != "in_progress":
                 return  # detached, attached again, or cancelled before its turn
             chunking, attributes = Chunking(*state["chunking"]), state["attributes"]
@@ -498,12 +538,12 @@ class VectorStores:
         except Exception as exc:  # a bug must still end in a truthful status
             log.exception("vector store %s: processing %s failed", store_id, file_id)
             error = {"code": "server_error", "message": f"Processing failed unexpectedly ({type(exc).__name__})."}
-        def change(vs: dict) -> None:  # what it does to the records is idempotent: it may run again
-            state = vs["files"].get(file_id)
-            if state is None or state["attempt"] != attempt:
-                if file_id not in vs["files"]:  # detached while processing
-                    self._delete_records(store_id, file_id)
-                return  # attached again: the newer attempt replaces the records
+        def change(state: dict | None) -> dict | None:  # what it does to the records is idempotent: it may run again
+            if state is None:  # detached while processing (or the store deleted: then this raises NotFound)
+                self._delete_records(store_id, file_id)
+                return None
+            if state["attempt"] != attempt:
+                return state  # attached again: the newer attempt replaces the records
             if state["status"] != "in_progress" or error is not None:  # cancelled meanwhile, or failed
                 self._delete_records(store_id, file_id)
                 if error is not None and state["status"] == "in_progress":
@@ -513,9 +553,10 @@ class VectorStores:
                 if state["attributes"] != attributes:
                     self._rewrite_attributes(store_id, file_id, state["attributes"])
                 state.update(status="completed", usage_bytes=usage)
+            return state
 
         with self._lock:
-            self._update(store_id, change)
+            self._update_file(store_id, file_id, change)
 
     # -- search ---------------------------------------------------------------------------------------------
     def search(self, store_id: str, queries: list[str], *, limit: int = 10, where: Filter | None = None,
@@ -529,7 +570,7 @@ class VectorStores:
         project, vs = self._project(store_id)
         self._refuse_expired(vs)
         cache: dict[str, bool] = {}
-        completed = tuple(s["id"] for s in vs["files"].values()
+        completed = tuple(s["id"] for s in self._files(store_id)
                           if self._file_view(store_id, s, cache).status == "completed")
         self._touch(store_id, vs)
         queries = [q for q in queries if q.strip()]

@@ -603,8 +603,44 @@ class TrainedStore(Protocol):
     def get_trained(self, project: str, deployment: str = LIVE) -> Trained | None: ...
 
 
+@dataclass
+class AttachedFile:
+    """One file of an OpenAI vector store (``kinds/vector_stores.py``) as the store keeps it: ``state`` is the JSON
+    object that module reads and writes whole, ``seq`` orders the store's files (oldest first)."""
+
+    file_id: str
+    seq: int
+    state: dict[str, Any]
+
+
+def attached_files_of(settings: dict[str, Any]) -> list[AttachedFile] | None:
+    """Schema 12's migration: the files a vector store kept in its settings until then (``openai_vector_store.files``),
+    taken out of ``settings``; None when they hold none (not a vector store, or one whose files were moved)."""
+    vs = settings.get("openai_vector_store")
+    if not isinstance(vs, dict) or not isinstance(vs.get("files"), dict):
+        return None
+    files: dict[str, dict[str, Any]] = vs.pop("files")
+    return [AttachedFile(file_id, int(state.get("seq", 0)), state) for file_id, state in files.items()]
+
+
+class AttachedFileStore(Protocol):
+    """The files of a vector store, one row each (schema 12), so that a file's change reads and writes that file alone:
+    kept in the project's settings, every change parsed and rewrote every file's state (n files cost n²)."""
+
+    def list_attached_files(self, project: str, file_ids: Iterable[str] | None = None) -> list[AttachedFile]:
+        """Every file of the project (or those of ``file_ids`` it has), by ``seq`` then file id."""
+    def get_attached_file(self, project: str, file_id: str) -> AttachedFile | None: ...
+    def put_attached_files(self, project: str, files: list[AttachedFile]) -> None:
+        """Write ``files`` in one transaction, each replacing any state of the same file id."""
+    def swap_attached_file(self, project: str, file_id: str, expected: dict[str, Any],
+                           state: dict[str, Any] | None) -> bool:
+        """Replace the file's state with ``state`` (None: remove the file), keeping its ``seq``, if it still equals
+        ``expected`` (compare-and-set across processes); False, and nothing written, when another writer changed or
+        removed it first."""
+
+
 class Store(ProjectStore, RecordStore, DeploymentStore, IndexSource, SourceStore, JobStore, FileStore, KeyStore,
-            QueryLogStore, TestSetStore, TrainedStore, Protocol):
+            QueryLogStore, TestSetStore, TrainedStore, AttachedFileStore, Protocol):
     """Every concern of a store, as each engine implements them and the conformance suite checks them; a module
     that needs only one concern takes that protocol instead."""
 

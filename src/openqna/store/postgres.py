@@ -46,6 +46,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, ProjectNotFound, QnA, StoreFull, StoreUnavailable
+from openqna.store.attached_files import AttachedFileStatements
 from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.postgres_rows import (
     PostgresIndexRows,
@@ -100,7 +101,7 @@ def _unreachable(dsn: str, exc: psycopg.Error) -> str:
     return f"cannot connect to the PostgreSQL store{where}: {reason}"
 
 
-class PostgresStore(SharedStatements, VectorSearch):
+class PostgresStore(SharedStatements, AttachedFileStatements, VectorSearch):
     """Store protocol on PostgreSQL + pgvector; safe to share across threads and processes.
 
     ``dsn`` is a libpq URI or key=value string (``postgresql://user:pw@host/db``;
@@ -316,7 +317,7 @@ class PostgresStore(SharedStatements, VectorSearch):
             pid = row[0]
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries", "deployments",
                           "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh",
-                          "accepted_questions", "trained"):
+                          "accepted_questions", "trained", "vector_store_files"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=%s", (pid,))
             db.execute("DELETE FROM projects WHERE id=%s", (pid,))
 

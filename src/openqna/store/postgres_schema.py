@@ -11,12 +11,12 @@ import psycopg
 
 from openqna import strict_json
 from openqna.records import OpenQnAError
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of
 from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -124,6 +124,12 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
     11: [  # records are found by source: a vector store reads one file's chunks, not every record
         "CREATE INDEX IF NOT EXISTS records_source ON records(project_id, deployment, source)",
     ],
+    12: [  # a vector store's files are rows of their own, not its settings: a file's change writes that file alone
+        """CREATE TABLE IF NOT EXISTS vector_store_files(
+             project_id bigint NOT NULL, file_id text COLLATE "C" NOT NULL, seq bigint NOT NULL, state json NOT NULL,
+             PRIMARY KEY(project_id, file_id))""",
+        lambda conn: _move_attached_files(conn),
+    ],
 }
 
 
@@ -181,6 +187,20 @@ def migrate(conn: psycopg.Connection) -> str:
         assert row is not None  # the INSERT above leaves the row in place
         instance: str = row[0]
         return instance
+
+
+def _move_attached_files(conn: psycopg.Connection) -> None:
+    """Migration 12: each vector store's files, kept until then in its settings (``openai_vector_store.files``), moved
+    to rows of ``vector_store_files``; the project's ``modified`` stays as it was (nobody changed it)."""
+    for pid, settings in conn.execute("SELECT id, settings FROM projects").fetchall():
+        files = attached_files_of(settings)
+        if files is None:
+            continue
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO vector_store_files VALUES(%s, %s, %s, %s) ON CONFLICT (project_id, file_id)"
+                            " DO UPDATE SET seq=EXCLUDED.seq, state=EXCLUDED.state",
+                            [(pid, f.file_id, f.seq, json_value(f.state)) for f in files])
+        conn.execute("UPDATE projects SET settings=%s WHERE id=%s", (json_value(settings), pid))
 
 
 def _repair_surrogates(conn: psycopg.Connection) -> None:

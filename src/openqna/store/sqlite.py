@@ -26,6 +26,7 @@ import numpy as np
 from openqna import strict_json
 from openqna.clock import now_iso
 from openqna.records import Dialog, NotFound, OpenQnAError, ProjectNotFound, QnA, StoreFull, StoreReadOnly
+from openqna.store.attached_files import AttachedFileStatements
 from openqna.store.base import LIVE, RUNNING_JOB, Job, LeaseLost, Project, StoredQnA, fresh_ids
 from openqna.store.sqlite_rows import (
     TERM_SEP,
@@ -116,7 +117,7 @@ def backup_file(source: Path, target: Path) -> None:
                            "be damaged: check it with `sqlite3 FILE 'PRAGMA integrity_check'`")
 
 
-class SQLiteStore(SharedStatements):
+class SQLiteStore(SharedStatements, AttachedFileStatements):
     """Store protocol on SQLite; safe to share across threads and processes.
 
     The statements it shares with PostgreSQL are in ``statements.py``; the hooks those need are under "plumbing"."""
@@ -279,7 +280,7 @@ class SQLiteStore(SharedStatements):
             pid = self._project_id(db, name)
             for table in ("records", "units", "synonyms", "versions", "sources", "feedback", "queries",
                           "deploy_versions", "deploy_events", "test_sets", "test_runs", "source_refresh",
-                          "accepted_questions", "trained"):
+                          "accepted_questions", "trained", "vector_store_files"):
                 db.execute(f"DELETE FROM {table} WHERE project_id=?", (pid,))
             db.execute("DELETE FROM deployments WHERE project_id=?", (pid,))
             db.execute("DELETE FROM projects WHERE id=?", (pid,))

@@ -8,11 +8,11 @@ import sqlite3
 import uuid
 
 from openqna import strict_json
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -83,6 +83,9 @@ CREATE TABLE IF NOT EXISTS jobs(
 CREATE TABLE IF NOT EXISTS files(
   id TEXT PRIMARY KEY, filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL,
   created_at INTEGER NOT NULL, status TEXT NOT NULL, data BLOB NOT NULL, project TEXT, scope TEXT, expires_at INTEGER);
+CREATE TABLE IF NOT EXISTS vector_store_files(
+  project_id INTEGER NOT NULL, file_id TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL,
+  PRIMARY KEY(project_id, file_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS api_keys(
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, name TEXT NOT NULL, role TEXT NOT NULL,
   projects TEXT, created TEXT NOT NULL);
@@ -129,6 +132,9 @@ def migrate(db: sqlite3.Connection) -> str:
         # (``trained``): created above, empty
         # v11: records are found by source (``records_source``, created above): a vector store reads one file's
         # chunks, not every record
+        if version < 12:
+            # v12: a vector store's files are rows of ``vector_store_files`` (created above), not its settings
+            _move_attached_files(db)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -157,6 +163,19 @@ def _refuse_newer(db: sqlite3.Connection) -> None:
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is not None and int(row[0]) > SCHEMA_VERSION:
         raise SchemaTooNew(int(row[0]), SCHEMA_VERSION)
+
+
+def _move_attached_files(db: sqlite3.Connection) -> None:
+    """Migration 12: each vector store's files, kept until then in its settings (``openai_vector_store.files``), moved
+    to rows of ``vector_store_files``; the project's ``modified`` stays as it was (nobody changed it)."""
+    for pid, text in db.execute("SELECT id, settings FROM projects").fetchall():
+        settings = json.loads(text)
+        files = attached_files_of(settings)
+        if files is None:
+            continue
+        db.executemany("INSERT OR REPLACE INTO vector_store_files VALUES(?,?,?,?)",
+                       [(pid, f.file_id, f.seq, strict_json.dumps(f.state)) for f in files])
+        db.execute("UPDATE projects SET settings=? WHERE id=?", (strict_json.dumps(settings), pid))
 
 
 def _repair_surrogates(db: sqlite3.Connection) -> None:
