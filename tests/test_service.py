@@ -128,6 +128,17 @@ def test_synonyms_are_read_once_per_change_of_the_knowledge_base(kb, monkeypatch
     assert len(reads) == 2
 
 
+def test_an_edit_reads_its_project_twice(kb, monkeypatch):
+    """A write read the project three times (to plan it, then to note its embedder, then its multilingual space): a
+    vector store writes once per file, each read parsing the project's settings.  The two after the write are one."""
+    reads = []
+    read = kb.store.get_project
+    monkeypatch.setattr(kb.store, "get_project", lambda name: reads.append(name) or read(name))
+    kb.upsert("surface", [QnA(["Is there parking?"], "Behind the building.", source="editorial")], match_content=False)
+    assert reads == ["surface", "surface"]
+    assert kb.store.get_project("surface").embedder == kb.embedder.name
+
+
 def test_a_question_reads_only_its_own_words_against_the_synonyms(kb, monkeypatch):
     """The groups' members are read for matching once per index version (``Synonyms``): among 1,000 groups, each
     question worked every member's key out again (about 30 ms a question, ten times the rest of ``ask``)."""

@@ -255,14 +255,19 @@ class Writing(ServiceBase):
             self.store.put_qnas(project, items)
         return len(todo)
 
-    def _settle_multilingual(self, project: str, multilingual: bool, progress: bool) -> None:
-        """After a write: fill the space if the records just written have it and the others may not; note it."""
+    def _settle(self, project: str, multilingual: bool, progress: bool) -> None:
+        """After a write, from one read of the project (a vector store writes once per file): note the embedder that
+        built its vectors when none is noted yet, and fill the multilingual space if the records just written have it
+        and the others may not; note that too."""
         proj = self.store.get_project(project)
+        if proj.embedder is None:
+            proj.embedder = self.embedder.name
+            proj = self.store.update_project(proj)
         if (proj.settings.get(FILLED) or False) == filled_value(multilingual):
             return
         if multilingual:
             self.fill_multilingual(project, progress=progress)
-        proj = self.store.get_project(project)
+            proj = self.store.get_project(project)
         proj.settings[FILLED] = filled_value(multilingual)
         self.store.update_project(proj)
 
@@ -297,8 +302,7 @@ class Writing(ServiceBase):
         report, items = self.plan_upsert(project, qnas, progress=progress, match_content=match_content)
         if items:
             report.ids.extend(self.store.put_qnas(project, items))
-        self._record_embedder(project)
-        self._settle_multilingual(project, report.multilingual, progress)
+        self._settle(project, report.multilingual, progress)
         return report
 
     def replace_records(self, project: str, qnas: Iterable[QnA], *, synonyms: list[list[str]] | None = None,
@@ -312,15 +316,8 @@ class Writing(ServiceBase):
         keep = set(report.ids) | {item.qna.id for item in items if item.qna.id is not None}
         stale = [i for i in self.store.content_hashes(project) if i not in keep]
         report.ids.extend(self.store.replace_qnas(project, items, stale, synonyms))
-        self._record_embedder(project)
-        self._settle_multilingual(project, report.multilingual, progress)
+        self._settle(project, report.multilingual, progress)
         return report
-
-    def _record_embedder(self, project: str) -> None:
-        proj = self.store.get_project(project)
-        if proj.embedder is None:
-            proj.embedder = self.embedder.name
-            self.store.update_project(proj)
 
     def plan_upsert(self, project: str, qnas: Iterable[QnA], *, progress: bool = False,
                     match_content: bool = True) -> tuple[ImportReport, list[StoredQnA]]:
