@@ -667,3 +667,40 @@ def test_an_expired_store_takes_no_files_until_its_expiry_changes(live):
     assert c.vector_stores.retrieve(vs).status == "expired" and c.vector_stores.files.list(vector_store_id=vs).data == []
     c.vector_stores.update(vs, expires_after={"anchor": "last_active_at", "days": 1})
     assert c.vector_stores.files.create_and_poll(file_id=file_id, vector_store_id=vs).status == "completed"
+
+
+def test_a_store_made_before_files_had_rows_answers_alike_after_the_upgrade(tmp_path, embedder):
+    """A schema-11 database kept a vector store's files in its settings: opened at schema 12, its files are rows of
+    their own and the store, its files, its batch and its search answer as they did."""
+    from openqna.kb.service import Service
+    from openqna.store.sqlite import SQLiteStore
+
+    def reads(live, vs: str, batch: str) -> list:
+        c = client(live)
+        return [c.vector_stores.retrieve(vs).model_dump(),
+                [f.model_dump() for f in c.vector_stores.files.list(vector_store_id=vs)],
+                c.vector_stores.file_batches.retrieve(batch, vector_store_id=vs).model_dump(),
+                c.vector_stores.search(vs, query="How long do refunds take?").model_dump()]
+
+    store = SQLiteStore(tmp_path / "data")
+    with LiveServer(Service(store, embedder)) as live:
+        c = client(live)
+        vs = c.vector_stores.create(name="old").id
+        ids = [upload(c, name) for name in DOCS]
+        c.vector_stores.files.create_and_poll(file_id=ids[0], vector_store_id=vs, attributes={"year": 2023})
+        batch = c.vector_stores.file_batches.create_and_poll(vector_store_id=vs, file_ids=ids[1:]).id
+        before = reads(live, vs, batch)
+    project = store.get_project(vs)  # back to schema 11: the files' states in the settings, no table
+    project.settings["openai_vector_store"]["files"] = {f.file_id: f.state for f in store.list_attached_files(vs)}
+    store.update_project(project)
+    store._db.execute("DROP TABLE vector_store_files")
+    store._db.execute("UPDATE meta SET value='11' WHERE key='schema_version'")
+    store.close()
+    store = SQLiteStore(tmp_path / "data")
+    try:
+        assert "files" not in store.get_project(vs).settings["openai_vector_store"]
+        assert len(store.list_attached_files(vs)) == 3
+        with LiveServer(Service(store, embedder)) as live:
+            assert reads(live, vs, batch) == before
+    finally:
+        store.close()
