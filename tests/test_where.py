@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openqna.filters.evaluate import WhereError, evaluate, like_regex
+from openqna.filters.masks import WhereColumns, encode_columns, where_mask
 from openqna.filters.nodes import (
     And,
     Column,
@@ -29,7 +30,7 @@ from openqna.filters.nodes import (
     like_parts,
     schema_of,
 )
-from openqna.filters.sql import compile_postgres, compile_sqlite
+from openqna.filters.sql import add_sqlite_functions, compile_postgres, compile_sqlite
 from openqna.filters.syntax import MAX_DEPTH, MAX_LENGTH
 from openqna.filters.where_str import parse_where
 from openqna.records import InvalidArgument
@@ -77,6 +78,7 @@ def _json_value(v):
 def db(request):
     """The same rows stored two ways: one JSON metadata column, or one SQL column per schema column."""
     conn = sqlite3.connect(":memory:")
+    add_sqlite_functions(conn)
     if request.param == "json":
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, metadata TEXT)")
         for rid, row in ROWS.items():
@@ -129,7 +131,8 @@ LEGIT: list[tuple[str, set[int]]] = [
     ("lower(title) = 'intro to sql'", {1}),
     ("upper(author) = 'ÅLICE'", {4}),
     ("title ILIKE 'ÉCOLE%'", {6}),
-    ("title ILIKE 'école%'", set()),  # ASCII-only folding, as ClickHouse's lower()
+    ("title ILIKE 'école%'", {6}),  # Unicode folding, as ClickHouse's ILIKE
+    ("lower(title) LIKE 'école%'", set()),  # ASCII-only folding, as ClickHouse's lower()
     ("length(title) > 15", {3, 4, 5, 10}),
     ("length(tags) >= 2", {1, 2, 6, 8}),
     ("empty(tags)", {4, 5, 9}),
@@ -187,6 +190,42 @@ def test_legit_filter_same_rows_in_python_and_sqlite(db, text, expected):
 def test_legit_filter_compiles_for_postgres_with_placeholders_only(text, expected):
     sql, params = compile_postgres(parse_where(text, SCHEMA, now=NOW), lambda c: f'"{c.name}"')
     assert sql.count("%s") == len(params) and "%" not in sql.replace("%s", "") and "?" not in sql
+
+
+# ILIKE folds case as ClickHouse's (MyScale's) ILIKE does, each answer read off chdb 26.9: `title ILIKE pattern`
+# selects the row of its text, or not (a where_str copied from a MyScale GPT missed "CAFÉ Straße").
+FOLDS: list[tuple[str, str, bool]] = [
+    ("CAFÉ Straße", "café%", True), ("café", "CAFÉ", True), ("Le CAFÉ", "%café%", True),
+    ("Ärger", "är%", True), ("ärger", "ÄR%", True), ("GROẞE", "große", True), ("ЖУРНАЛ", "журнал", True),
+    ("ΜΙΚΡΟ", "μικρο", True), ("ΟΔΥΣΣΕΥΣ", "οδυσσευς", False),  # Σ folds to σ, not to the final ς
+    ("ǅemal", "ǅEMAL", True), ("ǆemal", "ǅemal", False),  # a titlecase letter folds to nothing else
+    ("\ufb01le", "fi%", False), ("Straße", "STRASSE", False),  # no full folding: ﬁ is not fi, ß is not SS
+    ("İstanbul", "i%", False), ("ıspanak", "I%", False), ("Istanbul", "i%", True),  # İ and ı fold with no ASCII letter
+]
+FOLD_ROWS: dict[int, dict] = {rid: {"title": text} for rid, (text, _, _) in enumerate(FOLDS, 1)}
+
+
+def fold_ids(pattern: str, rows: dict[int, dict] = FOLD_ROWS) -> set[int]:
+    """The rows ``title ILIKE pattern`` selects, by ``evaluate`` and by the index's masks (raw and encoded columns)."""
+    f = parse_where(f"title ILIKE '{pattern}'", SCHEMA, now=NOW)
+    ids, table = list(rows), [rows[rid] for rid in rows]
+    masks = [where_mask(f, WhereColumns(table)), where_mask(f, WhereColumns(None, n=len(table),
+                                                                          columns=lambda: encode_columns(table)))]
+    python = {rid for rid in ids if evaluate(f, rows[rid])}
+    assert all({rid for rid, hit in zip(ids, mask) if hit} == python for mask in masks)
+    return python
+
+
+@pytest.mark.parametrize(("text", "pattern", "selected"), FOLDS)
+def test_ilike_folds_case_as_clickhouse_in_memory_and_sqlite(text, pattern, selected):
+    rid = next(rid for rid, row in FOLD_ROWS.items() if row["title"] == text)
+    expected = fold_ids(pattern)
+    assert (rid in expected) is selected
+    conn = sqlite3.connect(":memory:")
+    add_sqlite_functions(conn)
+    conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, title TEXT)")
+    conn.executemany("INSERT INTO items VALUES (?, ?)", [(rid, row["title"]) for rid, row in FOLD_ROWS.items()])
+    assert sqlite_ids((conn, lambda c: c.name), parse_where(f"title ILIKE '{pattern}'", SCHEMA, now=NOW)) == expected
 
 
 def test_values_are_bound_never_spliced():
@@ -407,6 +446,7 @@ def _check_agreement(text: str, db) -> None:
 @pytest.fixture(scope="module")
 def json_db():
     conn = sqlite3.connect(":memory:")
+    add_sqlite_functions(conn)
     conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, metadata TEXT)")
     for rid, row in ROWS.items():
         conn.execute("INSERT INTO items VALUES (?, ?)", (rid, json.dumps({k: _json_value(v) for k, v in row.items()})))
@@ -474,7 +514,6 @@ def test_fuzz_generated_filters_parse_and_agree(json_db, text):
 
 
 # ------------------------------------------------------------------------------------ numpy evaluation
-from openqna.filters.masks import WhereColumns, encode_columns, where_mask
 
 _ROW_IDS = list(ROWS)
 _ROWS = [ROWS[i] for i in _ROW_IDS]

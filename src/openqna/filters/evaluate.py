@@ -21,8 +21,8 @@ The semantics are spelled out once, here:
   Nullable), so ``NOT has(tags, 'x')`` selects rows without tags.
 * DateTime values are UTC with whole seconds (ClickHouse's DateTime resolution); naive values are UTC.
   Stores keep them as ISO-8601 text (SQLite, PostgreSQL's JSON) or ``timestamptz``/``DateTime``.
-* ``lower``/``upper``/ILIKE fold ASCII letters only, as ClickHouse's ``lower``/``upper`` and SQLite's
-  built-ins do, so every backend agrees on non-ASCII text.
+* ``lower``/``upper`` fold ASCII letters only, as ClickHouse's ``lower``/``upper`` and SQLite's built-ins do.
+  ILIKE folds Unicode letters (``nodes.case_fold``), as ClickHouse's ILIKE does: ``'CAFÉ Straße' ILIKE 'café%'``.
 * ``length`` counts characters (ClickHouse's ``lengthUTF8``), or elements of an array.
 * LIKE: ``%`` is any run, ``_`` one character, a backslash makes the next character literal.
 """
@@ -55,6 +55,7 @@ from openqna.filters.nodes import (
     Schema,
     ascii_lower,
     ascii_upper,
+    case_fold,
     like_parts,
 )
 from openqna.filters.values import utc_seconds
@@ -96,7 +97,7 @@ def allowed_syntax(schema: Schema, names: Callable[[str], str] | None = None) ->
 
 @lru_cache(maxsize=256)
 def like_regex(pattern: str, case_insensitive: bool) -> re.Pattern[str]:
-    """A LIKE pattern as a regular expression to ``fullmatch`` (ILIKE: against ``ascii_lower`` of the text).
+    """A LIKE pattern as a regular expression to ``fullmatch`` (ILIKE: against ``case_fold`` of the text).
 
     Linear in the text whatever the pattern: each ``%`` but the last is an atomic group that takes the earliest
     place where the run of literals and ``_`` after it fits, and never gives it back (an earlier place always
@@ -108,7 +109,7 @@ def like_regex(pattern: str, case_insensitive: bool) -> re.Pattern[str]:
         if wildcard and ch == "%":
             runs.append("")
         else:
-            runs[-1] += "." if wildcard else re.escape(ascii_lower(ch) if case_insensitive else ch)
+            runs[-1] += "." if wildcard else re.escape(case_fold(ch) if case_insensitive else ch)
     if len(runs) == 1:
         return re.compile(runs[0], re.DOTALL)
     middle = "".join(f"(?>.*?{run})" for run in runs[1:-1])
@@ -194,7 +195,7 @@ def _truth(f: Filter, row: Mapping[str, Any]) -> bool | None:
     if isinstance(f, Between):
         return (f.lo <= v <= f.hi) is not f.negated
     if isinstance(f, Like):
-        text = ascii_lower(v) if f.case_insensitive else v
+        text = case_fold(v) if f.case_insensitive else v
         return (like_regex(f.pattern, f.case_insensitive).fullmatch(text) is not None) is not f.negated
     raise TypeError(f"unknown filter node {f!r}")
 

@@ -35,7 +35,7 @@ from openqna.filters.nodes import (
     Not,
     Or,
     Ref,
-    ascii_lower,
+    case_fold,
 )
 
 Masks = tuple[np.ndarray, np.ndarray]  # (true, unknown)
@@ -215,7 +215,7 @@ def _masks(f: Filter, cols: WhereColumns) -> Masks:
         return _apply(cols, f.ref, lambda v: (f.lo <= v <= f.hi) is not f.negated)
     if isinstance(f, Like):
         regex = like_regex(f.pattern, f.case_insensitive)
-        fold = ascii_lower if f.case_insensitive else (lambda s: s)
+        fold = case_fold if f.case_insensitive else (lambda s: s)
         return _apply(cols, f.ref, lambda v: (regex.fullmatch(fold(v)) is not None) is not f.negated)
     raise TypeError(f"unknown filter node {f!r}")
 

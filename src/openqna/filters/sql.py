@@ -3,8 +3,8 @@
 No value is ever spliced into the SQL text: every constant becomes a placeholder and the text holds
 only what the target supplies (``column_sql`` and ``RecordSQL``, trusted SQL built from identifiers),
 operators and fixed function names.  Each dialect selects exactly the rows ``filters.evaluate.evaluate``
-accepts (three-valued logic, ASCII case folding for ``where_str``, whole-second UTC DateTimes, missing
-arrays read as empty); ``tests/test_sql_filter.py`` checks that on a real engine per dialect.
+accepts (three-valued logic, ASCII case folding for ``lower``/``upper`` and Unicode for ILIKE, whole-second UTC
+DateTimes, missing arrays read as empty); ``tests/test_sql_filter.py`` checks that on a real engine per dialect.
 
 Which path runs where (``filters/evaluate.py`` says the same from the other side):
 
@@ -26,7 +26,8 @@ Which path runs where (``filters/evaluate.py`` says the same from the other side
   of Python values for the client to send.
 * SQLite: no store calls it (openqna's SQLite store filters its index in memory); it is the engine
   the where_str corpus and fuzzers of ``tests/test_where.py`` run against, and ``bench/tools.py``
-  times it.
+  times it.  Its ILIKE calls ``openqna_case_fold``, which ``add_sqlite_functions`` puts on a connection
+  (SQLite's ``lower`` and LIKE fold ASCII only).
 
 ``column_sql(column)`` returns SQL reading a typed column, per dialect:
 
@@ -43,6 +44,7 @@ without one refuses them with TypeError.
 
 from __future__ import annotations
 
+import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,7 +73,7 @@ from openqna.filters.nodes import (
     SourceIn,
     Value,
     ValueType,
-    ascii_lower,
+    case_fold,
     like_parts,
 )
 
@@ -92,9 +94,19 @@ class RecordSQL:
 
 
 def compile_sqlite(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list[Any]]:
-    """``(sql, params)`` for SQLite's ``WHERE``; ``?`` placeholders. Needs JSON1 for arrays and metadata."""
+    """``(sql, params)`` for SQLite's ``WHERE``; ``?`` placeholders. Needs JSON1 for arrays and metadata, and
+    ``add_sqlite_functions`` on the connection for ILIKE."""
     dialect = SQLite(column_sql, record)
     return dialect.emit(f), dialect.params
+
+
+def add_sqlite_functions(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the functions ``compile_sqlite``'s SQL calls: ``openqna_case_fold`` (``nodes.case_fold``)."""
+    conn.create_function("openqna_case_fold", 1, _sqlite_case_fold, deterministic=True)
+
+
+def _sqlite_case_fold(value: str | None) -> str | None:
+    return case_fold(value) if isinstance(value, str) else value
 
 
 def compile_postgres(f: Filter, column_sql: ColumnSQL, record: RecordSQL | None = None) -> tuple[str, list[Any]]:
@@ -196,12 +208,14 @@ class SQLite(Dialect):
         return x
 
     def like(self, f: Like) -> str:
-        """SQLite's LIKE ignores ASCII case, so LIKE becomes GLOB; ILIKE lowers both sides."""
+        """SQLite's LIKE ignores ASCII case, so LIKE becomes GLOB; ILIKE case-folds both sides (Unicode, as
+        ClickHouse's ILIKE: SQLite's own ``lower`` and LIKE fold ASCII only)."""
         word = "NOT " if f.negated else ""
         parts = like_parts(f.pattern)
         if f.case_insensitive:
-            pattern = "".join(ch if wild else _escape_like(ascii_lower(ch)) for wild, ch in parts)
-            return f"(lower({self.ref(f.ref)}) {word}LIKE {self.bind(pattern, 'String')} ESCAPE '\\')"
+            pattern = "".join(ch if wild else _escape_like(case_fold(ch)) for wild, ch in parts)
+            folded = f"openqna_case_fold({self.ref(f.ref)})"
+            return f"({folded} {word}LIKE {self.bind(pattern, 'String')} ESCAPE '\\')"
         glob = "".join(("*" if ch == "%" else "?") if wild else _escape_glob(ch) for wild, ch in parts)
         return f"({self.ref(f.ref)} {word}GLOB {self.bind(glob, 'String')})"
 
@@ -259,12 +273,15 @@ class Postgres(Dialect):
         return x
 
     def like(self, f: Like) -> str:
-        """PostgreSQL's LIKE escapes with backslash by default, as ClickHouse does."""
+        """PostgreSQL's LIKE escapes with backslash by default, as ClickHouse does.
+
+        ILIKE folds case as the database's LC_CTYPE says: with a UTF-8 one (pgserver's ``C.UTF-8``, ``en_US.UTF-8``)
+        letters of every script fold as ``nodes.case_fold`` does, but İ matches i and I, and ǅ matches ǆ
+        (``tests/test_sql_filter.py`` pins both); under the ``C`` locale ILIKE folds ASCII only."""
         word = "NOT " if f.negated else ""
-        fold = ascii_lower if f.case_insensitive else str
-        pattern = "".join(ch if wild else _escape_like(fold(ch)) for wild, ch in like_parts(f.pattern))
-        x = self.ref(f.ref)
-        return f"({_fold(x, upper=False) if f.case_insensitive else x} {word}LIKE {self.bind(pattern, 'String')})"
+        pattern = "".join(ch if wild else _escape_like(ch) for wild, ch in like_parts(f.pattern))
+        like = "ILIKE" if f.case_insensitive else "LIKE"
+        return f"({self.ref(f.ref)} {word}{like} {self.bind(pattern, 'String')})"
 
     def has(self, f: HasAny | HasAll) -> str:
         operator = "&&" if isinstance(f, HasAny) else "@>"
@@ -288,8 +305,8 @@ class ClickHouse(Dialect):
     """ClickHouse's own functions, so a filter reads as the ``where_str`` it came from.
 
     ``lower``/``upper`` fold ASCII only, strings compare as bytes (code-point order in UTF-8), and
-    DateTimes compare as instants, bound in UTC.  ILIKE becomes ``lower(x) LIKE`` because ClickHouse's
-    ``ilike`` folds every Unicode letter and ``where_str`` folds ASCII.
+    DateTimes compare as instants, bound in UTC.  ILIKE is ClickHouse's own, which folds Unicode letters
+    (``nodes.case_fold`` says how closely the other paths follow it).
     """
 
     _TYPES: ClassVar[dict[str, str]] = {"DateTime": "DateTime('UTC')"}
@@ -313,10 +330,9 @@ class ClickHouse(Dialect):
 
     def like(self, f: Like) -> str:
         word = "NOT " if f.negated else ""
-        fold = ascii_lower if f.case_insensitive else str
-        pattern = "".join(ch if wild else _escape_like(fold(ch)) for wild, ch in like_parts(f.pattern))
-        x = self.ref(f.ref)
-        return f"({f'lower({x})' if f.case_insensitive else x} {word}LIKE {self.bind(pattern, 'String')})"
+        pattern = "".join(ch if wild else _escape_like(ch) for wild, ch in like_parts(f.pattern))
+        like = "ILIKE" if f.case_insensitive else "LIKE"
+        return f"({self.ref(f.ref)} {word}{like} {self.bind(pattern, 'String')})"
 
     def has(self, f: HasAny | HasAll) -> str:
         function = "hasAny" if isinstance(f, HasAny) else "hasAll"
