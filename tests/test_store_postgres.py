@@ -784,14 +784,19 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
             holds.append(import_held(a, name))
             wait_for(holds[-1], b, ("running",))
         assert {ran_by(h) for h in holds} == {a, b}
-        # Meanwhile A accepts imports into five knowledge bases and ten additions to one: all wait, on both.
+        # Meanwhile A accepts imports into five knowledge bases, which wait on both (imports have a worker of their
+        # own in each process, both held), and ten additions to another, which the other workers run meanwhile.
         imports = [accepted(httpx.post(f"{a}{authoring}/kb{i}/:import", params=params, json={"assets": {"qnas": [
             {"questions": [f"kb{i} question {j}?"], "answer": f"kb{i} answer {j}.", "source": "editorial"}
             for j in range(i + 1)]}})) for i in range(5)]
         assert httpx.patch(a + authoring + "/counted", params=params, json={"language": "en"}).status_code == 201
         additions = [add_qna(a, "counted", n) for n in range(10)]
-        for location in imports + additions:
-            assert status(location, a) == status(location, b) and status(location, a)["status"] == "notStarted"
+        for location in additions:
+            assert wait_for(location, b, ("succeeded", "failed"))["status"] == "succeeded"
+        for location in imports + holds:
+            assert status(location, a) == status(location, b)
+        assert {status(location, a)["status"] for location in imports} == {"notStarted"}
+        assert {status(location, a)["status"] for location in holds} == {"running"}
         held.release("hold-1")
         held.release("hold-2")
         for location in holds + imports + additions:
@@ -809,7 +814,9 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         wait_for(victim_job, a, ("running",))
         victim = ran_by(victim_job)
         survivor = b if victim == a else a
-        orphan = add_qna(victim, "counted", 10)  # the victim's worker is busy: it cannot have claimed this
+        # the victim's import worker is busy: it cannot have claimed this import
+        orphan = accepted(httpx.post(f"{victim}{authoring}/orphan/:import", params=params, json={"assets": {"qnas": [
+            {"questions": ["orphan question?"], "answer": "orphan answer.", "source": "editorial"}]}}))
         procs[urls.index(victim)].send_signal(signal.SIGKILL)
         procs[urls.index(victim)].wait(30)
         assert wait_for(orphan, survivor, ("succeeded", "failed"))["status"] == "succeeded"
@@ -823,7 +830,7 @@ def test_two_server_processes_on_one_database(pg_dsn, tmp_path):
         assert {s["status"] for s in seen[:-1]} <= {"running"}  # running until the lease runs out, never lost
         assert lost["status"] == "failed" and lost["errors"][0]["code"] == "InternalServerError"
         assert "before it finished" in lost["errors"][0]["message"]
-        assert store.count_qnas("counted") == 11
+        assert store.count_qnas("orphan") == 1
         held.release("victim")  # the fetch of a dead worker: nobody reads it, nothing changes
         assert status(victim_job, survivor)["status"] == "failed"
     finally:
