@@ -624,3 +624,36 @@ def test_a_chinese_character_typed_as_a_homophone_still_matches(service, monkeyp
     assert typos.correct(index, "咯学和呕血有什么区别") == "咯学和呕血有什么区别"
     as_typed = service.ask("zh", "test", AskRequest(question="咯学和呕血有什么区别？", top=1))[0]
     assert typed.qna.id == 1 and typed.confidence > as_typed.confidence  # the question it was meant to be
+
+
+def test_a_japanese_word_in_the_other_kana_still_matches(service, monkeypatch):
+    """Japanese writes a word in hiragana or katakana by habit ("ごみ" and "ゴミ"), and the analyzer's character bigrams
+    read the two as different terms.  A kana word the KB does not hold is read as the KB writes it
+    (``typos.correct_kana``), in both directions; grammar that spells a KB word ("どんな" and "ドン"), the KB's own
+    words and its particles are left alone."""
+    from openqna.store.base import LIVE
+
+    service.create_project("ja")
+    service.upsert("ja", [
+        QnA(["粗大ゴミの出し方を教えてください"], "粗大ゴミは収集日の三日前までに電話で予約してください。"),
+        QnA(["りんごの苗木はどこで買えますか"], "市役所の緑化センターで四月から販売します。"),
+        QnA(["住民票の写しはどこで取れますか"], "市役所の窓口かコンビニエンスストアで取れます。"),
+        QnA(["図書館の開館時間は何時からですか"], "午前九時から午後七時までです。ドン・キホーテの前です。"),
+        QnA(["パスポートの申請に必要なものは何ですか"], "申請書と戸籍謄本と写真が必要です。")])
+
+    def read(question: str) -> str:
+        return service.read_as("ja", LIVE, question)
+
+    assert read("粗大ごみの出し方") == "粗大ゴミの出し方"
+    assert read("家庭のごみは何曜日") == "家庭のゴミは何曜日"
+    assert read("ぱすぽーとの申請") == "パスポートの申請"
+    assert read("リンゴの苗木を買いたい") == "りんごの苗木を買いたい"
+    assert read("どんな書類が必要ですか") == "どんな書類が必要ですか"  # "どん" is no word here, though "ドン" is one
+    assert read("そだいごみ") == "そだいごみ"  # "ごみ" inside a run of hiragana: not read as a word
+    assert read("図書館は何時からですか") == "図書館は何時からですか"
+    assert read("コンビニエンスストアで取れますか") == "コンビニエンスストアで取れますか"
+    typed = service.ask("ja", "test", AskRequest(question="粗大ごみの出し方は？", top=1))[0]
+    monkeypatch.setenv("OPENQNA_TYPO_TOLERANCE", "0")
+    assert read("粗大ごみの出し方") == "粗大ごみの出し方"
+    as_typed = service.ask("ja", "test", AskRequest(question="粗大ごみの出し方は？", top=1))[0]
+    assert typed.qna.id == 1 and typed.confidence > as_typed.confidence

@@ -152,10 +152,6 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
         metrics["conversations"] = conversations.evaluate(service, built, seed=seed, threshold=threshold,
                                                           per_kb=plan.conversation_questions)
         step("conversations", t)
-        t = time.perf_counter()
-        metrics["typos"] = typo_questions.evaluate(service, built, seed=seed, threshold=threshold,
-                                                   per_kb=plan.conversation_questions)
-        step("typos", t)
         if not quick:
             t = time.perf_counter()
             metrics["near_topic"] = near_topic.evaluate(service, near_topic.build(service, data_dir, built, seed=seed),
@@ -165,6 +161,10 @@ def run_eval(data_dir: Path, out_dir: Path, *, quick: bool = False, threshold: f
         cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
         metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
         step("cjk", t)
+        t = time.perf_counter()
+        metrics["typos"] = typo_questions.evaluate(service, built + cjk_built, seed=seed, threshold=threshold,
+                                                   per_kb=plan.conversation_questions)
+        step("typos", t)
         t = time.perf_counter()
         metrics["long_questions"] = long_questions.evaluate(service, built + cjk_built, seed=seed,
                                                             threshold=threshold, per_kb=plan.conversation_questions)
@@ -365,19 +365,23 @@ CJK_ONLY = "cjk"
 
 
 def _run_cjk(data_dir: Path, out_dir: Path, plan: Plan, quick: bool, threshold: float, seed: int) -> dict:
-    """``run_eval(only="cjk")``: the CJK knowledge bases and the span sets, report.md with their sections only."""
+    """``run_eval(only="cjk")``: the CJK knowledge bases (and their typo'd questions) and the span sets, report.md
+    with their sections only."""
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     with _fresh_service(out_dir, get_embedder("local")) as (service, embedder):
         metrics: dict = {"config": {"quick": quick, "threshold": threshold, "seed": seed,
                                     "embedder": embedder.name, "data_dir": str(data_dir), "only": CJK_ONLY}}
-        metrics["cjk"] = cjk.evaluate(service, cjk.build(service, data_dir, seed=seed,
-                                                         limit=plan.paragraphs["jsquad"]), threshold=threshold)
+        cjk_built = cjk.build(service, data_dir, seed=seed, limit=plan.paragraphs["jsquad"])
+        metrics["cjk"] = cjk.evaluate(service, cjk_built, threshold=threshold)
+        metrics["typos"] = typo_questions.evaluate(service, cjk_built, seed=seed, threshold=threshold,
+                                                   per_kb=plan.conversation_questions)
         metrics["spans"] = {name: asdict(spans.evaluate(service, data_dir, name, seed=seed, limit=limit))
                             for name, limit in plan.span_questions.items()}
     metrics["cjk_faq_pages"] = _faq_pages_in_space(data_dir, out_dir, plan, seed, threshold)
     metrics["timing"] = {"total_seconds": round(time.perf_counter() - started, 1)}
-    (out_dir / "report.md").write_text(cjk_report.render_only(metrics), encoding="utf-8")
+    report = cjk_report.render_only(metrics) + "\n".join(typo_questions.section(metrics)) + "\n"
+    (out_dir / "report.md").write_text(report, encoding="utf-8")
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return metrics
 

@@ -6,6 +6,8 @@ letter doubled, or a letter replaced by a neighbour on a QWERTY keyboard; never 
 question is typed through a pinyin input method, so its typo is a homophone (``typo_zh``): one seeded-random Han
 character replaced by another of the same syllable (its usual reading, tones ignored), drawn as often as the language
 uses it (jieba's dictionary's single-character counts), as a user picks the wrong one of the method's candidates.  A
+Japanese question (one with kana) gets one seeded-random katakana word written in hiragana (``typo_ja``), as when the
+input method's conversion is skipped or the user writes the word that way ("ごみ" for "ゴミ").  A
 question with no such word or character is left out.  Each KB of ``KBS`` is asked its in-scope questions typo'd and as written, and its
 off-topic questions as written, with ``OPENQNA_TYPO_TOLERANCE`` on and off (top 1, threshold 0): the figures are
 top-1 and right at the threshold on the typo'd and on the clean questions, and the share of off-topic questions rejected at the threshold
@@ -24,10 +26,11 @@ from openqna.evaluation.env import setting
 from openqna.evaluation.regimes import SPLITS, RegimeKB, by_split_and_total, first_answer
 from openqna.index.analyze import STOP_WORDS
 from openqna.kb.service import AskRequest, Service
-from openqna.ranking.typos import syllable
+from openqna.ranking.typos import syllable, to_hiragana
 
 KBS = ("banking77", "covid-q", "covid-qsim-deepset", "chitchat-professional-one-question", "tiny-sample-kb",
-       "tiny-banking77", "doc-product-manual", "doc-multiturn-contosobenefits", "covid-qsim-tianchi-zh-dev")
+       "tiny-banking77", "doc-product-manual", "doc-multiturn-contosobenefits", "covid-qsim-tianchi-zh-dev",
+       "cjk-jsquad-faq", "cjk-jsquad-paragraphs")
 ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 
 
@@ -73,8 +76,23 @@ def typo_zh(question: str, rng: random.Random) -> str | None:
     return question[:i] + other + question[i + 1:]
 
 
+_KANA = re.compile("[\u3040-\u30ff]")
+_KATAKANA_WORD = re.compile("[\u30a1-\u30f6][\u30a1-\u30f6\u30fc]+")
+
+
+def typo_ja(question: str, rng: random.Random) -> str | None:
+    """``question`` with one katakana word written in hiragana (see the module docstring), or None without one."""
+    words = list(_KATAKANA_WORD.finditer(question))
+    if not words:
+        return None
+    w = rng.choice(words)
+    return question[:w.start()] + to_hiragana(w.group(0)) + question[w.end():]
+
+
 def typo(question: str, rng: random.Random) -> str | None:
     """``question`` with one edit in one of its longer words (see the module docstring), or None without one."""
+    if _KANA.search(question):
+        return typo_ja(question, rng)
     if _HAN.search(question):
         return typo_zh(question, rng)
     words = question.split(" ")
@@ -165,7 +183,9 @@ def section(metrics: dict) -> list[str]:
            ("Each KB's in-scope questions with one typo each (`evaluation/typo_questions.py`: in one seeded-random word of five"
             " letters or more, two neighbouring letters swapped, one left out, one doubled, or one replaced by a"
             " keyboard neighbour; never the first letter; in a Chinese question, one character typed as a homophone,"
-            " as a pinyin input method's wrong candidate: another of its syllable, as common as the language uses it),"
+            " as a pinyin input method's wrong candidate: another of its syllable, as common as the language uses it;"
+            " in a Japanese question, one katakana word written in hiragana, as when the input method's conversion is"
+            " skipped),"
             " asked with `OPENQNA_TYPO_TOLERANCE` off and on"
             " (`ranking/typos.py`); the same questions as written, and the KB's off-topic questions, show what the"
             f" tolerance costs (off-topic rejected at t = {metrics['config']['threshold']:g}). *Right at t*: the top"

@@ -10,6 +10,7 @@ store (the previous QnA) and the index together.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -127,12 +128,21 @@ class Asking(ServiceBase):
         """The deployment's synonym groups, read from the store and prepared for matching once per index version."""
         return index.derived("synonyms", lambda: Synonyms(self.store.get_synonyms(project, deployment)))
 
+    def kana_words(self, project: str, deployment: str, index: MemIndex) -> Callable[[], typos.KanaWords]:
+        """The deployment's kana words (``typos.KanaWords``), read from the store once per index version when a
+        question first needs them (one written in kana)."""
+        def read() -> typos.KanaWords:
+            return typos.KanaWords.of(text for q in self.store.list_qnas(project, deployment)
+                                      for text in (*q.questions, q.answer))
+        return lambda: index.derived("kana_words", read)
+
     def read_as(self, project: str, deployment: str, question: str) -> str:
         """``question`` as the ranker reads it: its synonyms expanded and its typos corrected (``ranking.typos``),
         for Inspect to show ("咯学" read as the KB's "咯血")."""
         index = self.indexes.get(project, deployment)
         synonyms = self.prepared_synonyms(project, deployment, index)
-        return typos.correct(index, expand_with_synonyms(question, synonyms))
+        return typos.correct(index, expand_with_synonyms(question, synonyms),
+                             self.kana_words(project, deployment, index))
 
     def _search(self, project: str, deployment: str, index, req: AskRequest,
                 calibration: calibrations.Calibration) -> tuple[list[Answer], np.ndarray]:
@@ -212,7 +222,8 @@ class Asking(ServiceBase):
         rivals = None if req.filter is None else index.mask(KindIn(kinds)) & reachable
         if rivals is not None and only is not None:
             rivals &= only
-        expanded = typos.correct(index, expand_with_synonyms(question, synonyms))
+        kana = self.kana_words(project, deployment, index)
+        expanded = typos.correct(index, expand_with_synonyms(question, synonyms), kana)
         # Bot Framework's C# clients send previousUserQuery "" (or none) on a follow-up turn: the previous QnA's own
         # question then stands for what was asked before it
         previous = (req.previous_user_query or "").strip() or asked_before
@@ -267,7 +278,7 @@ class Asking(ServiceBase):
         # a long message's asking sentences, each also asked alone (``focus``); none in a conversation
         focused = [] if children or previous else focus.pieces(question)
         if focused:
-            texts = [typos.correct(index, expand_with_synonyms(piece, synonyms)) for piece in focused]
+            texts = [typos.correct(index, expand_with_synonyms(piece, synonyms), kana) for piece in focused]
             focused_vectors = space.mapped(embedder.embed(texts))
 
         def ranked_in(mask: np.ndarray, kind: str | None) -> list[ranker.Ranked]:

@@ -35,6 +35,7 @@ import os
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -96,11 +97,14 @@ def vocabulary(index: MemIndex) -> tuple[dict[str, int], list[str]]:
     return index.derived("ranking.typos.vocabulary", count)
 
 
-def correct(index: MemIndex, text: str) -> str:
-    """``text`` with each misspelt word (see the module docstring) replaced by the KB term it most likely meant."""
+def correct(index: MemIndex, text: str, kana: Callable[[], KanaWords] | None = None) -> str:
+    """``text`` with each misspelt word (see the module docstring) replaced by the KB term it most likely meant, and
+    each Japanese kana word written as the KB writes it (``correct_kana``, given the KB's ``kana`` words)."""
     if not settings.typo_tolerance():
         return text
     text = correct_homophones(index, text)
+    if kana is not None and _KANA.search(text):
+        text = correct_kana(kana(), text)
     vocab, terms = vocabulary(index)
     if not vocab:
         return text
@@ -323,3 +327,109 @@ def correct_homophones(index: MemIndex, text: str) -> str:
             done.add(i)
 
     return _HAN_RUN.sub(fixed, text)
+
+
+
+# Japanese writes a word in hiragana or in katakana by habit, and an input method leaves a word in hiragana when its
+# conversion is skipped: "ごみ" and "ゴミ", "りんご" and "リンゴ" are the same word, which the analyzer's character
+# bigrams read as different terms.
+_KATAKANA_RUN = re.compile("[\u30a1-\u30f6][\u30a1-\u30f6\u30fc]+")  # letters and the long-vowel mark (not first)
+_HIRAGANA_RUN = re.compile("[\u3041-\u3096][\u3041-\u3096\u30fc]*")  # and the long-vowel mark ("すごーい")
+_KANA_SHIFT = 0x60  # katakana ァ..ヶ (U+30A1..30F6) stand 0x60 above hiragana ぁ..ゖ (U+3041..3096)
+# The particles (and the small "っ" of "ごみって") that may stand right after a word written in hiragana; before one,
+# only the particles.  A stretch of hiragana between other letters is no word: "どんな" holds "どん" but is no "ドン".
+_PARTICLES = frozenset("のはがをにでともへやか")
+_AFTER_WORD = _PARTICLES | {"っ"}
+LONGEST_KANA_WORD = 12
+
+
+def to_hiragana(text: str) -> str:
+    """``text`` with its katakana letters written in hiragana (the long-vowel mark and everything else as they are)."""
+    return "".join(chr(ord(c) - _KANA_SHIFT) if "\u30a1" <= c <= "\u30f6" else c for c in text)
+
+
+def to_katakana(text: str) -> str:
+    """``text`` with its hiragana letters written in katakana."""
+    return "".join(chr(ord(c) + _KANA_SHIFT) if "\u3041" <= c <= "\u3096" else c for c in text)
+
+
+@dataclass(frozen=True)
+class KanaWords:
+    """What a KB writes in kana, for ``correct_kana``: its katakana words (whole runs of katakana, two letters or
+    more) by their hiragana spelling; its words in hiragana (the start of a run of hiragana, two letters or more,
+    that ends the run or stands before a particle: "りんご" of "りんごの"); and its runs of hiragana, each after a
+    newline, to be searched."""
+
+    katakana: dict[str, str]
+    words: frozenset[str]
+    hiragana: str
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> KanaWords:
+        katakana: dict[str, str] = {}
+        words: set[str] = set()
+        hiragana: list[str] = []
+        for text in texts:
+            text = unicodedata.normalize("NFKC", text)  # half-width katakana as full-width
+            if not _KANA.search(text):
+                continue
+            for word in _KATAKANA_RUN.findall(text):
+                if len(word) <= LONGEST_KANA_WORD:
+                    katakana.setdefault(to_hiragana(word), word)
+            for run in _HIRAGANA_RUN.findall(text):
+                hiragana.append(run)
+                words.update(run[:end] for end in range(2, min(len(run), LONGEST_KANA_WORD) + 1)
+                             if end == len(run) or run[end] in _AFTER_WORD)
+        return cls(katakana, frozenset(words), "\n" + "\n".join(hiragana))
+
+    def writes_in_hiragana(self, word: str) -> bool:
+        """Whether the KB writes ``word`` in hiragana anywhere (inside a run too)."""
+        return word in self.hiragana
+
+
+def correct_kana(words: KanaWords, text: str) -> str:
+    """``text`` with each kana word written in the other script when that is how the KB writes it (issue 42's
+    Japanese FAQ pages: "粗大ごみの出し方" asked of a KB of "粗大ゴミ").
+
+    Character bigrams cannot tell a word from a stretch of grammar ("どんな" holds the bigram of "ドン"), so this
+    reads the KB's own words (``KanaWords``): a stretch of a hiragana run of the question that starts the run or
+    follows a particle, and stands before one (``_PARTICLES``: "ごみの", "のごみは") or, of three letters or more,
+    ends the run, is written in katakana when it spells a whole katakana word of the KB and the KB writes it nowhere
+    in hiragana, the longest first (two letters at the end of a run are mostly an ending: "掛かり", "人はえ"); a
+    katakana run of the question that is no katakana word of the KB is written in hiragana when it spells a word
+    the KB writes in hiragana ("リンゴ" for "りんごの苗木").  The KB's own words are never touched.
+    Measured on JSQuAD's KBs (``make eval``'s typo section): a seeded katakana word of each question written in
+    hiragana, and what changes in the questions as written.
+    """
+    if not _KANA.search(text):
+        return text
+
+    def katakana(match: re.Match[str]) -> str:
+        run = match.group(0)
+        if to_hiragana(run) in words.katakana:
+            return run  # a word of the KB as it writes it
+        other = to_hiragana(run)
+        return other if other in words.words else run
+
+    def hiragana(match: re.Match[str]) -> str:
+        run = match.group(0)
+        out, i = [], 0
+        while i < len(run):
+            if i == 0 or run[i - 1] in _PARTICLES:
+                for end in range(min(len(run), i + LONGEST_KANA_WORD), i + 1, -1):
+                    word = run[i:end]
+                    # a word of two letters only before a particle: "ごみの", not "人はえ" or "掛かり"
+                    if (run[end] in _AFTER_WORD if end < len(run) else len(word) > 2) \
+                            and word in words.katakana and not words.writes_in_hiragana(word):
+                        out.append(words.katakana[word])
+                        i = end
+                        break
+                else:
+                    out.append(run[i])
+                    i += 1
+                continue
+            out.append(run[i])
+            i += 1
+        return "".join(out)
+
+    return _HIRAGANA_RUN.sub(hiragana, _KATAKANA_RUN.sub(katakana, text))
