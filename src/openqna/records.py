@@ -25,6 +25,9 @@ def blank(text: str) -> bool:
 
 DEFAULT_SOURCE = "Editorial"
 RecordKind = Literal["qna", "passage", "row"]
+# What a list of QnAs holds (Azure's GET .../qnas, the suggestions to accept): every kind but passages, which are
+# unstructured content, never a QnA to Azure or to the person who owns the knowledge base
+QNA_LIST_KINDS: tuple[RecordKind, ...] = ("qna", "row")
 
 
 # QnA ids are int32 in the spec (QnaRecord.id, QnaPrompt.qnaId, the runtime's qnaId); a larger one could not be

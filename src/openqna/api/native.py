@@ -271,13 +271,13 @@ class NativeRoutes:
 
     @handle_errors_off_loop
     def passages(self, request: Request) -> Response:
-        """The passages of the live state, apart from its QnAs (the Azure listing mixes them)."""
+        """The passages of the live state, which Azure's QnA listing leaves out (they are not QnAs)."""
         project = request.path_params["project"]
         authorize(self.authorizer, request, role="author", project=project, api_version=False)
         self.service.project(project)
         return JSONResponse({"value": [{"id": q.id, "title": q.questions[0] if q.questions else "", "text": q.answer,
                                         "source": q.source, "metadata": q.metadata}
-                                       for q in self.service.records(project) if q.kind == "passage"]})
+                                       for q in self.service.records(project, kinds=("passage",))]})
 
     # -- deploy and test -------------------------------------------------------------------------------
     @handle_errors_off_loop

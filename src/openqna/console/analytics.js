@@ -39,8 +39,7 @@ export async function showAnalytics(name, days = 7) {
   if (!can("author", name)) return render(refused(name, "analytics", "analytics"));
   const settings = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics/settings`);
   const report = await get(`/openqna/projects/${encodeURIComponent(name)}/analytics?days=${days}&lowConfidence=0.5`);
-  const passageIds = new Set((await get(`/openqna/projects/${encodeURIComponent(name)}/passages`)).value.map((p) => p.id));
-  const qnas = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
+  const qnas = await all(`${project(name)}/qnas`); // QnAs only: a passage is not a QnA, and Azure's list says so
   const progress = h("p", { class: "progress", role: "status", hidden: true });
 
   async function addTo(question, id) {

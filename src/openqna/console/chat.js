@@ -101,9 +101,7 @@ export async function showChat(name) {
   let qnaCache = null; // the project's QnAs, for picking one by its question (authors only)
   async function liveQnas() {
     if (qnaCache) return qnaCache;
-    const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
-    const passageIds = new Set(passages.value.map((p) => p.id));
-    return (qnaCache = qnas.filter((q) => !passageIds.has(q.id)));
+    return (qnaCache = await all(`${project(name)}/qnas`)); // QnAs only, passages left out
   }
 
   async function addAlternate(text, id) {

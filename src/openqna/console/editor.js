@@ -39,8 +39,7 @@ export async function showEditor(name) {
   const token = navigation(); // drawn only if no newer navigation began meanwhile
   if (!can("author", name)) return render(refused(name, "edit", "editing QnAs"));
   const [qnas, passages] = await Promise.all([all(`${project(name)}/qnas`), get(`/openqna/projects/${encodeURIComponent(name)}/passages`)]);
-  const passageIds = new Set(passages.value.map((p) => p.id));
-  const state = { items: qnas.filter((q) => !passageIds.has(q.id)), query: "", sort: "id", page: 0, open: null,
+  const state = { items: qnas, query: "", sort: "id", page: 0, open: null,
     selected: new Set() };
   for (const q of state.items) q._text = searchText(q);
   const byId = new Map(state.items.map((q) => [q.id, q]));
@@ -243,7 +242,7 @@ export async function showEditor(name) {
 
   async function reload(openId, keepStatus = false, mine = null) {
     try {
-      const fresh = (await all(`${project(name)}/qnas`)).filter((q) => !passageIds.has(q.id));
+      const fresh = await all(`${project(name)}/qnas`);
       for (const q of fresh) q._text = searchText(q);
       state.items = fresh;
       byId.clear();

@@ -28,7 +28,16 @@ from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
 from openqna.kb.source_ids import source_ids
-from openqna.records import Conflict, FormatError, InvalidArgument, KnowledgeBaseContent, NotFound, ProjectSettings, QnA
+from openqna.records import (
+    QNA_LIST_KINDS,
+    Conflict,
+    FormatError,
+    InvalidArgument,
+    KnowledgeBaseContent,
+    NotFound,
+    ProjectSettings,
+    QnA,
+)
 from openqna.store import Job, Project, Source, Store
 from openqna.store.base import AcceptedQuestion
 
@@ -364,7 +373,7 @@ class Authoring:
         and the clusters an import brought alike."""
         feedback = self.suggestions(project)
         return [(q.id, s["question"], s["userSuggestedCount"] + s["autoSuggestedCount"])
-                for q in self.store.list_qnas(project) if q.id is not None
+                for q in self.store.list_qnas(project, kinds=QNA_LIST_KINDS) if q.id is not None
                 for cluster in suggestion_clusters(q, feedback.get(q.id, [])) for s in cluster["suggestedQuestions"]]
 
     def accept_suggestion(self, project: str, qna_id: int, question: str) -> tuple[QnA, bool]:

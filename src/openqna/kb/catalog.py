@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from openqna import settings
-from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA
+from openqna.records import Conflict, InvalidArgument, KnowledgeBaseContent, NotFound, QnA, RecordKind
 from openqna.store import Deployment, Job, Project, Source, Store, StoredFile, check_location, is_postgres, open_store
 from openqna.store.base import LIVE, TestRun, TestSet, Version
 from openqna.store.statements import version_name
@@ -233,12 +233,18 @@ class Catalog:
         return self.store.get_test_run(project, run_id)
 
     # -- records -----------------------------------------------------------------------------
-    def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None) -> list[QnA]:
-        """The records of one deployment by id; ``offset`` and ``limit`` read one page of them."""
-        return self.store.list_qnas(project, deployment, offset, limit)
+    def records(self, project: str, deployment: str = LIVE, *, offset: int = 0, limit: int | None = None,
+                kinds: Sequence[RecordKind] | None = None) -> list[QnA]:
+        """The records of one deployment by id, of ``kinds`` only when given; ``offset`` and ``limit`` read one page
+        of them."""
+        return self.store.list_qnas(project, deployment, offset, limit, kinds=kinds)
 
-    def count(self, project: str, deployment: str = LIVE) -> int:
-        return self.store.count_qnas(project, deployment)
+    def count(self, project: str, deployment: str = LIVE, *, kinds: Sequence[RecordKind] | None = None) -> int:
+        """How many records ``records`` would list."""
+        if kinds is None:
+            return self.store.count_qnas(project, deployment)
+        counts = self.counts(project, deployment)
+        return sum(counts[kind] for kind in set(kinds))
 
     def counts(self, project: str, deployment: str = LIVE) -> Counter[str]:
         """Records by kind (``qna``, ``passage``, ``row``): a passage is not a QnA to the user."""

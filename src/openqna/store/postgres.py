@@ -445,11 +445,14 @@ class PostgresStore(SharedStatements, AttachedFileStatements, VectorSearch):
                                     project)).fetchall()
         return {r[0]: self._qna_row(r) for r in self._checked(rows, project, deployment) if r[0] is not None}
 
-    def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None) -> list[QnA]:
+    def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None, *,
+                  kinds: Sequence[str] | None = None) -> list[QnA]:
+        wanted = None if kinds is None else list(kinds)
         with self._conn() as db:
             pid = self._deployment_pid(db, project, deployment)
             rows = db.execute(f"SELECT {self._QNA_COLS} FROM records WHERE project_id=%s AND deployment=%s"
-                              " ORDER BY id LIMIT %s OFFSET %s", (pid, deployment, limit, offset)).fetchall()
+                              " AND (%s::text[] IS NULL OR kind = ANY(%s::text[])) ORDER BY id LIMIT %s OFFSET %s",
+                              (pid, deployment, wanted, wanted, limit, offset)).fetchall()
         return [self._qna_row(r) for r in rows]
 
     def get_synonyms(self, project: str, deployment: str = LIVE) -> list[list[str]]:

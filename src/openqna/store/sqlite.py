@@ -392,11 +392,14 @@ class SQLiteStore(SharedStatements, AttachedFileStatements):
             self._deployment_pid(self._db, project, deployment)  # raises if the project or deployment does not exist
         return out
 
-    def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None) -> list[QnA]:
+    def list_qnas(self, project: str, deployment: str = LIVE, offset: int = 0, limit: int | None = None, *,
+                  kinds: Sequence[str] | None = None) -> list[QnA]:
         pid = self._deployment_pid(self._db, project, deployment)
+        of_kinds = "" if kinds is None else f" AND kind IN ({','.join('?' * len(kinds))})"
         rows = self._db.execute(
-            f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=? ORDER BY id LIMIT ? OFFSET ?",
-            (pid, deployment, -1 if limit is None else limit, offset),
+            f"SELECT {self._QNA_COLS} FROM records WHERE project_id=? AND deployment=?{of_kinds}"
+            " ORDER BY id LIMIT ? OFFSET ?",
+            (pid, deployment, *(kinds or ()), -1 if limit is None else limit, offset),
         )
         return [self._qna_row(r) for r in rows]
 

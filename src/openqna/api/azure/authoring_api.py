@@ -33,7 +33,7 @@ from openqna.kb.authoring import Authoring, suggestion_clusters
 from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
-from openqna.records import MAX_QNA_ID, FormatError, InvalidArgument, NotFound, QnA
+from openqna.records import MAX_QNA_ID, QNA_LIST_KINDS, FormatError, InvalidArgument, NotFound, QnA
 
 PREFIXES = ("/language/authoring/query-knowledgebases/projects", "/language/query-knowledgebases/projects")
 DEFAULT_PAGE = 50
@@ -465,9 +465,10 @@ class AzureAuthoring:
             feedback = self.authoring.suggestions(name)
             convert = lambda q: qna_json(q, feedback.get(q.id, []))  # noqa: E731
             if not source:  # read one page of records, not all of them for every page
-                return JSONResponse(_paged_fetch(request, self.service.count(name), lambda skip, count:
-                                                 self.service.records(name, offset=skip, limit=count), convert))
-            items = [q for q in self.service.records(name) if q.source.lower() == source.lower()]
+                return JSONResponse(_paged_fetch(
+                    request, self.service.count(name, kinds=QNA_LIST_KINDS), lambda skip, count:
+                    self.service.records(name, offset=skip, limit=count, kinds=QNA_LIST_KINDS), convert))
+            items = [q for q in self.service.records(name, kinds=QNA_LIST_KINDS) if q.source.lower() == source.lower()]
             return JSONResponse(_paged(request, items, convert))
         ops = self._ops(body_json(request))
         self._existing(name)
