@@ -764,6 +764,37 @@ def test_csv_export_keeps_what_a_tsv_cannot() -> None:
     assert read_file("QnAs.tsv", export_bytes(content, "tsv")[0]).qnas != content.qnas  # \\n and tab do not survive
 
 
+FORMULA_LIKE = ["=SUM(A1:A3)", "+1", "-x", "@a", "'=already quoted", "A normal answer."]
+
+
+def test_csv_export_keeps_formulas_from_running_and_reads_them_back() -> None:
+    """A CSV export, for review in a spreadsheet, wrote =SUM(A1:A3) as it is, so the spreadsheet ran it as a formula
+    (OWASP's CSV injection); OWASP's leading apostrophe is written before such cells and read off again."""
+    content = KnowledgeBaseContent(
+        qnas=[QnA([f"question {i}", text], text, id=i + 1, source=text) for i, text in enumerate(FORMULA_LIKE)],
+        synonyms=[["=cmd", "+x", "plain"]])
+    body, filename, _ = export_bytes(content, "csv")
+    rows = list(csv.reader(io.StringIO(body.decode("utf-8-sig"))))
+    assert [row[1] for row in rows[1::2]] == ["'=SUM(A1:A3)", "'+1", "'-x", "'@a", "''=already quoted",
+                                              "A normal answer."]
+    assert [row[0] for row in rows[2::2]] == [row[1] for row in rows[1::2]]  # questions and sources too
+    assert [row[2] for row in rows[1::2]] == [row[1] for row in rows[1::2]]
+    assert read_file(filename, body).qnas == content.qnas
+    synonyms, name, _ = export_bytes(content, "csv", "synonyms")
+    assert synonyms.decode("utf-8-sig").splitlines()[1] == "'=cmd,'+x,plain"
+    assert read_file(name, synonyms).synonyms == content.synonyms
+    # a tab or a carriage return first is a formula's start to a spreadsheet too; an apostrophe alone is not
+    raw = KnowledgeBaseContent(qnas=[QnA(["\t=1+1"], "\r=2", id=1), QnA(["'quoted"], "it's", id=2)])
+    assert [row[:2] for row in csv.reader(io.StringIO(export_bytes(raw, "csv")[0].decode("utf-8-sig")))][1:] == [
+        ["'\t=1+1", "'\r=2"], ["'quoted", "it's"]]
+    # QnA Maker's TSV is written as it is, and a workbook holds text cells, never formulas
+    tsv = export_bytes(content, "tsv")[0].decode("utf-8-sig")
+    assert "\n=SUM(A1:A3)\t=SUM(A1:A3)\t=SUM(A1:A3)\t" in tsv and "'=SUM" not in tsv
+    sheet = openpyxl.load_workbook(io.BytesIO(write_xlsx(content))).worksheets[0]
+    cells = [cell for row in sheet.iter_rows(min_row=2) for cell in row[:3]]
+    assert {c.value for c in cells} >= {"=SUM(A1:A3)", "+1", "-x", "@a"} and {c.data_type for c in cells} == {"s"}
+
+
 def test_json_keeps_what_a_record_is() -> None:
     """Passages were written as plain QnAs, so an imported export answered with them as QnAs."""
     content = KnowledgeBaseContent(qnas=[QnA(["Care"], "Wipe it with a dry cloth.", id=1, kind="passage"),

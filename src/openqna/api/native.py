@@ -85,6 +85,7 @@ from openqna.api.test_sets_api import TestSetRoutes
 from openqna.api.train_api import TrainRoutes
 from openqna.auth import keys as key_store
 from openqna.auth.keys import ApiKey, Authorizer, Caller, allows
+from openqna.formats.csv_file import FORMULA_STARTS
 from openqna.formats.limits import LIMITS
 from openqna.kb.catalog import LIVE, check_project_name, kind_of, version_number
 from openqna.kb.jobs import JobRunner
@@ -98,7 +99,7 @@ def inert(value: Any) -> Any:
     """A cell a spreadsheet will not run: the questions are what anyone typed to a bot, and Excel and LibreOffice read
     a cell starting with = + - @ (or a tab or return before one) as a formula (OWASP's "CSV injection"), so such a
     text gets a leading apostrophe, which they show as text."""
-    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    return "'" + value if isinstance(value, str) and value[:1] in FORMULA_STARTS else value
 from openqna.records import InvalidArgument, NotFound
 
 PREFIX = "/openqna"

@@ -16,6 +16,12 @@ Decisions:
   decimal mark, or a tab; the one whose split gives a ``Question``/``Answer`` (or ``Synonyms``) header.
 * Rows are held to the header's width as a workbook's are (``xlsx.fit_width``): empty cells at the end of a row may be
   missing or extra (spreadsheets save both), a value right of the last column is an error.
+* A text cell that starts like a formula (``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is written with a
+  leading apostrophe, as OWASP recommends against "CSV injection": the export is for review in a spreadsheet, which
+  would run ``=SUM(A1:A3)`` (or worse, ``=HYPERLINK(...)``) instead of showing it.  Reading takes exactly that
+  apostrophe off again, and only before those characters, so ``'hello`` stays as it is; a text that already starts
+  with apostrophes before such a character (``'=x``) gets one more, so that every text comes back as it was.
+  QnA Maker's TSV is written as it is (its format, byte for byte); a workbook's cells are text, never formulas.
 * Text is UTF-8 (a BOM is fine) or UTF-16 with a BOM (``qna_table.decode_text``); anything else is refused with
   the line and column of the first byte that is not UTF-8, rather than guessed at.
 
@@ -34,6 +40,8 @@ from openqna.formats.xlsx import fit_width
 from openqna.records import FormatError, KnowledgeBaseContent
 
 SEPARATORS = (",", ";", "\t")
+# What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 Row = tuple[int, list[str]]
 
@@ -51,7 +59,26 @@ def read_csv(data: bytes | str, name: str = "upload.csv") -> KnowledgeBaseConten
     if qna_table.header_kind(header) == "synonyms":
         return KnowledgeBaseContent(synonyms=[_synonyms(line, cells, fail) for line, cells in body])
     return KnowledgeBaseContent(qnas=qna_table.read_table(header, fit_width(body, len(header), fail), fail,
-                                                          header_line=header_line, escaped=False))
+                                                          header_line=header_line, text=read_cell))
+
+
+def _formula_like(text: str) -> bool:
+    """Whether ``text`` starts like a formula once the apostrophes it starts with (if any) are taken off."""
+    return text.lstrip("'")[:1] in FORMULA_STARTS
+
+
+def inert_cell(text: str) -> str:
+    """``text`` as a CSV cell that a spreadsheet shows and never runs: with a leading apostrophe when it starts like a
+    formula (after any apostrophes of its own, so that ``read_cell`` gives every text back as it was)."""
+    return "'" + text if _formula_like(text) else text
+
+
+def read_cell(cell: str) -> str:
+    """A text cell as ``inert_cell`` wrote it, back: the one apostrophe it added taken off, and a line break read as
+    a newline whether the file has it as LF or CRLF."""
+    if cell.startswith("'") and _formula_like(cell):
+        cell = cell[1:]
+    return cell.replace("\r\n", "\n")
 
 
 def _separator(text: str) -> str:
@@ -88,6 +115,7 @@ def _rows(text: str, separator: str, fail: qna_table.Fail) -> list[Row]:
 
 
 def _synonyms(line: int, cells: list[str], fail: qna_table.Fail) -> list[str]:
+    cells = [read_cell(cell) for cell in cells]
     try:
         if len(cells) == 1:  # "sdk, software development kit" in one cell
             return qna_table.parse_synonym_row(cells[0])
@@ -104,7 +132,7 @@ def write_csv(content: KnowledgeBaseContent, synonyms: bool = False) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     if synonyms:
-        writer.writerows([[qna_table.SYNONYMS_COLUMN], *content.synonyms])
+        writer.writerows([[qna_table.SYNONYMS_COLUMN], *([inert_cell(w) for w in group] for group in content.synonyms)])
     else:
-        writer.writerows([qna_table.header(content), *qna_table.table_rows(content, cell=str)])
+        writer.writerows([qna_table.header(content), *qna_table.table_rows(content, cell=inert_cell)])
     return out.getvalue()

@@ -298,10 +298,11 @@ def _parse_header(names: Sequence[str], line: int, fail: Fail) -> dict[str, int]
     return columns
 
 
-def _parse_row(columns: dict[str, int], values: Sequence[str], escaped: bool = True) -> tuple[str, QnA]:
-    """One row -> (its question, a QnA holding its QnA-level fields).  Raises CellError.  ``escaped``: the text
-    cells write a newline as ``\\n`` (QnA Maker's TSV and workbooks; a CSV quotes real newlines instead)."""
-    text = unescape if escaped else (lambda cell: cell.replace("\r\n", "\n"))
+def _parse_row(columns: dict[str, int], values: Sequence[str], text: Callable[[str], str] = unescape
+               ) -> tuple[str, QnA]:
+    """One row -> (its question, a QnA holding its QnA-level fields).  Raises CellError.  ``text`` reads a text
+    cell, as ``table_rows``' ``cell`` wrote it: ``unescape`` where a newline is ``\\n`` (QnA Maker's TSV and
+    workbooks), the CSV's own reader where cells are quoted (``csv_file.read_cell``)."""
 
     def cell(name: str) -> str:
         return values[columns[name]] if name in columns else ""
@@ -362,11 +363,11 @@ def read_table(
     rows: Iterable[tuple[int, Sequence[str]]],
     fail: Fail,
     header_line: int = 1,
-    escaped: bool = True,
+    text: Callable[[str], str] = unescape,
 ) -> list[QnA]:
     """Header + (line, cells) rows -> QnAs, grouped as the module docstring explains.
 
-    ``rows`` must hold only non-blank rows; cells are strings ("" for empty); ``escaped``: as ``_parse_row``'s.
+    ``rows`` must hold only non-blank rows; cells are strings ("" for empty); ``text``: as ``_parse_row``'s.
     """
     columns = _parse_header(header, header_line, fail)
     groups: dict[tuple, _Group] = {}
@@ -378,7 +379,7 @@ def read_table(
                 min(len(values), len(columns)),
             )
         try:
-            question, qna = _parse_row(columns, values, escaped)
+            question, qna = _parse_row(columns, values, text)
         except CellError as err:
             raise fail(str(err), line, columns[err.path.split("[", 1)[0]]) from None
         row = _Row(line, qna)
@@ -420,7 +421,7 @@ def table_rows(content: KnowledgeBaseContent, cell: Callable[[str], str] = escap
     """One row per question (a QnA without questions gets one row with an empty Question), under ``header``.
 
     Ids are written only when the QnA has one; ``cell`` writes a text cell: ``escape`` for a TSV, ``escape`` keeping
-    line breaks for a workbook, ``str`` for a format that quotes its cells and escapes nothing (CSV).
+    line breaks for a workbook, ``csv_file.inert_cell`` for a CSV (which quotes its cells and escapes nothing).
     """
     rows = []
     kinds = _has_passages(content)
