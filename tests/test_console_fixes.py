@@ -11,62 +11,22 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from conftest import REPO, ServeProcess, wait_for_job
+from console_server import azure, job, serve, server  # noqa: F401  (server is a fixture)
 from test_console import Console, browser, wait_status  # noqa: F401  (browser is a fixture)
-
-AZURE = "/language/authoring/query-knowledgebases/projects"
-V = {"api-version": "2023-04-01"}
-SMALL = ("Question\tAnswer\tSource\tMetadata\n"
-         "How do I reset my password?\tOpen Settings, then Reset password.\tEditorial\t\n"
-         "What are your opening hours?\tWe are open from 9 to 5 on weekdays.\tEditorial\t\n"
-         "Where is your office?\tOur office is at 1 Main Street.\tEditorial\t\n")
-
-
-def serve(tmp_path_factory, name: str, env: dict[str, str]) -> ServeProcess:
-    log = tmp_path_factory.mktemp(f"{name}-log") / "serve.log"
-    return ServeProcess(None, log, env=env, cwd=REPO, seconds=120)
 
 
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory):
     """`openqna serve` on loopback with no keys yet: it answers anyone, as admin."""
     env = {**os.environ, "OPENQNA_DATA": str(tmp_path_factory.mktemp("open")), "HF_HUB_OFFLINE": "1"}
-    with serve(tmp_path_factory, "open", env) as server:
-        yield server.url
-        server.stop(signal.SIGINT)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`openqna serve` with one admin key and a small project `kb1` (plus the sample `openqna-faq`)."""
-    env = {**os.environ, "OPENQNA_DATA": str(tmp_path_factory.mktemp("fixes")), "HF_HUB_OFFLINE": "1"}
-    made = subprocess.run([sys.executable, "-m", "openqna.cli.main", "keys", "create", "--name", "owner", "--role",
-                           "admin"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    secret = next(w for w in made.stdout.split() if w.startswith("oq_"))
-    with serve(tmp_path_factory, "fixes", env) as server:
-        imported = httpx.post(f"{server.url}/openqna/projects/kb1/files", params={"name": "kb1.tsv"},
-                              content=SMALL.encode(), headers={"api-key": secret}, timeout=30)
-        assert imported.status_code == 202, imported.text
-        job(imported.headers["Operation-Location"], secret)
-        yield server.url, secret
-        server.stop(signal.SIGINT)
-
-
-def job(location: str, secret: str) -> dict:
-    done = wait_for_job(location, headers={"api-key": secret}, states=("succeeded", "failed"), seconds=120)
-    assert done["status"] == "succeeded", done
-    return done
-
-
-def azure(url: str, secret: str, method: str, path: str, **kwargs) -> httpx.Response:
-    return httpx.request(method, f"{url}{AZURE}{path}", params=V, headers={"api-key": secret}, timeout=30, **kwargs)
+    with serve(tmp_path_factory, "open", env) as served:
+        yield served.url
+        served.stop(signal.SIGINT)
 
 
 def test_the_first_key_made_in_the_console_is_shown_and_signs_the_tab_in(open_server, browser):  # noqa: F811

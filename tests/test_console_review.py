@@ -7,51 +7,10 @@ One server with an admin key and a small project `kb1`.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
-import httpx
-import pytest
 from playwright.sync_api import expect
 
-from conftest import REPO, ServeProcess, wait_for_job
+from console_server import azure, job, server  # noqa: F401  (server is a fixture)
 from test_console import Console, browser, wait_status  # noqa: F401  (browser is a fixture)
-
-AZURE = "/language/authoring/query-knowledgebases/projects"
-V = {"api-version": "2023-04-01"}
-SMALL = ("Question\tAnswer\tSource\tMetadata\n"
-         "How do I reset my password?\tOpen Settings, then Reset password.\tEditorial\t\n"
-         "What are your opening hours?\tWe are open from 9 to 5 on weekdays.\tEditorial\t\n"
-         "Where is your office?\tOur office is at 1 Main Street.\tEditorial\t\n")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`openqna serve` with one admin key and a small project `kb1` (plus the sample `openqna-faq`)."""
-    env = {**os.environ, "OPENQNA_DATA": str(tmp_path_factory.mktemp("review")), "HF_HUB_OFFLINE": "1"}
-    made = subprocess.run([sys.executable, "-m", "openqna.cli.main", "keys", "create", "--name", "owner", "--role",
-                           "admin"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    secret = next(w for w in made.stdout.split() if w.startswith("oq_"))
-    log = tmp_path_factory.mktemp("review-log") / "serve.log"
-    with ServeProcess(None, log, env=env, cwd=REPO, seconds=120) as served:
-        imported = httpx.post(f"{served.url}/openqna/projects/kb1/files", params={"name": "kb1.tsv"},
-                              content=SMALL.encode(), headers={"api-key": secret}, timeout=30)
-        assert imported.status_code == 202, imported.text
-        job(imported.headers["Operation-Location"], secret)
-        yield served.url, secret
-        served.stop(signal.SIGINT)
-
-
-def job(location: str, secret: str) -> dict:
-    done = wait_for_job(location, headers={"api-key": secret}, states=("succeeded", "failed"), seconds=120)
-    assert done["status"] == "succeeded", done
-    return done
-
-
-def azure(url: str, secret: str, method: str, path: str, **kwargs) -> httpx.Response:
-    return httpx.request(method, f"{url}{AZURE}{path}", params=V, headers={"api-key": secret}, timeout=30, **kwargs)
 
 
 def qna_id(url: str, secret: str, project: str, question: str) -> int:
