@@ -856,6 +856,37 @@ SCHEMA_11_VECTOR_STORE = {"defaultAnswer": "x", "openai_vector_store": {
               "file-b": {"id": "file-b", "seq": 10, "status": "failed", "attributes": None}}}}
 
 
+def test_schema_11_vector_stores_move_their_files_to_rows(store, reopen):
+    """A schema-11 database opens at the current schema with each vector store's files moved from its settings to
+    rows of their own (nothing else of the settings changed, nor the project's modified time).  Both engines take
+    the same SQL to go back to schema 11, sent through the store's own transaction."""
+    from openqna.store.base import AttachedFile
+
+    store.create_project(Project("vs_old", settings=SCHEMA_11_VECTOR_STORE))
+    store.create_project(Project("plain"))
+    modified = store.get_project("vs_old").modified
+    version_sql = "SELECT value FROM meta WHERE key='schema_version'"
+    with store._reading() as db:
+        current = db.execute(version_sql).fetchone()[0]
+    with store._tx() as db:  # back to schema 11
+        db.execute("DROP TABLE vector_store_files")
+        db.execute("UPDATE meta SET value='11' WHERE key='schema_version'")
+    store.close()
+    new = reopen()
+    try:
+        moved = SCHEMA_11_VECTOR_STORE["openai_vector_store"]["files"]
+        assert new.list_attached_files("vs_old") == [AttachedFile("file-b", 10, moved["file-b"]),
+                                                     AttachedFile("file-a", 20, moved["file-a"])]
+        project = new.get_project("vs_old")
+        vs = {k: v for k, v in SCHEMA_11_VECTOR_STORE["openai_vector_store"].items() if k != "files"}
+        assert project.settings == {"defaultAnswer": "x", "openai_vector_store": vs} and project.modified == modified
+        assert new.list_attached_files("plain") == [] and new.get_project("plain").settings == Project("p").settings
+        with new._reading() as db:
+            assert db.execute(version_sql).fetchone()[0] == current and int(current) > 11
+    finally:
+        new.close()
+
+
 def test_attached_files_are_rows_of_their_own(store, reopen):
     """A vector store's files (``kinds/vector_stores.py``): each one row, read alone or by ids, ordered by ``seq``, and
     changed by a compare-and-set that another process's change makes fail; a project's delete takes them along."""

@@ -34,7 +34,7 @@ from openqna.store.postgres_schema import ExtensionMissing
 from openqna.store.sqlite import SQLiteStore
 from pg import pg_dsn, pg_server  # noqa: F401  (fixtures)
 from store_conformance import *  # noqa: F403  (the shared suite)
-from store_conformance import SCHEMA_11_VECTOR_STORE, item, vec
+from store_conformance import item, vec
 
 
 @pytest.fixture
@@ -934,31 +934,3 @@ def test_schema_4_repairs_json_kept_with_lone_surrogates(pg_dsn, caplog):
     s.update_project(project)
     assert s.get_project("p").settings["name"] == "x\ufffd"
     s.close()
-
-
-def test_schema_11_vector_stores_move_their_files_to_rows(pg_dsn):
-    """A schema-11 database opens at schema 12 with each vector store's files moved from its settings to rows of
-    their own (nothing else of the settings changed, nor the project's modified time)."""
-    from openqna.store.base import AttachedFile
-
-    store = PostgresStore(pg_dsn)
-    store.create_project(Project("vs_old", settings=SCHEMA_11_VECTOR_STORE))
-    store.create_project(Project("plain"))
-    modified = store.get_project("vs_old").modified
-    store.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 11
-        conn.execute("DROP TABLE vector_store_files")
-        conn.execute("UPDATE meta SET value='11' WHERE key='schema_version'")
-    store = PostgresStore(pg_dsn)
-    try:
-        moved = SCHEMA_11_VECTOR_STORE["openai_vector_store"]["files"]
-        assert store.list_attached_files("vs_old") == [AttachedFile("file-b", 10, moved["file-b"]),
-                                                       AttachedFile("file-a", 20, moved["file-a"])]
-        project = store.get_project("vs_old")
-        vs = {k: v for k, v in SCHEMA_11_VECTOR_STORE["openai_vector_store"].items() if k != "files"}
-        assert project.settings == {"defaultAnswer": "x", "openai_vector_store": vs} and project.modified == modified
-        assert store.list_attached_files("plain") == [] and store.get_project("plain").settings == Project("p").settings
-    finally:
-        store.close()
-    with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -15,7 +15,7 @@ from openqna.store import Project
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
-from store_conformance import SCHEMA_11_VECTOR_STORE, item, vec
+from store_conformance import item, vec
 
 
 @pytest.fixture
@@ -443,26 +443,3 @@ def test_a_deployment_made_before_versions_becomes_one_when_deployed_over(tmp_pa
     assert store.get_qnas("kb1", [1], "production")[1].answer == "In the box."
     assert store.count_qnas("kb1", "production") == 1
     store.close()
-
-
-def test_schema_11_vector_stores_move_their_files_to_rows(tmp_path):
-    """A schema-11 database opens at schema 12 with each vector store's files moved from its settings to rows of
-    their own (nothing else of the settings changed, nor the project's modified time)."""
-    from openqna.store.base import AttachedFile
-
-    old = SQLiteStore(tmp_path)
-    old.create_project(Project("vs_old", settings=SCHEMA_11_VECTOR_STORE))
-    old.create_project(Project("plain"))
-    old._db.execute("DROP TABLE vector_store_files")
-    old._db.execute("UPDATE meta SET value='11' WHERE key='schema_version'")
-    modified = old.get_project("vs_old").modified
-    old.close()
-    new = SQLiteStore(tmp_path)
-    moved = SCHEMA_11_VECTOR_STORE["openai_vector_store"]["files"]
-    assert new.list_attached_files("vs_old") == [AttachedFile("file-b", 10, moved["file-b"]),
-                                                 AttachedFile("file-a", 20, moved["file-a"])]
-    project = new.get_project("vs_old")
-    vs = {k: v for k, v in SCHEMA_11_VECTOR_STORE["openai_vector_store"].items() if k != "files"}
-    assert project.settings == {"defaultAnswer": "x", "openai_vector_store": vs} and project.modified == modified
-    assert new.list_attached_files("plain") == [] and new.get_project("plain").settings == Project("p").settings
-    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
