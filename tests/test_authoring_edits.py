@@ -20,9 +20,9 @@ class NarrowReads(SQLiteStore):
 
     narrow = False
 
-    def list_qnas(self, project, deployment="test", offset=0, limit=None):
+    def list_qnas(self, project, deployment="test", offset=0, limit=None, *, kinds=None):
         assert not self.narrow, "list_qnas read every record"
-        return super().list_qnas(project, deployment, offset, limit)
+        return super().list_qnas(project, deployment, offset, limit, kinds=kinds)
 
     def content_hashes(self, project, ids=None):
         assert not self.narrow or ids is not None, "content_hashes read every record's hash"
