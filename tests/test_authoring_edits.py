@@ -93,6 +93,34 @@ def test_adding_an_existing_id_or_changing_a_missing_one_gives_every_error(autho
     assert stored(authoring) == before
 
 
+def test_operations_apply_in_the_order_given(authoring, store):
+    """Each operation applies to the state the ones before it left: every op was checked against the state before
+    the change, and all writes made before all deletes, so [delete 1, replace 1] "succeeded" with the replace dropped,
+    and [delete 3, add 3] and [add 6000, delete 6000] were refused."""
+    store.add_feedback("kb", [(3, "stylus", "u2")])
+    before = stored(authoring)
+    with pytest.raises(InvalidArgument) as err:
+        authoring.update_qnas("kb", [QnaOp("delete", QnA([], "", id=1)),
+                                     QnaOp("replace", QnA(["Charging?"], "Two hours.", id=1))])
+    assert err.value.message == "[1] replace: there is no QnA with id 1."
+    assert stored(authoring) == before
+    authoring.update_qnas("kb", [QnaOp("delete", QnA([], "", id=3)),
+                                 QnaOp("add", QnA(["Where is the stylus?"], "In its slot.", id=3)),
+                                 QnaOp("add", QnA(["Temporary?"], "Yes.", id=6000)),
+                                 QnaOp("replace", QnA(["Temporary?"], "Still.", id=6000)),
+                                 QnaOp("delete", QnA([], "", id=6000)),
+                                 QnaOp("replace", QnA(["Fast charging"], "Use the 100 W charger.", id=2)),
+                                 QnaOp("replace", QnA(["Fast charging"], "Use the 65 W charger, or faster.", id=2))])
+    after = stored(authoring)
+    assert sorted(after) == [1, 2, 3]
+    assert (after[3].questions, after[3].answer) == (["Where is the stylus?"], "In its slot.")
+    assert after[2].answer == "Use the 65 W charger, or faster."
+    assert store.list_feedback("kb") == {}  # the users' questions were the deleted QnA's, not the new one's
+    with pytest.raises(InvalidArgument) as err:  # an id added twice is refused, naming the first add
+        authoring.update_qnas("kb", [QnaOp("add", QnA(["A?"], "a", id=7)), QnaOp("add", QnA(["B?"], "b", id=7))])
+    assert err.value.message == "[1] add: QnA 7 is also added by [0]; every QnA added needs its own id."
+
+
 def test_an_edit_started_from_an_older_qna_is_a_conflict(authoring):
     when = stored(authoring)[3].last_updated
     authoring.update_qnas("kb", [QnaOp("replace", QnA(["Where is the pen?"], "In the box.", id=3),

@@ -218,54 +218,67 @@ class Authoring:
     def update_qnas(self, project: str, ops: list[QnaOp]) -> None:
         """Apply add/replace/delete operations as one change; any bad operation fails them all.
 
+        The operations apply in the order given, each to the state the ones before it left: [delete 1, add 1] adds
+        QnA 1 anew, [add 6000, delete 6000] leaves no QnA 6000, and [delete 1, replace 1] is refused (the replace has
+        no QnA to replace), where each was checked against the state before the change and the replace was dropped.
         Only what the operations name is read (their QnAs, their feedback, their prompts' targets): an edit of one
         QnA must not read a project of a million.
         """
         existing = self.store.get_qnas(project, list({op.qna.id for op in ops if op.qna.id is not None}))
-        writes: list[QnA] = []
-        deletes: list[int] = []
+        state: dict[int, QnA | None] = dict(existing)  # each named QnA as the operations so far leave it
+        dropped: set[int] = set()  # stored QnAs a delete takes out (and their feedback), even when added again after
         errors = []
         conflicts = []
         added: dict[int, int] = {}  # id -> the operation that adds it: a second add would overwrite the first
         for position, op in enumerate(ops):
             i, qid = position if op.index is None else op.index, op.qna.id
-            if op.op == "add" and qid is not None and qid in existing:
-                errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
-            elif op.op == "add" and qid is not None and qid in added:
+            current = state.get(qid) if qid is not None else None
+            if op.op == "add" and current is not None and qid in added:
                 errors.append(f"[{i}] add: QnA {qid} is also added by [{added[qid]}]; every QnA added needs its own id.")
-            elif op.op in ("replace", "delete") and (qid is None or qid not in existing):
+            elif op.op == "add" and current is not None:
+                errors.append(f"[{i}] add: QnA {qid} already exists; use 'replace'.")
+            elif op.op in ("replace", "delete") and current is None:
                 errors.append(f"[{i}] {op.op}: there is no QnA with id {qid}.")
             elif op.op == "add" and op.if_last_updated:
                 errors.append(f"[{i}] add: ifLastUpdated is for 'replace' and 'delete'; a QnA being added has no "
                               "earlier version to compare it with.")
-            elif op.if_last_updated and existing[qid].last_updated != op.if_last_updated:
-                conflicts.append(f"[{i}] {op.op}: QnA {qid} was changed elsewhere at {existing[qid].last_updated} "
+            elif op.if_last_updated and (qid not in existing or existing[qid].last_updated != op.if_last_updated):
+                stamp = existing[qid].last_updated if qid in existing else "in this same change"
+                conflicts.append(f"[{i}] {op.op}: QnA {qid} was changed elsewhere at {stamp} "
                               f"(this edit started from {op.if_last_updated}); reload it and apply the edit again.")
             elif op.op == "delete":
-                deletes.append(qid)
+                state[qid] = None
+                if qid in existing:
+                    dropped.add(qid)
             else:
                 if op.op == "add" and qid is not None:
                     added[qid] = i
+                if op.op == "replace":
+                    assert current is not None  # refused above otherwise
                 if op.op == "replace" and op.keep_questions:
-                    op.qna.questions = list(existing[qid].questions)
+                    op.qna.questions = list(current.questions)
                 if op.op == "replace" and op.keep_suggestions:
-                    op.qna.suggested_questions = suggestions_left(existing[qid].suggested_questions,
-                                                                  op.qna.questions)
+                    op.qna.suggested_questions = suggestions_left(current.suggested_questions, op.qna.questions)
                 if op.op == "replace":  # Azure's QnA records carry no kind: a passage replaced stays a passage
-                    op.qna.kind = existing[qid].kind
-                writes.append(op.qna)
+                    op.qna.kind = current.kind
+                if qid is not None:
+                    state[qid] = op.qna
+        # what the change writes (in the operations' order) and deletes: each QnA as the last operation on it left it
+        writes = [op.qna for op in ops if op.op != "delete" and (op.qna.id is None or state.get(op.qna.id) is op.qna)]
+        deletes = [qid for qid, q in state.items() if q is None and qid in existing]
         if errors:
             raise InvalidArgument(" ".join(errors))
         if conflicts:
             raise Conflict(" ".join(conflicts))
-        feedback = self.store.list_feedback(project, [q.id for q in writes if q.id is not None])
+        feedback = self.store.list_feedback(project, [q.id for q in writes if q.id is not None and q.id not in dropped])
         for q in writes:
             q.normalised()
             q.questions = list(dict.fromkeys(q.questions))  # an edit that gives a question twice stores it once
             if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
                 q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
         self.check_prompts(project, writes, set(deletes), existing)
-        accepted = self._accepted(project, [(existing[q.id], q) for q in writes if q.id in existing], feedback)
+        accepted = self._accepted(project, [(existing[q.id], q) for q in writes
+                                            if q.id in existing and q.id not in dropped], feedback)
         replaced = [existing[q.id].last_updated or "" for q in writes if q.id in existing]
         if replaced:
             later_than(max(replaced))  # a QnA written twice in one second must not keep its stamp (``ifLastUpdated``)
@@ -274,8 +287,9 @@ class Authoring:
             self.store.add_accepted(project, accepted)
         if deletes:
             self.store.delete_qnas(project, deletes)
-            for qid in deletes:
-                self.store.delete_feedback(project, qid)
+        for qid in sorted(dropped):  # users' questions for a QnA deleted are none for one added under its id after
+            self.store.delete_feedback(project, qid)
+        if deletes:
             self.touch(project)
 
     def _accepted(self, project: str, edits: list[tuple[QnA, QnA]],
