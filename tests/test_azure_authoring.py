@@ -623,6 +623,18 @@ def test_an_import_takes_prompts_that_hold_their_qna(live, admin):
     assert r.status_code == 400 and r.json()["error"]["target"] == "fileUri", r.text
 
 
+@pytest.mark.parametrize("uri, rule", [("http://169.254.169.254/latest", "link-local"),
+                                        ("http://127.0.0.1:9/kb.tsv", "loopback"), ("http://10.1.2.3/kb.tsv", "private")])
+def test_an_import_from_an_address_the_fetcher_refuses_is_a_400(live, admin, uri, rule):
+    """A fileUri on the cloud metadata address was accepted (202) and its job failed later, where PATCH .../sources
+    refuses such a host at once with a 400 that names the rule, as the docs say of both."""
+    r = _req(live, "POST", "/meta/:import", admin, params={"format": "tsv"}, json={"fileUri": uri})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["target"] == "fileUri" and f"a {rule} address" in error["message"], error
+    assert _req(live, "GET", "/meta", admin).status_code == 404  # nothing was queued, the project not made
+
+
 def test_an_edit_that_sends_no_suggestions_keeps_them(live, admin):
     """The console's editor sends a replace without activeLearningSuggestions: saving a QnA (or accepting one of its
     suggestions) discarded every other suggestion pending on it.  A replace that sends none keeps the stored ones

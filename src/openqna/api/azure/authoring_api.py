@@ -336,6 +336,11 @@ class AzureAuthoring:
             if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
                 raise InvalidArgument(f"'fileUri' must be an http(s) URL of the file to import (an export's "
                                       f"resultUrl, say), not '{file_uri[:100]}'.", target="fileUri")
+            if self.authoring.own_export(file_uri) is None:  # one of this server's signed exports is read, not fetched
+                try:  # a host the fetcher would refuse (loopback, private, link-local) is a 400 now, as for sources
+                    fetch.checked_address(file_uri, fetch.allowed_from_settings())
+                except InvalidArgument as exc:
+                    raise InvalidArgument(exc.message, target="fileUri") from None
         assets = body.obj("assets")
         if kind == "synonyms" and not body.string("fileUri") and (assets is None or assets.get("synonyms") is None):
             raise InvalidArgument("assetKind=synonyms imports 'assets.synonyms' (or a fileUri), and the body has "
