@@ -19,7 +19,7 @@ from azure.ai.language.questionanswering.authoring import AuthoringClient
 from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer
+from conftest import CHITCHAT, SAMPLE_DOCS, LiveServer, wait_for_job
 from openqna.auth.keys import create_key
 from openqna.formats import read_file
 from openqna.kb.authoring import Authoring
@@ -633,6 +633,36 @@ def test_an_import_from_an_address_the_fetcher_refuses_is_a_400(live, admin, uri
     error = r.json()["error"]
     assert error["target"] == "fileUri" and f"a {rule} address" in error["message"], error
     assert _req(live, "GET", "/meta", admin).status_code == 404  # nothing was queued, the project not made
+
+
+def test_an_import_in_another_format_than_asked_says_which_to_ask(live, admin, files):
+    """format=excel on a .tsv failed "basic-kb.tsv.xlsx: not a readable .xlsx workbook (its ZIP container is
+    damaged)", and format=tsv on a workbook "not valid UTF-8 ... save the file as UTF-8": neither named the format
+    parameter, and the first a file name that does not exist."""
+    for name in ("basic-kb.tsv", "SampleQnAs.xlsx"):
+        shutil.copy(SAMPLE_DOCS / "knowledge-bases" / name, files.root / name)
+    (files.root / "notes.txt").write_text("Just a sentence, no columns.\n")
+
+    def failure(name: str, fmt: str) -> str:
+        r = _req(live, "POST", "/fmt/:import", admin, params={"format": fmt}, json={"fileUri": f"{files.url}/{name}"})
+        assert r.status_code == 202, r.text
+        job = wait_for_job(r.headers["Operation-Location"], headers={"Ocp-Apim-Subscription-Key": admin})
+        assert job["status"] == "failed", job
+        return job["errors"][0]["message"]
+
+    assert failure("basic-kb.tsv", "excel") == (
+        "basic-kb.tsv: the file does not look like an Excel workbook (format=excel); it looks like a tab-separated "
+        "(TSV) file: import it with format=tsv.")
+    assert failure("SampleQnAs.xlsx", "tsv") == (
+        "SampleQnAs.xlsx: the file does not look like a tab-separated (TSV) file (format=tsv); it looks like an "
+        "Excel workbook: import it with format=excel.")
+    assert "it looks like a tab-separated (TSV) file: import it with format=tsv" in failure("basic-kb.tsv", "json")
+    assert "(format=excel reads the file as an Excel workbook: if it is another, import it with that format)" in \
+        failure("notes.txt", "excel")
+    authoring, _ = clients(live, admin)
+    authoring.begin_import_assets("fmt", {"fileUri": f"{files.url}/SampleQnAs.xlsx"}, file_format="excel").result()
+    assert len(list(authoring.list_qnas("fmt"))) == len(read_file(SAMPLE_DOCS / "knowledge-bases" /
+                                                                  "SampleQnAs.xlsx").qnas)
 
 
 def test_an_edit_that_sends_no_suggestions_keeps_them(live, admin):

@@ -29,8 +29,10 @@ from openqna.records import FormatError, KnowledgeBaseContent, UnstructuredFile
 
 __all__ = [
     "ExportFormat",
+    "IMPORT_FORMATS",
     "export_archive",
     "export_bytes",
+    "import_format_of",
     "is_archive",
     "read_csv",
     "read_file",
@@ -173,6 +175,32 @@ def is_archive(data: bytes) -> bool:
         return "[Content_Types].xml" not in zipfile.ZipFile(BytesIO(data)).namelist()
     except zipfile.BadZipFile:
         return False
+
+
+# Azure's import formats (the ``format`` parameter of ``:import``), the suffix each is read as, and how to name it
+IMPORT_FORMATS = {"json": (".json", "a JSON file"), "tsv": (".tsv", "a tab-separated (TSV) file"),
+                  "excel": (".xlsx", "an Excel workbook")}
+
+
+def import_format_of(data: bytes) -> str | None:
+    """The ``:import`` format that ``data`` plainly is (``IMPORT_FORMATS``), by its first bytes: an Excel workbook,
+    JSON, or UTF-8 text with a tab on its first line; None when it is none of these plainly (a KB replica's .zip,
+    a text that is neither), which the reader of the format asked for then reads, and refuses if it must."""
+    if data[:4] == b"PK\x03\x04":
+        try:
+            return "excel" if "xl/workbook.xml" in zipfile.ZipFile(BytesIO(data)).namelist() else None
+        except zipfile.BadZipFile:
+            return None
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head[:1] in (b"{", b"["):
+        return "json"
+    try:
+        first = data[:4096].decode("utf-8").split("\n", 1)[0]
+    except UnicodeDecodeError as exc:  # cut inside a character at the 4,096th byte is no sign
+        if exc.start < 4090:
+            return None
+        first = data[: exc.start].decode("utf-8").split("\n", 1)[0]
+    return "tsv" if "\t" in first else None
 
 
 def export_archive(

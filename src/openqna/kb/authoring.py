@@ -17,7 +17,15 @@ from pathlib import PurePosixPath
 from urllib.parse import parse_qs, urlparse
 
 from openqna.clock import later_than
-from openqna.formats import QNA_SUFFIXES, export_archive, is_archive, read_file, read_json
+from openqna.formats import (
+    IMPORT_FORMATS,
+    QNA_SUFFIXES,
+    export_archive,
+    import_format_of,
+    is_archive,
+    read_file,
+    read_json,
+)
 from openqna.formats.azure_json import hoist_prompt_qnas, suggestions_to_azure
 from openqna.formats.qna_table import casefold_keys
 from openqna.ingest import parse_document
@@ -544,8 +552,7 @@ class Authoring:
         try:
             if file_uri:
                 data, name = self.own_export(file_uri) or fetch(file_uri)
-                suffix = ".zip" if is_archive(data) else {"json": ".json", "tsv": ".tsv", "excel": ".xlsx"}[fmt]
-                content = read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+                content = read_import_file(name, data, fmt)
                 if metadata is not None:  # the body's settings win over those the file carries
                     content.settings = read_json({"metadata": metadata}, "import body").settings
             else:
@@ -751,6 +758,25 @@ class Authoring:
 
         return {"deploy": deploy, "delete": delete, "export": export, "import": import_, "qnas": qnas,
                 "sources": sources, "upload": upload}
+
+
+def read_import_file(name: str, data: bytes, fmt: str) -> KnowledgeBaseContent:
+    """A ``fileUri`` import's file, read as ``fmt`` (json, tsv or excel) says, whatever its name ends in; a KB
+    replica's .zip in any format.  A file that plainly is another format (a .tsv imported with format=excel) is
+    refused naming the format it looks like, and one the reader refuses is said to be read as ``fmt``: the readers'
+    own errors ("not a readable .xlsx workbook", "save the file as UTF-8") never mentioned the parameter."""
+    if is_archive(data):
+        return read_file(name if name.lower().endswith(".zip") else name + ".zip", data)
+    suffix, label = IMPORT_FORMATS[fmt]
+    seen = import_format_of(data)
+    if seen is not None and seen != fmt:
+        raise InvalidArgument(f"{name}: the file does not look like {label} (format={fmt}); it looks like "
+                              f"{IMPORT_FORMATS[seen][1]}: import it with format={seen}.", target="format")
+    try:
+        return read_file(name if name.lower().endswith(suffix) else name + suffix, data)
+    except FormatError as exc:
+        raise InvalidArgument(f"{exc.message} (format={fmt} reads the file as {label}: if it is another, import "
+                              f"it with that format)") from None
 
 
 def export_name(project: str, fmt: str, asset_kind: str, suffix: str) -> str:
