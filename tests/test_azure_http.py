@@ -414,6 +414,19 @@ def test_a_deployment_name_in_the_wrong_case_is_a_404_that_names_the_deployments
     assert r.status_code == 200 and r.json()["answers"][0]["id"] == 1  # the live state, in any case
 
 
+def test_getting_the_test_deployment_says_it_is_the_live_state(server):
+    """GET .../deployments/test said "Deployment 'test' ... was not found. Its deployments are 'production', and
+    'test' (the live state).": not found, and listed as there, in one breath."""
+    for name in ("test", "Test"):
+        r = httpx.get(server.url + f"/language/authoring/query-knowledgebases/projects/surface/deployments/{name}",
+                      params={"api-version": "2023-04-01"}, timeout=30)
+        assert r.status_code == 404, r.text
+        message = r.json()["error"]["message"]
+        assert message == (f"'{name}' is the live state of project 'surface', not a deployment: no deploy records it, "
+                           "so it has no deployment date. Read its QnAs and synonyms with GET .../qnas and "
+                           ".../synonyms, or ask it as deployment 'test'; its deployments are 'production'.")
+
+
 def test_a_deploy_to_a_name_that_differs_only_in_case_is_refused(server):
     """A deploy to 'Production' made a second deployment beside 'production', which the bots kept asking."""
     from azure.ai.language.questionanswering.authoring import AuthoringClient

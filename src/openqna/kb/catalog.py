@@ -169,6 +169,12 @@ class Catalog:
         says which it may have meant, as that is the usual slip.
         """
         names = [d.name for d in self.deployments(project)]
+        if deployment.lower() == LIVE:  # asked as a deployment's record (GET .../deployments/test): it has none
+            deployed = f"; its deployments are {', '.join(repr(n) for n in names)}" if names else \
+                "; it has no deployments yet"
+            return NotFound(f"'{deployment}' is the live state of project '{project}', not a deployment: no deploy "
+                            f"records it, so it has no deployment date. Read its QnAs and synonyms with GET .../qnas "
+                            f"and .../synonyms, or ask it as deployment 'test'{deployed}.")
         message = f"Deployment '{deployment}' of project '{project}' was not found."
         near = [n for n in names if n.lower() == deployment.lower()]
         if near:
