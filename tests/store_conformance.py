@@ -317,6 +317,33 @@ def test_the_same_content_is_one_version(kb):
     assert {d.name: d.version for d in kb.list_deployments("kb1")} == {"production": 1, "staging": 1}
 
 
+def test_a_deployment_keeps_the_default_answer_it_was_deployed_with(kb):
+    """The default answer is part of what a deploy records: editing it changed production's answer at once (QnAs and
+    synonyms were isolated, it was read from the live project).  Content alike with another default answer is
+    another version, and a rollback restores the old one."""
+    project = kb.get_project("kb1")
+    project.settings["defaultAnswer"] = "Sorry, ask the help desk."
+    kb.update_project(project)
+    assert kb.deploy("kb1", "production").version == 1
+    project.settings["defaultAnswer"] = "DRAFT - do not ship"
+    kb.update_project(project)
+    assert [(d.name, d.default_answer) for d in kb.list_deployments("kb1")] == [
+        ("production", "Sorry, ask the help desk.")]
+    assert kb.deploy("kb1", "staging").version == 2  # the same records, another default answer
+    assert {d.name: d.default_answer for d in kb.list_deployments("kb1")} == {
+        "production": "Sorry, ask the help desk.", "staging": "DRAFT - do not ship"}
+    assert kb.deploy("kb1", "production").version == 2
+    assert kb.deploy("kb1", "production", version=1).version == 1  # a rollback
+    assert {d.name: d.default_answer for d in kb.list_deployments("kb1")}["production"] == "Sorry, ask the help desk."
+    assert [(v.version, v.default_answer) for v in kb.list_versions("kb1")] == [
+        (1, "Sorry, ask the help desk."), (2, "DRAFT - do not ship"), (2, "DRAFT - do not ship"),
+        (1, "Sorry, ask the help desk.")]
+    project.settings["defaultAnswer"] = "  "  # blank: the built-in one, as the live state answers
+    kb.update_project(project)
+    kb.deploy("kb1", "blank")
+    assert {d.name: d.default_answer for d in kb.list_deployments("kb1")}["blank"] == "No good match found in KB."
+
+
 def test_old_versions_lose_their_content_but_never_a_deployed_one(kb, monkeypatch):
     monkeypatch.setenv("OPENQNA_VERSIONS_KEPT", "2")
     kb.deploy("kb1", "staging")  # v1, held by staging throughout

@@ -109,6 +109,38 @@ def test_sdk_lifecycle(live, admin, files, tmp_path):
         authoring.get_project_details("lifecycle")
 
 
+def test_a_deployment_answers_with_the_default_answer_it_was_deployed_with(live, admin):
+    """A default answer changed after a deploy reached production before any deploy (QnAs and synonyms were isolated,
+    the default answer was read from the live project): production answers the one it was deployed with, 'test' the
+    live one, a deploy takes the new one and a rollback restores the old."""
+    authoring, qa = clients(live, admin)
+    authoring.create_project("iso", {"language": "en", "settings": {"defaultAnswer": "Sorry, ask the help desk."}})
+    authoring.begin_update_qnas("iso", [{"op": "add", "value": {
+        "questions": ["How do I reset my password?"], "answer": "Use the portal.", "source": "editorial"}}]).result()
+    authoring.begin_deploy_project("iso", "production").result()
+    authoring.create_project("iso", {"settings": {"defaultAnswer": "DRAFT - do not ship"}})  # not deployed
+
+    def fallback(deployment: str) -> str:
+        [answer] = qa.get_answers(question="what is the meaning of life", project_name="iso",
+                                  deployment_name=deployment, confidence_threshold=0.5).answers
+        assert answer.qna_id == -1
+        return answer.answer
+
+    assert fallback("production") == "Sorry, ask the help desk."
+    assert fallback("test") == "DRAFT - do not ship"
+    r = httpx.post(f"{live.url}/openqna/projects/iso/:inspect", params={"deploymentName": "production"},
+                   json={"question": "what is the meaning of life", "confidenceScoreThreshold": 0.5},
+                   headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30)
+    assert r.status_code == 200 and r.json()["answers"][0]["answer"] == "Sorry, ask the help desk.", r.text
+    authoring.begin_deploy_project("iso", "production").result()
+    assert fallback("production") == "DRAFT - do not ship"
+    r = httpx.post(f"{live.url}/openqna/projects/iso/deployments/production/:rollback", params={"version": 1},
+                   headers={"Ocp-Apim-Subscription-Key": admin}, timeout=30)
+    assert r.status_code == 200 and r.json()["version"] == 1, r.text
+    assert fallback("production") == "Sorry, ask the help desk."
+    assert fallback("test") == "DRAFT - do not ship"
+
+
 def test_sdk_paging_sources_and_feedback(live, admin, files):
     authoring, _ = clients(live, admin)
     for i in range(3):

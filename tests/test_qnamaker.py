@@ -412,3 +412,19 @@ def test_booleans_sent_as_strings_are_read_as_qna_maker_read_them(server, key):
                    headers={"Ocp-Apim-Subscription-Key": key}, timeout=30,
                    json={"question": "battery", "includeUnstructuredSources": "true"})
     assert r.status_code == 400 and r.json()["error"]["target"] == "includeUnstructuredSources"
+
+
+def test_the_published_kb_answers_the_default_answer_it_was_published_with(server):
+    """QnA Maker's published (production) and test indexes: a default answer changed after publishing reached the
+    published one at once, as Azure's production deployment did."""
+    project = server.service.project("surface")
+    project.settings["defaultAnswer"] = "Published fallback."
+    server.service.update_project(project)
+    server.service.deploy("surface", "production")
+    project.settings["defaultAnswer"] = "Draft fallback."
+    server.service.update_project(project)
+    path = f"/qnamaker/knowledgebases/{KB_ID}/generateAnswer"
+    for is_test, expected in ((False, "Published fallback."), (True, "Draft fallback.")):
+        r = post(server, path, {"question": "what is the meaning of life", "isTest": is_test, "scoreThreshold": 50})
+        assert r.status_code == 200, r.text
+        assert [(a["id"], a["answer"]) for a in r.json()["answers"]] == [(-1, expected)]

@@ -934,3 +934,26 @@ def test_schema_4_repairs_json_kept_with_lone_surrogates(pg_dsn, caplog):
     s.update_project(project)
     assert s.get_project("p").settings["name"] == "x\ufffd"
     s.close()
+
+
+def test_schema_12_versions_keep_the_default_answer_their_deployments_answered(pg_dsn):
+    """Schema 13 keeps each version's default answer; a schema-12 database opens with its versions given their
+    project's default answer now, the one their deployments answered until then, so a deploy of the same content
+    and default answer is still the same version."""
+    store = PostgresStore(pg_dsn)
+    store.create_project(Project("kb1", settings={"defaultAnswer": "Ask the help desk."}))
+    store.put_qnas("kb1", [StoredQnA(QnA(["Where is the pen?"], "In the box.", id=1), [], "h1")])
+    store.deploy("kb1", "production")
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 12
+        conn.execute("ALTER TABLE deploy_versions DROP COLUMN default_answer")
+        conn.execute("UPDATE meta SET value='12' WHERE key='schema_version'")
+    store = PostgresStore(pg_dsn)
+    try:
+        assert [(d.name, d.version, d.default_answer) for d in store.list_deployments("kb1")] == [
+            ("production", 1, "Ask the help desk.")]
+        assert store.deploy("kb1", "production").version == 1
+    finally:
+        store.close()
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -10,8 +10,8 @@ import pytest
 from index_cache_conformance import *  # noqa: F403  (the index cache over this store)
 from openqna.index import index_cache
 from openqna.index.index_cache import IndexCache
-from openqna.records import StoreFull
-from openqna.store import Project
+from openqna.records import QnA, StoreFull
+from openqna.store import Project, StoredQnA
 from openqna.store.sqlite import SQLiteStore
 from openqna.store.sqlite_schema import SCHEMA_VERSION
 from store_conformance import *  # noqa: F401,F403  (the shared suite)
@@ -443,3 +443,22 @@ def test_a_deployment_made_before_versions_becomes_one_when_deployed_over(tmp_pa
     assert store.get_qnas("kb1", [1], "production")[1].answer == "In the box."
     assert store.count_qnas("kb1", "production") == 1
     store.close()
+
+
+def test_schema_12_versions_keep_the_default_answer_their_deployments_answered(tmp_path):
+    """Schema 13 keeps each version's default answer; a schema-12 database opens with its versions given their
+    project's default answer now, the one their deployments answered until then, so a deploy of the same content
+    and default answer is still the same version."""
+    old = SQLiteStore(tmp_path)
+    old.create_project(Project("kb1", settings={"defaultAnswer": "Ask the help desk."}))
+    old.put_qnas("kb1", [StoredQnA(QnA(["Where is the pen?"], "In the box.", id=1), [], "h1")])
+    old.deploy("kb1", "production")
+    old._db.execute("ALTER TABLE deploy_versions DROP COLUMN default_answer")
+    old._db.execute("UPDATE meta SET value='12' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    assert [(d.name, d.version, d.default_answer) for d in new.list_deployments("kb1")] == [
+        ("production", 1, "Ask the help desk.")]
+    assert new.deploy("kb1", "production").version == 1
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    new.close()

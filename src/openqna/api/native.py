@@ -342,7 +342,8 @@ class NativeRoutes:
         given = [a for a in ranked if a.qna is None or a.confidence >= threshold][:top]
         if not given or given[0].qna is None:
             proj = await run_query(self.service.project, project)  # a store read: off the event loop
-            given = [Answer(None, 0.0, default_text=proj.default_answer)]
+            default = await run_query(self.service.default_answer, proj, deployment)
+            given = [Answer(None, 0.0, default_text=default)]
         out = []
         for a in ranked:
             item = answer_json(a)

@@ -227,7 +227,9 @@ class QnAMakerRuntime:
         scored = [a for a in answers if a.qna is None or round(a.confidence * 100.0, 2) > 0.0]
         if not scored:
             default = next((a.default_text for a in answers if a.qna is None), None)
-            scored = [Answer(None, 0.0, default_text=default if default is not None else project.default_answer)]
+            if default is None:  # the deployment's own (production's is the one it was published with)
+                default = await run_in_threadpool(self.service.default_answer, project, deployment)
+            scored = [Answer(None, 0.0, default_text=default)]
         return JSONResponse({"answers": [answer_json(a) for a in scored], "debugInfo": None,
                              "activeLearningEnabled": True})
 

@@ -121,8 +121,20 @@ class Asking(ServiceBase):
             if answers and req.span is not None:
                 self._add_spans(req, vector, answers, index)
         if not answers:
-            return [Answer(None, 0.0, default_text=proj.default_answer)], proj
+            return [Answer(None, 0.0, default_text=self.default_answer(proj, deployment, index))], proj
         return [with_prompts_shown(a, index) for a in answers], proj
+
+    def default_answer(self, proj: Project, deployment: str, index: MemIndex | None = None) -> str:
+        """What ``deployment`` answers when nothing passes: the project's default answer when the version it holds was
+        deployed (``Deployment.default_answer``), the live one for 'test' and for a deployment made before versions
+        kept it.  Editing the default answer, like editing a QnA, changes no deployment until the next deploy.
+        ``index``: the deployment's, which keeps it read once per deploy."""
+        if deployment.lower() == LIVE:
+            return proj.default_answer
+        index = index or self.indexes.get(proj.name, deployment)
+        deployed = index.derived("default_answer", lambda: next(
+            (d.default_answer for d in self.store.list_deployments(proj.name) if d.name == deployment), None))
+        return deployed or proj.default_answer
 
     def prepared_synonyms(self, project: str, deployment: str, index: MemIndex) -> Synonyms:
         """The deployment's synonym groups, read from the store and prepared for matching once per index version."""

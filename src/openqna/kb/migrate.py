@@ -95,6 +95,10 @@ def _replay_deploys(source: Store, target: Store, project: str, embedder: str | 
         qnas = source.version_records(project, version.version)
         _stage(target, project, _stored(source, project, qnas, state, embedder),
                source.version_synonyms(project, version.version), source.get_trained(project, state))
+        staged = target.get_project(project)
+        if version.default_answer is not None and staged.settings.get("defaultAnswer") != version.default_answer:
+            staged.settings["defaultAnswer"] = version.default_answer  # the one it was deployed with (the copy's last
+            target.update_project(staged)  # write sets the project's own again)
         with stamped(version.deployed_at):
             target.deploy(project, version.deployment, by=version.deployed_by)
     deployments = source.list_deployments(project)

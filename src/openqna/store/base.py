@@ -104,6 +104,11 @@ class Project:
         return value if isinstance(value, str) and value.strip() else "No good match found in KB."
 
 
+def default_answer_of(settings: Any) -> str:
+    """``Project.default_answer`` of a project's stored ``settings`` (a migration reads them from their row)."""
+    return Project("", settings=settings if isinstance(settings, dict) else {}).default_answer
+
+
 @dataclass
 class Unit:
     """One indexed piece of a record: a question ("q") or the answer ("a")."""
@@ -208,6 +213,9 @@ class Deployment:
     name: str
     last_deployed: str
     version: int | None = None  # the version it holds (None: deployed before versions were kept)
+    # the project's default answer when the version it holds was deployed (None: deployed before versions were kept,
+    # it answers the live one): editing the default answer changes no deployment until the next deploy
+    default_answer: str | None = None
 
 
 @dataclass
@@ -229,6 +237,7 @@ class Version:
     hash: str
     kept: bool
     current: bool  # the version this deployment holds now (its latest deploy)
+    default_answer: str | None = None  # the project's default answer it was deployed with (``Deployment``)
 
 
 @dataclass

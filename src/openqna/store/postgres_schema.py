@@ -11,12 +11,12 @@ import psycopg
 
 from openqna import strict_json
 from openqna.records import OpenQnAError
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of, default_answer_of
 from openqna.store.postgres_rows import json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -130,6 +130,10 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
              PRIMARY KEY(project_id, file_id))""",
         lambda conn: _move_attached_files(conn),
     ],
+    13: [  # a version keeps the default answer it was deployed with; those deployed before answer their project's now
+        "ALTER TABLE deploy_versions ADD COLUMN IF NOT EXISTS default_answer text",
+        lambda conn: _keep_default_answers(conn),
+    ],
 }
 
 
@@ -201,6 +205,14 @@ def _move_attached_files(conn: psycopg.Connection) -> None:
                             " DO UPDATE SET seq=EXCLUDED.seq, state=EXCLUDED.state",
                             [(pid, f.file_id, f.seq, json_value(f.state)) for f in files])
         conn.execute("UPDATE projects SET settings=%s WHERE id=%s", (json_value(settings), pid))
+
+
+def _keep_default_answers(conn: psycopg.Connection) -> None:
+    """Migration 13: every version recorded before is given its project's default answer now, the one its
+    deployments answered until then."""
+    for pid, settings in conn.execute("SELECT id, settings FROM projects").fetchall():
+        conn.execute("UPDATE deploy_versions SET default_answer=%s WHERE project_id=%s",
+                     (default_answer_of(settings), pid))
 
 
 def _repair_surrogates(conn: psycopg.Connection) -> None:

@@ -8,11 +8,11 @@ import sqlite3
 import uuid
 
 from openqna import strict_json
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of
+from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of, default_answer_of
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS deployments(
   PRIMARY KEY(project_id, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS deploy_versions(
   project_id INTEGER NOT NULL, version INTEGER NOT NULL, created TEXT NOT NULL, created_by TEXT NOT NULL,
-  qnas INTEGER NOT NULL, passages INTEGER NOT NULL, hash TEXT NOT NULL, kept INTEGER NOT NULL,
+  qnas INTEGER NOT NULL, passages INTEGER NOT NULL, hash TEXT NOT NULL, kept INTEGER NOT NULL, default_answer TEXT,
   PRIMARY KEY(project_id, version)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS deploy_events(
   project_id INTEGER NOT NULL, seq INTEGER NOT NULL, deployment TEXT NOT NULL, version INTEGER NOT NULL,
@@ -135,6 +135,13 @@ def migrate(db: sqlite3.Connection) -> str:
         if version < 12:
             # v12: a vector store's files are rows of ``vector_store_files`` (created above), not its settings
             _move_attached_files(db)
+        if version < 13 and "default_answer" not in {c[1] for c in db.execute("PRAGMA table_info(deploy_versions)")}:
+            # v13: a version keeps the default answer it was deployed with; those deployed before answer the one
+            # their project has now, as they did
+            db.execute("ALTER TABLE deploy_versions ADD COLUMN default_answer TEXT")
+            for pid, settings in db.execute("SELECT id, settings FROM projects").fetchall():
+                db.execute("UPDATE deploy_versions SET default_answer=? WHERE project_id=?",
+                           (default_answer_of(json.loads(settings)), pid))
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -37,6 +37,7 @@ from openqna.store.base import (
     TestSet,
     Trained,
     Version,
+    default_answer_of,
 )
 
 # A kept version's content is stored as a deployment of this name (records, units and synonyms, as a deployment's):
@@ -292,7 +293,9 @@ class SharedStatements(Dialect):
                 "SELECT d.name, d.last_deployed, (SELECT e.version FROM deploy_events e WHERE e.project_id=d.project_id"
                 " AND e.deployment=d.name ORDER BY e.seq DESC LIMIT 1) FROM deployments d WHERE d.project_id=?"
                 " ORDER BY d.name"), (pid,)).fetchall()
-        return [Deployment(*r) for r in rows]
+            answers = dict(db.execute(self._sql("SELECT version, default_answer FROM deploy_versions WHERE"
+                                                " project_id=?"), (pid,)).fetchall())
+        return [Deployment(name, when, version, answers.get(version)) for name, when, version in rows]
 
     # -- deploys and versions --------------------------------------------------------------------------------------
     def deploy(self, project: str, deployment: str, *, version: int | None = None, by: str = "") -> Deployment:
@@ -340,9 +343,9 @@ class SharedStatements(Dialect):
             row = db.execute(self._sql("SELECT kept FROM deploy_versions WHERE project_id=? AND version=?"),
                              (pid, version.version)).fetchone()
             if row is None:
-                db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,0)"),
+                db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,0,?)"),
                            (pid, version.version, version.deployed_at, version.deployed_by, version.qnas,
-                            version.passages, version.hash))
+                            version.passages, version.hash, version.default_answer))
             elif row[0]:
                 raise Conflict(f"Version {version.version} of project '{project}' is kept here: it cannot be recorded"
                                " as one whose content is gone.")
@@ -370,12 +373,20 @@ class SharedStatements(Dialect):
             digest.update(f"trained:{row[0]};".encode())
         return digest.hexdigest()
 
+    def _default_answer(self, db: Any, pid: int) -> str:
+        """The project's default answer now (``Project.default_answer``), which a version deployed now keeps."""
+        row = db.execute(self._sql("SELECT settings FROM projects WHERE id=?"), (pid,)).fetchone()
+        return default_answer_of(self._from_json(row[0]) if row is not None else None)
+
     def _keep_version(self, db: Any, pid: int, source: str, stamp: str, by: str, deployment: str) -> int:
-        """The number of a kept version holding ``source``'s content: an existing one with the same hash, else a new
-        one (its content copied from ``source``), recorded with the counts."""
+        """The number of a kept version holding ``source``'s content and the project's default answer now: an existing
+        one with the same hash and default answer, else a new one (its content copied from ``source``), recorded with
+        the counts."""
         content = self._content_hash(db, pid, source)
+        default_answer = self._default_answer(db, pid)
         row = db.execute(self._sql("SELECT version FROM deploy_versions WHERE project_id=? AND hash=? AND kept=1"
-                                   " ORDER BY version DESC LIMIT 1"), (pid, content)).fetchone()
+                                   " AND default_answer=? ORDER BY version DESC LIMIT 1"),
+                         (pid, content, default_answer)).fetchone()
         if row is not None:
             return int(row[0])
         last = db.execute(self._sql("SELECT max(version) FROM deploy_versions WHERE project_id=?"), (pid,)).fetchone()
@@ -383,8 +394,8 @@ class SharedStatements(Dialect):
         kinds = dict(db.execute(self._sql("SELECT kind, count(*) FROM records WHERE project_id=? AND deployment=?"
                                           " GROUP BY kind"), (pid, source)).fetchall())
         passages = int(kinds.pop("passage", 0))
-        db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,1)"),
-                   (pid, version, stamp, by, sum(int(n) for n in kinds.values()), passages, content))
+        db.execute(self._sql("INSERT INTO deploy_versions VALUES(?,?,?,?,?,?,?,1,?)"),
+                   (pid, version, stamp, by, sum(int(n) for n in kinds.values()), passages, content, default_answer))
         self._copy_deployment(db, pid, source, version_name(version))
         if source != LIVE:  # a deployment made before versions: its deploy is the version's first
             self._record_deploy(db, pid, deployment, version, stamp, by)
@@ -416,12 +427,14 @@ class SharedStatements(Dialect):
             pid = self._project_id(db, project)
             rows = db.execute(self._sql(
                 "SELECT e.deployment, e.version, e.deployed_at, e.deployed_by, v.qnas, v.passages, v.hash, v.kept,"
+                " v.default_answer,"
                 " e.seq = (SELECT max(l.seq) FROM deploy_events l WHERE l.project_id=e.project_id"
                 " AND l.deployment=e.deployment) AND EXISTS (SELECT 1 FROM deployments d WHERE d.project_id="
                 "e.project_id AND d.name=e.deployment) FROM deploy_events e JOIN deploy_versions v ON"
                 " v.project_id=e.project_id AND v.version=e.version WHERE e.project_id=? ORDER BY e.seq"),
                 (pid,)).fetchall()
-        return [Version(r[0], int(r[1]), r[2], r[3], int(r[4]), int(r[5]), r[6], bool(r[7]), bool(r[8])) for r in rows]
+        return [Version(r[0], int(r[1]), r[2], r[3], int(r[4]), int(r[5]), r[6], bool(r[7]), bool(r[9]), r[8])
+                for r in rows]
 
     def version_records(self, project: str, version: int) -> list[Any]:
         with self._reading() as db:
