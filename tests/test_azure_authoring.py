@@ -697,6 +697,25 @@ def test_an_import_in_another_format_than_asked_says_which_to_ask(live, admin, f
                                                                   "SampleQnAs.xlsx").qnas)
 
 
+def test_a_multipart_upload_is_refused_saying_what_to_send(live, admin):
+    """The preview SDK's begin_import_from_files and begin_update_sources_from_files send multipart/form-data (parts
+    "files", and "fileOperations" for sources) under 2025-05-15-preview: the 400 said "The request body is not valid
+    JSON: Expecting value", or "not UTF-8" for a .docx.  Until they are read, the 400 names what to send instead."""
+    data = (SAMPLE_DOCS / "knowledge-bases" / "SampleQnAs.tsv").read_bytes()
+    headers = {"Ocp-Apim-Subscription-Key": admin}
+    params = {"api-version": "2025-05-15-preview"}
+    _req(live, "PATCH", "/mp1", admin, json={"language": "en"})
+    for method, path, form in (
+            ("POST", "/mp1/:import", {}),
+            ("PATCH", "/mp1/sources", {"fileOperations": '[{"operation": "add", "fileName": "SampleQnAs.tsv"}]'})):
+        r = httpx.request(method, live.url + P2 + path, params=params, headers=headers, data=form,
+                          files={"files": ("SampleQnAs.tsv", data, "text/tab-separated-values")}, timeout=30)
+        assert r.status_code == 400, r.text
+        message = r.json()["error"]["message"]
+        assert "multipart/form-data" in message and '{"fileUri": "https://..."}' in message, message
+        assert "not valid JSON" not in message
+
+
 def test_an_edit_that_sends_no_suggestions_keeps_them(live, admin):
     """The console's editor sends a replace without activeLearningSuggestions: saving a QnA (or accepting one of its
     suggestions) discarded every other suggestion pending on it.  A replace that sends none keeps the stored ones

@@ -214,10 +214,22 @@ async def read_json(request: Request) -> Any:
     raw = await request.body()
     if len(raw) > LIMITS.body_bytes:
         raise Refused(too_large())
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data":
+        raise InvalidArgument(MULTIPART_REFUSED)
     try:
         return json_body.parse(raw or b"null")
     except json_body.BadBody as exc:
         raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
+
+
+# What the 2025-05-15-preview SDK's begin_import_from_files and begin_update_sources_from_files send (parts "files",
+# and "fileOperations" for sources) is not read yet: what to send instead, rather than "not valid JSON"
+MULTIPART_REFUSED = (
+    "openqna does not read multipart/form-data file uploads on the Azure routes yet (the preview SDK's "
+    "begin_import_from_files and begin_update_sources_from_files). Send JSON instead: :import takes "
+    "{\"fileUri\": \"https://...\"} with format=json, tsv or excel, and PATCH .../sources takes "
+    "[{\"op\": \"add\", \"value\": {\"sourceUri\": \"https://...\"}}]; or upload the file's bytes with "
+    "POST /openqna/projects/{project}/files?name=FILE, which adds it to the project as `openqna import` does.")
 
 
 def too_large() -> Response:
