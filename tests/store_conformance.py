@@ -859,6 +859,21 @@ def test_a_trained_model_is_deployed_kept_with_its_version_and_rolled_back(kb, r
     assert kb.get_trained("kb1") is None
 
 
+def test_a_model_trained_for_a_deleted_project_lands_in_no_project_made_again_under_its_name(kb):
+    """A train job reads the project's id at its start and writes its model at the end: the project deleted and made
+    again (with one QnA) meanwhile got the deleted project's model, which a deploy then published.  SQLite gave the
+    new project the deleted one's id, so the id alone told nothing: ids are never given twice, on either store."""
+    pid = kb.current("kb1")[0]
+    kb.delete_project("kb1")
+    kb.create_project(Project("kb1", "again"))
+    assert kb.current("kb1")[0] != pid
+    with pytest.raises(ProjectNotFound):
+        kb.set_trained("kb1", b"the deleted project's model", {"kept": True}, project_id=pid)
+    assert kb.get_trained("kb1") is None
+    kb.set_trained("kb1", b"its own model", project_id=kb.current("kb1")[0])
+    assert kb.get_trained("kb1").data == b"its own model"
+
+
 def test_accepted_questions_round_trip(kb):
     from openqna.store.base import AcceptedQuestion
 

@@ -183,6 +183,29 @@ def test_a_train_holds_up_no_edit_and_runs_once_per_project(service, monkeypatch
         assert httpx.post(f"{url}/chitchat-friend:train", headers=key).status_code == 202  # one at a time, not one ever
 
 
+def test_a_project_deleted_and_made_again_while_it_trains_gets_no_model(service, monkeypatch):
+    """QA deleted bank4 a second into its train and uploaded a one-QnA KB as bank4: the job succeeded, kept, and the
+    new project's test state held the deleted project's model.  It fails as it does when the project stays deleted."""
+    from openqna.kb import train_job
+    from openqna.records import ProjectNotFound
+
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    real = train_job.train_space
+
+    def meanwhile(*args, **kwargs):  # the project is replaced while the job trains, and its adapter would win
+        adapter, report = real(*args, **kwargs)
+        service.delete_project("shop")
+        service.create_project("shop")
+        service.upsert("shop", SHOP[:1])
+        return steering(service, ASKED, SHOP[0].questions[0]).adapters[service.embedder.name], report
+
+    monkeypatch.setattr(train_job, "train_space", meanwhile)
+    with pytest.raises(ProjectNotFound):
+        Trainer(service).train("shop")
+    assert service.store.get_trained("shop") is None
+
+
 @pytest.mark.parametrize("as_json", [True, False])
 def test_the_train_command(tmp_path, as_json):
     tsv = tmp_path / "shop.tsv"

@@ -119,7 +119,7 @@ class Trainer:
         if result.kept:
             model = TrainedModel(adapters)
             result.model_bytes = model.nbytes
-            self.store.set_trained(project, model.to_bytes(), result.json())
+            self.store.set_trained(project, model.to_bytes(), result.json(), project_id=pid)
         return result
 
     def forget(self, project: str) -> bool:

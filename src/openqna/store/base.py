@@ -611,8 +611,12 @@ class TrainedStore(Protocol):
     """A project's trained model: made in the live state by a train job, copied to a deployment by a deploy (and kept
     with a version, so a rollback restores it), as content is."""
 
-    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None) -> None:
-        """Replace the live state's trained model (None: remove it); moves the live state's version."""
+    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None, *,
+                    project_id: int | None = None) -> None:
+        """Replace the live state's trained model (None: remove it); moves the live state's version.  With
+        ``project_id`` (``current``'s, read when the model's training began), ``ProjectNotFound`` unless the project
+        of that name is still the one of that id: a project deleted and made again while it trained does not get the
+        deleted one's model (ids are never given twice)."""
     def get_trained(self, project: str, deployment: str = LIVE) -> Trained | None: ...
 
 

@@ -231,13 +231,19 @@ class SQLiteStore(SharedStatements, AttachedFileStatements):
         project.created = project.created or stamp
         project.modified = stamp
         with self._tx() as db:
+            # an id no project has had (``meta.project_id``: the last given), as PostgreSQL's identity: a rowid would
+            # give a deleted project's id to the next one, and a write that read the id first (a train job) would
+            # then land in the new project of the same name
+            given = db.execute("SELECT value FROM meta WHERE key='project_id'").fetchone()
+            pid = max(int(given[0]) if given else 0,
+                      db.execute("SELECT coalesce(max(id), 0) FROM projects").fetchone()[0]) + 1
             db.execute(
-                "INSERT INTO projects(name, description, language, multilingual, settings, embedder, created, modified)"
-                " VALUES(?,?,?,?,?,?,?,?)",
-                (project.name, project.description, project.language, int(project.multilingual),
+                "INSERT INTO projects(id, name, description, language, multilingual, settings, embedder, created,"
+                " modified) VALUES(?,?,?,?,?,?,?,?,?)",
+                (pid, project.name, project.description, project.language, int(project.multilingual),
                  strict_json.dumps(project.settings), project.embedder, project.created, project.modified),
             )
-            pid = self._project_id(db, project.name)
+            db.execute("INSERT OR REPLACE INTO meta VALUES('project_id', ?)", (str(pid),))
             self._bump(db, pid, LIVE)
         return project
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from openqna import settings
 from openqna.clock import now_iso
-from openqna.records import Conflict, Dialog, InvalidArgument, NotFound, QnA
+from openqna.records import Conflict, Dialog, InvalidArgument, NotFound, ProjectNotFound, QnA
 from openqna.store.base import (
     LIVE,
     AcceptedQuestion,
@@ -674,9 +674,12 @@ class SharedStatements(Dialect):
         return deleted
 
     # -- the trained model ------------------------------------------------------------------------------------------
-    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None) -> None:
+    def set_trained(self, project: str, data: bytes | None, meta: dict[str, Any] | None = None, *,
+                    project_id: int | None = None) -> None:
         with self._tx() as db:
             pid = self._writer(db, project)
+            if project_id is not None and pid != project_id:  # deleted, and another project made under its name
+                raise ProjectNotFound(f"The specified project was not found: {project}.")
             db.execute(self._sql("DELETE FROM trained WHERE project_id=? AND deployment=?"), (pid, LIVE))
             if data is not None:
                 db.execute(self._sql("INSERT INTO trained VALUES(?,?,?,?,?,?)"),
