@@ -662,6 +662,44 @@ def test_racing_workers_claim_each_job_exactly_once(store, reopen):
     assert store.claim_job("late", ["import"], 30) is None
 
 
+def _submit_alone(opener, name: str, project: str, start, out) -> None:
+    """One server process: open the store, wait for the others, submit a train job of ``project`` unless one is."""
+    from openqna.store import Job
+
+    store = opener()
+    start.wait()
+    out.put((name, store.put_job_alone(Job(name, "train", project, owner=""))))
+
+
+def test_one_unfinished_job_of_a_kind_per_project_whoever_submits_at_once(store, reopen):
+    """:train's "already training" 409 looked at the queue, then submitted: 8 requests at once started 4 trains on one
+    SQLite server, and two PostgreSQL servers ran two of one project at once.  The look and the insert are one step."""
+    import multiprocessing
+
+    from openqna.store import Job
+
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_submit_alone, args=(reopen, f"t{i}", ["kb1", "KB1"][i % 2], start, out))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    answers = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    (inserted,) = [name for name, earlier in answers.items() if earlier is None]
+    assert {earlier.id for earlier in answers.values() if earlier is not None} == {inserted}
+    assert [j.id for j in store.unfinished_jobs()] == [inserted]
+    # another kind, or another project, is not held up; a finished job holds up nothing
+    assert store.put_job_alone(Job("export", "export", "kb1")) is None
+    assert store.put_job_alone(Job("other", "train", "kb2")) is None
+    done = store.get_job(inserted)
+    done.status = "succeeded"
+    store.put_job(done)
+    assert store.put_job_alone(Job("next", "train", "kb1")) is None
+
+
 def test_settings_compare_and_set(store):
     store.create_project(Project("cas", settings={"n": 1}))
     version = store.version("cas")

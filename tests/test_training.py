@@ -3,10 +3,12 @@ questions and keeps only a model that wins on them; the CLI and HTTP routes, ove
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
 import threading
+import time
 from dataclasses import replace
 
 import httpx
@@ -206,6 +208,42 @@ def test_a_project_deleted_and_made_again_while_it_trains_gets_no_model(service,
     assert service.store.get_trained("shop") is None
 
 
+def test_train_requests_at_once_start_one_job(service, monkeypatch):
+    """The 409 looked at the queue, then submitted, in two steps: 8 requests at once through a barrier got
+    [202, 409, 202, 409, 409, 202, 409, 202], and 4 trains of one project ran back to back."""
+    _, admin = create_key(service.store, name="admin", role="admin")
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    gate, real = threading.Event(), Trainer.train
+    monkeypatch.setattr(Trainer, "train", lambda self, project: (gate.wait(120), real(self, project))[1])
+    begin = service.store._tx
+
+    @contextlib.contextmanager
+    def slow_to_begin():  # as a busy server's write is: the race QA met on a real one, met on every run here
+        time.sleep(0.1)
+        with begin() as db:
+            yield db
+
+    monkeypatch.setattr(service.store, "_tx", slow_to_begin)
+    barrier, codes = threading.Barrier(8), []
+    with LiveServer(service) as server:
+        def post() -> None:
+            barrier.wait()
+            codes.append(httpx.post(f"{server.url}/openqna/projects/shop:train", headers={"api-key": admin},
+                                    timeout=60).status_code)
+
+        threads = [threading.Thread(target=post) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        gate.set()
+        trains = [j for j in service.store.unfinished_jobs() if j.kind == "train"]
+        assert sorted(codes) == [202] + [409] * 7 and len(trains) == 1, codes
+        assert wait_for_job(f"{server.url}/openqna/jobs/{trains[0].id}", headers={"api-key": admin})["status"] == \
+            "succeeded"
+
+
 @pytest.mark.parametrize("as_json", [True, False])
 def test_the_train_command(tmp_path, as_json):
     tsv = tmp_path / "shop.tsv"
@@ -225,7 +263,7 @@ def test_the_train_command(tmp_path, as_json):
     from openqna.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path)
-    store.put_job(Job("training-now", "train", "shop", "running", owner="host:1:0"))
+    store.put_job(Job("training-now", "train", "shop", "running", owner="host:1:0", lease_until=time.time() + 600))
     store.close()
     busy = run("train", "shop", data=tmp_path, check=False)
     assert busy.returncode != 0 and "being trained already (job training-now" in busy.stderr

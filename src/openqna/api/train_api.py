@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
@@ -23,8 +24,7 @@ from starlette.routing import Route
 from openqna.api import links
 from openqna.api.azure.wire import authorized_project, handle_errors, handle_errors_off_loop
 from openqna.auth.keys import Authorizer
-from openqna.kb.catalog import Job
-from openqna.kb.jobs import JobRunner
+from openqna.kb.jobs import AlreadyQueued, JobRunner
 from openqna.kb.service import Service
 from openqna.kb.train_job import Trainer
 from openqna.records import Conflict
@@ -51,19 +51,15 @@ class TrainRoutes:
     async def train(self, request: Request) -> Response:
         project = self._author(request)
         await run_in_threadpool(self.service.project, project)  # 404 now, not a failed job later
-        running = await run_in_threadpool(self._training, project)
-        if running is not None:  # two trains of one project would each undo the other's model
+        try:  # two trains of one project would each undo the other's model: the look and the submit are one step
+            job = await run_in_threadpool(functools.partial(self.jobs.submit, "train", project, alone=True))
+        except AlreadyQueued as exc:
+            running = exc.job
             raise Conflict(f"Project '{project}' is being trained already (job {running.id}, {running.status}); "
-                           f"wait for it to finish: GET {links.base_url(request)}/openqna/jobs/{quote(running.id)}")
-        job = await run_in_threadpool(self.jobs.submit, "train", project)
+                           f"wait for it to finish: GET {links.base_url(request)}/openqna/jobs/{quote(running.id)}"
+                           ) from None
         location = f"{links.base_url(request)}/openqna/jobs/{quote(job.id)}"
         return Response(status_code=202, headers={"Operation-Location": location, "retry-after-ms": "500"})
-
-    def _training(self, project: str) -> Job | None:
-        """The project's train job that is queued or running, in any process, if there is one."""
-        name = project.lower()
-        return next((j for j in self.jobs.store.unfinished_jobs() if j.kind == "train" and j.project.lower() == name),
-                    None)
 
     @handle_errors_off_loop
     def status(self, request: Request) -> Response:

@@ -68,24 +68,29 @@ def train(project: str, forget: bool, as_json: bool, data_dir: str) -> None:
     asked before and after training, through the ranker that serves it, and the model is kept only if it answers
     them better (top answer right and right at the project's threshold, neither worse; the test sets decide when
     they hold ten or more questions).  The model belongs to the test state until `openqna deploy`."""
+    from openqna.kb.jobs import AlreadyQueued, JobRunner
     from openqna.kb.train_job import Trainer
 
     try:
         service = open_service(data_dir)
-        # a train job of the project queued or running in a server on this store: two trainings at once end with
-        # whichever finished last, as the HTTP route's 409 prevents
-        running = next((j for j in service.store.unfinished_jobs()
-                        if j.kind == "train" and j.project.lower() == project.lower()), None)
-        if running is not None:
-            fail(f"project '{project}' is being trained already (job {running.id}, {running.status}, in a server on "
-                 "this store): wait for it, then train again if you need to")
         trainer = Trainer(service)
         if forget:
             had = trainer.forget(project)
             click.echo(f"removed {project}'s trained model from the test state" if had else
                        f"{project} has no trained model in the test state")
             return
-        result = trainer.train(project).json()
+        service.project(project)  # "not found" before a job is written for it
+        # run as a train job of the store's, so that a server's :train (or another command) sees it and refuses,
+        # and this refuses while one is queued or running: two trainings at once end with whichever finished last
+        try:
+            job = JobRunner(service.store, {"train": trainer.handle}).run_here("train", project)
+        except AlreadyQueued as exc:
+            running = exc.job
+            fail(f"project '{project}' is being trained already (job {running.id}, {running.status}, in a server or "
+                 "command on this store): wait for it, then train again if you need to")
+        if job.status != "succeeded" or job.result is None:
+            fail("; ".join(e.get("message", "") for e in job.errors) or f"the train job ended {job.status}")
+        result = json.loads(job.result)
     except OpenQnAError as exc:
         fail(exc.message)
     if as_json:

@@ -43,6 +43,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 import uuid
 from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone
@@ -50,7 +51,7 @@ from typing import Any, Callable
 
 from openqna import settings
 from openqna.kb.progress import SINK, Progress
-from openqna.records import OpenQnAError
+from openqna.records import Conflict, OpenQnAError
 from openqna.store import Job
 from openqna.store.base import RUNNING_JOB, JobLease, JobStore
 
@@ -68,6 +69,14 @@ _STOPPING: ContextVar[threading.Event | None] = ContextVar("openqna_job_stopping
 class Requeue(Exception):
     """Raised by a handler that stopped early, having written nothing, because its process is shutting down
     (``stopping``): the job is queued again instead of finished."""
+
+
+class AlreadyQueued(Conflict):
+    """``submit(alone=True)`` or ``run_here`` found the project's unfinished job of the kind (``job``)."""
+
+    def __init__(self, job: Job):
+        super().__init__(f"Project '{job.project}' has a {job.kind} job {job.status} already (job {job.id}).")
+        self.job = job
 
 
 def stopping() -> bool:
@@ -108,15 +117,38 @@ class JobRunner:
         self._progress: dict[str, Progress] = {}  # the running jobs' last reports (``kb.progress``), by job id
 
     # -- submitting ------------------------------------------------------------------------------
-    def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None) -> Job:
-        """Queue a job (``job_id`` if the caller needed to know it first) and wake the local worker."""
+    @staticmethod
+    def _new(kind: str, project: str, params: dict[str, Any] | None, job_id: str | None = None) -> Job:
         now = datetime.now(timezone.utc)
-        job = Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now), _iso(now + JOB_TTL),
-                  params=params or {})
-        self.store.put_job(job)
+        return Job(job_id or str(uuid.uuid4()), kind, project, "notStarted", _iso(now), _iso(now),
+                   _iso(now + JOB_TTL), params=params or {})
+
+    def submit(self, kind: str, project: str, params: dict[str, Any] | None = None, *, job_id: str | None = None,
+               alone: bool = False) -> Job:
+        """Queue a job (``job_id`` if the caller needed to know it first) and wake the local worker.  ``alone``:
+        only if the project has no unfinished job of ``kind`` in any process, else ``AlreadyQueued`` naming it (the
+        look and the insert are one step of the store's: ``put_job_alone``)."""
+        job = self._new(kind, project, params, job_id)
+        if alone:
+            if (earlier := self.store.put_job_alone(job)) is not None:
+                raise AlreadyQueued(earlier)
+        else:
+            self.store.put_job(job)
         self.start()
         for wake in self._wakes:
             wake.set()
+        return job
+
+    def run_here(self, kind: str, project: str, params: dict[str, Any] | None = None) -> Job:
+        """Run a job of ``kind`` for ``project`` in this thread, as a worker would (under a lease it renews, its
+        outcome recorded), unless the project has one queued or running in any process: ``AlreadyQueued``.  For a
+        command that does the work itself (``openqna train``), so that a server's submit sees it running."""
+        self.recover()  # a job left running by a command that died (its lease ran out) holds nothing up
+        job = self._new(kind, project, params)
+        job.status, job.owner, job.lease_until = "running", self.owner, time.time() + self.lease_seconds
+        if (earlier := self.store.put_job_alone(job)) is not None:
+            raise AlreadyQueued(earlier)
+        self._run(job)
         return job
 
     def get(self, job_id: str) -> Job | None:

@@ -483,6 +483,10 @@ class JobStore(Protocol):
     (see kb/jobs.py)."""
 
     def put_job(self, job: Job) -> None: ...
+    def put_job_alone(self, job: Job) -> Job | None:
+        """Insert ``job`` unless its project (a name in any case) has an unfinished job of its kind: then return that
+        one and insert nothing.  The look and the insert are one step for every process on the store: two callers
+        at once never both insert (two trains of a project would each undo the other's model)."""
     def get_job(self, job_id: str) -> Job | None: ...
     def unfinished_jobs(self) -> list[Job]: ...
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:

@@ -63,6 +63,9 @@ from openqna.turns import paused
 log = logging.getLogger("openqna.store")
 
 
+_JOB_LOCK_KEY = 0x6A6F6273  # pg_advisory_xact_lock(key, hash of kind/project) serialising ``put_job_alone`` ("jobs")
+
+
 def _not_found(name: str) -> ProjectNotFound:
     return ProjectNotFound(f"The specified project was not found: {name}.")
 
@@ -521,17 +524,36 @@ class PostgresStore(SharedStatements, AttachedFileStatements, VectorSearch):
     def put_job(self, job: Job) -> None:
         job.updated = now_iso()
         with self._tx() as db:
-            db.execute("INSERT INTO jobs(id, kind, project, status, created, updated, expires, errors, params, owner,"
-                       " result, result_name, result_media, lease_until)"
-                       " VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,to_timestamp(%s)) ON CONFLICT (id) DO UPDATE SET"
-                       " kind=EXCLUDED.kind, project=EXCLUDED.project, status=EXCLUDED.status,"
-                       " created=EXCLUDED.created, updated=EXCLUDED.updated, expires=EXCLUDED.expires,"
-                       " errors=EXCLUDED.errors, params=EXCLUDED.params, owner=EXCLUDED.owner, result=EXCLUDED.result,"
-                       " result_name=EXCLUDED.result_name, result_media=EXCLUDED.result_media,"
-                       " lease_until=EXCLUDED.lease_until",
-                       (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
-                        job.expires, json_value(job.errors), json_value(job.params), job.owner, job.result,
-                        job.result_name, job.result_media, job.lease_until))
+            self._insert_job(db, job)
+
+    def put_job_alone(self, job: Job) -> Job | None:
+        job.updated = now_iso()
+        with self._tx() as db:
+            # the kind and project's lock, held to the commit: a second submitter (of any process) looks only once
+            # the first has inserted, and READ COMMITTED's next statement sees that insert
+            db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s || '/' || lower(%s)))",
+                       (_JOB_LOCK_KEY, job.kind, job.project))
+            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE kind=%s AND lower(project)=lower(%s)"
+                             " AND status IN ('notStarted', 'running') ORDER BY seq LIMIT 1",
+                             (job.kind, job.project)).fetchone()
+            if row is not None:
+                return self._job_row(row)
+            self._insert_job(db, job)
+        return None
+
+    @staticmethod
+    def _insert_job(db: psycopg.Connection, job: Job) -> None:
+        db.execute("INSERT INTO jobs(id, kind, project, status, created, updated, expires, errors, params, owner,"
+                   " result, result_name, result_media, lease_until)"
+                   " VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,to_timestamp(%s)) ON CONFLICT (id) DO UPDATE SET"
+                   " kind=EXCLUDED.kind, project=EXCLUDED.project, status=EXCLUDED.status,"
+                   " created=EXCLUDED.created, updated=EXCLUDED.updated, expires=EXCLUDED.expires,"
+                   " errors=EXCLUDED.errors, params=EXCLUDED.params, owner=EXCLUDED.owner, result=EXCLUDED.result,"
+                   " result_name=EXCLUDED.result_name, result_media=EXCLUDED.result_media,"
+                   " lease_until=EXCLUDED.lease_until",
+                   (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
+                    job.expires, json_value(job.errors), json_value(job.params), job.owner, job.result,
+                    job.result_name, job.result_media, job.lease_until))
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:
         # SKIP LOCKED: claimers racing for the queue head each lock a different row instead of waiting on one;

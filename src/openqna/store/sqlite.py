@@ -481,16 +481,30 @@ class SQLiteStore(SharedStatements, AttachedFileStatements):
     def put_job(self, job: Job) -> None:
         job.updated = now_iso()
         with self._tx() as db:
-            db.execute(f"INSERT INTO jobs({self._JOB_COLS}, seq)"
-                       " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,(SELECT coalesce(max(seq), 0) + 1 FROM jobs))"
-                       " ON CONFLICT (id) DO UPDATE SET kind=excluded.kind, project=excluded.project,"
-                       " status=excluded.status, created=excluded.created, updated=excluded.updated,"
-                       " expires=excluded.expires, errors=excluded.errors, params=excluded.params, owner=excluded.owner,"
-                       " result=excluded.result, result_name=excluded.result_name, result_media=excluded.result_media,"
-                       " lease_until=excluded.lease_until",
-                       (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
-                        job.expires, strict_json.dumps(job.errors), strict_json.dumps(job.params), job.owner, job.result,
-                        job.result_name, job.result_media, job.lease_until))
+            self._insert_job(db, job)
+
+    def put_job_alone(self, job: Job) -> Job | None:
+        job.updated = now_iso()
+        with self._tx() as db:  # BEGIN IMMEDIATE: no writer of any process between the look and the insert
+            row = db.execute(f"SELECT {self._JOB_COLS} FROM jobs WHERE kind=? AND lower(project)=lower(?)"
+                             " AND status IN ('notStarted', 'running') ORDER BY seq LIMIT 1",
+                             (job.kind, job.project)).fetchone()
+            if row is not None:
+                return self._job_row(row)
+            self._insert_job(db, job)
+        return None
+
+    def _insert_job(self, db: sqlite3.Connection, job: Job) -> None:
+        db.execute(f"INSERT INTO jobs({self._JOB_COLS}, seq)"
+                   " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,(SELECT coalesce(max(seq), 0) + 1 FROM jobs))"
+                   " ON CONFLICT (id) DO UPDATE SET kind=excluded.kind, project=excluded.project,"
+                   " status=excluded.status, created=excluded.created, updated=excluded.updated,"
+                   " expires=excluded.expires, errors=excluded.errors, params=excluded.params, owner=excluded.owner,"
+                   " result=excluded.result, result_name=excluded.result_name, result_media=excluded.result_media,"
+                   " lease_until=excluded.lease_until",
+                   (job.id, job.kind, job.project, job.status, job.created or job.updated, job.updated,
+                    job.expires, strict_json.dumps(job.errors), strict_json.dumps(job.params), job.owner, job.result,
+                    job.result_name, job.result_media, job.lease_until))
 
     def claim_job(self, owner: str, kinds: list[str], lease_seconds: float, after: Sequence[str] = ()) -> Job | None:
         marks = ','.join('?' * len(kinds))
