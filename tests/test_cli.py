@@ -280,6 +280,7 @@ def test_serve_refuses_a_bad_query_threads(tmp_path, monkeypatch):
     ("OPENQNA_SLOW_REQUESTS_PER_ADDRESS", "-1", "a whole number of requests (0 or more)"),
     ("OPENQNA_NEAR_TOPIC", "2", "a share from 0 to 1, such as 0.1 (empty: off)"),
     ("OPENQNA_SECRET_KEY", "my-password", "a Fernet key, 32 bytes in URL-safe base64"),
+    ("OPENQNA_TRAINED_MAX_MB", "0", "a whole number of MB (1 or more)"),  # was a 500 on every question
 ])
 def test_serve_refuses_a_bad_setting(tmp_path, monkeypatch, name, value, says):
     monkeypatch.setenv(name, value)

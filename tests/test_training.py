@@ -108,6 +108,21 @@ def test_models_are_loaded_on_first_use_and_evicted_past_the_memory_limit():
     assert loads[-1] == ("a", "production")
 
 
+def test_a_project_without_a_model_never_reads_the_models_memory_limit(service, monkeypatch):
+    """With OPENQNA_TRAINED_MAX_MB=0 every question of every project, trained or not, answered 500 (the limit was
+    read on each first load, a model or none); `openqna serve` now refuses it at start (test_cli)."""
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    service.store.deploy("shop", "production")
+    monkeypatch.setenv("OPENQNA_TRAINED_MAX_MB", "0")
+    _, key = create_key(service.store, name="bot", role="query")
+    with LiveServer(service) as server:
+        r = httpx.post(f"{server.url}/language/:query-knowledgebases", headers={"api-key": key}, timeout=30,
+                       params={"projectName": "shop", "deploymentName": "production", "api-version": "2023-04-01"},
+                       json={"question": "When are you open?", "top": 1})
+    assert r.status_code == 200 and r.json()["answers"][0]["answer"] == SHOP[0].answer, r.text
+
+
 def test_training_holds_out_questions_and_keeps_only_a_model_that_wins(service):
     kb = faq.chitchat_kb(service, DATA, "professional", seed=20240601)
     result = Trainer(service).train(kb.project)

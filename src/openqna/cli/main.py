@@ -746,6 +746,7 @@ def serve(host: str, port: int, sample: bool, data_dir: str) -> None:
         settings.model_context()
         settings.near_topic()
         settings.secret_key()  # read when a connected table is searched
+        settings.trained_max_mb()  # read when a question first loads a trained model
         issuers = parse_issuers(settings.token_issuers())
     except ValueError as e:  # IssuerConfigError is one; its message names the field
         fail(str(e))

@@ -84,7 +84,9 @@ class TrainedModels:
             if key not in self._models:
                 self._models[key] = model
                 self._bytes += model.nbytes if model is not None else 0
-            limit = self._max_bytes()
+            # only when a model was loaded: a project without one adds nothing to evict for, nor reads the setting
+            # (a bad OPENQNA_TRAINED_MAX_MB answered every question of every project 500; serve refuses it at start)
+            limit = self._max_bytes() if model is not None else self._bytes
             while self._bytes > limit and len(self._models) > 1:
                 self._drop(next(iter(self._models)))
         return model
