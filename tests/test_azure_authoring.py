@@ -698,22 +698,72 @@ def test_an_import_in_another_format_than_asked_says_which_to_ask(live, admin, f
 
 
 def test_a_multipart_upload_is_refused_saying_what_to_send(live, admin):
-    """The preview SDK's begin_import_from_files and begin_update_sources_from_files send multipart/form-data (parts
-    "files", and "fileOperations" for sources) under 2025-05-15-preview: the 400 said "The request body is not valid
-    JSON: Expecting value", or "not UTF-8" for a .docx.  Until they are read, the 400 names what to send instead."""
+    """Multipart/form-data uploads are read from 2025-05-15-preview on, the api-version whose SDK sends them; with an
+    older one the 400 said "The request body is not valid JSON: Expecting value", or "not UTF-8" for a .docx: it
+    names what to send instead."""
     data = (SAMPLE_DOCS / "knowledge-bases" / "SampleQnAs.tsv").read_bytes()
     headers = {"Ocp-Apim-Subscription-Key": admin}
-    params = {"api-version": "2025-05-15-preview"}
     _req(live, "PATCH", "/mp1", admin, json={"language": "en"})
-    for method, path, form in (
-            ("POST", "/mp1/:import", {}),
-            ("PATCH", "/mp1/sources", {"fileOperations": '[{"operation": "add", "fileName": "SampleQnAs.tsv"}]'})):
-        r = httpx.request(method, live.url + P2 + path, params=params, headers=headers, data=form,
-                          files={"files": ("SampleQnAs.tsv", data, "text/tab-separated-values")}, timeout=30)
-        assert r.status_code == 400, r.text
-        message = r.json()["error"]["message"]
-        assert "multipart/form-data" in message and '{"fileUri": "https://..."}' in message, message
-        assert "not valid JSON" not in message
+    for version in ("2023-04-01", "2023-11-15-preview"):
+        for method, path, form in (
+                ("POST", "/mp1/:import", {}),
+                ("PATCH", "/mp1/sources", {"fileOperations": '[{"operation": "add", "fileName": "SampleQnAs.tsv"}]'})):
+            r = httpx.request(method, live.url + P2 + path, params={"api-version": version}, headers=headers,
+                              data=form, files={"files": ("SampleQnAs.tsv", data, "text/tab-separated-values")},
+                              timeout=30)
+            assert r.status_code == 400, r.text
+            message = r.json()["error"]["message"]
+            assert "multipart/form-data" in message and '{"fileUri": "https://..."}' in message, message
+            assert "2025-05-15-preview or later" in message and "not valid JSON" not in message
+
+
+def test_multipart_uploads_are_checked_as_json_bodies_are(live, admin):
+    """What the preview SDK's file uploads may get wrong, each a 400 (or 413) in Azure's dialect naming it, before
+    any job; the spec's own example (a fileOperations field per operation, naming the file 'fileSource') is read;
+    and a source added from a file has no URL to refresh from."""
+    tsv = (SAMPLE_DOCS / "knowledge-bases" / "SampleQnAs.tsv").read_bytes()
+    headers = {"Ocp-Apim-Subscription-Key": admin}
+    params = {"api-version": "2025-05-15-preview"}
+    _req(live, "PATCH", "/mp2", admin, json={"language": "en"})
+
+    def send(method: str, path: str, *, data=None, files=None, content=None, extra=None):
+        return httpx.request(method, live.url + P2 + path, params=params, headers={**headers, **(extra or {})},
+                             data=data, files=files, content=content, timeout=60)
+
+    def refused(r, target: str | None, *words: str, status: int = 400) -> None:
+        assert r.status_code == status, r.text
+        error = r.json()["error"]
+        assert error.get("target") == target and all(w in error["message"] for w in words), error
+
+    refused(send("POST", "/mp2/:import", files={"file": ("faq.tsv", tsv)}), "file", "Unrecognized form part 'file'")
+    refused(send("POST", "/mp2/:import", data={"files": "faq.tsv"}), "files", "sent with its filename")
+    refused(send("POST", "/mp2/:import", files={"files": ("faq.tsv", b"")}), "files", "'faq.tsv' is empty")
+    refused(send("PATCH", "/mp2/sources", data={"fileOperations": '[{"operation": "add", "fileName": "faq.tsv"}]'}),
+            "fileOperations[0].fileName", "the request has no 'files' part")
+    refused(send("PATCH", "/mp2/sources", files={"files": ("faq.tsv", tsv)}), "fileOperations", "needs 'fileOperations'")
+    refused(send("PATCH", "/mp2/sources", data={"fileOperations": '[{"operation": "add"}]'},
+                 files={"files": ("faq.tsv", tsv)}), "fileOperations[0]", "needs 'operation'")
+    refused(send("PATCH", "/mp2/sources", data={"fileOperations": '[{"operation": "delete", "fileName": "x.tsv"}]'},
+                 files={"files": ("faq.tsv", tsv)}), "files", "'faq.tsv' is named by no add or replace")
+    # the body's limit, as for JSON: a 413 in Azure's dialect
+    big = b"Question\tAnswer\n" + b"q\t" + b"a" * (4 * 1024 * 1024) + b"\n"
+    refused(send("POST", "/mp2/:import", files={"files": ("big.tsv", big)}), None, "larger than", status=413)
+    # a JSON-only route refuses a form body as it did, naming where one is read
+    refused(send("PATCH", "/mp2/qnas", files={"files": ("faq.tsv", tsv)}), None, "on :import and PATCH .../sources")
+    assert not live.service.store.list_qnas("mp2")  # nothing refused became a job
+
+    # the spec's example: one fileOperations field per operation, the file named by fileSource
+    r = send("PATCH", "/mp2/sources", data={"fileOperations": [
+        '{"operation": "add", "fileDisplayName": "FAQ", "fileSource": "faq.tsv"}',
+        '{"operation": "add", "fileSource": "basic.tsv"}']},
+        files=[("files", ("faq.tsv", tsv)),
+               ("files", ("basic.tsv", (SAMPLE_DOCS / "knowledge-bases" / "basic-kb.tsv").read_bytes()))])
+    assert r.status_code == 202, r.text
+    assert wait_for_job(r.headers["operation-location"], headers=headers)["status"] == "succeeded"
+    listed = _req(live, "GET", "/mp2/sources", admin).json()["value"]
+    assert {(s["source"], s["displayName"]) for s in listed} == {("faq.tsv", "FAQ"), ("basic.tsv", "basic.tsv")}
+    refresh = httpx.post(f"{live.url}/openqna/projects/mp2/sources/faq.tsv/:refresh", headers=headers, timeout=30)
+    assert refresh.status_code == 400 and "not a URL source" in refresh.json()["error"]["message"], refresh.text
 
 
 def test_an_edit_that_sends_no_suggestions_keeps_them(live, admin):
@@ -953,3 +1003,41 @@ def test_an_export_of_a_project_with_a_space_and_an_accent_has_a_fetchable_resul
         # named after the project: in UTF-8 (RFC 6266), and in ASCII for clients that read only that
         assert response.headers["Content-Disposition"] == (
             "attachment; filename=\"with_space_.json\"; filename*=UTF-8''with%20space%20%C3%A9.json")
+
+
+@pytest.mark.clients
+def test_preview_sdk_sends_files(live, admin):
+    """The preview SDK's begin_import_from_files and begin_update_sources_from_files (2025-05-15-preview, the
+    api-version it sends by default) post multipart/form-data: they got a 400 saying what to send instead.  Now an
+    import of a .tsv, an .xlsx, a .docx or a KB replica replaces the project's QnAs as a fileUri import does, the
+    format told by the file's name and contents; sources are added and deleted from files; and what is wrong is a
+    400 naming it."""
+    from conftest import REPO
+
+    python = REPO / ".venv-preview" / "bin" / "python"
+    assert python.exists(), "run `make test` (it creates .venv-preview with the pre-release SDKs)"
+    proc = subprocess.run([str(python), str(REPO / "tests" / "clients" / "preview_files.py"), live.url, admin,
+                           str(SAMPLE_DOCS)], capture_output=True, text=True, timeout=500)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["api_version"] == "2025-05-15-preview"
+    kb = SAMPLE_DOCS / "knowledge-bases"
+    assert sum(seen["import_tsv"].values()) == len(read_file(kb / "SampleQnAs.tsv").qnas)
+    assert sum(seen["import_xlsx"].values()) == len(read_file(kb / "SampleV2QnAs.xlsx").qnas)
+    assert seen["import_docx"] and set(seen["import_docx"]) == {"structured.docx"}, seen["import_docx"]
+    assert sum(seen["import_replica"].values()) == len(read_file(kb / "SampleKBReplica.zip").qnas)
+    assert sum(seen["reimport_tsv"].values()) == len(read_file(kb / "basic-kb.tsv").qnas)
+    assert seen["synonyms"] == len(read_file(kb / "SampleSynonyms.tsv").synonyms)
+    assert [s[:3] for s in seen["sources"]] == [["faq.tsv", "The FAQ", "file"],
+                                               ["structured.docx", "structured.docx", "file"]], seen["sources"]
+    assert all(s[3].endswith("/files-src/qnas") for s in seen["sources"])  # no URL: the source's QnAs here
+    assert seen["source_qnas"]["faq.tsv"] == len(read_file(kb / "SampleQnAs.tsv").qnas)
+    assert seen["source_qnas"]["structured.docx"] > 0
+    assert seen["after_delete"] == ["structured.docx"] and set(seen["after_delete_qnas"]) == {"structured.docx"}
+    assert seen["bad_no_files"]["status"] == 400 and "nothing to import" in seen["bad_no_files"]["message"]
+    assert "multipart/form-data (begin_import_from_files)" in seen["bad_no_files"]["message"]
+    for case, target, words in (("bad_type", "files", "notes.rtf"),
+                                ("bad_ops_json", "fileOperations", "not valid JSON"),
+                                ("bad_op_file", "fileOperations[0].fileName", "other.tsv")):
+        bad = seen[case]
+        assert bad["status"] == 400 and bad["target"] == target and words in bad["message"], (case, bad)

@@ -79,6 +79,7 @@ class SourceOp:
     op: str  # add | replace | delete
     source: Source
     refresh: bool = False
+    data: bytes | None = None  # a file sent with the operation (PATCH .../sources as multipart): read, not fetched
 
 
 def fetch(uri: str) -> tuple[bytes, str]:
@@ -468,8 +469,8 @@ class Authoring:
             old = registered.get(src.source)
             if op.op == "replace" and old is None:
                 raise NotFound(f"There is no source '{src.source}' in project '{project}'.")
-            if op.op == "add" or op.refresh or old is None or old.source_uri != src.source_uri:
-                data, name = fetch(src.source_uri)
+            if op.data is not None or op.op == "add" or op.refresh or old is None or old.source_uri != src.source_uri:
+                data, name = (op.data, src.source) if op.data is not None else fetch(src.source_uri)
                 digest = hashlib.sha256(data).hexdigest()
                 read[i] = (digest, self._read_source(project, src, name, data)
                            if old is None or old.content_hash != digest else None)
@@ -538,19 +539,25 @@ class Authoring:
             self.store.delete_qnas(project, stale)
 
     # -- import / export ------------------------------------------------------------------------
-    def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None) -> None:
+    def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None,
+                      files: list[tuple[str, bytes]] | None = None) -> None:
         """Azure's :import: replace the project's QnAs (or synonyms) with the file's, creating it if needed.
 
         A body replaces only the assets it holds: one of synonyms or settings alone leaves the QnAs as they are (it
-        used to delete them all, as an import of no QnAs); so does a file without QnAs or documents."""
+        used to delete them all, as an import of no QnAs); so does a file without QnAs or documents.  ``files``
+        (name, bytes): the files of a multipart :import, read as their names and contents say (``read_import_files``),
+        their documents made sources as an upload's are."""
         body = body or {}
         lowered = {k.lower(): v for k, v in body.items()}
         file_uri = lowered.get("fileuri")
         if file_uri is not None and not isinstance(file_uri, str):
             raise InvalidArgument("'fileUri' must be a string: the URL of the file to import.", target="fileUri")
         metadata = lowered.get("metadata")
+        uploaded: list[ParsedDocument] = []
         try:
-            if file_uri:
+            if files:
+                content, uploaded = read_import_files(files)
+            elif file_uri:
                 data, name = self.own_export(file_uri) or fetch(file_uri)
                 content = read_import_file(name, data, fmt)
                 if metadata is not None:  # the body's settings win over those the file carries
@@ -561,7 +568,8 @@ class Authoring:
         except FormatError as exc:
             raise InvalidArgument(exc.message) from None
         assets = {k.lower() for k in lowered.get("assets") or {}} if isinstance(lowered.get("assets"), dict) else set()
-        if asset_kind != "synonyms" and (file_uri or "qnas" in assets):  # the file's QnAs replace the project's
+        from_file = bool(file_uri or files)
+        if asset_kind != "synonyms" and (from_file or "qnas" in assets):  # the file's QnAs replace the project's
             self.check_import_prompts(project, content.qnas, replacing=True)
         self.ensure_project(project, content.settings)
         if asset_kind == "synonyms":
@@ -571,7 +579,8 @@ class Authoring:
         # synonyms or settings alone: the QnAs are not part of the import.  A file of no QnA and no document (an
         # export of the synonyms, imported without assetKind, as the SDK does by default) is no QnA file either: it
         # deleted every QnA of the project it was imported into
-        if (not file_uri and "qnas" not in assets) or (file_uri and not content.qnas and not documents):
+        if (not from_file and "qnas" not in assets) or (from_file and not content.qnas and not documents
+                                                          and not uploaded):
             if given:
                 self.set_synonyms(project, content.synonyms)
             return
@@ -586,6 +595,8 @@ class Authoring:
                 self.store.delete_feedback(project, qid)
         for unstructured, document in documents:  # a replica's unstructured documents, as `openqna import` reads them
             ingest_document(self.service, project, document, source=unstructured.source, unstructured=True)
+        for parsed in uploaded:  # as POST /openqna/projects/{project}/files adds a document
+            ingest_document(self.service, project, parsed)
 
     def import_file(self, project: str, name: str, data: bytes) -> dict[str, int]:
         """One uploaded file, as ``openqna import`` reads it: QnA files merge into the project (creating it),
@@ -723,7 +734,9 @@ class Authoring:
                                                                         job.params["assetKind"])
 
         def import_(job: Job) -> None:
-            self.import_assets(job.project, job.params["format"], job.params["assetKind"], job.params.get("body"))
+            files = [(f["name"], base64.b64decode(f["data"])) for f in job.params.get("files") or []]
+            self.import_assets(job.project, job.params["format"], job.params["assetKind"], job.params.get("body"),
+                               files or None)
 
         def qnas(job: Job) -> None:
             ops = []
@@ -749,7 +762,8 @@ class Authoring:
             self.update_qnas(job.project, ops)
 
         def sources(job: Job) -> None:
-            self.update_sources(job.project, [SourceOp(o["op"], Source(**o["source"]), o["refresh"])
+            self.update_sources(job.project, [SourceOp(o["op"], Source(**o["source"]), o["refresh"],
+                                                       base64.b64decode(o["data"]) if "data" in o else None)
                                               for o in job.params["ops"]])
 
         def upload(job: Job) -> None:
@@ -777,6 +791,29 @@ def read_import_file(name: str, data: bytes, fmt: str) -> KnowledgeBaseContent:
     except FormatError as exc:
         raise InvalidArgument(f"{exc.message} (format={fmt} reads the file as {label}: if it is another, import "
                               f"it with that format)") from None
+
+
+def read_import_files(files: list[tuple[str, bytes]]) -> tuple[KnowledgeBaseContent, list[ParsedDocument]]:
+    """The files of a multipart :import, each read as its contents show (``import_format_of``), else as its name
+    says: their QnAs and synonyms together, and the documents among them parsed.  Two QnA files that give one id
+    are refused: the second would overwrite the first's QnA."""
+    out, documents = KnowledgeBaseContent(), []
+    owner: dict[int, str] = {}
+    for name, data in files:
+        if is_document(name, data):
+            documents.append(parse_document(name, data))
+            continue
+        seen = None if is_archive(data) else import_format_of(data)
+        content = read_import_file(name, data, seen) if seen else read_file(name, data)
+        for q in content.qnas:
+            if q.id is not None and owner.setdefault(q.id, name) != name:
+                raise InvalidArgument(f"{owner[q.id]} and {name} both hold QnA id {q.id}: import them in separate "
+                                      "calls, or give the QnAs of one other ids.")
+        out.qnas += content.qnas
+        out.synonyms += content.synonyms
+        out.documents += content.documents
+        out.settings = out.settings or content.settings
+    return out, documents
 
 
 def export_name(project: str, fmt: str, asset_kind: str, suffix: str) -> str:

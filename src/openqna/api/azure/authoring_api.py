@@ -9,6 +9,7 @@ calls whatever api-version it is given).  Long operations answer 202 with an abs
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 import secrets
@@ -19,18 +20,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from openqna.api import links
+from openqna.api import json_body, links
 from openqna.api.azure.runtime import feedback_records
-from openqna.api.azure.wire import Body, Refused, authorize, body_json, check_api_version, handle_errors_off_loop
+from openqna.api.azure.wire import (
+    Body,
+    FormBody,
+    Refused,
+    authorize,
+    body_json,
+    check_api_version,
+    handle_errors_off_loop,
+    sends_files,
+)
 from openqna.api.downloads import attachment
 from openqna.api.errors import azure_error
 from openqna.auth.keys import Authorizer, allows, who
+from openqna.formats import QNA_SUFFIXES
 from openqna.formats import read_json as read_assets
 from openqna.formats.azure_json import hoist_prompt_qnas
 from openqna.formats.limits import MAX_DEFAULT_ANSWER_CHARS, MAX_DESCRIPTION_CHARS
 from openqna.ingest import fetch
 from openqna.kb.authoring import Authoring, suggestion_clusters
 from openqna.kb.catalog import Job, Project, Source, check_deployment_name, check_project_name
+from openqna.kb.documents import DOCUMENT_SUFFIXES
 from openqna.kb.jobs import JobRunner
 from openqna.kb.service import Service
 from openqna.records import MAX_QNA_ID, QNA_LIST_KINDS, FormatError, InvalidArgument, NotFound, QnA
@@ -41,6 +53,8 @@ MAX_PAGE = 1000
 MAX_OPS = 1000
 RETRY_AFTER = "1"  # on status polls while a job runs, as Azure sends it
 FIRST_POLL_MS = "200"  # on the 202: azure-core honours retry-after-ms, so small jobs finish in one poll
+# what a file sent to :import or PATCH .../sources may be (as POST /openqna/projects/{project}/files takes them)
+FILE_SUFFIXES = tuple(dict.fromkeys((*QNA_SUFFIXES, *DOCUMENT_SUFFIXES)))
 JOB_KINDS = {"deletion-jobs": "delete", "export": "export", "import": "import", "deployments": "deploy",
              "sources": "sources", "qnas": "qnas"}
 
@@ -156,6 +170,38 @@ def _if_last_updated(value: dict, i: int) -> str | None:
                                   f"such as 2026-12-06T20:15:57Z, not {since!r}.",
                                   target=f"[{i}].value.ifLastUpdated") from None
     return since
+
+def _form_files(form: FormBody, fields: tuple[str, ...], call: str, *, required: bool = True) -> list[tuple[str, bytes]]:
+    """The ``files`` parts of a multipart body, each a file with a name openqna reads, as (filename, bytes); a part of
+    another name than ``files`` and ``fields``, a ``files`` part that is no file, or none at all when ``required``, is
+    a 400."""
+    for name, _ in form.fields:
+        if name == "files":
+            raise InvalidArgument("Each 'files' part must be a file sent with its filename (Content-Disposition: "
+                                  "form-data; name=\"files\"; filename=\"faq.tsv\"): the name says what the file "
+                                  "holds.", target="files")
+    unknown = [n for n, _ in form.fields if n not in fields] + [n for n, _, _ in form.files if n != "files"]
+    if unknown:
+        takes = " and ".join(f"'{n}'" for n in ("files", *fields))
+        raise InvalidArgument(f"Unrecognized form part '{unknown[0]}': {call} as multipart/form-data takes {takes}.",
+                              target=unknown[0])
+    files = [(filename, data) for _, filename, data in form.files]
+    if not files and required:
+        raise InvalidArgument(f"{call} as multipart/form-data needs the files: a part named 'files' for each, with "
+                              "its filename (the preview SDK's files=[(\"faq.tsv\", data)]).", target="files")
+    for filename, data in files:
+        if not filename.lower().endswith(FILE_SUFFIXES):
+            raise InvalidArgument(f"'{filename[:200]}' is not a file openqna reads: a file's name must end in one of "
+                                  f"{', '.join(FILE_SUFFIXES)}, which says what it holds.", target="files")
+        if not data:
+            raise InvalidArgument(f"The file '{filename[:200]}' is empty.", target="files")
+    return files
+
+
+def _encoded(data: bytes) -> str:
+    """A file's bytes as a job's parameters keep them (JSON)."""
+    return base64.b64encode(data).decode()
+
 
 def _project_settings(body: Body) -> tuple[str | None, str | None, bool | None, str | None]:
     """A project's settings as PATCH and an import's ``metadata`` give them: description, language,
@@ -314,7 +360,9 @@ class AzureAuthoring:
         params = Body(dict(request.query_params))
         fmt = params.choice("format", ("json", "tsv", "excel")) or "json"
         kind = params.choice("assetKind", ("qnas", "synonyms")) or "qnas"
-        raw = body_json(request)
+        raw = body_json(request, files=True)
+        if isinstance(raw, FormBody):  # the preview SDK's begin_import_from_files
+            return self._import_files(request, name, kind, raw)
         if raw is not None and not isinstance(raw, dict):
             raise InvalidArgument("The request body must be a JSON object (ImportJobOptions).")
         if not raw or not {k.lower() for k in raw} & {"assets", "fileuri", "metadata"}:
@@ -322,8 +370,10 @@ class AzureAuthoring:
             raise Refused(azure_error(
                 400, "InvalidArgument", "The import has nothing to import: send {\"assets\": {\"qnas\": [...], "
                 "\"synonyms\": [...]}} (and \"metadata\" if you like), or {\"fileUri\": \"https://...\"} with "
-                "format=json, tsv or excel. To empty a project, import {\"assets\": {\"qnas\": []}}.",
-                inner="EmptyRequest"))
+                "format=json, tsv or excel. To empty a project, import {\"assets\": {\"qnas\": []}}."
+                + (" Or send the files themselves as multipart/form-data (begin_import_from_files): a part named "
+                   "'files' for each, with its filename." if sends_files(request.query_params.get("api-version"))
+                   else ""), inner="EmptyRequest"))
         try:
             self._existing(name)
         except NotFound:
@@ -363,6 +413,18 @@ class AzureAuthoring:
                 # a prompt to a QnA that does not exist is a 400 now, as for PATCH .../qnas (the job checks again)
                 self.authoring.check_import_prompts(name, content.qnas, replacing=True)
         return self._submit(request, "import", name, f"/{name}/import/jobs", format=fmt, assetKind=kind, body=raw)
+
+    def _import_files(self, request: Request, name: str, kind: str, form: FormBody) -> Response:
+        """A multipart :import (2025-05-15-preview): its files replace the project's QnAs (or synonyms) as a
+        ``fileUri`` import's file does, each read as its name and contents say (there is no ``format``); a document
+        among them becomes a source of the project, as an uploaded one does."""
+        files = _form_files(form, (), ":import")
+        try:
+            self._existing(name)
+        except NotFound:
+            check_project_name(name)  # :import creates the project, under the same rule as PATCH
+        return self._submit(request, "import", name, f"/{name}/import/jobs", format=None, assetKind=kind,
+                            files=[{"name": f, "data": _encoded(data)} for f, data in files])
 
     # -- deployments -----------------------------------------------------------------------------------
     @handle_errors_off_loop
@@ -420,8 +482,10 @@ class AzureAuthoring:
             version = _api_version(request)
             return JSONResponse(_paged(request, [
                 source_json(s, f"{qnas}?{urlencode({'api-version': version, 'source': s.source})}") for s in items]))
-        ops = body_json(request)
+        ops = body_json(request, files=True)
         self._existing(name)
+        if isinstance(ops, FormBody):  # the preview SDK's begin_update_sources_from_files
+            return self._submit(request, "sources", name, f"/{name}/sources/jobs", ops=self._file_source_ops(ops))
         parsed = [self._source_op(i, op) for i, op in enumerate(self._ops(ops))]
         allowed = fetch.allowed_from_settings()
         for op in parsed:  # a URL the fetcher would refuse is a 400 now, not a job that fails (it checks again)
@@ -436,6 +500,63 @@ class AzureAuthoring:
         if len(ops) > MAX_OPS:
             raise InvalidArgument(f"The body has {len(ops)} operations; the limit is {MAX_OPS} per call.")
         return ops
+
+    @staticmethod
+    def _file_source_ops(form: FormBody) -> list[dict]:
+        """The operations of a multipart PATCH .../sources: each ``fileOperations`` field a JSON list of
+        {operation, fileName, fileDisplayName, refresh} (as the SDK sends it) or one such object (as the spec's
+        example has it, which names the file ``fileSource``); an add or replace reads the ``files`` part of that
+        name, a source with no URL (as an uploaded file's: it has none to refresh from)."""
+        files = _form_files(form, ("fileOperations",), "PATCH .../sources", required=False)  # deletes need none
+        sent: dict[str, bytes] = {}
+        for filename, data in files:
+            if sent.setdefault(filename, data) is not data:
+                raise InvalidArgument(f"Two 'files' parts are named '{filename[:200]}': each file needs a name of its "
+                                      "own, which its operation names.", target="files")
+        raw_ops: list = []
+        for field, text in form.fields:
+            try:
+                value = json_body.parse(text.encode())
+            except json_body.BadBody as exc:
+                raise InvalidArgument(f"'fileOperations' is not valid JSON: {exc}. Send a JSON list of "
+                                      "{\"operation\", \"fileName\", \"fileDisplayName\", \"refresh\"} objects.",
+                                      target="fileOperations") from None
+            raw_ops += value if isinstance(value, list) else [value]
+        if not raw_ops:
+            raise InvalidArgument("PATCH .../sources as multipart/form-data needs 'fileOperations': a JSON list of "
+                                  "{\"operation\": \"add\", \"fileName\": \"faq.tsv\"} objects, one for each file.",
+                                  target="fileOperations")
+        if len(raw_ops) > MAX_OPS:
+            raise InvalidArgument(f"'fileOperations' has {len(raw_ops)} operations; the limit is {MAX_OPS} per call.",
+                                  target="fileOperations")
+        out, named = [], set()
+        for i, raw in enumerate(raw_ops):
+            path = f"fileOperations[{i}]"
+            if not isinstance(raw, dict):
+                raise InvalidArgument(f"{path} must be an object with 'operation' and 'fileName'.", target=path)
+            item = Body(raw, path)
+            op = item.choice("operation", ("add", "replace", "delete"))
+            file = item.string("fileName", max_len=300) or item.string("fileSource", max_len=300)
+            if op is None or not file:
+                raise InvalidArgument(f"{path} needs 'operation' (add, replace or delete) and 'fileName', the name "
+                                      "of a file sent in a 'files' part.", target=path)
+            source = {"source": file, "display_name": item.string("fileDisplayName", max_len=200) or file,
+                      "source_uri": "", "source_kind": "file", "content_structure_kind": "semistructured"}
+            parsed = {"op": op, "refresh": bool(item.boolean("refresh")), "source": source}
+            if op != "delete":
+                if file not in sent:
+                    have = f"the files sent: {', '.join(sent)}" if sent else "the request has no 'files' part"
+                    raise InvalidArgument(f"{path} {op}s '{file[:200]}', and no 'files' part has that name "
+                                          f"({have}): send the file in a part named 'files' with that filename.",
+                                          target=f"{path}.fileName")
+                parsed["data"] = _encoded(sent[file])
+                named.add(file)
+            out.append(parsed)
+        extra = [f for f in sent if f not in named]
+        if extra:
+            raise InvalidArgument(f"The file '{extra[0][:200]}' is named by no add or replace in 'fileOperations'.",
+                                  target="files")
+        return out
 
     @staticmethod
     def _source_op(i: int, raw) -> dict:

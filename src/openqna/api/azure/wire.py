@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Callable
 
@@ -206,15 +207,24 @@ def authorized_project(authorizer: Authorizer, request: Request) -> str:
     return project
 
 
-async def read_json(request: Request) -> Any:
-    declared = request.headers.get("content-length")
-    size = numbers.count(declared)
+async def _read_raw(request: Request) -> bytes:
+    """The request's body, refused (413) past ``LIMITS.body_bytes``: declared so, or once read."""
+    size = numbers.count(request.headers.get("content-length"))
     if size is not None and size > LIMITS.body_bytes:
         raise Refused(too_large())
     raw = await request.body()
     if len(raw) > LIMITS.body_bytes:
         raise Refused(too_large())
-    if request.headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data":
+    return raw
+
+
+def _multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data"
+
+
+async def read_json(request: Request) -> Any:
+    raw = await _read_raw(request)
+    if _multipart(request):
         raise InvalidArgument(MULTIPART_REFUSED)
     try:
         return json_body.parse(raw or b"null")
@@ -222,14 +232,69 @@ async def read_json(request: Request) -> Any:
         raise InvalidArgument(f"The request body is not valid JSON: {exc}.") from None
 
 
-# What the 2025-05-15-preview SDK's begin_import_from_files and begin_update_sources_from_files send (parts "files",
-# and "fileOperations" for sources) is not read yet: what to send instead, rather than "not valid JSON"
+# The first api-version whose spec has file uploads: the 2025-05-15-preview SDK's begin_import_from_files and
+# begin_update_sources_from_files send multipart/form-data (parts "files", and "fileOperations" for sources)
+FIRST_MULTIPART_VERSION = date(2025, 5, 15)
 MULTIPART_REFUSED = (
-    "openqna does not read multipart/form-data file uploads on the Azure routes yet (the preview SDK's "
-    "begin_import_from_files and begin_update_sources_from_files). Send JSON instead: :import takes "
+    "openqna reads multipart/form-data file uploads on the Azure routes (the preview SDK's begin_import_from_files "
+    "and begin_update_sources_from_files) with api-version=2025-05-15-preview or later, the versions that send "
+    "them. With this api-version send JSON instead: :import takes "
     "{\"fileUri\": \"https://...\"} with format=json, tsv or excel, and PATCH .../sources takes "
     "[{\"op\": \"add\", \"value\": {\"sourceUri\": \"https://...\"}}]; or upload the file's bytes with "
     "POST /openqna/projects/{project}/files?name=FILE, which adds it to the project as `openqna import` does.")
+MULTIPART_ELSEWHERE = (
+    "multipart/form-data is read on :import and PATCH .../sources alone (the preview SDK's begin_import_from_files "
+    "and begin_update_sources_from_files); this request takes a JSON body.")
+
+
+def sends_files(api_version: str | None) -> bool:
+    """Whether ``api_version`` is one whose spec sends files as multipart/form-data (2025-05-15-preview on)."""
+    form = _VERSION_FORM.fullmatch(api_version or "")
+    try:
+        return form is not None and date(int(form[1]), int(form[2]), int(form[3])) >= FIRST_MULTIPART_VERSION
+    except ValueError:
+        return False
+
+
+@dataclass
+class FormBody:
+    """A multipart/form-data body as read: its file parts (part name, filename, bytes) and its other fields (name,
+    text), each in the order sent."""
+
+    files: list[tuple[str, str, bytes]]
+    fields: list[tuple[str, str]]
+
+
+async def read_form(request: Request) -> FormBody:
+    """A multipart/form-data body, within ``LIMITS.body_bytes`` as a JSON body is (a 413 past it); a body the
+    multipart parser refuses is a 400 saying why."""
+    await _read_raw(request)  # the parser then reads the body kept
+    try:
+        form = await request.form(max_part_size=LIMITS.body_bytes)
+    except Exception as exc:  # malformed multipart from the client, whatever the parser says
+        detail = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+        raise InvalidArgument(f"The multipart/form-data body cannot be read: {detail}.") from None
+    try:
+        files, fields = [], []
+        for name, value in form.multi_items():
+            if isinstance(value, str):
+                fields.append((name, value))
+            else:
+                files.append((name, value.filename or "", await value.read()))
+        return FormBody(files, fields)
+    finally:
+        await form.close()
+
+
+async def read_body(request: Request) -> Any:
+    """``read_json``'s JSON, or the ``FormBody`` of a multipart/form-data body sent with an api-version that sends
+    files (``sends_files``).  A form of no file is URL-encoded (the SDK's begin_update_sources_from_files of deletes
+    alone, which sends ``fileOperations`` only), and is read as one too."""
+    urlencoded = request.headers.get("content-type", "").split(";")[0].strip().lower() == \
+        "application/x-www-form-urlencoded"
+    if (_multipart(request) or urlencoded) and sends_files(request.query_params.get("api-version")):
+        return await read_form(request)
+    return await read_json(request)
 
 
 def too_large() -> Response:
@@ -271,7 +336,7 @@ def handle_errors_off_loop(endpoint: Callable[[Any, Request], Response]):
     @functools.wraps(endpoint)
     async def wrapper(self, request: Request) -> Response:
         try:
-            request.state.body = (True, await read_json(request))
+            request.state.body = (True, await read_body(request))
         except (Refused, OpenQnAError) as exc:
             request.state.body = (False, exc)
         try:
@@ -284,9 +349,12 @@ def handle_errors_off_loop(endpoint: Callable[[Any, Request], Response]):
     return wrapper
 
 
-def body_json(request: Request) -> Any:
-    """The JSON body that ``handle_errors_off_loop`` read (None when there was none), or its refusal raised."""
+def body_json(request: Request, *, files: bool = False) -> Any:
+    """The JSON body that ``handle_errors_off_loop`` read (None when there was none), or its refusal raised; a
+    ``FormBody`` only where the handler takes ``files``."""
     read, value = request.state.body
     if not read:
         raise value
+    if isinstance(value, FormBody) and not files:
+        raise InvalidArgument(MULTIPART_ELSEWHERE)
     return value
