@@ -414,6 +414,10 @@ def test_sources(kb):
     kb.put_source("kb1", Source("faq.tsv", "FAQ v2", "http://x/faq.tsv", "url", content_hash="h2"))
     [src] = kb.list_sources("kb1")
     assert (src.display_name, src.content_hash) == ("FAQ v2", "h2") and src.last_updated
+    assert src.file_records is None  # none recorded yet: no record counts as edited (kb/source_edits.py)
+    src.file_records = {12: "d" * 32, 3: "e" * 32}
+    kb.put_source("kb1", src)
+    assert kb.list_sources("kb1")[0].file_records == {3: "e" * 32, 12: "d" * 32}
     assert kb.delete_source("kb1", "faq.tsv") and not kb.delete_source("kb1", "faq.tsv")
     assert kb.list_sources("kb1") == []
 

@@ -957,3 +957,31 @@ def test_schema_12_versions_keep_the_default_answer_their_deployments_answered(p
         store.close()
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_schema_13_sources_record_their_records_as_the_file_wrote_them(pg_dsn):
+    """A schema-13 database opens at schema 14 with each registered source's ``file_records``: the digest of each of
+    its live records as it is (kb/source_edits.py tells the author's edits from them)."""
+    from openqna.records import Prompt, authored_digest
+
+    store = PostgresStore(pg_dsn)
+    store.create_project(Project("kb1"))
+    url = "http://x/faq.tsv"
+    store.put_qnas("kb1", [item(["Reset?"], "Hold it.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=1,
+                                source=url, metadata={"team": "ops"}, prompts=[Prompt(0, 2, "Colour")]),
+                           item(["Colour?"], "Blue.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=2, source=url),
+                           item(["Office?"], "Leeds.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=3)])
+    store.put_source("kb1", Source(url, "FAQ", url, content_hash="h"))
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 13
+        conn.execute("ALTER TABLE sources DROP COLUMN file_records")
+        conn.execute("UPDATE meta SET value='13' WHERE key='schema_version'")
+    store = PostgresStore(pg_dsn)
+    try:
+        stored = store.get_qnas("kb1", [1, 2])
+        [src] = store.list_sources("kb1")
+        assert src.file_records == {1: authored_digest(stored[1]), 2: authored_digest(stored[2])}
+    finally:
+        store.close()
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -462,3 +462,30 @@ def test_schema_12_versions_keep_the_default_answer_their_deployments_answered(t
     assert new.deploy("kb1", "production").version == 1
     assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     new.close()
+
+
+def test_schema_13_sources_record_their_records_as_the_file_wrote_them(tmp_path):
+    """A schema-13 database opens at schema 14 with each registered source's ``file_records``: the digest of each of
+    its live records as it is (kb/source_edits.py tells the author's edits from them); other sources' records and a
+    deployment's are not its."""
+    from openqna.records import Prompt, QnA, authored_digest
+    from openqna.store import Source
+
+    old = SQLiteStore(tmp_path)
+    old.create_project(Project("kb1"))
+    url = "http://x/faq.tsv"
+    old.put_qnas("kb1", [item(["Reset?"], "Hold it.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=1, source=url,
+                              metadata={"team": "ops"}, prompts=[Prompt(0, 2, "Colour")]),
+                         item(["Colour?"], "Blue.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=2, source=url),
+                         item(["Office?"], "Leeds.", vectors=[vec(1, 0)], answer_vector=vec(0, 1), id=3)])
+    old.put_source("kb1", Source(url, "FAQ", url, content_hash="h"))
+    old._db.execute("ALTER TABLE sources DROP COLUMN file_records")
+    old._db.execute("UPDATE meta SET value='13' WHERE key='schema_version'")
+    old.close()
+    new = SQLiteStore(tmp_path)
+    stored = new.get_qnas("kb1", [1, 2])
+    [src] = new.list_sources("kb1")
+    assert src.file_records == {1: authored_digest(stored[1]), 2: authored_digest(stored[2])}
+    assert authored_digest(stored[1]) != authored_digest(QnA(["Reset?"], "Hold it.", source=url))
+    assert new._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    new.close()

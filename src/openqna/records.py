@@ -8,6 +8,8 @@ with follow-up prompts.  Passages from unstructured sources are QnAs of kind
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -76,6 +78,17 @@ class QnA:
         self.answer = self.answer.strip()
         self.source = (self.source or DEFAULT_SOURCE).strip() or DEFAULT_SOURCE
         return self
+
+
+def authored_digest(q: QnA) -> str:
+    """A digest of what an author edits in a record: its kind, questions, answer, metadata and dialog (prompts, and
+    whether it is context-only), not its suggestions, typed fields or time.  A source keeps the digest of each record
+    as its file wrote it (``Source.file_records``): a record whose digest differs was edited since, by whatever API
+    or console, and a refresh leaves it as the author left it (``kb/source_edits.py``).  Ids, store and embedder do
+    not enter it, so a reembed or a migration edits nothing."""
+    payload = [q.kind, q.questions, q.answer, sorted(q.metadata.items()), q.dialog.is_context_only,
+               [[p.display_order, p.qna_id, p.display_text] for p in q.dialog.prompts]]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
 @dataclass

@@ -35,6 +35,7 @@ from openqna.kb.documents import DOCUMENT_SUFFIXES, ingest_document, is_document
 from openqna.kb.labelled_questions import acceptances
 from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
+from openqna.kb.source_edits import SourceEdits
 from openqna.kb.source_ids import source_ids
 from openqna.records import (
     QNA_LIST_KINDS,
@@ -476,11 +477,12 @@ class Authoring:
                            if old is None or old.content_hash != digest else None)
         for i, op in enumerate(ops):
             src = op.source
-            if op.op == "delete":
-                self._replace_source_records(project, src.source, [])
+            if op.op == "delete":  # all its records, edited or not, as Azure deletes a source's QnAs
+                self._replace_source_records(project, src, [])
                 self.store.delete_source(project, src.source)
                 continue
             old = registered.get(src.source)
+            src.file_records = old.file_records if old is not None else None  # what tells the author's edits
             if i in read:
                 digest, content = read[i]
                 if content is not None:
@@ -497,7 +499,8 @@ class Authoring:
                     self.store.put_source_refresh(project, refresh)
 
     def _ingest(self, project: str, src: Source, name: str, data: bytes) -> None:
-        """A QnA file replaces the source's QnAs; a document becomes QnAs and passages."""
+        """A QnA file replaces the source's QnAs; a document becomes QnAs and passages; what the author edited stays
+        (``_write_source``)."""
         self._write_source(project, src, self._read_source(project, src, name, data))
 
     def _read_source(self, project: str, src: Source, name: str, data: bytes) -> ParsedDocument | list[QnA]:
@@ -522,21 +525,33 @@ class Authoring:
         return content.qnas
 
     def _write_source(self, project: str, src: Source, content: ParsedDocument | list[QnA]) -> None:
+        """Make ``content`` the records of ``src``, but those its author edited (``kb/source_edits.py``); sets
+        ``src.file_records`` to what the write recorded (the caller puts the source)."""
         if isinstance(content, list):
-            self._replace_source_records(project, src.source, content)
-        else:
-            ingest_document(self.service, project, content, source=src.source,
-                            unstructured=src.content_structure_kind.lower() == "unstructured")
+            self._replace_source_records(project, src, content)
+            return
+        edits = self._source_edits(project, src)
+        report = ingest_document(self.service, project, content, source=src.source, edits=edits,
+                                 unstructured=src.content_structure_kind.lower() == "unstructured")
+        src.file_records = edits.record(self.store, project, report.written)
 
-    def _replace_source_records(self, project: str, source: str, qnas: list[QnA]) -> None:
-        """Make ``qnas`` the records of ``source``: upsert them, delete the ones that disappeared.  The file's ids
-        are its own (``source_ids``): they never overwrite another source's or an editorial QnA."""
-        source_ids(self.store, project, source, qnas)
-        report = self.service.upsert(project, qnas)
-        stale = [q.id for q in self.store.list_qnas(project)
-                 if q.source.lower() == source.lower() and q.id not in set(report.ids)]
+    def _source_edits(self, project: str, src: Source) -> SourceEdits:
+        own = {q.id: q for q in self.store.list_qnas(project)
+               if q.source.lower() == src.source.lower() and q.id is not None}
+        return SourceEdits(own, src.file_records)
+
+    def _replace_source_records(self, project: str, src: Source, qnas: list[QnA]) -> None:
+        """Make ``qnas`` the records of ``src``: upsert them, delete the ones that disappeared, but leave those the
+        author edited as they are.  The file's ids are its own (``source_ids``): they never overwrite another
+        source's or an editorial QnA."""
+        edits = self._source_edits(project, src)
+        source_ids(self.store, project, src.source, qnas, src.file_records)
+        writes, _ = edits.split(qnas)
+        report = self.service.upsert(project, writes)
+        stale = edits.stale(report.ids)
         if stale:
             self.store.delete_qnas(project, stale)
+        src.file_records = edits.record(self.store, project, report.ids)
 
     # -- import / export ------------------------------------------------------------------------
     def import_assets(self, project: str, fmt: str, asset_kind: str, body: dict | None,

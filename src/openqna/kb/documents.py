@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from openqna.formats.limits import MAX_METADATA_VALUE_CHARS
 from openqna.ingest import Chunk, ParsedDocument, chunk_document, extract_qnas, link_prompts
 from openqna.kb.service import Service
+from openqna.kb.source_edits import SourceEdits
 from openqna.records import QnA
 
 DOCUMENT_SUFFIXES = (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt")
@@ -33,6 +34,7 @@ class IngestReport:
     embedded: int
     pages: int
     notes: list[str] = field(default_factory=list)  # sections split to fit Azure's limits, and how
+    written: list[int] = field(default_factory=list)  # the ids of the records written (added, updated, unchanged)
 
 
 def suffix_from_content(data: bytes) -> str:
@@ -72,18 +74,21 @@ def _passage(chunk: Chunk) -> QnA:
 
 
 def ingest_document(service: Service, project: str, doc: ParsedDocument, *, source: str | None = None,
-                    progress: bool = False, unstructured: bool = False) -> IngestReport:
+                    progress: bool = False, unstructured: bool = False, edits: SourceEdits | None = None
+                    ) -> IngestReport:
     """Make a parsed document's QnAs and passages the records of ``source`` (default: its file name).
 
     ``unstructured`` (Azure's ``contentStructureKind: unstructured``) keeps passages only: the
-    author declared the document is not a set of questions and answers.
+    author declared the document is not a set of questions and answers.  ``edits``: a registered source's records
+    and what its author edited, which stay as the author left them (``kb/source_edits.py``).
     """
     source = source or doc.source
     doc.source = source
     extracted = [] if unstructured else extract_qnas(doc)
     passages = [_passage(c) for c in chunk_document(doc)]
     service.ensure_project(project)
-    existing = [q for q in service.store.list_qnas(project) if q.source.lower() == source.lower()]
+    existing = (list(edits.own.values()) if edits is not None else
+                [q for q in service.store.list_qnas(project) if q.source.lower() == source.lower()])
     # Extracted QnAs keep the id of the record with the same question (the n-th of a repeated
     # heading takes the n-th such id), so prompts and links from outside stay stable.
     old_ids: dict[str, list[int]] = {}
@@ -94,10 +99,13 @@ def ingest_document(service: Service, project: str, doc: ParsedDocument, *, sour
     fresh = iter(service.store.reserve_ids(project, sum(1 for w in wanted if w is None)))
     ids = [w if w is not None else next(fresh) for w in wanted]
     qnas = link_prompts(extracted, ids)
+    if edits is not None:
+        qnas, _ = edits.split(qnas)
+        passages, _ = edits.split(passages)
     report_qnas = service.upsert(project, qnas, progress=progress, match_content=False)
     report_passages = service.upsert(project, passages, progress=progress)
     keep = set(report_qnas.ids) | set(report_passages.ids)
-    stale = [q.id for q in existing if q.id not in keep]
+    stale = edits.stale(keep) if edits is not None else [q.id for q in existing if q.id not in keep]
     if stale:
         service.store.delete_qnas(project, stale)
     pages = max((b.page or 0 for b in doc.blocks), default=0)
@@ -106,5 +114,5 @@ def ingest_document(service: Service, project: str, doc: ParsedDocument, *, sour
         added=report_qnas.added + report_passages.added, updated=report_qnas.updated + report_passages.updated,
         unchanged=report_qnas.unchanged + report_passages.unchanged, deleted=len(stale),
         embedded=report_qnas.embedded + report_passages.embedded, pages=pages,
-        notes=[f"{source}: {e.note}" for e in extracted if e.note],
+        notes=[f"{source}: {e.note}" for e in extracted if e.note], written=sorted(keep),
     )

@@ -7,7 +7,8 @@ and ``If-Modified-Since``:
 
 - a 304, or a body whose hash is the one last imported, is recorded ``unchanged`` and imports nothing;
 - a changed body is re-imported into the live state (``test``) exactly as ``PATCH .../sources`` with
-  ``refresh: true`` does (``Authoring._ingest``: unchanged sections keep their vectors), and the QnAs and passages
+  ``refresh: true`` does (``Authoring._ingest``: unchanged sections keep their vectors, and what an author edited
+  stays as the author left it: ``kb/source_edits.py``), and the QnAs and passages
   added, updated and deleted are recorded (counts and ids, counts of QnAs and passages apart, and ``titles``: the
   first question, or a passage's title, of up to 200 of them, so that a deleted record is named too).  No deployment changes until the next deploy;
 - a failure (the fetch was refused, timed out, answered 4xx/5xx; the file no longer parses) is recorded ``failed``

@@ -9,15 +9,18 @@ prompts, feedback and links from elsewhere keep pointing at the same QnA.  ``Wri
 
 from __future__ import annotations
 
-from openqna.records import QnA
+from openqna.records import QnA, authored_digest
 from openqna.store import Store
 
 
-def source_ids(store: Store, project: str, source: str, qnas: list[QnA]) -> dict[int, int]:
+def source_ids(store: Store, project: str, source: str, qnas: list[QnA],
+               recorded: dict[int, str] | None = None) -> dict[int, int]:
     """Give ``qnas``, the records of ``source`` read from its file, the ids they will be written with; returns the
     moves (file id -> id), which the file's prompts follow.
 
-    A QnA takes, in this order: the id of the source's record with the same questions and answer (unchanged, it
+    A QnA takes, in this order: the id of the source's record whose ``recorded`` digest (``Source.file_records``: the
+    record as the file last wrote it) is the QnA's (its row unchanged, even if the author edited the record since:
+    ``kb/source_edits.py``); the id of the source's record with the same questions and answer (unchanged, it
     keeps its id even if the file renumbered it); the file's id, when that is the source's record (updated in place);
     the id of the source's record with the same first question, else with the same answer (a QnA edited in the file
     keeps the id it moved to when it was added); the file's id when no record holds it; else a fresh one.  A QnA
@@ -34,14 +37,16 @@ def source_ids(store: Store, project: str, source: str, qnas: list[QnA]) -> dict
         given[i] = rid
         free.discard(rid)
 
-    def match(key) -> None:  # the QnAs not yet given an id take the free record with their key, first come first
-        by_key: dict[object, list[int]] = {}
+    def match(key, row_key=None) -> None:  # the QnAs not yet given an id take the free record with their key, first
+        by_key: dict[object, list[int]] = {}  # come first (``row_key``: a QnA's key, when not the record's ``key``)
         for rid in sorted(free):
             by_key.setdefault(key(own[rid]), []).append(rid)
         for i, q in enumerate(qnas):
-            if i not in given and (ids := [r for r in by_key.get(key(q), []) if r in free]):
+            if i not in given and (ids := [r for r in by_key.get((row_key or key)(q), []) if r in free]):
                 take(i, ids[0])
 
+    if recorded:
+        match(lambda r: recorded.get(r.id), authored_digest)
     match(lambda r: (r.kind, r.answer, tuple(r.questions)))
     for i, q in enumerate(qnas):
         if i not in given and q.id in free and own[q.id].kind == q.kind:

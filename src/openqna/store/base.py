@@ -10,6 +10,7 @@ rows and never builds a search index: ``index/index_cache.py`` builds those from
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -251,6 +252,20 @@ class Source:
     content_structure_kind: str = "semistructured"
     content_hash: str = ""
     last_updated: str = ""
+    # record id -> ``records.authored_digest`` of the record as the source's file last wrote it (or, for a record the
+    # author edited, as the file has it now); None until the source is next written.  What tells a record the author
+    # edited from one that follows the file (``kb/source_edits.py``)
+    file_records: dict[int, str] | None = None
+
+
+def file_records_json(records: dict[int, str] | None) -> str | None:
+    """``Source.file_records`` as the ``sources.file_records`` column holds it (text, on both stores; NULL: None)."""
+    return None if records is None else json.dumps({str(k): v for k, v in sorted(records.items())})
+
+
+def file_records(text: str | None) -> dict[int, str] | None:
+    """``file_records_json``'s inverse."""
+    return None if text is None else {int(k): v for k, v in json.loads(text).items()}
 
 
 @dataclass

@@ -10,13 +10,20 @@ from collections.abc import Callable
 import psycopg
 
 from openqna import strict_json
-from openqna.records import OpenQnAError
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of, default_answer_of
-from openqna.store.postgres_rows import json_value
+from openqna.records import OpenQnAError, QnA, authored_digest
+from openqna.store.base import (
+    JSON_COLUMNS,
+    LIVE,
+    SchemaTooNew,
+    attached_files_of,
+    default_answer_of,
+    file_records_json,
+)
+from openqna.store.postgres_rows import dialog_from_json, json_value
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 _LOCK_KEY = 0x6F70656E716E61  # pg_advisory_xact_lock key serialising schema set-up ("openqna")
 
 # One list of statements per schema version; a database at version n runs the lists after n, in order.  A step
@@ -134,6 +141,10 @@ MIGRATIONS: dict[int, list[str | Callable[[psycopg.Connection], None]]] = {
         "ALTER TABLE deploy_versions ADD COLUMN IF NOT EXISTS default_answer text",
         lambda conn: _keep_default_answers(conn),
     ],
+    14: [  # a source keeps the digest of each record as its file wrote it, which tells the author's edits
+        "ALTER TABLE sources ADD COLUMN IF NOT EXISTS file_records text",
+        lambda conn: _record_source_files(conn),
+    ],
 }
 
 
@@ -213,6 +224,18 @@ def _keep_default_answers(conn: psycopg.Connection) -> None:
     for pid, settings in conn.execute("SELECT id, settings FROM projects").fetchall():
         conn.execute("UPDATE deploy_versions SET default_answer=%s WHERE project_id=%s",
                      (default_answer_of(settings), pid))
+
+
+def _record_source_files(conn: psycopg.Connection) -> None:
+    """Migration 14: each registered source's ``file_records``, from its live records as they are (whether one was
+    edited before cannot be known now; an edit from now on is: ``kb/source_edits.py``)."""
+    for pid, source in conn.execute("SELECT project_id, source FROM sources").fetchall():
+        rows = conn.execute("SELECT id, kind, questions, answer, metadata, dialog FROM records WHERE project_id=%s"
+                            " AND deployment=%s AND source=%s", (pid, LIVE, source)).fetchall()
+        digests = {rid: authored_digest(QnA(questions, answer, rid, source, metadata, dialog_from_json(dialog), kind))
+                   for rid, kind, questions, answer, metadata, dialog in rows}
+        conn.execute("UPDATE sources SET file_records=%s WHERE project_id=%s AND source=%s",
+                     (file_records_json(digests), pid, source))
 
 
 def _repair_surrogates(conn: psycopg.Connection) -> None:

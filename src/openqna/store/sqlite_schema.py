@@ -8,11 +8,20 @@ import sqlite3
 import uuid
 
 from openqna import strict_json
-from openqna.store.base import JSON_COLUMNS, SchemaTooNew, attached_files_of, default_answer_of
+from openqna.records import QnA, authored_digest
+from openqna.store.base import (
+    JSON_COLUMNS,
+    LIVE,
+    SchemaTooNew,
+    attached_files_of,
+    default_answer_of,
+    file_records_json,
+)
+from openqna.store.sqlite_rows import dialog_from_json
 
 log = logging.getLogger("openqna.store")
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
@@ -56,7 +65,7 @@ CREATE TABLE IF NOT EXISTS test_runs(
 CREATE TABLE IF NOT EXISTS sources(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, display_name TEXT NOT NULL, source_uri TEXT NOT NULL,
   source_kind TEXT NOT NULL, content_structure_kind TEXT NOT NULL, content_hash TEXT NOT NULL,
-  last_updated TEXT NOT NULL, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
+  last_updated TEXT NOT NULL, file_records TEXT, PRIMARY KEY(project_id, source)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS source_refresh(
   project_id INTEGER NOT NULL, source TEXT NOT NULL, every_seconds INTEGER NOT NULL, next_due TEXT NOT NULL,
   checked TEXT NOT NULL, changed TEXT NOT NULL, etag TEXT NOT NULL, last_modified TEXT NOT NULL, outcome TEXT NOT NULL,
@@ -142,6 +151,10 @@ def migrate(db: sqlite3.Connection) -> str:
             for pid, settings in db.execute("SELECT id, settings FROM projects").fetchall():
                 db.execute("UPDATE deploy_versions SET default_answer=? WHERE project_id=?",
                            (default_answer_of(json.loads(settings)), pid))
+        if version < 14 and "file_records" not in {c[1] for c in db.execute("PRAGMA table_info(sources)")}:
+            # v14: a source keeps the digest of each record as its file wrote it, which tells the author's edits
+            db.execute("ALTER TABLE sources ADD COLUMN file_records TEXT")
+            _record_source_files(db)
         db.execute("CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(status, seq)")
         db.execute("CREATE INDEX IF NOT EXISTS jobs_seq ON jobs(seq)")  # max(seq) on submit, however many jobs
         db.execute("INSERT OR REPLACE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -183,6 +196,19 @@ def _move_attached_files(db: sqlite3.Connection) -> None:
         db.executemany("INSERT OR REPLACE INTO vector_store_files VALUES(?,?,?,?)",
                        [(pid, f.file_id, f.seq, strict_json.dumps(f.state)) for f in files])
         db.execute("UPDATE projects SET settings=? WHERE id=?", (strict_json.dumps(settings), pid))
+
+
+def _record_source_files(db: sqlite3.Connection) -> None:
+    """Migration 14: each registered source's ``file_records``, from its live records as they are (whether one was
+    edited before cannot be known now; an edit from now on is: ``kb/source_edits.py``)."""
+    for pid, source in db.execute("SELECT project_id, source FROM sources").fetchall():
+        rows = db.execute("SELECT id, kind, questions, answer, metadata, dialog FROM records WHERE project_id=? AND"
+                          " deployment=? AND source=?", (pid, LIVE, source)).fetchall()
+        digests = {rid: authored_digest(QnA(json.loads(questions), answer, rid, source, json.loads(metadata),
+                                            dialog_from_json(dialog), kind))
+                   for rid, kind, questions, answer, metadata, dialog in rows}
+        db.execute("UPDATE sources SET file_records=? WHERE project_id=? AND source=?",
+                   (file_records_json(digests), pid, source))
 
 
 def _repair_surrogates(db: sqlite3.Connection) -> None:

@@ -38,6 +38,8 @@ from openqna.store.base import (
     Trained,
     Version,
     default_answer_of,
+    file_records,
+    file_records_json,
 )
 
 # A kept version's content is stored as a deployment of this name (records, units and synonyms, as a deployment's):
@@ -463,20 +465,22 @@ class SharedStatements(Dialect):
             pid = self._project_id(db, project)
             rows = db.execute(self._sql(
                 "SELECT source, display_name, source_uri, source_kind, content_structure_kind, content_hash,"
-                " last_updated FROM sources WHERE project_id=? ORDER BY source"), (pid,)).fetchall()
-        return [Source(*r) for r in rows]
+                " last_updated, file_records FROM sources WHERE project_id=? ORDER BY source"), (pid,)).fetchall()
+        return [Source(r[0], r[1], r[2], r[3], r[4], r[5], r[6], file_records(r[7])) for r in rows]
 
     def put_source(self, project: str, source: Source) -> None:
         source.last_updated = now_iso()
         with self._tx() as db:
             pid = self._project_id(db, project)
             db.execute(self._sql(
-                "INSERT INTO sources VALUES(?,?,?,?,?,?,?,?) ON CONFLICT (project_id, source) DO UPDATE"
+                "INSERT INTO sources VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (project_id, source) DO UPDATE"
                 " SET display_name=EXCLUDED.display_name, source_uri=EXCLUDED.source_uri,"
                 " source_kind=EXCLUDED.source_kind, content_structure_kind=EXCLUDED.content_structure_kind,"
-                " content_hash=EXCLUDED.content_hash, last_updated=EXCLUDED.last_updated"),
+                " content_hash=EXCLUDED.content_hash, last_updated=EXCLUDED.last_updated,"
+                " file_records=EXCLUDED.file_records"),
                 (pid, source.source, source.display_name, source.source_uri, source.source_kind,
-                 source.content_structure_kind, source.content_hash, source.last_updated))
+                 source.content_structure_kind, source.content_hash, source.last_updated,
+                 file_records_json(source.file_records)))
 
     def delete_source(self, project: str, source: str) -> bool:
         with self._tx() as db:
