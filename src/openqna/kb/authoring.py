@@ -37,6 +37,7 @@ from openqna.kb.query_log import question_key
 from openqna.kb.service import Service
 from openqna.kb.source_edits import SourceEdits
 from openqna.kb.source_ids import source_ids
+from openqna.kb.suggestion_counts import feedback_counted_in, feedback_taken_out
 from openqna.records import (
     QNA_LIST_KINDS,
     Conflict,
@@ -113,11 +114,19 @@ def feedback_suggestions(store: Store, project: str) -> dict[int, list[tuple[str
 
 def with_feedback(qnas: list[QnA], feedback: dict[int, list[tuple[str, int]]]) -> list[QnA]:
     """``qnas`` with the users' questions sent as feedback among their suggestions (QnA Maker's SuggestedQuestions
-    clusters, one per question), so that an export carries them: a KB moved through one lost them."""
-    return [replace(q, suggested_questions=[*q.suggested_questions, *(
-        {"ClusterHead": question, "AlternateQuestionList": [
-            {"Question": question, "UserSuggestedCount": count, "AutoSuggestedCount": 0}]}
-        for question, count in feedback[q.id])]) if q.id in feedback else q for q in qnas]
+    clusters: counted into the suggestion of the same question, else one cluster per question), so that an export
+    carries them: a KB moved through one lost them.  ``import_assets`` takes them out again (``suggestion_counts``)."""
+    out = []
+    for q in qnas:
+        if q.id not in feedback:
+            out.append(q)
+            continue
+        merged, rest = feedback_counted_in(q.suggested_questions, feedback[q.id])
+        out.append(replace(q, suggested_questions=[*merged, *(
+            {"ClusterHead": question, "AlternateQuestionList": [
+                {"Question": question, "UserSuggestedCount": count, "AutoSuggestedCount": 0}]}
+            for question, count in rest)]))
+    return out
 
 
 def suggestions_left(clusters: list[dict], questions: list[str]) -> list[dict]:
@@ -136,12 +145,14 @@ def suggestions_left(clusters: list[dict], questions: list[str]) -> list[dict]:
 
 def suggestion_clusters(q: QnA, feedback: list[tuple[str, int]]) -> list[dict]:
     """``q``'s active-learning suggestions as Azure's ``activeLearningSuggestions``: each user question sent as
-    feedback for it (``Authoring.suggestions``) in a cluster of its own, then the clusters an import brought (QnA
-    Maker's SuggestedQuestions) as the file had them.  The API, and so the console, and ``openqna suggestions`` list
-    these, so they show the same suggestions."""
+    feedback for it (``Authoring.suggestions``) in a cluster of its own, then the clusters an import or an edit
+    brought (QnA Maker's SuggestedQuestions) as the file had them, but for the feedback that asks one of their
+    questions, which is counted in that one (``suggestion_counts``: a suggestion is listed, and counted, once).  The
+    API, and so the console, and ``openqna suggestions`` list these, so they show the same suggestions."""
+    merged, rest = feedback_counted_in(q.suggested_questions, feedback)
     clusters = [{"clusterHead": question, "suggestedQuestions": [
-        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in feedback]
-    for cluster in suggestions_to_azure(q.suggested_questions):
+        {"question": question, "userSuggestedCount": count, "autoSuggestedCount": 0}]} for question, count in rest]
+    for cluster in suggestions_to_azure(merged):
         clusters.append({"clusterHead": cluster["ClusterHead"], "suggestedQuestions": [
             {"question": s["Question"], "userSuggestedCount": s["UserSuggestedCount"],
              "autoSuggestedCount": s["AutoSuggestedCount"]} for s in cluster["SuggestedQuestions"]]})
@@ -284,8 +295,8 @@ class Authoring:
         for q in writes:
             q.normalised()
             q.questions = list(dict.fromkeys(q.questions))  # an edit that gives a question twice stores it once
-            if q.id in feedback:  # a read-modify-write sends the feedback back as suggestions: it is kept once
-                q.suggested_questions = without_questions(q.suggested_questions, {x for x, _ in feedback[q.id]})
+            if q.id in feedback:  # a read-modify-write sends the feedback back counted in: it is counted once
+                q.suggested_questions = feedback_taken_out(q.suggested_questions, feedback[q.id])
         self.check_prompts(project, writes, set(deletes), existing)
         accepted = self._accepted(project, [(existing[q.id], q) for q in writes
                                             if q.id in existing and q.id not in dropped], feedback)
@@ -601,6 +612,9 @@ class Authoring:
             return
         feedback = self.store.list_feedback(project)
         before = {qid: q.answer for qid, q in self.store.get_qnas(project, list(feedback)).items()}
+        for q in content.qnas:  # an export carries the feedback counted in (``with_feedback``): it stays, once
+            if q.id in before and q.answer.strip() == before[q.id]:
+                q.suggested_questions = feedback_taken_out(q.suggested_questions, feedback[q.id])
         self.service.replace_records(project, content.qnas, synonyms=content.synonyms if given else None)
         # users' questions sent for a QnA the import replaced by another answer are no suggestions for that one
         # (they stayed, and the console offered "german capital city?" for the bread QnA that took its id)

@@ -19,6 +19,7 @@ from openqna.index.markdown_text import without_urls
 from openqna.kb.catalog import DEPLOYED_WITH, VERSIONS_WITH
 from openqna.kb.progress import Progress, publish
 from openqna.kb.service_base import ServiceBase
+from openqna.kb.suggestion_counts import feedback_taken_out
 from openqna.models.embedder import Embedder
 from openqna.ranking.multilingual import (
     E5_ONLY,
@@ -436,9 +437,15 @@ class Writing(ServiceBase):
 
     def import_content(self, project: str, content: KnowledgeBaseContent, *, progress: bool = False) -> ImportReport:
         """Merge ``content`` (one file's, or several already given ids of their own by ``own_ids``) into ``project``:
-        records matched by id or content are updated, the others added, none deleted."""
+        records matched by id or content are updated, the others added, none deleted.  The users' feedback for a QnA
+        stays, so the file's suggestions of that QnA are stored without it: an export carries it counted in
+        (``kb/suggestion_counts.py``), and imported again it was counted twice."""
         self.ensure_project(project)
         self.own_ids(project, content.qnas)
+        feedback = self.store.list_feedback(project, [q.id for q in content.qnas if q.id is not None])
+        for q in content.qnas:
+            if q.id in feedback:
+                q.suggested_questions = feedback_taken_out(q.suggested_questions, feedback[q.id])
         report = self.upsert(project, content.qnas, progress=progress)
         if content.synonyms:
             stored = self.store.get_synonyms(project)
