@@ -179,6 +179,51 @@ def test_list_pagination(live):
     assert (empty["data"], empty["has_more"], empty["first_id"]) == ([], False, None)
 
 
+def test_lists_page_past_a_cursor_deleted_meanwhile(live):
+    """Every vector-store list refused a cursor no longer in it (400 "'after' names no object of this list"), so the
+    SDK's auto-paging died when another client detached the last file of a page, or deleted the last store of one.
+    A cursor deleted since pages from where it stood in the list's own order (attach order for files, which is not
+    upload order), in either order and direction, as /v1/files does; one that never was in the list is still a 400."""
+    c = client(live)
+    ids = [upload(c, f"p{i}.txt", f"t {i}".encode()) for i in range(5)]
+    vs = c.vector_stores.create(name="pager", file_ids=ids).id
+    p = c.vector_stores.files.list(vector_store_id=vs, limit=2)
+    assert [f.id for f in p.data] == [ids[4], ids[3]]
+    c.vector_stores.files.delete(file_id=p.data[-1].id, vector_store_id=vs)  # another client detaches it
+    assert [f.id for f in p.get_next_page().data] == [ids[2], ids[1]]
+
+    def listed(path: str, **params) -> list[str]:
+        r = raw(live, "GET", path, params=params)
+        assert r.status_code == 200, r.text
+        return [x["id"] for x in r.json()["data"]]
+
+    # attached in the reverse of upload order: the gone file's place is its attach order, not its id's upload time
+    rev = c.vector_stores.create(name="reversed", file_ids=ids[::-1]).id
+    c.vector_stores.files.delete(file_id=ids[2], vector_store_id=rev)
+    files = f"/vector_stores/{rev}/files"
+    assert listed(files, after=ids[2]) == [ids[3], ids[4]] and listed(files, after=ids[2], order="asc") == ids[1::-1]
+    assert listed(files, before=ids[2]) == [ids[0], ids[1]] and listed(files, before=ids[2], order="asc") == ids[:2:-1]
+    r = raw(live, "GET", files, params={"after": "file-nope"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "after", r.text
+
+    batch = c.vector_stores.file_batches.create(vector_store_id=vs, file_ids=[ids[3], ids[0]])
+    more = c.vector_stores.file_batches.list_files(batch.id, vector_store_id=vs, limit=1)
+    assert [f.id for f in more.data] == [ids[0]]
+    c.vector_stores.files.delete(file_id=ids[0], vector_store_id=vs)
+    assert [f.id for f in more.get_next_page().data] == [ids[3]]
+    r = raw(live, "GET", f"/vector_stores/{vs}/file_batches/{batch.id}/files", params={"after": ids[1]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "after", r.text  # in the store, not the batch
+
+    made = [c.vector_stores.create(name=f"s{i}").id for i in range(4)]
+    stores = c.vector_stores.list(limit=2)
+    assert [s.id for s in stores.data] == made[:1:-1]
+    c.vector_stores.delete(stores.data[-1].id)  # made[2]
+    assert [s.id for s in stores.get_next_page().data] == [made[1], made[0]]
+    assert listed("/vector_stores", after=made[2], order="asc") == [made[3]]
+    assert listed("/vector_stores", before=made[2], limit=1) == [made[3]]
+    assert listed("/vector_stores", before=made[2], order="asc", limit=2) == made[:2]
+
+
 def test_errors_in_openai_envelope(live):
     c = client(live)
     vs = c.vector_stores.create(name="e").id

@@ -3,7 +3,8 @@
 A vector store is an openqna project named by its id (``vs_…``) whose
 ``settings["openai_vector_store"]`` holds what OpenAI reports about it: name, metadata, expiry,
 timestamps and the file batches.  Each attached file's status, attributes, chunking, usage and last
-error are a row of their own (``Store.get_attached_file``).  Its records are passages (kind ``passage``, ``source`` = the file id):
+error are a row of their own (``Store.get_attached_file``), kept once the file is detached (marked so) for the
+place it stood in the list, which a list's cursor naming it still pages from.  Its records are passages (kind ``passage``, ``source`` = the file id):
 
 * Chunks are cut by ``ingest.chunk_document`` with the file's ``max_chunk_size_tokens`` and
   ``chunk_overlap_tokens``, counted with the GPT-2 BPE of ``models.gpt2`` (r50k_base) standing in
@@ -100,6 +101,7 @@ class VectorStore:
     status: str  # in_progress | completed | expired
     usage_bytes: int
     file_counts: FileCounts
+    seq: int  # the list's order (creation, in ns), as ``(seq, id)``
 
 
 @dataclass
@@ -113,6 +115,7 @@ class VectorStoreFile:
     usage_bytes: int
     chunking: Chunking
     attributes: dict | None
+    seq: int  # the list's order (attachment, in ns), as ``(seq, id)``
 
 
 @dataclass
@@ -144,6 +147,36 @@ class SearchResult:
 
 def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
+
+
+_STORE_ID = len("vs_") + 32
+_SEQS = (1_577_836_800 * 10**9, 4_102_444_800 * 10**9)  # 2020-2100, in ns
+
+
+def new_store_id(seq: int) -> str:
+    """``vs_`` and 32 hex digits (as OpenAI's newer ids), the first 16 the store's ``seq``: a cursor naming a store
+    deleted since still says where in the list it stood (``store_place``)."""
+    return f"vs_{seq:016x}{secrets.token_hex(8)}"
+
+
+def store_place(store_id: str) -> tuple[int, str] | None:
+    """Where store ``store_id`` stands (or stood) in a list ordered by ``(seq, id)``, read from the id alone; None
+    for an id of ``new_store_id``'s shape from no time a store was made, or of the older, random kind (24 digits)."""
+    digits = store_id[3:19]
+    if len(store_id) != _STORE_ID or not store_id.startswith("vs_") or any(c not in "0123456789abcdef"
+                                                                             for c in store_id[3:]):
+        return None
+    seq = int(digits, 16)
+    return (seq, store_id) if _SEQS[0] <= seq < _SEQS[1] else None
+
+
+_DETACHED = "detached"
+"""A detached file's row keeps its ``seq`` as ``{"id": ..., "detached": True}``: a cursor naming it still says where in
+the list it stood (``file_place``); every other read takes the row for a file the store lacks."""
+
+
+def _attached(row: AttachedFile | None) -> AttachedFile | None:
+    return None if row is None or row.state.get(_DETACHED) else row
 
 
 T = TypeVar("T")
@@ -200,7 +233,7 @@ class VectorStores:
     def _file(self, store_id: str, file_id: str) -> dict:
         """The file's state (``NotFound`` naming the store or the file when either is missing)."""
         try:
-            row = self.store.get_attached_file(store_id, file_id)
+            row = _attached(self.store.get_attached_file(store_id, file_id))
         except NotFound:  # the project is gone: the store says so
             row = None
         if row is None:
@@ -209,16 +242,17 @@ class VectorStores:
 
     def _files(self, store_id: str, file_ids: list[str] | None = None) -> list[dict]:
         """The states of the store's files (or of those of ``file_ids`` it has), oldest first."""
-        return [f.state for f in self.store.list_attached_files(store_id, file_ids)]
+        return [f.state for f in self.store.list_attached_files(store_id, file_ids) if _attached(f)]
 
     def _update_file(self, store_id: str, file_id: str, change: Callable[[dict | None], dict | None]) -> dict | None:
         """Apply ``change`` to the file's state and save what it returns (None: the file leaves the store), atomically
         across processes, as ``_update`` does for the store's state: a compare-and-set of the file's row, so that only
         this file is read and written.  ``change`` gets None when the file is not in the store (it may raise; its
-        work in the store, which must be idempotent, is done and nothing is written)."""
+        work in the store, which must be idempotent, is done and nothing is written).  A file that leaves keeps its
+        row, marked detached (``_DETACHED``)."""
         for _ in range(_CAS_ATTEMPTS):
             try:
-                row = self.store.get_attached_file(store_id, file_id)
+                row = _attached(self.store.get_attached_file(store_id, file_id))
             except NotFound:  # the project is gone: ``change`` says what that means
                 row = None
             if row is None:
@@ -226,7 +260,8 @@ class VectorStores:
                 return None
             # the copy ``change`` edits, made by marshal (the state is JSON values, which it copies exactly)
             after = change(marshal.loads(marshal.dumps(row.state)))
-            if after == row.state or self.store.swap_attached_file(store_id, file_id, row.state, after):
+            kept = {"id": file_id, _DETACHED: True} if after is None else after
+            if after == row.state or self.store.swap_attached_file(store_id, file_id, row.state, kept):
                 return after
         raise Conflict(f"File '{file_id}' of vector store '{store_id}' is being changed by many requests at once; "
                        "try again.")
@@ -246,7 +281,8 @@ class VectorStores:
                                        "message": "Processing stopped before this file was indexed (the server "
                                                   "restarted or failed); attach the file again."}
         return VectorStoreFile(state["id"], store_id, state["filename"], state["created_at"], status, error,
-                               state.get("usage_bytes", 0), Chunking(*state["chunking"]), state.get("attributes"))
+                               state.get("usage_bytes", 0), Chunking(*state["chunking"]), state.get("attributes"),
+                               state.get("seq", 0))
 
     def _counts(self, store_id: str, states: list[dict], cache: dict[str, bool]) -> FileCounts:
         counts = FileCounts(total=len(states))
@@ -274,7 +310,7 @@ class VectorStores:
                   else "in_progress" if counts.in_progress else "completed")
         return VectorStore(vs["id"], vs["name"], vs["created_at"], vs["last_active_at"], vs["metadata"],
                            vs.get("expires_after"), expires_at, status,
-                           sum(f.get("usage_bytes", 0) for f in files), counts)
+                           sum(f.get("usage_bytes", 0) for f in files), counts, vs["seq"])
 
     # -- stores --------------------------------------------------------------------------------------
     def create(self, *, name: str = "", description: str = "", metadata: dict[str, str] | None = None,
@@ -282,11 +318,11 @@ class VectorStores:
                visible: openai_files.Visible = openai_files.anyone) -> VectorStore:
         for f in files:  # refuse unknown files before creating anything
             openai_files.get(self.service, f.file_id, visible=visible, target="file_ids")
-        store_id = new_id("vs_")
-        now = int(time.time())
+        seq = time.time_ns()
+        store_id, now = new_store_id(seq), seq // 10**9
         with self._lock:
             state = {"id": store_id, "name": name, "metadata": metadata or {}, "expires_after": expires_after,
-                     "created_at": now, "seq": time.time_ns(), "last_active_at": now, "batches": {},
+                     "created_at": now, "seq": seq, "last_active_at": now, "batches": {},
                      "scope": scope}
             self.store.create_project(Project(store_id, description, settings={SETTINGS_KEY: state},
                                               embedder=self.service.embedder.name))
@@ -375,6 +411,14 @@ class VectorStores:
         cache: dict[str, bool] = {}
         return [self._file_view(store_id, s, cache) for s in self._files(store_id, members)]
 
+    def file_place(self, store_id: str, file_id: str, batch_id: str | None = None) -> tuple[int, str] | None:
+        """Where file ``file_id`` stands, or stood before it was detached, in ``list_files``' order (by ``(seq, id)``):
+        a cursor naming it pages on from there.  None: it never was in the store (or the batch)."""
+        if batch_id is not None and file_id not in self._batch_state(self._project(store_id)[1], batch_id)["files"]:
+            return None
+        row = self.store.get_attached_file(store_id, file_id)
+        return None if row is None else (row.seq, file_id)
+
     def update_attributes(self, store_id: str, file_id: str, attributes: dict | None) -> VectorStoreFile:
         def change(state: dict | None) -> dict:
             if state is None:
@@ -406,7 +450,7 @@ class VectorStores:
     def detach_everywhere(self, file_id: str) -> None:
         """A deleted file leaves every vector store it was in, as OpenAI's Files API does."""
         for project in self.store.list_projects():
-            if SETTINGS_KEY in project.settings and self.store.get_attached_file(project.name, file_id) is not None:
+            if SETTINGS_KEY in project.settings and _attached(self.store.get_attached_file(project.name, file_id)):
                 self.detach(project.name, file_id)
 
     def content(self, store_id: str, file_id: str) -> list[str]:
@@ -495,7 +539,7 @@ class VectorStores:
 
     def _current(self, store_id: str, file_id: str, attempt: str) -> dict | None:
         """The file's state if ``attempt`` is still the one to process (``NotFound`` when the store is gone)."""
-        row = self.store.get_attached_file(store_id, file_id)
+        row = _attached(self.store.get_attached_file(store_id, file_id))
         return row.state if row is not None and row.state["attempt"] == attempt else None
 
     def _with_earlier_ids(self, store_id: str, file_id: str, records: list[QnA]) -> list[QnA]:

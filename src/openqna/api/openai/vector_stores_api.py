@@ -55,6 +55,7 @@ from openqna.kinds.vector_stores import (
     VectorStore,
     VectorStoreFile,
     VectorStores,
+    store_place,
 )
 from openqna.records import InvalidArgument, NotFound, OpenQnAError
 
@@ -261,11 +262,16 @@ def reply(body: dict, *, in_progress: bool = False) -> JSONResponse:
     return JSONResponse(body, headers={"openai-poll-after-ms": POLL_AFTER_MS} if in_progress else None)
 
 
-def page(request: Request, items: list, render: Callable[[Any], dict]) -> JSONResponse:
+def page(request: Request, items: list, render: Callable[[Any], dict],
+         place: Callable[[str], tuple[int, str] | None]) -> JSONResponse:
     """OpenAI's cursor list: ``limit`` 1..100 (20), ``order`` asc|desc (desc), ``after``/``before`` ids.
 
-    ``items`` come oldest first.  ``has_more`` says whether the list goes on past this page in the
-    direction of travel (``before`` travels backwards), which is what stops the SDK's pagination.
+    ``items`` come oldest first, by ``(seq, id)``.  A cursor not among them (deleted or detached since, or left out
+    by a ``filter``) pages from where ``place`` says it stands in that order: looked up among the items only, it was
+    a 400 that ended the SDK's auto-paging when another client deleted the last object of a page.  A cursor ``place``
+    knows no place of is refused: an empty page would end the SDK's iteration as if the list were done.
+    ``has_more`` says whether the list goes on past this page in the direction of travel (``before`` travels
+    backwards), which is what stops the SDK's pagination.  ``place`` reads the store: call this in a thread.
     """
     q = request.query_params
     raw_limit = q.get("limit", "20")
@@ -275,18 +281,22 @@ def page(request: Request, items: list, render: Callable[[Any], dict]) -> JSONRe
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise _refuse(f"'order' must be 'asc' or 'desc'; got {order!r}.", "order")
-    items = items[::-1] if order == "desc" else list(items)
+    descending = order == "desc"
+    items = items[::-1] if descending else list(items)
     ids = [item.id for item in items]
-    start, end = 0, len(items)
+    places: dict[str, int] = {}
     for param in ("after", "before"):
         cursor = q.get(param)
-        if cursor is not None and cursor not in ids:
+        if cursor is None:
+            continue
+        if cursor in ids:
+            places[param] = ids.index(cursor) + (param == "after")
+        elif (key := place(cursor)) is not None:  # gone: the items on its side of it
+            places[param] = sum(1 for item in items if ((item.seq, item.id) > key if descending
+                                                        else (item.seq, item.id) < key))
+        else:
             raise _refuse(f"'{param}' names no object of this list: {cursor!r}.", param)
-    if q.get("after") is not None:
-        start = ids.index(q["after"]) + 1
-    if q.get("before") is not None:
-        end = ids.index(q["before"])
-    window = items[start:end]
+    window = items[places.get("after", 0):places.get("before", len(items))]
     backwards = q.get("before") is not None and q.get("after") is None
     chosen = window[-limit:] if backwards else window[:limit]
     data = [render(item) for item in chosen]
@@ -355,7 +365,7 @@ class VectorStoreRoutes:
             key = request.state.key
             found = await run_in_threadpool(self.core.list_stores,
                                             lambda sid, scope: reaches(key, "query", sid, scope))
-            return page(request, found, store_json)
+            return page(request, found, store_json, store_place)
 
         async def create() -> Response:
             body = await self._body(request, CREATE_FIELDS)
@@ -413,7 +423,8 @@ class VectorStoreRoutes:
 
         async def listing() -> Response:
             files = await run_in_threadpool(self.core.list_files, store_id)
-            return page(request, self._status_filter(request, files), vs_file_json)
+            return await run_in_threadpool(page, request, self._status_filter(request, files), vs_file_json,
+                                           lambda cursor: self.core.file_place(store_id, cursor))
 
         async def attach() -> Response:
             body = await self._body(request, ATTACH_FIELDS)
@@ -504,9 +515,10 @@ class VectorStoreRoutes:
 
     async def batch_files(self, request: Request) -> Response:
         async def work() -> Response:
-            files = await run_in_threadpool(self.core.list_files, request.path_params["vector_store_id"],
-                                            request.path_params["batch_id"])
-            return page(request, self._status_filter(request, files), vs_file_json)
+            store_id, batch_id = request.path_params["vector_store_id"], request.path_params["batch_id"]
+            files = await run_in_threadpool(self.core.list_files, store_id, batch_id)
+            return await run_in_threadpool(page, request, self._status_filter(request, files), vs_file_json,
+                                           lambda cursor: self.core.file_place(store_id, cursor, batch_id))
 
         return await self._guard(request, "query", work)
 
