@@ -248,6 +248,21 @@ def test_a_filename_is_the_users_though_the_client_escapes_quotes_and_line_break
     assert sorted(f.filename for f in c.files.list()) == sorted(names)
 
 
+def test_a_filename_keeps_the_control_characters_the_client_escapes(live):
+    """httpx escapes every character from 0x00 to 0x1F but ESC (0x1B) as %XX, and only %22, %0A and %0D were undone:
+    "tab\tname.txt" came back as 'tab%09name.txt'.  Exactly httpx's escapes are undone (a "%1B" or a lower-case
+    "%0a" it never writes stays as sent), and a NUL, which no store or file system keeps in a name, is a 400."""
+    c = client(live)
+    names = ["tab\tname.txt", "bell\x07.txt", "esc\x1b.txt", "unit\x1fsep.txt", "%1B %7F %0a %25.txt"]
+    for name in names:
+        f = c.files.create(file=(name, b"Returns are accepted within 30 days."), purpose="assistants")
+        assert f.filename == name and c.files.retrieve(f.id).filename == name
+    with pytest.raises(openai.BadRequestError) as refused:
+        c.files.create(file=("nul\x00.txt", b"x"), purpose="assistants")
+    assert refused.value.body["param"] == "file" and "NUL (U+0000)" in refused.value.body["message"], refused.value.body
+    assert sorted(f.filename for f in c.files.list()) == sorted(names)
+
+
 def test_bad_jsonl_line_is_named_and_nothing_is_stored(live):
     c = client(live)
     data = b'{"text": "fine"}\n{"text": ""}\n'

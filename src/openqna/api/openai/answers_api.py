@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import re
 import time
 from typing import Any
 
@@ -137,16 +138,24 @@ def check_upload_fields(form: Any) -> None:
                               target=repeated[0])
 
 
-# What a browser (WHATWG's multipart/form-data encoding) and httpx, under the `openai` client, escape in a part's
-# filename, which the multipart parser leaves as sent.  Only these: a "%" is not escaped, so a name may hold "%41".
-_FORM_ESCAPES = {"%22": '"', "%0A": "\n", "%0D": "\r"}
+# What httpx (under the `openai` client) escapes in a part's filename, which the multipart parser leaves as sent: '"'
+# and every character from 0x00 to 0x1F but ESC (0x1B), as "%" and two upper-case hex digits
+# (httpx/_multipart.py, _HTML5_FORM_ENCODING_REPLACEMENTS).  A browser escapes three of them, '"', LF and CR, and "must
+# not perform any other escapes" (WHATWG's multipart/form-data encoding).  Neither escapes "%": any other "%" sequence
+# ("%41", "%1B", "%0a") is the name's own.
+_FORM_ESCAPES = {f"%{c:02X}": chr(c) for c in (*range(0x20), 0x22) if c != 0x1B}
+_FORM_ESCAPE = re.compile("|".join(_FORM_ESCAPES))
 
 
 def form_filename(sent: str) -> str:
-    """The name the user gave the file, from the ``filename`` of its multipart Content-Disposition."""
-    for escaped, char in _FORM_ESCAPES.items():
-        sent = sent.replace(escaped, char)
-    return sent
+    """The name the user gave the file, from the ``filename`` of its multipart Content-Disposition, in one pass (a
+    sequence an escape leaves behind is not read again).  A NUL is refused: no file system keeps one in a name, nor
+    PostgreSQL in text; every other character is kept as sent, tabs and line breaks included."""
+    name = _FORM_ESCAPE.sub(lambda m: _FORM_ESCAPES[m.group()], sent)
+    if "\x00" in name:
+        raise InvalidArgument("The file's name holds a NUL (U+0000), which a file name may not hold; rename the "
+                              "file.", target="file")
+    return name
 
 
 def expires_after_form(form: Any) -> int | None:
