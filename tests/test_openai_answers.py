@@ -486,6 +486,21 @@ class FakeLLM:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
+
+def test_a_logit_bias_no_model_reads_is_refused_and_one_that_asks_nothing_dropped(live):
+    """Its keys are GPT-2 token ids; the extractive completer makes no tokens (and an endpoint's model has its own): a
+    bias is honoured by none, so it is refused, as with an endpoint, but the reference's ban of <|endoftext|> and a
+    bias of 0 ask nothing a model would do otherwise."""
+    body = {"model": "curie", "question": "What is the capital of China?", "examples": EXAMPLES,
+            "examples_context": "", "documents": ["Beijing is the capital of China."]}
+    for bias in ({"50256": -100}, {"1234": 0, "50256": -1}, {}):
+        r = post(live, "/answers", dict(body, logit_bias=bias))
+        assert r.status_code == 200 and r.json()["answers"] == ["Beijing is the capital of China."], r.text
+    for bias, token in (({"1234": -100}, "1234"), ({"50256": -100, "13": 2}, "13"), ({"50256": 100}, "50256")):
+        r = post(live, "/answers", dict(body, logit_bias=bias))
+        assert r.status_code == 400 and r.json()["error"]["param"] == "logit_bias", r.text
+        assert f"token {token} would bias an unrelated token" in r.json()["error"]["message"], r.text
+
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
     from conftest import LiveServer
@@ -508,11 +523,21 @@ def test_answers_through_an_openai_compatible_llm(service, monkeypatch, api):
         asked = len(llm.requests) - asked
         with_logprobs = post(live, "/answers", dict(body, logprobs=1)).json()
         slow = post(live, "/answers", dict(body, question="answer slowly"))
+        sent_before = len(llm.requests)
+        biased = [post(live, "/answers", dict(body, logit_bias=bias)) for bias in ({"1234": -100}, {"50256": 5})]
+        assert len(llm.requests) == sent_before  # refused before the endpoint is asked
     path, headers, sent = llm.requests[0]
     assert path == "/v1/" + ("chat/completions" if api == "chat" else "completions")
     assert headers["Authorization"] == "Bearer sk-llm" and sent["model"] == "fake-llm-7b"
-    assert (sent["n"], sent["max_tokens"], sent["temperature"], sent["stop"], sent["logit_bias"]) == \
-        (2, 7, 0.5, ["\n\n"], {"50256": -100})
+    assert (sent["n"], sent["max_tokens"], sent["temperature"], sent["stop"]) == (2, 7, 0.5, ["\n\n"])
+    # logit_bias holds GPT-2 token ids, which the endpoint's tokenizer reads as other tokens: passed on, 50256
+    # (<|endoftext|>) banned an unrelated one.  Banning <|endoftext|> is dropped (the stop sequences end the answer);
+    # any other bias is refused, saying why
+    assert not any("logit_bias" in b for _, _, b in llm.requests)
+    for refused, token in zip(biased, ("1234", "50256")):
+        error = refused.json()["error"]
+        assert refused.status_code == 400 and error["param"] == "logit_bias", refused.text
+        assert f"token {token} would bias an unrelated token" in error["message"], error
     prompt = sent["messages"][0]["content"] if api == "chat" else sent["prompt"]
     assert prompt == ("Please answer the question according to the above context.\nQ: What is the capital of Washington"
                       "\nA: Olympia\n---\nQ: What is the capital of Oregon\nA: Salem\n\n===\nContext: Beijing is the "

@@ -155,7 +155,6 @@ class AnswersRequest:
     max_tokens: int = 16
     stop: list[str] | None = None
     n: int = 1
-    logit_bias: dict | None = None
     return_metadata: bool = False
     return_prompt: bool = False
     user: str | None = None
@@ -268,7 +267,7 @@ class Answering:
         prompt = instruction + (CONTEXT_TEMPLATE.format(context=context) if selected else "") + question_block
         completion = self.completer.complete(CompletionRequest(
             prompt, req.model, req.question, [s["text"] for s in selected], n=req.n, max_tokens=req.max_tokens,
-            temperature=req.temperature, stop=req.stop, logit_bias=req.logit_bias, logprobs=req.logprobs,
+            temperature=req.temperature, stop=req.stop, logprobs=req.logprobs,
             user=req.user))
         return AnswersResult([answer_text(t) for t in completion.texts], completion.id, completion.model, selected,
                              prompt, completion.logprobs, list(completion.texts))

@@ -2,7 +2,8 @@
 
 ``OpenAICompatibleCompleter`` calls any OpenAI-compatible endpoint (OpenAI, Azure OpenAI,
 vLLM, llama.cpp, Ollama) through ``/chat/completions`` or ``/completions``, passing n,
-stop, temperature, max_tokens and logit_bias through.  With no endpoint configured,
+stop, temperature and max_tokens through.  Never ``logit_bias``: the Answers API's are GPT-2 token ids, which the
+endpoint's model (with a tokenizer of its own) would read as other tokens (``logit_bias_refusal``).  With no endpoint configured,
 ``ExtractiveCompleter`` answers from the selected documents (the sentence closest to the
 question), so ``/v1/answers`` works offline; the ``model`` it reports says which answered.
 ``ExtractiveCompleter`` picks sentences, which is retrieval's job, so it lives in
@@ -36,7 +37,6 @@ class CompletionRequest:
     max_tokens: int = 16
     temperature: float = 0.0
     stop: list[str] | None = None
-    logit_bias: dict[str, float] | None = None
     logprobs: int | None = None
     user: str | None = None
 
@@ -53,6 +53,27 @@ class Completion:
 class CompleterError(OpenQnAError):
     code = "completer_error"
     status = 502
+
+
+ENDOFTEXT = 50256  # GPT-2's <|endoftext|>
+
+
+def logit_bias_refusal(bias: dict[str, float]) -> str | None:
+    """Why the Answers API's ``logit_bias`` cannot be honoured, or None when it may be dropped.
+
+    Its keys are GPT-2 token ids, and no completer here reads them: an endpoint's model has a tokenizer of its own
+    (passed on, the ids biased unrelated tokens of it), and the extractive completer makes no tokens.  A bias of 0
+    changes nothing, and a negative one on <|endoftext|> (the reference's own example, ``{"50256": -100}``) only kept
+    the text from ending on its own, where the stop sequences and ``max_tokens`` end it: those are dropped.
+    """
+    honoured = [k for k, v in bias.items() if v and not (int(k) == ENDOFTEXT and v < 0)]
+    if not honoured:
+        return None
+    return (f"'logit_bias' names GPT-2 token ids, and this server has no model that reads them: the model behind its "
+            f"completion endpoint has a tokenizer of its own, so token {honoured[0]} would bias an unrelated token "
+            f"(without an endpoint, answers are sentences of the documents, made of no tokens). Leave 'logit_bias' out; "
+            f"only a negative bias on {ENDOFTEXT} (<|endoftext|>) is accepted, and dropped, since the stop sequences and "
+            f"'max_tokens' end the answer.")
 
 
 class Completer(Protocol):
@@ -101,8 +122,6 @@ class OpenAICompatibleCompleter:
                   "temperature": request.temperature}
         if request.stop:
             params["stop"] = request.stop
-        if request.logit_bias:
-            params["logit_bias"] = request.logit_bias
         if request.user:
             params["user"] = request.user
         if self.api == "chat":

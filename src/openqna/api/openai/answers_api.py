@@ -30,7 +30,7 @@ from openqna.kb.catalog import StoredFile
 from openqna.kb.searching import Hit
 from openqna.kb.service import Service
 from openqna.kinds import openai_files
-from openqna.models.completer import Completer
+from openqna.models.completer import Completer, logit_bias_refusal
 from openqna.records import InvalidArgument, NotFound, OpenQnAError
 
 ANSWERS_FIELDS = {"model", "question", "examples", "examples_context", "documents", "file", "search_model",
@@ -486,6 +486,8 @@ class OpenAIRoutes:
                 numbers.count(k) is not None and isinstance(v, (int, float)) and -100 <= v <= 100
                 for k, v in bias.items())):
             raise InvalidArgument("'logit_bias' maps token ids to numbers from -100 to 100.", target="logit_bias")
+        if bias and (refusal := logit_bias_refusal(bias)) is not None:  # else dropped: it asks nothing a model reads
+            raise InvalidArgument(refusal, target="logit_bias")
         expand = body.strings("expand", max_items=2) or []
         if set(expand) - {"completion", "file"}:
             raise InvalidArgument("'expand' may hold 'completion' and 'file'.", target="expand")
@@ -495,7 +497,7 @@ class OpenAIRoutes:
             search_model=body.string("search_model", default="ada") or "ada",
             max_rerank=body.integer("max_rerank", 200, 1), temperature=body.number("temperature", 0.0, 0.0, 2.0),
             logprobs=body.integer("logprobs", None, 0, 5), max_tokens=body.integer("max_tokens", 16, 1, 4096),
-            stop=stop, n=body.integer("n", 1, 1, 10), logit_bias=bias,
+            stop=stop, n=body.integer("n", 1, 1, 10),
             return_metadata=body.boolean("return_metadata"), return_prompt=body.boolean("return_prompt"),
             user=body.string("user"), alternative_question=body.string("experimental_alternative_question"))
         return req, file_id, expand
