@@ -596,3 +596,33 @@ def test_a_shutdown_stops_a_train_and_the_next_start_runs_it(tmp_path):
     with ServeProcess(tmp_path / "data", tmp_path / "second.log", env=env) as second:
         done = wait_for_job(f"{second.url}/openqna/jobs/{job_id}", seconds=180)
         assert done["status"] == "succeeded" and done["result"]["project"] == "bank", done
+
+
+def test_a_model_of_the_space_a_reembed_left_is_marked_not_applied_and_a_retrain_drops_it(service, tmp_path):
+    """After `openqna reembed` with another embedder a trained model stayed stored, listed and deployed ("the same
+    model as test") but was never applied (adapters are keyed by the space's name): the owner lost the training
+    gain and nothing said so.  The command says to retrain, /training marks the model "not applied: retrain" where
+    the deployment's vectors are the new embedder's (a deployment made before still holds the old vectors, and a
+    server of the old embedder applies it there), and a retrain drops the stale adapter even when it keeps none."""
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    service.store.set_trained("shop", steering(service, ASKED, "When are you open?").to_bytes(), {"kept": True})
+    service.deploy("shop", "production")
+    status = Trainer(service).status("shop")["deployments"]
+    assert status["test"]["applied"] and "notApplied" not in status["test"] and status["production"]["applied"]
+    proc = run("reembed", "shop", data=tmp_path / "data", env={"OPENQNA_EMBEDDER": "hash",
+                                                               "OPENQNA_MULTILINGUAL": "off"})
+    assert "its trained model is kept but not applied: trained for embedder" in proc.stdout
+    assert "`openqna train shop` with this OPENQNA_EMBEDDER, then deploy" in proc.stdout
+    from openqna.kb.service import Service
+    from openqna.models.embedder import get_embedder
+
+    other = Service(service.store, get_embedder("hash"))
+    status = Trainer(other).status("shop")["deployments"]
+    assert not status["test"]["applied"] and status["test"]["notApplied"].startswith("not applied: trained for")
+    assert status["test"]["notApplied"].endswith("retrain")
+    assert status["production"]["applied"]  # it holds the old vectors: a server of the old embedder applies it
+    other.deploy("shop", "production")  # now production holds the new vectors and the stale model with them
+    assert not Trainer(other).status("shop")["deployments"]["production"]["applied"]
+    assert not Trainer(other).train("shop").kept  # too few QnAs: nothing kept, and the stale adapter is gone
+    assert Trainer(other).status("shop")["deployments"]["test"] is None

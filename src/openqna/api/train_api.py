@@ -6,7 +6,8 @@
   409 while a train job of the project is queued or running (in any process): it names that job.  Train jobs run
   on a worker of their own (``kb.jobs``'s lanes), so edits and deploys are not held up behind one;
 * ``GET /openqna/projects/{project}/training`` — the trained model of ``test`` and of each deployment (when it was
-  trained, its hash, the report it was kept on), null where there is none;
+  trained, its hash, the report it was kept on, whether it is ``applied``: not after a re-embed with another
+  embedder, ``notApplied`` says to retrain), null where there is none;
 * ``DELETE /openqna/projects/{project}/training`` — remove the test state's model (deployments keep theirs until
   the next deploy).
 """

@@ -416,12 +416,22 @@ def diff(project: str, old: str, new: str, as_json: bool, data_dir: str) -> None
 @click.argument("project")
 @data_option
 def reembed(project: str, data_dir: str) -> None:
-    """Re-embed PROJECT's live state with the configured embedder (then deploy again)."""
+    """Re-embed PROJECT's live state with the configured embedder (then deploy again).
+
+    A trained model (`openqna train`) is kept, but its adapter for the old embedder's space is never applied to the
+    new one's vectors: this says so, and `openqna train PROJECT` trains one for the new space."""
+    from openqna.kb.train_job import Trainer
+
     try:
-        count = open_service(data_dir).reembed(project, progress=True)
+        service = open_service(data_dir)
+        count = service.reembed(project, progress=True)
+        test = Trainer(service).status(project)["deployments"]["test"]
     except OpenQnAError as exc:
         fail(exc.message)
     click.echo(f"re-embedded {count} QnAs of {project}; deploy to update other deployments")
+    if test is not None and "notApplied" in test:
+        click.echo(f"its trained model is kept but {test['notApplied']} (`openqna train {project}` with this "
+                   f"OPENQNA_EMBEDDER, then deploy)")
 
 
 @main.command()

@@ -40,8 +40,11 @@ export async function trainingCard(name, progress) {
   const status = await get(`${base}/training`);
   const result = h("div", { class: "train-result" });
   const test = status.deployments.test;
+  // a model with no adapter for the space the deployment's vectors are in now (after `openqna reembed` with another
+  // embedder) is stored and deployed but never applied: say so rather than list it as if it served
+  const stale = (t) => (t && t.notApplied ? ` (${t.notApplied})` : "");
   const held = Object.entries(status.deployments).filter(([d]) => d !== "test").map(([d, t]) =>
-    `${d}: ${t ? (test && t.hash === test.hash ? "the same model as test" : `a model trained ${when(t.trainedDateTime)}`) : "no trained model"}`);
+    `${d}: ${t ? (test && t.hash === test.hash ? "the same model as test" : `a model trained ${when(t.trainedDateTime)}`) + stale(t) : "no trained model"}`);
   const train = async () => {
     let job = null;
     if (await runJob("Training", progress, async (onStatus) => {
@@ -65,7 +68,7 @@ export async function trainingCard(name, progress) {
     h("p", {}, "Learn from this project's own questions, answers, feedback and accepted suggestions. Part of its "
       + "questions is held out, and its test sets' questions are never learnt from: both are asked before and after, "
       + "and the new model is kept only if it answers them better (the test sets decide when there are ten or more)."),
-    h("p", {}, test ? `test: a model trained ${when(test.trainedDateTime)}` : "test: no trained model"),
+    h("p", {}, test ? `test: a model trained ${when(test.trainedDateTime)}${stale(test)}` : "test: no trained model"),
     held.length ? h("p", {}, held.join(" · ")) : null,
     test && test.report && test.report.spaces ? reportTable(test.report) : null,
     h("button", { type: "button", onclick: train }, "Train"), result);

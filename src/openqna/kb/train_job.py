@@ -21,12 +21,13 @@ import numpy as np
 
 from openqna.index.analyze import exact_key
 from openqna.index.index_cache import index_records
+from openqna.kb.catalog import embedder_of
 from openqna.kb.jobs import Requeue, stopping
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, no_answer_questions, project_threshold
 from openqna.ranking import calibrations
 from openqna.ranking.multilingual import crosses
-from openqna.store import Job
+from openqna.store import Job, Project
 from openqna.store.base import LIVE
 from openqna.training.adapter import QueryAdapter, Stopped, stop_when
 from openqna.training.model import TrainedModel
@@ -87,7 +88,11 @@ class Trainer:
             return served[text]
 
         previous = self.store.get_trained(project)
-        adapters: dict[str, QueryAdapter] = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
+        had = dict(TrainedModel.from_bytes(previous.data).adapters) if previous else {}
+        # an adapter of a space the project is no longer embedded in (`openqna reembed` with another embedder) is
+        # never applied again: the retrain it asked for drops it, whether or not a new one wins
+        adapters: dict[str, QueryAdapter] = {s: a for s, a in had.items()
+                                             if s in (self.service.embedder.name, self.service.multilingual.name)}
         result = TrainResult(project, threshold)
         for space in spaces:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
@@ -120,6 +125,9 @@ class Trainer:
             model = TrainedModel(adapters)
             result.model_bytes = model.nbytes
             self.store.set_trained(project, model.to_bytes(), result.json(), project_id=pid)
+        elif previous is not None and len(adapters) < len(had):
+            self.store.set_trained(project, TrainedModel(adapters).to_bytes() if adapters else None, previous.meta,
+                                   project_id=pid)
         return result
 
     def forget(self, project: str) -> bool:
@@ -131,13 +139,36 @@ class Trainer:
         return had
 
     def status(self, project: str) -> dict[str, Any]:
-        """The trained model of the live state and of each deployment: when it was trained and what it measured."""
-        self.service.project(project)
+        """The trained model of the live state and of each deployment: when it was trained, what it measured, and
+        whether it is applied (``applied``: it has an adapter for a space the deployment is searched in; ``notApplied``
+        names the spaces it was trained for that the deployment's vectors are no longer in, after `openqna reembed`
+        with another embedder, and says to retrain)."""
+        proj = self.service.project(project)
         out: dict[str, Any] = {"project": project, "deployments": {}}
         for name in [LIVE] + [d.name for d in self.store.list_deployments(project)]:
             trained = self.store.get_trained(project, name)
-            out["deployments"][name] = None if trained is None else {
-                "trainedDateTime": trained.created, "hash": trained.hash, "report": trained.meta}
+            if trained is None:
+                out["deployments"][name] = None
+                continue
+            entry: dict[str, Any] = {"trainedDateTime": trained.created, "hash": trained.hash, "report": trained.meta}
+            entry.update(self.applied(proj, name, trained.data))
+            out["deployments"][name] = entry
+        return out
+
+    def applied(self, proj: Project, deployment: str, data: bytes) -> dict[str, Any]:
+        """Whether the model ``data`` of ``deployment`` is applied: the server keys adapters by the name of the space
+        a question is ranked in, so after a re-embedding with another embedder the model's adapter for the old one
+        is stored, listed and deployed but never read."""
+        built = embedder_of(proj, deployment) or self.service.embedder.name
+        try:
+            spaces = list(TrainedModel.from_bytes(data).adapters)
+        except (ValueError, KeyError, OSError):  # answered without (``TrainedModels``): say so here too
+            return {"applied": False, "notApplied": "not applied: the stored model cannot be read; retrain"}
+        stale = [s for s in spaces if s not in (built, self.service.multilingual.name)]
+        out: dict[str, Any] = {"applied": len(stale) < len(spaces)}
+        if stale:
+            out["notApplied"] = (f"{'partly ' if out['applied'] else ''}not applied: trained for embedder "
+                                 f"{', '.join(stale)}, and its vectors are now {built}'s (openqna reembed): retrain")
         return out
 
     def handle(self, job: Job) -> None:

@@ -186,6 +186,11 @@ class MultilingualSpace:
         self._lock = threading.Lock()
 
     @property
+    def name(self) -> str:
+        """The space's name (its embedder's, which a trained model keys its adapter by), without loading the model."""
+        return self._embedder.name if self._embedder is not None else MultilingualE5.name
+
+    @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
             with self._lock:
