@@ -626,3 +626,24 @@ def test_a_model_of_the_space_a_reembed_left_is_marked_not_applied_and_a_retrain
     assert not Trainer(other).status("shop")["deployments"]["production"]["applied"]
     assert not Trainer(other).train("shop").kept  # too few QnAs: nothing kept, and the stale adapter is gone
     assert Trainer(other).status("shop")["deployments"]["test"] is None
+
+
+def test_an_export_says_it_leaves_the_trained_model_test_sets_and_feedback_behind(service, tmp_path):
+    """`openqna export` of a trained project silently left its model, test sets and feedback behind, where every
+    other thing an export cannot hold is named in a note."""
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    bare = run("export", "shop", str(tmp_path / "bare.json"), data=tmp_path / "data")
+    assert "no export file holds" not in bare.stderr
+    service.deploy("shop", "production")  # without a model
+    service.store.set_trained("shop", steering(service, ASKED, "When are you open?").to_bytes(), {"kept": True})
+    service.store.put_test_set("shop", TestSet("users", [{"question": ASKED, "expected_qna_id": None,
+                                                          "expected_answer": None, "metadata": {}}]))
+    service.store.add_feedback("shop", [(service.records("shop", "test")[0].id, "are you open today", "user")])
+    trained = run("export", "shop", str(tmp_path / "shop.json"), data=tmp_path / "data")
+    assert ("note: no export file holds its trained model (Save and train), its test sets (1), the users' feedback (only "
+            "as suggestions, which train nothing until accepted): after importing it elsewhere, run `openqna train` "
+            "there again; `openqna backup` keeps them all") in trained.stderr
+    production = run("export", "shop", str(tmp_path / "prod.json"), "--deployment", "production",
+                     data=tmp_path / "data")
+    assert "no export file holds its test sets (1)" in production.stderr  # production holds no model

@@ -267,6 +267,15 @@ def export(project: str, out: Path, fmt: str | None, deployment: str, data_dir: 
     if chosen != "json" and any(metadata[k] != fresh[k] for k in ("Description", "Language", "Settings")):
         click.echo(f"note: the project's settings (default answer, language, description) are not in a .{chosen} "
                    "file; export .json to keep them", err=True)
+    # what a project has learnt has no place in any export format: say so (docs/authoring.md, Save and train)
+    left = [what for what, held in (
+        ("its trained model (Save and train)", catalog.store.get_trained(project, deployment) is not None),
+        (f"its test sets ({len(catalog.store.list_test_sets(project))})", catalog.store.list_test_sets(project)),
+        ("the users' feedback (only as suggestions, which train nothing until accepted)",
+         catalog.store.list_feedback(project))) if held]
+    if left:
+        click.echo(f"note: no export file holds {', '.join(left)}: after importing it elsewhere, run `openqna train` "
+                   "there again; `openqna backup` keeps them all", err=True)
 
 
 @main.command()
