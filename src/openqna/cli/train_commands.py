@@ -16,6 +16,13 @@ def _pct(share: float) -> str:
 
 
 def _print(result: dict[str, Any]) -> None:
+    if not result["kept"] and not any(s["before"]["questions"] or s["testSets"]["before"]["questions"]
+                                      for s in result["spaces"]):
+        # "Trained X in 0.0 s ... 0 training questions" read as if something had been trained
+        click.echo(f"Did not train {result['project']}: there was nothing to judge a model by, so nothing changed.")
+        for s in result["spaces"]:
+            click.echo(f"  space {s['space']}: {s['reason']}")
+        return
     click.echo(f"Trained {result['project']} in {result['seconds']:.1f} s (threshold {result['threshold']:.2f}):")
     for s in result["spaces"]:
         click.echo(f"  space {s['space']}: {s['examples']} training questions, held out: {s['heldOutKind']}")
@@ -50,8 +57,6 @@ def _print(result: dict[str, Any]) -> None:
                        f"threshold as often as before it")
     if result["kept"]:
         click.echo("The trained model is in the test state; `openqna deploy` puts it in production.")
-    elif not any(s["before"]["questions"] or s["testSets"]["before"]["questions"] for s in result["spaces"]):
-        click.echo("Nothing changed: there was nothing to judge a model by (see each space's reason above).")
     else:
         click.echo("Nothing changed: no space's model answered the questions it was judged by better.")
 
