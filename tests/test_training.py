@@ -648,3 +648,19 @@ def test_an_export_says_it_leaves_the_trained_model_test_sets_and_feedback_behin
     production = run("export", "shop", str(tmp_path / "prod.json"), "--deployment", "production",
                      data=tmp_path / "data")
     assert "no export file holds its test sets (1)" in production.stderr  # production holds no model
+
+
+def test_a_train_reports_the_spaces_it_has_trained_as_progress(service):
+    """A train job showed no progress while it ran (33 s of "running" on a Chinese KB): it reports each vector space
+    it has trained, as an import reports the texts it has embedded (``kb.progress``, the job's ``progress``)."""
+    from openqna.kb.progress import SINK
+
+    service.create_project("shop")
+    service.upsert("shop", SHOP)
+    reports = []
+    token = SINK.set(reports.append)
+    try:
+        Trainer(service).train("shop")
+    finally:
+        SINK.reset(token)
+    assert [(p.stage, p.done, p.total, p.qnas) for p in reports] == [("training", 0, 1, 4), ("training", 1, 1, 4)]

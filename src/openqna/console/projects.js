@@ -39,6 +39,8 @@ function progressText(status, job) {
   const p = status === "running" && job ? job.progress : null;
   if (!p || !p.total) return STATES[status] || status;
   const n = (x, one, many) => `${x.toLocaleString("en-US")} ${x === 1 ? one : many}`;
+  // a train job reports the vector spaces it has trained (one, or two for a multilingual KB)
+  if (p.stage === "training") return `training ${n(p.qnas, "record", "records")}: ${p.done} of ${n(p.total, "vector space", "vector spaces")} done`;
   const what = [p.qnas ? n(p.qnas, "QnA", "QnAs") : "", p.passages ? n(p.passages, "passage", "passages") : ""];
   return `embedding ${what.filter(Boolean).join(" and ")}: ${Math.floor((100 * p.done) / p.total)}%`;
 }

@@ -23,6 +23,7 @@ from openqna.index.analyze import exact_key
 from openqna.index.index_cache import index_records
 from openqna.kb.catalog import embedder_of
 from openqna.kb.jobs import Requeue, stopping
+from openqna.kb.progress import Progress, publish
 from openqna.kb.service import Service
 from openqna.kb.test_sets import labelled_questions, no_answer_questions, project_threshold
 from openqna.ranking import calibrations
@@ -94,6 +95,8 @@ class Trainer:
         adapters: dict[str, QueryAdapter] = {s: a for s, a in had.items()
                                              if s in (self.service.embedder.name, self.service.multilingual.name)}
         result = TrainResult(project, threshold)
+        # a train of a large or multilingual KB runs for tens of seconds: say which space it is at (``kb.progress``)
+        publish(Progress("training", 0, len(spaces), len(records), 0))
         for space in spaces:
             embedder = self.service.multilingual.embedder if space.multilingual else self.service.embedder
 
@@ -120,6 +123,7 @@ class Trainer:
             if adapter is not None:
                 adapters[space.name] = adapter
                 result.kept = True
+            publish(Progress("training", len(result.spaces), len(spaces), len(records), 0))
         result.seconds = round(time.perf_counter() - started, 2)
         if result.kept:
             model = TrainedModel(adapters)
